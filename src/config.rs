@@ -1,0 +1,143 @@
+//! The validated run configuration: what the CLI produces and the engine consumes.
+
+use std::path::PathBuf;
+
+/// Protocol to the server (`-i`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Http,
+    Grpc,
+}
+
+/// How a measurement window ends (`--measurement-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MeasurementMode {
+    /// A window lasts `measurement_interval_ms` (exactly; perf_analyzer sleeps 1.2x).
+    TimeWindows,
+    /// A window lasts until `measurement_request_count` requests have completed.
+    CountWindows,
+}
+
+/// Where input tensor values come from (`--input-data`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputData {
+    Random,
+    Zero,
+    /// JSON file(s) or a directory: parsed by later work (issue 4); rejected for now by the CLI.
+    Files(Vec<PathBuf>),
+}
+
+/// Tensor encoding over HTTP (`--input-tensor-format`, `--output-tensor-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TensorFormat {
+    Binary,
+    Json,
+}
+
+/// A `start:end:step` sweep of concurrency values. `end == 0` means "until the latency
+/// threshold is exceeded".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConcurrencyRange {
+    pub start: u64,
+    pub end: u64,
+    pub step: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    // --- general ---
+    pub model_name: String,
+    /// Empty: the server picks (latest).
+    pub model_version: String,
+    /// `host:port` (a leading `http://` is accepted and stripped).
+    pub url: String,
+    pub protocol: Protocol,
+    /// `-v` count.
+    pub verbose: u8,
+
+    // --- load ---
+    pub concurrency: ConcurrencyRange,
+    /// `-a/--async` (true) or sync (false).
+    pub async_mode: bool,
+    /// Upper bound on worker threads; `None`: one per available core.
+    pub max_threads: Option<usize>,
+    /// Pin worker threads to cores (off with `--no-pin`).
+    pub pin_threads: bool,
+
+    // --- measurement ---
+    pub measurement_mode: MeasurementMode,
+    pub measurement_interval_ms: u64,
+    pub measurement_request_count: u64,
+    /// As a fraction: `-s 10` is 0.10.
+    pub stability_threshold: f64,
+    pub max_trials: u32,
+    /// `--percentile`: stabilise on and report this percentile instead of the mean.
+    pub percentile: Option<u32>,
+    /// `-l` in ms; 0 means no limit.
+    pub latency_threshold_ms: u64,
+    /// `--request-count`: exactly this many requests in one window (0 = off).
+    pub request_count: u64,
+    pub warmup_request_count: u64,
+
+    // --- inputs ---
+    pub batch_size: u64,
+    /// true when `-b` was given explicitly (the banner prints the batch size either way for
+    /// Triton, but later service kinds need to know).
+    pub batch_size_given: bool,
+    pub input_data: InputData,
+    /// `--shape name:d1,d2` (no batch dim), in the order given.
+    pub shapes: Vec<(String, Vec<i64>)>,
+    pub string_length: usize,
+    pub string_data: Option<String>,
+    pub input_tensor_format: TensorFormat,
+    pub output_tensor_format: TensorFormat,
+    /// `-H Name:Value`, in the order given.
+    pub headers: Vec<(String, String)>,
+
+    // --- reports ---
+    pub csv_file: Option<PathBuf>,
+    pub verbose_csv: bool,
+    pub profile_export_file: Option<PathBuf>,
+
+    // --- run control ---
+    /// Seconds to wait for `/v2/health/ready` before giving up.
+    pub ready_timeout_s: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            model_name: String::new(),
+            model_version: String::new(),
+            url: "localhost:8000".into(),
+            protocol: Protocol::Http,
+            verbose: 0,
+            concurrency: ConcurrencyRange { start: 1, end: 1, step: 1 },
+            async_mode: false,
+            max_threads: None,
+            pin_threads: true,
+            measurement_mode: MeasurementMode::TimeWindows,
+            measurement_interval_ms: 5000,
+            measurement_request_count: 50,
+            stability_threshold: 0.10,
+            max_trials: 10,
+            percentile: None,
+            latency_threshold_ms: 0,
+            request_count: 0,
+            warmup_request_count: 0,
+            batch_size: 1,
+            batch_size_given: false,
+            input_data: InputData::Random,
+            shapes: Vec::new(),
+            string_length: 128,
+            string_data: None,
+            input_tensor_format: TensorFormat::Binary,
+            output_tensor_format: TensorFormat::Binary,
+            headers: Vec::new(),
+            csv_file: None,
+            verbose_csv: false,
+            profile_export_file: None,
+            ready_timeout_s: 10,
+        }
+    }
+}

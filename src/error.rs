@@ -1,0 +1,65 @@
+//! One error type for the whole tool; each kind maps to perf_analyzer's exit code.
+
+use std::fmt;
+
+/// What went wrong, in the terms of perf_analyzer's exit codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Bad flags or input files (exit 99, like perf_analyzer's GENERIC_ERROR for CLI errors).
+    Usage,
+    /// The very first sweep point never stabilised (exit 2).
+    Stability,
+    /// "No valid requests recorded within time interval" (exit 3, OPTION_ERROR).
+    NoValidRequests,
+    /// Anything else: server down, protocol errors, I/O (exit 99).
+    Generic,
+}
+
+#[derive(Debug, Clone)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub msg: String,
+}
+
+impl Error {
+    pub fn usage(msg: impl Into<String>) -> Self {
+        Error { kind: ErrorKind::Usage, msg: msg.into() }
+    }
+    pub fn generic(msg: impl Into<String>) -> Self {
+        Error { kind: ErrorKind::Generic, msg: msg.into() }
+    }
+    pub fn stability(msg: impl Into<String>) -> Self {
+        Error { kind: ErrorKind::Stability, msg: msg.into() }
+    }
+    pub fn no_valid_requests() -> Self {
+        Error {
+            kind: ErrorKind::NoValidRequests,
+            msg: "No valid requests recorded within time interval. Please use a larger time window."
+                .into(),
+        }
+    }
+    /// The process exit code perf_analyzer uses for this kind of failure.
+    pub fn exit_code(&self) -> i32 {
+        match self.kind {
+            ErrorKind::Usage | ErrorKind::Generic => 99,
+            ErrorKind::Stability => 2,
+            ErrorKind::NoValidRequests => 3,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::generic(e.to_string())
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,21 @@
+//! inferperf: a load generator and profiler for inference servers, a drop-in for Triton's
+//! perf_analyzer.
+//!
+//! Data flows one way: `cli` -> `Config` -> `engine` (workers speaking a `protocol`) ->
+//! `measure` (records to statistics) -> `report` (plain data to text).
+
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod inputs;
+pub mod measure;
+pub mod protocol;
+pub mod report;
+pub mod server;
+pub mod service;
+pub mod tensor;
+
+/// The version string printed by `--version` and written into the profile export.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,11 @@
+//! Turning request records into perf_analyzer's statistics: per-window numbers, the stability
+//! rule, merging the last windows of a point, and server-side statistics deltas.
+
+pub mod record;
+pub mod server_stats;
+pub mod stability;
+pub mod stats;
+
+pub use record::{RequestRecord, WindowRecords};
+
+
