@@ -112,7 +112,11 @@ impl Default for Config {
             url: "localhost:8000".into(),
             protocol: Protocol::Http,
             verbose: 0,
-            concurrency: ConcurrencyRange { start: 1, end: 1, step: 1 },
+            concurrency: ConcurrencyRange {
+                start: 1,
+                end: 1,
+                step: 1,
+            },
             async_mode: false,
             max_threads: None,
             pin_threads: true,

@@ -23,19 +23,29 @@ pub struct Error {
 
 impl Error {
     pub fn usage(msg: impl Into<String>) -> Self {
-        Error { kind: ErrorKind::Usage, msg: msg.into() }
+        Error {
+            kind: ErrorKind::Usage,
+            msg: msg.into(),
+        }
     }
     pub fn generic(msg: impl Into<String>) -> Self {
-        Error { kind: ErrorKind::Generic, msg: msg.into() }
+        Error {
+            kind: ErrorKind::Generic,
+            msg: msg.into(),
+        }
     }
     pub fn stability(msg: impl Into<String>) -> Self {
-        Error { kind: ErrorKind::Stability, msg: msg.into() }
+        Error {
+            kind: ErrorKind::Stability,
+            msg: msg.into(),
+        }
     }
     pub fn no_valid_requests() -> Self {
         Error {
             kind: ErrorKind::NoValidRequests,
-            msg: "No valid requests recorded within time interval. Please use a larger time window."
-                .into(),
+            msg:
+                "No valid requests recorded within time interval. Please use a larger time window."
+                    .into(),
         }
     }
     /// The process exit code perf_analyzer uses for this kind of failure.

@@ -4,6 +4,7 @@
 //! Data flows one way: `cli` -> `Config` -> `engine` (workers speaking a `protocol`) ->
 //! `measure` (records to statistics) -> `report` (plain data to text).
 
+pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -13,8 +14,10 @@ pub mod inputs;
 pub mod measure;
 pub mod protocol;
 pub mod report;
+pub mod run;
 pub mod server;
 pub mod service;
+pub mod signal;
 pub mod tensor;
 
 /// The version string printed by `--version` and written into the profile export.

@@ -51,12 +51,18 @@ impl DataType {
 
     /// The v2 protocol name, e.g. `FP32`.
     pub fn name(self) -> &'static str {
-        ALL.iter().find(|(d, _, _)| *d == self).map(|(_, s, _)| *s).unwrap_or("BYTES")
+        ALL.iter()
+            .find(|(d, _, _)| *d == self)
+            .map(|(_, s, _)| *s)
+            .unwrap_or("BYTES")
     }
 
     /// Bytes per element; 0 for BYTES, whose elements are variable length.
     pub fn size(self) -> usize {
-        ALL.iter().find(|(d, _, _)| *d == self).map(|(_, _, z)| *z).unwrap_or(0)
+        ALL.iter()
+            .find(|(d, _, _)| *d == self)
+            .map(|(_, _, z)| *z)
+            .unwrap_or(0)
     }
 }
 
@@ -120,7 +126,10 @@ mod tests {
         push_bytes_element(&mut b, b"ab");
         push_bytes_element(&mut b, b"");
         assert_eq!(b, [2, 0, 0, 0, b'a', b'b', 0, 0, 0, 0]);
-        assert_eq!(split_bytes_elements(&b).unwrap(), vec![&b"ab"[..], &b""[..]]);
+        assert_eq!(
+            split_bytes_elements(&b).unwrap(),
+            vec![&b"ab"[..], &b""[..]]
+        );
         assert!(split_bytes_elements(&b[..3]).is_none());
         assert!(split_bytes_elements(&[5, 0, 0, 0, 1]).is_none());
     }

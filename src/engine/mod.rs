@@ -1,1 +1,251 @@
-//! (in progress)
+//! The load engine: pinned worker threads, each with its own event loop and connections,
+//! driven by the coordinator through window swaps.
+
+pub mod conn;
+pub mod coordinator;
+pub mod worker;
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{unbounded, Receiver, Sender};
+use mio::{Poll, Waker};
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::measure::{RequestRecord, WindowRecords};
+use worker::{Batch, Command, Shared, Worker, WorkerParams, WAKE};
+
+/// Records preallocated per worker; a window with more completions grows the buffer once and
+/// the grown buffer is then recycled.
+const RECORDS_PER_WORKER: usize = 1 << 16;
+
+/// What every engine of a run shares.
+#[derive(Clone)]
+pub struct EngineSpec {
+    pub addr: SocketAddr,
+    /// Complete request bytes, one entry per input step.
+    pub requests: Arc<Vec<Vec<u8>>>,
+    /// Keep response bodies (for the profile export).
+    pub keep_bodies: bool,
+    pub pin: bool,
+    /// Upper bound on worker threads.
+    pub max_workers: usize,
+    pub clock: Clock,
+}
+
+struct WorkerHandle {
+    commands: Sender<Command>,
+    waker: Waker,
+    shared: Arc<Shared>,
+    join: Option<JoinHandle<()>>,
+}
+
+/// A running set of workers holding `concurrency` requests in flight.
+pub struct Engine {
+    workers: Vec<WorkerHandle>,
+    batches: Receiver<Batch>,
+    /// Spare buffers handed to workers at the next swap (recycled, so memory stays flat).
+    spare: Vec<(Vec<RequestRecord>, Vec<u8>)>,
+}
+
+/// Splits `total` into `parts` shares the way perf_analyzer splits concurrency over threads:
+/// `total / parts` each, one more for the first `total % parts`.
+pub fn split(total: u64, parts: usize) -> Vec<u64> {
+    let parts = parts.max(1) as u64;
+    (0..parts)
+        .map(|i| total / parts + u64::from(i < total % parts))
+        .collect()
+}
+
+/// Cores this process may run on (respects `taskset`).
+pub fn available_cores() -> Vec<core_affinity::CoreId> {
+    core_affinity::get_core_ids().unwrap_or_default()
+}
+
+impl Engine {
+    /// Starts `min(concurrency, max_workers)` workers with `concurrency` connections between
+    /// them. `budget`: total requests to send (`--request-count`, warm-up), else unlimited.
+    pub fn start(spec: &EngineSpec, concurrency: u64, budget: Option<u64>) -> Result<Engine> {
+        if spec.requests.is_empty() {
+            return Err(Error::generic("no request to send (empty input data)"));
+        }
+        let n = (concurrency as usize).clamp(1, spec.max_workers.max(1));
+        let conns = split(concurrency, n);
+        let budgets = budget.map(|b| split(b, n));
+        let cores = available_cores();
+        let (out_tx, out_rx) = unbounded();
+        let mut workers = Vec::with_capacity(n);
+        for (i, &c) in conns.iter().enumerate() {
+            let poll = Poll::new()?;
+            let waker = Waker::new(poll.registry(), WAKE)?;
+            let (cmd_tx, cmd_rx) = unbounded();
+            let shared = Arc::new(Shared::default());
+            let params = WorkerParams {
+                index: i,
+                addr: spec.addr,
+                requests: spec.requests.clone(),
+                connections: c as usize,
+                budget: budgets.as_ref().map(|b| b[i]),
+                keep_bodies: spec.keep_bodies,
+                clock: spec.clock,
+                records: Vec::with_capacity(RECORDS_PER_WORKER),
+                first_step: i,
+            };
+            let core = if spec.pin && !cores.is_empty() {
+                Some(cores[i % cores.len()])
+            } else {
+                None
+            };
+            let w = Worker::new(params, poll, shared.clone(), out_tx.clone());
+            let join = std::thread::Builder::new()
+                .name(format!("inferperf-worker-{i}"))
+                .spawn(move || {
+                    if let Some(core) = core {
+                        core_affinity::set_for_current(core);
+                    }
+                    w.run(cmd_rx)
+                })?;
+            workers.push(WorkerHandle {
+                commands: cmd_tx,
+                waker,
+                shared,
+                join: Some(join),
+            });
+        }
+        let spare = (0..n)
+            .map(|_| (Vec::with_capacity(RECORDS_PER_WORKER), Vec::new()))
+            .collect();
+        Ok(Engine {
+            workers,
+            batches: out_rx,
+            spare,
+        })
+    }
+
+    pub fn worker_count(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Requests completed so far (as last published by the workers, at most ~1 ms old).
+    pub fn completed(&self) -> u64 {
+        self.workers
+            .iter()
+            .map(|w| w.shared.completed.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Every worker has spent its budget and has nothing in flight.
+    pub fn all_finished(&self) -> bool {
+        self.workers
+            .iter()
+            .all(|w| w.shared.finished.load(Ordering::Acquire))
+    }
+
+    /// The first error a worker reported, as `(worker index, message)`.
+    pub fn first_error(&self) -> Option<(usize, String)> {
+        self.workers.iter().enumerate().find_map(|(i, w)| {
+            if !w.shared.has_error.load(Ordering::Acquire) {
+                return None;
+            }
+            let msg = w.shared.error.lock().ok().and_then(|m| m.clone());
+            Some((i, msg.unwrap_or_else(|| "unknown error".into())))
+        })
+    }
+
+    /// Ends a window at `until_ns`: gathers every record that ended by then into `window`
+    /// (whose `records` and `bodies` are cleared first; its start/end are left to the caller).
+    pub fn collect(&mut self, until_ns: u64, window: &mut WindowRecords) -> Result<()> {
+        for w in &self.workers {
+            let (fresh, fresh_bodies) = self.spare.pop().unwrap_or_default();
+            let cmd = Command::Swap {
+                until_ns,
+                fresh,
+                fresh_bodies,
+            };
+            if w.commands.send(cmd).is_err() || w.waker.wake().is_err() {
+                return Err(Error::generic("a worker thread stopped unexpectedly"));
+            }
+        }
+        window.records.clear();
+        window.bodies.clear();
+        window.sent = 0;
+        window.client_cpu_ns = 0;
+        window.workers = self.workers.len() as u32;
+        for _ in 0..self.workers.len() {
+            let batch = self
+                .batches
+                .recv_timeout(Duration::from_secs(10))
+                .map_err(|_| Error::generic("a worker thread did not answer within 10 s"))?;
+            self.absorb(batch, window);
+        }
+        Ok(())
+    }
+
+    fn absorb(&mut self, mut batch: Batch, window: &mut WindowRecords) {
+        let base = window.bodies.len() as u32;
+        window.bodies.extend_from_slice(&batch.bodies);
+        window.records.extend(batch.records.iter().map(|r| {
+            let mut r = *r;
+            if r.body_len > 0 {
+                r.body_off += base;
+            }
+            r
+        }));
+        window.sent += batch.sent;
+        window.client_cpu_ns += batch.cpu_ns;
+        batch.records.clear();
+        batch.bodies.clear();
+        self.spare.push((batch.records, batch.bodies));
+    }
+
+    /// Stops sending, lets in-flight requests finish (up to `drain`), joins the workers and
+    /// returns the records that ended after the last `collect`.
+    pub fn stop(mut self, drain: Duration) -> WindowRecords {
+        let deadline = Instant::now() + drain;
+        for w in &self.workers {
+            let _ = w.commands.send(Command::Stop { deadline });
+            let _ = w.waker.wake();
+        }
+        let mut rest = WindowRecords::default();
+        for w in &mut self.workers {
+            if let Some(j) = w.join.take() {
+                let _ = j.join();
+            }
+        }
+        while let Ok(batch) = self.batches.try_recv() {
+            self.absorb(batch, &mut rest);
+        }
+        rest
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let deadline = Instant::now();
+        for w in &mut self.workers {
+            if let Some(j) = w.join.take() {
+                let _ = w.commands.send(Command::Stop { deadline });
+                let _ = w.waker.wake();
+                let _ = j.join();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn split_matches_perf_analyzer() {
+        assert_eq!(split(4, 2), vec![2, 2]);
+        assert_eq!(split(5, 2), vec![3, 2]);
+        assert_eq!(split(1, 3), vec![1, 0, 0]);
+        assert_eq!(split(7, 3), vec![3, 2, 2]);
+        assert_eq!(split(0, 1), vec![0]);
+    }
+}

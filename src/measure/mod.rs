@@ -7,5 +7,6 @@ pub mod stability;
 pub mod stats;
 
 pub use record::{RequestRecord, WindowRecords};
-
-
+pub use server_stats::{ModelStats, ServerStats, StatDuration};
+pub use stability::Trial;
+pub use stats::{ClientStats, WindowStats};

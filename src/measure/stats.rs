@@ -1,1 +1,468 @@
+//! Per-window statistics and the merge of a point's last windows (spec §2.1-§2.2).
+//!
+//! Latencies stay in ns with every sample kept; they become integer µs (truncated) only when
+//! printed. Percentiles use perf_analyzer's nearest-rank rule so results are comparable.
 
+use super::record::WindowRecords;
+use super::server_stats::ServerStats;
+
+/// Percentiles every report shows; `--percentile` adds one more.
+pub const REPORTED_PERCENTILES: [u32; 4] = [50, 90, 95, 99];
+
+const NS_PER_S: f64 = 1e9;
+
+/// The numbers of one measurement window.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WindowStats {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Wall time of the window (ns); shortened by `clamp_to_requests` for `--request-count`.
+    pub duration_ns: u64,
+    /// Requests that completed successfully in the window.
+    pub request_count: u64,
+    /// Requests that failed (transport error or non-2xx) in the window.
+    pub error_count: u64,
+    /// Requests whose first byte was sent during the window.
+    pub sent: u64,
+    /// Latencies (ns) of the successful requests, sorted ascending.
+    pub latencies_ns: Vec<u64>,
+    /// Sums over the successful requests (ns): writing the request, reading the response,
+    /// and the whole request.
+    pub send_ns_sum: u64,
+    pub recv_ns_sum: u64,
+    pub request_ns_sum: u64,
+    /// Worker CPU time during the window (ns, summed over workers) and the worker count.
+    pub client_cpu_ns: u64,
+    pub workers: u32,
+    /// Server-side delta for the window; the engine fills it in.
+    pub server: Option<ServerStats>,
+}
+
+/// Summarises one window's records.
+pub fn window_stats(w: &WindowRecords) -> WindowStats {
+    let mut s = WindowStats {
+        start_ns: w.start_ns,
+        end_ns: w.end_ns,
+        duration_ns: w.end_ns.saturating_sub(w.start_ns),
+        sent: w.sent,
+        client_cpu_ns: w.client_cpu_ns,
+        workers: w.workers,
+        ..WindowStats::default()
+    };
+    s.latencies_ns.reserve(w.records.len());
+    for r in &w.records {
+        if !r.ok {
+            s.error_count += 1;
+            continue;
+        }
+        s.request_count += 1;
+        s.latencies_ns.push(r.latency_ns());
+        s.send_ns_sum = s.send_ns_sum.saturating_add(r.send_ns());
+        s.recv_ns_sum = s.recv_ns_sum.saturating_add(r.recv_ns());
+        s.request_ns_sum = s.request_ns_sum.saturating_add(r.latency_ns());
+    }
+    s.latencies_ns.sort_unstable();
+    s
+}
+
+/// `--request-count`: shortens the window to first request start .. last response end, so
+/// throughput is requests over the time they actually took (perf_analyzer computes this
+/// clamp and then discards it). A span that is empty or reversed leaves the window as is.
+pub fn clamp_to_requests(w: &mut WindowStats, first_start_ns: u64, last_end_ns: u64) {
+    if last_end_ns > first_start_ns {
+        w.start_ns = first_start_ns;
+        w.end_ns = last_end_ns;
+        w.duration_ns = last_end_ns - first_start_ns;
+    }
+}
+
+/// The (earliest start, latest end) over a window's records, for `clamp_to_requests`.
+pub fn request_span(w: &WindowRecords) -> Option<(u64, u64)> {
+    let first = w.records.iter().map(|r| r.start_ns).min()?;
+    let last = w.records.iter().map(|r| r.end_ns).max()?;
+    Some((first, last))
+}
+
+impl WindowStats {
+    /// Inferences per second: `request_count * batch / duration`; 0 for an empty duration.
+    pub fn throughput(&self, batch: u64) -> f64 {
+        per_second(self.request_count.saturating_mul(batch), self.duration_ns)
+    }
+
+    /// The latency the stability rule watches (ns): the p-th percentile with `--percentile`,
+    /// else the mean. A window without successful requests gives `u64::MAX`, like the
+    /// failed-window entry perf_analyzer records, so it can never look stable or fast.
+    pub fn stabilizing_latency_ns(&self, percentile: Option<u32>) -> u64 {
+        if self.latencies_ns.is_empty() {
+            return u64::MAX;
+        }
+        match percentile {
+            Some(p) => percentile_ns(&self.latencies_ns, p),
+            None => mean_ns(&self.latencies_ns),
+        }
+    }
+
+    /// Mean latency (ns); 0 without samples.
+    pub fn avg_latency_ns(&self) -> u64 {
+        mean_ns(&self.latencies_ns)
+    }
+
+    /// Sample standard deviation of the latencies, truncated to µs.
+    pub fn std_latency_us(&self) -> u64 {
+        std_dev_us(&self.latencies_ns)
+    }
+
+    /// The p-th percentile latency (ns); 0 without samples.
+    pub fn percentile_latency_ns(&self, p: u32) -> u64 {
+        percentile_ns(&self.latencies_ns, p)
+    }
+}
+
+/// A point's result: the merge of its last (up to 3) windows.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClientStats {
+    pub request_count: u64,
+    pub error_count: u64,
+    pub sent: u64,
+    pub duration_ns: u64,
+    /// Inferences per second over the summed duration.
+    pub throughput: f64,
+    /// Requests sent per second: mean of the windows' rates.
+    pub send_rate: f64,
+    pub avg_latency_ns: u64,
+    /// Sample standard deviation (n-1), truncated to µs; 0 with fewer than 2 samples
+    /// (perf_analyzer prints UINT64_MAX there).
+    pub std_latency_us: u64,
+    pub min_latency_ns: u64,
+    pub max_latency_ns: u64,
+    /// (percentile, latency ns): 50, 90, 95, 99 and `--percentile`, ascending, no duplicates.
+    pub percentiles_ns: Vec<(u32, u64)>,
+    /// Per-request means (ns) over the successful requests: whole request, send, receive.
+    pub avg_request_ns: u64,
+    pub avg_send_ns: u64,
+    pub avg_recv_ns: u64,
+    /// Client CPU use as % of `duration * workers`, mean over the windows.
+    pub overhead_pct: f64,
+    pub stabilizing_latency_ns: u64,
+}
+
+impl ClientStats {
+    /// The latency for percentile `p` (ns), if it was computed.
+    pub fn percentile(&self, p: u32) -> Option<u64> {
+        self.percentiles_ns
+            .iter()
+            .find(|(q, _)| *q == p)
+            .map(|(_, ns)| *ns)
+    }
+}
+
+/// The reported percentiles: 50, 90, 95, 99 plus `extra`, ascending, without duplicates.
+pub fn percentile_set(extra: Option<u32>) -> Vec<u32> {
+    let mut set = REPORTED_PERCENTILES.to_vec();
+    if let Some(p) = extra {
+        if !set.contains(&p) {
+            set.push(p);
+            set.sort_unstable();
+        }
+    }
+    set
+}
+
+/// Merges windows into a point's result: counts and durations summed, latencies pooled and
+/// re-summarised, client-library times weighted by request count, overhead and send rate
+/// averaged per window (as perf_analyzer does).
+pub fn merge(windows: &[WindowStats], batch: u64, percentile: Option<u32>) -> ClientStats {
+    let mut c = ClientStats::default();
+    let (mut send_sum, mut recv_sum, mut request_sum) = (0u64, 0u64, 0u64);
+    let (mut rate_sum, mut overhead_sum) = (0.0f64, 0.0f64);
+    let mut latencies = Vec::with_capacity(windows.iter().map(|w| w.latencies_ns.len()).sum());
+    for w in windows {
+        c.request_count += w.request_count;
+        c.error_count += w.error_count;
+        c.sent += w.sent;
+        c.duration_ns = c.duration_ns.saturating_add(w.duration_ns);
+        send_sum = send_sum.saturating_add(w.send_ns_sum);
+        recv_sum = recv_sum.saturating_add(w.recv_ns_sum);
+        request_sum = request_sum.saturating_add(w.request_ns_sum);
+        rate_sum += per_second(w.sent, w.duration_ns);
+        overhead_sum += overhead_pct(w);
+        latencies.extend_from_slice(&w.latencies_ns);
+    }
+    if !windows.is_empty() {
+        let n = windows.len() as f64;
+        c.send_rate = rate_sum / n;
+        c.overhead_pct = overhead_sum / n;
+    }
+    latencies.sort_unstable();
+    c.throughput = per_second(c.request_count.saturating_mul(batch), c.duration_ns);
+    c.avg_latency_ns = mean_ns(&latencies);
+    c.std_latency_us = std_dev_us(&latencies);
+    c.min_latency_ns = latencies.first().copied().unwrap_or(0);
+    c.max_latency_ns = latencies.last().copied().unwrap_or(0);
+    c.percentiles_ns = percentile_set(percentile)
+        .into_iter()
+        .map(|p| (p, percentile_ns(&latencies, p)))
+        .collect();
+    let completed = latencies.len() as u64;
+    c.avg_request_ns = request_sum.checked_div(completed).unwrap_or(0);
+    c.avg_send_ns = send_sum.checked_div(completed).unwrap_or(0);
+    c.avg_recv_ns = recv_sum.checked_div(completed).unwrap_or(0);
+    c.stabilizing_latency_ns = match percentile {
+        Some(p) => c.percentile(p).unwrap_or(0),
+        None => c.avg_latency_ns,
+    };
+    c
+}
+
+/// Sums the windows' server deltas; `None` unless every window has one.
+pub fn merge_server(windows: &[WindowStats]) -> Option<ServerStats> {
+    let mut merged: Option<ServerStats> = None;
+    for w in windows {
+        let s = w.server.as_ref()?;
+        match merged.as_mut() {
+            None => merged = Some(s.clone()),
+            Some(m) => m.model.add(&s.model),
+        }
+    }
+    merged
+}
+
+/// Client CPU time over the worker-time available in the window, in %, capped at 100.
+fn overhead_pct(w: &WindowStats) -> f64 {
+    let capacity_ns = w.duration_ns as f64 * f64::from(w.workers);
+    if capacity_ns <= 0.0 {
+        return 0.0;
+    }
+    (w.client_cpu_ns as f64 / capacity_ns * 100.0).min(100.0)
+}
+
+fn per_second(count: u64, duration_ns: u64) -> f64 {
+    if duration_ns == 0 {
+        return 0.0;
+    }
+    count as f64 / (duration_ns as f64 / NS_PER_S)
+}
+
+/// Integer mean (ns, truncated); 0 without samples. Summed in u128: no overflow.
+fn mean_ns(sorted: &[u64]) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let total: u128 = sorted.iter().map(|&l| u128::from(l)).sum();
+    (total / sorted.len() as u128) as u64
+}
+
+/// Sample standard deviation (n-1) computed in f64 around the exact mean, truncated to µs.
+fn std_dev_us(samples: &[u64]) -> u64 {
+    if samples.len() < 2 {
+        return 0;
+    }
+    let n = samples.len() as f64;
+    let mean = samples.iter().map(|&l| l as f64).sum::<f64>() / n;
+    let sq_sum: f64 = samples.iter().map(|&l| (l as f64 - mean).powi(2)).sum();
+    ((sq_sum / (n - 1.0)).sqrt() / 1000.0) as u64
+}
+
+/// Nearest rank as perf_analyzer computes it: `idx = floor(p/100 * (n-1) + 0.5)`.
+fn percentile_ns(sorted: &[u64], p: u32) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let last = sorted.len() - 1;
+    let idx = (f64::from(p) / 100.0 * last as f64 + 0.5) as usize;
+    sorted[idx.min(last)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::record::RequestRecord;
+    use crate::measure::server_stats::ModelStats;
+
+    /// An ok record starting at `start` (ns) with send 10% of the latency, receive 20%.
+    fn rec(start: u64, latency: u64, ok: bool) -> RequestRecord {
+        RequestRecord {
+            start_ns: start,
+            send_end_ns: start + latency / 10,
+            recv_start_ns: start + latency - latency / 5,
+            end_ns: start + latency,
+            ok,
+            ..RequestRecord::default()
+        }
+    }
+
+    fn window(start: u64, dur: u64, latencies: &[u64], failed: usize) -> WindowRecords {
+        let mut records: Vec<RequestRecord> = latencies
+            .iter()
+            .rev()
+            .map(|&l| rec(start + 1, l, true))
+            .collect();
+        records.extend((0..failed).map(|_| rec(start + 1, 5, false)));
+        WindowRecords {
+            start_ns: start,
+            end_ns: start + dur,
+            records,
+            sent: latencies.len() as u64 + failed as u64 + 1,
+            client_cpu_ns: dur / 2,
+            workers: 2,
+            ..WindowRecords::default()
+        }
+    }
+
+    #[test]
+    fn window_stats_counts_and_sorts() {
+        let w = window_stats(&window(1_000, 1_000_000_000, &[3_000, 1_000, 2_000], 2));
+        assert_eq!((w.request_count, w.error_count, w.sent), (3, 2, 6));
+        assert_eq!(w.latencies_ns, vec![1_000, 2_000, 3_000]);
+        assert_eq!(w.duration_ns, 1_000_000_000);
+        assert_eq!(
+            (w.send_ns_sum, w.recv_ns_sum, w.request_ns_sum),
+            (600, 1_200, 6_000)
+        );
+        assert_eq!(w.throughput(1), 3.0);
+        assert_eq!(w.throughput(4), 12.0);
+        assert_eq!(w.stabilizing_latency_ns(None), 2_000);
+        assert_eq!(w.stabilizing_latency_ns(Some(99)), 3_000);
+        assert_eq!(w.std_latency_us(), 1);
+        let empty = window_stats(&window(0, 0, &[], 1));
+        assert_eq!(empty.throughput(1), 0.0);
+        assert_eq!(empty.stabilizing_latency_ns(None), u64::MAX);
+    }
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let ten: Vec<u64> = (1..=10).collect();
+        // idx = floor(p/100 * 9 + 0.5)
+        let cases: &[(&[u64], u32, u64)] = &[
+            (&ten, 50, 6),
+            (&ten, 90, 9),
+            (&ten, 95, 10),
+            (&ten, 99, 10),
+            (&ten, 1, 1),
+            (&ten, 5, 1),
+            (&ten, 6, 2),
+            (&[7], 50, 7),
+            (&[], 50, 0),
+        ];
+        for (data, p, want) in cases {
+            assert_eq!(percentile_ns(data, *p), *want, "p{p} of {data:?}");
+        }
+    }
+
+    #[test]
+    fn std_dev_is_sample_std_truncated() {
+        // 2,4,4,4,5,5,7,9 ms: sample variance 32/7 ms^2, std 2.138 ms.
+        let ms: Vec<u64> = [2, 4, 4, 4, 5, 5, 7, 9]
+            .iter()
+            .map(|v| v * 1_000_000)
+            .collect();
+        assert_eq!(std_dev_us(&ms), 2138);
+        assert_eq!(std_dev_us(&[5_000]), 0);
+        assert_eq!(std_dev_us(&[]), 0);
+        assert_eq!(mean_ns(&[u64::MAX, u64::MAX]), u64::MAX);
+    }
+
+    #[test]
+    fn percentile_set_sorted_unique() {
+        assert_eq!(percentile_set(None), vec![50, 90, 95, 99]);
+        assert_eq!(percentile_set(Some(95)), vec![50, 90, 95, 99]);
+        assert_eq!(percentile_set(Some(75)), vec![50, 75, 90, 95, 99]);
+        assert_eq!(percentile_set(Some(1)), vec![1, 50, 90, 95, 99]);
+    }
+
+    #[test]
+    fn merge_pools_windows() {
+        let a = window_stats(&window(0, 1_000_000_000, &[1_000, 3_000], 1));
+        let b = window_stats(&window(0, 3_000_000_000, &[2_000, 10_000], 0));
+        let c = merge(&[a, b], 2, Some(75));
+        assert_eq!((c.request_count, c.error_count, c.sent), (4, 1, 7));
+        assert_eq!(c.duration_ns, 4_000_000_000);
+        assert_eq!(c.throughput, 2.0); // 4 requests x batch 2 / 4 s
+        assert_eq!(c.send_rate, (4.0 + 1.0) / 2.0); // mean of 4/s and 3/3s
+        assert_eq!(c.avg_latency_ns, 4_000);
+        assert_eq!((c.min_latency_ns, c.max_latency_ns), (1_000, 10_000));
+        assert_eq!(
+            c.percentiles_ns,
+            vec![
+                (50, 3_000),
+                (75, 3_000),
+                (90, 10_000),
+                (95, 10_000),
+                (99, 10_000)
+            ]
+        );
+        assert_eq!(c.stabilizing_latency_ns, 3_000);
+        assert_eq!(
+            (c.avg_request_ns, c.avg_send_ns, c.avg_recv_ns),
+            (4_000, 400, 800)
+        );
+        assert_eq!(c.overhead_pct, 25.0); // cpu = dur/2 over 2 workers
+        assert_eq!(
+            merge(&[], 1, None),
+            ClientStats {
+                percentiles_ns: vec![(50, 0), (90, 0), (95, 0), (99, 0)],
+                ..ClientStats::default()
+            }
+        );
+    }
+
+    #[test]
+    fn merge_stabilizes_on_mean_without_percentile() {
+        let a = window_stats(&window(0, 1_000_000_000, &[1_000, 2_000, 6_000], 0));
+        let c = merge(std::slice::from_ref(&a), 1, None);
+        assert_eq!(c.stabilizing_latency_ns, 3_000);
+        assert_eq!(c.std_latency_us, 2);
+    }
+
+    #[test]
+    fn overhead_capped_and_safe() {
+        let mut w = WindowStats {
+            duration_ns: 100,
+            workers: 1,
+            client_cpu_ns: 500,
+            ..Default::default()
+        };
+        assert_eq!(overhead_pct(&w), 100.0);
+        w.workers = 0;
+        assert_eq!(overhead_pct(&w), 0.0);
+    }
+
+    #[test]
+    fn clamp_uses_request_span() {
+        let recs = window(1_000, 2_000_000_000, &[500, 900], 0);
+        let mut w = window_stats(&recs);
+        let (first, last) = request_span(&recs).unwrap();
+        assert_eq!((first, last), (1_001, 1_901));
+        clamp_to_requests(&mut w, first, last);
+        assert_eq!((w.start_ns, w.end_ns, w.duration_ns), (1_001, 1_901, 900));
+        assert!((w.throughput(1) - 2.0 / 900e-9).abs() < 1.0);
+        clamp_to_requests(&mut w, 5, 5);
+        assert_eq!(w.duration_ns, 900);
+        assert_eq!(request_span(&WindowRecords::default()), None);
+    }
+
+    #[test]
+    fn merge_server_needs_every_window() {
+        let stats = |n: u64| ServerStats {
+            model: ModelStats {
+                name: "m".into(),
+                inference_count: n,
+                ..Default::default()
+            },
+            cache_enabled: false,
+        };
+        let mut a = WindowStats {
+            server: Some(stats(2)),
+            ..Default::default()
+        };
+        let b = WindowStats {
+            server: Some(stats(3)),
+            ..Default::default()
+        };
+        let merged = merge_server(&[a.clone(), b.clone()]).unwrap();
+        assert_eq!(merged.model.inference_count, 5);
+        a.server = None;
+        assert_eq!(merge_server(&[a, b]), None);
+        assert_eq!(merge_server(&[]), None);
+    }
+}

@@ -1,1 +1,346 @@
-//! (in progress)
+//! The reference server, `inferperf serve`: KServe v2 (Triton-compatible) HTTP/1.1 on mio.
+//!
+//! Each server thread owns a `mio::Poll` and a clone of the one listening socket, so there is
+//! no accept thread and no hand-off: a connection lives on the thread that accepted it, and
+//! with the default single thread (the benchmark setup) that is exactly one pinned loop. With
+//! several threads every loop sees the accept edge and the kernel hands each connection to one.
+//!
+//! Roles: `conn` (event loop, connections, deadlines), `http` (request parsing, response
+//! framing), `routes` (URL routing, metadata endpoints), `infer` (infer requests), `models`
+//! (model definitions and compute), `stats` (counters and their JSON), `cli` (`serve_main`).
+
+mod chunked;
+mod cli;
+mod conn;
+mod http;
+mod infer;
+mod json_data;
+mod models;
+mod routes;
+mod stats;
+mod timer;
+mod worker;
+
+#[cfg(test)]
+mod test_client;
+#[cfg(test)]
+mod tests_conn;
+#[cfg(test)]
+mod tests_endpoints;
+#[cfg(test)]
+mod tests_robust;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use mio::{Poll, Waker};
+
+use crate::error::{Error, Result};
+use worker::{Shared, Worker, WAKER};
+
+pub use cli::serve_main;
+pub use stats::{Counters, ModelCounters};
+
+/// A model's compute delay, added to its real compute time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delay {
+    Fixed(Duration),
+    /// Uniformly random between the two bounds (inclusive).
+    Uniform(Duration, Duration),
+}
+
+/// How to run the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeConfig {
+    /// Address to listen on; port 0 picks a free port (see [`ServerHandle::addr`]).
+    pub addr: SocketAddr,
+    /// Number of server threads, each with its own event loop.
+    pub threads: usize,
+    /// Cores to pin the threads to (thread i gets `pin_cores[i % len]`); empty = no pinning.
+    pub pin_cores: Vec<usize>,
+    /// Per-model compute delays.
+    pub delays: Vec<(String, Delay)>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            addr: SocketAddr::from(([127, 0, 0, 1], 8000)),
+            threads: 1,
+            pin_cores: Vec::new(),
+            delays: Vec::new(),
+        }
+    }
+}
+
+/// Parses `2ms`, `1.5s`, `500us` (also `µs`), `750ns` into a duration.
+fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number.parse().ok()?;
+    let ns_per_unit = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return None,
+    };
+    let ns = value * ns_per_unit;
+    (ns.is_finite() && ns <= 3.6e12).then(|| Duration::from_nanos(ns.round() as u64))
+}
+
+/// Parses a `--delay` value: `MODEL=DURATION` or `MODEL=LOW..HIGH` (uniformly random).
+pub fn parse_delay(spec: &str) -> Result<(String, Delay)> {
+    let bad = |why: &str| Error::usage(format!("--delay '{spec}': {why}"));
+    let (model, value) = spec
+        .split_once('=')
+        .ok_or_else(|| bad("expected MODEL=SPEC"))?;
+    let model = model.trim();
+    if model.is_empty() {
+        return Err(bad("missing model name"));
+    }
+    let duration = |text: &str| {
+        parse_duration(text).ok_or_else(|| bad("durations look like 2ms, 500us, 1.5s or 750ns"))
+    };
+    let delay = match value.split_once("..") {
+        None => Delay::Fixed(duration(value)?),
+        Some((low, high)) => {
+            let (low, high) = (duration(low)?, duration(high)?);
+            if low > high {
+                return Err(bad("the low end of the range is above the high end"));
+            }
+            Delay::Uniform(low, high)
+        }
+    };
+    Ok((model.to_string(), delay))
+}
+
+/// A running server; stopping it (or dropping it) stops and joins its threads.
+pub struct ServerHandle {
+    /// The address actually listened on (the real port when the config asked for port 0).
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    wakers: Vec<Waker>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// A snapshot of the request counters.
+    pub fn counters(&self) -> Counters {
+        self.shared.stats.counters()
+    }
+
+    /// Stops every server thread and waits for them; open connections are dropped.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        for waker in &self.wakers {
+            let _ = waker.wake();
+        }
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Maps the configured delays onto model indices, rejecting unknown models.
+fn delays_by_model(delays: &[(String, Delay)]) -> Result<Vec<Option<Delay>>> {
+    let mut by_model = vec![None; models::MODELS.len()];
+    for (name, delay) in delays {
+        let index = models::find_model(name).ok_or_else(|| {
+            Error::usage(format!(
+                "--delay: unknown model '{name}' (models: {})",
+                models::model_names()
+            ))
+        })?;
+        if let Delay::Uniform(low, high) = delay {
+            if low > high {
+                return Err(Error::usage(format!("--delay {name}: empty range")));
+            }
+        }
+        by_model[index] = Some(*delay);
+    }
+    Ok(by_model)
+}
+
+fn check_cores(cores: &[usize]) -> Result<()> {
+    let available: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    match cores.iter().find(|c| !available.contains(c)) {
+        Some(core) => Err(Error::usage(format!(
+            "--pin: core {core} is not available (available: {available:?})"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Starts the server; returns once it is listening (connections queue until the loops run).
+pub fn start(cfg: ServeConfig) -> Result<ServerHandle> {
+    if cfg.threads == 0 {
+        return Err(Error::usage("--threads must be at least 1"));
+    }
+    check_cores(&cfg.pin_cores)?;
+    let delays = delays_by_model(&cfg.delays)?;
+    let listener = std::net::TcpListener::bind(cfg.addr)
+        .map_err(|e| Error::generic(format!("cannot listen on {}: {e}", cfg.addr)))?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let shared = Arc::new(Shared {
+        stats: stats::Stats::new(),
+        delays,
+        stop: AtomicBool::new(false),
+    });
+    // If a later thread fails to start, dropping `handle` stops the ones already running.
+    let mut handle = ServerHandle {
+        addr,
+        shared,
+        wakers: Vec::new(),
+        threads: Vec::new(),
+    };
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1);
+    for i in 0..cfg.threads {
+        let poll = Poll::new()?;
+        let waker = Waker::new(poll.registry(), WAKER)?;
+        let thread_listener = mio::net::TcpListener::from_std(listener.try_clone()?);
+        let thread_seed = seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let worker = Worker::new(
+            poll,
+            thread_listener,
+            Arc::clone(&handle.shared),
+            thread_seed,
+        )?;
+        let core = (!cfg.pin_cores.is_empty()).then(|| cfg.pin_cores[i % cfg.pin_cores.len()]);
+        let thread = std::thread::Builder::new()
+            .name(format!("inferperf-serve-{i}"))
+            .spawn(move || {
+                if let Some(id) = core {
+                    if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
+                        eprintln!("inferperf serve: could not pin thread {i} to core {id}");
+                    }
+                }
+                if let Err(e) = worker.run() {
+                    eprintln!("inferperf serve: thread {i} stopped: {e}");
+                }
+            })
+            .map_err(|e| Error::generic(format!("cannot start server thread: {e}")))?;
+        handle.wakers.push(waker);
+        handle.threads.push(thread);
+    }
+    Ok(handle)
+}
+
+/// Model names, for the startup line.
+pub(crate) fn model_names() -> String {
+    models::model_names()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delay_specs() {
+        let ms = Duration::from_millis;
+        let us = Duration::from_micros;
+        let ok: [(&str, &str, Delay); 6] = [
+            ("simple=2ms", "simple", Delay::Fixed(ms(2))),
+            (
+                "simple=500us..3ms",
+                "simple",
+                Delay::Uniform(us(500), ms(3)),
+            ),
+            (
+                "identity_fp32=1.5s",
+                "identity_fp32",
+                Delay::Fixed(ms(1500)),
+            ),
+            ("x=750ns", "x", Delay::Fixed(Duration::from_nanos(750))),
+            ("x=10µs", "x", Delay::Fixed(us(10))),
+            (" y =0ms..0ms", "y", Delay::Uniform(ms(0), ms(0))),
+        ];
+        for (spec, model, delay) in ok {
+            assert_eq!(
+                parse_delay(spec).unwrap(),
+                (model.to_string(), delay),
+                "{spec}"
+            );
+        }
+        for bad in [
+            "simple",
+            "=2ms",
+            "simple=2",
+            "simple=ms",
+            "simple=3ms..1ms",
+            "simple=2h",
+            "s=1e9s",
+        ] {
+            let err = parse_delay(bad).unwrap_err();
+            assert_eq!(err.exit_code(), 99, "{bad}");
+            assert!(err.msg.starts_with("--delay"), "{bad}: {}", err.msg);
+        }
+    }
+
+    #[test]
+    fn start_rejects_bad_config() {
+        let base = ServeConfig {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..Default::default()
+        };
+        let cases = [
+            (
+                ServeConfig {
+                    threads: 0,
+                    ..base.clone()
+                },
+                "--threads",
+            ),
+            (
+                ServeConfig {
+                    pin_cores: vec![100_000],
+                    ..base.clone()
+                },
+                "--pin",
+            ),
+            (
+                ServeConfig {
+                    delays: vec![("nope".into(), Delay::Fixed(Duration::ZERO))],
+                    ..base
+                },
+                "unknown model 'nope'",
+            ),
+        ];
+        for (cfg, needle) in cases {
+            let msg = start(cfg).err().map(|e| e.msg).unwrap_or_default();
+            assert!(msg.contains(needle), "{msg}");
+        }
+    }
+
+    #[test]
+    fn default_config() {
+        let cfg = ServeConfig::default();
+        assert_eq!(cfg.addr.to_string(), "127.0.0.1:8000");
+        assert_eq!(
+            (cfg.threads, cfg.pin_cores.len(), cfg.delays.len()),
+            (1, 0, 0)
+        );
+    }
+}

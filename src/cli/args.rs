@@ -1,0 +1,193 @@
+//! clap definitions of perf_analyzer's command line (perf_analyzer.md §1).
+//!
+//! Values are kept as raw strings here and parsed in `validate`, so that every error names the
+//! flag and the value in perf_analyzer's words instead of clap's.
+
+use clap::parser::ValueSource;
+use clap::{Arg, ArgAction, ArgMatches, ColorChoice, CommandFactory, Parser};
+
+use super::help::{
+    ABOUT, GENERAL, INPUT, LOAD, MEASUREMENT, NOTES, PLANNED, PLANNED_FLAGS, REPORTS, TRANSPORT,
+    USAGE,
+};
+
+/// Help is rendered at this width so that it does not depend on the terminal (columns).
+const HELP_WIDTH: usize = 100;
+
+/// The perf_analyzer-compatible flags inferperf implements (see `command()` for the rest).
+#[derive(Parser, Debug, Default)]
+#[command(
+    name = "inferperf",
+    about = ABOUT,
+    override_usage = USAGE,
+    after_help = NOTES,
+    disable_help_flag = true,
+    disable_version_flag = true,
+    args_override_self = true,
+    term_width = HELP_WIDTH,
+    color = ColorChoice::Never
+)]
+pub struct RunArgs {
+    // --- general ---
+    /// Model name (required)
+    #[arg(short = 'm', value_name = "MODEL", help_heading = GENERAL)]
+    pub model_name: Option<String>,
+    /// Model version [default: "" (the server picks the latest)]
+    #[arg(short = 'x', value_name = "VERSION", help_heading = GENERAL)]
+    pub model_version: Option<String>,
+    /// Verbose output; -v -v for extra verbose [default: off]
+    #[arg(short = 'v', action = ArgAction::Count, help_heading = GENERAL)]
+    pub verbose: u8,
+    /// Service kind; only "triton" for now [default: triton]
+    #[arg(long, value_name = "KIND", help_heading = GENERAL)]
+    pub service_kind: Option<String>,
+    /// Print the version to stderr and exit
+    #[arg(long, help_heading = GENERAL)]
+    pub version: bool,
+    /// Print this help and exit
+    #[arg(short = 'h', long, help_heading = GENERAL)]
+    pub help: bool,
+
+    // --- load ---
+    /// Closed-loop concurrency sweep; END 0 = until --latency-threshold is exceeded
+    /// [default: 1:1:1]
+    #[arg(long, value_name = "START[:END[:STEP]]", help_heading = LOAD)]
+    pub concurrency_range: Option<String>,
+    /// Async API: stabilise on throughput only [default: sync]
+    #[arg(short = 'a', long = "async", help_heading = LOAD)]
+    pub async_mode: bool,
+    /// Sync API: stabilise on latency and throughput (conflicts with --async)
+    #[arg(long, help_heading = LOAD)]
+    pub sync: bool,
+    /// Upper bound on worker threads [default: one per core]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = LOAD)]
+    pub max_threads: Option<String>,
+    /// Do not pin worker threads to cores [default: pinned]
+    #[arg(long, help_heading = LOAD)]
+    pub no_pin: bool,
+    /// Deprecated: concurrency start [default: 1]
+    #[arg(short = 't', value_name = "N", allow_negative_numbers = true, help_heading = LOAD)]
+    pub concurrency_start: Option<String>,
+    /// Deprecated: concurrency end (use with -d) [default: 0 with -d]
+    #[arg(short = 'c', value_name = "N", allow_negative_numbers = true, help_heading = LOAD)]
+    pub concurrency_end: Option<String>,
+    /// Deprecated: dynamic concurrency, sweep from -t up to -c (0 = no limit)
+    #[arg(short = 'd', help_heading = LOAD)]
+    pub dynamic_concurrency: bool,
+
+    // --- measurement ---
+    /// How a window ends: time_windows|count_windows [default: time_windows]
+    #[arg(long, value_name = "MODE", help_heading = MEASUREMENT)]
+    pub measurement_mode: Option<String>,
+    /// Time window length in ms (exact; see note 1) [default: 5000]
+    #[arg(short = 'p', long, value_name = "MS", allow_negative_numbers = true, help_heading = MEASUREMENT)]
+    pub measurement_interval: Option<String>,
+    /// Minimum completed requests per count window [default: 50]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = MEASUREMENT)]
+    pub measurement_request_count: Option<String>,
+    /// Allowed spread of the last 3 windows, in % (>= 0) [default: 10]
+    #[arg(short = 's', long, value_name = "PCT", allow_negative_numbers = true, help_heading = MEASUREMENT)]
+    pub stability_percentage: Option<String>,
+    /// Maximum windows per sweep point [default: 10]
+    #[arg(short = 'r', long, value_name = "N", allow_negative_numbers = true, help_heading = MEASUREMENT)]
+    pub max_trials: Option<String>,
+    /// Stabilise on and report this latency percentile (1..99) instead of the mean; -1 = mean
+    /// [default: -1]
+    #[arg(long, value_name = "P", allow_negative_numbers = true, help_heading = MEASUREMENT)]
+    pub percentile: Option<String>,
+    /// Stop the sweep when the stabilising latency reaches this many ms; 0 = no limit
+    /// [default: 0]
+    #[arg(short = 'l', long, value_name = "MS", allow_negative_numbers = true, help_heading = MEASUREMENT)]
+    pub latency_threshold: Option<String>,
+    /// Run exactly N requests in one window, no stability check (see note 2); 0 = off
+    /// [default: 0]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = MEASUREMENT)]
+    pub request_count: Option<String>,
+    /// Requests sent before measuring, never measured [default: 0]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = MEASUREMENT)]
+    pub warmup_request_count: Option<String>,
+
+    // --- input ---
+    /// Input values: zero|random (a JSON file or directory is not supported yet)
+    /// [default: random]
+    #[arg(long, value_name = "zero|random|PATH", action = ArgAction::Append, help_heading = INPUT)]
+    pub input_data: Vec<String>,
+    /// Deprecated: same as --input-data zero
+    #[arg(short = 'z', help_heading = INPUT)]
+    pub zero_input: bool,
+    /// Batch size (> 0) [default: 1]
+    #[arg(short = 'b', value_name = "N", allow_negative_numbers = true, help_heading = INPUT)]
+    pub batch_size: Option<String>,
+    /// Shape of an input with -1 dims, without the batch dim (repeatable)
+    #[arg(long, value_name = "NAME:D1,D2,...", action = ArgAction::Append, help_heading = INPUT)]
+    pub shape: Vec<String>,
+    /// Length of random BYTES elements [default: 128]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = INPUT)]
+    pub string_length: Option<String>,
+    /// Fixed value for every BYTES element [default: random strings]
+    #[arg(long, value_name = "STRING", allow_hyphen_values = true, help_heading = INPUT)]
+    pub string_data: Option<String>,
+    /// Tensor transport; only "none" for now [default: none]
+    #[arg(long, value_name = "none|system|cuda", help_heading = INPUT)]
+    pub shared_memory: Option<String>,
+    /// Input encoding over HTTP: binary|json [default: binary]
+    #[arg(long, value_name = "FORMAT", help_heading = INPUT)]
+    pub input_tensor_format: Option<String>,
+    /// Output encoding over HTTP: binary|json [default: binary]
+    #[arg(long, value_name = "FORMAT", help_heading = INPUT)]
+    pub output_tensor_format: Option<String>,
+
+    // --- transport ---
+    /// Server address host:port or http://host:port [default: localhost:8000]
+    #[arg(short = 'u', value_name = "URL", help_heading = TRANSPORT)]
+    pub url: Option<String>,
+    /// Protocol, case-insensitive: http (grpc is not supported yet) [default: http]
+    #[arg(short = 'i', value_name = "PROTOCOL", help_heading = TRANSPORT)]
+    pub protocol: Option<String>,
+    /// Extra HTTP header (repeatable)
+    #[arg(short = 'H', value_name = "NAME:VALUE", action = ArgAction::Append, help_heading = TRANSPORT)]
+    pub headers: Vec<String>,
+    /// Seconds to wait for /v2/health/ready before giving up; 0 = check once [default: 10]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, help_heading = TRANSPORT)]
+    pub ready_timeout: Option<String>,
+
+    // --- reports ---
+    /// Write the CSV latency report to this file [default: none]
+    #[arg(short = 'f', value_name = "FILE", help_heading = REPORTS)]
+    pub csv_file: Option<String>,
+    /// Extra CSV columns [default: off]
+    #[arg(long, help_heading = REPORTS)]
+    pub verbose_csv: bool,
+    /// Write the per-request JSON export to this file, which must not exist [default: none]
+    #[arg(long, value_name = "FILE", help_heading = REPORTS)]
+    pub profile_export_file: Option<String>,
+}
+
+/// The full command: `RunArgs` plus the perf_analyzer flags of later work.
+pub fn command() -> clap::Command {
+    RunArgs::command().args(PLANNED_FLAGS.iter().map(|flag| {
+        let arg = Arg::new(flag.long)
+            .long(flag.long)
+            .help(flag.help)
+            .help_heading(PLANNED);
+        match flag.value_name {
+            None => arg.action(ArgAction::SetTrue),
+            Some(value_name) => arg
+                .value_name(value_name)
+                .allow_negative_numbers(true)
+                .action(if flag.repeatable {
+                    ArgAction::Append
+                } else {
+                    ArgAction::Set
+                }),
+        }
+    }))
+}
+
+/// The first flag of later work given on the command line, as `--name`.
+pub fn first_planned_flag(matches: &ArgMatches) -> Option<String> {
+    PLANNED_FLAGS
+        .iter()
+        .find(|flag| matches.value_source(flag.long) == Some(ValueSource::CommandLine))
+        .map(|flag| format!("--{}", flag.long))
+}

@@ -1,0 +1,254 @@
+//! Help headings, the honest notes printed after `--help`, and the table of perf_analyzer flags
+//! that inferperf recognises but does not implement yet.
+
+/// Help headings, in the order of perf_analyzer.md §1.
+pub const GENERAL: &str = "General";
+pub const LOAD: &str = "Load";
+pub const MEASUREMENT: &str = "Measurement";
+pub const INPUT: &str = "Input";
+pub const TRANSPORT: &str = "Transport";
+pub const REPORTS: &str = "Reports";
+pub const PLANNED: &str = "Not supported yet (recognised, rejected with an error)";
+
+/// Usage line shown at the top of `--help`.
+pub const USAGE: &str = "inferperf -m <MODEL> [OPTIONS]";
+
+/// Text before the option list.
+pub const ABOUT: &str = "Load generator and profiler for inference servers: a drop-in for \
+Triton's perf_analyzer (same flags, console report, CSV, profile export and exit codes).";
+
+/// Where inferperf deliberately differs from perf_analyzer; printed after the option list.
+pub const NOTES: &str = "\
+Notes (where inferperf differs from perf_analyzer):
+  1. -p/--measurement-interval: a time window lasts exactly the interval. perf_analyzer
+     actually sleeps 1.2x the interval, so its windows are 20% longer than asked.
+  2. --request-count: throughput uses the time from the first send to the last response.
+     perf_analyzer's clamp to that span is dead code, so its window is rounded up to whole
+     seconds and its throughput is understated.
+  3. --sync/--async select the stability rule (latency and throughput vs throughput only) and
+     the settings banner; the engine is event-driven in both. Worker threads =
+     min(concurrency, --max-threads, cores), one thread pinned per core (--no-pin to disable).
+  4. Before measuring, inferperf waits until GET /v2/health/ready answers 200 (404, i.e. no
+     health endpoint, counts as ready), for at most --ready-timeout seconds (default 10;
+     0 checks once without retrying).
+
+Exit codes: 0 success, 2 first point never stabilised, 3 no valid requests, 99 other errors.";
+
+/// One perf_analyzer flag that is parsed (so it is recognised and documented) but rejected.
+pub struct PlannedFlag {
+    /// Long name without the leading dashes.
+    pub long: &'static str,
+    /// `Some(name)` when the flag takes a value; `None` for a switch.
+    pub value_name: Option<&'static str>,
+    /// May be given more than once.
+    pub repeatable: bool,
+    pub help: &'static str,
+}
+
+const fn switch(long: &'static str, help: &'static str) -> PlannedFlag {
+    PlannedFlag {
+        long,
+        value_name: None,
+        repeatable: false,
+        help,
+    }
+}
+
+const fn valued(long: &'static str, value_name: &'static str, help: &'static str) -> PlannedFlag {
+    PlannedFlag {
+        long,
+        value_name: Some(value_name),
+        repeatable: false,
+        help,
+    }
+}
+
+/// perf_analyzer flags of later work, in the order of perf_analyzer.md §1.
+pub const PLANNED_FLAGS: &[PlannedFlag] = &[
+    valued(
+        "request-rate-range",
+        "START[:END[:STEP]]",
+        "Open-loop request rate sweep in requests/s [default: 1.0:1.0:1.0]",
+    ),
+    valued(
+        "request-distribution",
+        "constant|poisson",
+        "Inter-arrival distribution for request-rate mode [default: constant]",
+    ),
+    valued(
+        "request-intervals",
+        "FILE",
+        "Custom schedule: one interval in microseconds per line, looped",
+    ),
+    switch(
+        "fixed-schedule",
+        "Send each --input-data entry once at its timestamp (ms since start)",
+    ),
+    valued(
+        "periodic-concurrency-range",
+        "START:END:STEP",
+        "Concurrency ramp for streaming models [default: 1:1:1]",
+    ),
+    valued(
+        "request-period",
+        "N",
+        "Periodic mode: responses per request before the next step [default: 10]",
+    ),
+    valued(
+        "session-concurrency",
+        "N",
+        "OpenAI multi-turn chat: concurrent sessions [default: 0]",
+    ),
+    switch(
+        "binary-search",
+        "Bisect the concurrency/rate range instead of a linear sweep",
+    ),
+    valued(
+        "num-of-sequences",
+        "N",
+        "Concurrent sequences in rate modes [default: 4]",
+    ),
+    valued("sequence-length", "N", "Base sequence length [default: 20]"),
+    valued(
+        "sequence-length-variation",
+        "PCT",
+        "Random +/- variation of the sequence length in % [default: 20.0]",
+    ),
+    valued(
+        "sequence-id-range",
+        "START[:END]",
+        "Sequence IDs to use [default: 1:]",
+    ),
+    switch(
+        "serial-sequences",
+        "At most one in-flight request per sequence",
+    ),
+    valued(
+        "output-shared-memory-size",
+        "BYTES",
+        "Per-output shared memory region size [default: 102400]",
+    ),
+    switch(
+        "streaming",
+        "gRPC bidirectional streaming (ModelStreamInfer)",
+    ),
+    valued(
+        "grpc-compression-algorithm",
+        "none|gzip|deflate",
+        "gRPC compression [default: none]",
+    ),
+    PlannedFlag {
+        long: "request-parameter",
+        value_name: Some("NAME:VALUE:TYPE"),
+        repeatable: true,
+        help: "Request-level parameter, TYPE bool|int|string (repeatable)",
+    },
+    valued(
+        "grpc-method",
+        "PKG.SERVICE/METHOD",
+        "dynamic_grpc: fully qualified method",
+    ),
+    switch("ssl-grpc-use-ssl", "TLS channel for gRPC"),
+    valued("ssl-grpc-root-certifications-file", "PEM", "gRPC root CAs"),
+    valued("ssl-grpc-private-key-file", "PEM", "gRPC client key"),
+    valued(
+        "ssl-grpc-certificate-chain-file",
+        "PEM",
+        "gRPC client certificate chain",
+    ),
+    valued(
+        "ssl-https-verify-peer",
+        "0|1",
+        "HTTPS: verify the peer certificate [default: 1]",
+    ),
+    valued(
+        "ssl-https-verify-host",
+        "0|1|2",
+        "HTTPS: verify the host name [default: 2]",
+    ),
+    valued("ssl-https-ca-certificates-file", "FILE", "HTTPS CA bundle"),
+    valued(
+        "ssl-https-client-certificate-file",
+        "FILE",
+        "HTTPS client certificate",
+    ),
+    valued(
+        "ssl-https-client-certificate-type",
+        "PEM|DER",
+        "HTTPS client certificate type [default: PEM]",
+    ),
+    valued("ssl-https-private-key-file", "FILE", "HTTPS client key"),
+    valued(
+        "ssl-https-private-key-type",
+        "PEM|DER",
+        "HTTPS client key type [default: PEM]",
+    ),
+    valued(
+        "triton-server-directory",
+        "DIR",
+        "C API: Triton install directory [default: /opt/tritonserver]",
+    ),
+    valued("model-repository", "DIR", "C API: model repository"),
+    valued(
+        "endpoint",
+        "PATH",
+        "OpenAI: path appended to the URL, e.g. v1/chat/completions",
+    ),
+    valued(
+        "bls-composing-models",
+        "A[:VER],B",
+        "BLS composing models whose server stats are reported",
+    ),
+    valued(
+        "model-signature-name",
+        "NAME",
+        "TF Serving signature [default: serving_default]",
+    ),
+    switch(
+        "collect-metrics",
+        "Collect server GPU metrics from Prometheus",
+    ),
+    valued(
+        "metrics-url",
+        "URL",
+        "Prometheus metrics URL [default: <host of -u>:8002/metrics]",
+    ),
+    valued(
+        "metrics-interval",
+        "MS",
+        "Metrics poll period in ms [default: 1000]",
+    ),
+    valued(
+        "trace-level",
+        "OFF|TIMESTAMPS|TENSORS",
+        "Server trace level [default: server's, OFF]",
+    ),
+    valued(
+        "trace-rate",
+        "N",
+        "Server trace rate [default: server's, 1000]",
+    ),
+    valued(
+        "trace-count",
+        "N",
+        "Server trace count, >= -1 [default: server's, -1]",
+    ),
+    valued(
+        "log-frequency",
+        "N",
+        "Server trace log frequency [default: server's, 0]",
+    ),
+    switch("enable-mpi", "Multi-model mode via Open MPI"),
+    valued(
+        "data-directory",
+        "DIR",
+        "Deprecated: same as --input-data <DIR>",
+    ),
+];
+
+/// The error for a recognised flag (or flag value) of later work.
+pub fn not_supported(what: &str) -> crate::error::Error {
+    crate::error::Error::usage(format!(
+        "{what} is not supported yet by inferperf (planned)"
+    ))
+}

@@ -1,0 +1,145 @@
+//! `-u` and `-H` values: server address and extra HTTP headers.
+
+use super::help::not_supported;
+use crate::error::{Error, Result};
+
+/// Port used when `-u` names a host without one (what curl, and so perf_analyzer, would use).
+const DEFAULT_HTTP_PORT: u16 = 80;
+
+/// `Name:Value`, split at the first colon; leading spaces of the value are dropped.
+pub fn parse_header(raw: &str) -> Result<(String, String)> {
+    let bad = |why: &str| Error::usage(format!("Failed to parse -H. {why} (got '{raw}')."));
+    let (name, value) = raw
+        .split_once(':')
+        .ok_or_else(|| bad("Expected Name:Value"))?;
+    if name.is_empty() {
+        return Err(bad("The header name is empty"));
+    }
+    // A header name is an HTTP token; CR/LF anywhere would let a value inject extra headers.
+    if name
+        .bytes()
+        .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+    {
+        return Err(bad(
+            "The header name must not contain spaces or control characters",
+        ));
+    }
+    if value.bytes().any(|b| b == b'\r' || b == b'\n') {
+        return Err(bad("The header value must not contain CR or LF"));
+    }
+    Ok((name.to_string(), value.trim_start_matches(' ').to_string()))
+}
+
+/// `host:port` or `http://host:port` (a trailing `/` is allowed) to `host:port`; a missing port
+/// is 80. `https://` is later work.
+pub fn parse_url(raw: &str) -> Result<String> {
+    let bad = |why: &str| Error::usage(format!("Failed to parse -u. {why} (got '{raw}')."));
+    let lower = raw.to_ascii_lowercase();
+    if lower.starts_with("https://") {
+        return Err(not_supported(&format!("-u {raw} (HTTPS)")));
+    }
+    let rest = if lower.starts_with("http://") {
+        &raw["http://".len()..]
+    } else {
+        raw
+    };
+    if rest.contains("://") {
+        return Err(bad("Only http:// URLs are supported"));
+    }
+    let authority = rest.trim_end_matches('/');
+    if authority.contains('/') {
+        return Err(bad("A path after host:port is not supported"));
+    }
+    let (host, port) = split_host_port(authority).ok_or_else(|| bad("Expected host:port"))?;
+    if host.is_empty() {
+        return Err(bad("The host is empty"));
+    }
+    let port = match port {
+        None => DEFAULT_HTTP_PORT,
+        Some(text) => match text.parse::<u16>() {
+            Ok(p) if p > 0 => p,
+            _ => return Err(bad("The port must be an integer in 1..65535")),
+        },
+    };
+    Ok(format!("{host}:{port}"))
+}
+
+/// Splits `host[:port]`, with IPv6 hosts in brackets (`[::1]:8000`). `None` when malformed.
+fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
+    if authority.starts_with('[') {
+        let close = authority.find(']')?;
+        let (host, after) = authority.split_at(close + 1);
+        return match after {
+            "" => Some((host, None)),
+            _ => Some((host, Some(after.strip_prefix(':')?))),
+        };
+    }
+    match authority.split_once(':') {
+        None => Some((authority, None)),
+        Some((_, port)) if port.contains(':') => None,
+        Some((host, port)) => Some((host, Some(port))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_forms() {
+        let cases = [
+            ("localhost:8000", "localhost:8000"),
+            ("http://127.0.0.1:18090", "127.0.0.1:18090"),
+            ("HTTP://host:9/", "host:9"),
+            ("myhost", "myhost:80"),
+            ("[::1]:8000", "[::1]:8000"),
+            ("http://[::1]", "[::1]:80"),
+        ];
+        for (raw, expected) in cases {
+            assert_eq!(parse_url(raw).unwrap(), expected, "{raw}");
+        }
+    }
+
+    #[test]
+    fn url_errors() {
+        let cases = [
+            ("https://h:443", "not supported yet"),
+            ("grpc://h:1", "Only http://"),
+            ("h:8000/v2", "path"),
+            (":8000", "host is empty"),
+            ("h:0", "port"),
+            ("h:70000", "port"),
+            ("h:x", "port"),
+            ("::1:8000", "host:port"),
+            ("[::1", "host:port"),
+            ("[::1]x", "host:port"),
+        ];
+        for (raw, needle) in cases {
+            let err = parse_url(raw).unwrap_err();
+            assert!(err.msg.contains(needle), "{raw}: {}", err.msg);
+            assert!(err.msg.contains("-u"), "{raw}: {}", err.msg);
+            assert!(err.msg.contains(raw), "{raw}: {}", err.msg);
+        }
+    }
+
+    #[test]
+    fn header_splits_at_first_colon() {
+        let cases = [
+            ("X-A:b", ("X-A", "b")),
+            ("X-A:   b c", ("X-A", "b c")),
+            ("Auth:Bearer a:b", ("Auth", "Bearer a:b")),
+            ("X:", ("X", "")),
+        ];
+        for (raw, (name, value)) in cases {
+            assert_eq!(
+                parse_header(raw).unwrap(),
+                (name.to_string(), value.to_string()),
+                "{raw}"
+            );
+        }
+        for raw in ["novalue", ":v", "X A:v", "X:a\r\nInjected: 1"] {
+            let err = parse_header(raw).unwrap_err();
+            assert!(err.msg.contains("-H"), "{raw}: {}", err.msg);
+        }
+    }
+}

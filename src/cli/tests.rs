@@ -1,0 +1,514 @@
+//! End-to-end tests of `parse_run_args`: argv in, `Config` or error out.
+
+use super::*;
+use crate::config::{ConcurrencyRange, InputData, MeasurementMode, TensorFormat};
+use std::path::PathBuf;
+
+fn parse(args: &[&str]) -> Result<Parsed> {
+    let argv = std::iter::once("inferperf").chain(args.iter().copied());
+    parse_run_args(argv.map(OsString::from).collect())
+}
+
+fn config(args: &[&str]) -> Config {
+    match parse(args) {
+        Ok(Parsed::Run(config)) => *config,
+        Ok(Parsed::Exit { text, .. }) => panic!("{args:?}: unexpected exit: {text}"),
+        Err(err) => panic!("{args:?}: unexpected error: {err}"),
+    }
+}
+
+fn error(args: &[&str]) -> Error {
+    match parse(args) {
+        Err(err) => err,
+        Ok(parsed) => panic!("{args:?}: expected an error, got {parsed:?}"),
+    }
+}
+
+/// A path in the temp dir unique to this process and `tag`; removed first.
+fn temp_path(tag: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("inferperf-cli-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+#[test]
+fn defaults_when_only_model_given() {
+    let parsed = config(&["-m", "identity"]);
+    let expected = Config {
+        model_name: "identity".into(),
+        ..Config::default()
+    };
+    assert_eq!(format!("{parsed:?}"), format!("{expected:?}"));
+}
+
+type Check = fn(&Config) -> bool;
+
+fn range(start: u64, end: u64, step: u64) -> ConcurrencyRange {
+    ConcurrencyRange { start, end, step }
+}
+
+/// One row per implemented flag: the flags after `-m m`, and a check of the parsed `Config`.
+const FLAG_ROWS: &[(&[&str], Check)] = &[
+    (&["-x", "3"], |c| c.model_version == "3"),
+    (&["-v"], |c| c.verbose == 1),
+    (&["-v", "-v"], |c| c.verbose == 2),
+    (&["-vv"], |c| c.verbose == 2),
+    (&["--service-kind", "triton"], |c| c.model_name == "m"),
+    (&["--concurrency-range", "2:8:2"], |c| {
+        c.concurrency == range(2, 8, 2)
+    }),
+    (&["--concurrency-range", "4"], |c| {
+        c.concurrency == range(4, 4, 1)
+    }),
+    (&["--concurrency-range", "1:0", "-l", "50"], |c| {
+        c.concurrency == range(1, 0, 1)
+    }),
+    (&["-a"], |c| c.async_mode),
+    (&["--async"], |c| c.async_mode),
+    (&["--sync"], |c| !c.async_mode),
+    (&["--max-threads", "3"], |c| c.max_threads == Some(3)),
+    (&["--no-pin"], |c| !c.pin_threads),
+    (&["-t", "4"], |c| c.concurrency == range(4, 4, 1)),
+    (&["-t", "2", "-c", "6"], |c| c.concurrency == range(2, 6, 1)),
+    (&["-t", "2", "-d", "-l", "9"], |c| {
+        c.concurrency == range(2, 0, 1)
+    }),
+    (&["-d", "-c", "5"], |c| c.concurrency == range(1, 5, 1)),
+    (&["--measurement-mode", "count_windows"], |c| {
+        c.measurement_mode == MeasurementMode::CountWindows
+    }),
+    (&["--measurement-mode", "time_windows"], |c| {
+        c.measurement_mode == MeasurementMode::TimeWindows
+    }),
+    (&["-p", "1000"], |c| c.measurement_interval_ms == 1000),
+    (&["--measurement-interval", "250"], |c| {
+        c.measurement_interval_ms == 250
+    }),
+    (&["--measurement-request-count", "80"], |c| {
+        c.measurement_request_count == 80
+    }),
+    (&["-s", "5"], |c| {
+        (c.stability_threshold - 0.05).abs() < 1e-12
+    }),
+    (&["--stability-percentage", "0"], |c| {
+        c.stability_threshold == 0.0
+    }),
+    (&["-r", "4"], |c| c.max_trials == 4),
+    (&["--max-trials", "7"], |c| c.max_trials == 7),
+    (&["--percentile", "95"], |c| c.percentile == Some(95)),
+    (&["--percentile", "-1"], |c| c.percentile.is_none()),
+    (&["-l", "20"], |c| c.latency_threshold_ms == 20),
+    (&["--latency-threshold", "30"], |c| {
+        c.latency_threshold_ms == 30
+    }),
+    (
+        &["--request-count", "5000", "--concurrency-range", "2"],
+        |c| {
+            c.request_count == 5000
+                && c.measurement_request_count == 5000
+                && c.measurement_mode == MeasurementMode::CountWindows
+        },
+    ),
+    (&["--warmup-request-count", "100"], |c| {
+        c.warmup_request_count == 100
+    }),
+    (&["--input-data", "zero"], |c| {
+        c.input_data == InputData::Zero
+    }),
+    (&["--input-data", "random"], |c| {
+        c.input_data == InputData::Random
+    }),
+    (&["-z"], |c| c.input_data == InputData::Zero),
+    (&["-b", "8"], |c| c.batch_size == 8 && c.batch_size_given),
+    (&["--shape", "a:b:2,3", "--shape", "x:1"], |c| {
+        c.shapes == [("a:b".to_string(), vec![2, 3]), ("x".to_string(), vec![1])]
+    }),
+    (
+        &["--shape", "x:1", "--shape", "y:2", "--shape", "x:5"],
+        |c| c.shapes == [("x".to_string(), vec![5]), ("y".to_string(), vec![2])],
+    ),
+    (&["--string-length", "16"], |c| c.string_length == 16),
+    (&["--string-data", "-hello"], |c| {
+        c.string_data.as_deref() == Some("-hello")
+    }),
+    (&["--shared-memory", "none"], |c| c.model_name == "m"),
+    (&["--input-tensor-format", "json"], |c| {
+        c.input_tensor_format == TensorFormat::Json
+    }),
+    (&["--output-tensor-format", "json"], |c| {
+        c.output_tensor_format == TensorFormat::Json
+    }),
+    (&["-u", "http://127.0.0.1:18090"], |c| {
+        c.url == "127.0.0.1:18090"
+    }),
+    (&["-u", "h:1"], |c| c.url == "h:1"),
+    (&["-i", "HTTP"], |c| {
+        c.protocol == crate::config::Protocol::Http
+    }),
+    (&["-H", "A:1", "-H", "B: two"], |c| {
+        c.headers == [("A".into(), "1".into()), ("B".into(), "two".into())]
+    }),
+    (&["--ready-timeout", "3"], |c| c.ready_timeout_s == 3),
+    (&["--ready-timeout", "0"], |c| c.ready_timeout_s == 0),
+    (&["-f", "out.csv"], |c| {
+        c.csv_file == Some(PathBuf::from("out.csv"))
+    }),
+    (&["--verbose-csv"], |c| c.verbose_csv),
+];
+
+#[test]
+fn each_flag_lands_in_its_field() {
+    for (flags, check) in FLAG_ROWS {
+        let mut args = vec!["-m", "m"];
+        args.extend_from_slice(flags);
+        let parsed = config(&args);
+        assert!(check(&parsed), "{flags:?} gave {parsed:#?}");
+    }
+}
+
+#[test]
+fn equals_form_and_last_wins() {
+    let c = config(&[
+        "-m",
+        "a",
+        "-m",
+        "b",
+        "--concurrency-range=3",
+        "--max-threads=2",
+    ]);
+    assert_eq!(c.model_name, "b");
+    assert_eq!(
+        c.concurrency,
+        ConcurrencyRange {
+            start: 3,
+            end: 3,
+            step: 1
+        }
+    );
+    assert_eq!(c.max_threads, Some(2));
+    let c = config(&["-mx", "-p", "100", "-p", "200", "-u", "a:1", "-u", "b:2"]);
+    assert_eq!(
+        (c.model_name.as_str(), c.measurement_interval_ms),
+        ("x", 200)
+    );
+    assert_eq!(c.url, "b:2");
+}
+
+/// One row per usage error: the full argv (after the program name) and what the one-line
+/// message must contain (the flag and, where there is one, the value).
+const ERROR_ROWS: &[(&[&str], &[&str])] = &[
+    (&[], &["-m", "must be specified"]),
+    (&["-m", ""], &["-m", "must be specified"]),
+    (&["-m", "m", "--foo"], &["'--foo'", "--help"]),
+    (&["-m", "m", "-q"], &["'-q'", "--help"]),
+    (
+        &["-m", "m", "--max-threads"],
+        &["--max-threads", "value is required"],
+    ),
+    (
+        &["-m", "m", "--concurrency-range", "0"],
+        &["--concurrency-range", "'0'"],
+    ),
+    (
+        &["-m", "m", "--concurrency-range", "1:0"],
+        &["--latency-threshold"],
+    ),
+    (
+        &["-m", "m", "--concurrency-range", "4:2"],
+        &["--concurrency-range", "'4:2'"],
+    ),
+    (
+        &["-m", "m", "--concurrency-range", "1:4:0"],
+        &["--concurrency-range", "step"],
+    ),
+    (
+        &["-m", "m", "--concurrency-range", "2", "-t", "2"],
+        &["deprecated", "-t"],
+    ),
+    (&["-m", "m", "-t", "0"], &["-t", "'0'"]),
+    (&["-m", "m", "-t", "4", "-c", "2"], &["-c", "(2)"]),
+    (&["-m", "m", "-d"], &["--latency-threshold"]),
+    (
+        &[
+            "-m",
+            "m",
+            "--request-count",
+            "10",
+            "--concurrency-range",
+            "1:4",
+        ],
+        &["--request-count", "1:4"],
+    ),
+    (
+        &[
+            "-m",
+            "m",
+            "--request-count",
+            "2",
+            "--concurrency-range",
+            "4",
+        ],
+        &["--request-count 2", "concurrency 4"],
+    ),
+    (
+        &["-m", "m", "--request-count", "-1"],
+        &["--request-count", "'-1'"],
+    ),
+    (
+        &[
+            "-m",
+            "m",
+            "--warmup-request-count",
+            "5",
+            "--concurrency-range",
+            "1:2",
+        ],
+        &["--warmup-request-count", "1:2"],
+    ),
+    (&["-m", "m", "-b", "0"], &["-b", "'0'"]),
+    (&["-m", "m", "-p", "0"], &["--measurement-interval", "'0'"]),
+    (
+        &["-m", "m", "--measurement-request-count", "0"],
+        &["--measurement-request-count", "'0'"],
+    ),
+    (&["-m", "m", "-r", "0"], &["--max-trials", "'0'"]),
+    (
+        &["-m", "m", "-s", "-5"],
+        &["--stability-percentage", "'-5'"],
+    ),
+    (
+        &["-m", "m", "--percentile", "100"],
+        &["--percentile", "'100'"],
+    ),
+    (&["-m", "m", "--percentile", "0"], &["--percentile", "'0'"]),
+    (&["-m", "m", "-l", "-1"], &["--latency-threshold", "'-1'"]),
+    (
+        &["-m", "m", "--max-threads", "0"],
+        &["--max-threads", "'0'"],
+    ),
+    (
+        &["-m", "m", "--string-length", "0"],
+        &["--string-length", "'0'"],
+    ),
+    (
+        &["-m", "m", "--ready-timeout", "x"],
+        &["--ready-timeout", "'x'"],
+    ),
+    (&["-m", "m", "--sync", "--async"], &["--async", "--sync"]),
+    (&["-m", "m", "-i", "udp"], &["-i", "'udp'"]),
+    (
+        &["-m", "m", "-i", "gRPC"],
+        &["-i grpc", "not supported yet"],
+    ),
+    (&["-m", "m", "--shape", "x:0"], &["--shape", "'x:0'"]),
+    (
+        &["-m", "m", "--shape", "nocolon"],
+        &["--shape", "'nocolon'"],
+    ),
+    (&["-m", "m", "-H", "novalue"], &["-H", "'novalue'"]),
+    (&["-m", "m", "-H", ":v"], &["-H", "name is empty"]),
+    (
+        &["-m", "m", "--input-data", "/no/such/file.json"],
+        &["--input-data", "not found", "/no/such/file.json"],
+    ),
+    (
+        &["-m", "m", "--measurement-mode", "both"],
+        &["--measurement-mode", "'both'"],
+    ),
+    (
+        &["-m", "m", "--input-tensor-format", "xml"],
+        &["--input-tensor-format", "'xml'"],
+    ),
+    (
+        &["-m", "m", "--output-tensor-format", "Binary"],
+        &["--output-tensor-format", "'Binary'"],
+    ),
+    (
+        &["-m", "m", "-u", "https://h:443"],
+        &["-u https://h:443", "not supported yet"],
+    ),
+    (&["-m", "m", "-u", "h:port"], &["-u", "'h:port'"]),
+    (
+        &["-m", "m", "--shared-memory", "system"],
+        &["--shared-memory system", "not supported yet"],
+    ),
+    (
+        &["-m", "m", "--shared-memory", "cuda"],
+        &["--shared-memory cuda", "not supported yet"],
+    ),
+    (
+        &["-m", "m", "--shared-memory", "disk"],
+        &["--shared-memory", "'disk'"],
+    ),
+    (
+        &["-m", "m", "--service-kind", "openai"],
+        &["--service-kind openai", "not supported yet"],
+    ),
+    (
+        &["-m", "m", "--service-kind", "vllm"],
+        &["--service-kind", "'vllm'"],
+    ),
+    (&["-m", "m", "-f", ""], &["-f", "empty"]),
+];
+
+#[test]
+fn each_error_names_its_flag() {
+    for (args, needles) in ERROR_ROWS {
+        let err = error(args);
+        assert_eq!(err.exit_code(), 99, "{args:?}");
+        assert!(
+            !err.msg.contains('\n'),
+            "{args:?}: not one line: {}",
+            err.msg
+        );
+        for needle in *needles {
+            assert!(
+                err.msg.contains(needle),
+                "{args:?}: {:?} lacks {needle:?}",
+                err.msg
+            );
+        }
+    }
+}
+
+#[test]
+fn existing_input_data_path_is_not_supported_yet() {
+    let manifest = env!("CARGO_MANIFEST_DIR");
+    for path in [format!("{manifest}/Cargo.toml"), manifest.to_string()] {
+        let err = error(&["-m", "m", "--input-data", &path]);
+        assert!(
+            err.msg.contains("not supported yet") && err.msg.contains(&path),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn profile_export_file_must_not_exist() {
+    let path = temp_path("export.json");
+    let text = path.to_str().unwrap().to_string();
+    let c = config(&["-m", "m", "--profile-export-file", &text]);
+    assert_eq!(c.profile_export_file.as_deref(), Some(path.as_path()));
+    std::fs::write(&path, b"{}").unwrap();
+    let err = error(&["-m", "m", "--profile-export-file", &text]);
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        err.msg.contains("--profile-export-file") && err.msg.contains(&text),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_planned_flag_is_recognised_and_rejected() {
+    for flag in help::PLANNED_FLAGS {
+        let long = format!("--{}", flag.long);
+        let mut args = vec!["-m", "m", long.as_str()];
+        if flag.value_name.is_some() {
+            args.push("1");
+        }
+        let err = error(&args);
+        let expected = format!("{long} is not supported yet by inferperf (planned)");
+        assert_eq!(err.msg, expected, "{args:?}");
+        assert_eq!(err.exit_code(), 99);
+    }
+    // Negative values reach the flag instead of being taken for options.
+    let err = error(&["-m", "m", "--trace-count=-1"]);
+    assert!(err.msg.starts_with("--trace-count "), "{err}");
+}
+
+#[test]
+fn planned_flags_cover_the_brief() {
+    let brief = "request-rate-range request-distribution request-intervals fixed-schedule \
+        periodic-concurrency-range request-period session-concurrency binary-search \
+        num-of-sequences sequence-length sequence-length-variation sequence-id-range \
+        serial-sequences output-shared-memory-size streaming grpc-compression-algorithm \
+        request-parameter grpc-method triton-server-directory model-repository endpoint \
+        bls-composing-models model-signature-name collect-metrics metrics-url \
+        metrics-interval trace-level trace-rate trace-count log-frequency enable-mpi \
+        data-directory ssl-grpc-use-ssl ssl-https-verify-peer";
+    for name in brief.split_whitespace() {
+        assert!(
+            help::PLANNED_FLAGS.iter().any(|f| f.long == name),
+            "{name} missing"
+        );
+    }
+}
+
+#[test]
+fn help_mentions_every_flag_and_the_notes() {
+    let Ok(Parsed::Exit {
+        text,
+        to_stderr,
+        code,
+    }) = parse(&["--help"])
+    else {
+        panic!("--help did not exit");
+    };
+    assert!(!to_stderr);
+    assert_eq!(code, 0);
+    let command = args::command();
+    for arg in command.get_arguments() {
+        if let Some(long) = arg.get_long() {
+            assert!(text.contains(&format!("--{long}")), "help lacks --{long}");
+        }
+        if let Some(short) = arg.get_short() {
+            assert!(text.contains(&format!("  -{short}")), "help lacks -{short}");
+        }
+    }
+    for heading in [
+        "General:",
+        "Load:",
+        "Measurement:",
+        "Input:",
+        "Transport:",
+        "Reports:",
+    ] {
+        assert!(text.contains(heading), "help lacks {heading}");
+    }
+    for needle in [
+        "1.2x",
+        "--request-count",
+        "event-driven",
+        "--no-pin",
+        "/v2/health/ready",
+    ] {
+        assert!(text.contains(needle), "notes lack {needle}");
+    }
+    // Every implemented flag that takes a value states its default (or that it has none).
+    let implemented = |arg: &&clap::Arg| arg.get_help_heading() != Some(help::PLANNED);
+    for arg in command.get_arguments().filter(implemented) {
+        if !arg.get_action().takes_values() {
+            continue;
+        }
+        let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+        let no_default = ["model_name", "shape", "headers"].contains(&arg.get_id().as_str());
+        assert!(
+            help.contains("[default: ") || no_default,
+            "{} has no default",
+            arg.get_id()
+        );
+    }
+    // -h works too, even with a model and other flags.
+    assert!(matches!(
+        parse(&["-m", "m", "-h"]),
+        Ok(Parsed::Exit { code: 0, .. })
+    ));
+}
+
+#[test]
+fn version_goes_to_stderr() {
+    let Ok(Parsed::Exit {
+        text,
+        to_stderr,
+        code,
+    }) = parse(&["--version"])
+    else {
+        panic!("--version did not exit");
+    };
+    assert!(to_stderr);
+    assert_eq!(code, 0);
+    assert_eq!(
+        text,
+        format!("inferperf {} (perf_analyzer-compatible)\n", crate::VERSION)
+    );
+}

@@ -1,0 +1,531 @@
+//! Raw command-line values (`RunArgs`) to a checked `Config` (perf_analyzer.md §1, §1.11).
+//!
+//! Every error is `Error::usage` (exit 99) and names the flag and the offending value.
+
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use super::args::RunArgs;
+use super::help::not_supported;
+use super::net::{parse_header, parse_url};
+use crate::config::{ConcurrencyRange, Config, InputData, MeasurementMode, Protocol, TensorFormat};
+use crate::error::{Error, Result};
+
+/// Service kinds perf_analyzer knows; only `triton` is implemented.
+const SERVICE_KINDS: &[&str] = &[
+    "triton",
+    "triton_c_api",
+    "tfserving",
+    "torchserve",
+    "openai",
+    "dynamic_grpc",
+];
+
+/// Checks every flag and builds the run configuration.
+pub fn to_config(args: &RunArgs) -> Result<Config> {
+    let mut config = Config::default();
+    apply_general(args, &mut config)?;
+    apply_transport(args, &mut config)?;
+    apply_load(args, &mut config)?;
+    apply_measurement(args, &mut config)?;
+    apply_inputs(args, &mut config)?;
+    apply_reports(args, &mut config)?;
+    check_cross_options(&config)?;
+    Ok(config)
+}
+
+fn apply_general(args: &RunArgs, config: &mut Config) -> Result<()> {
+    config.model_name = match args.model_name.as_deref() {
+        Some(name) if !name.is_empty() => name.to_string(),
+        _ => {
+            return Err(Error::usage(
+                "Failed to parse -m (model name). The value must be specified.",
+            ))
+        }
+    };
+    config.model_version = args.model_version.clone().unwrap_or_default();
+    config.verbose = args.verbose;
+    if let Some(kind) = args.service_kind.as_deref() {
+        if !SERVICE_KINDS.contains(&kind) {
+            return Err(Error::usage(format!(
+                "Failed to parse --service-kind. Unsupported value '{kind}'; the choices are {}.",
+                SERVICE_KINDS.join(", ")
+            )));
+        }
+        if kind != "triton" {
+            return Err(not_supported(&format!("--service-kind {kind}")));
+        }
+    }
+    Ok(())
+}
+
+fn apply_transport(args: &RunArgs, config: &mut Config) -> Result<()> {
+    if let Some(protocol) = args.protocol.as_deref() {
+        config.protocol = match protocol.to_ascii_lowercase().as_str() {
+            "http" => Protocol::Http,
+            "grpc" => return Err(not_supported("-i grpc")),
+            _ => {
+                return Err(Error::usage(format!(
+                    "Failed to parse -i (protocol). The value should be either HTTP or gRPC \
+                     (got '{protocol}')."
+                )))
+            }
+        };
+    }
+    if let Some(url) = args.url.as_deref() {
+        config.url = parse_url(url)?;
+    }
+    config.headers = args
+        .headers
+        .iter()
+        .map(|h| parse_header(h))
+        .collect::<Result<_>>()?;
+    if let Some(raw) = args.ready_timeout.as_deref() {
+        config.ready_timeout_s = parse_at_least("--ready-timeout", raw, 0)?;
+    }
+    Ok(())
+}
+
+fn apply_load(args: &RunArgs, config: &mut Config) -> Result<()> {
+    if args.async_mode && args.sync {
+        return Err(Error::usage(
+            "Cannot specify --async and --sync simultaneously.",
+        ));
+    }
+    config.async_mode = args.async_mode;
+    if let Some(raw) = args.max_threads.as_deref() {
+        config.max_threads = Some(parse_at_least("--max-threads", raw, 1)?);
+    }
+    config.pin_threads = !args.no_pin;
+
+    let old_options = args.concurrency_start.is_some()
+        || args.concurrency_end.is_some()
+        || args.dynamic_concurrency;
+    config.concurrency = match (args.concurrency_range.as_deref(), old_options) {
+        (Some(_), true) => {
+            return Err(Error::usage(
+                "Cannot use deprecated options (-t, -c, -d) with --concurrency-range.",
+            ))
+        }
+        (Some(raw), false) => parse_concurrency_range(raw)?,
+        (None, true) => old_concurrency_options(args)?,
+        (None, false) => config.concurrency,
+    };
+    Ok(())
+}
+
+/// `-t` start, `-c` end, `-d` dynamic (end defaults to 0 = no limit); without `-c`/`-d` the
+/// single value `-t`.
+fn old_concurrency_options(args: &RunArgs) -> Result<ConcurrencyRange> {
+    let start = match args.concurrency_start.as_deref() {
+        Some(raw) => parse_at_least("-t", raw, 1)?,
+        None => 1,
+    };
+    let end = match (args.concurrency_end.as_deref(), args.dynamic_concurrency) {
+        (Some(raw), _) => parse_at_least("-c", raw, 0)?,
+        (None, true) => 0,
+        (None, false) => start,
+    };
+    let range = ConcurrencyRange {
+        start,
+        end,
+        step: 1,
+    };
+    if range.end != 0 && range.end < range.start {
+        return Err(Error::usage(format!(
+            "Failed to parse -c. The concurrency end ({end}) must be >= the start set by -t \
+             ({start}), or 0 for no limit."
+        )));
+    }
+    Ok(range)
+}
+
+/// `start[:end[:step]]`, integers; start > 0, step > 0, end >= start or end == 0.
+pub fn parse_concurrency_range(raw: &str) -> Result<ConcurrencyRange> {
+    const FLAG: &str = "--concurrency-range";
+    let parts: Vec<&str> = raw.split(':').collect();
+    if parts.len() > 3 {
+        return Err(Error::usage(format!(
+            "Failed to parse {FLAG}. The value '{raw}' does not match <start:end:step>."
+        )));
+    }
+    let mut values = [1u64, 1, 1];
+    for (slot, part) in values.iter_mut().zip(&parts) {
+        *slot = parse_number::<u64>(FLAG, part).map_err(|_| {
+            Error::usage(format!(
+                "Failed to parse {FLAG}. '{part}' in '{raw}' is not a non-negative integer."
+            ))
+        })?;
+    }
+    let [start, end, step] = values;
+    // A single value means exactly that concurrency.
+    let end = if parts.len() == 1 { start } else { end };
+    let problem = if start == 0 {
+        Some("The start of the range must be > 0")
+    } else if step == 0 {
+        Some("The step must be > 0")
+    } else if end != 0 && end < start {
+        Some("The end must be >= the start, or 0 for no limit")
+    } else {
+        None
+    };
+    match problem {
+        Some(why) => Err(Error::usage(format!(
+            "Failed to parse {FLAG}. {why} (got '{raw}')."
+        ))),
+        None => Ok(ConcurrencyRange { start, end, step }),
+    }
+}
+
+fn apply_measurement(args: &RunArgs, config: &mut Config) -> Result<()> {
+    if let Some(mode) = args.measurement_mode.as_deref() {
+        config.measurement_mode = match mode {
+            "time_windows" => MeasurementMode::TimeWindows,
+            "count_windows" => MeasurementMode::CountWindows,
+            _ => {
+                return Err(Error::usage(format!(
+                    "Failed to parse --measurement-mode. Unsupported value '{mode}'; the \
+                     choices are time_windows, count_windows."
+                )))
+            }
+        };
+    }
+    if let Some(raw) = args.measurement_interval.as_deref() {
+        config.measurement_interval_ms = parse_at_least("--measurement-interval (-p)", raw, 1)?;
+    }
+    if let Some(raw) = args.measurement_request_count.as_deref() {
+        config.measurement_request_count = parse_at_least("--measurement-request-count", raw, 1)?;
+    }
+    if let Some(raw) = args.stability_percentage.as_deref() {
+        config.stability_threshold = parse_stability(raw)? / 100.0;
+    }
+    if let Some(raw) = args.max_trials.as_deref() {
+        config.max_trials = parse_at_least("--max-trials (-r)", raw, 1)?;
+    }
+    if let Some(raw) = args.percentile.as_deref() {
+        config.percentile = parse_percentile(raw)?;
+    }
+    if let Some(raw) = args.latency_threshold.as_deref() {
+        config.latency_threshold_ms = parse_at_least("--latency-threshold (-l)", raw, 0)?;
+    }
+    if let Some(raw) = args.request_count.as_deref() {
+        config.request_count = parse_at_least("--request-count", raw, 0)?;
+    }
+    if config.request_count > 0 {
+        // perf_analyzer: a fixed request count is one count window of exactly that size.
+        config.measurement_mode = MeasurementMode::CountWindows;
+        config.measurement_request_count = config.request_count;
+    }
+    if let Some(raw) = args.warmup_request_count.as_deref() {
+        config.warmup_request_count = parse_at_least("--warmup-request-count", raw, 0)?;
+    }
+    Ok(())
+}
+
+fn parse_stability(raw: &str) -> Result<f64> {
+    match raw.trim().parse::<f64>() {
+        Ok(pct) if pct.is_finite() && pct >= 0.0 => Ok(pct),
+        _ => Err(Error::usage(format!(
+            "Failed to parse --stability-percentage (-s). The value must be a number >= 0.0 \
+             (got '{raw}')."
+        ))),
+    }
+}
+
+fn parse_percentile(raw: &str) -> Result<Option<u32>> {
+    match raw.trim().parse::<i64>() {
+        Ok(-1) => Ok(None),
+        Ok(p @ 1..=99) => Ok(Some(p as u32)),
+        _ => Err(Error::usage(format!(
+            "Failed to parse --percentile. The value must be -1 for the average or in 1..99 \
+             (got '{raw}')."
+        ))),
+    }
+}
+
+fn apply_inputs(args: &RunArgs, config: &mut Config) -> Result<()> {
+    let mut zero = args.zero_input;
+    for value in &args.input_data {
+        match value.as_str() {
+            "zero" => zero = true,
+            "random" => {}
+            path => {
+                if std::fs::symlink_metadata(path).is_err() {
+                    return Err(Error::usage(format!(
+                        "Failed to parse --input-data. File not found: '{path}' (expected zero, \
+                         random, a JSON file or a directory)."
+                    )));
+                }
+                return Err(not_supported(&format!(
+                    "--input-data '{path}' (JSON file or directory)"
+                )));
+            }
+        }
+    }
+    config.input_data = if zero {
+        InputData::Zero
+    } else {
+        InputData::Random
+    };
+    if let Some(raw) = args.batch_size.as_deref() {
+        config.batch_size = parse_at_least("-b (batch size)", raw, 1)?;
+        config.batch_size_given = true;
+    }
+    for raw in &args.shape {
+        let (name, dims) = parse_shape(raw)?;
+        // perf_analyzer keeps shapes in a map: a repeated name replaces the earlier shape.
+        match config.shapes.iter_mut().find(|(known, _)| *known == name) {
+            Some(entry) => entry.1 = dims,
+            None => config.shapes.push((name, dims)),
+        }
+    }
+    if let Some(raw) = args.string_length.as_deref() {
+        config.string_length = parse_at_least("--string-length", raw, 1)?;
+    }
+    config.string_data = args.string_data.clone();
+    match args.shared_memory.as_deref() {
+        None | Some("none") => {}
+        Some(kind @ ("system" | "cuda")) => {
+            return Err(not_supported(&format!("--shared-memory {kind}")))
+        }
+        Some(other) => {
+            return Err(Error::usage(format!(
+                "Failed to parse --shared-memory. Unsupported value '{other}'; the choices are \
+                 none, system, cuda."
+            )))
+        }
+    }
+    if let Some(raw) = args.input_tensor_format.as_deref() {
+        config.input_tensor_format = parse_tensor_format("--input-tensor-format", raw)?;
+    }
+    if let Some(raw) = args.output_tensor_format.as_deref() {
+        config.output_tensor_format = parse_tensor_format("--output-tensor-format", raw)?;
+    }
+    Ok(())
+}
+
+fn parse_tensor_format(flag: &str, raw: &str) -> Result<TensorFormat> {
+    match raw {
+        "binary" => Ok(TensorFormat::Binary),
+        "json" => Ok(TensorFormat::Json),
+        _ => Err(Error::usage(format!(
+            "Failed to parse {flag}. Unsupported value '{raw}'; the choices are binary, json."
+        ))),
+    }
+}
+
+/// `name:d1,d2,...`, split at the last colon (input names may contain colons); dims > 0.
+pub fn parse_shape(raw: &str) -> Result<(String, Vec<i64>)> {
+    let bad = |why: &str| Error::usage(format!("Failed to parse --shape. {why} (got '{raw}')."));
+    let (name, dims) = raw
+        .rsplit_once(':')
+        .ok_or_else(|| bad("There must be a colon after the input name"))?;
+    if name.is_empty() {
+        return Err(bad("The input name is empty"));
+    }
+    let dims = dims
+        .split(',')
+        .map(|dim| match dim.trim().parse::<i64>() {
+            Ok(d) if d > 0 => Ok(d),
+            _ => Err(bad(
+                "The dimensions of the input tensor must be integers > 0",
+            )),
+        })
+        .collect::<Result<Vec<i64>>>()?;
+    Ok((name.to_string(), dims))
+}
+
+fn apply_reports(args: &RunArgs, config: &mut Config) -> Result<()> {
+    if let Some(path) = args.csv_file.as_deref() {
+        if path.is_empty() {
+            return Err(Error::usage("Failed to parse -f. The file name is empty."));
+        }
+        config.csv_file = Some(PathBuf::from(path));
+    }
+    config.verbose_csv = args.verbose_csv;
+    if let Some(path) = args.profile_export_file.as_deref() {
+        if path.is_empty() {
+            return Err(Error::usage(
+                "Failed to parse --profile-export-file. The file name is empty.",
+            ));
+        }
+        // perf_analyzer refuses to overwrite an existing export (a dangling link counts).
+        if std::fs::symlink_metadata(Path::new(path)).is_ok() {
+            return Err(Error::usage(format!(
+                "Failed to parse --profile-export-file. The path must not already exist: '{path}'."
+            )));
+        }
+        config.profile_export_file = Some(PathBuf::from(path));
+    }
+    Ok(())
+}
+
+/// perf_analyzer.md §1.11 checks that involve more than one flag.
+fn check_cross_options(config: &Config) -> Result<()> {
+    let range = config.concurrency;
+    let single_value = range.start == range.end;
+    if range.end == 0 && config.latency_threshold_ms == 0 {
+        return Err(Error::usage(
+            "--concurrency-range with end 0 (no limit) requires --latency-threshold (-l) > 0.",
+        ));
+    }
+    if config.request_count > 0 {
+        if !single_value {
+            return Err(Error::usage(format!(
+                "--request-count {} is not supported with multiple concurrency values in one run \
+                 (concurrency {}:{}).",
+                config.request_count, range.start, range.end
+            )));
+        }
+        if config.request_count < range.start {
+            return Err(Error::usage(format!(
+                "--request-count {} can not be less than the concurrency {}.",
+                config.request_count, range.start
+            )));
+        }
+    }
+    if config.warmup_request_count > 0 && !single_value {
+        return Err(Error::usage(format!(
+            "--warmup-request-count {} is not supported with multiple concurrency values in one \
+             run (concurrency {}:{}).",
+            config.warmup_request_count, range.start, range.end
+        )));
+    }
+    Ok(())
+}
+
+/// Parses a number, naming the flag and the value on failure.
+fn parse_number<T: FromStr>(flag: &str, raw: &str) -> Result<T> {
+    raw.trim().parse::<T>().map_err(|_| {
+        Error::usage(format!(
+            "Failed to parse {flag}. '{raw}' is not a valid integer."
+        ))
+    })
+}
+
+/// Parses an integer that must be `>= min`; negative input gets the range message, not a
+/// syntax one.
+fn parse_at_least<T>(flag: &str, raw: &str, min: i64) -> Result<T>
+where
+    T: TryFrom<i128> + Display,
+{
+    let value: i128 = parse_number(flag, raw)?;
+    let requirement = if min == 1 {
+        "> 0".to_string()
+    } else {
+        format!(">= {min}")
+    };
+    if value < i128::from(min) {
+        return Err(Error::usage(format!(
+            "Failed to parse {flag}. The value must be {requirement} (got '{raw}')."
+        )));
+    }
+    T::try_from(value)
+        .map_err(|_| Error::usage(format!("Failed to parse {flag}. '{raw}' is too large.")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrency_range_forms() {
+        let cases: &[(&str, (u64, u64, u64))] = &[
+            ("4", (4, 4, 1)),
+            ("1:8", (1, 8, 1)),
+            ("2:8:2", (2, 8, 2)),
+            ("3:0", (3, 0, 1)),
+            ("5:5:3", (5, 5, 3)),
+        ];
+        for (raw, (start, end, step)) in cases {
+            let range = parse_concurrency_range(raw).unwrap();
+            assert_eq!(
+                range,
+                ConcurrencyRange {
+                    start: *start,
+                    end: *end,
+                    step: *step
+                },
+                "{raw}"
+            );
+        }
+    }
+
+    #[test]
+    fn concurrency_range_errors_name_flag_and_value() {
+        for raw in [
+            "0", "0:4", "4:2", "1:4:0", "1:2:3:4", "a", "1:", "-1", ":4", "1.5",
+        ] {
+            let err = parse_concurrency_range(raw).unwrap_err();
+            assert!(
+                err.msg.contains("--concurrency-range"),
+                "{raw}: {}",
+                err.msg
+            );
+            assert!(err.msg.contains(raw), "{raw}: {}", err.msg);
+            assert_eq!(err.exit_code(), 99);
+        }
+    }
+
+    #[test]
+    fn shape_splits_at_last_colon() {
+        assert_eq!(
+            parse_shape("in:put:3,4").unwrap(),
+            ("in:put".to_string(), vec![3, 4])
+        );
+        assert_eq!(parse_shape("x:16").unwrap(), ("x".to_string(), vec![16]));
+        for raw in ["x", ":3", "x:", "x:0", "x:-1", "x:3,", "x:a,2", "x:1.5"] {
+            let err = parse_shape(raw).unwrap_err();
+            assert!(
+                err.msg.contains("--shape") && err.msg.contains(raw),
+                "{raw}: {}",
+                err.msg
+            );
+        }
+    }
+
+    #[test]
+    fn bounded_integers() {
+        assert_eq!(parse_at_least::<u64>("-b", "7", 1).unwrap(), 7);
+        assert_eq!(parse_at_least::<u64>("-l", "0", 0).unwrap(), 0);
+        assert_eq!(parse_at_least::<u32>("-r", " 3 ", 1).unwrap(), 3);
+        let cases = [
+            ("0", 1, "must be > 0"),
+            ("-2", 0, "must be >= 0"),
+            ("x", 1, "not a valid integer"),
+            ("99999999999", 1, "too large"),
+        ];
+        for (raw, min, needle) in cases {
+            let err = parse_at_least::<u32>("--flag", raw, min).unwrap_err();
+            assert!(
+                err.msg.contains(needle) && err.msg.contains("--flag"),
+                "{}",
+                err.msg
+            );
+        }
+    }
+
+    #[test]
+    fn percentile_and_stability() {
+        assert_eq!(parse_percentile("-1").unwrap(), None);
+        assert_eq!(parse_percentile("1").unwrap(), Some(1));
+        assert_eq!(parse_percentile("99").unwrap(), Some(99));
+        for raw in ["0", "100", "-2", "p95"] {
+            assert!(
+                parse_percentile(raw)
+                    .unwrap_err()
+                    .msg
+                    .contains("--percentile"),
+                "{raw}"
+            );
+        }
+        assert_eq!(parse_stability("12.5").unwrap(), 12.5);
+        for raw in ["-1", "nan", "inf", "x"] {
+            assert!(
+                parse_stability(raw).unwrap_err().msg.contains("-s"),
+                "{raw}"
+            );
+        }
+    }
+}

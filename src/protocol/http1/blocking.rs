@@ -1,0 +1,230 @@
+//! A small blocking HTTP/1.1 client for the setup calls the coordinator makes (server and
+//! model metadata, config, statistics, readiness). Not for the measured load: it allocates
+//! freely and waits on the socket.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use super::request::{check_header, write_request};
+use super::response::{ParseError, Progress, ResponseReader};
+use crate::error::{Error, Result};
+
+/// Bytes read from the socket per `read` call.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// One keep-alive connection to `host:port`, reopened when the server closes it.
+#[derive(Debug)]
+pub struct BlockingClient {
+    /// `host:port` as given (after stripping `http://` and any path): used in messages and
+    /// as the `Host` header.
+    address: String,
+    /// Connect, read and write timeout.
+    timeout: Duration,
+    stream: Option<TcpStream>,
+    reader: ResponseReader,
+    response: Vec<u8>,
+    request: Vec<u8>,
+}
+
+/// Why one request/response exchange failed.
+enum Failure {
+    /// A reused connection turned out closed before any response byte: worth one retry.
+    Stale(String),
+    Fatal(String),
+}
+
+impl BlockingClient {
+    /// `url`: `host:port`, optionally with `http://` in front and a `/` after. Opens the
+    /// connection now so an unreachable server is reported at once.
+    pub fn connect(url: &str, timeout: Duration) -> Result<Self> {
+        let address = server_address(url)?;
+        let mut client = BlockingClient {
+            address,
+            timeout: timeout.max(Duration::from_millis(1)),
+            stream: None,
+            reader: ResponseReader::new(),
+            response: Vec::new(),
+            request: Vec::new(),
+        };
+        client.stream = Some(client.open()?);
+        Ok(client)
+    }
+
+    /// The `host:port` this client talks to.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// `GET path` → (status, body).
+    pub fn get(&mut self, path: &str) -> Result<(u16, Vec<u8>)> {
+        self.request("GET", path, &[], b"")
+    }
+
+    /// `POST path` with extra headers and a body → (status, body).
+    pub fn post(
+        &mut self,
+        path: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Result<(u16, Vec<u8>)> {
+        self.request("POST", path, headers, body)
+    }
+
+    fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Result<(u16, Vec<u8>)> {
+        for (name, value) in headers {
+            check_header(name, value)?;
+        }
+        self.request.clear();
+        write_request(
+            &mut self.request,
+            method,
+            &self.address,
+            path,
+            headers,
+            body,
+        );
+        let mut retried = false;
+        loop {
+            let reused = self.stream.is_some();
+            let stream = match self.stream.take() {
+                Some(s) => s,
+                None => self.open()?,
+            };
+            match self.exchange(stream) {
+                Ok(answer) => return Ok(answer),
+                Err(Failure::Stale(_)) if reused && !retried => retried = true,
+                Err(Failure::Stale(why) | Failure::Fatal(why)) => {
+                    return Err(Error::generic(format!(
+                        "{method} {path} to server at {}: {why}",
+                        self.address
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Sends the prepared request and reads one response; keeps the stream if it may be reused.
+    fn exchange(&mut self, mut stream: TcpStream) -> std::result::Result<(u16, Vec<u8>), Failure> {
+        if let Err(e) = stream.write_all(&self.request) {
+            return Err(Failure::Stale(os_message(&e)));
+        }
+        self.response.clear();
+        self.reader.reset();
+        let mut chunk = [0u8; READ_CHUNK];
+        loop {
+            let progress = match stream.read(&mut chunk) {
+                Ok(0) => self.reader.on_eof(&self.response),
+                Ok(n) => {
+                    self.response.extend_from_slice(&chunk[..n]);
+                    self.reader.advance(&self.response)
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Err(Failure::Fatal(format!(
+                        "no response within {:.1} s",
+                        self.timeout.as_secs_f64()
+                    )));
+                }
+                Err(e) if self.response.is_empty() => return Err(Failure::Stale(os_message(&e))),
+                Err(e) => return Err(Failure::Fatal(os_message(&e))),
+            };
+            match progress {
+                Ok(Progress::NeedMore) => {}
+                Ok(Progress::Done(head)) => {
+                    let body = self.reader.body(&self.response).to_vec();
+                    if head.keep_alive {
+                        self.stream = Some(stream);
+                    }
+                    return Ok((head.status, body));
+                }
+                Err(e @ ParseError::ClosedBeforeResponse) => {
+                    return Err(Failure::Stale(e.to_string()))
+                }
+                Err(e) => return Err(Failure::Fatal(e.to_string())),
+            }
+        }
+    }
+
+    fn open(&self) -> Result<TcpStream> {
+        let cannot = |why: String| {
+            Error::generic(format!(
+                "cannot connect to server at {}: {why}",
+                self.address
+            ))
+        };
+        let candidates = self
+            .address
+            .to_socket_addrs()
+            .map_err(|e| cannot(os_message(&e)))?;
+        let mut last_error = String::from("address resolved to nothing");
+        for candidate in candidates {
+            match TcpStream::connect_timeout(&candidate, self.timeout) {
+                Ok(stream) => {
+                    let setup = stream
+                        .set_read_timeout(Some(self.timeout))
+                        .and_then(|()| stream.set_write_timeout(Some(self.timeout)))
+                        .and_then(|()| stream.set_nodelay(true));
+                    setup.map_err(|e| cannot(os_message(&e)))?;
+                    return Ok(stream);
+                }
+                Err(e) => last_error = os_message(&e),
+            }
+        }
+        Err(cannot(last_error))
+    }
+}
+
+/// `http://host:port/` → `host:port`; a missing port means 80 (as curl does).
+pub fn server_address(url: &str) -> Result<String> {
+    let trimmed = url.trim();
+    let has_scheme = |scheme: &str| {
+        trimmed
+            .get(..scheme.len())
+            .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
+    };
+    if has_scheme("https://") {
+        return Err(Error::usage(format!(
+            "server URL '{url}': https is not supported by the HTTP client (use http://)"
+        )));
+    }
+    let rest = if has_scheme("http://") {
+        &trimmed[7..]
+    } else {
+        trimmed
+    };
+    let authority = rest.split('/').next().unwrap_or("");
+    if authority.is_empty() || authority.contains(char::is_whitespace) {
+        return Err(Error::usage(format!(
+            "server URL '{url}': expected host:port"
+        )));
+    }
+    let has_port = match authority.rfind(']') {
+        Some(bracket) => authority[bracket..].contains(':'),
+        None => authority.contains(':'),
+    };
+    Ok(if has_port {
+        authority.to_string()
+    } else {
+        format!("{authority}:80")
+    })
+}
+
+/// The OS error text without Rust's " (os error N)" suffix: "Connection refused".
+fn os_message(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error ") {
+        Some(cut) => text[..cut].to_string(),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+#[path = "blocking_tests.rs"]
+mod tests;

@@ -1,0 +1,232 @@
+//! The console report (spec §3.1): settings banner, per-point blocks and the final summary.
+//!
+//! Layout is perf_analyzer's, line for line, so people and scripts that read its output can
+//! read ours. Two of its typos are fixed on purpose, because no known parser reads these
+//! lines (Model Analyzer reads the CSV, GenAI-Perf the export): "Stabilizing using
+//! p95throughput" gets its missing space, and "requests per seconds" becomes "per second".
+//! Our one addition is the "Min latency: .., max latency: .." line after the percentiles.
+
+use super::fmt::{fmt_g, fmt_pct2, us};
+use super::server::server_block;
+use super::{Banner, LoadValue, PointReport, RateBanner};
+use crate::measure::stats::{ClientStats, WindowStats};
+use std::fmt::Write as _;
+
+/// Above this client overhead (%) the numbers may be limited by the load generator itself.
+pub const OVERHEAD_WARNING_PCT: f64 = 50.0;
+
+/// The "*** Measurement Settings ***" banner, ending with a blank line (concurrency mode).
+pub fn banner(b: &Banner) -> String {
+    banner_with_rate(b, None)
+}
+
+/// The banner; `rate` adds request-rate mode's limit and distribution lines.
+pub fn banner_with_rate(b: &Banner, rate: Option<&RateBanner>) -> String {
+    let mut out = String::from("*** Measurement Settings ***\n");
+    let _ = writeln!(out, "  Batch size: {}", b.batch_size);
+    let _ = writeln!(out, "  Service Kind: {}", b.service_kind);
+    if b.warmup_request_count > 0 {
+        let _ = writeln!(
+            out,
+            "  Sending {} warmup request{}",
+            b.warmup_request_count,
+            plural(b.warmup_request_count)
+        );
+    }
+    if b.request_count != 0 {
+        let n = b.request_count;
+        let _ = writeln!(out, "  Sending {n} benchmark request{}", plural(n));
+    } else {
+        stabilization_lines(&mut out, b);
+    }
+    // perf_analyzer keys these on "end != 1" because a single `--concurrency-range 4` leaves
+    // its end at the default 1; our CLI stores end = start there, so a single value (or
+    // `2:2`, where perf_analyzer would print them) shows no sweep limits.
+    if b.concurrency_end != 1 && b.concurrency_end != b.concurrency_start {
+        let _ = writeln!(out, "  Latency limit: {} msec", b.latency_threshold_ms);
+        if b.concurrency_end != 0 {
+            let limit = b.concurrency_start.max(b.concurrency_end);
+            let _ = writeln!(out, "  Concurrency limit: {limit} concurrent requests");
+        }
+    }
+    if let Some(r) = rate {
+        if r.end != 1.0 && r.end != r.start {
+            let _ = writeln!(out, "  Latency limit: {} msec", b.latency_threshold_ms);
+            if r.end != 0.0 {
+                let limit = fmt_g(r.start.max(r.end));
+                let _ = writeln!(out, "  Request Rate limit: {limit} requests per second");
+            }
+        }
+        let dist = if r.poisson { "poisson" } else { "uniform" };
+        let _ = writeln!(out, "  Using {dist} distribution on request generation");
+    }
+    let calls = if b.async_mode {
+        "asynchronous"
+    } else {
+        "synchronous"
+    };
+    let _ = writeln!(out, "  Using {calls} calls for inference");
+    out.push('\n');
+    out
+}
+
+fn plural(n: u64) -> &'static str {
+    if n > 1 {
+        "s"
+    } else {
+        ""
+    }
+}
+
+/// Window mode, stabilizing metric and window size (replaced by "Sending N benchmark
+/// requests" under `--request-count`).
+fn stabilization_lines(out: &mut String, b: &Banner) {
+    let mode = if b.count_windows {
+        "count_windows"
+    } else {
+        "time_windows"
+    };
+    let _ = writeln!(out, "  Using \"{mode}\" mode for stabilization");
+    // Async points may be accepted on throughput alone, hence the shorter wording.
+    let metric = if b.async_mode {
+        "throughput"
+    } else {
+        "latency and throughput"
+    };
+    match b.percentile {
+        None => {
+            let _ = writeln!(out, "  Stabilizing using average {metric}");
+        }
+        Some(p) => {
+            let _ = writeln!(out, "  Stabilizing using p{p} {metric}");
+        }
+    }
+    if b.count_windows {
+        let n = b.measurement_request_count;
+        let _ = writeln!(out, "  Minimum number of samples in each window: {n}");
+    } else {
+        let _ = writeln!(
+            out,
+            "  Measurement window: {} msec",
+            b.measurement_interval_ms
+        );
+    }
+}
+
+/// The line that opens a sweep point.
+pub fn point_header(load: &LoadValue) -> String {
+    match load {
+        LoadValue::Concurrency(c) => format!("Request concurrency: {c}\n"),
+        LoadValue::RequestRate(r) => {
+            format!(
+                "Request Rate: {} inference requests per second\n",
+                fmt_g(*r)
+            )
+        }
+    }
+}
+
+/// The `-v` line for window `i` (1-based) of the current point.
+pub fn pass_line(i: usize, w: &WindowStats, batch: u64, percentile: Option<u32>) -> String {
+    let tput = fmt_g(w.throughput(batch));
+    match percentile {
+        Some(p) => {
+            let lat = us(w.percentile_latency_ns(p));
+            format!("  Pass [{i}] throughput: {tput} infer/sec. p{p} latency: {lat} usec\n")
+        }
+        None => format!(
+            "  Pass [{i}] throughput: {tput} infer/sec. Avg latency: {} usec (std {} usec). \n",
+            us(w.avg_latency_ns()),
+            w.std_latency_us()
+        ),
+    }
+}
+
+/// A point's "Client:" block, its "Server:" block when server stats exist, and the overhead
+/// warning. `verbose` is the `-v` count; `protocol_http` picks the HTTP or gRPC wording.
+pub fn point(p: &PointReport, percentile: Option<u32>, verbose: u8, protocol_http: bool) -> String {
+    let c = &p.client;
+    let mut out = String::from("  Client: \n");
+    let _ = writeln!(out, "    Request count: {}", c.request_count);
+    let _ = writeln!(out, "    Throughput: {} infer/sec", fmt_g(c.throughput));
+    if verbose >= 1 {
+        let _ = writeln!(
+            out,
+            "    Avg client overhead: {}%",
+            fmt_pct2(c.overhead_pct)
+        );
+    }
+    if percentile.is_none() {
+        let avg = us(c.avg_latency_ns);
+        let _ = writeln!(
+            out,
+            "    Avg latency: {avg} usec (standard deviation {} usec)",
+            c.std_latency_us
+        );
+    }
+    for (q, ns) in &c.percentiles_ns {
+        let _ = writeln!(out, "    p{q} latency: {} usec", us(*ns));
+    }
+    let (min, max) = (us(c.min_latency_ns), us(c.max_latency_ns));
+    let _ = writeln!(out, "    Min latency: {min} usec, max latency: {max} usec");
+    out.push_str(&library_line(c, verbose >= 1, protocol_http));
+    if let Some(s) = &p.server {
+        out.push_str(&server_block(s));
+    }
+    if c.overhead_pct > OVERHEAD_WARNING_PCT {
+        out.push_str(
+            "[WARNING] Perf Analyzer is not able to keep up with the desired load. The results \
+             may not be accurate.\n",
+        );
+    }
+    out
+}
+
+/// "Avg HTTP time" / "Avg gRPC time": the client-side split of a request (µs, each average
+/// truncated first; response wait = request - send - receive).
+fn library_line(c: &ClientStats, verbose: bool, http: bool) -> String {
+    let (request, send, recv) = (us(c.avg_request_ns), us(c.avg_send_ns), us(c.avg_recv_ns));
+    let wait = request.saturating_sub(send).saturating_sub(recv);
+    let split = match (http, verbose) {
+        (true, false) => format!("send/recv {} usec + response wait {wait} usec", send + recv),
+        (true, true) => {
+            format!("send {send} usec + response wait {wait} usec + receive {recv} usec")
+        }
+        (false, false) => format!(
+            "(un)marshal request/response {} usec + response wait {wait} usec",
+            send + recv
+        ),
+        (false, true) => {
+            format!("marshal {send} usec + response wait {wait} usec + unmarshal {recv} usec")
+        }
+    };
+    let name = if http { "HTTP" } else { "gRPC" };
+    format!("    Avg {name} time: {request} usec ({split})\n")
+}
+
+/// The closing "Inferences/Second vs. Client ... Batch Latency" table, one line per point
+/// in the order given (probe order).
+pub fn summary(points: &[PointReport], percentile: Option<u32>) -> String {
+    let mut out = match percentile {
+        None => String::from("Inferences/Second vs. Client Average Batch Latency\n"),
+        Some(p) => format!("Inferences/Second vs. Client p{p} Batch Latency\n"),
+    };
+    for p in points {
+        let label = match p.load {
+            LoadValue::Concurrency(_) => "Concurrency",
+            LoadValue::RequestRate(_) => "Request Rate",
+        };
+        let _ = writeln!(
+            out,
+            "{label}: {}, throughput: {} infer/sec, latency {} usec",
+            p.load.value_text(),
+            fmt_g(p.client.throughput),
+            us(p.client.stabilizing_latency_ns)
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "console_tests.rs"]
+mod tests;

@@ -1,0 +1,245 @@
+//! A whole perf_analyzer run: setup, the concurrency sweep, and the three reports.
+
+pub mod setup;
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::config::{Config, MeasurementMode};
+use crate::engine::coordinator::{profile_point, PointCtx, PointOutcome, PointStatus};
+use crate::engine::{available_cores, EngineSpec};
+use crate::error::{Error, Result};
+use crate::inputs::build_inputs;
+use crate::report::export::ExportExperiment;
+use crate::report::{console, csv, export, Banner, LoadValue, PointReport};
+use crate::service::triton_http::{
+    decode_outputs_json, encode_infer_request, infer_path, inputs_json,
+};
+use setup::{fetch_stats, prepare, Target};
+
+/// What a finished run produced (the CLI prints it; tests inspect it).
+pub struct RunResult {
+    pub points: Vec<PointReport>,
+    /// The error that ended the run after the reports were written, if any.
+    pub error: Option<Error>,
+}
+
+/// Runs the measurement described by `cfg`, printing perf_analyzer's console report to `out`.
+/// `stop` ends the run after the current window, like Ctrl-C.
+pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<RunResult> {
+    let mut target = prepare(cfg)?;
+    let inputs = build_inputs(&target.meta, &target.config, cfg)?;
+    let outputs: Vec<String> = target.meta.outputs.iter().map(|o| o.name.clone()).collect();
+    let path = infer_path(&cfg.model_name, &cfg.model_version);
+    let request = encode_infer_request(
+        &target.host,
+        &path,
+        &inputs,
+        &outputs,
+        cfg.input_tensor_format,
+        cfg.output_tensor_format,
+        &cfg.headers,
+    )?;
+    let keep_windows = cfg.profile_export_file.is_some();
+    let cores = available_cores().len().max(1);
+    let spec = EngineSpec {
+        addr: target.addr,
+        requests: Arc::new(vec![request]),
+        keep_bodies: keep_windows,
+        pin: cfg.pin_threads,
+        max_workers: cfg.max_threads.unwrap_or(cores).min(cores.max(1)),
+        clock: Clock::new(),
+    };
+    let _ = out.write_all(console::banner(&banner(cfg)).as_bytes());
+    let step_inputs = vec![inputs_json(&inputs)];
+    let cache = target.config.response_cache;
+    let stats_available = target.stats_available;
+    let (points, exps, error) = sweep(cfg, &spec, &mut target, cache, &stop, out, &step_inputs)?;
+    if !points.is_empty() {
+        let _ = out.write_all(console::summary(&points, cfg.percentile).as_bytes());
+    }
+    let _ = out.flush();
+    write_reports(cfg, &points, &exps, stats_available)?;
+    Ok(RunResult { points, error })
+}
+
+type SweepResult = (Vec<PointReport>, Vec<ExportExperiment>, Option<Error>);
+
+/// Linear search over `--concurrency-range` (end 0: until the latency threshold).
+fn sweep(
+    cfg: &Config,
+    spec: &EngineSpec,
+    target: &mut Target,
+    cache_enabled: bool,
+    stop: &AtomicBool,
+    out: &mut dyn Write,
+    step_inputs: &[String],
+) -> Result<SweepResult> {
+    let mut points = Vec::new();
+    let mut exps = Vec::new();
+    let mut error = None;
+    let range = cfg.concurrency;
+    let mut c = range.start;
+    loop {
+        let load = LoadValue::Concurrency(c);
+        let _ = out.write_all(console::point_header(&load).as_bytes());
+        let outcome = {
+            let mut fetch = || fetch_stats(target, cfg);
+            let mut ctx = PointCtx {
+                cfg,
+                spec,
+                stats: &mut fetch,
+                cache_enabled,
+                keep_windows: cfg.profile_export_file.is_some(),
+                stop,
+                out: &mut *out,
+            };
+            profile_point(&mut ctx, c)?
+        };
+        let PointOutcome {
+            status,
+            client,
+            server,
+            windows,
+        } = outcome;
+        if cfg.profile_export_file.is_some() {
+            exps.push(ExportExperiment {
+                load,
+                windows,
+                step_inputs: step_inputs.to_vec(),
+            });
+        }
+        let report = client.map(|client| PointReport {
+            load,
+            batch_size: cfg.batch_size,
+            client,
+            server,
+        });
+        let (keep, end, err) = judge(cfg, &status, report.as_ref(), c, points.is_empty(), out);
+        if keep {
+            if let Some(r) = report {
+                let text = console::point(&r, cfg.percentile, cfg.verbose, true);
+                let _ = out.write_all(text.as_bytes());
+                points.push(r);
+            }
+        }
+        if err.is_some() {
+            error = err;
+        }
+        c += range.step;
+        if end || !(c <= range.end || range.end == 0) {
+            break;
+        }
+    }
+    Ok((points, exps, error))
+}
+
+/// Decides from a level's outcome: (report it?, end the sweep?, error for the exit code).
+fn judge(
+    cfg: &Config,
+    status: &PointStatus,
+    report: Option<&PointReport>,
+    c: u64,
+    first: bool,
+    out: &mut dyn Write,
+) -> (bool, bool, Option<Error>) {
+    match status {
+        PointStatus::Stable => {
+            let lat = report.map_or(0, |r| r.client.stabilizing_latency_ns);
+            let limit = cfg.latency_threshold_ms;
+            if limit > 0 && lat >= limit * 1_000_000 {
+                let _ = writeln!(
+                    out,
+                    "Measured latency went over the set limit of {limit} msec. "
+                );
+                return (false, true, None);
+            }
+            (true, false, None)
+        }
+        PointStatus::OverThreshold => {
+            let limit = cfg.latency_threshold_ms;
+            let _ = writeln!(
+                out,
+                "Measured latency went over the set limit of {limit} msec. "
+            );
+            (false, true, None)
+        }
+        PointStatus::Unstable => {
+            let what = match cfg.measurement_mode {
+                MeasurementMode::TimeWindows => "--measurement-interval",
+                MeasurementMode::CountWindows => "--measurement-request-count",
+            };
+            let msg = format!(
+                "Failed to obtain stable measurement within {} measurement windows for \
+                 concurrency {c}. Please try to increase the {what}.",
+                cfg.max_trials
+            );
+            eprintln!("{msg}");
+            (false, true, first.then(|| Error::stability(msg)))
+        }
+        PointStatus::Interrupted => {
+            eprintln!(
+                "Interrupted: reporting the windows measured so far (not checked for stability)."
+            );
+            (true, true, None)
+        }
+        PointStatus::Failed(msg) => {
+            let e = Error::generic(format!("inference request failed: {msg}"));
+            (true, true, Some(e))
+        }
+        PointStatus::NoValidRequests => (false, true, Some(Error::no_valid_requests())),
+    }
+}
+
+fn banner(cfg: &Config) -> Banner {
+    Banner {
+        batch_size: cfg.batch_size,
+        service_kind: "TRITON",
+        warmup_request_count: cfg.warmup_request_count,
+        request_count: cfg.request_count,
+        count_windows: cfg.measurement_mode == MeasurementMode::CountWindows,
+        percentile: cfg.percentile,
+        async_mode: cfg.async_mode,
+        measurement_interval_ms: cfg.measurement_interval_ms,
+        measurement_request_count: cfg.measurement_request_count,
+        latency_threshold_ms: cfg.latency_threshold_ms,
+        concurrency_end: cfg.concurrency.end,
+        concurrency_start: cfg.concurrency.start,
+    }
+}
+
+fn write_reports(
+    cfg: &Config,
+    points: &[PointReport],
+    exps: &[ExportExperiment],
+    stats_available: bool,
+) -> Result<()> {
+    if let (Some(path), false) = (&cfg.csv_file, points.is_empty()) {
+        let f = File::create(path)
+            .map_err(|e| Error::generic(format!("-f {}: {e}", path.display())))?;
+        let mut w = BufWriter::new(f);
+        csv::write_csv(
+            &mut w,
+            points,
+            cfg.percentile,
+            cfg.verbose_csv,
+            stats_available,
+        )
+        .and_then(|_| w.flush())
+        .map_err(|e| Error::generic(format!("-f {}: {e}", path.display())))?;
+    }
+    if let Some(path) = &cfg.profile_export_file {
+        let err = |e: std::io::Error| {
+            Error::generic(format!("--profile-export-file {}: {e}", path.display()))
+        };
+        let mut w = BufWriter::new(File::create(path).map_err(err)?);
+        let decode = |body: &[u8]| decode_outputs_json(body, None).unwrap_or_else(|_| "{}".into());
+        export::write_export(&mut w, exps, crate::VERSION, "triton", "", &decode)
+            .and_then(|_| w.flush())
+            .map_err(err)?;
+    }
+    Ok(())
+}

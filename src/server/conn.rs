@@ -1,0 +1,455 @@
+//! One connection: buffered reads, request assembly, answers (held back for delayed models),
+//! buffered writes, and a lingering close.
+//!
+//! Sockets are registered once, edge-triggered, for read and write; `read_ready` remembers a
+//! read edge until a read returns WouldBlock. Requests are answered as soon as they are complete
+//! (pipelined ones in order); a response whose model has a delay is held in the connection's
+//! queue until its deadline, and everything behind it waits too, so responses stay in order
+//! without ever blocking the loop.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream;
+
+use super::http::{write_error_json, write_head, BodyAt, Progress, RequestReader, CONTINUE_100};
+use super::http::{MAX_BODY_BYTES, MAX_HEAD_BYTES};
+use super::routes::{route, Outcome, Request, JSON};
+use super::stats::{InferTiming, Stats};
+use super::worker::Shared;
+use super::Delay;
+
+/// Initial (and idle) read buffer per connection, bytes; it grows for larger requests.
+pub const READ_BUF: usize = 16 * 1024;
+/// A request's raw bytes may not exceed this (head + body + chunk framing), bytes.
+const MAX_RAW_REQUEST: usize = MAX_HEAD_BYTES + MAX_BODY_BYTES + 1024 * 1024;
+/// Stop reading from a connection while this many response bytes wait to be written.
+const MAX_PENDING_WRITE: usize = 4 * 1024 * 1024;
+/// After answering and half-closing a connection we refuse to read from, keep discarding what
+/// the peer still sends for up to this long / this many bytes, so closing with unread input
+/// does not reset the connection and destroy the answer before the peer has read it.
+pub const LINGER: Duration = Duration::from_secs(1);
+const LINGER_BYTES: usize = 4 * 1024 * 1024;
+
+/// Deadlines of held responses and lingering closes: (when, slot, connection generation).
+pub type Timers = BinaryHeap<Reverse<(Instant, usize, u64)>>;
+
+/// Stats of a delayed inference, committed when its deadline has passed.
+#[derive(Debug)]
+pub struct Commit {
+    model: usize,
+    timing: InferTiming,
+    /// When the request was fully read.
+    received: Instant,
+    /// When the delay started (right after the response was encoded).
+    delay_start: Instant,
+}
+
+/// A response waiting for its deadline (or for a delayed response ahead of it).
+#[derive(Debug)]
+struct Held {
+    ready_at: Instant,
+    bytes: Vec<u8>,
+    commit: Option<Commit>,
+}
+
+#[derive(Debug)]
+pub struct Conn {
+    pub stream: TcpStream,
+    /// Distinguishes this connection from earlier ones in the same slot (for stale timers).
+    pub generation: u64,
+    /// Read buffer; unparsed bytes are `rbuf[rstart..rend]`.
+    rbuf: Vec<u8>,
+    rstart: usize,
+    rend: usize,
+    reader: RequestReader,
+    /// Decoded chunked body of the current request.
+    decoded: Vec<u8>,
+    /// Bytes ready to send; `wbuf[wpos..]` is still unsent.
+    wbuf: Vec<u8>,
+    wpos: usize,
+    held: VecDeque<Held>,
+    /// A read edge was seen and no read has returned WouldBlock since.
+    pub read_ready: bool,
+    read_eof: bool,
+    /// Answered, half-closed, discarding input until EOF (see [`LINGER`]); bytes discarded.
+    pub lingering: Option<usize>,
+    /// No more requests will be read (Connection: close or a bad request); close when flushed.
+    closing: bool,
+    /// When the last read that brought bytes returned.
+    last_read: Instant,
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream, generation: u64) -> Conn {
+        Conn {
+            stream,
+            generation,
+            rbuf: vec![0; READ_BUF],
+            rstart: 0,
+            rend: 0,
+            reader: RequestReader::default(),
+            decoded: Vec::new(),
+            wbuf: Vec::with_capacity(READ_BUF),
+            wpos: 0,
+            held: VecDeque::new(),
+            read_ready: false,
+            read_eof: false,
+            lingering: None,
+            closing: false,
+            last_read: Instant::now(),
+        }
+    }
+
+    fn unsent(&self) -> usize {
+        self.wbuf.len() - self.wpos
+    }
+
+    fn can_read(&self) -> bool {
+        self.read_ready && !self.read_eof && !self.closing && self.unsent() < MAX_PENDING_WRITE
+    }
+
+    fn finished(&self) -> bool {
+        (self.closing || self.read_eof) && self.unsent() == 0 && self.held.is_empty()
+    }
+
+    /// Makes room for a read: drops consumed bytes, grows for a large request, or refuses.
+    fn make_room(&mut self) -> Result<(), ()> {
+        if self.rstart == self.rend {
+            if self.rbuf.len() > 4 * READ_BUF {
+                self.rbuf = vec![0; READ_BUF];
+            }
+            self.rstart = 0;
+            self.rend = 0;
+        }
+        if self.rend < self.rbuf.len() {
+            return Ok(());
+        }
+        if self.rstart > 0 {
+            self.rbuf.copy_within(self.rstart..self.rend, 0);
+            self.rend -= self.rstart;
+            self.rstart = 0;
+            return Ok(());
+        }
+        if self.rbuf.len() >= MAX_RAW_REQUEST {
+            return Err(());
+        }
+        let grown = (self.rbuf.len() * 2).min(MAX_RAW_REQUEST);
+        self.rbuf.resize(grown, 0);
+        Ok(())
+    }
+
+    /// Writes until done or WouldBlock; `Err` means the connection is dead.
+    fn write_out(&mut self) -> io::Result<()> {
+        while self.wpos < self.wbuf.len() {
+            match self.stream.write(&self.wbuf[self.wpos..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.wpos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.wbuf.clear();
+        self.wpos = 0;
+        if self.wbuf.capacity() > MAX_PENDING_WRITE {
+            self.wbuf = Vec::with_capacity(READ_BUF);
+        }
+        Ok(())
+    }
+
+    /// Moves every held response whose time has come (from the front) into the write buffer.
+    pub fn release_held(&mut self, now: Instant, stats: &Stats) {
+        while self.held.front().is_some_and(|h| h.ready_at <= now) {
+            let Some(held) = self.held.pop_front() else {
+                break;
+            };
+            if let Some(c) = held.commit {
+                commit(stats, &c, now);
+            }
+            self.wbuf.extend_from_slice(&held.bytes);
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    d.as_nanos() as u64
+}
+
+/// Records a delayed inference, counting the time it was held as compute.
+fn commit(stats: &Stats, c: &Commit, now: Instant) {
+    let mut timing = c.timing;
+    timing.infer_ns += nanos(now.saturating_duration_since(c.delay_start));
+    timing.success_ns = nanos(now.saturating_duration_since(c.received));
+    stats.record_success(c.model, &timing);
+}
+
+/// Worker-wide state a request handler needs, apart from the connection itself.
+pub struct Ctx<'a> {
+    pub shared: &'a Shared,
+    /// Response body scratch, reused for every request.
+    pub body: &'a mut Vec<u8>,
+    pub timers: &'a mut Timers,
+    pub rng: &'a mut u64,
+    /// The connection's slot in the worker (for its timers).
+    pub slot: usize,
+}
+
+/// xorshift64*: a small, fast generator for uniform delays (quality is ample for jitter).
+fn next_random(state: &mut u64) -> u64 {
+    let mut x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+fn sample_delay(delay: &Delay, rng: &mut u64) -> Duration {
+    match *delay {
+        Delay::Fixed(d) => d,
+        Delay::Uniform(lo, hi) => {
+            let span = nanos(hi.saturating_sub(lo));
+            let offset = if span == 0 {
+                0
+            } else {
+                next_random(rng) % (span + 1)
+            };
+            lo + Duration::from_nanos(offset)
+        }
+    }
+}
+
+/// Writes a framed response (produced by `write`) straight out, or holds it behind earlier
+/// held responses, or until its deadline.
+fn emit(
+    conn: &mut Conn,
+    timers: &mut Timers,
+    slot: usize,
+    deadline: Option<(Instant, Commit)>,
+    write: impl FnOnce(&mut Vec<u8>),
+) {
+    let (ready_at, commit) = match deadline {
+        None if conn.held.is_empty() => return write(&mut conn.wbuf),
+        None => (Instant::now(), None),
+        Some((ready_at, commit)) => {
+            timers.push(Reverse((ready_at, slot, conn.generation)));
+            (ready_at, Some(commit))
+        }
+    };
+    let mut bytes = Vec::new();
+    write(&mut bytes);
+    conn.held.push_back(Held {
+        ready_at,
+        bytes,
+        commit,
+    });
+}
+
+/// Frames and emits the reply to one complete request.
+fn answer(conn: &mut Conn, ctx: &mut Ctx, head: &super::http::Head, body: BodyAt) {
+    let started = Instant::now();
+    let request_bytes = &conn.rbuf[conn.rstart..conn.rend];
+    let path = std::str::from_utf8(&request_bytes[head.path.0..head.path.1]).unwrap_or("");
+    let body = match body {
+        BodyAt::Buffer(from, to) => &request_bytes[from..to],
+        BodyAt::Decoded => conn.decoded.as_slice(),
+    };
+    let req = Request {
+        method: head.method,
+        path,
+        inference_header_len: head.inference_header_len,
+        body,
+    };
+    ctx.body.clear();
+    let reply = route(&req, &ctx.shared.stats, ctx.body);
+    let ready = Instant::now();
+    let close = !head.keep_alive;
+    let stats = &ctx.shared.stats;
+    stats.count_http_request();
+    let received = conn.last_read;
+    let mut deadline = None;
+    match reply.outcome {
+        Outcome::Plain => {}
+        Outcome::InferFailed { model } => {
+            stats.record_failure(model, nanos(ready.saturating_duration_since(received)))
+        }
+        Outcome::Inferred { model, done } => {
+            let timing = InferTiming {
+                batch_size: done.batch_size,
+                input_bytes: done.input_bytes,
+                queue_ns: nanos(started.saturating_duration_since(received)),
+                input_ns: done.input_ns,
+                infer_ns: done.infer_ns,
+                output_ns: done.output_ns,
+                success_ns: nanos(ready.saturating_duration_since(received)),
+            };
+            match &ctx.shared.delays[model] {
+                Some(delay) => {
+                    let wait = sample_delay(delay, ctx.rng);
+                    let c = Commit {
+                        model,
+                        timing,
+                        received,
+                        delay_start: ready,
+                    };
+                    deadline = Some((ready + wait, c));
+                }
+                None => stats.record_success(model, &timing),
+            }
+        }
+    }
+    let body = &*ctx.body;
+    emit(conn, ctx.timers, ctx.slot, deadline, |out| {
+        let (status, ctype, ihl) = (reply.status, reply.content_type, reply.inference_header_len);
+        write_head(out, status, ctype, body.len(), ihl, close);
+        out.extend_from_slice(body);
+    });
+    if close {
+        conn.closing = true;
+    }
+}
+
+/// Answers every complete request in the read buffer, in order.
+fn process(conn: &mut Conn, ctx: &mut Ctx) {
+    while !conn.closing {
+        let buf = &conn.rbuf[conn.rstart..conn.rend];
+        match conn.reader.advance(buf, &mut conn.decoded) {
+            Ok(Progress::NeedMore { send_continue }) => {
+                if send_continue {
+                    emit(conn, ctx.timers, ctx.slot, None, |out| {
+                        out.extend_from_slice(CONTINUE_100)
+                    });
+                }
+                return;
+            }
+            Ok(Progress::Done {
+                head,
+                consumed,
+                body,
+            }) => {
+                answer(conn, ctx, &head, body);
+                conn.rstart += consumed;
+            }
+            Err(e) => return refuse(conn, ctx, e.status, &e.msg),
+        }
+    }
+}
+
+/// Answers a request we will not process and stops reading from the connection.
+fn refuse(conn: &mut Conn, ctx: &mut Ctx, status: u16, msg: &str) {
+    let mut body = Vec::new();
+    write_error_json(&mut body, msg);
+    ctx.shared.stats.count_http_request();
+    emit(conn, ctx.timers, ctx.slot, None, |out| {
+        write_head(out, status, JSON, body.len(), None, true);
+        out.extend_from_slice(&body);
+    });
+    conn.closing = true;
+    conn.rstart = conn.rend;
+}
+
+/// Reads and answers until the socket has nothing more (or backpressure), writing as it goes.
+/// Returns false when the connection must be closed now.
+pub fn pump(conn: &mut Conn, ctx: &mut Ctx) -> bool {
+    if conn.lingering.is_some() {
+        return discard_input(conn);
+    }
+    loop {
+        while conn.can_read() {
+            if conn.make_room().is_err() {
+                refuse(conn, ctx, 413, "request exceeds the size limit");
+                break;
+            }
+            match conn.stream.read(&mut conn.rbuf[conn.rend..]) {
+                Ok(0) => conn.read_eof = true,
+                Ok(n) => {
+                    conn.rend += n;
+                    conn.last_read = Instant::now();
+                    process(conn, ctx);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => conn.read_ready = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+        if conn.write_out().is_err() {
+            return false;
+        }
+        if !conn.can_read() {
+            break;
+        }
+    }
+    if !conn.finished() {
+        return true;
+    }
+    if conn.read_eof {
+        return false;
+    }
+    // We stopped reading (Connection: close or a refused request): half-close and linger.
+    let _ = conn.stream.shutdown(Shutdown::Write);
+    conn.lingering = Some(0);
+    conn.read_ready = true;
+    let deadline = Instant::now() + LINGER;
+    ctx.timers
+        .push(Reverse((deadline, ctx.slot, conn.generation)));
+    discard_input(conn)
+}
+
+/// Reads and drops input while lingering; false once the peer is done or sent too much.
+fn discard_input(conn: &mut Conn) -> bool {
+    loop {
+        match conn.stream.read(&mut conn.rbuf) {
+            Ok(0) => return false,
+            Ok(n) => {
+                let total = conn.lingering.unwrap_or(0) + n;
+                if total > LINGER_BYTES {
+                    return false;
+                }
+                conn.lingering = Some(total);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Counts the inferences behind still-held responses when a connection goes away: they ran.
+pub fn abandon(conn: &mut Conn, stats: &Stats) {
+    let now = Instant::now();
+    for held in conn.held.drain(..) {
+        if let Some(c) = held.commit {
+            commit(stats, &c, now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uniform_delay_stays_in_range() {
+        let mut rng = 12345u64;
+        let (lo, hi) = (Duration::from_micros(500), Duration::from_millis(3));
+        let samples: Vec<Duration> = (0..1000)
+            .map(|_| sample_delay(&Delay::Uniform(lo, hi), &mut rng))
+            .collect();
+        assert!(samples.iter().all(|d| *d >= lo && *d <= hi));
+        let below_mid = samples
+            .iter()
+            .filter(|d| **d < Duration::from_micros(1750))
+            .count();
+        assert!(
+            (350..650).contains(&below_mid),
+            "{below_mid} of 1000 below the midpoint"
+        );
+        let fixed = Delay::Fixed(Duration::from_millis(2));
+        assert_eq!(sample_delay(&fixed, &mut rng), Duration::from_millis(2));
+        assert_eq!(sample_delay(&Delay::Uniform(lo, lo), &mut rng), lo);
+    }
+}

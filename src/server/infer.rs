@@ -1,0 +1,514 @@
+//! `POST .../infer`: parse and validate a KServe v2 request (JSON header plus optional binary
+//! tensor data), run the model, and encode the response, with Triton-like error messages.
+
+use std::borrow::Cow;
+use std::io::Write;
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::json_data::{json_to_bytes, write_json_data};
+use super::models::{ModelDef, TensorData, TensorSpec, MODEL_VERSION};
+use crate::tensor::{split_bytes_elements, DataType};
+
+#[derive(Deserialize)]
+struct RequestJson<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    parameters: Option<RequestParams>,
+    #[serde(borrow)]
+    inputs: Vec<InputJson<'a>>,
+    #[serde(borrow, default)]
+    outputs: Option<Vec<OutputJson<'a>>>,
+}
+
+#[derive(Deserialize, Default)]
+struct RequestParams {
+    #[serde(default)]
+    binary_data_output: bool,
+}
+
+#[derive(Deserialize)]
+struct InputJson<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow)]
+    datatype: Cow<'a, str>,
+    shape: Vec<i64>,
+    #[serde(default)]
+    parameters: Option<TensorParams>,
+    #[serde(default)]
+    data: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct OutputJson<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(default)]
+    parameters: Option<TensorParams>,
+}
+
+#[derive(Deserialize, Default)]
+struct TensorParams {
+    #[serde(default)]
+    binary_data_size: Option<usize>,
+    #[serde(default)]
+    binary_data: Option<bool>,
+    #[serde(default)]
+    shared_memory_region: Option<Value>,
+}
+
+/// A successful inference: what the statistics need, and how the response was framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InferDone {
+    pub batch_size: usize,
+    /// Tensor data bytes of all inputs.
+    pub input_bytes: u64,
+    /// Parsing and validating the request, ns.
+    pub input_ns: u64,
+    /// The model's compute (without any configured delay), ns.
+    pub infer_ns: u64,
+    /// Encoding the response, ns.
+    pub output_ns: u64,
+    /// JSON bytes before the binary output data, when any output is binary.
+    pub header_len: Option<usize>,
+}
+
+fn elapsed_ns(since: Instant) -> u64 {
+    since.elapsed().as_nanos() as u64
+}
+
+/// Runs one infer request against `model`, writing the response body into `out`.
+/// `Err` carries the message for a 400 `{"error":...}`.
+pub fn infer(
+    model: &ModelDef,
+    body: &[u8],
+    header_len: Option<usize>,
+    out: &mut Vec<u8>,
+) -> Result<InferDone, String> {
+    let start = Instant::now();
+    let (json, binary) = match header_len {
+        Some(n) if n > body.len() => {
+            return Err(format!(
+                "Inference-Header-Content-Length {n} exceeds the request body size {}",
+                body.len()
+            ))
+        }
+        Some(n) => body.split_at(n),
+        None => (body, &[][..]),
+    };
+    let req: RequestJson = serde_json::from_slice(json)
+        .map_err(|e| format!("failed to parse the request JSON buffer: {e}"))?;
+    let (inputs, batch_size) = decode_inputs(model, &req.inputs, binary)?;
+    let chosen = choose_outputs(model, &req)?;
+    let input_bytes = inputs.iter().map(|t| t.data.len() as u64).sum();
+    let computed = Instant::now();
+    let input_ns = (computed - start).as_nanos() as u64;
+    let outputs = model.run(inputs);
+    let encoding = Instant::now();
+    let infer_ns = (encoding - computed).as_nanos() as u64;
+    let header_len = encode_response(model, req.id.as_deref(), &chosen, &outputs, out);
+    Ok(InferDone {
+        batch_size,
+        input_bytes,
+        input_ns,
+        infer_ns,
+        output_ns: elapsed_ns(encoding),
+        header_len,
+    })
+}
+
+fn shape_text(shape: &[i64]) -> String {
+    let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
+    format!("[{}]", dims.join(","))
+}
+
+/// Decodes the request's inputs into model input order; returns them and the batch size.
+fn decode_inputs<'a>(
+    model: &ModelDef,
+    inputs: &[InputJson<'a>],
+    binary: &'a [u8],
+) -> Result<(Vec<TensorData<'a>>, usize), String> {
+    let m = model.name;
+    for input in inputs {
+        if !model.inputs.iter().any(|s| s.name == input.name) {
+            return Err(format!(
+                "unexpected inference input '{}' for model '{m}'",
+                input.name
+            ));
+        }
+    }
+    if inputs.len() != model.inputs.len() {
+        let (want, got) = (model.inputs.len(), inputs.len());
+        return Err(format!(
+            "expected {want} inputs but got {got} inputs for model '{m}'"
+        ));
+    }
+    let mut slots: Vec<Option<TensorData<'a>>> = model.inputs.iter().map(|_| None).collect();
+    let mut offset = 0usize;
+    let mut batch: Option<usize> = None;
+    for input in inputs {
+        let Some(slot) = model.inputs.iter().position(|s| s.name == input.name) else {
+            continue;
+        };
+        if slots[slot].is_some() {
+            return Err(format!(
+                "input '{}' appears more than once in the request",
+                input.name
+            ));
+        }
+        let spec = &model.inputs[slot];
+        let input_batch = check_signature(model, spec, input)?;
+        if batch.is_some_and(|b| b != input_batch) {
+            return Err(format!(
+                "input '{}' batch size does not match other inputs for '{m}'",
+                input.name
+            ));
+        }
+        batch = Some(input_batch);
+        let data = input_data(spec, input, binary, &mut offset)?;
+        check_size(model, spec, &input.shape, &data)?;
+        slots[slot] = Some(TensorData {
+            shape: input.shape.clone(),
+            data,
+        });
+    }
+    if offset != binary.len() {
+        let extra = binary.len() - offset;
+        return Err(format!(
+            "unexpected additional input data for model '{m}': {extra} bytes"
+        ));
+    }
+    let tensors = slots.into_iter().flatten().collect();
+    Ok((tensors, batch.unwrap_or(1)))
+}
+
+/// Checks datatype, shape and batch size; returns the batch size (1 if the model does not batch).
+fn check_signature(
+    model: &ModelDef,
+    spec: &TensorSpec,
+    input: &InputJson,
+) -> Result<usize, String> {
+    let (m, name) = (model.name, &input.name);
+    let datatype = DataType::parse(&input.datatype)
+        .map_err(|_| format!("invalid datatype '{}' for input '{name}'", input.datatype))?;
+    if datatype != spec.datatype {
+        return Err(format!(
+            "inference input '{name}' data-type is '{}', but model '{m}' expects '{}'",
+            datatype.name(),
+            spec.datatype.name()
+        ));
+    }
+    let want = model.wire_dims(spec);
+    let fits = input.shape.len() == want.len()
+        && input
+            .shape
+            .iter()
+            .zip(&want)
+            .all(|(&got, &w)| got >= 0 && (w == -1 || got == w));
+    if !fits {
+        return Err(format!(
+            "unexpected shape for input '{name}' for model '{m}'. Expected {}, got {}",
+            shape_text(&want),
+            shape_text(&input.shape)
+        ));
+    }
+    if model.max_batch_size == 0 {
+        return Ok(1);
+    }
+    let batch = input.shape[0] as usize;
+    if batch == 0 || batch > model.max_batch_size {
+        return Err(format!(
+            "inference request batch-size must be between 1 and {} for '{m}', got {batch}",
+            model.max_batch_size
+        ));
+    }
+    Ok(batch)
+}
+
+/// Takes an input's bytes from the binary section or converts its JSON `data`.
+fn input_data<'a>(
+    spec: &TensorSpec,
+    input: &InputJson,
+    binary: &'a [u8],
+    offset: &mut usize,
+) -> Result<Cow<'a, [u8]>, String> {
+    let name = &input.name;
+    let params = input.parameters.as_ref();
+    if params.is_some_and(|p| p.shared_memory_region.is_some()) {
+        return Err(format!(
+            "input '{name}': shared memory is not supported by inferperf serve"
+        ));
+    }
+    match (params.and_then(|p| p.binary_data_size), &input.data) {
+        (Some(_), Some(_)) => Err(format!("input '{name}' has both binary_data_size and data")),
+        (Some(size), None) => {
+            let left = binary.len() - *offset;
+            if size > left {
+                return Err(format!(
+                    "unexpected end of binary data for input '{name}': needs {size} bytes, \
+                     {left} remain"
+                ));
+            }
+            let data = &binary[*offset..*offset + size];
+            *offset += size;
+            Ok(Cow::Borrowed(data))
+        }
+        (None, Some(data)) => json_to_bytes(spec.datatype, data, name).map(Cow::Owned),
+        (None, None) => Err(format!(
+            "input '{name}' has neither data nor binary_data_size"
+        )),
+    }
+}
+
+/// Checks the byte size (fixed-size types) or the element framing (BYTES) against the shape.
+fn check_size(
+    model: &ModelDef,
+    spec: &TensorSpec,
+    shape: &[i64],
+    data: &[u8],
+) -> Result<(), String> {
+    let (m, name) = (model.name, spec.name);
+    // Shapes come from the peer: a product that overflows is an error, not a panic.
+    let too_big = || format!("shape of input '{name}' for model '{m}' is too large");
+    let count = shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
+        .ok_or_else(too_big)?;
+    if spec.datatype == DataType::Bytes {
+        let elements = split_bytes_elements(data)
+            .ok_or_else(|| format!("invalid BYTES framing in input '{name}' for model '{m}'"))?;
+        if elements.len() != count {
+            return Err(format!(
+                "expected {count} string elements for inference input '{name}' for model '{m}', \
+                 got {}",
+                elements.len()
+            ));
+        }
+        return Ok(());
+    }
+    let expected = count
+        .checked_mul(spec.datatype.size())
+        .ok_or_else(too_big)?;
+    if data.len() != expected {
+        return Err(format!(
+            "input byte size mismatch for input '{name}' for model '{m}'. Expected {expected}, \
+             got {}",
+            data.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Which outputs the response carries, as (index into the model's outputs, binary?), in the
+/// order the request lists them (all outputs when it lists none).
+fn choose_outputs(model: &ModelDef, req: &RequestJson) -> Result<Vec<(usize, bool)>, String> {
+    let default_binary = req
+        .parameters
+        .as_ref()
+        .is_some_and(|p| p.binary_data_output);
+    let list = match req.outputs.as_deref() {
+        None | Some([]) => {
+            return Ok((0..model.outputs.len())
+                .map(|i| (i, default_binary))
+                .collect())
+        }
+        Some(list) => list,
+    };
+    let mut chosen = Vec::with_capacity(list.len());
+    for o in list {
+        let Some(i) = model.outputs.iter().position(|s| s.name == o.name) else {
+            return Err(format!(
+                "unexpected inference output '{}' for model '{}'",
+                o.name, model.name
+            ));
+        };
+        let params = o.parameters.as_ref();
+        if params.is_some_and(|p| p.shared_memory_region.is_some()) {
+            return Err(format!(
+                "output '{}': shared memory is not supported",
+                o.name
+            ));
+        }
+        chosen.push((
+            i,
+            params.and_then(|p| p.binary_data).unwrap_or(default_binary),
+        ));
+    }
+    Ok(chosen)
+}
+
+/// Writes the response JSON (and binary data); returns the JSON length if any output is binary.
+fn encode_response(
+    model: &ModelDef,
+    id: Option<&str>,
+    chosen: &[(usize, bool)],
+    outputs: &[TensorData],
+    out: &mut Vec<u8>,
+) -> Option<usize> {
+    out.extend_from_slice(b"{\"model_name\":\"");
+    out.extend_from_slice(model.name.as_bytes());
+    out.extend_from_slice(b"\",\"model_version\":\"");
+    out.extend_from_slice(MODEL_VERSION.as_bytes());
+    out.push(b'"');
+    if let Some(id) = id {
+        out.extend_from_slice(b",\"id\":");
+        let _ = serde_json::to_writer(&mut *out, id);
+    }
+    out.extend_from_slice(b",\"outputs\":[");
+    for (n, &(i, binary)) in chosen.iter().enumerate() {
+        let spec = &model.outputs[i];
+        let tensor = &outputs[i];
+        if n > 0 {
+            out.push(b',');
+        }
+        let _ = write!(
+            out,
+            "{{\"name\":\"{}\",\"datatype\":\"{}\",\"shape\":{}",
+            spec.name,
+            spec.datatype.name(),
+            shape_text(&tensor.shape)
+        );
+        if binary {
+            let _ = write!(
+                out,
+                ",\"parameters\":{{\"binary_data_size\":{}}}}}",
+                tensor.data.len()
+            );
+        } else {
+            out.extend_from_slice(b",\"data\":");
+            write_json_data(out, spec.datatype, &tensor.data);
+            out.push(b'}');
+        }
+    }
+    out.extend_from_slice(b"]}");
+    if !chosen.iter().any(|&(_, binary)| binary) {
+        return None;
+    }
+    let json_len = out.len();
+    for &(i, _) in chosen.iter().filter(|(_, binary)| *binary) {
+        out.extend_from_slice(&outputs[i].data);
+    }
+    Some(json_len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::models::{find_model, MODELS};
+
+    fn model(name: &str) -> &'static ModelDef {
+        &MODELS[find_model(name).unwrap()]
+    }
+
+    fn run(
+        name: &str,
+        body: &[u8],
+        header_len: Option<usize>,
+    ) -> Result<(InferDone, Vec<u8>), String> {
+        let mut out = Vec::new();
+        infer(model(name), body, header_len, &mut out).map(|d| (d, out))
+    }
+
+    fn json_of(out: &[u8], done: &InferDone) -> Value {
+        serde_json::from_slice(&out[..done.header_len.unwrap_or(out.len())]).unwrap()
+    }
+
+    #[test]
+    fn simple_json_in_json_out() {
+        let a: Vec<i32> = (0..16).collect();
+        let b: Vec<i32> = vec![1; 16];
+        let body = serde_json::json!({"id": "r\"1", "inputs": [
+            {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16], "data": b},
+            {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16], "data": [a]}]});
+        let (done, out) = run("simple", body.to_string().as_bytes(), None).unwrap();
+        let j = json_of(&out, &done);
+        assert_eq!(
+            (done.batch_size, done.input_bytes, done.header_len),
+            (1, 128, None)
+        );
+        assert_eq!(j["id"], "r\"1");
+        assert_eq!(j["model_name"], "simple");
+        let sum: Vec<i32> = (1..17).collect();
+        let diff: Vec<i32> = (-1..15).collect();
+        assert_eq!(j["outputs"][0]["data"], serde_json::json!(sum));
+        assert_eq!(j["outputs"][1]["data"], serde_json::json!(diff));
+        assert_eq!(j["outputs"][1]["shape"], serde_json::json!([1, 16]));
+    }
+
+    #[test]
+    fn fp32_binary_in_binary_out() {
+        let data: Vec<u8> = [1.5f32, -2.0, 3.25]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let header = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,3],
+            "parameters":{"binary_data_size":12}}],"parameters":{"binary_data_output":true}}"#;
+        let mut body = header.as_bytes().to_vec();
+        body.extend_from_slice(&data);
+        let (done, out) = run("identity_fp32", &body, Some(header.len())).unwrap();
+        let j = json_of(&out, &done);
+        assert_eq!(j["outputs"][0]["parameters"]["binary_data_size"], 12);
+        assert_eq!(&out[done.header_len.unwrap()..], data.as_slice());
+        assert!(j.get("id").is_none());
+    }
+
+    #[test]
+    fn bytes_mixed_output_choice() {
+        let header = r#"{"inputs":[{"name":"INPUT0","datatype":"BYTES","shape":[2,1],
+            "data":["ab","\u00e9"]}],"outputs":[{"name":"OUTPUT0","parameters":{"binary_data":false}}]}"#;
+        let (done, out) = run("identity_bytes", header.as_bytes(), None).unwrap();
+        let j = json_of(&out, &done);
+        assert_eq!(j["outputs"][0]["data"], serde_json::json!(["ab", "é"]));
+        assert_eq!((done.batch_size, done.input_bytes), (2, 4 + 2 + 4 + 2));
+    }
+
+    #[test]
+    fn validation_errors() {
+        let i32x16 =
+            r#""datatype":"INT32","shape":[1,16],"data":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]"#;
+        let two = |a: &str, b: &str| {
+            format!(r#"{{"inputs":[{{"name":"INPUT0",{a}}},{{"name":"INPUT1",{b}}}]}}"#)
+        };
+        let cases: Vec<(&str, String, &str)> = vec![
+            ("simple", "{nope".into(), "failed to parse the request JSON buffer"),
+            ("simple", format!(r#"{{"inputs":[{{"name":"INPUT0",{i32x16}}}]}}"#), "expected 2 inputs but got 1"),
+            ("simple", format!(r#"{{"inputs":[{{"name":"X",{i32x16}}}]}}"#), "unexpected inference input 'X'"),
+            ("simple", two(&i32x16.replace("INT32", "FP32"), i32x16), "data-type is 'FP32', but model 'simple' expects 'INT32'"),
+            ("simple", two(&i32x16.replace("[1,16]", "[1,8]"), i32x16), "Expected [-1,16], got [1,8]"),
+            ("simple", two(&i32x16.replace("[1,16]", "[9,16]"), i32x16), "batch-size must be between 1 and 8"),
+            ("simple", two(&i32x16.replace("[1,16]", "[2,16]"), i32x16), "byte size mismatch for input 'INPUT0' for model 'simple'. Expected 128, got 64"),
+            ("simple", two(i32x16, i32x16).replace("]}", r#"],"outputs":[{"name":"OUT9"}]}"#), "unexpected inference output 'OUT9'"),
+            ("simple", two(i32x16, &i32x16.replace("0]", "\"x\"]")), "is not a valid INT32"),
+            ("identity_fp32", r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2],"parameters":{"binary_data_size":8}}]}"#.into(), "needs 8 bytes, 0 remain"),
+            ("identity_fp32", r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2]}]}"#.into(), "neither data nor binary_data_size"),
+        ];
+        for (m, body, want) in cases {
+            let err = run(m, body.as_bytes(), None).unwrap_err();
+            assert!(err.contains(want), "{body}: got {err:?}, want {want:?}");
+        }
+        let header = r#"{"inputs":[{"name":"INPUT0","datatype":"BYTES","shape":[1,2],"parameters":{"binary_data_size":5}}]}"#;
+        let mut body = header.as_bytes().to_vec();
+        body.extend_from_slice(&[1, 0, 0, 0, b'a']);
+        let err = run("identity_bytes", &body, Some(header.len())).unwrap_err();
+        assert!(err.contains("expected 2 string elements"), "{err}");
+        let header = header.replace(":5}", ":7}");
+        let mut body = header.as_bytes().to_vec();
+        body.extend_from_slice(&[1, 0, 0, 0, b'a', b'z', b'z']);
+        let err = run("identity_bytes", &body, Some(header.len())).unwrap_err();
+        assert!(err.contains("invalid BYTES framing"), "{err}");
+        for shape in ["[8,9223372036854775807]", "[1,4611686018427387904]"] {
+            let body = format!(
+                r#"{{"inputs":[{{"name":"INPUT0","datatype":"FP32","shape":{shape},"data":[]}}]}}"#
+            );
+            let err = run("identity_fp32", body.as_bytes(), None).unwrap_err();
+            assert!(err.contains("is too large"), "{err}");
+        }
+        assert!(run("simple", b"{}", Some(10))
+            .unwrap_err()
+            .contains("exceeds the request body"));
+    }
+}

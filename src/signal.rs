@@ -1,0 +1,38 @@
+//! Ctrl-C handling as perf_analyzer does it: the first SIGINT asks the run to finish the
+//! current window and report what it measured; a second one exits at once.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    if INTERRUPTED.swap(true, Ordering::SeqCst) {
+        // Second Ctrl-C: leave now. _exit is async-signal-safe.
+        // SAFETY: _exit never returns and touches no Rust state.
+        unsafe { libc::_exit(130) };
+    }
+}
+
+/// Installs the SIGINT handler (idempotent).
+pub fn install() {
+    let handler = on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: installing a handler that only touches an atomic and calls _exit.
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+    }
+}
+
+/// True once Ctrl-C was pressed (or `request_stop` was called).
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
+/// Asks the run to stop as if Ctrl-C had been pressed (used by tests and the demo).
+pub fn request_stop() {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Clears a previous stop request (tests run several measurements in one process).
+pub fn reset() {
+    INTERRUPTED.store(false, Ordering::SeqCst);
+}

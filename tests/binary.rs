@@ -1,0 +1,169 @@
+//! The `inferperf` binary as users run it: exit codes, one-line errors, `serve`, `demo`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_inferperf"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `inferperf serve --port 0` in a child process; returns it and its address.
+fn serve() -> (Child, String) {
+    let mut child = bin()
+        .args(["serve", "--port", "0", "--duration", "120"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("serve starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .expect("address line");
+    (child, addr.trim_end_matches('/').to_string())
+}
+
+#[test]
+fn help_and_version() {
+    let o = run(&["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&o.stdout);
+    for flag in [
+        "--concurrency-range",
+        "--measurement-mode",
+        "--profile-export-file",
+        "--percentile",
+    ] {
+        assert!(help.contains(flag), "help lacks {flag}");
+    }
+    let o = run(&["--version"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains(env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn usage_errors_exit_99_with_one_line() {
+    for (args, needle) in [
+        (vec!["-u", "127.0.0.1:1"], "-m"),
+        (
+            vec!["-m", "x", "--concurrency-range", "0"],
+            "--concurrency-range",
+        ),
+        (vec!["-m", "x", "--no-such-flag"], "--no-such-flag"),
+        (
+            vec!["-m", "x", "--request-rate-range", "10"],
+            "not supported yet",
+        ),
+        (vec!["-m", "x", "--percentile", "100"], "--percentile"),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(99), "{args:?}");
+        let e = stderr(&o);
+        assert!(e.contains(needle), "{args:?}: {e}");
+        assert_eq!(
+            e.trim_end().lines().count(),
+            1,
+            "{args:?}: one line, got {e}"
+        );
+    }
+}
+
+#[test]
+fn server_down_exits_99_naming_the_address() {
+    let o = run(&["-m", "simple", "-u", "127.0.0.1:1", "--ready-timeout", "0"]);
+    assert_eq!(o.status.code(), Some(99));
+    let e = stderr(&o);
+    assert!(
+        e.contains("127.0.0.1:1") && e.to_lowercase().contains("refused"),
+        "{e}"
+    );
+}
+
+#[test]
+fn against_serve_process_with_reports() {
+    let (mut child, addr) = serve();
+    let dir = std::env::temp_dir().join(format!("inferperf-bin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("out.csv");
+    let json = dir.join("out.json");
+    let o = run(&[
+        "-m",
+        "simple",
+        "-u",
+        &addr,
+        "--concurrency-range",
+        "1:8:2",
+        "--measurement-mode",
+        "count_windows",
+        "--measurement-request-count",
+        "100",
+        "-s",
+        "1000",
+        "--no-pin",
+        "-f",
+        csv.to_str().unwrap(),
+        "--profile-export-file",
+        json.to_str().unwrap(),
+    ]);
+    let unknown = run(&["-m", "nope", "-u", &addr]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    for c in [1, 3, 5, 7] {
+        assert!(
+            text.contains(&format!("Request concurrency: {c}\n")),
+            "{text}"
+        );
+    }
+    assert!(text.contains("  Server: \n"), "{text}");
+    assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 5);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["experiments"].as_array().unwrap().len(), 4);
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    // An existing export file is refused, as perf_analyzer does.
+    let again = run(&[
+        "-m",
+        "simple",
+        "-u",
+        &addr,
+        "--profile-export-file",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(again.status.code(), Some(99));
+
+    assert_eq!(unknown.status.code(), Some(99));
+    assert!(stderr(&unknown).contains("nope"), "{}", stderr(&unknown));
+}
+
+#[test]
+fn demo_runs_end_to_end() {
+    let o = run(&[
+        "demo",
+        "--concurrency-range",
+        "1:2",
+        "--measurement-mode",
+        "count_windows",
+        "--measurement-request-count",
+        "200",
+        "-s",
+        "1000",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("*** Measurement Settings ***"), "{text}");
+    assert!(text.contains("Request concurrency: 2\n"), "{text}");
+    assert!(text.contains("Concurrency: 2, throughput: "), "{text}");
+}

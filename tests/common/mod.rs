@@ -1,0 +1,68 @@
+//! Shared helpers for the integration tests: an in-process reference server and configs.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use inferperf::config::{ConcurrencyRange, Config, MeasurementMode};
+use inferperf::server::{self, ServeConfig, ServerHandle};
+
+pub fn start_server() -> ServerHandle {
+    start_server_with(Vec::new())
+}
+
+pub fn start_server_with(delays: Vec<(String, server::Delay)>) -> ServerHandle {
+    let cfg = ServeConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        pin_cores: Vec::new(),
+        delays,
+    };
+    server::start(cfg).expect("reference server starts")
+}
+
+/// A config for `model` against `server` that measures quickly: count windows of `n`
+/// requests, loose stability, no pinning (tests share the machine).
+pub fn quick_config(server: &ServerHandle, model: &str, n: u64) -> Config {
+    Config {
+        model_name: model.into(),
+        url: server.addr.to_string(),
+        measurement_mode: MeasurementMode::CountWindows,
+        measurement_request_count: n,
+        stability_threshold: 10.0,
+        max_trials: 10,
+        pin_threads: false,
+        ready_timeout_s: 2,
+        concurrency: ConcurrencyRange {
+            start: 1,
+            end: 1,
+            step: 1,
+        },
+        ..Config::default()
+    }
+}
+
+pub fn run(cfg: &Config) -> (inferperf::run::RunResult, String) {
+    let mut out = Vec::new();
+    let res =
+        inferperf::run::run(cfg, &mut out, Arc::new(AtomicBool::new(false))).expect("run succeeds");
+    (res, String::from_utf8(out).unwrap())
+}
+
+/// A fresh, empty temporary directory for report files.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("inferperf-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn model_counters(server: &ServerHandle, model: &str) -> server::ModelCounters {
+    server
+        .counters()
+        .per_model
+        .into_iter()
+        .find(|m| m.name == model)
+        .expect("model has counters")
+}

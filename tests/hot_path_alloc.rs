@@ -1,0 +1,90 @@
+//! Proves the per-request path does not allocate: a counting global allocator sees about the
+//! same number of allocations for 1,000 requests as for 20,000. The reference server runs as
+//! a separate process so that only the client's allocations are counted.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use inferperf::config::{ConcurrencyRange, Config, MeasurementMode};
+
+struct Counting;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        System.alloc(l)
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        System.dealloc(p, l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        System.realloc(p, l, n)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations_for(addr: &str, requests: u64) -> u64 {
+    let cfg = Config {
+        model_name: "simple".into(),
+        url: addr.into(),
+        measurement_mode: MeasurementMode::CountWindows,
+        request_count: requests,
+        measurement_request_count: requests,
+        concurrency: ConcurrencyRange {
+            start: 4,
+            end: 4,
+            step: 1,
+        },
+        pin_threads: false,
+        ready_timeout_s: 5,
+        ..Config::default()
+    };
+    let mut out = Vec::with_capacity(1 << 16);
+    let before = ALLOCS.load(Ordering::SeqCst);
+    let res = inferperf::run::run(&cfg, &mut out, Arc::new(AtomicBool::new(false))).unwrap();
+    let used = ALLOCS.load(Ordering::SeqCst) - before;
+    assert!(res.error.is_none());
+    assert_eq!(res.points[0].client.request_count, requests);
+    used
+}
+
+#[test]
+fn allocations_do_not_grow_with_requests() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .args(["serve", "--port", "0", "--duration", "120"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let addr = addr.trim_end_matches('/').to_string();
+    let small = allocations_for(&addr, 1_000);
+    let large = allocations_for(&addr, 20_000);
+    let _ = child.kill();
+    let _ = child.wait();
+    // 19,000 more requests may cost a few more buffer doublings on the coordinator, never one
+    // allocation per request.
+    assert!(
+        large < small + 200,
+        "1k requests: {small} allocations, 20k requests: {large}"
+    );
+}
