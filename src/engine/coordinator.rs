@@ -94,14 +94,24 @@ pub fn profile_point(ctx: &mut PointCtx, concurrency: u64) -> Result<PointOutcom
     };
     let mut status = PointStatus::Unstable;
     for _ in 0..max_trials {
-        let end = wait_window(ctx, &engine, done_before);
+        let mut end = wait_window(ctx, &engine, done_before);
         let t_end = clock.now_ns();
         engine.collect(t_end, &mut window)?;
         done_before += window.records.len() as u64;
         window.start_ns = t_prev;
         window.end_ns = t_end;
         t_prev = t_end;
-        let server_now = (ctx.stats)()?;
+        // A server that stops answering statistics mid-run has usually died: keep what the
+        // window measured and end the level with that error (unless a worker saw one first).
+        let server_now = match (ctx.stats)() {
+            Ok(s) => s,
+            Err(e) => {
+                if matches!(end, WindowEnd::Full | WindowEnd::Interrupted) {
+                    end = WindowEnd::Failed(format!("server statistics: {e}"));
+                }
+                None
+            }
+        };
         let mut ws = window_stats(&window);
         ws.server = server_delta(&server_now, &server_prev, ctx.cache_enabled);
         server_prev = server_now;
