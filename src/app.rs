@@ -56,6 +56,10 @@ fn fail(e: &Error) -> i32 {
     e.exit_code()
 }
 
+/// Flags the demo sets before the user's own (which override them): the `simple` model, 1 s
+/// windows and a 20 % stability band, so the demo finishes quickly on a small, noisy machine.
+const DEMO_PRESETS: [&str; 7] = ["inferperf", "-m", "simple", "-p", "1000", "-s", "20"];
+
 /// Starts the reference server in-process on a free loopback port (pinned to the last core
 /// when there are several) and measures it with the given perf_analyzer flags.
 fn demo(args: Vec<OsString>) -> i32 {
@@ -81,13 +85,7 @@ fn demo(args: Vec<OsString>) -> i32 {
         restrict_affinity(&rest);
     }
     println!("inferperf demo: reference server on http://{} (models simple, identity_fp32, identity_bytes)", handle.addr);
-    let mut argv: Vec<OsString> = vec![
-        "inferperf".into(),
-        "-m".into(),
-        "simple".into(),
-        "-p".into(),
-        "1000".into(),
-    ];
+    let mut argv: Vec<OsString> = DEMO_PRESETS.iter().map(OsString::from).collect();
     argv.extend(args.into_iter().skip(2));
     argv.push("-u".into());
     argv.push(handle.addr.to_string().into());

@@ -177,8 +177,12 @@ fn judge(
                  concurrency {c}. Please try to increase the {what}.",
                 cfg.max_trials
             );
+            if first {
+                // Exit code 2; the caller prints the message once.
+                return (false, true, Some(Error::stability(msg)));
+            }
             eprintln!("{msg}");
-            (false, true, first.then(|| Error::stability(msg)))
+            (false, true, None)
         }
         PointStatus::Interrupted => {
             eprintln!(
