@@ -73,7 +73,7 @@ fn demo(args: Vec<OsString>) -> i32 {
         addr: "127.0.0.1:0".parse().expect("literal address"),
         threads: 1,
         pin_cores: server_core.clone(),
-        delays: Vec::new(),
+        ..ServeConfig::default()
     };
     let handle = match server::start(cfg) {
         Ok(h) => h,

@@ -34,6 +34,10 @@ struct ServeArgs {
     /// Add a compute delay to a model: MODEL=2ms or MODEL=500us..3ms (uniform). Repeatable.
     #[arg(long = "delay", value_name = "MODEL=SPEC")]
     delays: Vec<String>,
+    /// Run MODEL's executions one at a time per server thread (a single model instance):
+    /// requests queue behind each other's delay, so latency grows with concurrency. Repeatable.
+    #[arg(long = "serial", value_name = "MODEL")]
+    serial: Vec<String>,
     /// Stop after this many seconds (default: run until Ctrl-C/SIGTERM).
     #[arg(long, value_name = "SECONDS")]
     duration: Option<f64>,
@@ -104,6 +108,7 @@ fn parse(args: Vec<OsString>) -> Result<Parsed> {
         threads: flags.threads,
         pin_cores: flags.pin,
         delays,
+        serial: flags.serial,
     };
     Ok(Parsed::Run(cfg, duration))
 }

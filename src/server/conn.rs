@@ -194,6 +194,8 @@ pub struct Ctx<'a> {
     pub body: &'a mut Vec<u8>,
     pub timers: &'a mut Timers,
     pub rng: &'a mut u64,
+    /// Per model: when the thread's instance of a serial model is free again.
+    pub busy_until: &'a mut [Instant],
     /// The connection's slot in the worker (for its timers).
     pub slot: usize,
 }
@@ -278,7 +280,7 @@ fn answer(conn: &mut Conn, ctx: &mut Ctx, head: &super::http::Head, body: BodyAt
             stats.record_failure(model, nanos(ready.saturating_duration_since(received)))
         }
         Outcome::Inferred { model, done } => {
-            let timing = InferTiming {
+            let mut timing = InferTiming {
                 batch_size: done.batch_size,
                 input_bytes: done.input_bytes,
                 queue_ns: nanos(started.saturating_duration_since(received)),
@@ -290,13 +292,20 @@ fn answer(conn: &mut Conn, ctx: &mut Ctx, head: &super::http::Head, body: BodyAt
             match &ctx.shared.delays[model] {
                 Some(delay) => {
                     let wait = sample_delay(delay, ctx.rng);
+                    let mut start = ready;
+                    if ctx.shared.serial[model] {
+                        // One execution at a time: wait for the previous one to finish.
+                        start = start.max(ctx.busy_until[model]);
+                        ctx.busy_until[model] = start + wait;
+                        timing.queue_ns += nanos(start - ready);
+                    }
                     let c = Commit {
                         model,
                         timing,
                         received,
-                        delay_start: ready,
+                        delay_start: start,
                     };
-                    deadline = Some((ready + wait, c));
+                    deadline = Some((start + wait, c));
                 }
                 None => stats.record_success(model, &timing),
             }

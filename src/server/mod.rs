@@ -63,6 +63,10 @@ pub struct ServeConfig {
     pub pin_cores: Vec<usize>,
     /// Per-model compute delays.
     pub delays: Vec<(String, Delay)>,
+    /// Models whose executions run one at a time per server thread, like a single model
+    /// instance on one GPU: a request waits (counted as queue time) until the previous one's
+    /// delay has passed, so latency grows with concurrency.
+    pub serial: Vec<String>,
 }
 
 impl Default for ServeConfig {
@@ -72,6 +76,7 @@ impl Default for ServeConfig {
             threads: 1,
             pin_cores: Vec::new(),
             delays: Vec::new(),
+            serial: Vec::new(),
         }
     }
 }
@@ -176,6 +181,21 @@ fn delays_by_model(delays: &[(String, Delay)]) -> Result<Vec<Option<Delay>>> {
     Ok(by_model)
 }
 
+/// Marks the `--serial` models, rejecting unknown ones.
+fn serial_by_model(names: &[String]) -> Result<Vec<bool>> {
+    let mut by_model = vec![false; models::MODELS.len()];
+    for name in names {
+        let index = models::find_model(name).ok_or_else(|| {
+            Error::usage(format!(
+                "--serial: unknown model '{name}' (models: {})",
+                models::model_names()
+            ))
+        })?;
+        by_model[index] = true;
+    }
+    Ok(by_model)
+}
+
 fn check_cores(cores: &[usize]) -> Result<()> {
     let available: Vec<usize> = core_affinity::get_core_ids()
         .unwrap_or_default()
@@ -197,6 +217,7 @@ pub fn start(cfg: ServeConfig) -> Result<ServerHandle> {
     }
     check_cores(&cfg.pin_cores)?;
     let delays = delays_by_model(&cfg.delays)?;
+    let serial = serial_by_model(&cfg.serial)?;
     let listener = std::net::TcpListener::bind(cfg.addr)
         .map_err(|e| Error::generic(format!("cannot listen on {}: {e}", cfg.addr)))?;
     listener.set_nonblocking(true)?;
@@ -204,6 +225,7 @@ pub fn start(cfg: ServeConfig) -> Result<ServerHandle> {
     let shared = Arc::new(Shared {
         stats: stats::Stats::new(),
         delays,
+        serial,
         stop: AtomicBool::new(false),
     });
     // If a later thread fails to start, dropping `handle` stops the ones already running.

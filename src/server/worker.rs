@@ -27,6 +27,8 @@ pub struct Shared {
     pub stats: Stats,
     /// Per model (index into `MODELS`): its configured compute delay.
     pub delays: Vec<Option<Delay>>,
+    /// Per model: executions are serialised (see `ServeConfig::serial`).
+    pub serial: Vec<bool>,
     pub stop: AtomicBool,
 }
 
@@ -45,6 +47,8 @@ pub struct Worker {
     shared: Arc<Shared>,
     body: Vec<u8>,
     rng: u64,
+    /// Per model: when this thread's single instance is free again (serial models only).
+    busy_until: Vec<Instant>,
 }
 
 impl Worker {
@@ -71,6 +75,7 @@ impl Worker {
             shared,
             body: Vec::with_capacity(READ_BUF),
             rng: seed | 1,
+            busy_until: vec![Instant::now(); super::models::MODELS.len()],
         })
     }
 
@@ -165,6 +170,7 @@ impl Worker {
             body: &mut self.body,
             timers: &mut self.timers,
             rng: &mut self.rng,
+            busy_until: &mut self.busy_until,
             slot,
         };
         if !pump(conn, &mut ctx) {

@@ -18,6 +18,7 @@ pub fn start_server_with(delays: Vec<(String, server::Delay)>) -> ServerHandle {
         threads: 1,
         pin_cores: Vec::new(),
         delays,
+        ..ServeConfig::default()
     };
     server::start(cfg).expect("reference server starts")
 }

@@ -1,0 +1,155 @@
+//! Measurement rules end to end: latency threshold sweeps, stability failures and their exit
+//! codes, warm-up, percentiles, against the reference server with known compute delays.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use inferperf::config::{ConcurrencyRange, MeasurementMode};
+use inferperf::error::ErrorKind;
+use inferperf::report::LoadValue;
+use inferperf::server::{self, Delay, ServeConfig};
+
+fn serial_server(delay: Delay) -> server::ServerHandle {
+    let cfg = ServeConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        delays: vec![("simple".into(), delay)],
+        serial: vec!["simple".into()],
+        ..ServeConfig::default()
+    };
+    server::start(cfg).unwrap()
+}
+
+#[test]
+fn open_ended_sweep_stops_at_the_latency_threshold() {
+    // One execution at a time, 2 ms each: latency is about concurrency x 2 ms.
+    let server = serial_server(Delay::Fixed(Duration::from_millis(2)));
+    let mut cfg = quick_config(&server, "simple", 20);
+    cfg.concurrency = ConcurrencyRange {
+        start: 1,
+        end: 0,
+        step: 1,
+    };
+    cfg.latency_threshold_ms = 5;
+    let (res, text) = run(&cfg);
+    assert!(res.error.is_none());
+    let loads: Vec<_> = res.points.iter().map(|p| p.load).collect();
+    assert_eq!(
+        loads,
+        vec![LoadValue::Concurrency(1), LoadValue::Concurrency(2)],
+        "{text}"
+    );
+    assert!(
+        text.contains("Request concurrency: 3\n"),
+        "level 3 was measured: {text}"
+    );
+    assert!(
+        text.contains("Measured latency went over the set limit of 5 msec."),
+        "{text}"
+    );
+    // At concurrency 2 each request waits for the other one: the server reports that as queue.
+    let s = res.points[1].server.as_ref().unwrap();
+    let queue_avg_us = s.model.queue.ns / s.model.queue.count.max(1) / 1000;
+    let infer_avg_us = s.model.compute_infer.ns / s.model.compute_infer.count.max(1) / 1000;
+    assert!(infer_avg_us >= 2000, "compute infer {infer_avg_us} us");
+    assert!(queue_avg_us >= 1000, "queue {queue_avg_us} us");
+    let c2_latency = res.points[1].client.avg_latency_ns;
+    let c1_latency = res.points[0].client.avg_latency_ns;
+    assert!(
+        c2_latency > c1_latency * 3 / 2,
+        "c1 {c1_latency} ns, c2 {c2_latency} ns"
+    );
+}
+
+#[test]
+fn first_level_unstable_is_a_stability_error() {
+    // Uniformly random 1-5 ms service time and a 0 % band: never stable.
+    let server = serial_server(Delay::Uniform(
+        Duration::from_millis(1),
+        Duration::from_millis(5),
+    ));
+    let mut cfg = quick_config(&server, "simple", 10);
+    cfg.stability_threshold = 0.0;
+    cfg.max_trials = 3;
+    let (res, text) = run(&cfg);
+    let err = res.error.expect("unstable");
+    assert_eq!(err.kind, ErrorKind::Stability);
+    assert_eq!(err.exit_code(), 2);
+    assert!(
+        err.msg
+            .contains("within 3 measurement windows for concurrency 1"),
+        "{}",
+        err.msg
+    );
+    assert!(
+        err.msg.contains("--measurement-request-count"),
+        "{}",
+        err.msg
+    );
+    assert!(res.points.is_empty());
+    assert!(!text.contains("Inferences/Second vs."), "{text}");
+}
+
+#[test]
+fn windows_without_completions_exit_3() {
+    let server = serial_server(Delay::Fixed(Duration::from_millis(400)));
+    let mut cfg = quick_config(&server, "simple", 10);
+    cfg.measurement_mode = MeasurementMode::TimeWindows;
+    cfg.measurement_interval_ms = 50;
+    cfg.max_trials = 3;
+    let (res, _) = run(&cfg);
+    let err = res.error.expect("no valid requests");
+    assert_eq!(err.kind, ErrorKind::NoValidRequests);
+    assert_eq!(err.exit_code(), 3);
+}
+
+#[test]
+fn warm_up_is_sent_but_not_measured() {
+    let server = start_server();
+    let mut cfg = quick_config(&server, "simple", 10);
+    cfg.warmup_request_count = 150;
+    cfg.request_count = 250;
+    cfg.concurrency = ConcurrencyRange {
+        start: 2,
+        end: 2,
+        step: 1,
+    };
+    let (res, text) = run(&cfg);
+    assert!(res.error.is_none());
+    assert_eq!(res.points[0].client.request_count, 250);
+    assert_eq!(model_counters(&server, "simple").infer_requests, 400);
+    assert!(text.contains("Sending 150 warmup requests"), "{text}");
+    // The server section covers the measured window only.
+    assert_eq!(
+        res.points[0].server.as_ref().unwrap().model.success.count,
+        250
+    );
+}
+
+#[test]
+fn percentile_drives_stability_and_reports() {
+    let server = start_server();
+    let dir = temp_dir("pct");
+    let mut cfg = quick_config(&server, "simple", 100);
+    cfg.percentile = Some(95);
+    cfg.verbose_csv = true;
+    cfg.csv_file = Some(dir.join("p.csv"));
+    let (res, text) = run(&cfg);
+    assert!(res.error.is_none());
+    let c = &res.points[0].client;
+    let p95 = c.percentiles_ns.iter().find(|(p, _)| *p == 95).unwrap().1;
+    assert_eq!(c.stabilizing_latency_ns, p95);
+    assert!(
+        text.contains("Inferences/Second vs. Client p95 Batch Latency\n"),
+        "{text}"
+    );
+    assert!(!text.contains("Avg latency:"), "{text}");
+    let csv = std::fs::read_to_string(dir.join("p.csv")).unwrap();
+    let header = csv.lines().next().unwrap();
+    assert_eq!(header.matches("p95 latency").count(), 1, "{header}");
+    assert!(
+        header.ends_with(",request/response,response wait,Min latency,Max latency"),
+        "{header}"
+    );
+}
