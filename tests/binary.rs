@@ -1,7 +1,8 @@
 //! The `inferperf` binary as users run it: exit codes, one-line errors, `serve`, `demo`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::process::{Command, Output};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_inferperf"))
@@ -13,25 +14,6 @@ fn run(args: &[&str]) -> Output {
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// `inferperf serve --port 0` in a child process; returns it and its address.
-fn serve() -> (Child, String) {
-    let mut child = bin()
-        .args(["serve", "--port", "0", "--duration", "120"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("serve starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .expect("address line");
-    (child, addr.trim_end_matches('/').to_string())
 }
 
 #[test]
@@ -92,7 +74,7 @@ fn server_down_exits_99_naming_the_address() {
 
 #[test]
 fn against_serve_process_with_reports() {
-    let (mut child, addr) = serve();
+    let (mut child, addr) = common::spawn_serve();
     let dir = std::env::temp_dir().join(format!("inferperf-bin-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

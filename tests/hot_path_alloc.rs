@@ -3,10 +3,10 @@
 //! a separate process so that only the client's allocations are counted.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+mod common;
 
 use inferperf::config::{ConcurrencyRange, Config, MeasurementMode};
 
@@ -59,24 +59,7 @@ fn allocations_for(addr: &str, requests: u64) -> u64 {
 
 #[test]
 fn allocations_do_not_grow_with_requests() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_inferperf"))
-        .args(["serve", "--port", "0", "--duration", "120"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
-    let addr = addr.trim_end_matches('/').to_string();
+    let (mut child, addr) = common::spawn_serve();
     let small = allocations_for(&addr, 1_000);
     let large = allocations_for(&addr, 20_000);
     let _ = child.kill();

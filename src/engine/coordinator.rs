@@ -6,11 +6,12 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::window::{WindowAcc, PULL_EVERY};
 use super::{Engine, EngineSpec};
 use crate::config::{Config, MeasurementMode};
 use crate::error::{Error, Result};
 use crate::measure::stability::{is_stable, over_latency_threshold, throughput_stable, Trial};
-use crate::measure::stats::{clamp_to_requests, merge, window_stats};
+use crate::measure::stats::merge;
 use crate::measure::{ClientStats, ModelStats, ServerStats, WindowRecords, WindowStats};
 
 /// How long in-flight requests may take to finish when a level ends.
@@ -79,75 +80,39 @@ pub fn profile_point(ctx: &mut PointCtx, concurrency: u64) -> Result<PointOutcom
     }
     let budget = (cfg.request_count > 0).then_some(cfg.request_count);
     let mut engine = Engine::start(ctx.spec, concurrency, budget)?;
-    let clock = ctx.spec.clock;
-    let mut server_prev = (ctx.stats)()?;
-    let mut t_prev = clock.now_ns();
-    let mut trials: Vec<Trial> = Vec::new();
-    let mut last: VecDeque<WindowStats> = VecDeque::with_capacity(4);
-    let mut windows = Vec::new();
-    let mut window = WindowRecords::default();
-    let mut done_before = 0u64;
     let max_trials = if budget.is_some() {
         1
     } else {
         cfg.max_trials.max(1)
     };
+    let mut m = Measurement {
+        server_prev: (ctx.stats)()?,
+        acc: WindowAcc::new(ctx.spec.clock.now_ns(), ctx.keep_windows),
+        trials: Vec::new(),
+        last: VecDeque::with_capacity(4),
+        windows: Vec::new(),
+    };
     let mut status = PointStatus::Unstable;
     for _ in 0..max_trials {
-        let mut end = wait_window(ctx, &engine, done_before);
-        let t_end = clock.now_ns();
-        engine.collect(t_end, &mut window)?;
-        done_before += window.records.len() as u64;
-        window.start_ns = t_prev;
-        window.end_ns = t_end;
-        t_prev = t_end;
-        // A server that stops answering statistics mid-run has usually died: keep what the
-        // window measured and end the level with that error (unless a worker saw one first).
-        let server_now = match (ctx.stats)() {
-            Ok(s) => s,
-            Err(e) => {
-                if matches!(end, WindowEnd::Full | WindowEnd::Interrupted) {
-                    end = WindowEnd::Failed(format!("server statistics: {e}"));
-                }
-                None
-            }
-        };
-        let mut ws = window_stats(&window);
-        ws.server = server_delta(&server_now, &server_prev, ctx.cache_enabled);
-        server_prev = server_now;
-        if budget.is_some() {
-            clamp_window(&mut ws, &window);
-        }
-        let batch = cfg.batch_size;
-        if cfg.verbose > 0 && budget.is_none() {
-            let line =
-                crate::report::console::pass_line(trials.len() + 1, &ws, batch, cfg.percentile);
-            let _ = ctx.out.write_all(line.as_bytes());
-        }
-        trials.push(trial_of(&ws, batch, cfg.percentile));
-        if ctx.keep_windows {
-            windows.push(window.clone());
-        }
-        if last.len() == 3 {
-            last.pop_front();
-        }
-        last.push_back(ws);
+        let end = measure_window(ctx, &mut engine, &mut m)?;
         status = match end {
             WindowEnd::Interrupted => PointStatus::Interrupted,
             WindowEnd::Failed(msg) => PointStatus::Failed(msg),
-            WindowEnd::Full if budget.is_some() || is_stable(&trials, cfg.stability_threshold) => {
+            WindowEnd::Full
+                if budget.is_some() || is_stable(&m.trials, cfg.stability_threshold) =>
+            {
                 PointStatus::Stable
             }
-            WindowEnd::Full if threshold_hit(cfg, &trials) => PointStatus::OverThreshold,
+            WindowEnd::Full if threshold_hit(cfg, &m.trials) => PointStatus::OverThreshold,
             WindowEnd::Full => continue,
         };
         break;
     }
     drop(engine.stop(DRAIN));
-    if status == PointStatus::Unstable && relax_async(ctx, &trials) {
+    if status == PointStatus::Unstable && relax_async(ctx, &m.trials) {
         status = PointStatus::Stable;
     }
-    let last: Vec<WindowStats> = last.into();
+    let last: Vec<WindowStats> = m.last.into();
     if matches!(status, PointStatus::Stable | PointStatus::Unstable)
         && last.iter().any(|w| w.request_count == 0)
     {
@@ -159,8 +124,61 @@ pub fn profile_point(ctx: &mut PointCtx, concurrency: u64) -> Result<PointOutcom
         status,
         client,
         server,
-        windows,
+        windows: m.windows,
     })
+}
+
+/// The state of one level's measurement across its windows.
+struct Measurement {
+    server_prev: Option<ModelStats>,
+    acc: WindowAcc,
+    trials: Vec<Trial>,
+    /// The last three windows: the ones a stable level reports.
+    last: VecDeque<WindowStats>,
+    /// Every window's records, for the profile export.
+    windows: Vec<WindowRecords>,
+}
+
+/// Runs one window to its end and records its statistics and trial.
+fn measure_window(
+    ctx: &mut PointCtx,
+    engine: &mut Engine,
+    m: &mut Measurement,
+) -> Result<WindowEnd> {
+    let cfg = ctx.cfg;
+    let mut end = wait_window(ctx, engine, &mut m.acc)?;
+    let t_end = ctx.spec.clock.now_ns();
+    m.acc.pull(engine, t_end)?;
+    // A server that stops answering statistics mid-run has usually died: keep what the
+    // window measured and end the level with that error (unless a worker saw one first).
+    let server_now = match (ctx.stats)() {
+        Ok(s) => s,
+        Err(e) => {
+            if matches!(end, WindowEnd::Full | WindowEnd::Interrupted) {
+                end = WindowEnd::Failed(format!("server statistics: {e}"));
+            }
+            None
+        }
+    };
+    let (mut ws, records) = m.acc.finish(t_end, cfg.request_count > 0);
+    ws.server = server_delta(&server_now, &m.server_prev, ctx.cache_enabled);
+    m.server_prev = server_now;
+    if cfg.verbose > 0 && cfg.request_count == 0 {
+        let line = crate::report::console::pass_line(
+            m.trials.len() + 1,
+            &ws,
+            cfg.batch_size,
+            cfg.percentile,
+        );
+        let _ = ctx.out.write_all(line.as_bytes());
+    }
+    m.trials.push(trial_of(&ws, cfg.batch_size, cfg.percentile));
+    m.windows.extend(records);
+    if m.last.len() == 3 {
+        m.last.pop_front();
+    }
+    m.last.push_back(ws);
+    Ok(end)
 }
 
 /// perf_analyzer's async relaxation: latency may wander if throughput is stable.
@@ -189,27 +207,20 @@ fn trial_of(ws: &WindowStats, batch: u64, percentile: Option<u32>) -> Trial {
     }
 }
 
-/// `--request-count`: the window is the time from the first send to the last response.
-fn clamp_window(ws: &mut WindowStats, w: &WindowRecords) {
-    let ok = w.records.iter().filter(|r| r.ok);
-    let first = ok.clone().map(|r| r.start_ns).min();
-    let last = ok.map(|r| r.end_ns).max();
-    if let (Some(first), Some(last)) = (first, last) {
-        clamp_to_requests(ws, first, last);
-    }
-}
-
-/// Waits until the window should end, watching Ctrl-C and worker errors.
-fn wait_window(ctx: &PointCtx, engine: &Engine, done_before: u64) -> WindowEnd {
+/// Waits until the window should end, watching Ctrl-C and worker errors, and pulls records
+/// from the workers every `PULL_EVERY` meanwhile.
+fn wait_window(ctx: &PointCtx, engine: &mut Engine, acc: &mut WindowAcc) -> Result<WindowEnd> {
     let cfg = ctx.cfg;
     let started = Instant::now();
+    let mut pulled_at = started;
     let interval = Duration::from_millis(cfg.measurement_interval_ms);
+    let done_before = acc.pulled_before_window();
     loop {
         if ctx.stopped() {
-            return WindowEnd::Interrupted;
+            return Ok(WindowEnd::Interrupted);
         }
         if let Some((i, msg)) = engine.first_error() {
-            return WindowEnd::Failed(format!("Thread [{i}] had error: {msg}"));
+            return Ok(WindowEnd::Failed(format!("Thread [{i}] had error: {msg}")));
         }
         let full = if cfg.request_count > 0 {
             engine.all_finished()
@@ -219,14 +230,21 @@ fn wait_window(ctx: &PointCtx, engine: &Engine, done_before: u64) -> WindowEnd {
             started.elapsed() >= interval
         };
         if full {
-            return WindowEnd::Full;
+            return Ok(WindowEnd::Full);
         }
-        let sleep =
-            if cfg.measurement_mode == MeasurementMode::TimeWindows && cfg.request_count == 0 {
-                interval.saturating_sub(started.elapsed()).min(TICK)
-            } else {
-                Duration::from_millis(1)
-            };
+        if pulled_at.elapsed() >= PULL_EVERY {
+            acc.pull(engine, ctx.spec.clock.now_ns())?;
+            pulled_at = Instant::now();
+        }
+        // Count-based windows end within one tick of their count; their duration is measured,
+        // so the tick moves where the boundary falls, not the figures.
+        let time_based =
+            cfg.measurement_mode == MeasurementMode::TimeWindows && cfg.request_count == 0;
+        let sleep = if time_based {
+            interval.saturating_sub(started.elapsed()).min(TICK)
+        } else {
+            TICK
+        };
         std::thread::sleep(sleep);
     }
 }
@@ -247,7 +265,7 @@ fn warm_up(ctx: &mut PointCtx, concurrency: u64) -> Result<()> {
         if engine.all_finished() || ctx.stopped() {
             break;
         }
-        std::thread::sleep(Duration::from_millis(1));
+        std::thread::sleep(TICK);
     }
     drop(engine.stop(DRAIN));
     Ok(())

@@ -57,3 +57,19 @@ pub struct WindowRecords {
     /// Number of worker threads that ran during the window.
     pub workers: u32,
 }
+
+impl WindowRecords {
+    /// Appends `records` whose body offsets point into `bodies`, rebasing them onto
+    /// `self.bodies`.
+    pub fn append_records(&mut self, records: &[RequestRecord], bodies: &[u8]) {
+        let base = self.bodies.len() as u32;
+        self.bodies.extend_from_slice(bodies);
+        self.records.extend(records.iter().map(|r| {
+            let mut r = *r;
+            if r.body_len > 0 {
+                r.body_off += base;
+            }
+            r
+        }));
+    }
+}

@@ -44,11 +44,20 @@ pub fn window_stats(w: &WindowRecords) -> WindowStats {
         start_ns: w.start_ns,
         end_ns: w.end_ns,
         duration_ns: w.end_ns.saturating_sub(w.start_ns),
-        sent: w.sent,
-        client_cpu_ns: w.client_cpu_ns,
         workers: w.workers,
         ..WindowStats::default()
     };
+    add_records(&mut s, w);
+    finish_window(&mut s);
+    s
+}
+
+/// Folds a batch of records (part of a window) into `s`: counts, sums, unsorted latencies,
+/// requests sent and worker CPU. Call `finish_window` once the window is complete.
+pub fn add_records(s: &mut WindowStats, w: &WindowRecords) {
+    s.sent += w.sent;
+    s.client_cpu_ns += w.client_cpu_ns;
+    s.workers = s.workers.max(w.workers);
     s.latencies_ns.reserve(w.records.len());
     for r in &w.records {
         if !r.ok {
@@ -61,8 +70,11 @@ pub fn window_stats(w: &WindowRecords) -> WindowStats {
         s.recv_ns_sum = s.recv_ns_sum.saturating_add(r.recv_ns());
         s.request_ns_sum = s.request_ns_sum.saturating_add(r.latency_ns());
     }
+}
+
+/// Sorts the latencies once every batch of the window is in.
+pub fn finish_window(s: &mut WindowStats) {
     s.latencies_ns.sort_unstable();
-    s
 }
 
 /// `--request-count`: shortens the window to first request start .. last response end, so

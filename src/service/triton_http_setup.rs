@@ -164,14 +164,20 @@ impl<'a> Fields<'a> {
             .transpose()
     }
 
+    /// The items of an array field (absent = empty).
+    fn array(&self, key: &str) -> Result<&'a [Value]> {
+        match self.get(key) {
+            None => Ok(&[]),
+            Some(v) => v
+                .as_array()
+                .map(Vec::as_slice)
+                .ok_or_else(|| self.error(key, "is not an array")),
+        }
+    }
+
     /// The objects of an array field (absent = empty).
     fn objects(&self, key: &str) -> Result<Vec<Fields<'a>>> {
-        let Some(value) = self.get(key) else {
-            return Ok(Vec::new());
-        };
-        let items = value
-            .as_array()
-            .ok_or_else(|| self.error(key, "is not an array"))?;
+        let items = self.array(key)?;
         let base = self.path_of(key);
         items
             .iter()
@@ -181,12 +187,7 @@ impl<'a> Fields<'a> {
     }
 
     fn strings(&self, key: &str) -> Result<Vec<String>> {
-        let Some(value) = self.get(key) else {
-            return Ok(Vec::new());
-        };
-        let items = value
-            .as_array()
-            .ok_or_else(|| self.error(key, "is not an array"))?;
+        let items = self.array(key)?;
         items
             .iter()
             .map(|v| {
@@ -198,12 +199,7 @@ impl<'a> Fields<'a> {
     }
 
     fn integers(&self, key: &str) -> Result<Vec<i64>> {
-        let Some(value) = self.get(key) else {
-            return Ok(Vec::new());
-        };
-        let items = value
-            .as_array()
-            .ok_or_else(|| self.error(key, "is not an array"))?;
+        let items = self.array(key)?;
         items
             .iter()
             .map(|v| as_integer(v).ok_or_else(|| self.error(key, "holds a non-integer")))

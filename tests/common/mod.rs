@@ -1,7 +1,9 @@
 //! Shared helpers for the integration tests: an in-process reference server and configs.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -66,4 +68,24 @@ pub fn model_counters(server: &ServerHandle, model: &str) -> server::ModelCounte
         .into_iter()
         .find(|m| m.name == model)
         .expect("model has counters")
+}
+
+/// `inferperf serve --port 0` as a child process (stops by itself after 120 s); returns it and
+/// the `host:port` it printed.
+pub fn spawn_serve() -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .args(["serve", "--port", "0", "--duration", "120"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("serve starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .expect("serve prints its address");
+    (child, addr.trim_end_matches('/').to_string())
 }
