@@ -64,6 +64,7 @@ fn allocations_do_not_grow_with_requests() {
     let large = allocations_for(&addr, 20_000);
     let _ = child.kill();
     let _ = child.wait();
+    eprintln!("allocations: {small} for 1,000 requests, {large} for 20,000 requests");
     // 19,000 more requests may cost a few more buffer doublings on the coordinator, never one
     // allocation per request.
     assert!(

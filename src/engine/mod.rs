@@ -21,8 +21,7 @@ use crate::measure::{RequestRecord, WindowRecords};
 use worker::{Batch, Command, Shared, Worker, WorkerParams, WAKE};
 
 /// Records preallocated per worker (48 bytes each); a pull interval with more completions
-/// grows the buffer once and
-/// the grown buffer is then recycled.
+/// grows the buffer once and the grown buffer is then recycled.
 const RECORDS_PER_WORKER: usize = 1 << 15;
 
 /// What every engine of a run shares.
