@@ -313,13 +313,13 @@ fn grpc_verbose_wording_and_overhead_warning() {
             avg_std: (10, 0),
             pcts: &[(50, 1), (90, 1), (95, 1), (99, 1)],
             lib: (100, 20, 30),
-            overhead: 50.5,
+            overhead: 90.5,
         },
         None,
     );
     let p = report(LoadValue::Concurrency(1), c.clone());
     let text = point(&p, None, 1, false);
-    assert!(text.contains("    Avg client overhead: 50.50%\n"));
+    assert!(text.contains("    Avg client overhead: 90.50%\n"));
     assert!(text.contains(
         "    Avg gRPC time: 100 usec (marshal 20 usec + response wait 50 usec + unmarshal 30 usec)\n"
     ));
@@ -327,7 +327,7 @@ fn grpc_verbose_wording_and_overhead_warning() {
         "[WARNING] Perf Analyzer is not able to keep up with the desired load. The results may \
          not be accurate.\n"
     ));
-    c.overhead_pct = 50.0;
+    c.overhead_pct = 90.0;
     let text = point(&report(LoadValue::Concurrency(1), c), None, 0, true);
     assert!(!text.contains("WARNING") && !text.contains("overhead"));
     assert!(text.contains("(send/recv 50 usec + response wait 50 usec)"));
