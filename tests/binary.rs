@@ -149,3 +149,40 @@ fn demo_runs_end_to_end() {
     assert!(text.contains("Request concurrency: 2\n"), "{text}");
     assert!(text.contains("Concurrency: 2, throughput: "), "{text}");
 }
+
+#[test]
+fn ctrl_c_ends_the_window_and_still_writes_reports() {
+    let (mut server, addr) = common::spawn_serve();
+    let dir = std::env::temp_dir().join(format!("inferperf-sigint-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("out.csv");
+    let child = bin()
+        .args([
+            "-m",
+            "simple",
+            "-u",
+            &addr,
+            "-p",
+            "60000",
+            "--no-pin",
+            "-f",
+            csv.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("    Request count: "), "{text}");
+    assert!(text.contains("Concurrency: 1, throughput: "), "{text}");
+    assert!(stderr(&o).contains("Interrupted"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 2);
+}
