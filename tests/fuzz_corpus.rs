@@ -9,7 +9,15 @@ use std::path::Path;
 type FuzzFn = fn(&[u8]);
 
 /// Fuzz target name (its `fuzz/corpus/` directory) → the pub fn it fuzzes.
-const TARGETS: &[(&str, FuzzFn)] = &[("http1_response", inferperf::protocol::http1::fuzz_response)];
+const TARGETS: &[(&str, FuzzFn)] = &[
+    ("http1_response", inferperf::protocol::http1::fuzz_response),
+    ("hpack_decode", inferperf::protocol::grpc::hpack::fuzz_hpack),
+    ("h2_frames", inferperf::protocol::grpc::frame::fuzz_frames),
+    (
+        "grpc_message",
+        inferperf::protocol::grpc::message::fuzz_grpc_messages,
+    ),
+];
 
 #[test]
 fn every_corpus_file_runs_clean() {

@@ -22,7 +22,9 @@ fn request_count_is_exact_and_matches_the_server() {
         end: 3,
         step: 1,
     };
+    let wall = std::time::Instant::now();
     let (res, text) = run(&cfg);
+    let wall_ns = wall.elapsed().as_nanos() as f64;
     assert!(res.error.is_none());
     assert_eq!(res.points.len(), 1);
     let p = &res.points[0];
@@ -44,12 +46,14 @@ fn request_count_is_exact_and_matches_the_server() {
         text.contains("  Server: \n    Inference count: 2400\n"),
         "{text}"
     );
-    // Throughput over the clamped window: 2400 inferences in well under the 1 s a whole-second
-    // window would give, so it is above 2400/s.
+    // Throughput is over the clamped window (first send to last response), which lies inside
+    // the run: never below 2400 inferences over the whole run's wall time.
+    let tput = p.client.throughput;
+    assert!(tput >= 2400.0 * 1e9 / wall_ns, "throughput {tput}");
+    let expected = 2400.0 * 1e9 / p.client.duration_ns as f64;
     assert!(
-        p.client.throughput > 2400.0,
-        "throughput {}",
-        p.client.throughput
+        (tput - expected).abs() < 1e-6 * expected,
+        "{tput} vs {expected}"
     );
 }
 

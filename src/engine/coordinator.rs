@@ -79,6 +79,10 @@ pub fn profile_point(ctx: &mut PointCtx, concurrency: u64) -> Result<PointOutcom
         warm_up(ctx, concurrency)?;
     }
     let budget = (cfg.request_count > 0).then_some(cfg.request_count);
+    // The starting statistics and the first window's start are taken before any request of
+    // the level is sent, so the server-side deltas cover exactly the measured requests.
+    let server_start = (ctx.stats)()?;
+    let window_start = ctx.spec.clock.now_ns();
     let mut engine = Engine::start(ctx.spec, concurrency, budget)?;
     let max_trials = if budget.is_some() {
         1
@@ -86,8 +90,8 @@ pub fn profile_point(ctx: &mut PointCtx, concurrency: u64) -> Result<PointOutcom
         cfg.max_trials.max(1)
     };
     let mut m = Measurement {
-        server_prev: (ctx.stats)()?,
-        acc: WindowAcc::new(ctx.spec.clock.now_ns(), ctx.keep_windows),
+        server_prev: server_start,
+        acc: WindowAcc::new(window_start, ctx.keep_windows),
         trials: Vec::new(),
         last: VecDeque::with_capacity(4),
         windows: Vec::new(),

@@ -1,0 +1,10 @@
+//! One HPACK header block as a server might send it, decoded twice on one connection's
+//! decoder and once with a small table. The seed corpus is also run by `tests/fuzz_corpus.rs`
+//! on stable.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    inferperf::protocol::grpc::hpack::fuzz_hpack(data);
+});

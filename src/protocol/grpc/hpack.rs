@@ -1,0 +1,581 @@
+//! HPACK header compression (RFC 7541) for the hand-rolled HTTP/2 client.
+//!
+//! `Decoder` reads the response HEADERS blocks a server sends: static and dynamic table,
+//! integers with overflow checks, plain and Huffman string literals, every representation, and
+//! table size updates bounded by our SETTINGS_HEADER_TABLE_SIZE. It calls back with borrowed
+//! name/value slices, so the only allocations are dynamic table inserts (and the reusable
+//! Huffman scratch buffer growing to its high-water mark).
+//!
+//! `Encoder` is deliberately minimal: requests are encoded once, up front, with indexed fields
+//! and literals that never touch the peer's dynamic table.
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use super::hpack_huffman;
+
+/// Default SETTINGS_HEADER_TABLE_SIZE (RFC 7540 §6.5.2), in bytes.
+pub const DEFAULT_HEADER_TABLE_SIZE: usize = 4096;
+/// Default bound on one decoded header list, in bytes counted as RFC 7540 §6.5.2 does
+/// (name + value + 32 per field). Bounds memory spent on a hostile peer.
+pub const DEFAULT_MAX_HEADER_LIST_SIZE: usize = 64 * 1024;
+/// Per-entry overhead added to name + value lengths (RFC 7541 §4.1), in bytes.
+const ENTRY_OVERHEAD: usize = 32;
+/// Largest integer we accept; anything larger cannot be a valid index, length or size.
+const MAX_INTEGER: u64 = u32::MAX as u64;
+
+/// The static table, RFC 7541 Appendix A; index 1 is the first element.
+const STATIC_TABLE: [(&str, &str); 61] = [
+    (":authority", ""),
+    (":method", "GET"),
+    (":method", "POST"),
+    (":path", "/"),
+    (":path", "/index.html"),
+    (":scheme", "http"),
+    (":scheme", "https"),
+    (":status", "200"),
+    (":status", "204"),
+    (":status", "206"),
+    (":status", "304"),
+    (":status", "400"),
+    (":status", "404"),
+    (":status", "500"),
+    ("accept-charset", ""),
+    ("accept-encoding", "gzip, deflate"),
+    ("accept-language", ""),
+    ("accept-ranges", ""),
+    ("accept", ""),
+    ("access-control-allow-origin", ""),
+    ("age", ""),
+    ("allow", ""),
+    ("authorization", ""),
+    ("cache-control", ""),
+    ("content-disposition", ""),
+    ("content-encoding", ""),
+    ("content-language", ""),
+    ("content-length", ""),
+    ("content-location", ""),
+    ("content-range", ""),
+    ("content-type", ""),
+    ("cookie", ""),
+    ("date", ""),
+    ("etag", ""),
+    ("expect", ""),
+    ("expires", ""),
+    ("from", ""),
+    ("host", ""),
+    ("if-match", ""),
+    ("if-modified-since", ""),
+    ("if-none-match", ""),
+    ("if-range", ""),
+    ("if-unmodified-since", ""),
+    ("last-modified", ""),
+    ("link", ""),
+    ("location", ""),
+    ("max-forwards", ""),
+    ("proxy-authenticate", ""),
+    ("proxy-authorization", ""),
+    ("range", ""),
+    ("referer", ""),
+    ("refresh", ""),
+    ("retry-after", ""),
+    ("server", ""),
+    ("set-cookie", ""),
+    ("strict-transport-security", ""),
+    ("transfer-encoding", ""),
+    ("user-agent", ""),
+    ("vary", ""),
+    ("via", ""),
+    ("www-authenticate", ""),
+];
+
+/// Why a header block could not be decoded. Every variant is a COMPRESSION_ERROR at the HTTP/2
+/// level (RFC 7540 §4.3): the connection's decoding context is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HpackError {
+    /// The block ended in the middle of a representation.
+    Truncated,
+    /// An integer does not fit in 32 bits (or uses more than 5 continuation bytes).
+    IntegerOverflow,
+    /// Index 0, or an index past the end of the static + dynamic table.
+    InvalidIndex(usize),
+    /// A Huffman string contains the EOS symbol.
+    HuffmanEos,
+    /// A Huffman string ends with more than 7 bits of padding, or padding that is not all ones.
+    HuffmanPadding,
+    /// A dynamic table size update asks for more than SETTINGS_HEADER_TABLE_SIZE allows.
+    TableSizeTooLarge { requested: usize, limit: usize },
+    /// A dynamic table size update after the first header field of the block (RFC 7541 §4.2).
+    TableSizeUpdateNotFirst,
+    /// A block that ends with a dynamic table size update (h2spec treats it as an error).
+    TableSizeUpdateAtEnd,
+    /// The decoded header list exceeds the configured bound, in bytes.
+    HeaderListTooLarge { limit: usize },
+}
+
+impl fmt::Display for HpackError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HpackError::Truncated => f.write_str("HPACK: header block truncated"),
+            HpackError::IntegerOverflow => f.write_str("HPACK: integer overflow"),
+            HpackError::InvalidIndex(index) => write!(f, "HPACK: invalid table index {index}"),
+            HpackError::HuffmanEos => f.write_str("HPACK: EOS symbol inside a Huffman string"),
+            HpackError::HuffmanPadding => f.write_str("HPACK: invalid Huffman padding"),
+            HpackError::TableSizeTooLarge { requested, limit } => write!(
+                f,
+                "HPACK: dynamic table size update to {requested} bytes exceeds \
+                 SETTINGS_HEADER_TABLE_SIZE {limit}"
+            ),
+            HpackError::TableSizeUpdateNotFirst => {
+                f.write_str("HPACK: dynamic table size update after a header field")
+            }
+            HpackError::TableSizeUpdateAtEnd => {
+                f.write_str("HPACK: header block ends with a dynamic table size update")
+            }
+            HpackError::HeaderListTooLarge { limit } => {
+                write!(f, "HPACK: decoded header list exceeds {limit} bytes")
+            }
+        }
+    }
+}
+
+impl std::error::Error for HpackError {}
+
+impl From<HpackError> for crate::error::Error {
+    fn from(e: HpackError) -> Self {
+        crate::error::Error::generic(e.to_string())
+    }
+}
+
+/// One dynamic table entry, name and value in one allocation.
+struct Entry {
+    bytes: Box<[u8]>,
+    name_len: usize,
+}
+
+impl Entry {
+    fn name(&self) -> &[u8] {
+        &self.bytes[..self.name_len]
+    }
+    fn value(&self) -> &[u8] {
+        &self.bytes[self.name_len..]
+    }
+    /// Size as RFC 7541 §4.1 counts it, in bytes.
+    fn size(&self) -> usize {
+        self.bytes.len() + ENTRY_OVERHEAD
+    }
+}
+
+/// The dynamic table: newest entry at the front (HPACK index 62).
+struct DynamicTable {
+    entries: VecDeque<Entry>,
+    /// Sum of entry sizes, in bytes.
+    size: usize,
+    /// Current maximum size, in bytes, as last set by a size update (or the setting).
+    max_size: usize,
+}
+
+impl DynamicTable {
+    fn new(max_size: usize) -> Self {
+        DynamicTable {
+            entries: VecDeque::new(),
+            size: 0,
+            max_size,
+        }
+    }
+
+    fn evict_to(&mut self, limit: usize) {
+        while self.size > limit {
+            match self.entries.pop_back() {
+                Some(old) => self.size -= old.size(),
+                None => break,
+            }
+        }
+    }
+
+    fn set_max_size(&mut self, max_size: usize) {
+        self.max_size = max_size;
+        self.evict_to(max_size);
+    }
+
+    /// Adds an entry, evicting old ones; an entry larger than the table empties it and is
+    /// not stored (RFC 7541 §4.4).
+    fn insert(&mut self, entry: Entry) {
+        let needed = entry.size();
+        if needed > self.max_size {
+            self.entries.clear();
+            self.size = 0;
+            return;
+        }
+        self.evict_to(self.max_size - needed);
+        self.size += needed;
+        self.entries.push_front(entry);
+    }
+}
+
+/// Where a decoded string lives, resolved to a slice once all borrows are known.
+#[derive(Clone, Copy)]
+enum Text {
+    /// A table entry's name (HPACK index, static or dynamic).
+    TableName(usize),
+    /// A plain literal: a range of the header block.
+    Block(usize, usize),
+    /// A Huffman literal: a range of the decoder's scratch buffer.
+    Scratch(usize, usize),
+}
+
+/// How a literal field treats the dynamic table.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Indexing {
+    Incremental,
+    None,
+}
+
+/// HPACK decoder for one HTTP/2 connection (one per connection: the dynamic table is
+/// connection state).
+pub struct Decoder {
+    table: DynamicTable,
+    /// Our SETTINGS_HEADER_TABLE_SIZE, in bytes: the ceiling for size updates.
+    settings_table_size: usize,
+    /// Bound on one decoded header list, in bytes (name + value + 32 per field).
+    max_header_list_size: usize,
+    /// Reused buffer for Huffman-decoded strings of the current field.
+    scratch: Vec<u8>,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Decoder::new()
+    }
+}
+
+impl Decoder {
+    /// A decoder with the protocol defaults: 4096-byte table, 64 KiB header lists.
+    pub fn new() -> Self {
+        Decoder::with_limits(DEFAULT_HEADER_TABLE_SIZE, DEFAULT_MAX_HEADER_LIST_SIZE)
+    }
+
+    /// A decoder for a connection where we advertise SETTINGS_HEADER_TABLE_SIZE =
+    /// `header_table_size` bytes, rejecting header lists over `max_header_list_size` bytes.
+    pub fn with_limits(header_table_size: usize, max_header_list_size: usize) -> Self {
+        Decoder {
+            table: DynamicTable::new(header_table_size),
+            settings_table_size: header_table_size,
+            max_header_list_size,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Applies a new SETTINGS_HEADER_TABLE_SIZE of ours, in bytes, once the peer has
+    /// acknowledged it. A smaller value shrinks the table at once (the peer must follow with a
+    /// size update anyway); a larger one only raises the ceiling for later size updates.
+    pub fn set_header_table_size(&mut self, bytes: usize) {
+        self.settings_table_size = bytes;
+        if self.table.max_size > bytes {
+            self.table.set_max_size(bytes);
+        }
+    }
+
+    /// Current dynamic table size, in bytes as RFC 7541 §4.1 counts them.
+    pub fn dynamic_table_size(&self) -> usize {
+        self.table.size
+    }
+
+    /// Current dynamic table maximum size, in bytes (last size update or the setting).
+    pub fn dynamic_table_max_size(&self) -> usize {
+        self.table.max_size
+    }
+
+    /// Number of entries in the dynamic table.
+    pub fn dynamic_table_len(&self) -> usize {
+        self.table.entries.len()
+    }
+
+    /// Dynamic table entry `position` (0 = newest, i.e. HPACK index 62) as (name, value).
+    pub fn dynamic_entry(&self, position: usize) -> Option<(&[u8], &[u8])> {
+        self.table
+            .entries
+            .get(position)
+            .map(|entry| (entry.name(), entry.value()))
+    }
+
+    /// Decodes one complete header block (HEADERS + CONTINUATION payloads joined), calling
+    /// `on_header(name, value)` for each field in order. After an error the connection's
+    /// decoding context is unusable (a COMPRESSION_ERROR in HTTP/2 terms).
+    pub fn decode(
+        &mut self,
+        block: &[u8],
+        mut on_header: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), HpackError> {
+        let mut pos = 0;
+        // Whether a field representation was read; size updates must all come before it.
+        let mut field_seen = false;
+        // Bytes of the header list so far, counted as name + value + 32 per field.
+        let mut list_size = 0usize;
+        while let Some(&first) = block.get(pos) {
+            if first & 0xe0 == 0x20 {
+                // 001xxxxx: dynamic table size update, only before the first field.
+                if field_seen {
+                    return Err(HpackError::TableSizeUpdateNotFirst);
+                }
+                let requested = read_integer(block, &mut pos, 5)?;
+                if requested > self.settings_table_size {
+                    return Err(HpackError::TableSizeTooLarge {
+                        requested,
+                        limit: self.settings_table_size,
+                    });
+                }
+                self.table.set_max_size(requested);
+                if pos == block.len() {
+                    return Err(HpackError::TableSizeUpdateAtEnd);
+                }
+                continue;
+            }
+            field_seen = true;
+            if first & 0x80 != 0 {
+                // 1xxxxxxx: indexed field.
+                let index = read_integer(block, &mut pos, 7)?;
+                let (name, value) = table_entry(&self.table, index)?;
+                list_size = add_field(list_size, name, value, self.max_header_list_size)?;
+                on_header(name, value);
+            } else if first & 0x40 != 0 {
+                // 01xxxxxx: literal with incremental indexing.
+                list_size = self.decode_literal(
+                    block,
+                    &mut pos,
+                    6,
+                    Indexing::Incremental,
+                    list_size,
+                    &mut on_header,
+                )?;
+            } else {
+                // 0000xxxx without indexing, 0001xxxx never indexed: same decoding for us.
+                list_size = self.decode_literal(
+                    block,
+                    &mut pos,
+                    4,
+                    Indexing::None,
+                    list_size,
+                    &mut on_header,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes one literal field whose first byte is at `pos`, reports it, and inserts it into
+    /// the dynamic table if asked. Returns the new header list size.
+    fn decode_literal(
+        &mut self,
+        block: &[u8],
+        pos: &mut usize,
+        prefix_bits: u32,
+        indexing: Indexing,
+        list_size: usize,
+        on_header: &mut impl FnMut(&[u8], &[u8]),
+    ) -> Result<usize, HpackError> {
+        let name_index = read_integer(block, pos, prefix_bits)?;
+        self.scratch.clear();
+        let name = if name_index == 0 {
+            read_string(block, pos, &mut self.scratch)?
+        } else {
+            table_entry(&self.table, name_index)?;
+            Text::TableName(name_index)
+        };
+        let value = read_string(block, pos, &mut self.scratch)?;
+        let name = resolve(name, block, &self.scratch, &self.table)?;
+        let value = resolve(value, block, &self.scratch, &self.table)?;
+        let list_size = add_field(list_size, name, value, self.max_header_list_size)?;
+        on_header(name, value);
+        if indexing == Indexing::Incremental {
+            // Copy before inserting: the name may live in an entry the insert evicts (§4.4).
+            let mut bytes = Vec::with_capacity(name.len() + value.len());
+            bytes.extend_from_slice(name);
+            bytes.extend_from_slice(value);
+            let entry = Entry {
+                bytes: bytes.into_boxed_slice(),
+                name_len: name.len(),
+            };
+            self.table.insert(entry);
+        }
+        Ok(list_size)
+    }
+}
+
+/// (name, value) at HPACK `index`: 1..=61 static, 62.. dynamic (newest first).
+fn table_entry(table: &DynamicTable, index: usize) -> Result<(&[u8], &[u8]), HpackError> {
+    if let Some(&(name, value)) = index.checked_sub(1).and_then(|i| STATIC_TABLE.get(i)) {
+        return Ok((name.as_bytes(), value.as_bytes()));
+    }
+    index
+        .checked_sub(STATIC_TABLE.len() + 1)
+        .and_then(|position| table.entries.get(position))
+        .map(|entry| (entry.name(), entry.value()))
+        .ok_or(HpackError::InvalidIndex(index))
+}
+
+fn resolve<'a>(
+    text: Text,
+    block: &'a [u8],
+    scratch: &'a [u8],
+    table: &'a DynamicTable,
+) -> Result<&'a [u8], HpackError> {
+    match text {
+        Text::TableName(index) => table_entry(table, index).map(|(name, _)| name),
+        Text::Block(start, end) => Ok(&block[start..end]),
+        Text::Scratch(start, end) => Ok(&scratch[start..end]),
+    }
+}
+
+/// Adds one field to the running header list size, enforcing `limit` (bytes).
+fn add_field(
+    list_size: usize,
+    name: &[u8],
+    value: &[u8],
+    limit: usize,
+) -> Result<usize, HpackError> {
+    let total = list_size
+        .saturating_add(name.len())
+        .saturating_add(value.len())
+        .saturating_add(ENTRY_OVERHEAD);
+    if total > limit {
+        return Err(HpackError::HeaderListTooLarge { limit });
+    }
+    Ok(total)
+}
+
+/// Reads an integer with an N-bit prefix (RFC 7541 §5.1) starting at `*pos`; the bits above
+/// the prefix in the first byte are the caller's. Values above `u32::MAX` are rejected.
+fn read_integer(block: &[u8], pos: &mut usize, prefix_bits: u32) -> Result<usize, HpackError> {
+    let first = *block.get(*pos).ok_or(HpackError::Truncated)?;
+    *pos += 1;
+    let mask = ((1u16 << prefix_bits) - 1) as u8;
+    let mut value = u64::from(first & mask);
+    if value < u64::from(mask) {
+        return Ok(value as usize);
+    }
+    // Five continuation bytes carry 35 bits, enough for any u32; more is an attack.
+    for shift in [0u32, 7, 14, 21, 28] {
+        let byte = *block.get(*pos).ok_or(HpackError::Truncated)?;
+        *pos += 1;
+        value += u64::from(byte & 0x7f) << shift;
+        if value > MAX_INTEGER {
+            return Err(HpackError::IntegerOverflow);
+        }
+        if byte & 0x80 == 0 {
+            return usize::try_from(value).map_err(|_| HpackError::IntegerOverflow);
+        }
+    }
+    Err(HpackError::IntegerOverflow)
+}
+
+/// Reads a string literal (RFC 7541 §5.2) at `*pos`. Huffman strings are decoded onto the end
+/// of `scratch`; plain ones stay in the block.
+fn read_string(block: &[u8], pos: &mut usize, scratch: &mut Vec<u8>) -> Result<Text, HpackError> {
+    let huffman = block.get(*pos).ok_or(HpackError::Truncated)? & 0x80 != 0;
+    let len = read_integer(block, pos, 7)?;
+    let start = *pos;
+    let end = start
+        .checked_add(len)
+        .filter(|&end| end <= block.len())
+        .ok_or(HpackError::Truncated)?;
+    *pos = end;
+    if !huffman {
+        return Ok(Text::Block(start, end));
+    }
+    let scratch_start = scratch.len();
+    hpack_huffman::decode(&block[start..end], scratch)?;
+    Ok(Text::Scratch(scratch_start, scratch.len()))
+}
+
+/// HPACK encoder for request headers encoded once and replayed. It never inserts into the
+/// peer's dynamic table, so it keeps no state and the bytes stay valid for the whole
+/// connection.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Encoder;
+
+impl Encoder {
+    pub fn new() -> Self {
+        Encoder
+    }
+
+    /// Appends an indexed field (RFC 7541 §6.1); `index` should be a static index 1..=61
+    /// (see `static_index`), since this encoder never fills the dynamic table.
+    pub fn encode_indexed(&self, out: &mut Vec<u8>, index: usize) {
+        write_integer(out, 0x80, 7, index);
+    }
+
+    /// Appends a literal field without indexing, new name (RFC 7541 §6.2.2), plain strings.
+    pub fn encode_literal_without_indexing(&self, out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+        out.push(0x00);
+        write_string(out, name);
+        write_string(out, value);
+    }
+
+    /// Appends a literal field without indexing whose name is static entry `name_index`
+    /// (see `static_name_index`), plain value.
+    pub fn encode_literal_with_name_index(
+        &self,
+        out: &mut Vec<u8>,
+        name_index: usize,
+        value: &[u8],
+    ) {
+        write_integer(out, 0x00, 4, name_index);
+        write_string(out, value);
+    }
+}
+
+/// Static table index (1..=61) of the exact field `name: value`, if there is one.
+pub fn static_index(name: &[u8], value: &[u8]) -> Option<usize> {
+    STATIC_TABLE
+        .iter()
+        .position(|&(n, v)| n.as_bytes() == name && v.as_bytes() == value)
+        .map(|i| i + 1)
+}
+
+/// Lowest static table index (1..=61) whose name is `name`, if any.
+pub fn static_name_index(name: &[u8]) -> Option<usize> {
+    STATIC_TABLE
+        .iter()
+        .position(|&(n, _)| n.as_bytes() == name)
+        .map(|i| i + 1)
+}
+
+/// Appends `value` as an integer with a `prefix_bits`-bit prefix (RFC 7541 §5.1); `flags`
+/// holds the representation bits above the prefix.
+fn write_integer(out: &mut Vec<u8>, flags: u8, prefix_bits: u32, value: usize) {
+    let max_prefix = (1usize << prefix_bits) - 1;
+    if value < max_prefix {
+        out.push(flags | value as u8);
+        return;
+    }
+    out.push(flags | max_prefix as u8);
+    let mut rest = value - max_prefix;
+    while rest >= 0x80 {
+        out.push(0x80 | (rest & 0x7f) as u8);
+        rest >>= 7;
+    }
+    out.push(rest as u8);
+}
+
+/// Appends a plain (non-Huffman) string literal.
+fn write_string(out: &mut Vec<u8>, bytes: &[u8]) {
+    write_integer(out, 0x00, 7, bytes.len());
+    out.extend_from_slice(bytes);
+}
+
+/// Fuzz entry point: decodes `data` as a header block with a fresh decoder, then again with
+/// the same decoder (exercising the dynamic table it left), and once more with a small
+/// 256-byte table to exercise eviction. Must never panic.
+pub fn fuzz_hpack(data: &[u8]) {
+    let mut decoder = Decoder::new();
+    let mut small = Decoder::with_limits(256, 4096);
+    for _ in 0..2 {
+        let mut bytes_seen = 0usize;
+        let _ = decoder.decode(data, |name, value| bytes_seen += name.len() + value.len());
+        assert!(bytes_seen <= DEFAULT_MAX_HEADER_LIST_SIZE);
+        assert!(decoder.dynamic_table_size() <= decoder.dynamic_table_max_size());
+    }
+    let _ = small.decode(data, |_, _| {});
+    assert!(small.dynamic_table_size() <= 256);
+}

@@ -1,0 +1,12 @@
+//! Groundwork for gRPC over a hand-rolled HTTP/2 client (issue 3): the codecs, tested and
+//! fuzzed on their own. The session that drives them over mio comes next.
+
+pub mod frame;
+pub mod hpack;
+mod hpack_huffman;
+pub mod message;
+
+#[cfg(test)]
+mod hpack_diff_tests;
+#[cfg(test)]
+mod hpack_tests;
