@@ -15,7 +15,7 @@ use crate::measure::RequestRecord;
 use crate::protocol::http1::{Progress, ResponseReader};
 
 /// Initial read buffer per connection (bytes). It grows only for responses larger than this.
-const READ_BUF: usize = 64 * 1024;
+const READ_BUF: usize = 16 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
