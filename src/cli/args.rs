@@ -35,7 +35,8 @@ pub struct RunArgs {
     /// Model version [default: "" (the server picks the latest)]
     #[arg(short = 'x', value_name = "VERSION", help_heading = GENERAL)]
     pub model_version: Option<String>,
-    /// Verbose output; -v -v for extra verbose [default: off]
+    /// Verbose output (pass lines, client overhead, send/receive split); -v -v also prints the
+    /// request every worker sends [default: off]
     #[arg(short = 'v', action = ArgAction::Count, help_heading = GENERAL)]
     pub verbose: u8,
     /// Service kind; only "triton" for now [default: triton]

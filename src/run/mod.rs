@@ -43,6 +43,9 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         cfg.output_tensor_format,
         &cfg.headers,
     )?;
+    if cfg.verbose >= 2 {
+        eprintln!("{}", printable_request(&request));
+    }
     let keep_windows = cfg.profile_export_file.is_some();
     let cores = available_cores().len().max(1);
     let spec = EngineSpec {
@@ -246,4 +249,48 @@ fn write_reports(
             .map_err(err)?;
     }
     Ok(())
+}
+
+/// `-v -v`: the request every worker sends, for debugging. Binary tensor bytes (after the
+/// JSON inference header) are shown as a byte count.
+fn printable_request(request: &[u8]) -> String {
+    let head_end = request
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(request.len(), |p| p + 4);
+    let head = String::from_utf8_lossy(&request[..head_end]);
+    let json_len = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Inference-Header-Content-Length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    let text_end = json_len.map_or(request.len(), |n| (head_end + n).min(request.len()));
+    let mut out = format!(
+        "Request sent by every worker:\n{}",
+        String::from_utf8_lossy(&request[..text_end])
+    );
+    if text_end < request.len() {
+        out.push_str(&format!(
+            "<{} bytes of binary tensor data>",
+            request.len() - text_end
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable_request;
+
+    #[test]
+    fn printable_request_hides_binary_data() {
+        let req =
+            b"POST / HTTP/1.1\r\nInference-Header-Content-Length: 7\r\n\r\n{\"a\":1}ab\x00\xff";
+        let s = printable_request(req);
+        assert!(
+            s.ends_with("\r\n\r\n{\"a\":1}<4 bytes of binary tensor data>"),
+            "{s}"
+        );
+        let json = b"POST / HTTP/1.1\r\n\r\n{\"a\":1}";
+        assert!(printable_request(json).ends_with("{\"a\":1}"));
+    }
 }
