@@ -5,6 +5,7 @@ pub mod frame;
 pub mod hpack;
 mod hpack_huffman;
 pub mod message;
+pub mod pb;
 
 #[cfg(test)]
 mod hpack_diff_tests;
