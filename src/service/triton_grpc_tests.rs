@@ -1,0 +1,168 @@
+use super::*;
+use crate::protocol::grpc::hpack::Decoder;
+use crate::protocol::grpc::message::MessageReader;
+
+fn tensor(name: &str, dt: DataType, shape: Vec<i64>, data: Vec<u8>) -> InputTensor {
+    InputTensor {
+        name: name.into(),
+        datatype: dt,
+        shape,
+        data,
+    }
+}
+
+#[test]
+fn infer_request_round_trips_through_the_framing() {
+    let a: Vec<u8> = (0..16i32).flat_map(|v| v.to_le_bytes()).collect();
+    let inputs = [tensor("INPUT0", DataType::I32, vec![1, 16], a.clone())];
+    let bytes = encode_infer_request("simple", "2", &inputs, &["OUTPUT0".into()]).unwrap();
+    let mut reader = MessageReader::new();
+    reader.push(&bytes).unwrap();
+    let msg = reader.next_message().unwrap().expect("one whole message");
+    assert!(!msg.compressed);
+    let req: pb::ModelInferRequest = decode(msg.data, "test").unwrap();
+    assert_eq!(
+        (req.model_name.as_str(), req.model_version.as_str()),
+        ("simple", "2")
+    );
+    assert_eq!(req.inputs[0].datatype, "INT32");
+    assert_eq!(req.inputs[0].shape, [1, 16]);
+    assert_eq!(req.outputs[0].name, "OUTPUT0");
+    assert_eq!(req.raw_input_contents, vec![a]);
+    let p = &req.parameters[EMPTY_FINAL_RESPONSE];
+    assert_eq!(
+        p.parameter_choice,
+        Some(pb::infer_parameter::ParameterChoice::BoolParam(true))
+    );
+}
+
+#[test]
+fn request_headers_decode_to_grpc_headers_and_metadata() {
+    let block = request_headers(
+        "127.0.0.1:8001",
+        "ModelInfer",
+        &[("X-Token".into(), "abc".into())],
+    );
+    let mut got = Vec::new();
+    Decoder::new()
+        .decode(&block, |n, v| {
+            got.push((
+                String::from_utf8_lossy(n).into_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            ))
+        })
+        .unwrap();
+    let want = [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/inference.GRPCInferenceService/ModelInfer"),
+        (":authority", "127.0.0.1:8001"),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+        ("x-token", "abc"),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn responses_convert_to_the_http_structs() {
+    let meta = pb::ModelMetadataResponse {
+        name: "m".into(),
+        versions: vec!["1".into()],
+        inputs: vec![pb::model_metadata_response::TensorMetadata {
+            name: "IN".into(),
+            datatype: "FP32".into(),
+            shape: vec![-1, 4],
+        }],
+        ..Default::default()
+    };
+    let m = to_model_metadata(meta).unwrap();
+    assert_eq!(
+        (m.inputs[0].datatype, m.inputs[0].shape.clone()),
+        (DataType::F32, vec![-1, 4])
+    );
+    let bad = pb::ModelMetadataResponse {
+        outputs: vec![pb::model_metadata_response::TensorMetadata {
+            name: "O".into(),
+            datatype: "FP8".into(),
+            shape: vec![],
+        }],
+        ..Default::default()
+    };
+    assert!(to_model_metadata(bad)
+        .unwrap_err()
+        .msg
+        .contains("output 'O'"));
+
+    let cfg = pb::ModelConfig {
+        name: "m".into(),
+        max_batch_size: 8,
+        input: vec![pb::ModelInput {
+            name: "IN".into(),
+            data_type: pb::DataType::TypeString as i32,
+            optional: true,
+            ..Default::default()
+        }],
+        scheduling_choice: Some(pb::model_config::SchedulingChoice::SequenceBatching(
+            Default::default(),
+        )),
+        model_transaction_policy: Some(pb::ModelTransactionPolicy { decoupled: true }),
+        response_cache: Some(pb::ModelResponseCache { enable: true }),
+        ..Default::default()
+    };
+    let c = to_model_config(cfg);
+    assert_eq!(c.max_batch_size, 8);
+    assert!(c.decoupled && c.sequence_batching && c.response_cache && !c.is_ensemble);
+    assert_eq!(c.inputs[0].data_type, Some(DataType::Bytes));
+    assert!(c.inputs[0].optional);
+
+    let stats = pb::ModelStatisticsResponse {
+        model_stats: vec![pb::ModelStatistics {
+            name: "m".into(),
+            inference_count: 9,
+            inference_stats: Some(pb::InferStatistics {
+                queue: Some(pb::StatisticDuration { count: 3, ns: 300 }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+    };
+    let s = to_model_stats(stats);
+    assert_eq!(s[0].inference_count, 9);
+    assert_eq!(s[0].queue, StatDuration { count: 3, ns: 300 });
+    assert_eq!(s[0].success, StatDuration::default());
+}
+
+#[test]
+fn outputs_follow_the_export_value_rules() {
+    let resp = pb::ModelInferResponse {
+        outputs: vec![
+            pb::model_infer_response::InferOutputTensor {
+                name: "A".into(),
+                datatype: "INT32".into(),
+                shape: vec![2],
+                ..Default::default()
+            },
+            pb::model_infer_response::InferOutputTensor {
+                name: "B".into(),
+                datatype: "FP32".into(),
+                shape: vec![1],
+                ..Default::default()
+            },
+        ],
+        raw_output_contents: vec![
+            [1i32.to_le_bytes(), (-2i32).to_le_bytes()].concat(),
+            0.5f32.to_le_bytes().to_vec(),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(outputs_json(&resp), r#"{"A":[1,-2],"B":0.5}"#);
+    assert!(decode::<pb::ModelInferResponse>(&[0xff], "ModelInfer")
+        .unwrap_err()
+        .msg
+        .contains("ModelInfer"));
+}
