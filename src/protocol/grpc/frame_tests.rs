@@ -5,8 +5,7 @@ fn raw(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     let len = u32::try_from(payload.len()).unwrap();
     out.extend_from_slice(&len.to_be_bytes()[1..]);
-    out.push(kind);
-    out.push(flags);
+    out.extend_from_slice(&[kind, flags]);
     out.extend_from_slice(&stream.to_be_bytes());
     out.extend_from_slice(payload);
     out
