@@ -1,6 +1,7 @@
 //! Groundwork for gRPC over a hand-rolled HTTP/2 client (issue 3): the codecs, tested and
 //! fuzzed on their own. The session that drives them over mio comes next.
 
+pub mod blocking;
 pub mod frame;
 pub mod hpack;
 mod hpack_huffman;
