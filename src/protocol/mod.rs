@@ -1,5 +1,6 @@
 //! Wire protocols spoken by the load generator: hand-rolled HTTP/1.1 client framing on
-//! `httparse` (this module), later HTTP/2 + gRPC.
+//! `httparse`, HTTP/2 + gRPC codecs, and blocking TCP for setup calls.
 
 pub mod grpc;
 pub mod http1;
+pub mod tcp;

@@ -7,7 +7,7 @@
 //! failure (I/O, timeout, protocol error, GOAWAY) drops it and the next call reconnects.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use super::frame::{
@@ -19,6 +19,7 @@ use super::frame::{
 use super::hpack::{Decoder, DEFAULT_MAX_HEADER_LIST_SIZE};
 use super::message::write_message;
 use crate::error::{Error, Result};
+use crate::protocol::tcp::{connect_blocking, os_message};
 use crate::service::triton_grpc::request_headers;
 
 mod call;
@@ -140,29 +141,16 @@ impl GrpcClient {
     }
 
     fn open(&self) -> Result<Connection> {
-        let cannot = |why: String| {
+        let socket = connect_blocking(&self.address, self.timeout, "gRPC server")?;
+        let mut conn = Connection::new(socket, self.recv_window);
+        conn.start().map_err(|e| {
+            let why = os_message(&e);
             Error::generic(format!(
                 "cannot connect to gRPC server at {}: {why}",
                 self.address
             ))
-        };
-        let candidates = self
-            .address
-            .to_socket_addrs()
-            .map_err(|e| cannot(os_message(&e)))?;
-        let mut last_error = String::from("address resolved to nothing");
-        for candidate in candidates {
-            match TcpStream::connect_timeout(&candidate, self.timeout) {
-                Ok(socket) => {
-                    let mut conn = Connection::new(socket, self.recv_window);
-                    conn.start(self.timeout)
-                        .map_err(|e| cannot(os_message(&e)))?;
-                    return Ok(conn);
-                }
-                Err(e) => last_error = os_message(&e),
-            }
-        }
-        Err(cannot(last_error))
+        })?;
+        Ok(conn)
     }
 }
 
@@ -184,11 +172,8 @@ impl Connection {
         }
     }
 
-    /// Socket options, then preface + SETTINGS + the connection WINDOW_UPDATE in one write.
-    fn start(&mut self, timeout: Duration) -> std::io::Result<()> {
-        self.socket.set_read_timeout(Some(timeout))?;
-        self.socket.set_write_timeout(Some(timeout))?;
-        self.socket.set_nodelay(true)?;
+    /// Preface + SETTINGS + the connection WINDOW_UPDATE in one write.
+    fn start(&mut self) -> std::io::Result<()> {
         write_preface(&mut self.outbuf);
         let settings = [
             (SETTINGS_ENABLE_PUSH, 0),
@@ -578,15 +563,6 @@ impl Connection {
             return Ok(());
         }
         call.on_headers(&fields, end_stream)
-    }
-}
-
-/// The OS error text without Rust's " (os error N)" suffix: "Connection refused".
-fn os_message(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    match text.find(" (os error ") {
-        Some(cut) => text[..cut].to_string(),
-        None => text,
     }
 }
 

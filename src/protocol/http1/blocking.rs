@@ -3,12 +3,13 @@
 //! freely and waits on the socket.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::time::Duration;
 
 use super::request::{check_header, write_request};
 use super::response::{ParseError, Progress, ResponseReader};
 use crate::error::{Error, Result};
+use crate::protocol::tcp::{connect_blocking, os_message};
 
 /// Bytes read from the socket per `read` call.
 const READ_CHUNK: usize = 16 * 1024;
@@ -153,31 +154,7 @@ impl BlockingClient {
     }
 
     fn open(&self) -> Result<TcpStream> {
-        let cannot = |why: String| {
-            Error::generic(format!(
-                "cannot connect to server at {}: {why}",
-                self.address
-            ))
-        };
-        let candidates = self
-            .address
-            .to_socket_addrs()
-            .map_err(|e| cannot(os_message(&e)))?;
-        let mut last_error = String::from("address resolved to nothing");
-        for candidate in candidates {
-            match TcpStream::connect_timeout(&candidate, self.timeout) {
-                Ok(stream) => {
-                    let setup = stream
-                        .set_read_timeout(Some(self.timeout))
-                        .and_then(|()| stream.set_write_timeout(Some(self.timeout)))
-                        .and_then(|()| stream.set_nodelay(true));
-                    setup.map_err(|e| cannot(os_message(&e)))?;
-                    return Ok(stream);
-                }
-                Err(e) => last_error = os_message(&e),
-            }
-        }
-        Err(cannot(last_error))
+        connect_blocking(&self.address, self.timeout, "server")
     }
 }
 
@@ -214,15 +191,6 @@ pub fn server_address(url: &str) -> Result<String> {
     } else {
         format!("{authority}:80")
     })
-}
-
-/// The OS error text without Rust's " (os error N)" suffix: "Connection refused".
-fn os_message(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    match text.find(" (os error ") {
-        Some(cut) => text[..cut].to_string(),
-        None => text,
-    }
 }
 
 #[cfg(test)]
