@@ -11,7 +11,7 @@ use super::{Engine, EngineSpec};
 use crate::config::{Config, MeasurementMode};
 use crate::error::{Error, Result};
 use crate::measure::stability::{is_stable, over_latency_threshold, throughput_stable, Trial};
-use crate::measure::stats::merge;
+use crate::measure::stats::{merge, merge_server};
 use crate::measure::{ClientStats, ModelStats, ServerStats, WindowRecords, WindowStats};
 
 /// How long in-flight requests may take to finish when a level ends.
@@ -112,7 +112,7 @@ pub fn profile_point(ctx: &mut PointCtx, concurrency: u64) -> Result<PointOutcom
         };
         break;
     }
-    drop(engine.stop(DRAIN));
+    engine.stop(DRAIN);
     if status == PointStatus::Unstable && relax_async(ctx, &m.trials) {
         status = PointStatus::Stable;
     }
@@ -176,7 +176,8 @@ fn measure_window(
         );
         let _ = ctx.out.write_all(line.as_bytes());
     }
-    m.trials.push(trial_of(&ws, cfg.batch_size, cfg.percentile));
+    m.trials
+        .push(Trial::from_window(&ws, cfg.batch_size, cfg.percentile));
     m.windows.extend(records);
     if m.last.len() == 3 {
         m.last.pop_front();
@@ -196,19 +197,6 @@ fn relax_async(ctx: &mut PointCtx, trials: &[Trial]) -> bool {
 
 fn threshold_hit(cfg: &Config, trials: &[Trial]) -> bool {
     cfg.latency_threshold_ms > 0 && over_latency_threshold(trials, cfg.latency_threshold_ms)
-}
-
-fn trial_of(ws: &WindowStats, batch: u64, percentile: Option<u32>) -> Trial {
-    if ws.request_count == 0 {
-        return Trial {
-            throughput: 0.0,
-            latency_ns: u64::MAX,
-        };
-    }
-    Trial {
-        throughput: ws.throughput(batch),
-        latency_ns: ws.stabilizing_latency_ns(percentile),
-    }
 }
 
 /// Waits until the window should end, watching Ctrl-C and worker errors, and pulls records
@@ -271,7 +259,7 @@ fn warm_up(ctx: &mut PointCtx, concurrency: u64) -> Result<()> {
         }
         std::thread::sleep(TICK);
     }
-    drop(engine.stop(DRAIN));
+    engine.stop(DRAIN);
     Ok(())
 }
 
@@ -287,13 +275,4 @@ fn server_delta(
         }),
         _ => None,
     }
-}
-
-fn merge_server(last: &[WindowStats]) -> Option<ServerStats> {
-    let mut it = last.iter().filter_map(|w| w.server.as_ref());
-    let mut sum = it.next()?.clone();
-    for s in it {
-        sum.model.add(&s.model);
-    }
-    Some(sum)
 }

@@ -195,37 +195,28 @@ impl Engine {
         self.spare.push((batch.records, batch.bodies));
     }
 
-    /// Stops sending, lets in-flight requests finish (up to `drain`), joins the workers and
-    /// returns the records that ended after the last `collect`.
-    pub fn stop(mut self, drain: Duration) -> WindowRecords {
-        let deadline = Instant::now() + drain;
+    /// Stops sending, lets in-flight requests finish (up to `drain`) and joins the workers.
+    /// Records that ended after the last `collect` belong to no window and are dropped.
+    pub fn stop(mut self, drain: Duration) {
+        self.shutdown(Instant::now() + drain);
+    }
+
+    fn shutdown(&mut self, deadline: Instant) {
         for w in &self.workers {
             let _ = w.commands.send(Command::Stop { deadline });
             let _ = w.waker.wake();
         }
-        let mut rest = WindowRecords::default();
         for w in &mut self.workers {
             if let Some(j) = w.join.take() {
                 let _ = j.join();
             }
         }
-        while let Ok(batch) = self.batches.try_recv() {
-            self.absorb(batch, &mut rest);
-        }
-        rest
     }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        let deadline = Instant::now();
-        for w in &mut self.workers {
-            if let Some(j) = w.join.take() {
-                let _ = w.commands.send(Command::Stop { deadline });
-                let _ = w.waker.wake();
-                let _ = j.join();
-            }
-        }
+        self.shutdown(Instant::now());
     }
 }
 

@@ -31,7 +31,7 @@ pub enum Command {
         fresh: Vec<RequestRecord>,
         fresh_bodies: Vec<u8>,
     },
-    /// Send nothing new; finish what is in flight until `deadline`, then hand everything over.
+    /// Send nothing new; finish what is in flight until `deadline`, then exit.
     Stop { deadline: Instant },
 }
 
@@ -170,8 +170,6 @@ impl Worker {
         for c in &mut self.conns {
             c.deregister(self.poll.registry());
         }
-        let batch = self.take_batch(Vec::new(), Vec::new());
-        let _ = self.out.send(batch);
     }
 
     /// Returns a stop deadline when told to stop.

@@ -148,19 +148,15 @@ pub fn fetch_stats(target: &mut Target, cfg: &Config) -> Result<Option<ModelStat
         )));
     }
     let all = parse_stats(&body)?;
-    let mut mine = all.into_iter().filter(|m| m.name == cfg.model_name);
+    // Without a version the server reports every loaded version: add them up.
+    let v = &cfg.model_version;
+    let mut mine = all
+        .into_iter()
+        .filter(|m| m.name == cfg.model_name && (v.is_empty() || &m.version == v));
     let Some(mut sum) = mine.next() else {
         return Ok(None);
     };
-    if cfg.model_version.is_empty() {
-        // No version asked for: the server reports every loaded version; add them up.
-        for m in mine {
-            sum.add(&m);
-        }
-    } else if sum.version != cfg.model_version {
-        let found = mine.find(|m| m.version == cfg.model_version);
-        return Ok(found);
-    }
+    mine.for_each(|m| sum.add(&m));
     Ok(Some(sum))
 }
 
