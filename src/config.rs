@@ -9,6 +9,42 @@ pub enum Protocol {
     Grpc,
 }
 
+/// gRPC message compression (`--grpc-compression-algorithm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Deflate,
+}
+
+/// A `--request-parameter name:value:type` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParamValue {
+    Bool(bool),
+    Int(i64),
+    Str(String),
+}
+
+/// Encoding of a certificate or key file (`--ssl-https-*-type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CertFormat {
+    Pem,
+    Der,
+}
+
+/// TLS settings from the `--ssl-*` flags and an `https://` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// Root CAs; `None`: the system bundle.
+    pub ca_file: Option<PathBuf>,
+    pub client_cert: Option<(PathBuf, CertFormat)>,
+    pub client_key: Option<(PathBuf, CertFormat)>,
+    pub verify_peer: bool,
+    pub verify_host: bool,
+    /// Flag family the settings came from (`--ssl-grpc` or `--ssl-https`), for messages.
+    pub flag_prefix: &'static str,
+}
+
 /// How a measurement window ends (`--measurement-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MeasurementMode {
@@ -91,8 +127,17 @@ pub struct Config {
     pub string_data: Option<String>,
     pub input_tensor_format: TensorFormat,
     pub output_tensor_format: TensorFormat,
-    /// `-H Name:Value`, in the order given.
+    /// `-H Name:Value`, in the order given (HTTP headers, or gRPC metadata).
     pub headers: Vec<(String, String)>,
+
+    // --- gRPC and TLS ---
+    /// `--streaming`: requests go over gRPC `ModelStreamInfer` streams.
+    pub streaming: bool,
+    pub compression: Compression,
+    /// `--request-parameter`, in the order given.
+    pub request_parameters: Vec<(String, ParamValue)>,
+    /// TLS to the server (`-u https://…` or `--ssl-grpc-use-ssl`); `None`: plain TCP.
+    pub tls: Option<TlsConfig>,
 
     // --- reports ---
     pub csv_file: Option<PathBuf>,
@@ -138,6 +183,10 @@ impl Default for Config {
             input_tensor_format: TensorFormat::Binary,
             output_tensor_format: TensorFormat::Binary,
             headers: Vec::new(),
+            streaming: false,
+            compression: Compression::None,
+            request_parameters: Vec::new(),
+            tls: None,
             csv_file: None,
             verbose_csv: false,
             profile_export_file: None,

@@ -139,15 +139,59 @@ pub struct RunArgs {
     pub output_tensor_format: Option<String>,
 
     // --- transport ---
-    /// Server address host:port or http://host:port [default: localhost:8000]
+    /// Server address host:port, http://host:port or https://host:port
+    /// [default: localhost:8000 (HTTP), localhost:8001 (gRPC)]
     #[arg(short = 'u', value_name = "URL", help_heading = TRANSPORT)]
     pub url: Option<String>,
-    /// Protocol, case-insensitive: http (grpc is not supported yet) [default: http]
+    /// Protocol, case-insensitive: http|grpc [default: http]
     #[arg(short = 'i', value_name = "PROTOCOL", help_heading = TRANSPORT)]
     pub protocol: Option<String>,
-    /// Extra HTTP header (repeatable)
+    /// Extra HTTP header, or gRPC metadata with -i grpc (repeatable)
     #[arg(short = 'H', value_name = "NAME:VALUE", action = ArgAction::Append, help_heading = TRANSPORT)]
     pub headers: Vec<String>,
+    /// gRPC bidirectional streaming (ModelStreamInfer); implies --async; required for
+    /// decoupled models
+    #[arg(long, help_heading = TRANSPORT)]
+    pub streaming: bool,
+    /// gRPC request compression: none|gzip|deflate [default: none]
+    #[arg(long, value_name = "ALGORITHM", help_heading = TRANSPORT)]
+    pub grpc_compression_algorithm: Option<String>,
+    /// Request-level parameter, TYPE bool|int|string; gRPC only (repeatable) [default: none]
+    #[arg(long, value_name = "NAME:VALUE:TYPE", action = ArgAction::Append, help_heading = TRANSPORT)]
+    pub request_parameter: Vec<String>,
+    /// TLS channel for gRPC [default: off]
+    #[arg(long, help_heading = TRANSPORT)]
+    pub ssl_grpc_use_ssl: bool,
+    /// gRPC root CAs, PEM [default: the system bundle]
+    #[arg(long, value_name = "FILE", help_heading = TRANSPORT)]
+    pub ssl_grpc_root_certifications_file: Option<String>,
+    /// gRPC client key, PEM [default: none]
+    #[arg(long, value_name = "FILE", help_heading = TRANSPORT)]
+    pub ssl_grpc_private_key_file: Option<String>,
+    /// gRPC client certificate chain, PEM [default: none]
+    #[arg(long, value_name = "FILE", help_heading = TRANSPORT)]
+    pub ssl_grpc_certificate_chain_file: Option<String>,
+    /// HTTPS: verify the server certificate, 0|1 [default: 1]
+    #[arg(long, value_name = "0|1", help_heading = TRANSPORT)]
+    pub ssl_https_verify_peer: Option<String>,
+    /// HTTPS: verify the server name, 0|1|2 (1 and 2 both verify) [default: 2]
+    #[arg(long, value_name = "0|1|2", help_heading = TRANSPORT)]
+    pub ssl_https_verify_host: Option<String>,
+    /// HTTPS CA bundle [default: the system bundle]
+    #[arg(long, value_name = "FILE", help_heading = TRANSPORT)]
+    pub ssl_https_ca_certificates_file: Option<String>,
+    /// HTTPS client certificate [default: none]
+    #[arg(long, value_name = "FILE", help_heading = TRANSPORT)]
+    pub ssl_https_client_certificate_file: Option<String>,
+    /// HTTPS client certificate type: PEM|DER [default: PEM]
+    #[arg(long, value_name = "TYPE", help_heading = TRANSPORT)]
+    pub ssl_https_client_certificate_type: Option<String>,
+    /// HTTPS client key [default: none]
+    #[arg(long, value_name = "FILE", help_heading = TRANSPORT)]
+    pub ssl_https_private_key_file: Option<String>,
+    /// HTTPS client key type: PEM|DER [default: PEM]
+    #[arg(long, value_name = "TYPE", help_heading = TRANSPORT)]
+    pub ssl_https_private_key_type: Option<String>,
     /// Seconds to wait for /v2/health/ready before giving up; 0 = check once [default: 10]
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, help_heading = TRANSPORT)]
     pub ready_timeout: Option<String>,

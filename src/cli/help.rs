@@ -128,60 +128,10 @@ pub const PLANNED_FLAGS: &[PlannedFlag] = &[
         "BYTES",
         "Per-output shared memory region size [default: 102400]",
     ),
-    switch(
-        "streaming",
-        "gRPC bidirectional streaming (ModelStreamInfer)",
-    ),
-    valued(
-        "grpc-compression-algorithm",
-        "none|gzip|deflate",
-        "gRPC compression [default: none]",
-    ),
-    PlannedFlag {
-        long: "request-parameter",
-        value_name: Some("NAME:VALUE:TYPE"),
-        repeatable: true,
-        help: "Request-level parameter, TYPE bool|int|string (repeatable)",
-    },
     valued(
         "grpc-method",
         "PKG.SERVICE/METHOD",
         "dynamic_grpc: fully qualified method",
-    ),
-    switch("ssl-grpc-use-ssl", "TLS channel for gRPC"),
-    valued("ssl-grpc-root-certifications-file", "PEM", "gRPC root CAs"),
-    valued("ssl-grpc-private-key-file", "PEM", "gRPC client key"),
-    valued(
-        "ssl-grpc-certificate-chain-file",
-        "PEM",
-        "gRPC client certificate chain",
-    ),
-    valued(
-        "ssl-https-verify-peer",
-        "0|1",
-        "HTTPS: verify the peer certificate [default: 1]",
-    ),
-    valued(
-        "ssl-https-verify-host",
-        "0|1|2",
-        "HTTPS: verify the host name [default: 2]",
-    ),
-    valued("ssl-https-ca-certificates-file", "FILE", "HTTPS CA bundle"),
-    valued(
-        "ssl-https-client-certificate-file",
-        "FILE",
-        "HTTPS client certificate",
-    ),
-    valued(
-        "ssl-https-client-certificate-type",
-        "PEM|DER",
-        "HTTPS client certificate type [default: PEM]",
-    ),
-    valued("ssl-https-private-key-file", "FILE", "HTTPS client key"),
-    valued(
-        "ssl-https-private-key-type",
-        "PEM|DER",
-        "HTTPS client key type [default: PEM]",
     ),
     valued(
         "triton-server-directory",

@@ -6,6 +6,7 @@
 pub mod args;
 pub mod help;
 pub mod net;
+pub mod transport;
 pub mod validate;
 
 use std::ffi::OsString;

@@ -1,10 +1,17 @@
 //! `-u` and `-H` values: server address and extra HTTP headers.
 
-use super::help::not_supported;
 use crate::error::{Error, Result};
 
-/// Port used when `-u` names a host without one (what curl, and so perf_analyzer, would use).
+/// Ports used when `-u` names a host without one (what curl, and so perf_analyzer, would use).
 const DEFAULT_HTTP_PORT: u16 = 80;
+const DEFAULT_HTTPS_PORT: u16 = 443;
+
+/// A parsed `-u`: `host:port` and whether the scheme was `https://`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedUrl {
+    pub authority: String,
+    pub https: bool,
+}
 
 /// `Name:Value`, split at the first colon; leading spaces of the value are dropped.
 pub fn parse_header(raw: &str) -> Result<(String, String)> {
@@ -30,21 +37,21 @@ pub fn parse_header(raw: &str) -> Result<(String, String)> {
     Ok((name.to_string(), value.trim_start_matches(' ').to_string()))
 }
 
-/// `host:port` or `http://host:port` (a trailing `/` is allowed) to `host:port`; a missing port
-/// is 80. `https://` is later work.
-pub fn parse_url(raw: &str) -> Result<String> {
+/// `host:port`, `http://host:port` or `https://host:port` (a trailing `/` is allowed); a missing
+/// port is 80 (443 for https).
+pub fn parse_url(raw: &str) -> Result<ParsedUrl> {
     let bad = |why: &str| Error::usage(format!("Failed to parse -u. {why} (got '{raw}')."));
     let lower = raw.to_ascii_lowercase();
-    if lower.starts_with("https://") {
-        return Err(not_supported(&format!("-u {raw} (HTTPS)")));
-    }
-    let rest = if lower.starts_with("http://") {
+    let https = lower.starts_with("https://");
+    let rest = if https {
+        &raw["https://".len()..]
+    } else if lower.starts_with("http://") {
         &raw["http://".len()..]
     } else {
         raw
     };
     if rest.contains("://") {
-        return Err(bad("Only http:// URLs are supported"));
+        return Err(bad("Only http:// and https:// URLs are supported"));
     }
     let authority = rest.trim_end_matches('/');
     if authority.contains('/') {
@@ -55,13 +62,17 @@ pub fn parse_url(raw: &str) -> Result<String> {
         return Err(bad("The host is empty"));
     }
     let port = match port {
+        None if https => DEFAULT_HTTPS_PORT,
         None => DEFAULT_HTTP_PORT,
         Some(text) => match text.parse::<u16>() {
             Ok(p) if p > 0 => p,
             _ => return Err(bad("The port must be an integer in 1..65535")),
         },
     };
-    Ok(format!("{host}:{port}"))
+    Ok(ParsedUrl {
+        authority: format!("{host}:{port}"),
+        https,
+    })
 }
 
 /// Splits `host[:port]`, with IPv6 hosts in brackets (`[::1]:8000`). `None` when malformed.
@@ -94,16 +105,23 @@ mod tests {
             ("myhost", "myhost:80"),
             ("[::1]:8000", "[::1]:8000"),
             ("http://[::1]", "[::1]:80"),
+            ("https://h", "h:443"),
+            ("HTTPS://127.0.0.1:8443/", "127.0.0.1:8443"),
         ];
         for (raw, expected) in cases {
-            assert_eq!(parse_url(raw).unwrap(), expected, "{raw}");
+            let url = parse_url(raw).unwrap();
+            assert_eq!(url.authority, expected, "{raw}");
+            assert_eq!(
+                url.https,
+                raw.to_ascii_lowercase().starts_with("https"),
+                "{raw}"
+            );
         }
     }
 
     #[test]
     fn url_errors() {
         let cases = [
-            ("https://h:443", "not supported yet"),
             ("grpc://h:1", "Only http://"),
             ("h:8000/v2", "path"),
             (":8000", "host is empty"),

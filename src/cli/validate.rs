@@ -8,8 +8,8 @@ use std::str::FromStr;
 
 use super::args::RunArgs;
 use super::help::not_supported;
-use super::net::{parse_header, parse_url};
-use crate::config::{ConcurrencyRange, Config, InputData, MeasurementMode, Protocol, TensorFormat};
+use super::transport::apply_transport;
+use crate::config::{ConcurrencyRange, Config, InputData, MeasurementMode, TensorFormat};
 use crate::error::{Error, Result};
 
 /// Service kinds perf_analyzer knows; only `triton` is implemented.
@@ -60,40 +60,14 @@ fn apply_general(args: &RunArgs, config: &mut Config) -> Result<()> {
     Ok(())
 }
 
-fn apply_transport(args: &RunArgs, config: &mut Config) -> Result<()> {
-    if let Some(protocol) = args.protocol.as_deref() {
-        config.protocol = match protocol.to_ascii_lowercase().as_str() {
-            "http" => Protocol::Http,
-            "grpc" => return Err(not_supported("-i grpc")),
-            _ => {
-                return Err(Error::usage(format!(
-                    "Failed to parse -i (protocol). The value should be either HTTP or gRPC \
-                     (got '{protocol}')."
-                )))
-            }
-        };
-    }
-    if let Some(url) = args.url.as_deref() {
-        config.url = parse_url(url)?;
-    }
-    config.headers = args
-        .headers
-        .iter()
-        .map(|h| parse_header(h))
-        .collect::<Result<_>>()?;
-    if let Some(raw) = args.ready_timeout.as_deref() {
-        config.ready_timeout_s = parse_at_least("--ready-timeout", raw, 0)?;
-    }
-    Ok(())
-}
-
 fn apply_load(args: &RunArgs, config: &mut Config) -> Result<()> {
     if args.async_mode && args.sync {
         return Err(Error::usage(
             "Cannot specify --async and --sync simultaneously.",
         ));
     }
-    config.async_mode = args.async_mode;
+    // --streaming implies --async (checked against --sync with the transport flags).
+    config.async_mode = args.async_mode || args.streaming;
     if let Some(raw) = args.max_threads.as_deref() {
         config.max_threads = Some(parse_at_least("--max-threads", raw, 1)?);
     }
@@ -406,7 +380,7 @@ fn parse_number<T: FromStr>(flag: &str, raw: &str) -> Result<T> {
 
 /// Parses an integer that must be `>= min`; negative input gets the range message, not a
 /// syntax one.
-fn parse_at_least<T>(flag: &str, raw: &str, min: i64) -> Result<T>
+pub(super) fn parse_at_least<T>(flag: &str, raw: &str, min: i64) -> Result<T>
 where
     T: TryFrom<i128> + Display,
 {

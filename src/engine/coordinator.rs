@@ -11,7 +11,7 @@ use super::{Engine, EngineSpec};
 use crate::config::{Config, MeasurementMode};
 use crate::error::{Error, Result};
 use crate::measure::stability::{is_stable, over_latency_threshold, throughput_stable, Trial};
-use crate::measure::stats::{merge, merge_server};
+use crate::measure::stats::{merge, merge_server, response_stats};
 use crate::measure::{ClientStats, ModelStats, ServerStats, WindowRecords, WindowStats};
 
 /// How long in-flight requests may take to finish when a level ends.
@@ -54,6 +54,8 @@ pub struct PointCtx<'a> {
     pub stats: &'a mut StatsFetch<'a>,
     pub cache_enabled: bool,
     pub keep_windows: bool,
+    /// A decoupled model: many responses per request (adds the response statistics).
+    pub decoupled: bool,
     /// Set by Ctrl-C (or a test) to end the run after the current window.
     pub stop: &'a AtomicBool,
     /// Where `-v` pass lines go.
@@ -122,7 +124,13 @@ pub fn profile_point(ctx: &mut PointCtx, concurrency: u64) -> Result<PointOutcom
     {
         status = PointStatus::NoValidRequests;
     }
-    let client = (!last.is_empty()).then(|| merge(&last, cfg.batch_size, cfg.percentile));
+    let client = (!last.is_empty()).then(|| {
+        let mut c = merge(&last, cfg.batch_size, cfg.percentile);
+        if ctx.decoupled {
+            c.responses = Some(response_stats(&last));
+        }
+        c
+    });
     let server = merge_server(&last);
     Ok(PointOutcome {
         status,

@@ -4,6 +4,7 @@
 pub mod conn;
 pub mod coordinator;
 pub mod window;
+pub mod wire;
 pub mod worker;
 
 use std::net::SocketAddr;

@@ -11,7 +11,8 @@ pub struct RequestRecord {
     pub start_ns: u64,
     /// The last request byte was handed to the kernel.
     pub send_end_ns: u64,
-    /// The first response byte was read.
+    /// The first response byte was read. For a streamed request (gRPC `ModelStreamInfer`):
+    /// the first non-null response arrived.
     pub recv_start_ns: u64,
     /// The response was complete (last byte read). The request belongs to the window this
     /// falls in.
@@ -24,6 +25,9 @@ pub struct RequestRecord {
     /// Both 0 when the export is off.
     pub body_off: u32,
     pub body_len: u32,
+    /// Responses that carried outputs (a decoupled model's empty final response is not
+    /// counted); 1 for an ordinary request.
+    pub responses: u32,
 }
 
 impl RequestRecord {

@@ -31,6 +31,14 @@ pub struct WindowStats {
     pub send_ns_sum: u64,
     pub recv_ns_sum: u64,
     pub request_ns_sum: u64,
+    /// Over the successful requests: responses with outputs, and the sum of the times from
+    /// request start to the first response (ns); for decoupled models.
+    pub response_count: u64,
+    pub first_response_ns_sum: u64,
+    /// Sum over requests with 2+ responses of (last - first response) / (responses - 1), ns.
+    pub response_gap_ns_sum: u64,
+    /// Requests with 2+ responses.
+    pub multi_response_count: u64,
     /// Worker CPU time during the window (ns, summed over workers) and the worker count.
     pub client_cpu_ns: u64,
     pub workers: u32,
@@ -69,6 +77,14 @@ pub fn add_records(s: &mut WindowStats, w: &WindowRecords) {
         s.send_ns_sum = s.send_ns_sum.saturating_add(r.send_ns());
         s.recv_ns_sum = s.recv_ns_sum.saturating_add(r.recv_ns());
         s.request_ns_sum = s.request_ns_sum.saturating_add(r.latency_ns());
+        s.response_count += u64::from(r.responses);
+        let first = r.recv_start_ns.saturating_sub(r.start_ns);
+        s.first_response_ns_sum = s.first_response_ns_sum.saturating_add(first);
+        if r.responses >= 2 {
+            let gap = r.end_ns.saturating_sub(r.recv_start_ns) / u64::from(r.responses - 1);
+            s.response_gap_ns_sum = s.response_gap_ns_sum.saturating_add(gap);
+            s.multi_response_count += 1;
+        }
     }
 }
 
@@ -156,6 +172,21 @@ pub struct ClientStats {
     /// Client CPU use as % of `duration * workers`, mean over the windows.
     pub overhead_pct: f64,
     pub stabilizing_latency_ns: u64,
+    /// Decoupled models only: what the many responses per request add up to.
+    pub responses: Option<ResponseStats>,
+}
+
+/// The responses of a decoupled model's requests (latency runs to the last one).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResponseStats {
+    /// Responses that carried outputs.
+    pub count: u64,
+    /// Responses per second.
+    pub throughput: f64,
+    /// Mean time from request start to its first response (ns).
+    pub avg_first_response_ns: u64,
+    /// Mean time between consecutive responses of a request (ns), over requests with 2+.
+    pub avg_response_gap_ns: u64,
 }
 
 impl ClientStats {
@@ -224,6 +255,28 @@ pub fn merge(windows: &[WindowStats], batch: u64, percentile: Option<u32>) -> Cl
         None => c.avg_latency_ns,
     };
     c
+}
+
+/// Responses of a decoupled model over a point's windows: count, rate, and the two
+/// latencies perf_analyzer leaves to offline tools (time to first response, time between
+/// responses).
+pub fn response_stats(windows: &[WindowStats]) -> ResponseStats {
+    let (mut count, mut duration, mut requests) = (0u64, 0u64, 0u64);
+    let (mut first_sum, mut gap_sum, mut multi) = (0u64, 0u64, 0u64);
+    for w in windows {
+        count += w.response_count;
+        duration = duration.saturating_add(w.duration_ns);
+        requests += w.request_count;
+        first_sum = first_sum.saturating_add(w.first_response_ns_sum);
+        gap_sum = gap_sum.saturating_add(w.response_gap_ns_sum);
+        multi += w.multi_response_count;
+    }
+    ResponseStats {
+        count,
+        throughput: per_second(count, duration),
+        avg_first_response_ns: first_sum.checked_div(requests).unwrap_or(0),
+        avg_response_gap_ns: gap_sum.checked_div(multi).unwrap_or(0),
+    }
 }
 
 /// Sums the windows' server deltas; `None` unless every window has one.

@@ -69,6 +69,14 @@ pub fn banner_with_rate(b: &Banner, rate: Option<&RateBanner>) -> String {
         "synchronous"
     };
     let _ = writeln!(out, "  Using {calls} calls for inference");
+    if b.decoupled {
+        // perf_analyzer says "using the first response" here but measures to the last one;
+        // we say what we measure.
+        out.push_str(
+            "  Detected decoupled model, using the last response with outputs for measuring \
+             latency\n",
+        );
+    }
     out.push('\n');
     out
 }
@@ -152,6 +160,13 @@ pub fn point(p: &PointReport, percentile: Option<u32>, verbose: u8, protocol_htt
     let mut out = String::from("  Client: \n");
     let _ = writeln!(out, "    Request count: {}", c.request_count);
     let _ = writeln!(out, "    Throughput: {} infer/sec", fmt_g(c.throughput));
+    if let Some(r) = &c.responses {
+        let _ = writeln!(
+            out,
+            "    Response Throughput: {} infer/sec",
+            fmt_g(r.throughput)
+        );
+    }
     if verbose >= 1 {
         let _ = writeln!(
             out,
@@ -172,7 +187,19 @@ pub fn point(p: &PointReport, percentile: Option<u32>, verbose: u8, protocol_htt
     }
     let (min, max) = (us(c.min_latency_ns), us(c.max_latency_ns));
     let _ = writeln!(out, "    Min latency: {min} usec, max latency: {max} usec");
-    out.push_str(&library_line(c, verbose >= 1, protocol_http));
+    match &c.responses {
+        // Decoupled: perf_analyzer leaves out the library line (no per-call timing on a
+        // stream); we state the two latencies it leaves to offline tools instead.
+        Some(r) => {
+            let (first, gap) = (us(r.avg_first_response_ns), us(r.avg_response_gap_ns));
+            let _ = writeln!(
+                out,
+                "    Avg first response latency: {first} usec, avg time between responses: \
+                 {gap} usec"
+            );
+        }
+        None => out.push_str(&library_line(c, verbose >= 1, protocol_http)),
+    }
     if let Some(s) = &p.server {
         out.push_str(&server_block(s));
     }

@@ -83,7 +83,43 @@ fn banner_for(percentile: Option<u32>, async_mode: bool, start: u64, end: u64) -
         latency_threshold_ms: 0,
         concurrency_end: end,
         concurrency_start: start,
+        decoupled: false,
     }
+}
+
+#[test]
+fn decoupled_point_states_what_latency_means() {
+    let mut b = banner_for(None, true, 1, 1);
+    b.decoupled = true;
+    let text = banner(&b);
+    assert!(
+        text.contains("  Detected decoupled model, using the last response with outputs for measuring latency\n"),
+        "{text}"
+    );
+    let client = ClientStats {
+        throughput: 50.0,
+        avg_latency_ns: 9_000_000,
+        avg_request_ns: 9_000_000,
+        responses: Some(crate::measure::stats::ResponseStats {
+            count: 200,
+            throughput: 200.0,
+            avg_first_response_ns: 2_500_999,
+            avg_response_gap_ns: 2_000_000,
+        }),
+        ..ClientStats::default()
+    };
+    let text = point(&report(LoadValue::Concurrency(1), client), None, 0, false);
+    assert!(
+        text.contains("    Throughput: 50 infer/sec\n    Response Throughput: 200 infer/sec\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "    Avg first response latency: 2500 usec, avg time between responses: 2000 usec\n"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("Avg gRPC time"), "{text}");
 }
 
 /// Banner, then header + point per point, then the summary: the whole console run.

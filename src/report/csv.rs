@@ -27,6 +27,7 @@ pub fn write_csv(
         avg_column: verbose_csv && percentile.is_none(),
         verbose: verbose_csv,
         server: server_stats_available,
+        responses: points.iter().any(|p| p.client.responses.is_some()),
         cache: server_stats_available
             && points
                 .iter()
@@ -48,6 +49,8 @@ struct Layout {
     avg_column: bool,
     verbose: bool,
     server: bool,
+    /// `Response Throughput` (decoupled models).
+    responses: bool,
     cache: bool,
 }
 
@@ -60,8 +63,11 @@ impl Layout {
             }
             .into(),
             "Inferences/Second".into(),
-            "Client Send".into(),
         ];
+        if self.responses {
+            cols.push("Response Throughput".into());
+        }
+        cols.push("Client Send".into());
         if self.server {
             cols.extend(
                 [
@@ -98,11 +104,12 @@ impl Layout {
 
     fn row(&self, p: &PointReport) -> String {
         let c = &p.client;
-        let mut cells: Vec<String> = vec![
-            p.load.value_text(),
-            fmt_g(c.throughput),
-            us(c.avg_send_ns).to_string(),
-        ];
+        let mut cells: Vec<String> = vec![p.load.value_text(), fmt_g(c.throughput)];
+        if self.responses {
+            let rate = c.responses.as_ref().map_or(0.0, |r| r.throughput);
+            cells.push(fmt_g(rate));
+        }
+        cells.push(us(c.avg_send_ns).to_string());
         if self.server {
             let a = p
                 .server
@@ -210,6 +217,31 @@ mod tests {
             ),
         ];
         assert_eq!(render(&points, None, false, false), HTTP_SYNC_C1_2_CSV);
+    }
+
+    #[test]
+    fn decoupled_adds_response_throughput_after_inferences() {
+        let mut p = point(
+            LoadValue::Concurrency(2),
+            100.0,
+            (3, 4),
+            &pcts([10, 20, 30, 40]),
+        );
+        p.client.responses = Some(crate::measure::stats::ResponseStats {
+            count: 1200,
+            throughput: 1200.5,
+            ..Default::default()
+        });
+        let text = render(&[p], None, false, false);
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some(
+                "Concurrency,Inferences/Second,Response Throughput,Client Send,Client Recv,\
+                 p50 latency,p90 latency,p95 latency,p99 latency"
+            )
+        );
+        assert_eq!(lines.next(), Some("2,100,1200.5,3,4,10,20,30,40"));
     }
 
     #[test]

@@ -71,6 +71,8 @@ pub struct Banner {
     /// sweep (end != 1 and end != start). In request-rate mode pass 1 for both.
     pub concurrency_end: u64,
     pub concurrency_start: u64,
+    /// A decoupled model (many responses per request).
+    pub decoupled: bool,
 }
 
 /// The request-rate part of the banner (see `console::banner_with_rate`).

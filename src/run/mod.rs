@@ -1,5 +1,6 @@
 //! A whole perf_analyzer run: setup, the concurrency sweep, and the three reports.
 
+mod plan;
 pub mod setup;
 
 use std::fs::File;
@@ -10,14 +11,13 @@ use std::sync::Arc;
 use crate::clock::Clock;
 use crate::config::{Config, MeasurementMode};
 use crate::engine::coordinator::{profile_point, PointCtx, PointOutcome, PointStatus};
+use crate::engine::wire::Wire;
 use crate::engine::{available_cores, EngineSpec};
 use crate::error::{Error, Result};
 use crate::inputs::build_inputs;
 use crate::report::export::ExportExperiment;
 use crate::report::{console, csv, export, Banner, LoadValue, PointReport};
-use crate::service::triton_http::{
-    decode_outputs_json, encode_infer_request, infer_path, inputs_json,
-};
+use crate::service::triton_http::decode_outputs_json;
 use setup::{fetch_stats, prepare, Target};
 
 /// What a finished run produced (the CLI prints it; tests inspect it).
@@ -32,32 +32,28 @@ pub struct RunResult {
 pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<RunResult> {
     let mut target = prepare(cfg)?;
     let inputs = build_inputs(&target.meta, &target.config, cfg)?;
-    let outputs: Vec<String> = target.meta.outputs.iter().map(|o| o.name.clone()).collect();
-    let path = infer_path(&cfg.model_name, &cfg.model_version);
-    let request = encode_infer_request(
-        &target.host,
-        &path,
-        &inputs,
-        &outputs,
-        cfg.input_tensor_format,
-        cfg.output_tensor_format,
-        &cfg.headers,
-    )?;
+    let plan = plan::build(cfg, &target, &inputs)?;
     if cfg.verbose >= 2 {
-        eprintln!("{}", printable_request(&request));
+        if let Some(request) = plan.requests.first() {
+            eprintln!("{}", printable_request(request));
+        }
+    }
+    if plan.wire != Wire::Http1 {
+        return Err(Error::generic("gRPC load is not wired into the engine yet"));
     }
     let keep_windows = cfg.profile_export_file.is_some();
     let cores = available_cores().len().max(1);
     let spec = EngineSpec {
         addr: target.addr,
-        requests: Arc::new(vec![request]),
+        requests: Arc::new(plan.requests),
         keep_bodies: keep_windows,
         pin: cfg.pin_threads,
         max_workers: cfg.max_threads.unwrap_or(cores).min(cores.max(1)),
         clock: Clock::new(),
     };
-    let _ = out.write_all(console::banner(&banner(cfg)).as_bytes());
-    let step_inputs = vec![inputs_json(&inputs)];
+    let decoupled = target.config.decoupled;
+    let _ = out.write_all(console::banner(&banner(cfg, decoupled)).as_bytes());
+    let step_inputs = plan.step_inputs;
     let cache = target.config.response_cache;
     let stats_available = target.stats_available;
     let (points, exps, error) = sweep(cfg, &spec, &mut target, cache, &stop, out, &step_inputs)?;
@@ -85,6 +81,7 @@ fn sweep(
     let mut exps = Vec::new();
     let mut error = None;
     let range = cfg.concurrency;
+    let decoupled = target.config.decoupled;
     let mut c = range.start;
     loop {
         let load = LoadValue::Concurrency(c);
@@ -97,6 +94,7 @@ fn sweep(
                 stats: &mut fetch,
                 cache_enabled,
                 keep_windows: cfg.profile_export_file.is_some(),
+                decoupled,
                 stop,
                 out: &mut *out,
             };
@@ -201,7 +199,7 @@ fn judge(
     }
 }
 
-fn banner(cfg: &Config) -> Banner {
+fn banner(cfg: &Config, decoupled: bool) -> Banner {
     Banner {
         batch_size: cfg.batch_size,
         service_kind: "TRITON",
@@ -215,6 +213,7 @@ fn banner(cfg: &Config) -> Banner {
         latency_threshold_ms: cfg.latency_threshold_ms,
         concurrency_end: cfg.concurrency.end,
         concurrency_start: cfg.concurrency.start,
+        decoupled,
     }
 }
 

@@ -4,27 +4,26 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use crate::config::Config;
+use crate::config::{Config, Protocol};
 use crate::error::{Error, Result};
-use crate::measure::server_stats::parse_stats;
 use crate::measure::ModelStats;
-use crate::protocol::http1::blocking::BlockingClient;
-use crate::service::triton_http::{
-    config_path, error_message, metadata_path, parse_model_config, parse_model_metadata,
-    parse_server_metadata, stats_path, ModelConfig, ModelMetadata,
-};
+use crate::service::triton_http::{ModelConfig, ModelMetadata};
+pub use client::SetupClient;
+
+#[path = "setup_client.rs"]
+mod client;
 
 /// The server and model a run targets.
 pub struct Target {
     pub addr: SocketAddr,
-    /// `host:port` as given (sent as the Host header).
+    /// `host:port` as given (sent as the Host header / `:authority`).
     pub host: String,
     pub meta: ModelMetadata,
     pub config: ModelConfig,
     /// The server lists the `statistics` extension.
     pub stats_available: bool,
     /// Blocking connection used for setup and statistics (never for load).
-    pub client: BlockingClient,
+    pub client: SetupClient,
 }
 
 /// `-u` without a scheme.
@@ -49,37 +48,16 @@ pub fn resolve(host: &str) -> Result<SocketAddr> {
         .ok_or_else(|| Error::generic(format!("-u {host}: address resolves to nothing")))
 }
 
-/// Connects, waits for `/v2/health/ready`, and reads what the run needs from the server.
+/// Connects, waits until the server is ready, and reads what the run needs from it.
 pub fn prepare(cfg: &Config) -> Result<Target> {
     let host = host_of(&cfg.url).to_string();
     let addr = resolve(&host)?;
-    let mut client = wait_ready(&host, cfg.ready_timeout_s)?;
-    let stats_available = match client.get("/v2") {
-        Ok((200, body)) => parse_server_metadata(&body)
-            .map(|m| m.extensions.iter().any(|e| e == "statistics"))
-            .unwrap_or(false),
-        _ => false,
-    };
-    let meta_path = metadata_path(&cfg.model_name, &cfg.model_version);
-    let (status, body) = client.get(&meta_path)?;
-    if status != 200 {
-        return Err(Error::generic(format!(
-            "model '{}': {} (GET {meta_path})",
-            cfg.model_name,
-            error_message(status, &body)
-        )));
-    }
-    let meta = parse_model_metadata(&body)?;
-    let cpath = config_path(&cfg.model_name, &cfg.model_version);
-    let (status, body) = client.get(&cpath)?;
-    if status != 200 {
-        return Err(Error::generic(format!(
-            "model '{}': {} (GET {cpath})",
-            cfg.model_name,
-            error_message(status, &body)
-        )));
-    }
-    let config = parse_model_config(&body)?;
+    let mut client = wait_ready(&host, cfg)?;
+    let stats_available = client
+        .server_extensions()
+        .is_ok_and(|ext| ext.iter().any(|e| e == "statistics"));
+    let meta = client.model_metadata(cfg)?;
+    let config = client.model_config(cfg)?;
     check_supported(cfg, &config)?;
     Ok(Target {
         addr,
@@ -92,10 +70,9 @@ pub fn prepare(cfg: &Config) -> Result<Target> {
 }
 
 fn check_supported(cfg: &Config, config: &ModelConfig) -> Result<()> {
-    if config.decoupled {
+    if config.decoupled && !(cfg.protocol == Protocol::Grpc && cfg.streaming) {
         return Err(Error::usage(format!(
-            "model '{}' is decoupled: it needs --async --streaming over gRPC, which inferperf \
-             does not support yet",
+            "model '{}' is decoupled: it must be run with -i grpc --async --streaming",
             cfg.model_name
         )));
     }
@@ -108,17 +85,16 @@ fn check_supported(cfg: &Config, config: &ModelConfig) -> Result<()> {
     Ok(())
 }
 
-/// Polls `/v2/health/ready` until it answers 200 or `timeout_s` passes (one try when 0).
-fn wait_ready(host: &str, timeout_s: u64) -> Result<BlockingClient> {
+/// Polls the server's readiness until it says ready or `--ready-timeout` passes (one try
+/// when 0).
+fn wait_ready(host: &str, cfg: &Config) -> Result<SetupClient> {
+    let timeout_s = cfg.ready_timeout_s;
     let deadline = Instant::now() + Duration::from_secs(timeout_s);
     loop {
-        let last = match BlockingClient::connect(host, Duration::from_secs(2)) {
-            Ok(mut c) => match c.get("/v2/health/ready") {
-                Ok((200, _)) => return Ok(c),
-                // Servers without the health endpoint (404) are taken as ready.
-                Ok((404, _)) => return Ok(c),
-                Ok((s, b)) => format!("server at {host} is not ready: {}", error_message(s, &b)),
-                Err(e) => format!("server at {host}: {e}"),
+        let last = match SetupClient::connect(host, cfg) {
+            Ok(mut c) => match c.ready() {
+                Ok(()) => return Ok(c),
+                Err(e) => e.msg,
             },
             Err(e) => e.msg,
         };
@@ -139,15 +115,7 @@ pub fn fetch_stats(target: &mut Target, cfg: &Config) -> Result<Option<ModelStat
     if !target.stats_available {
         return Ok(None);
     }
-    let path = stats_path(&cfg.model_name, &cfg.model_version);
-    let (status, body) = target.client.get(&path)?;
-    if status != 200 {
-        return Err(Error::generic(format!(
-            "server statistics: {} (GET {path})",
-            error_message(status, &body)
-        )));
-    }
-    let all = parse_stats(&body)?;
+    let all = target.client.model_stats(cfg)?;
     // Without a version the server reports every loaded version: add them up.
     let v = &cfg.model_version;
     let mut mine = all

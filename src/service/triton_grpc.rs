@@ -5,8 +5,10 @@
 use prost::Message;
 
 use super::triton_http::{ConfigTensor, EnsembleStep, ModelConfig, ModelMetadata, TensorMeta};
+use crate::config::{Compression, ParamValue};
 use crate::error::{Error, Result};
 use crate::measure::{ModelStats, StatDuration};
+use crate::protocol::grpc::compress::compress;
 use crate::protocol::grpc::hpack::Encoder;
 use crate::protocol::grpc::message::write_message;
 use crate::protocol::grpc::pb::inference as pb;
@@ -25,21 +27,43 @@ fn bool_param(v: bool) -> pb::InferParameter {
     }
 }
 
+/// A `--request-parameter` value as the protobuf parameter.
+fn param(v: &ParamValue) -> pb::InferParameter {
+    use pb::infer_parameter::ParameterChoice as P;
+    let choice = match v {
+        ParamValue::Bool(b) => P::BoolParam(*b),
+        ParamValue::Int(i) => P::Int64Param(*i),
+        ParamValue::Str(s) => P::StringParam(s.clone()),
+    };
+    pb::InferParameter {
+        parameter_choice: Some(choice),
+    }
+}
+
 /// The length-prefixed `ModelInferRequest` of one input step: inputs as
 /// `raw_input_contents` (in input order), every output requested, no request id (the bytes
-/// stay the same for every request of the step).
+/// stay the same for every request of the step), perf_analyzer's
+/// `triton_enable_empty_final_response` plus the `--request-parameter` values, compressed
+/// when `compression` says so.
 pub fn encode_infer_request(
     model: &str,
     version: &str,
     inputs: &[InputTensor],
     outputs: &[String],
+    params: &[(String, ParamValue)],
+    compression: Compression,
 ) -> Result<Vec<u8>> {
+    let mut parameters: std::collections::HashMap<String, pb::InferParameter> =
+        [(EMPTY_FINAL_RESPONSE.to_string(), bool_param(true))]
+            .into_iter()
+            .collect();
+    for (name, value) in params {
+        parameters.insert(name.clone(), param(value));
+    }
     let req = pb::ModelInferRequest {
         model_name: model.into(),
         model_version: version.into(),
-        parameters: [(EMPTY_FINAL_RESPONSE.to_string(), bool_param(true))]
-            .into_iter()
-            .collect(),
+        parameters,
         inputs: inputs
             .iter()
             .map(|t| pb::model_infer_request::InferInputTensor {
@@ -59,8 +83,13 @@ pub fn encode_infer_request(
         raw_input_contents: inputs.iter().map(|t| t.data.clone()).collect(),
         ..Default::default()
     };
-    let mut out = Vec::with_capacity(req.encoded_len() + 5);
-    write_message(&mut out, &req.encode_to_vec(), false)
+    let payload = req.encode_to_vec();
+    let (payload, compressed) = match compression {
+        Compression::None => (payload, false),
+        c => (compress(c, &payload)?, true),
+    };
+    let mut out = Vec::with_capacity(payload.len() + 5);
+    write_message(&mut out, &payload, compressed)
         .map_err(|e| Error::generic(format!("ModelInfer request: {e}")))?;
     Ok(out)
 }
@@ -68,17 +97,34 @@ pub fn encode_infer_request(
 /// The HPACK block of a request's HEADERS frame, encoded once: pseudo-headers, the gRPC
 /// content type, `te: trailers`, and `-H` headers as metadata (names lower-cased).
 pub fn request_headers(authority: &str, method: &str, metadata: &[(String, String)]) -> Vec<u8> {
+    call_headers(authority, method, metadata, false, None)
+}
+
+/// `request_headers` for a load call: `:scheme https` over TLS, and `grpc-encoding` when
+/// request messages are compressed.
+pub fn call_headers(
+    authority: &str,
+    method: &str,
+    metadata: &[(String, String)],
+    tls: bool,
+    encoding: Option<&str>,
+) -> Vec<u8> {
     let enc = Encoder::new();
     let mut block = Vec::new();
     let path = format!("{SERVICE_PATH}{method}");
-    for (name, value) in [
+    let scheme = if tls { "https" } else { "http" };
+    let mut fields = vec![
         (":method", "POST"),
-        (":scheme", "http"),
+        (":scheme", scheme),
         (":path", path.as_str()),
         (":authority", authority),
         ("content-type", "application/grpc"),
         ("te", "trailers"),
-    ] {
+    ];
+    if let Some(encoding) = encoding {
+        fields.push(("grpc-encoding", encoding));
+    }
+    for (name, value) in fields {
         enc.encode_literal_without_indexing(&mut block, name.as_bytes(), value.as_bytes());
     }
     for (name, value) in metadata {

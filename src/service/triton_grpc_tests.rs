@@ -15,7 +15,15 @@ fn tensor(name: &str, dt: DataType, shape: Vec<i64>, data: Vec<u8>) -> InputTens
 fn infer_request_round_trips_through_the_framing() {
     let a: Vec<u8> = (0..16i32).flat_map(|v| v.to_le_bytes()).collect();
     let inputs = [tensor("INPUT0", DataType::I32, vec![1, 16], a.clone())];
-    let bytes = encode_infer_request("simple", "2", &inputs, &["OUTPUT0".into()]).unwrap();
+    let bytes = encode_infer_request(
+        "simple",
+        "2",
+        &inputs,
+        &["OUTPUT0".into()],
+        &[],
+        Compression::None,
+    )
+    .unwrap();
     let mut reader = MessageReader::new();
     reader.push(&bytes).unwrap();
     let msg = reader.next_message().unwrap().expect("one whole message");
@@ -34,6 +42,62 @@ fn infer_request_round_trips_through_the_framing() {
         p.parameter_choice,
         Some(pb::infer_parameter::ParameterChoice::BoolParam(true))
     );
+}
+
+#[test]
+fn infer_request_carries_parameters_and_compresses() {
+    use pb::infer_parameter::ParameterChoice as P;
+    let inputs = [tensor("IN", DataType::I32, vec![4], vec![7; 16])];
+    let params = [
+        ("max_tokens".to_string(), ParamValue::Int(256)),
+        ("greedy".to_string(), ParamValue::Bool(true)),
+        ("tag".to_string(), ParamValue::Str("a:b".into())),
+        (EMPTY_FINAL_RESPONSE.to_string(), ParamValue::Bool(false)),
+    ];
+    for compression in [Compression::None, Compression::Gzip, Compression::Deflate] {
+        let bytes = encode_infer_request("m", "", &inputs, &[], &params, compression).unwrap();
+        let mut reader = MessageReader::new();
+        reader.push(&bytes).unwrap();
+        let msg = reader.next_message().unwrap().expect("one whole message");
+        assert_eq!(msg.compressed, compression != Compression::None);
+        let payload = match crate::protocol::grpc::compress::encoding_name(compression) {
+            Some(name) => {
+                crate::protocol::grpc::compress::decompress(name, msg.data, 1 << 20).unwrap()
+            }
+            None => msg.data.to_vec(),
+        };
+        let req: pb::ModelInferRequest = decode(&payload, "test").unwrap();
+        let choice = |k: &str| req.parameters[k].parameter_choice.clone();
+        assert_eq!(choice("max_tokens"), Some(P::Int64Param(256)));
+        assert_eq!(choice("greedy"), Some(P::BoolParam(true)));
+        assert_eq!(choice("tag"), Some(P::StringParam("a:b".into())));
+        // A user's value wins over the default, as the last setting does in perf_analyzer.
+        assert_eq!(choice(EMPTY_FINAL_RESPONSE), Some(P::BoolParam(false)));
+    }
+}
+
+#[test]
+fn call_headers_name_scheme_and_encoding() {
+    let block = call_headers("h:1", "ModelStreamInfer", &[], true, Some("gzip"));
+    let mut got = Vec::new();
+    Decoder::new()
+        .decode(&block, |n, v| {
+            got.push((n.to_vec(), v.to_vec()));
+        })
+        .unwrap();
+    let has = |n: &[u8], v: &[u8]| got.iter().any(|(a, b)| a == n && b == v);
+    assert!(has(b":scheme", b"https"));
+    assert!(has(
+        b":path",
+        b"/inference.GRPCInferenceService/ModelStreamInfer"
+    ));
+    assert!(has(b"grpc-encoding", b"gzip"));
+    let plain = call_headers("h:1", "ModelInfer", &[], false, None);
+    let mut names = Vec::new();
+    Decoder::new()
+        .decode(&plain, |n, _| names.push(n.to_vec()))
+        .unwrap();
+    assert!(!names.iter().any(|n| n == b"grpc-encoding"));
 }
 
 #[test]

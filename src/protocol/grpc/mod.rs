@@ -2,6 +2,7 @@
 //! fuzzed on their own. The session that drives them over mio comes next.
 
 pub mod blocking;
+pub mod compress;
 pub mod frame;
 pub mod hpack;
 mod hpack_huffman;

@@ -1,0 +1,174 @@
+//! The blocking client of the setup calls (readiness, server and model metadata, model config,
+//! statistics), over whichever protocol the run uses. Never used for the measured load.
+
+use std::time::Duration;
+
+use crate::config::{Config, Protocol};
+use crate::error::{Error, Result};
+use crate::measure::server_stats::parse_stats;
+use crate::measure::ModelStats;
+use crate::protocol::grpc::blocking::GrpcClient;
+use crate::protocol::grpc::pb::inference as pb;
+use crate::protocol::http1::blocking::BlockingClient;
+use crate::service::triton_grpc::{decode, to_model_config, to_model_metadata, to_model_stats};
+use crate::service::triton_http::{
+    config_path, error_message, metadata_path, parse_model_config, parse_model_metadata,
+    parse_server_metadata, stats_path, ModelConfig, ModelMetadata, SERVER_METADATA_PATH,
+    SERVER_READY_PATH,
+};
+use prost::Message;
+
+/// Connect and per-call timeout of the setup connection.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// gRPC status code UNIMPLEMENTED, as it appears in the client's error text.
+const UNIMPLEMENTED: &str = "gRPC status 12";
+
+pub enum SetupClient {
+    Http(BlockingClient),
+    Grpc(GrpcClient),
+}
+
+impl SetupClient {
+    pub fn connect(host: &str, cfg: &Config) -> Result<SetupClient> {
+        Ok(match cfg.protocol {
+            Protocol::Http => SetupClient::Http(BlockingClient::connect(host, SETUP_TIMEOUT)?),
+            Protocol::Grpc => SetupClient::Grpc(GrpcClient::connect(host, SETUP_TIMEOUT)?),
+        })
+    }
+
+    /// Ok when the server says it is ready. A server without a readiness endpoint (HTTP 404,
+    /// gRPC UNIMPLEMENTED) counts as ready.
+    pub fn ready(&mut self) -> Result<()> {
+        match self {
+            SetupClient::Http(c) => {
+                let host = c.address().to_string();
+                match c.get(SERVER_READY_PATH) {
+                    Ok((200 | 404, _)) => Ok(()),
+                    Ok((s, b)) => Err(Error::generic(format!(
+                        "server at {host} is not ready: {}",
+                        error_message(s, &b)
+                    ))),
+                    Err(e) => Err(Error::generic(format!("server at {host}: {e}"))),
+                }
+            }
+            SetupClient::Grpc(c) => {
+                let host = c.address().to_string();
+                match grpc_call::<_, pb::ServerReadyResponse>(
+                    c,
+                    "ServerReady",
+                    &pb::ServerReadyRequest {},
+                ) {
+                    Ok(r) if r.ready => Ok(()),
+                    Ok(_) => Err(Error::generic(format!("server at {host} is not ready"))),
+                    Err(e) if e.msg.contains(UNIMPLEMENTED) => Ok(()),
+                    Err(e) => Err(Error::generic(format!("server at {host}: {e}"))),
+                }
+            }
+        }
+    }
+
+    /// The server's extensions (`statistics` turns on the report's Server section).
+    pub fn server_extensions(&mut self) -> Result<Vec<String>> {
+        match self {
+            SetupClient::Http(c) => match c.get(SERVER_METADATA_PATH)? {
+                (200, body) => Ok(parse_server_metadata(&body)?.extensions),
+                (s, b) => Err(Error::generic(error_message(s, &b))),
+            },
+            SetupClient::Grpc(c) => {
+                let r: pb::ServerMetadataResponse =
+                    grpc_call(c, "ServerMetadata", &pb::ServerMetadataRequest {})?;
+                Ok(r.extensions)
+            }
+        }
+    }
+
+    pub fn model_metadata(&mut self, cfg: &Config) -> Result<ModelMetadata> {
+        let (name, version) = (&cfg.model_name, &cfg.model_version);
+        match self {
+            SetupClient::Http(c) => {
+                let path = metadata_path(name, version);
+                parse_model_metadata(&http_get(c, &path, name)?)
+            }
+            SetupClient::Grpc(c) => {
+                let req = pb::ModelMetadataRequest {
+                    name: name.clone(),
+                    version: version.clone(),
+                };
+                let r = grpc_call(c, "ModelMetadata", &req)
+                    .map_err(|e| Error::generic(format!("model '{name}': {e}")))?;
+                to_model_metadata(r)
+            }
+        }
+    }
+
+    pub fn model_config(&mut self, cfg: &Config) -> Result<ModelConfig> {
+        let (name, version) = (&cfg.model_name, &cfg.model_version);
+        match self {
+            SetupClient::Http(c) => {
+                let path = config_path(name, version);
+                parse_model_config(&http_get(c, &path, name)?)
+            }
+            SetupClient::Grpc(c) => {
+                let req = pb::ModelConfigRequest {
+                    name: name.clone(),
+                    version: version.clone(),
+                };
+                let r: pb::ModelConfigResponse = grpc_call(c, "ModelConfig", &req)
+                    .map_err(|e| Error::generic(format!("model '{name}': {e}")))?;
+                let config = r.config.ok_or_else(|| {
+                    Error::generic(format!(
+                        "model '{name}': ModelConfig response has no config"
+                    ))
+                })?;
+                Ok(to_model_config(config))
+            }
+        }
+    }
+
+    /// Cumulative statistics of the model's versions (every version when none is given).
+    pub fn model_stats(&mut self, cfg: &Config) -> Result<Vec<ModelStats>> {
+        let (name, version) = (&cfg.model_name, &cfg.model_version);
+        match self {
+            SetupClient::Http(c) => {
+                let path = stats_path(name, version);
+                match c.get(&path)? {
+                    (200, body) => parse_stats(&body),
+                    (s, b) => Err(Error::generic(format!(
+                        "server statistics: {} (GET {path})",
+                        error_message(s, &b)
+                    ))),
+                }
+            }
+            SetupClient::Grpc(c) => {
+                let req = pb::ModelStatisticsRequest {
+                    name: name.clone(),
+                    version: version.clone(),
+                };
+                let r = grpc_call(c, "ModelStatistics", &req)
+                    .map_err(|e| Error::generic(format!("server statistics: {e}")))?;
+                Ok(to_model_stats(r))
+            }
+        }
+    }
+}
+
+/// GET `path`; a non-200 answer becomes an error naming the model and the path.
+fn http_get(c: &mut BlockingClient, path: &str, model: &str) -> Result<Vec<u8>> {
+    match c.get(path)? {
+        (200, body) => Ok(body),
+        (status, body) => Err(Error::generic(format!(
+            "model '{model}': {} (GET {path})",
+            error_message(status, &body)
+        ))),
+    }
+}
+
+fn grpc_call<Q: Message, R: Message + Default>(
+    c: &mut GrpcClient,
+    method: &str,
+    request: &Q,
+) -> Result<R> {
+    let bytes = c.unary(method, &request.encode_to_vec())?;
+    decode(&bytes, method)
+}
