@@ -77,3 +77,48 @@ impl WindowRecords {
         }));
     }
 }
+
+/// Bytes of one response in a streamed request's body region: an 8-byte LE arrival time
+/// (ns since the epoch) and a 4-byte LE length before the payload.
+const FRAME_HEAD: usize = 12;
+
+/// Appends one response of a streamed request to a body region (profile export).
+pub fn push_framed_response(bodies: &mut Vec<u8>, arrival_ns: u64, payload: &[u8]) {
+    bodies.extend_from_slice(&arrival_ns.to_le_bytes());
+    bodies.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    bodies.extend_from_slice(payload);
+}
+
+/// The responses of a streamed request's body region, in arrival order; a torn tail ends the
+/// iteration.
+pub fn framed_responses(mut body: &[u8]) -> impl Iterator<Item = (u64, &[u8])> {
+    std::iter::from_fn(move || {
+        let head = body.get(..FRAME_HEAD)?;
+        let arrival = u64::from_le_bytes(head[..8].try_into().ok()?);
+        let len = u32::from_le_bytes(head[8..].try_into().ok()?) as usize;
+        let payload = body.get(FRAME_HEAD..FRAME_HEAD.checked_add(len)?)?;
+        body = &body[FRAME_HEAD + len..];
+        Some((arrival, payload))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framed_responses_round_trip_and_stop_at_a_torn_tail() {
+        let mut bodies = Vec::new();
+        push_framed_response(&mut bodies, 7, b"abc");
+        push_framed_response(&mut bodies, 9, b"");
+        push_framed_response(&mut bodies, u64::MAX, b"z");
+        let all: Vec<_> = framed_responses(&bodies).collect();
+        assert_eq!(
+            all,
+            vec![(7, &b"abc"[..]), (9, &b""[..]), (u64::MAX, &b"z"[..])]
+        );
+        let torn: Vec<_> = framed_responses(&bodies[..bodies.len() - 1]).collect();
+        assert_eq!(torn.len(), 2);
+        assert_eq!(framed_responses(&[1, 2, 3]).count(), 0);
+    }
+}

@@ -3,7 +3,7 @@
 //! parse it).
 
 use super::LoadValue;
-use crate::measure::record::{RequestRecord, WindowRecords};
+use crate::measure::record::{framed_responses, RequestRecord, WindowRecords};
 use std::io::{self, Write};
 
 /// One sweep point's raw data.
@@ -28,13 +28,14 @@ pub fn write_export(
     service_kind: &str,
     endpoint: &str,
     decode_outputs: &dyn Fn(&[u8]) -> String,
+    framed: bool,
 ) -> io::Result<()> {
     w.write_all(b"{\"experiments\":[")?;
     for (i, exp) in exps.iter().enumerate() {
         if i > 0 {
             w.write_all(b",")?;
         }
-        write_experiment(w, exp, decode_outputs)?;
+        write_experiment(w, exp, decode_outputs, framed)?;
     }
     write!(
         w,
@@ -49,6 +50,7 @@ fn write_experiment(
     w: &mut impl Write,
     exp: &ExportExperiment,
     decode_outputs: &dyn Fn(&[u8]) -> String,
+    framed: bool,
 ) -> io::Result<()> {
     let (mode, value) = match exp.load {
         LoadValue::Concurrency(c) => ("concurrency", c.to_string()),
@@ -75,12 +77,20 @@ fn write_experiment(
             let body = body_of(window, r);
             write!(
                 w,
-                "{{\"timestamp\":{},\"request_inputs\":{inputs},\"response_timestamps\":[{}],\
-                 \"response_outputs\":[{}]}}",
-                r.start_ns,
-                r.end_ns,
-                decode_outputs(body)
+                "{{\"timestamp\":{},\"request_inputs\":{inputs},\"response_timestamps\":[",
+                r.start_ns
             )?;
+            if framed {
+                write_framed(w, body, decode_outputs)?;
+            } else {
+                write!(
+                    w,
+                    "{}],\"response_outputs\":[{}",
+                    r.end_ns,
+                    decode_outputs(body)
+                )?;
+            }
+            w.write_all(b"]}")?;
         }
     }
     w.write_all(b"],\"window_boundaries\":[")?;
@@ -100,6 +110,28 @@ fn write_experiment(
 }
 
 /// The record's response body; empty when its offsets do not fit the window's buffer.
+/// Every response of a streamed request: timestamps, then outputs (a null response's `{}`).
+fn write_framed(
+    w: &mut impl Write,
+    body: &[u8],
+    decode_outputs: &dyn Fn(&[u8]) -> String,
+) -> io::Result<()> {
+    for (i, (arrival, _)) in framed_responses(body).enumerate() {
+        if i > 0 {
+            w.write_all(b",")?;
+        }
+        write!(w, "{arrival}")?;
+    }
+    w.write_all(b"],\"response_outputs\":[")?;
+    for (i, (_, payload)) in framed_responses(body).enumerate() {
+        if i > 0 {
+            w.write_all(b",")?;
+        }
+        w.write_all(decode_outputs(payload).as_bytes())?;
+    }
+    Ok(())
+}
+
 fn body_of<'a>(window: &'a WindowRecords, r: &RequestRecord) -> &'a [u8] {
     let start = r.body_off as usize;
     let end = start.saturating_add(r.body_len as usize);
@@ -192,7 +224,7 @@ mod tests {
             outputs.clone()
         };
         let mut out = Vec::new();
-        write_export(&mut out, exps, "", "triton", "", &decode).unwrap();
+        write_export(&mut out, exps, "", "triton", "", &decode, false).unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -218,12 +250,58 @@ mod tests {
         };
         let mut out = Vec::new();
         let decode = |_: &[u8]| String::from("{}");
-        write_export(&mut out, &[exp], "0.1.0", "openai", "v1/\"x\"", &decode).unwrap();
+        write_export(
+            &mut out,
+            &[exp],
+            "0.1.0",
+            "openai",
+            "v1/\"x\"",
+            &decode,
+            false,
+        )
+        .unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "{\"experiments\":[{\"experiment\":{\"mode\":\"request_rate\",\"value\":12.5},\
              \"requests\":[],\"window_boundaries\":[]}],\"version\":\"0.1.0\",\
              \"service_kind\":\"openai\",\"endpoint\":\"v1/\\\"x\\\"\"}"
+        );
+    }
+
+    #[test]
+    fn framed_bodies_list_every_response() {
+        let mut bodies = Vec::new();
+        crate::measure::record::push_framed_response(&mut bodies, 11, b"a");
+        crate::measure::record::push_framed_response(&mut bodies, 12, b"bb");
+        crate::measure::record::push_framed_response(&mut bodies, 13, b"");
+        let window = WindowRecords {
+            start_ns: 0,
+            end_ns: 20,
+            records: vec![RequestRecord {
+                start_ns: 10,
+                end_ns: 12,
+                ok: true,
+                body_len: bodies.len() as u32,
+                ..Default::default()
+            }],
+            bodies,
+            ..Default::default()
+        };
+        let exp = ExportExperiment {
+            windows: vec![window],
+            load: LoadValue::Concurrency(1),
+            step_inputs: vec!["{\"IN\":[1,2]}".into()],
+        };
+        let mut out = Vec::new();
+        let decode = |b: &[u8]| format!("{{\"n\":{}}}", b.len());
+        write_export(&mut out, &[exp], "v", "triton", "", &decode, true).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(
+                "{\"timestamp\":10,\"request_inputs\":{\"IN\":[1,2]},\"response_timestamps\":\
+                 [11,12,13],\"response_outputs\":[{\"n\":1},{\"n\":2},{\"n\":0}]}"
+            ),
+            "{text}"
         );
     }
 
@@ -249,7 +327,7 @@ mod tests {
         };
         let mut out = Vec::new();
         let decode = |b: &[u8]| format!("{{\"n\":{}}}", b.len());
-        write_export(&mut out, &[exp], "v", "triton", "", &decode).unwrap();
+        write_export(&mut out, &[exp], "v", "triton", "", &decode, false).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains(
             "{\"timestamp\":3,\"request_inputs\":{},\"response_timestamps\":[4],\

@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::config::{Config, MeasurementMode};
+use crate::config::{Config, MeasurementMode, Protocol};
 use crate::engine::coordinator::{profile_point, PointCtx, PointOutcome, PointStatus};
 use crate::engine::wire::Wire;
 use crate::engine::{available_cores, EngineSpec};
@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::inputs::build_inputs;
 use crate::report::export::ExportExperiment;
 use crate::report::{console, csv, export, Banner, LoadValue, PointReport};
+use crate::service::triton_grpc::outputs_json;
 use crate::service::triton_http::decode_outputs_json;
 use setup::{fetch_stats, prepare, Target};
 
@@ -242,12 +243,31 @@ fn write_reports(
             Error::generic(format!("--profile-export-file {}: {e}", path.display()))
         };
         let mut w = BufWriter::new(File::create(path).map_err(err)?);
-        let decode = |body: &[u8]| decode_outputs_json(body, None).unwrap_or_else(|_| "{}".into());
-        export::write_export(&mut w, exps, crate::VERSION, "triton", "", &decode)
+        let framed = cfg.protocol == Protocol::Grpc && cfg.streaming;
+        let decode = |body: &[u8]| export_outputs(cfg, body);
+        export::write_export(&mut w, exps, crate::VERSION, "triton", "", &decode, framed)
             .and_then(|_| w.flush())
             .map_err(err)?;
     }
     Ok(())
+}
+
+/// One response body as the export's `response_outputs` object (`{}` when it cannot be
+/// read, or for a decoupled model's empty final response).
+fn export_outputs(cfg: &Config, body: &[u8]) -> String {
+    use crate::protocol::grpc::pb::inference as pb;
+    use prost::Message;
+    match (cfg.protocol, cfg.streaming) {
+        (Protocol::Http, _) => decode_outputs_json(body, None).ok(),
+        (Protocol::Grpc, false) => pb::ModelInferResponse::decode(body)
+            .ok()
+            .map(|r| outputs_json(&r)),
+        (Protocol::Grpc, true) => pb::ModelStreamInferResponse::decode(body)
+            .ok()
+            .and_then(|r| r.infer_response)
+            .map(|r| outputs_json(&r)),
+    }
+    .unwrap_or_else(|| "{}".into())
 }
 
 /// `-v -v`: the request every worker sends, for debugging. Binary tensor bytes (after the

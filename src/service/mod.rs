@@ -1,7 +1,8 @@
 //! Service kinds: each turns an input step into request bytes and a response into the values
-//! the reports need. Triton's KServe v2 over HTTP; over gRPC the messages are ready
-//! (`triton_grpc`) and the session that carries them is next.
+//! the reports need. Triton's KServe v2 over HTTP (`triton_http`) and gRPC (`triton_grpc`,
+//! plus `stream_scan` for reading stream responses on the hot path).
 
+pub mod stream_scan;
 pub mod triton_grpc;
 pub mod triton_http;
 mod triton_http_setup;
