@@ -3,16 +3,20 @@
 //!
 //! One request is in flight per connection (no pipelining), which is what perf_analyzer's
 //! clients do too, so concurrency N means N connections.
+//!
+//! The socket is a [`Transport`]: plain TCP, or TLS whose handshake completes before the
+//! connection counts as connected (so, as with TCP connect, it is not part of any request's
+//! latency). Readiness follows the rule in [`crate::transport`].
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::SocketAddr;
 
-use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
 use crate::clock::Clock;
 use crate::measure::RequestRecord;
 use crate::protocol::http1::{Progress, ResponseReader};
+use crate::transport::{TlsClient, Transport};
 
 /// Initial read buffer per connection (bytes). It grows only for responses larger than this.
 const READ_BUF: usize = 16 * 1024;
@@ -21,6 +25,8 @@ const READ_BUF: usize = 16 * 1024;
 pub enum State {
     /// Non-blocking connect issued; waiting for the socket to become writable.
     Connecting,
+    /// TCP connected; the TLS handshake is under way.
+    Handshaking,
     /// Connected, nothing in flight.
     Idle,
     /// Part of the request is still to be written (the kernel buffer was full).
@@ -45,7 +51,7 @@ pub enum Outcome {
 
 pub struct Conn {
     pub token: Token,
-    stream: TcpStream,
+    stream: Transport,
     pub state: State,
     /// Bytes of the current request already written.
     written: usize,
@@ -63,9 +69,16 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn connect(addr: SocketAddr, token: Token, registry: &Registry) -> io::Result<Conn> {
-        let mut stream = TcpStream::connect(addr)?;
-        registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)?;
+    /// Starts connecting to `addr`; with `tls`, the connection speaks TLS.
+    pub fn connect(
+        addr: SocketAddr,
+        token: Token,
+        registry: &Registry,
+        tls: Option<&TlsClient>,
+    ) -> io::Result<Conn> {
+        let mut stream = Transport::connect(addr, tls)?;
+        let both = Interest::READABLE | Interest::WRITABLE;
+        registry.register(stream.socket(), token, both)?;
         Ok(Conn {
             token,
             stream,
@@ -82,14 +95,16 @@ impl Conn {
     }
 
     /// Replaces the socket after the server closed it, keeping the buffers.
-    pub fn reconnect(&mut self, addr: SocketAddr, registry: &Registry) -> io::Result<()> {
-        let _ = registry.deregister(&mut self.stream);
-        let mut stream = TcpStream::connect(addr)?;
-        registry.register(
-            &mut stream,
-            self.token,
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
+    pub fn reconnect(
+        &mut self,
+        addr: SocketAddr,
+        registry: &Registry,
+        tls: Option<&TlsClient>,
+    ) -> io::Result<()> {
+        let _ = registry.deregister(self.stream.socket());
+        let mut stream = Transport::connect(addr, tls)?;
+        let both = Interest::READABLE | Interest::WRITABLE;
+        registry.register(stream.socket(), self.token, both)?;
         self.stream = stream;
         self.state = State::Connecting;
         self.rlen = 0;
@@ -99,7 +114,7 @@ impl Conn {
     }
 
     pub fn deregister(&mut self, registry: &Registry) {
-        let _ = registry.deregister(&mut self.stream);
+        let _ = registry.deregister(self.stream.socket());
     }
 
     /// Starts sending `req` (the pre-encoded bytes of input step `step`).
@@ -129,18 +144,29 @@ impl Conn {
                 Ok(n) => self.written += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     // Ask for a writable edge only now; normally a request fits the socket buffer.
-                    let both = Interest::READABLE | Interest::WRITABLE;
-                    if let Err(e) = registry.reregister(&mut self.stream, self.token, both) {
-                        return self.fail(format!("epoll: {e}"));
-                    }
-                    return Outcome::Pending;
+                    return self.want_writable(registry);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return self.fail(format!("send failed: {e}")),
             }
         }
+        // With TLS the last records may still be queued; the request is sent once they are out.
+        match self.stream.flush() {
+            Ok(true) => {}
+            Ok(false) => return self.want_writable(registry),
+            Err(e) => return self.fail(format!("send failed: {e}")),
+        }
         self.rec.send_end_ns = clock.now_ns();
         self.state = State::Reading;
+        Outcome::Pending
+    }
+
+    /// Asks for a writable edge (normally a request fits the socket buffer, so this is rare).
+    fn want_writable(&mut self, registry: &Registry) -> Outcome {
+        let both = Interest::READABLE | Interest::WRITABLE;
+        if let Err(e) = registry.reregister(self.stream.socket(), self.token, both) {
+            return self.fail(format!("epoll: {e}"));
+        }
         Outcome::Pending
     }
 
@@ -155,30 +181,84 @@ impl Conn {
     ) -> Outcome {
         match self.state {
             State::Connecting if writable || readable => self.finish_connect(registry),
+            State::Handshaking => self.continue_handshake(registry),
             State::Writing if writable => {
                 let out = self.write_more(req, clock, registry);
                 if out == Outcome::Pending && self.state == State::Reading {
-                    let _ = registry.reregister(&mut self.stream, self.token, Interest::READABLE);
+                    let _ =
+                        registry.reregister(self.stream.socket(), self.token, Interest::READABLE);
                 }
                 out
             }
-            State::Reading if readable => self.read_response(clock),
-            State::Idle if readable => self.read_idle(),
+            State::Reading | State::Idle if writable && self.stream.wants_write() => {
+                self.flush_backlog(readable, clock, registry)
+            }
+            State::Reading if readable => self.read_response(clock, registry),
+            State::Idle if readable => self.read_idle(registry),
             _ => Outcome::Pending,
         }
     }
 
+    /// TLS only: records queued by a read (a handshake message, key update or alert) that
+    /// the socket did not take; pushed on the writable edge, then the event is handled.
+    fn flush_backlog(&mut self, readable: bool, clock: &Clock, registry: &Registry) -> Outcome {
+        match self.stream.flush() {
+            Ok(true) => {
+                let _ = registry.reregister(self.stream.socket(), self.token, Interest::READABLE);
+            }
+            Ok(false) => {}
+            Err(e) => return self.fail(format!("send failed: {e}")),
+        }
+        match self.state {
+            State::Reading if readable => self.read_response(clock, registry),
+            State::Idle if readable => self.read_idle(registry),
+            _ => Outcome::Pending,
+        }
+    }
+
+    /// After a read: if TLS left bytes queued, a writable edge is needed to push them.
+    fn watch_backlog(&mut self, registry: &Registry) {
+        if self.stream.wants_write() {
+            let both = Interest::READABLE | Interest::WRITABLE;
+            let _ = registry.reregister(self.stream.socket(), self.token, both);
+        }
+    }
+
     fn finish_connect(&mut self, registry: &Registry) -> Outcome {
-        if let Ok(Some(e)) | Err(e) = self.stream.take_error() {
+        let socket = self.stream.socket_ref();
+        if let Ok(Some(e)) | Err(e) = socket.take_error() {
             return self.fail(format!("connect failed: {e}"));
         }
-        match self.stream.peer_addr() {
+        match socket.peer_addr() {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotConnected => return Outcome::Pending,
             Err(e) => return self.fail(format!("connect failed: {e}")),
         }
-        let _ = self.stream.set_nodelay(true);
-        if let Err(e) = registry.reregister(&mut self.stream, self.token, Interest::READABLE) {
+        let _ = socket.set_nodelay(true);
+        if self.stream.is_tls() {
+            self.state = State::Handshaking;
+            return self.continue_handshake(registry);
+        }
+        self.connected(registry)
+    }
+
+    /// Moves the TLS handshake on; READABLE | WRITABLE stay registered until it is done.
+    fn continue_handshake(&mut self, registry: &Registry) -> Outcome {
+        match self.stream.drive_handshake() {
+            Ok(true) => self.connected(registry),
+            Ok(false) => Outcome::Pending,
+            Err(e) => self.fail(e.to_string()),
+        }
+    }
+
+    fn connected(&mut self, registry: &Registry) -> Outcome {
+        // The last TLS handshake flight may still be queued: keep the writable edge then.
+        let interest = if self.stream.wants_write() {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        if let Err(e) = registry.reregister(self.stream.socket(), self.token, interest) {
             return self.fail(format!("epoll: {e}"));
         }
         self.state = State::Idle;
@@ -188,7 +268,7 @@ impl Conn {
     /// Reads until the response is complete or the kernel buffer is drained. A short read
     /// means the socket was empty at that moment; with edge-triggered epoll the next arrival
     /// raises a new event, so no extra read is needed to see `WouldBlock`.
-    fn read_response(&mut self, clock: &Clock) -> Outcome {
+    fn read_response(&mut self, clock: &Clock, registry: &Registry) -> Outcome {
         loop {
             if self.rlen == self.rbuf.len() {
                 self.rbuf.resize(self.rbuf.len() * 2, 0);
@@ -202,7 +282,10 @@ impl Conn {
                     }
                     self.rlen += n;
                     match self.reader.advance(&self.rbuf[..self.rlen]) {
-                        Ok(Progress::NeedMore) if n < space => return Outcome::Pending,
+                        Ok(Progress::NeedMore) if n < space => {
+                            self.watch_backlog(registry);
+                            return Outcome::Pending;
+                        }
                         Ok(Progress::NeedMore) => {}
                         Ok(Progress::Done(head)) => {
                             return self.complete(
@@ -215,7 +298,10 @@ impl Conn {
                         Err(e) => return self.fail(format!("bad HTTP response: {e}")),
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Outcome::Pending,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.watch_backlog(registry);
+                    return Outcome::Pending;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return self.fail(format!("receive failed: {e}")),
             }
@@ -269,10 +355,15 @@ impl Conn {
 
     /// Data or EOF on an idle connection: the server closed it (keep-alive timeout) or sent
     /// something unsolicited. Either way the connection must be replaced.
-    fn read_idle(&mut self) -> Outcome {
+    /// With TLS, records carrying no data (session tickets) read as WouldBlock and keep the
+    /// connection.
+    fn read_idle(&mut self, registry: &Registry) -> Outcome {
         let mut probe = [0u8; 512];
         match self.stream.read(&mut probe) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Outcome::Pending,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.watch_backlog(registry);
+                Outcome::Pending
+            }
             _ => {
                 self.must_reconnect = true;
                 Outcome::Pending

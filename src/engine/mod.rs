@@ -19,6 +19,7 @@ use mio::{Poll, Waker};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::measure::{RequestRecord, WindowRecords};
+use crate::transport::TlsClient;
 use worker::{Batch, Command, Shared, Worker, WorkerParams, WAKE};
 
 /// Records preallocated per worker (48 bytes each); a pull interval with more completions
@@ -37,6 +38,8 @@ pub struct EngineSpec {
     /// Upper bound on worker threads.
     pub max_workers: usize,
     pub clock: Clock,
+    /// TLS settings (HTTPS); `None`: plain TCP.
+    pub tls: Option<TlsClient>,
 }
 
 struct WorkerHandle {
@@ -96,6 +99,7 @@ impl Engine {
                 clock: spec.clock,
                 records: Vec::with_capacity(RECORDS_PER_WORKER),
                 first_step: i,
+                tls: spec.tls.clone(),
             };
             let core = if spec.pin && !cores.is_empty() {
                 Some(cores[i % cores.len()])

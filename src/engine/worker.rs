@@ -16,6 +16,7 @@ use super::conn::{Conn, Outcome};
 use crate::clock::Clock;
 use crate::measure::RequestRecord;
 use crate::service::triton_http::error_message;
+use crate::transport::TlsClient;
 
 /// Token of the coordinator's waker; connection tokens are their index.
 pub const WAKE: Token = Token(usize::MAX);
@@ -70,6 +71,8 @@ pub struct WorkerParams {
     pub records: Vec<RequestRecord>,
     /// First input step this worker sends; workers interleave through the steps.
     pub first_step: usize,
+    /// TLS settings for every connection; `None`: plain TCP.
+    pub tls: Option<TlsClient>,
 }
 
 pub struct Worker {
@@ -115,7 +118,12 @@ impl Worker {
     /// The thread body: connect, then run the event loop until stopped.
     pub fn run(mut self, commands: Receiver<Command>) {
         for i in 0..self.p.connections {
-            match Conn::connect(self.p.addr, Token(i), self.poll.registry()) {
+            match Conn::connect(
+                self.p.addr,
+                Token(i),
+                self.poll.registry(),
+                self.p.tls.as_ref(),
+            ) {
                 Ok(c) => self.conns.push(c),
                 Err(e) => {
                     self.set_error(format!("cannot connect to {}: {e}", self.p.addr));
@@ -291,7 +299,9 @@ impl Worker {
     }
 
     fn reconnect(&mut self, i: usize) {
-        if let Err(e) = self.conns[i].reconnect(self.p.addr, self.poll.registry()) {
+        if let Err(e) =
+            self.conns[i].reconnect(self.p.addr, self.poll.registry(), self.p.tls.as_ref())
+        {
             self.set_error(format!("cannot reconnect to {}: {e}", self.p.addr));
         }
     }

@@ -51,6 +51,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         pin: cfg.pin_threads,
         max_workers: cfg.max_threads.unwrap_or(cores).min(cores.max(1)),
         clock: Clock::new(),
+        tls: None,
     };
     let decoupled = target.config.decoupled;
     let _ = out.write_all(console::banner(&banner(cfg, decoupled)).as_bytes());
@@ -123,7 +124,8 @@ fn sweep(
         let (keep, end, err) = judge(cfg, &status, report.as_ref(), c, points.is_empty(), out);
         if keep {
             if let Some(r) = report {
-                let text = console::point(&r, cfg.percentile, cfg.verbose, true);
+                let http = cfg.protocol == Protocol::Http;
+                let text = console::point(&r, cfg.percentile, cfg.verbose, http);
                 let _ = out.write_all(text.as_bytes());
                 points.push(r);
             }

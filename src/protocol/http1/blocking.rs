@@ -1,15 +1,15 @@
 //! A small blocking HTTP/1.1 client for the setup calls the coordinator makes (server and
-//! model metadata, config, statistics, readiness). Not for the measured load: it allocates
-//! freely and waits on the socket.
+//! model metadata, config, statistics, readiness), over plain TCP or TLS. Not for the
+//! measured load: it allocates freely and waits on the socket.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use super::request::{check_header, write_request};
 use super::response::{ParseError, Progress, ResponseReader};
 use crate::error::{Error, Result};
-use crate::protocol::tcp::{connect_blocking, os_message};
+use crate::protocol::tcp::os_message;
+use crate::transport::{connect_blocking, BlockingStream, TlsClient};
 
 /// Bytes read from the socket per `read` call.
 const READ_CHUNK: usize = 16 * 1024;
@@ -22,7 +22,9 @@ pub struct BlockingClient {
     address: String,
     /// Connect, read and write timeout.
     timeout: Duration,
-    stream: Option<TcpStream>,
+    /// TLS session settings; `None`: plain TCP.
+    tls: Option<TlsClient>,
+    stream: Option<BlockingStream>,
     reader: ResponseReader,
     response: Vec<u8>,
     request: Vec<u8>,
@@ -36,13 +38,21 @@ enum Failure {
 }
 
 impl BlockingClient {
-    /// `url`: `host:port`, optionally with `http://` in front and a `/` after. Opens the
-    /// connection now so an unreachable server is reported at once.
+    /// Plain TCP. `url`: `host:port`, optionally with `http://` in front and a `/` after.
+    /// Opens the connection now so an unreachable server is reported at once.
     pub fn connect(url: &str, timeout: Duration) -> Result<Self> {
-        let address = server_address(url)?;
+        Self::connect_tls(url, timeout, None)
+    }
+
+    /// With `tls`, HTTPS: `url` is `host:port` with `https://` or no scheme in front (port
+    /// 443 when missing), and the TLS handshake completes here so a certificate problem is
+    /// reported at once. Without, the same as [`BlockingClient::connect`].
+    pub fn connect_tls(url: &str, timeout: Duration, tls: Option<&TlsClient>) -> Result<Self> {
+        let address = server_address_for(url, tls.is_some())?;
         let mut client = BlockingClient {
             address,
             timeout: timeout.max(Duration::from_millis(1)),
+            tls: tls.cloned(),
             stream: None,
             reader: ResponseReader::new(),
             response: Vec::new(),
@@ -112,7 +122,10 @@ impl BlockingClient {
     }
 
     /// Sends the prepared request and reads one response; keeps the stream if it may be reused.
-    fn exchange(&mut self, mut stream: TcpStream) -> std::result::Result<(u16, Vec<u8>), Failure> {
+    fn exchange(
+        &mut self,
+        mut stream: BlockingStream,
+    ) -> std::result::Result<(u16, Vec<u8>), Failure> {
         if let Err(e) = stream.write_all(&self.request) {
             return Err(Failure::Stale(os_message(&e)));
         }
@@ -153,26 +166,40 @@ impl BlockingClient {
         }
     }
 
-    fn open(&self) -> Result<TcpStream> {
-        connect_blocking(&self.address, self.timeout, "server")
+    fn open(&self) -> Result<BlockingStream> {
+        connect_blocking(&self.address, self.timeout, "server", self.tls.as_ref())
     }
 }
 
 /// `http://host:port/` → `host:port`; a missing port means 80 (as curl does).
 pub fn server_address(url: &str) -> Result<String> {
+    server_address_for(url, false)
+}
+
+/// `host:port` of `url` for a plain (`tls` false: `http://` or no scheme, port 80 by
+/// default) or a TLS connection (`https://` or no scheme, port 443 by default).
+pub fn server_address_for(url: &str, tls: bool) -> Result<String> {
     let trimmed = url.trim();
     let has_scheme = |scheme: &str| {
         trimmed
             .get(..scheme.len())
             .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
     };
-    if has_scheme("https://") {
-        return Err(Error::usage(format!(
-            "server URL '{url}': https is not supported by the HTTP client (use http://)"
-        )));
+    let (wrong, right, default_port) = if tls {
+        ("http://", "https://", 443)
+    } else {
+        ("https://", "http://", 80)
+    };
+    if has_scheme(wrong) {
+        let why = if tls {
+            "http:// given for a TLS connection (use https://)"
+        } else {
+            "https:// needs the TLS settings, which this connection was not given"
+        };
+        return Err(Error::usage(format!("server URL '{url}': {why}")));
     }
-    let rest = if has_scheme("http://") {
-        &trimmed[7..]
+    let rest = if has_scheme(right) {
+        &trimmed[right.len()..]
     } else {
         trimmed
     };
@@ -189,7 +216,7 @@ pub fn server_address(url: &str) -> Result<String> {
     Ok(if has_port {
         authority.to_string()
     } else {
-        format!("{authority}:80")
+        format!("{authority}:{default_port}")
     })
 }
 

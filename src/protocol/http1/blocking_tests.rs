@@ -1,5 +1,5 @@
 use super::*;
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::thread;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -164,4 +164,22 @@ fn server_addresses() {
         let got = server_address(url).ok();
         assert_eq!(got.as_deref(), *want, "url {url:?}");
     }
+}
+
+#[test]
+fn server_addresses_with_tls() {
+    let cases: &[(&str, Option<&str>)] = &[
+        ("https://h:8443/", Some("h:8443")),
+        ("HTTPS://h", Some("h:443")),
+        ("localhost:8000", Some("localhost:8000")),
+        ("[::1]", Some("[::1]:443")),
+        ("http://h:80", None),
+        ("https://", None),
+    ];
+    for (url, want) in cases {
+        let got = server_address_for(url, true).ok();
+        assert_eq!(got.as_deref(), *want, "url {url:?}");
+    }
+    let err = server_address("https://h:443").unwrap_err();
+    assert!(err.msg.contains("TLS settings"), "{}", err.msg);
 }
