@@ -3,6 +3,8 @@
 
 pub mod conn;
 pub mod coordinator;
+pub mod http_pool;
+pub mod pool;
 pub mod window;
 pub mod wire;
 pub mod worker;
@@ -20,9 +22,12 @@ use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::measure::{RequestRecord, WindowRecords};
 use crate::transport::TlsClient;
+use http_pool::HttpPool;
+use pool::Pool;
+use wire::Wire;
 use worker::{Batch, Command, Shared, Worker, WorkerParams, WAKE};
 
-/// Records preallocated per worker (48 bytes each); a pull interval with more completions
+/// Records preallocated per worker (56 bytes each); a pull interval with more completions
 /// grows the buffer once and the grown buffer is then recycled.
 const RECORDS_PER_WORKER: usize = 1 << 15;
 
@@ -38,8 +43,10 @@ pub struct EngineSpec {
     /// Upper bound on worker threads.
     pub max_workers: usize,
     pub clock: Clock,
-    /// TLS settings (HTTPS); `None`: plain TCP.
+    /// TLS settings; `None`: plain TCP.
     pub tls: Option<TlsClient>,
+    /// HTTP/1.1 or gRPC, and how `requests` are to be sent.
+    pub wire: Wire,
 }
 
 struct WorkerHandle {
@@ -85,42 +92,25 @@ impl Engine {
         let (out_tx, out_rx) = unbounded();
         let mut workers = Vec::with_capacity(n);
         for (i, &c) in conns.iter().enumerate() {
-            let poll = Poll::new()?;
-            let waker = Waker::new(poll.registry(), WAKE)?;
-            let (cmd_tx, cmd_rx) = unbounded();
-            let shared = Arc::new(Shared::default());
             let params = WorkerParams {
                 index: i,
-                addr: spec.addr,
                 requests: spec.requests.clone(),
-                connections: c as usize,
                 budget: budgets.as_ref().map(|b| b[i]),
                 keep_bodies: spec.keep_bodies,
                 clock: spec.clock,
                 records: Vec::with_capacity(RECORDS_PER_WORKER),
                 first_step: i,
-                tls: spec.tls.clone(),
             };
-            let core = if spec.pin && !cores.is_empty() {
-                Some(cores[i % cores.len()])
-            } else {
-                None
+            let core = (spec.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
+            let (addr, tls) = (spec.addr, spec.tls.clone());
+            let handle = match &spec.wire {
+                Wire::Http1 => {
+                    let pool = HttpPool::new(addr, tls, c as usize);
+                    spawn_worker(params, pool, core, &out_tx)?
+                }
+                Wire::Grpc(_) => return Err(Error::generic("gRPC engine pending")),
             };
-            let w = Worker::new(params, poll, shared.clone(), out_tx.clone());
-            let join = std::thread::Builder::new()
-                .name(format!("inferperf-worker-{i}"))
-                .spawn(move || {
-                    if let Some(core) = core {
-                        core_affinity::set_for_current(core);
-                    }
-                    w.run(cmd_rx)
-                })?;
-            workers.push(WorkerHandle {
-                commands: cmd_tx,
-                waker,
-                shared,
-                join: Some(join),
-            });
+            workers.push(handle);
         }
         let spare = (0..n)
             .map(|_| (Vec::with_capacity(RECORDS_PER_WORKER), Vec::new()))
@@ -217,6 +207,35 @@ impl Engine {
             }
         }
     }
+}
+
+/// Starts one pinned worker thread driving `pool`.
+fn spawn_worker<P: Pool>(
+    params: WorkerParams,
+    pool: P,
+    core: Option<core_affinity::CoreId>,
+    out: &Sender<Batch>,
+) -> Result<WorkerHandle> {
+    let poll = Poll::new()?;
+    let waker = Waker::new(poll.registry(), WAKE)?;
+    let (cmd_tx, cmd_rx) = unbounded();
+    let shared = Arc::new(Shared::default());
+    let index = params.index;
+    let w = Worker::new(params, pool, poll, shared.clone(), out.clone());
+    let join = std::thread::Builder::new()
+        .name(format!("inferperf-worker-{index}"))
+        .spawn(move || {
+            if let Some(core) = core {
+                core_affinity::set_for_current(core);
+            }
+            w.run(cmd_rx)
+        })?;
+    Ok(WorkerHandle {
+        commands: cmd_tx,
+        waker,
+        shared,
+        join: Some(join),
+    })
 }
 
 impl Drop for Engine {

@@ -1,7 +1,7 @@
 //! One measurement window built up from small batches.
 //!
 //! The coordinator pulls finished records from the workers every `PULL_EVERY` and folds them
-//! into the window's statistics at once, so no window ever holds all its records (48 bytes
+//! into the window's statistics at once, so no window ever holds all its records (56 bytes
 //! each) at the same time: memory follows the pull interval, not the window length or the
 //! run length. Only the profile export keeps records, because it must write every request.
 

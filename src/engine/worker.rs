@@ -4,7 +4,6 @@
 //! preallocated Vec that the coordinator swaps at window edges (through a channel, woken by a
 //! `mio::Waker`), and the completed-request counter is published at most once a millisecond.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,11 +11,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Poll, Token};
 
-use super::conn::{Conn, Outcome};
+use super::pool::{Cx, Feed, Pool, Sink};
 use crate::clock::Clock;
 use crate::measure::RequestRecord;
-use crate::service::triton_http::error_message;
-use crate::transport::TlsClient;
 
 /// Token of the coordinator's waker; connection tokens are their index.
 pub const WAKE: Token = Token(usize::MAX);
@@ -61,9 +58,7 @@ pub struct Shared {
 
 pub struct WorkerParams {
     pub index: usize,
-    pub addr: SocketAddr,
     pub requests: Arc<Vec<Vec<u8>>>,
-    pub connections: usize,
     /// Requests this worker may start; `None`: until told to stop.
     pub budget: Option<u64>,
     pub keep_bodies: bool,
@@ -71,44 +66,39 @@ pub struct WorkerParams {
     pub records: Vec<RequestRecord>,
     /// First input step this worker sends; workers interleave through the steps.
     pub first_step: usize,
-    /// TLS settings for every connection; `None`: plain TCP.
-    pub tls: Option<TlsClient>,
 }
 
-pub struct Worker {
-    p: WorkerParams,
+pub struct Worker<P: Pool> {
+    index: usize,
+    clock: Clock,
     poll: Poll,
-    conns: Vec<Conn>,
-    records: Vec<RequestRecord>,
-    bodies: Vec<u8>,
-    next_step: usize,
-    sent: u64,
-    completed: u64,
-    running: bool,
-    /// A request failed: send nothing more (the coordinator ends the run).
-    failed: bool,
-    in_flight: usize,
+    pool: P,
+    feed: Feed,
+    sink: Sink,
+    /// The sink's error was handed to the coordinator.
+    error_published: bool,
     cpu_mark: u64,
     shared: Arc<Shared>,
     out: Sender<Batch>,
 }
 
-impl Worker {
-    pub fn new(mut p: WorkerParams, poll: Poll, shared: Arc<Shared>, out: Sender<Batch>) -> Worker {
+impl<P: Pool> Worker<P> {
+    pub fn new(
+        mut p: WorkerParams,
+        pool: P,
+        poll: Poll,
+        shared: Arc<Shared>,
+        out: Sender<Batch>,
+    ) -> Worker<P> {
         let records = std::mem::take(&mut p.records);
-        let next_step = p.first_step % p.requests.len().max(1);
         Worker {
-            p,
+            index: p.index,
+            clock: p.clock,
             poll,
-            conns: Vec::new(),
-            records,
-            bodies: Vec::new(),
-            next_step,
-            sent: 0,
-            completed: 0,
-            running: true,
-            failed: false,
-            in_flight: 0,
+            pool,
+            feed: Feed::new(p.requests, p.first_step, p.budget),
+            sink: Sink::new(records, p.keep_bodies),
+            error_published: false,
             cpu_mark: thread_cpu_ns(),
             shared,
             out,
@@ -117,19 +107,8 @@ impl Worker {
 
     /// The thread body: connect, then run the event loop until stopped.
     pub fn run(mut self, commands: Receiver<Command>) {
-        for i in 0..self.p.connections {
-            match Conn::connect(
-                self.p.addr,
-                Token(i),
-                self.poll.registry(),
-                self.p.tls.as_ref(),
-            ) {
-                Ok(c) => self.conns.push(c),
-                Err(e) => {
-                    self.set_error(format!("cannot connect to {}: {e}", self.p.addr));
-                    break;
-                }
-            }
+        if let Err(msg) = self.pool.open(self.poll.registry()) {
+            self.sink.fail(msg);
         }
         let mut events = Events::with_capacity(1024);
         let mut last_publish = Instant::now();
@@ -139,7 +118,7 @@ impl Worker {
             let timeout = timeout.map(|t| t.min(Duration::from_millis(10)));
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
-                    self.set_error(format!("epoll failed: {e}"));
+                    self.sink.fail(format!("epoll failed: {e}"));
                     deadline = Some(Instant::now());
                 }
             }
@@ -149,35 +128,55 @@ impl Worker {
                         deadline = Some(d);
                     }
                 } else {
-                    self.on_event(
-                        ev.token().0,
-                        ev.is_writable(),
-                        ev.is_readable() || ev.is_read_closed(),
-                    );
+                    let readable = ev.is_readable() || ev.is_read_closed();
+                    let mut cx = Cx {
+                        registry: self.poll.registry(),
+                        clock: &self.clock,
+                        feed: &mut self.feed,
+                        sink: &mut self.sink,
+                    };
+                    self.pool
+                        .on_event(ev.token().0, ev.is_writable(), readable, &mut cx);
                 }
+            }
+            self.fill();
+            if self.sink.error.is_some() && !self.error_published {
+                self.error_published = true;
+                set_error(&self.shared, self.sink.error.clone().unwrap_or_default());
             }
             let now = Instant::now();
             if now.duration_since(last_publish) >= PUBLISH_EVERY {
-                self.shared
-                    .completed
-                    .store(self.completed, Ordering::Relaxed);
+                self.publish_completed();
                 last_publish = now;
             }
-            if self.in_flight == 0 && (!self.running || self.p.budget == Some(0)) {
-                self.shared
-                    .completed
-                    .store(self.completed, Ordering::Relaxed);
+            let idle = self.sink.in_flight == 0;
+            if idle && (self.feed.exhausted() || self.sink.failed) {
+                self.publish_completed();
                 self.shared.finished.store(true, Ordering::Release);
             }
             if let Some(d) = deadline {
-                if self.in_flight == 0 || now >= d {
+                if idle || now >= d {
                     break;
                 }
             }
         }
-        for c in &mut self.conns {
-            c.deregister(self.poll.registry());
-        }
+        self.pool.close(self.poll.registry());
+    }
+
+    fn fill(&mut self) {
+        let mut cx = Cx {
+            registry: self.poll.registry(),
+            clock: &self.clock,
+            feed: &mut self.feed,
+            sink: &mut self.sink,
+        };
+        self.pool.fill(&mut cx);
+    }
+
+    fn publish_completed(&self) {
+        self.shared
+            .completed
+            .store(self.sink.completed, Ordering::Relaxed);
     }
 
     /// Returns a stop deadline when told to stop.
@@ -194,7 +193,7 @@ impl Worker {
                     let _ = self.out.send(batch);
                 }
                 Command::Stop { deadline } => {
-                    self.running = false;
+                    self.feed.running = false;
                     stop = Some(deadline);
                 }
             }
@@ -218,10 +217,10 @@ impl Worker {
             if r.end_ns > until_ns {
                 if r.body_len > 0 {
                     let (o, n) = (r.body_off as usize, r.body_len as usize);
-                    r.body_off = self.bodies.len() as u32;
-                    self.bodies.extend_from_slice(&batch.bodies[o..o + n]);
+                    r.body_off = self.sink.bodies.len() as u32;
+                    self.sink.bodies.extend_from_slice(&batch.bodies[o..o + n]);
                 }
-                self.records.push(r);
+                self.sink.records.push(r);
             } else {
                 batch.records[kept] = r;
                 kept += 1;
@@ -234,103 +233,15 @@ impl Worker {
     fn take_batch(&mut self, fresh: Vec<RequestRecord>, fresh_bodies: Vec<u8>) -> Batch {
         let cpu = thread_cpu_ns();
         let batch = Batch {
-            worker: self.p.index,
-            records: std::mem::replace(&mut self.records, fresh),
-            bodies: std::mem::replace(&mut self.bodies, fresh_bodies),
-            sent: self.sent,
+            worker: self.index,
+            records: std::mem::replace(&mut self.sink.records, fresh),
+            bodies: std::mem::replace(&mut self.sink.bodies, fresh_bodies),
+            sent: self.feed.sent,
             cpu_ns: cpu.saturating_sub(self.cpu_mark),
         };
-        self.sent = 0;
+        self.feed.sent = 0;
         self.cpu_mark = cpu;
         batch
-    }
-
-    fn on_event(&mut self, i: usize, writable: bool, readable: bool) {
-        let Some(conn) = self.conns.get_mut(i) else {
-            return;
-        };
-        let req = &self.p.requests[conn.step];
-        let out = conn.on_event(writable, readable, req, &self.p.clock, self.poll.registry());
-        self.handle_outcome(i, out);
-    }
-
-    fn handle_outcome(&mut self, i: usize, out: Outcome) {
-        match out {
-            Outcome::Pending => {}
-            Outcome::Connected => self.send_next(i),
-            Outcome::Completed => {
-                self.in_flight -= 1;
-                self.record_completion(i);
-                if self.conns[i].must_reconnect {
-                    self.reconnect(i);
-                } else {
-                    self.send_next(i);
-                }
-            }
-            Outcome::Failed { msg, request_lost } => {
-                if request_lost {
-                    self.in_flight -= 1;
-                    self.completed += 1;
-                    self.records.push(self.conns[i].rec);
-                }
-                // perf_analyzer stops the run at the first failed request; the coordinator
-                // sees the error at the next check and ends the measurement.
-                self.set_error(msg);
-            }
-        }
-    }
-
-    fn record_completion(&mut self, i: usize) {
-        let conn = &mut self.conns[i];
-        let mut rec = conn.rec;
-        if !rec.ok && !self.failed {
-            self.failed = true;
-            set_error(&self.shared, error_message(conn.status, conn.body()));
-        }
-        if self.p.keep_bodies {
-            let body = conn.body();
-            rec.body_off = self.bodies.len() as u32;
-            rec.body_len = body.len() as u32;
-            self.bodies.extend_from_slice(body);
-        }
-        conn.release();
-        self.records.push(rec);
-        self.completed += 1;
-    }
-
-    fn reconnect(&mut self, i: usize) {
-        if let Err(e) =
-            self.conns[i].reconnect(self.p.addr, self.poll.registry(), self.p.tls.as_ref())
-        {
-            self.set_error(format!("cannot reconnect to {}: {e}", self.p.addr));
-        }
-    }
-
-    /// Starts the next request on connection `i` if the run and the budget allow it.
-    fn send_next(&mut self, i: usize) {
-        if !self.running || self.failed {
-            return;
-        }
-        match &mut self.p.budget {
-            Some(0) => return,
-            Some(b) => *b -= 1,
-            None => {}
-        }
-        let step = self.next_step;
-        self.next_step += 1;
-        if self.next_step == self.p.requests.len() {
-            self.next_step = 0;
-        }
-        self.sent += 1;
-        self.in_flight += 1;
-        let req = &self.p.requests[step];
-        let out = self.conns[i].start(req, step, &self.p.clock, self.poll.registry());
-        self.handle_outcome(i, out);
-    }
-
-    fn set_error(&mut self, msg: String) {
-        self.failed = true;
-        set_error(&self.shared, msg);
     }
 }
 

@@ -51,7 +51,8 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         pin: cfg.pin_threads,
         max_workers: cfg.max_threads.unwrap_or(cores).min(cores.max(1)),
         clock: Clock::new(),
-        tls: None,
+        tls: target.tls.clone(),
+        wire: plan.wire.clone(),
     };
     let decoupled = target.config.decoupled;
     let _ = out.write_all(console::banner(&banner(cfg, decoupled)).as_bytes());

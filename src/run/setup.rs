@@ -8,6 +8,8 @@ use crate::config::{Config, Protocol};
 use crate::error::{Error, Result};
 use crate::measure::ModelStats;
 use crate::service::triton_http::{ModelConfig, ModelMetadata};
+use crate::transport::tls::host_of as tls_host_of;
+use crate::transport::{TlsClient, TlsOptions};
 pub use client::SetupClient;
 
 #[path = "setup_client.rs"]
@@ -24,6 +26,8 @@ pub struct Target {
     pub stats_available: bool,
     /// Blocking connection used for setup and statistics (never for load).
     pub client: SetupClient,
+    /// TLS settings for every connection (`None`: plain TCP).
+    pub tls: Option<TlsClient>,
 }
 
 /// `-u` without a scheme.
@@ -52,7 +56,8 @@ pub fn resolve(host: &str) -> Result<SocketAddr> {
 pub fn prepare(cfg: &Config) -> Result<Target> {
     let host = host_of(&cfg.url).to_string();
     let addr = resolve(&host)?;
-    let mut client = wait_ready(&host, cfg)?;
+    let tls = tls_client(cfg, &host)?;
+    let mut client = wait_ready(&host, cfg, tls.as_ref())?;
     let stats_available = client
         .server_extensions()
         .is_ok_and(|ext| ext.iter().any(|e| e == "statistics"));
@@ -66,7 +71,22 @@ pub fn prepare(cfg: &Config) -> Result<Target> {
         config,
         stats_available,
         client,
+        tls,
     })
+}
+
+/// The TLS client for `--ssl-*` / `https://` settings: ALPN `h2` for gRPC, `http/1.1` for
+/// HTTPS.
+fn tls_client(cfg: &Config, host: &str) -> Result<Option<TlsClient>> {
+    let Some(settings) = &cfg.tls else {
+        return Ok(None);
+    };
+    let alpn: &[&[u8]] = match cfg.protocol {
+        Protocol::Grpc => &[b"h2"],
+        Protocol::Http => &[b"http/1.1"],
+    };
+    let opts = TlsOptions::from_config(settings, alpn);
+    Ok(Some(TlsClient::new(&opts, tls_host_of(host))?))
 }
 
 fn check_supported(cfg: &Config, config: &ModelConfig) -> Result<()> {
@@ -87,11 +107,11 @@ fn check_supported(cfg: &Config, config: &ModelConfig) -> Result<()> {
 
 /// Polls the server's readiness until it says ready or `--ready-timeout` passes (one try
 /// when 0).
-fn wait_ready(host: &str, cfg: &Config) -> Result<SetupClient> {
+fn wait_ready(host: &str, cfg: &Config, tls: Option<&TlsClient>) -> Result<SetupClient> {
     let timeout_s = cfg.ready_timeout_s;
     let deadline = Instant::now() + Duration::from_secs(timeout_s);
     loop {
-        let last = match SetupClient::connect(host, cfg) {
+        let last = match SetupClient::connect(host, cfg, tls) {
             Ok(mut c) => match c.ready() {
                 Ok(()) => return Ok(c),
                 Err(e) => e.msg,

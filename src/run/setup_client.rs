@@ -16,6 +16,7 @@ use crate::service::triton_http::{
     parse_server_metadata, stats_path, ModelConfig, ModelMetadata, SERVER_METADATA_PATH,
     SERVER_READY_PATH,
 };
+use crate::transport::TlsClient;
 use prost::Message;
 
 /// Connect and per-call timeout of the setup connection.
@@ -30,9 +31,11 @@ pub enum SetupClient {
 }
 
 impl SetupClient {
-    pub fn connect(host: &str, cfg: &Config) -> Result<SetupClient> {
+    pub fn connect(host: &str, cfg: &Config, tls: Option<&TlsClient>) -> Result<SetupClient> {
         Ok(match cfg.protocol {
-            Protocol::Http => SetupClient::Http(BlockingClient::connect(host, SETUP_TIMEOUT)?),
+            Protocol::Http => {
+                SetupClient::Http(BlockingClient::connect_tls(host, SETUP_TIMEOUT, tls)?)
+            }
             Protocol::Grpc => SetupClient::Grpc(GrpcClient::connect(host, SETUP_TIMEOUT)?),
         })
     }

@@ -3,28 +3,47 @@
 use std::ffi::OsString;
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 
-use super::{model_names, parse_delay, start, ServeConfig};
+use super::{model_names, parse_delay, start, ServeConfig, TlsFiles};
 use crate::error::{Error, Result};
 
 /// How often the main thread checks for a stop signal or the end of `--duration`.
 const STOP_CHECK: Duration = Duration::from_millis(100);
+/// Triton's gRPC port.
+const DEFAULT_GRPC_PORT: u16 = 8001;
 
-/// Run the reference KServe v2 (Triton-compatible) HTTP server with models simple,
-/// identity_fp32 and identity_bytes.
+/// Run the reference KServe v2 (Triton-compatible) HTTP and gRPC server with models simple,
+/// identity_fp32, identity_bytes and repeat_int32 (decoupled, gRPC stream only).
 #[derive(Parser, Debug)]
 #[command(name = "inferperf serve", version)]
 struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
-    /// Port to listen on (0 picks a free one).
+    /// HTTP port to listen on (0 picks a free one).
     #[arg(long, default_value_t = 8000)]
     port: u16,
+    /// gRPC port to listen on, on the same host (0 picks a free one) [default: 8001, or 0
+    /// when --port is 0].
+    #[arg(long, value_name = "N")]
+    grpc_port: Option<u16>,
+    /// Do not serve gRPC.
+    #[arg(long)]
+    no_grpc: bool,
+    /// Serve TLS only, on both ports, with this PEM certificate chain (needs --tls-key).
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this PEM CA (needs --tls-cert and --tls-key).
+    #[arg(long, value_name = "FILE")]
+    tls_client_ca: Option<PathBuf>,
     /// Server threads, each with its own event loop.
     #[arg(long, default_value_t = 1, value_name = "N")]
     threads: usize,
@@ -48,7 +67,7 @@ struct ServeArgs {
 enum Parsed {
     /// `--help` / `--version` text to print on stdout.
     Info(String),
-    Run(ServeConfig, Option<Duration>),
+    Run(Box<ServeConfig>, Option<Duration>),
 }
 
 /// Drops the program name and the `serve` word, however the caller passed them.
@@ -103,14 +122,39 @@ fn parse(args: Vec<OsString>) -> Result<Parsed> {
         .iter()
         .map(|d| parse_delay(d))
         .collect::<Result<Vec<_>>>()?;
+    let tls = match (flags.tls_cert, flags.tls_key) {
+        (Some(cert_chain), Some(key)) => Some(TlsFiles {
+            cert_chain,
+            key,
+            client_ca: flags.tls_client_ca,
+        }),
+        (None, None) if flags.tls_client_ca.is_some() => {
+            return Err(Error::usage(
+                "--tls-client-ca needs --tls-cert and --tls-key",
+            ))
+        }
+        (None, None) => None,
+        (Some(_), None) => return Err(Error::usage("--tls-cert needs --tls-key")),
+        (None, Some(_)) => return Err(Error::usage("--tls-key needs --tls-cert")),
+    };
+    // `--port 0` asks for free ports: the gRPC port follows unless given, so two such servers
+    // never collide on the fixed default.
+    let grpc_port = flags.grpc_port.unwrap_or(if flags.port == 0 {
+        0
+    } else {
+        DEFAULT_GRPC_PORT
+    });
+    let grpc_addr = (!flags.no_grpc).then(|| SocketAddr::new(addr.ip(), grpc_port));
     let cfg = ServeConfig {
         addr,
         threads: flags.threads,
         pin_cores: flags.pin,
         delays,
         serial: flags.serial,
+        grpc_addr,
+        tls,
     };
-    Ok(Parsed::Run(cfg, duration))
+    Ok(Parsed::Run(Box::new(cfg), duration))
 }
 
 /// Set from the signal handler; read by the main thread's wait loop.
@@ -137,12 +181,9 @@ fn install_stop_handlers() {
 }
 
 fn run(cfg: ServeConfig, duration: Option<Duration>) -> Result<()> {
+    let secure = cfg.tls.is_some();
     let handle = start(cfg)?;
-    println!(
-        "inferperf serve: listening on http://{} (models: {})",
-        handle.addr,
-        model_names()
-    );
+    println!("{}", startup_line(&handle.addr, handle.grpc_addr, secure));
     let _ = std::io::stdout().flush();
     install_stop_handlers();
     let started = Instant::now();
@@ -154,6 +195,21 @@ fn run(cfg: ServeConfig, duration: Option<Duration>) -> Result<()> {
     Ok(())
 }
 
+/// The line naming where the server listens, e.g. `... on http://127.0.0.1:8000 and gRPC
+/// 127.0.0.1:8001 (models: ...)`.
+fn startup_line(http: &SocketAddr, grpc: Option<SocketAddr>, tls: bool) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    let grpc = match grpc {
+        Some(addr) if tls => format!(" and gRPC over TLS {addr}"),
+        Some(addr) => format!(" and gRPC {addr}"),
+        None => String::new(),
+    };
+    format!(
+        "inferperf serve: listening on {scheme}://{http}{grpc} (models: {})",
+        model_names()
+    )
+}
+
 /// `inferperf serve [flags]`. `args` as the process got them (program name and the `serve`
 /// word are skipped if present). Returns the exit code: 0, or 99 with a one-line message.
 pub fn serve_main(args: Vec<OsString>) -> i32 {
@@ -162,7 +218,7 @@ pub fn serve_main(args: Vec<OsString>) -> i32 {
             print!("{text}");
             Ok(())
         }
-        Parsed::Run(cfg, duration) => run(cfg, duration),
+        Parsed::Run(cfg, duration) => run(*cfg, duration),
     });
     match result {
         Ok(()) => 0,
@@ -200,11 +256,78 @@ mod tests {
         let Parsed::Run(cfg, duration) = parse(args("serve")).unwrap() else {
             panic!()
         };
-        assert_eq!((cfg, duration), (ServeConfig::default(), None));
+        let default_grpc = SocketAddr::from(([127, 0, 0, 1], 8001));
+        assert_eq!(
+            (*cfg, duration),
+            (
+                ServeConfig {
+                    grpc_addr: Some(default_grpc),
+                    ..ServeConfig::default()
+                },
+                None
+            )
+        );
         let Parsed::Run(cfg, _) = parse(args("--port 9")).unwrap() else {
             panic!()
         };
         assert_eq!(cfg.addr.port(), 9);
+    }
+
+    #[test]
+    fn grpc_and_tls_flags() {
+        let run = |line: &str| match parse(args(line)).unwrap() {
+            Parsed::Run(cfg, duration) => (cfg, duration),
+            Parsed::Info(_) => panic!("{line}"),
+        };
+        let (cfg, duration) = run("inferperf serve --grpc-port 0 --duration 0.5");
+        assert_eq!(cfg.grpc_addr, Some(SocketAddr::from(([127, 0, 0, 1], 0))));
+        assert_eq!(duration, Some(Duration::from_millis(500)));
+        let (cfg, _) = run("serve --host 0.0.0.0 --grpc-port 9001");
+        assert_eq!(cfg.grpc_addr.unwrap().to_string(), "0.0.0.0:9001");
+        assert_eq!(run("serve --port 0").0.grpc_addr.unwrap().port(), 0);
+        assert_eq!(
+            run("serve --port 0 --grpc-port 7")
+                .0
+                .grpc_addr
+                .unwrap()
+                .port(),
+            7
+        );
+        assert_eq!(run("serve --port 9000").0.grpc_addr.unwrap().port(), 8001);
+        assert_eq!(run("serve --no-grpc").0.grpc_addr, None);
+        let (cfg, _) = run("serve --tls-cert c.pem --tls-key k.pem --tls-client-ca ca.pem");
+        assert_eq!(
+            cfg.tls,
+            Some(TlsFiles {
+                cert_chain: "c.pem".into(),
+                key: "k.pem".into(),
+                client_ca: Some("ca.pem".into()),
+            })
+        );
+        for (line, want) in [
+            ("serve --tls-cert c.pem", "--tls-cert needs --tls-key"),
+            ("serve --tls-key k.pem", "--tls-key needs --tls-cert"),
+            ("serve --tls-client-ca a.pem", "--tls-client-ca needs"),
+            ("serve --grpc-port 70000", "--grpc-port"),
+        ] {
+            let err = parse(args(line)).unwrap_err();
+            assert!(err.msg.contains(want), "{line}: {}", err.msg);
+        }
+    }
+
+    #[test]
+    fn startup_line_names_both_ports() {
+        let http = SocketAddr::from(([127, 0, 0, 1], 8000));
+        let grpc = Some(SocketAddr::from(([127, 0, 0, 1], 8001)));
+        let line = startup_line(&http, grpc, false);
+        assert!(
+            line.starts_with("inferperf serve: listening on http://127.0.0.1:8000 and gRPC 127.0.0.1:8001 (models: simple"),
+            "{line}"
+        );
+        assert!(
+            startup_line(&http, grpc, true).contains("https://127.0.0.1:8000 and gRPC over TLS")
+        );
+        assert!(!startup_line(&http, None, false).contains("gRPC"));
     }
 
     #[test]
@@ -225,6 +348,9 @@ mod tests {
             );
         }
         assert_eq!(serve_main(args("inferperf serve --threads 0 --port 0")), 99);
+        let missing = "inferperf serve --port 0 --grpc-port 0 --tls-cert /nonexistent/c.pem \
+                       --tls-key /nonexistent/k.pem --duration 0.1";
+        assert_eq!(serve_main(args(missing)), 99);
     }
 
     #[test]
@@ -239,6 +365,11 @@ mod tests {
             "--pin",
             "--delay",
             "--duration",
+            "--grpc-port",
+            "--no-grpc",
+            "--tls-cert",
+            "--tls-key",
+            "--tls-client-ca",
         ] {
             assert!(text.contains(flag), "{flag} missing from help");
         }
@@ -248,7 +379,9 @@ mod tests {
     fn runs_for_duration() {
         let started = Instant::now();
         assert_eq!(
-            serve_main(args("inferperf serve --port 0 --duration 0.2")),
+            serve_main(args(
+                "inferperf serve --port 0 --grpc-port 0 --duration 0.2"
+            )),
             0
         );
         let took = started.elapsed();

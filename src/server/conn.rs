@@ -210,7 +210,7 @@ fn next_random(state: &mut u64) -> u64 {
     x.wrapping_mul(0x2545_f491_4f6c_dd1d)
 }
 
-fn sample_delay(delay: &Delay, rng: &mut u64) -> Duration {
+pub(super) fn sample_delay(delay: &Delay, rng: &mut u64) -> Duration {
     match *delay {
         Delay::Fixed(d) => d,
         Delay::Uniform(lo, hi) => {

@@ -90,6 +90,9 @@ pub fn infer(
     out: &mut Vec<u8>,
 ) -> Result<InferDone, String> {
     let start = Instant::now();
+    if model.decoupled {
+        return Err(decoupled_refusal(model));
+    }
     let (json, binary) = match header_len {
         Some(n) if n > body.len() => {
             return Err(format!(
@@ -121,9 +124,38 @@ pub fn infer(
     })
 }
 
-fn shape_text(shape: &[i64]) -> String {
+/// Why a one-response endpoint (HTTP infer, gRPC ModelInfer) refuses a decoupled model.
+pub fn decoupled_refusal(model: &ModelDef) -> String {
+    format!(
+        "model '{}' is decoupled (it sends any number of responses per request): \
+         use the gRPC ModelStreamInfer stream",
+        model.name
+    )
+}
+
+pub fn shape_text(shape: &[i64]) -> String {
     let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
     format!("[{}]", dims.join(","))
+}
+
+/// The header of one request input, whichever protocol carried it (HTTP JSON or gRPC).
+pub trait WireInput {
+    fn name(&self) -> &str;
+    /// The v2 datatype name as the request wrote it, e.g. `FP32`.
+    fn datatype(&self) -> &str;
+    fn shape(&self) -> &[i64];
+}
+
+impl WireInput for InputJson<'_> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn datatype(&self) -> &str {
+        &self.datatype
+    }
+    fn shape(&self) -> &[i64] {
+        &self.shape
+    }
 }
 
 /// Decodes the request's inputs into model input order; returns them and the batch size.
@@ -132,12 +164,34 @@ fn decode_inputs<'a>(
     inputs: &[InputJson<'a>],
     binary: &'a [u8],
 ) -> Result<(Vec<TensorData<'a>>, usize), String> {
+    let mut offset = 0usize;
+    let decoded = decode_with(model, inputs, |_, spec, input| {
+        input_data(spec, input, binary, &mut offset)
+    })?;
+    if offset != binary.len() {
+        let extra = binary.len() - offset;
+        return Err(format!(
+            "unexpected additional input data for model '{}': {extra} bytes",
+            model.name
+        ));
+    }
+    Ok(decoded)
+}
+
+/// Validates a request's inputs against `model` (names, count, duplicates, datatypes, shapes,
+/// batch size, byte sizes) and puts them into model input order; returns them and the batch
+/// size. `data(i, spec, input)` supplies the bytes of request input `i`, in request order.
+pub fn decode_with<'a, T: WireInput>(
+    model: &ModelDef,
+    inputs: &[T],
+    mut data: impl FnMut(usize, &TensorSpec, &T) -> Result<Cow<'a, [u8]>, String>,
+) -> Result<(Vec<TensorData<'a>>, usize), String> {
     let m = model.name;
     for input in inputs {
-        if !model.inputs.iter().any(|s| s.name == input.name) {
+        if !model.inputs.iter().any(|s| s.name == input.name()) {
             return Err(format!(
                 "unexpected inference input '{}' for model '{m}'",
-                input.name
+                input.name()
             ));
         }
     }
@@ -148,16 +202,15 @@ fn decode_inputs<'a>(
         ));
     }
     let mut slots: Vec<Option<TensorData<'a>>> = model.inputs.iter().map(|_| None).collect();
-    let mut offset = 0usize;
     let mut batch: Option<usize> = None;
-    for input in inputs {
-        let Some(slot) = model.inputs.iter().position(|s| s.name == input.name) else {
+    for (i, input) in inputs.iter().enumerate() {
+        let Some(slot) = model.inputs.iter().position(|s| s.name == input.name()) else {
             continue;
         };
         if slots[slot].is_some() {
             return Err(format!(
                 "input '{}' appears more than once in the request",
-                input.name
+                input.name()
             ));
         }
         let spec = &model.inputs[slot];
@@ -165,22 +218,16 @@ fn decode_inputs<'a>(
         if batch.is_some_and(|b| b != input_batch) {
             return Err(format!(
                 "input '{}' batch size does not match other inputs for '{m}'",
-                input.name
+                input.name()
             ));
         }
         batch = Some(input_batch);
-        let data = input_data(spec, input, binary, &mut offset)?;
-        check_size(model, spec, &input.shape, &data)?;
+        let bytes = data(i, spec, input)?;
+        check_size(model, spec, input.shape(), &bytes)?;
         slots[slot] = Some(TensorData {
-            shape: input.shape.clone(),
-            data,
+            shape: input.shape().to_vec(),
+            data: bytes,
         });
-    }
-    if offset != binary.len() {
-        let extra = binary.len() - offset;
-        return Err(format!(
-            "unexpected additional input data for model '{m}': {extra} bytes"
-        ));
     }
     let tensors = slots.into_iter().flatten().collect();
     Ok((tensors, batch.unwrap_or(1)))
@@ -190,11 +237,12 @@ fn decode_inputs<'a>(
 fn check_signature(
     model: &ModelDef,
     spec: &TensorSpec,
-    input: &InputJson,
+    input: &impl WireInput,
 ) -> Result<usize, String> {
-    let (m, name) = (model.name, &input.name);
-    let datatype = DataType::parse(&input.datatype)
-        .map_err(|_| format!("invalid datatype '{}' for input '{name}'", input.datatype))?;
+    let (m, name) = (model.name, input.name());
+    let shape = input.shape();
+    let datatype = DataType::parse(input.datatype())
+        .map_err(|_| format!("invalid datatype '{}' for input '{name}'", input.datatype()))?;
     if datatype != spec.datatype {
         return Err(format!(
             "inference input '{name}' data-type is '{}', but model '{m}' expects '{}'",
@@ -203,9 +251,8 @@ fn check_signature(
         ));
     }
     let want = model.wire_dims(spec);
-    let fits = input.shape.len() == want.len()
-        && input
-            .shape
+    let fits = shape.len() == want.len()
+        && shape
             .iter()
             .zip(&want)
             .all(|(&got, &w)| got >= 0 && (w == -1 || got == w));
@@ -213,13 +260,13 @@ fn check_signature(
         return Err(format!(
             "unexpected shape for input '{name}' for model '{m}'. Expected {}, got {}",
             shape_text(&want),
-            shape_text(&input.shape)
+            shape_text(shape)
         ));
     }
     if model.max_batch_size == 0 {
         return Ok(1);
     }
-    let batch = input.shape[0] as usize;
+    let batch = shape[0] as usize;
     if batch == 0 || batch > model.max_batch_size {
         return Err(format!(
             "inference request batch-size must be between 1 and {} for '{m}', got {batch}",
@@ -485,6 +532,7 @@ mod tests {
             ("simple", two(i32x16, &i32x16.replace("0]", "\"x\"]")), "is not a valid INT32"),
             ("identity_fp32", r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2],"parameters":{"binary_data_size":8}}]}"#.into(), "needs 8 bytes, 0 remain"),
             ("identity_fp32", r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2]}]}"#.into(), "neither data nor binary_data_size"),
+            ("repeat_int32", r#"{"inputs":[{"name":"IN","datatype":"INT32","shape":[1],"data":[5]}]}"#.into(), "model 'repeat_int32' is decoupled"),
         ];
         for (m, body, want) in cases {
             let err = run(m, body.as_bytes(), None).unwrap_err();

@@ -7,11 +7,13 @@
 //!
 //! Roles: `conn` (event loop, connections, deadlines), `http` (request parsing, response
 //! framing), `routes` (URL routing, metadata endpoints), `infer` (infer requests), `models`
-//! (model definitions and compute), `stats` (counters and their JSON), `cli` (`serve_main`).
+//! (model definitions and compute), `stats` (counters and their JSON), `cli` (`serve_main`),
+//! `grpc` (the gRPC endpoint on a tokio runtime thread), `tls` (PEM loading, HTTPS front).
 
 mod chunked;
 mod cli;
 mod conn;
+mod grpc;
 mod http;
 mod infer;
 mod json_data;
@@ -19,8 +21,11 @@ mod models;
 mod routes;
 mod stats;
 mod timer;
+mod tls;
 mod worker;
 
+#[cfg(test)]
+mod test_certs;
 #[cfg(test)]
 mod test_client;
 #[cfg(test)]
@@ -29,6 +34,8 @@ mod tests_conn;
 mod tests_endpoints;
 #[cfg(test)]
 mod tests_robust;
+#[cfg(test)]
+mod tests_tls;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,6 +50,7 @@ use worker::{Shared, Worker, WAKER};
 
 pub use cli::serve_main;
 pub use stats::{Counters, ModelCounters};
+pub use tls::TlsFiles;
 
 /// A model's compute delay, added to its real compute time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +75,11 @@ pub struct ServeConfig {
     /// instance on one GPU: a request waits (counted as queue time) until the previous one's
     /// delay has passed, so latency grows with concurrency.
     pub serial: Vec<String>,
+    /// Address of the gRPC endpoint; port 0 picks a free port (see
+    /// [`ServerHandle::grpc_addr`]); None = no gRPC.
+    pub grpc_addr: Option<SocketAddr>,
+    /// TLS on both ports (HTTPS and gRPC over TLS); None = cleartext.
+    pub tls: Option<TlsFiles>,
 }
 
 impl Default for ServeConfig {
@@ -77,6 +90,8 @@ impl Default for ServeConfig {
             pin_cores: Vec::new(),
             delays: Vec::new(),
             serial: Vec::new(),
+            grpc_addr: None,
+            tls: None,
         }
     }
 }
@@ -127,10 +142,15 @@ pub fn parse_delay(spec: &str) -> Result<(String, Delay)> {
 /// A running server; stopping it (or dropping it) stops and joins its threads.
 pub struct ServerHandle {
     /// The address actually listened on (the real port when the config asked for port 0).
+    /// With TLS, the HTTPS address clients use.
     pub addr: SocketAddr,
+    /// The gRPC endpoint's address, when the config asked for one.
+    pub grpc_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
     wakers: Vec<Waker>,
     threads: Vec<JoinHandle<()>>,
+    /// The gRPC / HTTPS-front runtime, when either is on.
+    runtime: Option<grpc::Runtime>,
 }
 
 impl ServerHandle {
@@ -145,6 +165,10 @@ impl ServerHandle {
     }
 
     fn shutdown(&mut self) {
+        // The HTTPS front first: it relays into the HTTP loops stopped next.
+        if let Some(mut runtime) = self.runtime.take() {
+            runtime.shutdown();
+        }
         self.shared.stop.store(true, Ordering::Release);
         for waker in &self.wakers {
             let _ = waker.wake();
@@ -210,6 +234,43 @@ fn check_cores(cores: &[usize]) -> Result<()> {
     }
 }
 
+fn bind(addr: SocketAddr, what: &str) -> Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(addr)
+        .map_err(|e| Error::generic(format!("cannot listen on {addr} ({what}): {e}")))?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// The listeners of a configuration: (HTTP listener for the mio loops, HTTPS front and its
+/// config, gRPC listener and its TLS config).
+type Bound = (
+    std::net::TcpListener,
+    Option<(std::net::TcpListener, Arc<rustls::ServerConfig>)>,
+    Option<(std::net::TcpListener, Option<Arc<rustls::ServerConfig>>)>,
+);
+
+/// Loads TLS files and binds every listener, so errors surface before any thread starts.
+fn bind_all(cfg: &ServeConfig) -> Result<Bound> {
+    let grpc_tls = match &cfg.tls {
+        Some(files) => Some(tls::server_config(files, tls::ALPN_H2)?),
+        None => None,
+    };
+    let (http, https) = match &cfg.tls {
+        None => (bind(cfg.addr, "HTTP")?, None),
+        Some(files) => {
+            let config = tls::server_config(files, tls::ALPN_HTTP1)?;
+            let public = bind(cfg.addr, "HTTPS")?;
+            let internal = bind(SocketAddr::from(([127, 0, 0, 1], 0)), "internal HTTP")?;
+            (internal, Some((public, config)))
+        }
+    };
+    let grpc = match cfg.grpc_addr {
+        Some(addr) => Some((bind(addr, "gRPC")?, grpc_tls)),
+        None => None,
+    };
+    Ok((http, https, grpc))
+}
+
 /// Starts the server; returns once it is listening (connections queue until the loops run).
 pub fn start(cfg: ServeConfig) -> Result<ServerHandle> {
     if cfg.threads == 0 {
@@ -218,10 +279,16 @@ pub fn start(cfg: ServeConfig) -> Result<ServerHandle> {
     check_cores(&cfg.pin_cores)?;
     let delays = delays_by_model(&cfg.delays)?;
     let serial = serial_by_model(&cfg.serial)?;
-    let listener = std::net::TcpListener::bind(cfg.addr)
-        .map_err(|e| Error::generic(format!("cannot listen on {}: {e}", cfg.addr)))?;
-    listener.set_nonblocking(true)?;
-    let addr = listener.local_addr()?;
+    let (listener, https, grpc) = bind_all(&cfg)?;
+    let http_addr = listener.local_addr()?;
+    let addr = match &https {
+        Some((public, _)) => public.local_addr()?,
+        None => http_addr,
+    };
+    let grpc_addr = match &grpc {
+        Some((l, _)) => Some(l.local_addr()?),
+        None => None,
+    };
     let shared = Arc::new(Shared {
         stats: stats::Stats::new(),
         delays,
@@ -231,43 +298,61 @@ pub fn start(cfg: ServeConfig) -> Result<ServerHandle> {
     // If a later thread fails to start, dropping `handle` stops the ones already running.
     let mut handle = ServerHandle {
         addr,
+        grpc_addr,
         shared,
         wakers: Vec::new(),
         threads: Vec::new(),
+        runtime: None,
     };
     let seed = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(1);
     for i in 0..cfg.threads {
-        let poll = Poll::new()?;
-        let waker = Waker::new(poll.registry(), WAKER)?;
-        let thread_listener = mio::net::TcpListener::from_std(listener.try_clone()?);
         let thread_seed = seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let worker = Worker::new(
-            poll,
-            thread_listener,
-            Arc::clone(&handle.shared),
-            thread_seed,
-        )?;
-        let core = (!cfg.pin_cores.is_empty()).then(|| cfg.pin_cores[i % cfg.pin_cores.len()]);
-        let thread = std::thread::Builder::new()
-            .name(format!("inferperf-serve-{i}"))
-            .spawn(move || {
-                if let Some(id) = core {
-                    if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
-                        eprintln!("inferperf serve: could not pin thread {i} to core {id}");
-                    }
-                }
-                if let Err(e) = worker.run() {
-                    eprintln!("inferperf serve: thread {i} stopped: {e}");
-                }
-            })
-            .map_err(|e| Error::generic(format!("cannot start server thread: {e}")))?;
-        handle.wakers.push(waker);
-        handle.threads.push(thread);
+        start_http_thread(&mut handle, &listener, &cfg.pin_cores, i, thread_seed)?;
+    }
+    if grpc.is_some() || https.is_some() {
+        let endpoints = grpc::Endpoints {
+            grpc,
+            https: https.map(|(public, config)| (public, config, http_addr)),
+        };
+        let core = cfg.pin_cores.last().copied();
+        let runtime = grpc::spawn(Arc::clone(&handle.shared), endpoints, core, !seed)?;
+        handle.runtime = Some(runtime);
     }
     Ok(handle)
+}
+
+/// Starts HTTP server thread `i` on a clone of `listener`.
+fn start_http_thread(
+    handle: &mut ServerHandle,
+    listener: &std::net::TcpListener,
+    pin_cores: &[usize],
+    i: usize,
+    seed: u64,
+) -> Result<()> {
+    let poll = Poll::new()?;
+    let waker = Waker::new(poll.registry(), WAKER)?;
+    let thread_listener = mio::net::TcpListener::from_std(listener.try_clone()?);
+    let worker = Worker::new(poll, thread_listener, Arc::clone(&handle.shared), seed)?;
+    let core = (!pin_cores.is_empty()).then(|| pin_cores[i % pin_cores.len()]);
+    let thread = std::thread::Builder::new()
+        .name(format!("inferperf-serve-{i}"))
+        .spawn(move || {
+            if let Some(id) = core {
+                if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
+                    eprintln!("inferperf serve: could not pin thread {i} to core {id}");
+                }
+            }
+            if let Err(e) = worker.run() {
+                eprintln!("inferperf serve: thread {i} stopped: {e}");
+            }
+        })
+        .map_err(|e| Error::generic(format!("cannot start server thread: {e}")))?;
+    handle.wakers.push(waker);
+    handle.threads.push(thread);
+    Ok(())
 }
 
 /// Model names, for the startup line.
@@ -364,5 +449,6 @@ mod tests {
             (cfg.threads, cfg.pin_cores.len(), cfg.delays.len()),
             (1, 0, 0)
         );
+        assert_eq!((cfg.grpc_addr, cfg.tls), (None, None));
     }
 }

@@ -13,7 +13,7 @@ use crate::tensor::DataType;
 pub const MODEL_VERSION: &str = "1";
 
 /// Backend/platform name reported in metadata and config.
-const PLATFORM: &str = "inferperf";
+pub const PLATFORM: &str = "inferperf";
 
 /// One input or output of a model; `dims` exclude the batch dimension, -1 means any length.
 #[derive(Debug)]
@@ -30,6 +30,9 @@ pub enum Compute {
     SumDiff,
     /// OUTPUT0 = INPUT0, same shape and bytes.
     Identity,
+    /// Decoupled: one response per element i of IN, carrying OUT = [IN[i]] and IDX = [i]
+    /// (see [`ModelDef::repeat_response`]); only the gRPC stream serves it.
+    Repeat,
 }
 
 #[derive(Debug)]
@@ -40,6 +43,9 @@ pub struct ModelDef {
     pub inputs: &'static [TensorSpec],
     pub outputs: &'static [TensorSpec],
     pub compute: Compute,
+    /// Sends any number of responses per request (`model_transaction_policy.decoupled`), so
+    /// only a streaming RPC can serve it.
+    pub decoupled: bool,
 }
 
 const fn spec(name: &'static str, datatype: DataType, dims: &'static [i64]) -> TensorSpec {
@@ -51,7 +57,7 @@ const fn spec(name: &'static str, datatype: DataType, dims: &'static [i64]) -> T
 }
 
 /// All models the server hosts, in the order `/v2/models/stats` lists them.
-pub static MODELS: [ModelDef; 3] = [
+pub static MODELS: [ModelDef; 4] = [
     ModelDef {
         name: "simple",
         max_batch_size: 8,
@@ -64,6 +70,7 @@ pub static MODELS: [ModelDef; 3] = [
             spec("OUTPUT1", DataType::I32, &[16]),
         ],
         compute: Compute::SumDiff,
+        decoupled: false,
     },
     ModelDef {
         name: "identity_fp32",
@@ -71,6 +78,7 @@ pub static MODELS: [ModelDef; 3] = [
         inputs: &[spec("INPUT0", DataType::F32, &[-1])],
         outputs: &[spec("OUTPUT0", DataType::F32, &[-1])],
         compute: Compute::Identity,
+        decoupled: false,
     },
     ModelDef {
         name: "identity_bytes",
@@ -78,6 +86,18 @@ pub static MODELS: [ModelDef; 3] = [
         inputs: &[spec("INPUT0", DataType::Bytes, &[-1])],
         outputs: &[spec("OUTPUT0", DataType::Bytes, &[-1])],
         compute: Compute::Identity,
+        decoupled: false,
+    },
+    ModelDef {
+        name: "repeat_int32",
+        max_batch_size: 0,
+        inputs: &[spec("IN", DataType::I32, &[-1])],
+        outputs: &[
+            spec("OUT", DataType::I32, &[1]),
+            spec("IDX", DataType::U32, &[1]),
+        ],
+        compute: Compute::Repeat,
+        decoupled: true,
     },
 ];
 
@@ -111,9 +131,11 @@ impl ModelDef {
 
     /// Runs the model. `inputs` are in the order of `self.inputs` and already validated
     /// (shapes, sizes, framing); outputs come back in the order of `self.outputs`.
+    /// A decoupled model has no single answer: this returns its inputs unchanged, and its
+    /// responses come from [`ModelDef::repeat_response`].
     pub fn run<'a>(&self, inputs: Vec<TensorData<'a>>) -> Vec<TensorData<'a>> {
         match self.compute {
-            Compute::Identity => inputs,
+            Compute::Identity | Compute::Repeat => inputs,
             Compute::SumDiff => {
                 let (a, b) = (&inputs[0].data, &inputs[1].data);
                 let mut sum = Vec::with_capacity(a.len());
@@ -137,6 +159,21 @@ impl ModelDef {
                 ]
             }
         }
+    }
+
+    /// Response `index` of the decoupled repeat model for the element `value`:
+    /// OUT = [value] (INT32), IDX = [index] (UINT32), in the order of `self.outputs`.
+    pub fn repeat_response(&self, index: u32, value: i32) -> Vec<TensorData<'static>> {
+        vec![
+            TensorData {
+                shape: vec![1],
+                data: Cow::Owned(value.to_le_bytes().to_vec()),
+            },
+            TensorData {
+                shape: vec![1],
+                data: Cow::Owned(index.to_le_bytes().to_vec()),
+            },
+        ]
     }
 
     /// `GET /v2/models/{m}`: KServe v2 model metadata.
@@ -198,7 +235,7 @@ impl ModelDef {
             "parameters": {},
             "model_warmup": [],
             "response_cache": {"enable": false},
-            "model_transaction_policy": {"decoupled": false},
+            "model_transaction_policy": {"decoupled": self.decoupled},
         })
     }
 }
@@ -252,5 +289,26 @@ mod tests {
         let bytes_cfg = MODELS[2].config_json();
         assert_eq!(bytes_cfg["output"][0]["data_type"], "TYPE_STRING");
         assert_eq!(find_model("nope"), None);
+        let repeat = &MODELS[find_model("repeat_int32").unwrap()];
+        let cfg = repeat.config_json();
+        assert_eq!(cfg["model_transaction_policy"]["decoupled"], true);
+        assert_eq!(cfg["max_batch_size"], 0);
+        assert_eq!(repeat.metadata_json()["inputs"][0]["shape"], json!([-1]));
+        assert_eq!(
+            m.config_json()["model_transaction_policy"]["decoupled"],
+            false
+        );
+    }
+
+    #[test]
+    fn repeat_response_carries_value_and_index() {
+        let m = &MODELS[find_model("repeat_int32").unwrap()];
+        let out = m.repeat_response(2, -7);
+        assert_eq!(out[0].data.as_ref(), (-7i32).to_le_bytes().as_slice());
+        assert_eq!(out[1].data.as_ref(), 2u32.to_le_bytes().as_slice());
+        assert_eq!(
+            (out[0].shape.clone(), out[1].shape.clone()),
+            (vec![1], vec![1])
+        );
     }
 }

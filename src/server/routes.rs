@@ -9,6 +9,8 @@ use super::stats::Stats;
 
 pub const JSON: &str = "application/json";
 pub const BINARY: &str = "application/octet-stream";
+/// Protocol extensions the server metadata lists (HTTP `GET /v2` and gRPC ServerMetadata).
+pub const EXTENSIONS: [&str; 3] = ["binary_tensor_data", "statistics", "model_configuration"];
 
 /// What the connection layer needs to know about an answered request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +80,7 @@ pub fn route(req: &Request, stats: &Stats, out: &mut Vec<u8>) -> Reply {
         "/v2" | "/v2/" => json_reply(
             out,
             &json!({"name": "inferperf", "version": env!("CARGO_PKG_VERSION"),
-                "extensions": ["binary_tensor_data", "statistics", "model_configuration"]}),
+                "extensions": EXTENSIONS}),
         ),
         "/v2/models/stats" => json_reply(out, &stats.to_json(None)),
         _ => error_reply(out, 404, "Not Found"),
@@ -236,5 +238,17 @@ mod tests {
             (400, Outcome::InferFailed { model: 1 })
         );
         assert!(out.starts_with(b"{\"error\":\"failed to parse"));
+        out.clear();
+        let req = Request {
+            path: "/v2/models/repeat_int32/infer",
+            body: br#"{"inputs":[{"name":"IN","datatype":"INT32","shape":[1],"data":[1]}]}"#,
+            ..req
+        };
+        let reply = route(&req, &stats, &mut out);
+        assert_eq!(
+            (reply.status, reply.outcome),
+            (400, Outcome::InferFailed { model: 3 })
+        );
+        assert!(String::from_utf8_lossy(&out).contains("'repeat_int32' is decoupled"));
     }
 }

@@ -49,27 +49,28 @@ pub struct InferTiming {
 }
 
 #[derive(Debug, Default, Clone, Copy)]
-struct BatchStats {
-    compute_input: StatDuration,
-    compute_infer: StatDuration,
-    compute_output: StatDuration,
+pub struct BatchStats {
+    pub compute_input: StatDuration,
+    pub compute_infer: StatDuration,
+    pub compute_output: StatDuration,
 }
 
-#[derive(Debug, Default)]
-struct ModelStats {
+/// One model's statistics (a snapshot of it is what the gRPC statistics message carries).
+#[derive(Debug, Default, Clone)]
+pub struct ModelStats {
     /// Milliseconds since the Unix epoch of the last finished inference (0 = never).
-    last_inference_ms: u64,
-    inference_count: u64,
-    execution_count: u64,
-    success: StatDuration,
-    fail: StatDuration,
-    queue: StatDuration,
-    compute_input: StatDuration,
-    compute_infer: StatDuration,
-    compute_output: StatDuration,
+    pub last_inference_ms: u64,
+    pub inference_count: u64,
+    pub execution_count: u64,
+    pub success: StatDuration,
+    pub fail: StatDuration,
+    pub queue: StatDuration,
+    pub compute_input: StatDuration,
+    pub compute_infer: StatDuration,
+    pub compute_output: StatDuration,
     /// Indexed by batch size (0..=max_batch_size, or 1 for a model that does not batch).
-    batch: Vec<BatchStats>,
-    input_bytes: u64,
+    pub batch: Vec<BatchStats>,
+    pub input_bytes: u64,
 }
 
 /// Per-model totals for tests and the lead's integration checks.
@@ -91,6 +92,8 @@ pub struct ModelCounters {
 pub struct Counters {
     /// Every HTTP request answered, on any path, including malformed ones.
     pub http_requests: u64,
+    /// Every gRPC call answered (unary calls and streams, on any method).
+    pub grpc_calls: u64,
     /// Infer requests for known models (successful and failed).
     pub infer_requests: u64,
     pub per_model: Vec<ModelCounters>,
@@ -107,6 +110,7 @@ impl Counters {
 #[derive(Debug)]
 pub struct Stats {
     http_requests: AtomicU64,
+    grpc_calls: AtomicU64,
     models: Vec<Mutex<ModelStats>>,
 }
 
@@ -137,6 +141,7 @@ impl Stats {
             .collect();
         Stats {
             http_requests: AtomicU64::new(0),
+            grpc_calls: AtomicU64::new(0),
             models,
         }
     }
@@ -149,6 +154,15 @@ impl Stats {
 
     pub fn count_http_request(&self) {
         self.http_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn count_grpc_call(&self) {
+        self.grpc_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A consistent copy of one model's statistics (index into `MODELS`).
+    pub fn snapshot(&self, index: usize) -> ModelStats {
+        self.model(index).clone()
     }
 
     /// Records one successful request (one execution of `t.batch_size` inferences).
@@ -236,6 +250,7 @@ impl Stats {
             .collect();
         Counters {
             http_requests: self.http_requests.load(Ordering::Relaxed),
+            grpc_calls: self.grpc_calls.load(Ordering::Relaxed),
             infer_requests: per_model.iter().map(|m| m.infer_requests).sum(),
             per_model,
         }
@@ -262,6 +277,8 @@ mod tests {
         stats.record_success(0, &InferTiming { batch_size: 1, ..t });
         stats.record_failure(0, 7);
         stats.count_http_request();
+        stats.count_grpc_call();
+        stats.count_grpc_call();
         let j = stats.to_json(Some(0));
         let m = &j["model_stats"][0];
         assert_eq!(j["model_stats"].as_array().unwrap().len(), 1);
@@ -281,7 +298,8 @@ mod tests {
         assert_eq!(m["batch_stats"][1]["batch_size"], 4);
         assert!(m["last_inference"].as_u64().unwrap() > 0);
         let c = stats.counters();
-        assert_eq!(c.http_requests, 1);
+        assert_eq!((c.http_requests, c.grpc_calls), (1, 2));
+        assert_eq!(stats.snapshot(0).success.count, 2);
         assert_eq!(c.infer_requests, 3);
         let simple = c.model("simple").unwrap();
         assert_eq!(

@@ -59,6 +59,7 @@ fn run_engine(
         max_workers: 2,
         clock: Clock::new(),
         tls: Some(tls),
+        wire: crate::engine::wire::Wire::Http1,
     };
     let mut engine = Engine::start(&spec, concurrency, Some(total)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

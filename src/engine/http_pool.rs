@@ -1,0 +1,108 @@
+//! The HTTP/1.1 pool: one keep-alive connection per request in flight (no pipelining, as
+//! perf_analyzer's clients do), so concurrency N means N connections.
+
+use std::net::SocketAddr;
+
+use mio::{Registry, Token};
+
+use super::conn::{Conn, Outcome};
+use super::pool::{Cx, Pool};
+use crate::service::triton_http::error_message;
+use crate::transport::TlsClient;
+
+pub struct HttpPool {
+    addr: SocketAddr,
+    tls: Option<TlsClient>,
+    /// Connections to open.
+    count: usize,
+    conns: Vec<Conn>,
+    /// Connected connections with nothing in flight (a stack: the warmest is reused first).
+    idle: Vec<usize>,
+}
+
+impl HttpPool {
+    pub fn new(addr: SocketAddr, tls: Option<TlsClient>, count: usize) -> HttpPool {
+        HttpPool {
+            addr,
+            tls,
+            count,
+            conns: Vec::with_capacity(count),
+            idle: Vec::with_capacity(count),
+        }
+    }
+
+    fn handle(&mut self, i: usize, out: Outcome, cx: &mut Cx<'_>) {
+        match out {
+            Outcome::Pending => {}
+            Outcome::Connected => self.idle.push(i),
+            Outcome::Completed => {
+                let conn = &mut self.conns[i];
+                let rec = conn.rec;
+                if !rec.ok && !cx.sink.failed {
+                    cx.sink.fail(error_message(conn.status, conn.body()));
+                }
+                cx.sink.finish(rec, conn.body());
+                conn.release();
+                if conn.must_reconnect {
+                    self.reconnect(i, cx);
+                } else {
+                    self.idle.push(i);
+                }
+            }
+            Outcome::Failed { msg, request_lost } => {
+                if request_lost {
+                    cx.sink.finish(self.conns[i].rec, &[]);
+                }
+                // perf_analyzer stops the run at the first failed request; the coordinator
+                // sees the error at the next check and ends the measurement.
+                cx.sink.fail(msg);
+            }
+        }
+    }
+
+    fn reconnect(&mut self, i: usize, cx: &mut Cx<'_>) {
+        if let Err(e) = self.conns[i].reconnect(self.addr, cx.registry, self.tls.as_ref()) {
+            cx.sink
+                .fail(format!("cannot reconnect to {}: {e}", self.addr));
+        }
+    }
+}
+
+impl Pool for HttpPool {
+    fn open(&mut self, registry: &Registry) -> Result<(), String> {
+        for i in 0..self.count {
+            let conn = Conn::connect(self.addr, Token(i), registry, self.tls.as_ref())
+                .map_err(|e| format!("cannot connect to {}: {e}", self.addr))?;
+            self.conns.push(conn);
+        }
+        Ok(())
+    }
+
+    fn on_event(&mut self, token: usize, writable: bool, readable: bool, cx: &mut Cx<'_>) {
+        let Some(conn) = self.conns.get_mut(token) else {
+            return;
+        };
+        let req = &cx.feed.requests[conn.step];
+        let out = conn.on_event(writable, readable, req, cx.clock, cx.registry);
+        self.handle(token, out, cx);
+    }
+
+    fn fill(&mut self, cx: &mut Cx<'_>) {
+        while let Some(&i) = self.idle.last() {
+            let Some(step) = cx.feed.next(cx.sink) else {
+                return;
+            };
+            self.idle.pop();
+            cx.sink.started();
+            let req = &cx.feed.requests[step];
+            let out = self.conns[i].start(req, step, cx.clock, cx.registry);
+            self.handle(i, out, cx);
+        }
+    }
+
+    fn close(&mut self, registry: &Registry) {
+        for c in &mut self.conns {
+            c.deregister(registry);
+        }
+    }
+}

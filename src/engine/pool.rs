@@ -1,0 +1,181 @@
+//! What a worker's connections of one protocol look like to the worker's event loop: a
+//! [`Pool`] opens its connections, handles their readiness events and starts requests while
+//! it has free slots. The loop, the window swaps and the bookkeeping are shared
+//! (`worker.rs`); only the wire differs (`http_pool.rs`, `grpc_pool.rs`).
+
+use std::sync::Arc;
+
+use mio::Registry;
+
+use crate::clock::Clock;
+use crate::measure::RequestRecord;
+
+/// A worker's connections: HTTP/1.1 (one request per connection) or HTTP/2 (many streams).
+pub trait Pool: Send + 'static {
+    /// Starts connecting. An error message names what could not be opened.
+    fn open(&mut self, registry: &Registry) -> Result<(), String>;
+    /// A readiness event for the connection with this token.
+    fn on_event(&mut self, token: usize, writable: bool, readable: bool, cx: &mut Cx<'_>);
+    /// Starts requests on free slots while `cx.feed` hands out steps.
+    fn fill(&mut self, cx: &mut Cx<'_>);
+    /// Unregisters every socket (the worker is exiting).
+    fn close(&mut self, registry: &Registry);
+}
+
+/// What a pool may touch while it handles an event.
+pub struct Cx<'a> {
+    pub registry: &'a Registry,
+    pub clock: &'a Clock,
+    pub feed: &'a mut Feed,
+    pub sink: &'a mut Sink,
+}
+
+/// The requests to send: which input step comes next, and how many may still start.
+pub struct Feed {
+    pub requests: Arc<Vec<Vec<u8>>>,
+    next_step: usize,
+    /// Requests this worker may still start; `None`: until told to stop.
+    budget: Option<u64>,
+    /// Cleared by the coordinator's Stop: nothing new starts.
+    pub running: bool,
+    /// Requests started since the last window swap.
+    pub sent: u64,
+}
+
+impl Feed {
+    pub fn new(requests: Arc<Vec<Vec<u8>>>, first_step: usize, budget: Option<u64>) -> Feed {
+        let next_step = first_step % requests.len().max(1);
+        Feed {
+            requests,
+            next_step,
+            budget,
+            running: true,
+            sent: 0,
+        }
+    }
+
+    /// The input step of the next request, counting it as sent; `None` when stopped, out of
+    /// budget, or after a failure (`sink.failed`).
+    #[inline]
+    pub fn next(&mut self, sink: &Sink) -> Option<usize> {
+        if !self.running || sink.failed {
+            return None;
+        }
+        match &mut self.budget {
+            Some(0) => return None,
+            Some(b) => *b -= 1,
+            None => {}
+        }
+        let step = self.next_step;
+        self.next_step += 1;
+        if self.next_step == self.requests.len() {
+            self.next_step = 0;
+        }
+        self.sent += 1;
+        Some(step)
+    }
+
+    /// No request may start any more (budget spent or stopped).
+    pub fn exhausted(&self) -> bool {
+        !self.running || self.budget == Some(0)
+    }
+}
+
+/// Where finished requests go: the record buffer the coordinator swaps at window edges.
+pub struct Sink {
+    pub records: Vec<RequestRecord>,
+    /// Response bodies for the profile export (`keep_bodies`).
+    pub bodies: Vec<u8>,
+    pub keep_bodies: bool,
+    pub completed: u64,
+    pub in_flight: usize,
+    /// A request failed: nothing new starts (perf_analyzer stops at the first failure).
+    pub failed: bool,
+    /// The first failure's message, for the coordinator.
+    pub error: Option<String>,
+}
+
+impl Sink {
+    pub fn new(records: Vec<RequestRecord>, keep_bodies: bool) -> Sink {
+        Sink {
+            records,
+            bodies: Vec::new(),
+            keep_bodies,
+            completed: 0,
+            in_flight: 0,
+            failed: false,
+            error: None,
+        }
+    }
+
+    /// A request started.
+    #[inline]
+    pub fn started(&mut self) {
+        self.in_flight += 1;
+    }
+
+    /// A request ended (ok or not); `body` is kept for the export when asked.
+    #[inline]
+    pub fn finish(&mut self, mut rec: RequestRecord, body: &[u8]) {
+        if self.keep_bodies && !body.is_empty() {
+            rec.body_off = self.bodies.len() as u32;
+            rec.body_len = body.len() as u32;
+            self.bodies.extend_from_slice(body);
+        }
+        self.records.push(rec);
+        self.completed += 1;
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
+    /// A request that was started but never reached the server (e.g. refused by GOAWAY): it
+    /// leaves no record.
+    #[inline]
+    pub fn abandon(&mut self) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
+    /// Records a failure; the first message is kept and no new request starts.
+    pub fn fail(&mut self, msg: String) {
+        self.failed = true;
+        if self.error.is_none() {
+            self.error = Some(msg);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feed_cycles_steps_and_spends_the_budget() {
+        let requests = Arc::new(vec![vec![1], vec![2], vec![3]]);
+        let mut sink = Sink::new(Vec::new(), false);
+        let mut feed = Feed::new(requests, 4, Some(4));
+        let steps: Vec<_> = std::iter::from_fn(|| feed.next(&sink)).collect();
+        assert_eq!(steps, vec![1, 2, 0, 1]);
+        assert!(feed.exhausted());
+        assert_eq!(feed.sent, 4);
+        let mut open = Feed::new(Arc::new(vec![vec![0]]), 0, None);
+        assert_eq!(open.next(&sink), Some(0));
+        sink.fail("boom".into());
+        sink.fail("later".into());
+        assert_eq!(open.next(&sink), None);
+        assert_eq!(sink.error.as_deref(), Some("boom"));
+    }
+
+    #[test]
+    fn sink_keeps_bodies_only_when_asked() {
+        let mut sink = Sink::new(Vec::new(), true);
+        sink.started();
+        sink.finish(RequestRecord::default(), b"abc");
+        sink.started();
+        sink.finish(RequestRecord::default(), b"");
+        assert_eq!(sink.records[0].body_len, 3);
+        assert_eq!(sink.records[1].body_len, 0);
+        assert_eq!((sink.completed, sink.in_flight), (2, 0));
+        let mut plain = Sink::new(Vec::new(), false);
+        plain.finish(RequestRecord::default(), b"abc");
+        assert!(plain.bodies.is_empty());
+    }
+}

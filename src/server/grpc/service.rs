@@ -1,0 +1,371 @@
+//! `/inference.GRPCInferenceService/*`: routing a call to its RPC, inference with the
+//! configured delays and `--serial`, the decoupled repeat model, and the stream.
+//!
+//! Statistics go to the same `Stats` as the HTTP side, with the same timing points: `received`
+//! is when the request message was fully read; a delay is compute time; success runs to the
+//! (last) response being ready to send.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::{RecvStream, SendStream};
+use prost::Message;
+
+use super::convert::{
+    bool_param, build_response, choose_outputs, decode_inputs, int32_values, EMPTY_FINAL,
+};
+use super::sleep::sleep_until;
+use super::unary;
+use super::wire::{
+    answer_unary, code, send_message, send_status, start_response, Encoding, MessageSource, Next,
+    Status,
+};
+use crate::protocol::grpc::pb::inference as pb;
+use crate::server::conn::sample_delay;
+use crate::server::infer::decoupled_refusal;
+use crate::server::models::MODELS;
+use crate::server::stats::InferTiming;
+use crate::server::worker::Shared;
+
+const SERVICE_PREFIX: &str = "/inference.GRPCInferenceService/";
+
+fn nanos(d: Duration) -> u64 {
+    d.as_nanos() as u64
+}
+
+/// The gRPC service: the server's shared state plus the gRPC runtime's own model instances.
+pub struct Service {
+    pub shared: Arc<Shared>,
+    /// Per model: when the runtime's single instance of a `--serial` model is free again
+    /// (the gRPC runtime is one more "server thread" with its own instances).
+    busy_until: Mutex<Vec<Instant>>,
+    rng: Mutex<u64>,
+}
+
+impl Service {
+    pub fn new(shared: Arc<Shared>, seed: u64) -> Service {
+        Service {
+            shared,
+            busy_until: Mutex::new(vec![Instant::now(); MODELS.len()]),
+            rng: Mutex::new(seed | 1),
+        }
+    }
+
+    /// The configured delay of model `index`, one sample (zero without `--delay`).
+    fn sample(&self, index: usize) -> Duration {
+        match &self.shared.delays[index] {
+            None => Duration::ZERO,
+            Some(delay) => {
+                let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+                sample_delay(delay, &mut rng)
+            }
+        }
+    }
+
+    /// When an execution of `busy` ready at `ready` may start: at once, or for a serial model
+    /// when the previous execution is over (which then lasts until start + busy).
+    fn reserve(&self, index: usize, ready: Instant, busy: Duration) -> Instant {
+        if !self.shared.serial[index] {
+            return ready;
+        }
+        let mut until = self.busy_until.lock().unwrap_or_else(|e| e.into_inner());
+        let start = ready.max(until[index]);
+        until[index] = start + busy;
+        start
+    }
+
+    /// Answers one call, whatever its method.
+    pub async fn handle(
+        self: Arc<Self>,
+        request: http::Request<RecvStream>,
+        mut respond: SendResponse<Bytes>,
+    ) {
+        self.shared.stats.count_grpc_call();
+        let (parts, body) = request.into_parts();
+        let encoding = match Encoding::from_headers(&parts.headers) {
+            Ok(e) => e,
+            Err(status) => {
+                return answer_unary(&mut respond, Err::<pb::ServerLiveResponse, _>(status))
+            }
+        };
+        let mut source = MessageSource::new(body, encoding);
+        let path = parts.uri.path();
+        let method = path.strip_prefix(SERVICE_PREFIX).unwrap_or("");
+        let r = &mut respond;
+        let stats = &self.shared.stats;
+        match method {
+            "ModelStreamInfer" => self.stream(source, respond).await,
+            "ModelInfer" => {
+                let result = match source.single::<pb::ModelInferRequest>().await {
+                    Ok(req) => self.infer_once(&req, Instant::now(), None).await,
+                    Err(status) => Err(status),
+                };
+                answer_unary(r, result)
+            }
+            "ServerLive" => {
+                unary(&mut source, r, |_: pb::ServerLiveRequest| {
+                    Ok(pb::ServerLiveResponse { live: true })
+                })
+                .await
+            }
+            "ServerReady" => {
+                unary(&mut source, r, |_: pb::ServerReadyRequest| {
+                    Ok(pb::ServerReadyResponse { ready: true })
+                })
+                .await
+            }
+            "ModelReady" => unary(&mut source, r, |q| Ok(unary::model_ready(&q))).await,
+            "ServerMetadata" => {
+                unary(&mut source, r, |_: pb::ServerMetadataRequest| {
+                    Ok(unary::server_metadata())
+                })
+                .await
+            }
+            "ModelMetadata" => unary(&mut source, r, |q| unary::model_metadata(&q)).await,
+            "ModelConfig" => unary(&mut source, r, |q| unary::model_config(&q)).await,
+            "ModelStatistics" => {
+                unary(&mut source, r, |q| unary::model_statistics(stats, &q)).await
+            }
+            _ => answer_unary(
+                r,
+                Err::<pb::ServerLiveResponse, _>(Status::new(
+                    code::UNIMPLEMENTED,
+                    format!("unknown gRPC method '{path}'"),
+                )),
+            ),
+        }
+    }
+
+    /// Runs one request of a model that answers once; `final_flag` is set on stream responses.
+    /// Validation errors are INVALID_ARGUMENT and count as failures of the model.
+    async fn infer_once(
+        &self,
+        req: &pb::ModelInferRequest,
+        received: Instant,
+        final_flag: Option<bool>,
+    ) -> Result<pb::ModelInferResponse, Status> {
+        let index = unary::lookup(&req.model_name, &req.model_version)?;
+        let model = &MODELS[index];
+        let stats = &self.shared.stats;
+        let started = Instant::now();
+        let checked = if model.decoupled {
+            Err(decoupled_refusal(model))
+        } else {
+            decode_inputs(model, req)
+                .and_then(|decoded| choose_outputs(model, req).map(|chosen| (decoded, chosen)))
+        };
+        let ((inputs, batch_size), chosen) = checked.map_err(|msg| {
+            stats.record_failure(index, nanos(received.elapsed()));
+            Status::invalid(msg)
+        })?;
+        let input_bytes = inputs.iter().map(|t| t.data.len() as u64).sum();
+        let computed = Instant::now();
+        let outputs = model.run(inputs);
+        let encoding = Instant::now();
+        let response = build_response(model, &req.id, &chosen, &outputs, final_flag);
+        let ready = Instant::now();
+        let mut timing = InferTiming {
+            batch_size,
+            input_bytes,
+            queue_ns: nanos(started - received),
+            input_ns: nanos(computed - started),
+            infer_ns: nanos(encoding - computed),
+            output_ns: nanos(ready - encoding),
+            success_ns: 0,
+        };
+        let wait = self.sample(index);
+        if !wait.is_zero() {
+            let start = self.reserve(index, ready, wait);
+            timing.queue_ns += nanos(start - ready);
+            sleep_until(start + wait).await;
+            timing.infer_ns += nanos(start.elapsed());
+        }
+        timing.success_ns = nanos(received.elapsed());
+        stats.record_success(index, &timing);
+        Ok(response)
+    }
+
+    /// Runs one request of the decoupled repeat model, sending its responses on `send`.
+    async fn infer_decoupled(
+        &self,
+        index: usize,
+        req: &pb::ModelInferRequest,
+        received: Instant,
+        send: &mut SendStream<Bytes>,
+    ) -> Result<(), Status> {
+        let model = &MODELS[index];
+        let stats = &self.shared.stats;
+        let started = Instant::now();
+        let checked = decode_inputs(model, req).and_then(|(inputs, _)| {
+            let chosen = choose_outputs(model, req)?;
+            let empty_final = bool_param(&req.parameters, EMPTY_FINAL)?;
+            let input_bytes = inputs[0].data.len() as u64;
+            Ok((
+                int32_values(&inputs[0].data),
+                chosen,
+                empty_final,
+                input_bytes,
+            ))
+        });
+        let (values, chosen, empty_final, input_bytes) = checked.map_err(|msg| {
+            stats.record_failure(index, nanos(received.elapsed()));
+            Status::invalid(msg)
+        })?;
+        let ready = Instant::now();
+        let gaps: Vec<Duration> = values.iter().map(|_| self.sample(index)).collect();
+        let start = self.reserve(index, ready, gaps.iter().sum());
+        let mut last = start;
+        for (i, (&value, &gap)) in values.iter().zip(&gaps).enumerate() {
+            sleep_until(last + gap).await;
+            let is_final = !empty_final && i + 1 == values.len();
+            let outputs = model.repeat_response(i as u32, value);
+            let response = build_response(model, &req.id, &chosen, &outputs, Some(is_final));
+            last = Instant::now();
+            if send_stream_response(send, Ok(response)).is_err() {
+                break; // The client went away; the execution still counts below.
+            }
+        }
+        if empty_final || values.is_empty() {
+            let response = build_response(model, &req.id, &[], &[], Some(true));
+            let _ = send_stream_response(send, Ok(response));
+        }
+        let done = Instant::now();
+        let timing = InferTiming {
+            batch_size: 1,
+            input_bytes,
+            queue_ns: nanos(started - received) + nanos(start.saturating_duration_since(ready)),
+            input_ns: nanos(ready - started),
+            infer_ns: nanos(done.saturating_duration_since(start)),
+            output_ns: 0,
+            success_ns: nanos(done - received),
+        };
+        stats.record_success(index, &timing);
+        Ok(())
+    }
+
+    /// ModelStreamInfer: requests in order, each answered (or refused with `error_message`)
+    /// before the next is read; the call ends OK when the client closes its side.
+    async fn stream(&self, mut source: MessageSource, mut respond: SendResponse<Bytes>) {
+        let Some(mut send) = start_response(&mut respond) else {
+            return;
+        };
+        loop {
+            let next = match source.next::<pb::ModelInferRequest>().await {
+                Ok(next) => next,
+                Err(status) => return send_status(&mut send, &status),
+            };
+            let received = Instant::now();
+            let req = match next {
+                Next::End => break,
+                Next::Bad(status) => {
+                    if stream_error(&mut send, &pb::ModelInferRequest::default(), status).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Next::Message(req) => req,
+            };
+            let result = match unary::lookup(&req.model_name, &req.model_version) {
+                Err(status) => Err(status),
+                Ok(index) if MODELS[index].decoupled => {
+                    self.infer_decoupled(index, &req, received, &mut send).await
+                }
+                Ok(_) => match self.infer_once(&req, received, Some(true)).await {
+                    Ok(response) => send_stream_response(&mut send, Ok(response))
+                        .map_err(|e| Status::new(code::INTERNAL, e.to_string())),
+                    Err(status) => Err(status),
+                },
+            };
+            if let Err(status) = result {
+                if stream_error(&mut send, &req, status).is_err() {
+                    return;
+                }
+            }
+        }
+        send_status(&mut send, &Status::new(code::OK, ""));
+    }
+}
+
+/// Sends a response or an error on the stream.
+fn send_stream_response(
+    send: &mut SendStream<Bytes>,
+    result: Result<pb::ModelInferResponse, String>,
+) -> Result<(), h2::Error> {
+    let msg = match result {
+        Ok(response) => pb::ModelStreamInferResponse {
+            error_message: String::new(),
+            infer_response: Some(response),
+        },
+        Err(error_message) => pb::ModelStreamInferResponse {
+            error_message,
+            infer_response: None,
+        },
+    };
+    send_message(send, &msg)
+}
+
+/// An error for one stream request: `error_message`, plus the request's model and id so the
+/// client can tell which request failed.
+fn stream_error(
+    send: &mut SendStream<Bytes>,
+    req: &pb::ModelInferRequest,
+    status: Status,
+) -> Result<(), h2::Error> {
+    let msg = pb::ModelStreamInferResponse {
+        error_message: status.message,
+        infer_response: Some(pb::ModelInferResponse {
+            model_name: req.model_name.clone(),
+            model_version: req.model_version.clone(),
+            id: req.id.clone(),
+            ..Default::default()
+        }),
+    };
+    send_message(send, &msg)
+}
+
+/// A unary call: one request message in, `answer` out.
+async fn unary<Req: Message + Default, Resp: Message>(
+    source: &mut MessageSource,
+    respond: &mut SendResponse<Bytes>,
+    answer: impl FnOnce(Req) -> Result<Resp, Status>,
+) {
+    let result = source.single::<Req>().await.and_then(answer);
+    answer_unary(respond, result);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::stats::Stats;
+    use crate::server::Delay;
+    use std::sync::atomic::AtomicBool;
+
+    fn service(serial: bool) -> Service {
+        let shared = Arc::new(Shared {
+            stats: Stats::new(),
+            delays: vec![Some(Delay::Fixed(Duration::from_millis(2))); MODELS.len()],
+            serial: vec![serial; MODELS.len()],
+            stop: AtomicBool::new(false),
+        });
+        Service::new(shared, 7)
+    }
+
+    #[test]
+    fn serial_models_queue_behind_each_other() {
+        let ms = Duration::from_millis;
+        let (s, p) = (service(true), service(false));
+        let now = Instant::now();
+        assert_eq!(s.reserve(0, now, ms(5)), now);
+        assert_eq!(s.reserve(0, now + ms(1), ms(5)), now + ms(5));
+        assert_eq!(
+            s.reserve(1, now, ms(5)),
+            now,
+            "models have their own instance"
+        );
+        assert_eq!(p.reserve(0, now, ms(5)), now);
+        assert_eq!(p.reserve(0, now, ms(5)), now);
+        assert_eq!(p.sample(0), ms(2));
+    }
+}

@@ -1,0 +1,240 @@
+//! The non-inference RPCs: health, server and model metadata, model config, statistics.
+
+use crate::protocol::grpc::pb::inference as pb;
+use crate::server::models::{find_model, ModelDef, TensorSpec, MODELS, MODEL_VERSION, PLATFORM};
+use crate::server::routes::EXTENSIONS;
+use crate::server::stats::{StatDuration, Stats};
+use crate::tensor::DataType;
+
+use super::wire::Status;
+
+/// The model a request names (index into `MODELS`); an empty version means the latest.
+/// Messages match the HTTP side's 404 texts.
+pub fn lookup(name: &str, version: &str) -> Result<usize, Status> {
+    let index = find_model(name)
+        .filter(|_| !name.is_empty())
+        .ok_or_else(|| {
+            Status::not_found(format!("Request for unknown model: '{name}' is not found"))
+        })?;
+    if !version.is_empty() && version != MODEL_VERSION {
+        return Err(Status::not_found(format!(
+            "Request for unknown model: '{name}' version {version} is not found"
+        )));
+    }
+    Ok(index)
+}
+
+pub fn server_metadata() -> pb::ServerMetadataResponse {
+    pb::ServerMetadataResponse {
+        name: "inferperf".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        extensions: EXTENSIONS.iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+/// A model the name does not match is not ready (no error, like a health probe expects).
+pub fn model_ready(req: &pb::ModelReadyRequest) -> pb::ModelReadyResponse {
+    pb::ModelReadyResponse {
+        ready: lookup(&req.name, &req.version).is_ok(),
+    }
+}
+
+pub fn model_metadata(req: &pb::ModelMetadataRequest) -> Result<pb::ModelMetadataResponse, Status> {
+    let model = &MODELS[lookup(&req.name, &req.version)?];
+    let tensors = |specs: &[TensorSpec]| {
+        specs
+            .iter()
+            .map(|s| pb::model_metadata_response::TensorMetadata {
+                name: s.name.into(),
+                datatype: s.datatype.name().into(),
+                shape: model.wire_dims(s),
+            })
+            .collect()
+    };
+    Ok(pb::ModelMetadataResponse {
+        name: model.name.into(),
+        versions: vec![MODEL_VERSION.into()],
+        platform: PLATFORM.into(),
+        inputs: tensors(model.inputs),
+        outputs: tensors(model.outputs),
+    })
+}
+
+/// `TYPE_*` of a datatype (BYTES is `TYPE_STRING` in model configs).
+fn config_type(datatype: DataType) -> i32 {
+    let name = match datatype {
+        DataType::Bytes => "TYPE_STRING".to_string(),
+        other => format!("TYPE_{}", other.name()),
+    };
+    pb::DataType::from_str_name(&name).unwrap_or(pb::DataType::TypeInvalid) as i32
+}
+
+/// The model configuration, the same facts as the HTTP config JSON.
+pub fn config_of(model: &ModelDef) -> pb::ModelConfig {
+    pb::ModelConfig {
+        name: model.name.into(),
+        platform: PLATFORM.into(),
+        backend: PLATFORM.into(),
+        max_batch_size: model.max_batch_size as i32,
+        input: model
+            .inputs
+            .iter()
+            .map(|s| pb::ModelInput {
+                name: s.name.into(),
+                data_type: config_type(s.datatype),
+                dims: s.dims.to_vec(),
+                ..Default::default()
+            })
+            .collect(),
+        output: model
+            .outputs
+            .iter()
+            .map(|s| pb::ModelOutput {
+                name: s.name.into(),
+                data_type: config_type(s.datatype),
+                dims: s.dims.to_vec(),
+                ..Default::default()
+            })
+            .collect(),
+        scheduling_choice: None,
+        model_transaction_policy: Some(pb::ModelTransactionPolicy {
+            decoupled: model.decoupled,
+        }),
+        response_cache: Some(pb::ModelResponseCache { enable: false }),
+    }
+}
+
+pub fn model_config(req: &pb::ModelConfigRequest) -> Result<pb::ModelConfigResponse, Status> {
+    let model = &MODELS[lookup(&req.name, &req.version)?];
+    Ok(pb::ModelConfigResponse {
+        config: Some(config_of(model)),
+    })
+}
+
+fn duration(d: StatDuration) -> Option<pb::StatisticDuration> {
+    Some(pb::StatisticDuration {
+        count: d.count,
+        ns: d.ns,
+    })
+}
+
+/// The numbers of the HTTP statistics JSON, as the gRPC message. An empty name means every
+/// model.
+pub fn model_statistics(
+    stats: &Stats,
+    req: &pb::ModelStatisticsRequest,
+) -> Result<pb::ModelStatisticsResponse, Status> {
+    let indices: Vec<usize> = if req.name.is_empty() {
+        (0..MODELS.len()).collect()
+    } else {
+        vec![lookup(&req.name, &req.version)?]
+    };
+    let model_stats = indices
+        .into_iter()
+        .map(|i| {
+            let s = stats.snapshot(i);
+            let batch_stats = s
+                .batch
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.compute_infer.count > 0)
+                .map(|(size, b)| pb::InferBatchStatistics {
+                    batch_size: size as u64,
+                    compute_input: duration(b.compute_input),
+                    compute_infer: duration(b.compute_infer),
+                    compute_output: duration(b.compute_output),
+                })
+                .collect();
+            pb::ModelStatistics {
+                name: MODELS[i].name.into(),
+                version: MODEL_VERSION.into(),
+                last_inference: s.last_inference_ms,
+                inference_count: s.inference_count,
+                execution_count: s.execution_count,
+                inference_stats: Some(pb::InferStatistics {
+                    success: duration(s.success),
+                    fail: duration(s.fail),
+                    queue: duration(s.queue),
+                    compute_input: duration(s.compute_input),
+                    compute_infer: duration(s.compute_infer),
+                    compute_output: duration(s.compute_output),
+                    cache_hit: duration(StatDuration::default()),
+                    cache_miss: duration(StatDuration::default()),
+                }),
+                batch_stats,
+            }
+        })
+        .collect();
+    Ok(pb::ModelStatisticsResponse { model_stats })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::stats::InferTiming;
+
+    #[test]
+    fn lookups() {
+        assert_eq!(lookup("simple", ""), Ok(0));
+        assert_eq!(lookup("simple", "1"), Ok(0));
+        let cases = [
+            ("nope", "", "'nope' is not found"),
+            ("", "", "'' is not found"),
+            ("simple", "2", "'simple' version 2 is not found"),
+        ];
+        for (name, version, want) in cases {
+            let err = lookup(name, version).unwrap_err();
+            assert_eq!(err.code, super::super::wire::code::NOT_FOUND);
+            assert!(err.message.contains(want), "{}", err.message);
+        }
+    }
+
+    #[test]
+    fn config_matches_the_definitions() {
+        let repeat = config_of(&MODELS[find_model("repeat_int32").unwrap()]);
+        assert_eq!(repeat.max_batch_size, 0);
+        assert!(repeat.model_transaction_policy.unwrap().decoupled);
+        assert_eq!(repeat.input[0].data_type, pb::DataType::TypeInt32 as i32);
+        assert_eq!(repeat.output[1].data_type, pb::DataType::TypeUint32 as i32);
+        assert_eq!(repeat.input[0].dims, vec![-1]);
+        let bytes = config_of(&MODELS[find_model("identity_bytes").unwrap()]);
+        assert_eq!(bytes.output[0].data_type, pb::DataType::TypeString as i32);
+        assert_eq!(bytes.max_batch_size, 8);
+        assert!(!bytes.model_transaction_policy.unwrap().decoupled);
+    }
+
+    #[test]
+    fn statistics_mirror_the_json() {
+        let stats = Stats::new();
+        let t = InferTiming {
+            batch_size: 2,
+            input_bytes: 8,
+            queue_ns: 3,
+            input_ns: 5,
+            infer_ns: 7,
+            output_ns: 11,
+            success_ns: 26,
+        };
+        stats.record_success(1, &t);
+        stats.record_failure(1, 4);
+        let req = pb::ModelStatisticsRequest {
+            name: "identity_fp32".into(),
+            version: String::new(),
+        };
+        let proto = model_statistics(&stats, &req).unwrap();
+        let json = stats.to_json(Some(1));
+        let (p, j) = (&proto.model_stats[0], &json["model_stats"][0]);
+        assert_eq!(p.inference_count, j["inference_count"].as_u64().unwrap());
+        assert_eq!(p.last_inference, j["last_inference"].as_u64().unwrap());
+        let inf = p.inference_stats.as_ref().unwrap();
+        assert_eq!(inf.success.unwrap().ns, 26);
+        assert_eq!(inf.fail.unwrap().count, 1);
+        assert_eq!(p.batch_stats.len(), 1);
+        assert_eq!(p.batch_stats[0].batch_size, 2);
+        let all = pb::ModelStatisticsRequest::default();
+        assert_eq!(
+            model_statistics(&stats, &all).unwrap().model_stats.len(),
+            MODELS.len()
+        );
+    }
+}
