@@ -1,6 +1,8 @@
 //! Shared helpers for the integration tests: an in-process reference server and configs.
 #![allow(dead_code)]
 
+pub mod pki;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -23,6 +25,26 @@ pub fn start_server_with(delays: Vec<(String, server::Delay)>) -> ServerHandle {
         ..ServeConfig::default()
     };
     server::start(cfg).expect("reference server starts")
+}
+
+/// A reference server with its gRPC endpoint on an ephemeral port; `tls` turns TLS on for
+/// both ports.
+pub fn start_grpc_server_with(
+    delays: Vec<(String, server::Delay)>,
+    tls: Option<server::TlsFiles>,
+) -> ServerHandle {
+    let cfg = ServeConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        grpc_addr: Some("127.0.0.1:0".parse().unwrap()),
+        delays,
+        tls,
+        ..ServeConfig::default()
+    };
+    server::start(cfg).expect("reference server starts")
+}
+
+pub fn start_grpc_server(delays: Vec<(String, server::Delay)>) -> ServerHandle {
+    start_grpc_server_with(delays, None)
 }
 
 /// A config for `model` against `server` that measures quickly: count windows of `n`
