@@ -17,6 +17,10 @@ const TARGETS: &[(&str, FuzzFn)] = &[
         "grpc_message",
         inferperf::protocol::grpc::message::fuzz_grpc_messages,
     ),
+    (
+        "h2_session",
+        inferperf::protocol::grpc::session::fuzz_session,
+    ),
 ];
 
 #[test]

@@ -3,6 +3,7 @@
 
 pub mod conn;
 pub mod coordinator;
+pub mod grpc_pool;
 pub mod http_pool;
 pub mod pool;
 pub mod window;
@@ -22,6 +23,7 @@ use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::measure::{RequestRecord, WindowRecords};
 use crate::transport::TlsClient;
+use grpc_pool::GrpcPool;
 use http_pool::HttpPool;
 use pool::Pool;
 use wire::Wire;
@@ -108,7 +110,10 @@ impl Engine {
                     let pool = HttpPool::new(addr, tls, c as usize);
                     spawn_worker(params, pool, core, &out_tx)?
                 }
-                Wire::Grpc(_) => return Err(Error::generic("gRPC engine pending")),
+                Wire::Grpc(wire) => {
+                    let pool = GrpcPool::new(addr, tls, wire.clone(), c as usize);
+                    spawn_worker(params, pool, core, &out_tx)?
+                }
             };
             workers.push(handle);
         }

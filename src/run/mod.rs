@@ -11,7 +11,6 @@ use std::sync::Arc;
 use crate::clock::Clock;
 use crate::config::{Config, MeasurementMode, Protocol};
 use crate::engine::coordinator::{profile_point, PointCtx, PointOutcome, PointStatus};
-use crate::engine::wire::Wire;
 use crate::engine::{available_cores, EngineSpec};
 use crate::error::{Error, Result};
 use crate::inputs::build_inputs;
@@ -38,9 +37,6 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         if let Some(request) = plan.requests.first() {
             eprintln!("{}", printable_request(request));
         }
-    }
-    if plan.wire != Wire::Http1 {
-        return Err(Error::generic("gRPC load is not wired into the engine yet"));
     }
     let keep_windows = cfg.profile_export_file.is_some();
     let cores = available_cores().len().max(1);

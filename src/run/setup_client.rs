@@ -26,17 +26,19 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(2);
 const UNIMPLEMENTED: &str = "gRPC status 12";
 
 pub enum SetupClient {
-    Http(BlockingClient),
+    Http(Box<BlockingClient>),
     Grpc(GrpcClient),
 }
 
 impl SetupClient {
     pub fn connect(host: &str, cfg: &Config, tls: Option<&TlsClient>) -> Result<SetupClient> {
         Ok(match cfg.protocol {
-            Protocol::Http => {
-                SetupClient::Http(BlockingClient::connect_tls(host, SETUP_TIMEOUT, tls)?)
-            }
-            Protocol::Grpc => SetupClient::Grpc(GrpcClient::connect(host, SETUP_TIMEOUT)?),
+            Protocol::Http => SetupClient::Http(Box::new(BlockingClient::connect_tls(
+                host,
+                SETUP_TIMEOUT,
+                tls,
+            )?)),
+            Protocol::Grpc => SetupClient::Grpc(GrpcClient::connect_tls(host, SETUP_TIMEOUT, tls)?),
         })
     }
 

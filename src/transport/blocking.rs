@@ -30,6 +30,14 @@ impl BlockingStream {
     pub fn is_tls(&self) -> bool {
         matches!(self, BlockingStream::Tls(_))
     }
+
+    /// The TCP socket underneath (for timeouts).
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            BlockingStream::Plain(s) => s,
+            BlockingStream::Tls(s) => &s.sock,
+        }
+    }
 }
 
 impl Read for BlockingStream {

@@ -191,7 +191,7 @@ fn large_messages_flow_in_both_directions() {
     .encode_to_vec();
     for window in [super::RECV_WINDOW, 65_535] {
         let (addr, _seen, server) = serve(1);
-        let mut client = GrpcClient::connect_with_window(&addr, TIMEOUT, window).unwrap();
+        let mut client = GrpcClient::connect_with_window(&addr, TIMEOUT, window, None).unwrap();
         for _ in 0..2 {
             let bytes = client.unary("ModelInfer", &request).unwrap();
             let reply: pb::ModelInferResponse = decode(&bytes, "ModelInfer").unwrap();

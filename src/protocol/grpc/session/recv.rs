@@ -1,0 +1,406 @@
+//! The receive side: one parsed frame at a time, against the connection and stream state
+//! (RFC 9113 §5.1 stream states, §6.9 flow control, §8.1 responses; gRPC over HTTP/2 for
+//! headers, messages and trailers).
+
+use super::headers::{decode_head, trailers_end, Head};
+use super::streams::Phase;
+use super::{Conn, ConnError, Event, StreamEnd, MAX_HEADER_BLOCK};
+use crate::protocol::grpc::frame::{
+    write_ping_ack, write_rst_stream, write_settings_ack, write_window_update, ErrorCode, Frame,
+    SettingsIter, DEFAULT_MAX_FRAME_SIZE, MAX_WINDOW_SIZE, SETTINGS_HEADER_TABLE_SIZE,
+    SETTINGS_INITIAL_WINDOW_SIZE, SETTINGS_MAX_CONCURRENT_STREAMS, SETTINGS_MAX_FRAME_SIZE,
+};
+use crate::protocol::grpc::hpack::DEFAULT_HEADER_TABLE_SIZE;
+use crate::protocol::grpc::message::GrpcFramingError;
+
+type On<'e> = &'e mut dyn FnMut(Event<'_>);
+
+fn conn_error(code: ErrorCode, msg: &str) -> ConnError {
+    ConnError {
+        code,
+        msg: msg.to_string(),
+    }
+}
+
+fn protocol_error(msg: &str) -> Result<(), ConnError> {
+    Err(conn_error(ErrorCode::ProtocolError, msg))
+}
+
+impl Conn {
+    /// Applies one frame; `flow_len` is its payload length with padding (what flow control
+    /// counts, bytes).
+    pub(super) fn on_frame(
+        &mut self,
+        frame: Frame<'_>,
+        flow_len: usize,
+        on: On<'_>,
+    ) -> Result<(), ConnError> {
+        if !self.peer_settings_seen {
+            match frame {
+                Frame::Settings { ack: false, .. } => self.peer_settings_seen = true,
+                // A server turning us away may say why before its SETTINGS; the reason is
+                // worth more to the user than "bad preface".
+                Frame::GoAway { .. } => {}
+                _ => return protocol_error("server preface does not start with SETTINGS"),
+            }
+        }
+        if self.block_stream != 0 && !matches!(frame, Frame::Continuation { .. }) {
+            return protocol_error("frame interleaved with a header block's CONTINUATION frames");
+        }
+        match frame {
+            Frame::Data {
+                stream,
+                end_stream,
+                data,
+            } => self.on_data(stream, end_stream, data, flow_len, on),
+            Frame::Headers {
+                stream,
+                end_stream,
+                end_headers,
+                block,
+            } => self.on_headers(stream, end_stream, end_headers, block, on),
+            Frame::Continuation {
+                stream,
+                end_headers,
+                block,
+            } => self.on_continuation(stream, end_headers, block, on),
+            Frame::RstStream { stream, error_code } => {
+                self.check_not_idle(stream, "RST_STREAM")?;
+                if self.streams.get_mut(stream).is_some() {
+                    self.release(stream);
+                    on(Event::Closed {
+                        stream,
+                        end: StreamEnd::Reset(error_code),
+                    });
+                }
+                Ok(())
+            }
+            Frame::Settings { ack: false, params } => {
+                self.apply_settings(params)?;
+                write_settings_ack(&mut self.out);
+                self.flush_blocked();
+                Ok(())
+            }
+            Frame::Ping { ack: false, data } => {
+                write_ping_ack(&mut self.out, data);
+                Ok(())
+            }
+            Frame::GoAway {
+                last_stream,
+                error_code,
+                debug,
+            } => {
+                let text = String::from_utf8_lossy(debug).into_owned();
+                self.goaway_reason = Some((error_code, text));
+                self.on_goaway(last_stream, on);
+                Ok(())
+            }
+            Frame::WindowUpdate { stream, increment } => {
+                self.on_window_update(stream, increment, on)
+            }
+            Frame::PushPromise { .. } => protocol_error("PUSH_PROMISE although push is disabled"),
+            Frame::Settings { ack: true, .. }
+            | Frame::Ping { ack: true, .. }
+            | Frame::Priority { .. }
+            | Frame::Unknown { .. } => Ok(()),
+        }
+    }
+
+    /// A stream error the frame parser found (the frame is skipped): the stream, if open, is
+    /// reset; errors on streams that are closed or idle need no answer.
+    pub(super) fn on_stream_error(&mut self, id: u32, code: ErrorCode, msg: &str, on: On<'_>) {
+        if self.streams.get_mut(id).is_some() {
+            self.reset_stream(id, code, msg, on);
+        }
+    }
+
+    /// Idle streams (never opened by us; servers cannot open any with push off) may not
+    /// carry this frame type (RFC 9113 §5.1).
+    fn check_not_idle(&self, id: u32, kind: &str) -> Result<(), ConnError> {
+        if id % 2 == 0 || id >= self.next_stream {
+            let msg = format!("{kind} on stream {id}, which we never opened");
+            return Err(ConnError {
+                code: ErrorCode::ProtocolError,
+                msg,
+            });
+        }
+        Ok(())
+    }
+
+    fn on_data(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        data: &[u8],
+        flow_len: usize,
+        on: On<'_>,
+    ) -> Result<(), ConnError> {
+        self.check_not_idle(id, "DATA")?;
+        // flow_len < 2^24, so the conversion is exact.
+        let flow = flow_len as i64;
+        self.recv_remaining -= flow;
+        if self.recv_remaining < 0 {
+            let msg = "server overran the connection flow-control window";
+            return Err(conn_error(ErrorCode::FlowControlError, msg));
+        }
+        let window = i64::from(self.cfg.recv_window);
+        if self.recv_remaining < window / 2 {
+            // window - remaining <= window <= 2^31-1.
+            write_window_update(&mut self.out, 0, (window - self.recv_remaining) as u32);
+            self.recv_remaining = window;
+        }
+        // Frames for a stream already closed still count for the connection, nothing else.
+        let Some(stream) = self.streams.get_mut(id) else {
+            return Ok(());
+        };
+        if stream.phase != Phase::Body {
+            self.reset_stream(id, ErrorCode::ProtocolError, "DATA before headers", on);
+            return Ok(());
+        }
+        stream.recv_remaining -= flow;
+        if stream.recv_remaining < 0 {
+            let msg = "server overran the stream flow-control window";
+            self.reset_stream(id, ErrorCode::FlowControlError, msg, on);
+            return Ok(());
+        }
+        if let Err(e) = deliver_messages(id, &mut stream.reader, data, on) {
+            // Not an HTTP/2 error: the gRPC call is abandoned the way gRPC clients do it.
+            self.reset_stream(id, ErrorCode::Cancel, &e.to_string(), on);
+            return Ok(());
+        }
+        if end_stream {
+            let end = match stream.reader.finish() {
+                Err(e) => StreamEnd::Protocol(e.to_string()),
+                Ok(()) => StreamEnd::Protocol("response ended without trailers".to_string()),
+            };
+            self.end_stream(id, end, on);
+        } else if stream.recv_remaining < window / 2 {
+            let raise = (window - stream.recv_remaining) as u32;
+            stream.recv_remaining = window;
+            write_window_update(&mut self.out, id, raise);
+        }
+        Ok(())
+    }
+
+    fn on_headers(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        end_headers: bool,
+        block: &[u8],
+        on: On<'_>,
+    ) -> Result<(), ConnError> {
+        self.check_not_idle(id, "HEADERS")?;
+        if end_headers {
+            return self.finish_block(id, block, end_stream, on);
+        }
+        if block.len() > MAX_HEADER_BLOCK {
+            return protocol_error("response header block too large");
+        }
+        self.block.clear();
+        self.block.extend_from_slice(block);
+        self.block_stream = id;
+        self.block_end_stream = end_stream;
+        Ok(())
+    }
+
+    fn on_continuation(
+        &mut self,
+        id: u32,
+        end_headers: bool,
+        fragment: &[u8],
+        on: On<'_>,
+    ) -> Result<(), ConnError> {
+        if self.block_stream == 0 {
+            return protocol_error("CONTINUATION without a HEADERS frame");
+        }
+        if id != self.block_stream {
+            return protocol_error("CONTINUATION on another stream than its HEADERS");
+        }
+        if self.block.len() + fragment.len() > MAX_HEADER_BLOCK {
+            return protocol_error("response header block too large");
+        }
+        self.block.extend_from_slice(fragment);
+        if !end_headers {
+            return Ok(());
+        }
+        self.block_stream = 0;
+        let block = std::mem::take(&mut self.block);
+        let result = self.finish_block(id, &block, self.block_end_stream, on);
+        self.block = block;
+        result
+    }
+
+    /// Decodes a complete header block (always: HPACK is connection state) and applies it to
+    /// stream `id` if that is still open.
+    fn finish_block(
+        &mut self,
+        id: u32,
+        block: &[u8],
+        end_stream: bool,
+        on: On<'_>,
+    ) -> Result<(), ConnError> {
+        let head = decode_head(&mut self.hpack, block, &mut self.grpc_message)
+            .map_err(|e| conn_error(ErrorCode::CompressionError, &e.to_string()))?;
+        let Some(stream) = self.streams.get_mut(id) else {
+            return Ok(());
+        };
+        if stream.phase == Phase::Body {
+            let end = match stream.reader.finish() {
+                Err(e) => StreamEnd::Protocol(e.to_string()),
+                Ok(()) => trailers_end(&head, &self.grpc_message),
+            };
+            if end_stream {
+                self.end_stream(id, end, on);
+            } else {
+                let msg = "trailers without END_STREAM";
+                self.reset_stream(id, ErrorCode::ProtocolError, msg, on);
+            }
+            return Ok(());
+        }
+        self.on_response_head(id, &head, end_stream, on);
+        Ok(())
+    }
+
+    /// The first header block of stream `id`'s response.
+    fn on_response_head(&mut self, id: u32, head: &Head, end_stream: bool, on: On<'_>) {
+        let status = match head.status {
+            Some(Ok(status)) => status,
+            Some(Err(())) => {
+                let msg = ":status is not a 3-digit number";
+                return self.reset_stream(id, ErrorCode::ProtocolError, msg, on);
+            }
+            None => {
+                let msg = "response headers without :status";
+                return self.reset_stream(id, ErrorCode::ProtocolError, msg, on);
+            }
+        };
+        match status {
+            // Informational: the final response follows (it may not end the stream).
+            100..=199 if !end_stream => {}
+            100..=199 => {
+                let msg = "informational response with END_STREAM";
+                self.reset_stream(id, ErrorCode::ProtocolError, msg, on);
+            }
+            200 => {
+                on(Event::Headers { stream: id });
+                if end_stream {
+                    let end = trailers_end(head, &self.grpc_message);
+                    self.end_stream(id, end, on);
+                } else if let Some(stream) = self.streams.get_mut(id) {
+                    stream.phase = Phase::Body;
+                }
+            }
+            other => {
+                if !end_stream {
+                    // We will not read the rest of this response.
+                    write_rst_stream(&mut self.out, id, ErrorCode::Cancel);
+                }
+                self.end_stream(id, StreamEnd::Http(other), on);
+            }
+        }
+    }
+
+    /// The server finished stream `id`; our side is reset if it is still sending (gRPC ends
+    /// the call with the server's status).
+    fn end_stream(&mut self, id: u32, end: StreamEnd, on: On<'_>) {
+        let Some(stream) = self.streams.get_mut(id) else {
+            return;
+        };
+        let still_sending = !stream.local_done || stream.has_pending();
+        self.release(id);
+        if still_sending {
+            write_rst_stream(&mut self.out, id, ErrorCode::Cancel);
+        }
+        on(Event::Closed { stream: id, end });
+    }
+
+    /// Resets stream `id` because of the server's error and reports it.
+    fn reset_stream(&mut self, id: u32, code: ErrorCode, msg: &str, on: On<'_>) {
+        self.release(id);
+        write_rst_stream(&mut self.out, id, code);
+        let end = StreamEnd::Protocol(format!("stream {id}: {} ({})", msg, code.name()));
+        on(Event::Closed { stream: id, end });
+    }
+
+    fn apply_settings(&mut self, params: SettingsIter<'_>) -> Result<(), ConnError> {
+        for (id, value) in params {
+            match id {
+                SETTINGS_MAX_FRAME_SIZE => self.peer_max_frame = value.max(DEFAULT_MAX_FRAME_SIZE),
+                SETTINGS_MAX_CONCURRENT_STREAMS => self.peer_max_streams = value,
+                // Our encoder never indexes, so only a shrink below the default needs a word.
+                SETTINGS_HEADER_TABLE_SIZE if (value as usize) < DEFAULT_HEADER_TABLE_SIZE => {
+                    self.table_update_due = true;
+                }
+                SETTINGS_INITIAL_WINDOW_SIZE => {
+                    let delta = i64::from(value) - self.peer_initial_window;
+                    self.peer_initial_window = i64::from(value);
+                    for stream in self.streams.iter_mut() {
+                        stream.send_window += delta;
+                        if stream.send_window > i64::from(MAX_WINDOW_SIZE) {
+                            let msg = "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream window";
+                            return Err(conn_error(ErrorCode::FlowControlError, msg));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// No new streams from now on; streams above `last` were not processed by the server.
+    fn on_goaway(&mut self, last: u32, on: On<'_>) {
+        let last = self.goaway_last.map_or(last, |earlier| earlier.min(last));
+        self.goaway_last = Some(last);
+        while let Some(id) = self.streams.last_id().filter(|&id| id > last) {
+            self.release(id);
+            on(Event::Closed {
+                stream: id,
+                end: StreamEnd::Refused,
+            });
+        }
+    }
+
+    fn on_window_update(&mut self, id: u32, increment: u32, on: On<'_>) -> Result<(), ConnError> {
+        let increment = i64::from(increment);
+        if id == 0 {
+            self.send_window += increment;
+            if self.send_window > i64::from(MAX_WINDOW_SIZE) {
+                let msg = "WINDOW_UPDATE pushed the connection window past 2^31-1 bytes";
+                return Err(conn_error(ErrorCode::FlowControlError, msg));
+            }
+        } else {
+            self.check_not_idle(id, "WINDOW_UPDATE")?;
+            let Some(stream) = self.streams.get_mut(id) else {
+                return Ok(());
+            };
+            stream.send_window += increment;
+            if stream.send_window > i64::from(MAX_WINDOW_SIZE) {
+                let msg = "WINDOW_UPDATE pushed the stream window past 2^31-1 bytes";
+                self.reset_stream(id, ErrorCode::FlowControlError, msg, on);
+                return Ok(());
+            }
+        }
+        self.flush_blocked();
+        Ok(())
+    }
+}
+
+/// Feeds one DATA payload to a stream's reader and reports every whole message.
+fn deliver_messages(
+    id: u32,
+    reader: &mut crate::protocol::grpc::message::MessageReader,
+    data: &[u8],
+    on: On<'_>,
+) -> Result<(), GrpcFramingError> {
+    reader.push(data)?;
+    while let Some(message) = reader.next_message()? {
+        on(Event::Message {
+            stream: id,
+            compressed: message.compressed,
+            data: message.data,
+        });
+    }
+    Ok(())
+}
