@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 
 use mio::{Interest, Registry, Token};
 
-use super::pool::{Cx, Pool, Sink};
+use super::pool::{Cx, Pool, Ready, Sink};
 use super::wire::GrpcWire;
 use crate::clock::Clock;
 use crate::measure::record::push_framed_response;
@@ -171,9 +171,9 @@ impl GrpcPool {
         (self.wire.streaming && slot.stream != 0) || conn.session.can_open()
     }
 
-    fn on_ready_event(&mut self, i: usize, readable: bool, cx: &mut Cx<'_>) {
-        if readable {
-            self.read(i, cx);
+    fn on_ready_event(&mut self, i: usize, ready: Ready, cx: &mut Cx<'_>) {
+        if ready.readable {
+            self.read(i, ready.closed, cx);
         }
         let conn = &mut self.conns[i];
         if let Err(e) = flush(conn, i, &mut self.slots, cx.registry, cx.clock) {
@@ -184,8 +184,11 @@ impl GrpcPool {
         }
     }
 
-    /// Reads until the socket is drained, handing every frame to the session.
-    fn read(&mut self, i: usize, cx: &mut Cx<'_>) {
+    /// Reads until the socket is drained, handing every frame to the session. A connection
+    /// that breaks is reported: a broken HTTP/2 peer, or one that closes before its SETTINGS
+    /// (not a gRPC server), fails the run; a clean close after them is reconnected.
+    fn read(&mut self, i: usize, closed: bool, cx: &mut Cx<'_>) {
+        let addr = self.addr;
         let GrpcPool {
             conns,
             slots,
@@ -199,30 +202,36 @@ impl GrpcPool {
             streams,
             ..
         } = &mut conns[i];
-        let mut on =
-            |ev: Event<'_>| on_stream_event(ev, streams, slots, free, wire, cx.sink, cx.clock);
-        loop {
+        let sink = &mut *cx.sink;
+        let clock = cx.clock;
+        let mut on = |ev: Event<'_>| on_stream_event(ev, streams, slots, free, wire, sink, clock);
+        let broken = loop {
             let space = session.input_space();
             let cap = space.len();
             match transport.read(space) {
                 Ok(0) => {
                     session.eof(&mut on);
-                    return;
+                    break (!session.peer_settings_received()).then(|| {
+                        "the server closed the connection before its HTTP/2 SETTINGS (is it a \
+                         gRPC server?)"
+                            .to_string()
+                    });
                 }
-                Ok(n) => {
-                    if session.received(n, &mut on).is_err() || n < cap {
-                        return;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Ok(n) => match session.received(n, &mut on) {
+                    Err(e) => break Some(e.to_string()),
+                    Ok(()) if n < cap && !closed => break None,
+                    Ok(()) => {}
+                },
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break None,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     session.eof(&mut on);
-                    cx.sink
-                        .fail(format!("gRPC connection to {}: {e}", self.addr));
-                    return;
+                    break Some(e.to_string());
                 }
             }
+        };
+        if let Some(why) = broken {
+            cx.sink.fail(format!("gRPC connection to {addr}: {why}"));
         }
     }
 
@@ -263,7 +272,12 @@ impl GrpcPool {
         match self.conns[i].transport.drive_handshake() {
             Ok(true) => {
                 self.conns[i].state = State::Open;
-                self.on_ready_event(i, true, cx);
+                let ready = Ready {
+                    writable: true,
+                    readable: true,
+                    closed: false,
+                };
+                self.on_ready_event(i, ready, cx);
             }
             Ok(false) => {}
             Err(e) => self.fail_conn(i, e.to_string(), cx),
@@ -477,14 +491,16 @@ impl Pool for GrpcPool {
         Ok(())
     }
 
-    fn on_event(&mut self, token: usize, writable: bool, readable: bool, cx: &mut Cx<'_>) {
+    fn on_event(&mut self, token: usize, ready: Ready, cx: &mut Cx<'_>) {
         let Some(conn) = self.conns.get(token) else {
             return;
         };
         match conn.state {
-            State::Connecting if writable || readable => self.on_connect_event(token, cx),
+            State::Connecting if ready.writable || ready.readable => {
+                self.on_connect_event(token, cx)
+            }
             State::Handshaking => self.on_handshake_event(token, cx),
-            State::Open => self.on_ready_event(token, readable, cx),
+            State::Open => self.on_ready_event(token, ready, cx),
             State::Connecting => {}
         }
     }

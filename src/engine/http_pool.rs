@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use mio::{Registry, Token};
 
 use super::conn::{Conn, Outcome};
-use super::pool::{Cx, Pool};
+use super::pool::{Cx, Pool, Ready};
 use crate::service::triton_http::error_message;
 use crate::transport::TlsClient;
 
@@ -78,12 +78,12 @@ impl Pool for HttpPool {
         Ok(())
     }
 
-    fn on_event(&mut self, token: usize, writable: bool, readable: bool, cx: &mut Cx<'_>) {
+    fn on_event(&mut self, token: usize, ready: Ready, cx: &mut Cx<'_>) {
         let Some(conn) = self.conns.get_mut(token) else {
             return;
         };
         let req = &cx.feed.requests[conn.step];
-        let out = conn.on_event(writable, readable, req, cx.clock, cx.registry);
+        let out = conn.on_event(ready.writable, ready.readable, req, cx.clock, cx.registry);
         self.handle(token, out, cx);
     }
 

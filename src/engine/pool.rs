@@ -14,12 +14,23 @@ use crate::measure::RequestRecord;
 pub trait Pool: Send + 'static {
     /// Starts connecting. An error message names what could not be opened.
     fn open(&mut self, registry: &Registry) -> Result<(), String>;
-    /// A readiness event for the connection with this token.
-    fn on_event(&mut self, token: usize, writable: bool, readable: bool, cx: &mut Cx<'_>);
+    /// A readiness event for the connection with this token. `closed`: the peer's FIN (or an
+    /// error) came with it, so a short read does not mean the socket is drained: read on to
+    /// the EOF.
+    fn on_event(&mut self, token: usize, ready: Ready, cx: &mut Cx<'_>);
     /// Starts requests on free slots while `cx.feed` hands out steps.
     fn fill(&mut self, cx: &mut Cx<'_>);
     /// Unregisters every socket (the worker is exiting).
     fn close(&mut self, registry: &Registry);
+}
+
+/// What an event reports about a socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ready {
+    pub writable: bool,
+    pub readable: bool,
+    /// The peer closed its side (or the socket failed): read until EOF.
+    pub closed: bool,
 }
 
 /// What a pool may touch while it handles an event.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Poll, Token};
 
-use super::pool::{Cx, Feed, Pool, Sink};
+use super::pool::{Cx, Feed, Pool, Ready, Sink};
 use crate::clock::Clock;
 use crate::measure::RequestRecord;
 
@@ -128,15 +128,19 @@ impl<P: Pool> Worker<P> {
                         deadline = Some(d);
                     }
                 } else {
-                    let readable = ev.is_readable() || ev.is_read_closed();
+                    let closed = ev.is_read_closed() || ev.is_error();
+                    let ready = Ready {
+                        writable: ev.is_writable(),
+                        readable: ev.is_readable() || closed,
+                        closed,
+                    };
                     let mut cx = Cx {
                         registry: self.poll.registry(),
                         clock: &self.clock,
                         feed: &mut self.feed,
                         sink: &mut self.sink,
                     };
-                    self.pool
-                        .on_event(ev.token().0, ev.is_writable(), readable, &mut cx);
+                    self.pool.on_event(ev.token().0, ready, &mut cx);
                 }
             }
             self.fill();
