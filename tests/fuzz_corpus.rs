@@ -21,6 +21,10 @@ const TARGETS: &[(&str, FuzzFn)] = &[
         "h2_session",
         inferperf::protocol::grpc::session::fuzz_session,
     ),
+    (
+        "stream_scan",
+        inferperf::service::stream_scan::fuzz_stream_scan,
+    ),
 ];
 
 #[test]

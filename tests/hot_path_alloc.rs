@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 mod common;
 
-use inferperf::config::{ConcurrencyRange, Config, MeasurementMode};
+use inferperf::config::{ConcurrencyRange, Config, MeasurementMode, Protocol};
 
 struct Counting;
 
@@ -33,7 +33,14 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 fn allocations_for(addr: &str, requests: u64) -> u64 {
+    allocations_with(addr, Protocol::Http, false, requests)
+}
+
+fn allocations_with(addr: &str, protocol: Protocol, streaming: bool, requests: u64) -> u64 {
     let cfg = Config {
+        protocol,
+        streaming,
+        async_mode: streaming,
         model_name: "simple".into(),
         url: addr.into(),
         measurement_mode: MeasurementMode::CountWindows,
@@ -59,11 +66,26 @@ fn allocations_for(addr: &str, requests: u64) -> u64 {
 
 #[test]
 fn allocations_do_not_grow_with_requests() {
-    let (mut child, addr) = common::spawn_serve();
+    let (mut child, addr, grpc) = common::spawn_serve_grpc();
     let small = allocations_for(&addr, 1_000);
     let large = allocations_for(&addr, 20_000);
+    let grpc_cells: Vec<(bool, u64, u64)> = [false, true]
+        .into_iter()
+        .map(|streaming| {
+            let small = allocations_with(&grpc, Protocol::Grpc, streaming, 1_000);
+            let large = allocations_with(&grpc, Protocol::Grpc, streaming, 20_000);
+            (streaming, small, large)
+        })
+        .collect();
     let _ = child.kill();
     let _ = child.wait();
+    for (streaming, small, large) in grpc_cells {
+        eprintln!("gRPC (streaming {streaming}): {small} for 1,000 requests, {large} for 20,000");
+        assert!(
+            large < small + 200,
+            "gRPC streaming={streaming}: 1k requests: {small} allocations, 20k: {large}"
+        );
+    }
     eprintln!("allocations: {small} for 1,000 requests, {large} for 20,000 requests");
     // 19,000 more requests may cost a few more buffer doublings on the coordinator, never one
     // allocation per request.

@@ -109,7 +109,8 @@ pub fn scan_stream_response(msg: &[u8]) -> Result<StreamResponse<'_>, ScanError>
     let mut fields = Fields::new(msg);
     while let Some((number, value)) = fields.next_field()? {
         match (number, value) {
-            (1, Value::Bytes(text)) if !text.is_empty() => out.error = Some(text),
+            // A repeated field: the last one wins, as in any protobuf decoder.
+            (1, Value::Bytes(text)) => out.error = (!text.is_empty()).then_some(text),
             (2, Value::Bytes(inner)) => scan_infer_response(inner, &mut out)?,
             _ => {}
         }

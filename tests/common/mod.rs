@@ -95,6 +95,21 @@ pub fn model_counters(server: &ServerHandle, model: &str) -> server::ModelCounte
 /// `inferperf serve --port 0` as a child process (stops by itself after 120 s); returns it and
 /// the `host:port` it printed.
 pub fn spawn_serve() -> (Child, String) {
+    let (child, http, _) = spawn_serve_grpc();
+    (child, http)
+}
+
+/// The gRPC address on `inferperf serve`'s startup line (`... and gRPC host:port ...`).
+pub fn grpc_address_of(line: &str) -> Option<String> {
+    line.split(" and gRPC ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .map(str::to_string)
+}
+
+/// `inferperf serve --port 0` as a child process (stops by itself after 120 s); returns it,
+/// its HTTP `host:port` and its gRPC `host:port`.
+pub fn spawn_serve_grpc() -> (Child, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_inferperf"))
         .args(["serve", "--port", "0", "--duration", "120"])
         .stdout(Stdio::piped())
@@ -104,10 +119,12 @@ pub fn spawn_serve() -> (Child, String) {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let addr = line
+    let http = line
         .split("http://")
         .nth(1)
         .and_then(|s| s.split_whitespace().next())
-        .expect("serve prints its address");
-    (child, addr.trim_end_matches('/').to_string())
+        .expect("serve prints its address")
+        .to_string();
+    let grpc = grpc_address_of(&line).expect("serve prints its gRPC address");
+    (child, http, grpc)
 }

@@ -17,6 +17,8 @@ pub mod test_client;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_diff;
+#[cfg(test)]
 mod tests_stream;
 
 use std::net::SocketAddr;
