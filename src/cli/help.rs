@@ -28,9 +28,15 @@ Notes (where inferperf differs from perf_analyzer):
   3. --sync/--async select the stability rule (latency and throughput vs throughput only) and
      the settings banner; the engine is event-driven in both. Worker threads =
      min(concurrency, --max-threads, cores), one thread pinned per core (--no-pin to disable).
-  4. Before measuring, inferperf waits until GET /v2/health/ready answers 200 (404, i.e. no
-     health endpoint, counts as ready), for at most --ready-timeout seconds (default 10;
-     0 checks once without retrying).
+  4. Before measuring, inferperf waits until GET /v2/health/ready answers 200 (gRPC:
+     ServerReady; 404 or UNIMPLEMENTED, i.e. no health endpoint, counts as ready), for at most
+     --ready-timeout seconds (default 10; 0 checks once without retrying).
+  5. Decoupled models (-i grpc --streaming): latency runs to the last response with outputs,
+     and the banner says so (perf_analyzer's says "first response" but measures the last).
+     Each point adds Response Throughput, the time to the first response and the time
+     between responses; the export lists every response.
+  6. TLS (https:// URLs, --ssl-grpc-use-ssl) verifies the server against the system CA
+     bundle unless a CA file is given.
 
 Exit codes: 0 success, 2 first point never stabilised, 3 no valid requests, 99 other errors.";
 

@@ -580,6 +580,8 @@ fn help_mentions_every_flag_and_the_notes() {
         "event-driven",
         "--no-pin",
         "/v2/health/ready",
+        "last response with outputs",
+        "system CA",
     ] {
         assert!(text.contains(needle), "notes lack {needle}");
     }
