@@ -32,7 +32,7 @@ Notes (where inferperf differs from perf_analyzer):
      ServerReady; 404 or UNIMPLEMENTED, i.e. no health endpoint, counts as ready), for at most
      --ready-timeout seconds (default 10; 0 checks once without retrying).
   5. Decoupled models (-i grpc --streaming): latency runs to the last response with outputs,
-     and the banner says so (perf_analyzer's says "first response" but measures the last).
+     and the banner says so (perf_analyzer's says 'first response' but measures the last).
      Each point adds Response Throughput, the time to the first response and the time
      between responses; the export lists every response.
   6. TLS (https:// URLs, --ssl-grpc-use-ssl) verifies the server against the system CA
