@@ -153,3 +153,15 @@ fn percentile_drives_stability_and_reports() {
         "{header}"
     );
 }
+
+#[test]
+fn verbose_request_count_prints_its_one_pass_like_perf_analyzer() {
+    let server = start_server();
+    let mut cfg = quick_config(&server, "simple", 50);
+    cfg.request_count = 100;
+    cfg.verbose = 1;
+    let (res, text) = run(&cfg);
+    assert!(res.error.is_none());
+    assert_eq!(text.matches("  Pass [").count(), 1, "{text}");
+    assert!(text.contains("  Pass [1] throughput: "), "{text}");
+}

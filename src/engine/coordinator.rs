@@ -175,7 +175,7 @@ fn measure_window(
     let (mut ws, records) = m.acc.finish(t_end, cfg.request_count > 0);
     ws.server = server_delta(&server_now, &m.server_prev, ctx.cache_enabled);
     m.server_prev = server_now;
-    if cfg.verbose > 0 && cfg.request_count == 0 {
+    if cfg.verbose > 0 {
         let line = crate::report::console::pass_line(
             m.trials.len() + 1,
             &ws,

@@ -46,10 +46,10 @@ struct H2Conn {
     state: State,
     /// Streams in flight: (stream id, slot).
     streams: Vec<(u32, usize)>,
-    /// Slots whose request bytes are queued but not yet written (send end not stamped).
-    unsent: Vec<usize>,
     /// WRITABLE is registered (output is waiting for the socket).
     writable: bool,
+    /// Requests were queued since the last flush.
+    pending_flush: bool,
 }
 
 struct Slot {
@@ -109,8 +109,8 @@ impl GrpcPool {
             session: Session::new(SessionConfig::default()),
             state: State::Connecting,
             streams: Vec::new(),
-            unsent: Vec::new(),
             writable: true,
+            pending_flush: false,
         })
     }
 
@@ -148,15 +148,20 @@ impl GrpcPool {
             }
         };
         if sent {
+            // perf_analyzer's gRPC "marshal" time: building the request's frames (here a
+            // copy of the pre-encoded bytes into the session); the socket write and the
+            // network count as response wait, as in its gRPC client.
+            let send_end_ns = cx.clock.now_ns();
             slot.busy = true;
             slot.body.clear();
             slot.last_output_ns = 0;
             slot.rec = RequestRecord {
                 start_ns,
+                send_end_ns,
                 step: step as u32,
                 ..RequestRecord::default()
             };
-            conn.unsent.push(s);
+            conn.pending_flush = true;
         }
         sent
     }
@@ -176,7 +181,7 @@ impl GrpcPool {
             self.read(i, ready.closed, cx);
         }
         let conn = &mut self.conns[i];
-        if let Err(e) = flush(conn, i, &mut self.slots, cx.registry, cx.clock) {
+        if let Err(e) = flush(conn, i, cx.registry) {
             self.fail_conn(i, e, cx);
         }
         if self.conns[i].session.is_done() && !cx.sink.failed {
@@ -286,14 +291,8 @@ impl GrpcPool {
 }
 
 /// Writes what the session has queued; WRITABLE is registered only while output waits.
-/// Slots whose bytes all went out get their send-end stamp.
-fn flush(
-    conn: &mut H2Conn,
-    token: usize,
-    slots: &mut [Slot],
-    registry: &Registry,
-    clock: &Clock,
-) -> Result<(), String> {
+fn flush(conn: &mut H2Conn, token: usize, registry: &Registry) -> Result<(), String> {
+    conn.pending_flush = false;
     loop {
         let out = conn.session.output();
         if out.is_empty() {
@@ -311,12 +310,6 @@ fn flush(
         .flush()
         .map_err(|e| format!("send failed: {e}"))?;
     let waiting = !tls_done || !conn.session.output().is_empty();
-    if !waiting && !conn.unsent.is_empty() {
-        let now = clock.now_ns();
-        for s in conn.unsent.drain(..) {
-            slots[s].rec.send_end_ns = now;
-        }
-    }
     if waiting != conn.writable {
         let interest = if waiting {
             Interest::READABLE | Interest::WRITABLE
@@ -527,11 +520,10 @@ impl Pool for GrpcPool {
         }
         if touched {
             for i in 0..self.conns.len() {
-                if self.conns[i].unsent.is_empty() {
+                if !self.conns[i].pending_flush {
                     continue;
                 }
-                let conn = &mut self.conns[i];
-                if let Err(e) = flush(conn, i, &mut self.slots, cx.registry, cx.clock) {
+                if let Err(e) = flush(&mut self.conns[i], i, cx.registry) {
                     self.fail_conn(i, e, cx);
                 }
             }

@@ -237,10 +237,11 @@ fn serve_connection(socket: TcpStream, session: ServerConnection, answered: &Ato
     loop {
         while let Some(len) = request_length(&pending) {
             pending.drain(..len);
+            // Counted before the reply leaves, so a client that has its reply sees the count.
+            answered.fetch_add(1, Ordering::SeqCst);
             if tls.write_all(reply.as_bytes()).is_err() {
                 return;
             }
-            answered.fetch_add(1, Ordering::SeqCst);
         }
         match tls.read(&mut chunk) {
             Ok(0) | Err(_) => return,
