@@ -186,3 +186,61 @@ fn ctrl_c_ends_the_window_and_still_writes_reports() {
     assert!(stderr(&o).contains("Interrupted"), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 2);
 }
+
+#[test]
+fn grpc_flags_against_serve_process() {
+    let (mut child, _, grpc) = common::spawn_serve_grpc();
+    let unary = run(&[
+        "-m",
+        "simple",
+        "-i",
+        "grpc",
+        "-u",
+        &grpc,
+        "--request-count",
+        "300",
+        "--concurrency-range",
+        "3",
+        "--grpc-compression-algorithm",
+        "gzip",
+        "-H",
+        "x-tenant:a",
+        "--request-parameter",
+        "tag:x:string",
+        "--no-pin",
+    ]);
+    let streamed = run(&[
+        "-m",
+        "repeat_int32",
+        "-i",
+        "grpc",
+        "--streaming",
+        "--shape",
+        "IN:3",
+        "-u",
+        &grpc,
+        "--request-count",
+        "50",
+        "--no-pin",
+    ]);
+    let not_streamed = run(&["-m", "repeat_int32", "-i", "grpc", "-u", &grpc, "--no-pin"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(unary.status.code(), Some(0), "{}", stderr(&unary));
+    let text = String::from_utf8_lossy(&unary.stdout);
+    assert!(text.contains("    Request count: 300\n"), "{text}");
+    assert!(text.contains("    Avg gRPC time: "), "{text}");
+    assert_eq!(streamed.status.code(), Some(0), "{}", stderr(&streamed));
+    let text = String::from_utf8_lossy(&streamed.stdout);
+    assert!(
+        text.contains("Using asynchronous calls"),
+        "--streaming implies --async: {text}"
+    );
+    assert!(text.contains("    Response Throughput: "), "{text}");
+    assert_eq!(not_streamed.status.code(), Some(99));
+    assert!(
+        stderr(&not_streamed).contains("decoupled"),
+        "{}",
+        stderr(&not_streamed)
+    );
+}
