@@ -77,3 +77,5 @@ fn usage_from_clap(err: clap::Error) -> Error {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_help;
