@@ -9,6 +9,33 @@ pub enum Protocol {
     Grpc,
 }
 
+/// How load is generated (perf_analyzer's inference load modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadMode {
+    /// Closed loop, `--concurrency-range`.
+    Concurrency,
+    /// Open loop at `--request-rate-range` rates.
+    RequestRate,
+    /// Open loop at the gaps of `--request-intervals`.
+    Intervals,
+}
+
+/// Inter-arrival distribution of request-rate mode (`--request-distribution`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distribution {
+    Constant,
+    Poisson,
+}
+
+/// A `start:end:step` sweep of request rates (per second); `end == 0` means "until the
+/// latency threshold is exceeded".
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateRange {
+    pub start: f64,
+    pub end: f64,
+    pub step: f64,
+}
+
 /// gRPC message compression (`--grpc-compression-algorithm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
@@ -92,7 +119,19 @@ pub struct Config {
     pub verbose: u8,
 
     // --- load ---
+    pub load_mode: LoadMode,
     pub concurrency: ConcurrencyRange,
+    pub request_rate: RateRange,
+    pub distribution: Distribution,
+    /// `--request-intervals`: the file's gaps, in ns.
+    pub request_intervals_ns: Vec<u64>,
+    /// `--binary-search` over the range instead of a linear sweep.
+    pub binary_search: bool,
+    /// Seed of the request schedule and random input data (`--seed`, else drawn at start).
+    pub seed: u64,
+    pub seed_given: bool,
+    /// `--max-inflight`: a cap on requests in flight in open-loop modes (none by default).
+    pub max_inflight: Option<u64>,
     /// `-a/--async` (true) or sync (false).
     pub async_mode: bool,
     /// Upper bound on worker threads; `None`: one per available core.
@@ -157,11 +196,23 @@ impl Default for Config {
             url: "localhost:8000".into(),
             protocol: Protocol::Http,
             verbose: 0,
+            load_mode: LoadMode::Concurrency,
             concurrency: ConcurrencyRange {
                 start: 1,
                 end: 1,
                 step: 1,
             },
+            request_rate: RateRange {
+                start: 1.0,
+                end: 1.0,
+                step: 1.0,
+            },
+            distribution: Distribution::Constant,
+            request_intervals_ns: Vec::new(),
+            binary_search: false,
+            seed: 1,
+            seed_given: false,
+            max_inflight: None,
             async_mode: false,
             max_threads: None,
             pin_threads: true,

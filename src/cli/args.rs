@@ -54,6 +54,28 @@ pub struct RunArgs {
     /// [default: 1:1:1]
     #[arg(long, value_name = "START[:END[:STEP]]", help_heading = LOAD)]
     pub concurrency_range: Option<String>,
+    /// Open-loop request rate sweep in requests/s; END 0 = until --latency-threshold is
+    /// exceeded [default: 1.0:1.0:1.0 when chosen]
+    #[arg(long, value_name = "START[:END[:STEP]]", help_heading = LOAD)]
+    pub request_rate_range: Option<String>,
+    /// Inter-arrival distribution of request-rate mode: constant|poisson [default: constant]
+    #[arg(long, value_name = "DIST", help_heading = LOAD)]
+    pub request_distribution: Option<String>,
+    /// Open-loop schedule from a file: one gap in microseconds per line, looped
+    /// [default: none]
+    #[arg(long, value_name = "FILE", help_heading = LOAD)]
+    pub request_intervals: Option<String>,
+    /// Bisect the concurrency or rate range for the highest level under -l [default: linear]
+    #[arg(long, help_heading = LOAD)]
+    pub binary_search: bool,
+    /// Seed of the request schedule and random data, printed so a run can be repeated
+    /// [default: drawn at start]
+    #[arg(long, value_name = "N", help_heading = LOAD)]
+    pub seed: Option<String>,
+    /// Open-loop modes: at most N requests in flight (sends wait and count as late)
+    /// [default: no cap]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = LOAD)]
+    pub max_inflight: Option<String>,
     /// Async API: stabilise on throughput only [default: sync]
     #[arg(short = 'a', long = "async", help_heading = LOAD)]
     pub async_mode: bool,

@@ -71,21 +71,6 @@ const fn valued(long: &'static str, value_name: &'static str, help: &'static str
 
 /// perf_analyzer flags of later work, in the order of perf_analyzer.md §1.
 pub const PLANNED_FLAGS: &[PlannedFlag] = &[
-    valued(
-        "request-rate-range",
-        "START[:END[:STEP]]",
-        "Open-loop request rate sweep in requests/s [default: 1.0:1.0:1.0]",
-    ),
-    valued(
-        "request-distribution",
-        "constant|poisson",
-        "Inter-arrival distribution for request-rate mode [default: constant]",
-    ),
-    valued(
-        "request-intervals",
-        "FILE",
-        "Custom schedule: one interval in microseconds per line, looped",
-    ),
     switch(
         "fixed-schedule",
         "Send each --input-data entry once at its timestamp (ms since start)",
@@ -104,10 +89,6 @@ pub const PLANNED_FLAGS: &[PlannedFlag] = &[
         "session-concurrency",
         "N",
         "OpenAI multi-turn chat: concurrent sessions [default: 0]",
-    ),
-    switch(
-        "binary-search",
-        "Bisect the concurrency/rate range instead of a linear sweep",
     ),
     valued(
         "num-of-sequences",

@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod help;
+pub mod load;
 pub mod net;
 pub mod transport;
 pub mod validate;

@@ -34,8 +34,11 @@ fn temp_path(tag: &str) -> PathBuf {
 #[test]
 fn defaults_when_only_model_given() {
     let parsed = config(&["-m", "identity"]);
+    // The seed is drawn at start when not given.
+    assert!(!parsed.seed_given);
     let expected = Config {
         model_name: "identity".into(),
+        seed: parsed.seed,
         ..Config::default()
     };
     assert_eq!(format!("{parsed:?}"), format!("{expected:?}"));
@@ -50,6 +53,30 @@ fn range(start: u64, end: u64, step: u64) -> ConcurrencyRange {
 /// One row per implemented flag: the flags after `-m m`, and a check of the parsed `Config`.
 const FLAG_ROWS: &[(&[&str], Check)] = &[
     (&["-x", "3"], |c| c.model_version == "3"),
+    (&["--request-rate-range", "100:300:50"], |c| {
+        c.load_mode == crate::config::LoadMode::RequestRate
+            && c.request_rate.start == 100.0
+            && c.request_rate.end == 300.0
+            && c.request_rate.step == 50.0
+    }),
+    (
+        &[
+            "--request-rate-range",
+            "100",
+            "--request-distribution",
+            "Poisson",
+        ],
+        |c| c.distribution == crate::config::Distribution::Poisson,
+    ),
+    (&["--seed", "17"], |c| c.seed == 17 && c.seed_given),
+    (
+        &["--request-rate-range", "100", "--max-inflight", "8"],
+        |c| c.max_inflight == Some(8),
+    ),
+    (
+        &["--concurrency-range", "1:16", "--binary-search", "-l", "5"],
+        |c| c.binary_search,
+    ),
     (&["-i", "gRPC"], |c| {
         c.protocol == crate::config::Protocol::Grpc && c.url == "localhost:8001"
     }),
@@ -347,6 +374,50 @@ const ERROR_ROWS: &[(&[&str], &[&str])] = &[
     (&["-m", "m", "--sync", "--async"], &["--async", "--sync"]),
     (&["-m", "m", "-i", "udp"], &["-i", "'udp'"]),
     (&["-m", "m", "--streaming"], &["--streaming", "-i grpc"]),
+    (
+        &[
+            "-m",
+            "m",
+            "--concurrency-range",
+            "2",
+            "--request-rate-range",
+            "5",
+        ],
+        &["Cannot use both --concurrency-range and --request-rate-range"],
+    ),
+    (
+        &[
+            "-m",
+            "m",
+            "--request-rate-range",
+            "5",
+            "--request-intervals",
+            "/x",
+        ],
+        &["Cannot use both --request-rate-range and --request-intervals"],
+    ),
+    (
+        &["-m", "m", "--request-rate-range", "10:0"],
+        &["--request-rate-range", "--latency-threshold"],
+    ),
+    (
+        &["-m", "m", "--request-rate-range", "0"],
+        &["--request-rate-range", "'0'"],
+    ),
+    (
+        &["-m", "m", "--request-distribution", "gamma"],
+        &["--request-distribution", "'gamma'"],
+    ),
+    (
+        &["-m", "m", "--request-intervals", "/no/such/gaps.txt"],
+        &["--request-intervals", "/no/such/gaps.txt"],
+    ),
+    (&["-m", "m", "--binary-search"], &["--binary-search", "-l"]),
+    (
+        &["-m", "m", "--max-inflight", "4"],
+        &["--max-inflight", "concurrency"],
+    ),
+    (&["-m", "m", "--seed", "x"], &["--seed", "'x'"]),
     (
         &["-m", "m", "-i", "grpc", "--streaming", "--sync"],
         &["--streaming", "--sync"],

@@ -28,6 +28,7 @@ pub fn to_config(args: &RunArgs) -> Result<Config> {
     apply_general(args, &mut config)?;
     apply_transport(args, &mut config)?;
     apply_load(args, &mut config)?;
+    super::load::apply_load_modes(args, &mut config)?;
     apply_measurement(args, &mut config)?;
     apply_inputs(args, &mut config)?;
     apply_reports(args, &mut config)?;
@@ -337,6 +338,7 @@ fn apply_reports(args: &RunArgs, config: &mut Config) -> Result<()> {
 
 /// perf_analyzer.md §1.11 checks that involve more than one flag.
 fn check_cross_options(config: &Config) -> Result<()> {
+    super::load::check(config)?;
     let range = config.concurrency;
     let single_value = range.start == range.end;
     if range.end == 0 && config.latency_threshold_ms == 0 {

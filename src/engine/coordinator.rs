@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::window::{WindowAcc, PULL_EVERY};
-use super::{Engine, EngineSpec};
+use super::{Engine, EngineSpec, Load};
 use crate::config::{Config, MeasurementMode};
 use crate::error::{Error, Result};
+use crate::measure::schedule::schedule_stats;
 use crate::measure::stability::{is_stable, over_latency_threshold, throughput_stable, Trial};
 use crate::measure::stats::{merge, merge_server, response_stats};
 use crate::measure::{ClientStats, ModelStats, ServerStats, WindowRecords, WindowStats};
@@ -74,18 +75,18 @@ enum WindowEnd {
     Failed(String),
 }
 
-/// Measures one concurrency level.
-pub fn profile_point(ctx: &mut PointCtx, concurrency: u64) -> Result<PointOutcome> {
+/// Measures one load level.
+pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
     let cfg = ctx.cfg;
     if cfg.warmup_request_count > 0 {
-        warm_up(ctx, concurrency)?;
+        warm_up(ctx, load)?;
     }
     let budget = (cfg.request_count > 0).then_some(cfg.request_count);
     // The starting statistics and the first window's start are taken before any request of
     // the level is sent, so the server-side deltas cover exactly the measured requests.
     let server_start = (ctx.stats)()?;
     let window_start = ctx.spec.clock.now_ns();
-    let mut engine = Engine::start(ctx.spec, concurrency, budget)?;
+    let mut engine = Engine::start_load(ctx.spec, load, budget)?;
     let max_trials = if budget.is_some() {
         1
     } else {
@@ -129,6 +130,7 @@ pub fn profile_point(ctx: &mut PointCtx, concurrency: u64) -> Result<PointOutcom
         if ctx.decoupled {
             c.responses = Some(response_stats(&last));
         }
+        c.schedule = schedule_stats(&last);
         c
     });
     let server = merge_server(&last);
@@ -249,13 +251,20 @@ fn wait_window(ctx: &PointCtx, engine: &mut Engine, acc: &mut WindowAcc) -> Resu
     }
 }
 
-/// Sends `--warmup-request-count` requests at `min(concurrency, W)` and throws them away.
-fn warm_up(ctx: &mut PointCtx, concurrency: u64) -> Result<()> {
+/// Sends `--warmup-request-count` requests (at `min(concurrency, W)`, or on the level's
+/// schedule) and throws them away.
+fn warm_up(ctx: &mut PointCtx, load: &Load) -> Result<()> {
     let w = ctx.cfg.warmup_request_count;
-    if concurrency > w {
-        eprintln!("Warning: concurrency {concurrency} is above --warmup-request-count {w}; warming up with {w}.");
-    }
-    let engine = Engine::start(ctx.spec, concurrency.min(w), Some(w))?;
+    let load = match load {
+        Load::Concurrency(c) => {
+            if *c > w {
+                eprintln!("Warning: concurrency {c} is above --warmup-request-count {w}; warming up with {w}.");
+            }
+            Load::Concurrency((*c).min(w))
+        }
+        paced => paced.clone(),
+    };
+    let engine = Engine::start_load(ctx.spec, &load, Some(w))?;
     loop {
         if let Some((i, msg)) = engine.first_error() {
             return Err(Error::generic(format!(

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 
 use mio::{Interest, Registry, Token};
 
-use super::pool::{Cx, Pool, Ready, Sink};
+use super::pool::{Cx, Pool, Ready, Send, Sink};
 use super::wire::GrpcWire;
 use crate::clock::Clock;
 use crate::measure::record::push_framed_response;
@@ -128,8 +128,9 @@ impl GrpcPool {
         }
     }
 
-    /// Starts the request of `step` on slot `s`; false when its connection cannot take it now.
-    fn start(&mut self, s: usize, step: usize, cx: &mut Cx<'_>) -> bool {
+    /// Starts `send` on slot `s`; false when its connection cannot take it now.
+    fn start(&mut self, s: usize, send: Send, cx: &mut Cx<'_>) -> bool {
+        let step = send.step;
         let slot = &mut self.slots[s];
         let conn = &mut self.conns[slot.conn];
         let req = &cx.feed.requests[step];
@@ -159,11 +160,39 @@ impl GrpcPool {
                 start_ns,
                 send_end_ns,
                 step: step as u32,
+                intended_ns: send.intended_ns,
                 ..RequestRecord::default()
             };
             conn.pending_flush = true;
         }
         sent
+    }
+
+    /// Open loop with a send due and no free slot that can take it: adds a slot on a
+    /// connection that can open a stream (within `--max-inflight`). True when one was added.
+    fn grow(&mut self, cx: &mut Cx<'_>, now_ns: u64) -> bool {
+        let Some(cap) = cx.feed.open_loop() else {
+            return false;
+        };
+        if cap.is_some_and(|c| self.slots.len() >= c) || !cx.feed.due(cx.sink, now_ns) {
+            return false;
+        }
+        let open = |c: &H2Conn| {
+            c.state == State::Open && c.session.peer_settings_received() && c.session.can_open()
+        };
+        let Some(conn) = self.conns.iter().position(open) else {
+            return false;
+        };
+        self.slots.push(Slot {
+            conn,
+            stream: 0,
+            busy: false,
+            rec: RequestRecord::default(),
+            body: Vec::new(),
+            last_output_ns: 0,
+        });
+        self.free.push(self.slots.len() - 1);
+        true
     }
 
     /// Whether slot `s` could start a request now.
@@ -499,18 +528,22 @@ impl Pool for GrpcPool {
     }
 
     fn fill(&mut self, cx: &mut Cx<'_>) {
+        let now_ns = cx.clock.now_ns();
         let mut k = 0;
         let mut touched = false;
-        while k < self.free.len() {
+        loop {
+            if k == self.free.len() && !self.grow(cx, now_ns) {
+                break;
+            }
             let s = self.free[k];
             if !self.ready(s) {
                 k += 1;
                 continue;
             }
-            let Some(step) = cx.feed.next(cx.sink) else {
+            let Some(send) = cx.feed.next(cx.sink, now_ns) else {
                 break;
             };
-            if self.start(s, step, cx) {
+            if self.start(s, send, cx) {
                 cx.sink.started();
                 self.free.swap_remove(k);
                 touched = true;

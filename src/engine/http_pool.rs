@@ -18,7 +18,12 @@ pub struct HttpPool {
     conns: Vec<Conn>,
     /// Connected connections with nothing in flight (a stack: the warmest is reused first).
     idle: Vec<usize>,
+    /// Open loop: connections opened for due sends and not connected yet.
+    connecting: usize,
 }
+
+/// Open loop: connections opened at once, at most, when sends are due and none is free.
+const MAX_CONNECTING: usize = 4;
 
 impl HttpPool {
     pub fn new(addr: SocketAddr, tls: Option<TlsClient>, count: usize) -> HttpPool {
@@ -28,13 +33,39 @@ impl HttpPool {
             count,
             conns: Vec::with_capacity(count),
             idle: Vec::with_capacity(count),
+            connecting: 0,
+        }
+    }
+
+    /// Open loop with a send due and no idle connection: opens another one (within
+    /// `--max-inflight`), so sends are never held back by a fixed pool.
+    fn grow(&mut self, cx: &mut Cx<'_>, now_ns: u64) {
+        let Some(cap) = cx.feed.open_loop() else {
+            return;
+        };
+        let full = cap.is_some_and(|c| self.conns.len() >= c);
+        if full || self.connecting >= MAX_CONNECTING || !cx.feed.due(cx.sink, now_ns) {
+            return;
+        }
+        let token = Token(self.conns.len());
+        match Conn::connect(self.addr, token, cx.registry, self.tls.as_ref()) {
+            Ok(conn) => {
+                self.conns.push(conn);
+                self.connecting += 1;
+            }
+            Err(e) => cx
+                .sink
+                .fail(format!("cannot connect to {}: {e}", self.addr)),
         }
     }
 
     fn handle(&mut self, i: usize, out: Outcome, cx: &mut Cx<'_>) {
         match out {
             Outcome::Pending => {}
-            Outcome::Connected => self.idle.push(i),
+            Outcome::Connected => {
+                self.connecting = self.connecting.saturating_sub(1);
+                self.idle.push(i);
+            }
             Outcome::Completed => {
                 let conn = &mut self.conns[i];
                 let rec = conn.rec;
@@ -88,14 +119,19 @@ impl Pool for HttpPool {
     }
 
     fn fill(&mut self, cx: &mut Cx<'_>) {
-        while let Some(&i) = self.idle.last() {
-            let Some(step) = cx.feed.next(cx.sink) else {
+        let now_ns = cx.clock.now_ns();
+        loop {
+            let Some(&i) = self.idle.last() else {
+                return self.grow(cx, now_ns);
+            };
+            let Some(send) = cx.feed.next(cx.sink, now_ns) else {
                 return;
             };
             self.idle.pop();
             cx.sink.started();
-            let req = &cx.feed.requests[step];
-            let out = self.conns[i].start(req, step, cx.clock, cx.registry);
+            let req = &cx.feed.requests[send.step];
+            let out = self.conns[i].start(req, send.step, cx.clock, cx.registry);
+            self.conns[i].rec.intended_ns = send.intended_ns;
             self.handle(i, out, cx);
         }
     }

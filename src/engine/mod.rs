@@ -5,7 +5,10 @@ pub mod conn;
 pub mod coordinator;
 pub mod grpc_pool;
 pub mod http_pool;
+pub mod pace;
 pub mod pool;
+pub mod sequence;
+pub mod timer;
 pub mod window;
 pub mod wire;
 pub mod worker;
@@ -25,7 +28,8 @@ use crate::measure::{RequestRecord, WindowRecords};
 use crate::transport::TlsClient;
 use grpc_pool::GrpcPool;
 use http_pool::HttpPool;
-use pool::Pool;
+use pace::Schedule;
+use pool::{Pace, Pool};
 use wire::Wire;
 use worker::{Batch, Command, Shared, Worker, WorkerParams, WAKE};
 
@@ -66,6 +70,55 @@ pub struct Engine {
     spare: Vec<(Vec<RequestRecord>, Vec<u8>)>,
 }
 
+/// How load is generated.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Load {
+    /// Closed loop: this many requests in flight at all times.
+    Concurrency(u64),
+    /// Open loop: sends at the schedule's times, whatever is in flight.
+    Paced {
+        schedule: Schedule,
+        /// `--max-inflight`: a cap on requests in flight (over all workers); `None`: none.
+        max_inflight: Option<u64>,
+    },
+}
+
+/// Connections (or gRPC slots) a paced worker opens before its first send; more open as
+/// sends come due with none free.
+const PACED_INITIAL_SLOTS: usize = 4;
+/// Sends start this long after the engine starts, so every worker is ready for the first.
+const PACED_LEAD_NS: u64 = 2_000_000;
+
+/// Each worker's initial slots and, when paced, its schedule.
+fn worker_shares(spec: &EngineSpec, load: &Load) -> Vec<(usize, Option<Pace>)> {
+    match load {
+        Load::Concurrency(c) => {
+            let n = (*c as usize).clamp(1, spec.max_workers.max(1));
+            split(*c, n)
+                .into_iter()
+                .map(|s| (s as usize, None))
+                .collect()
+        }
+        Load::Paced {
+            schedule,
+            max_inflight,
+        } => {
+            let n = spec.max_workers.max(1);
+            let origin_ns = spec.clock.now_ns() + PACED_LEAD_NS;
+            let caps = max_inflight.map(|m| split(m.max(n as u64), n));
+            pace::deal(schedule, n)
+                .into_iter()
+                .enumerate()
+                .map(|(i, plan)| {
+                    let cap = caps.as_ref().map(|c| c[i] as usize);
+                    let slots = cap.map_or(PACED_INITIAL_SLOTS, |c| c.min(PACED_INITIAL_SLOTS));
+                    (slots, Some(Pace::new(plan, origin_ns, cap)))
+                })
+                .collect()
+        }
+    }
+}
+
 /// Splits `total` into `parts` shares the way perf_analyzer splits concurrency over threads:
 /// `total / parts` each, one more for the first `total % parts`.
 pub fn split(total: u64, parts: usize) -> Vec<u64> {
@@ -84,16 +137,23 @@ impl Engine {
     /// Starts `min(concurrency, max_workers)` workers with `concurrency` connections between
     /// them. `budget`: total requests to send (`--request-count`, warm-up), else unlimited.
     pub fn start(spec: &EngineSpec, concurrency: u64, budget: Option<u64>) -> Result<Engine> {
+        Self::start_load(spec, &Load::Concurrency(concurrency), budget)
+    }
+
+    /// Starts the workers for `load`: closed loop (`concurrency` requests in flight, split
+    /// over `min(concurrency, max_workers)` workers) or open loop (a schedule dealt to
+    /// `max_workers` workers, each opening connections or streams as its sends come due).
+    pub fn start_load(spec: &EngineSpec, load: &Load, budget: Option<u64>) -> Result<Engine> {
         if spec.requests.is_empty() {
             return Err(Error::generic("no request to send (empty input data)"));
         }
-        let n = (concurrency as usize).clamp(1, spec.max_workers.max(1));
-        let conns = split(concurrency, n);
+        let shares = worker_shares(spec, load);
+        let n = shares.len();
         let budgets = budget.map(|b| split(b, n));
         let cores = available_cores();
         let (out_tx, out_rx) = unbounded();
         let mut workers = Vec::with_capacity(n);
-        for (i, &c) in conns.iter().enumerate() {
+        for (i, (slots, pace)) in shares.into_iter().enumerate() {
             let params = WorkerParams {
                 index: i,
                 requests: spec.requests.clone(),
@@ -102,16 +162,17 @@ impl Engine {
                 clock: spec.clock,
                 records: Vec::with_capacity(RECORDS_PER_WORKER),
                 first_step: i,
+                pace,
             };
             let core = (spec.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
             let (addr, tls) = (spec.addr, spec.tls.clone());
             let handle = match &spec.wire {
                 Wire::Http1 => {
-                    let pool = HttpPool::new(addr, tls, c as usize);
+                    let pool = HttpPool::new(addr, tls, slots);
                     spawn_worker(params, pool, core, &out_tx)?
                 }
                 Wire::Grpc(wire) => {
-                    let pool = GrpcPool::new(addr, tls, wire.clone(), c as usize);
+                    let pool = GrpcPool::new(addr, tls, wire.clone(), slots);
                     spawn_worker(params, pool, core, &out_tx)?
                 }
             };

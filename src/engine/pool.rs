@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use mio::Registry;
 
+use super::pace::WorkerSchedule;
 use crate::clock::Clock;
 use crate::measure::RequestRecord;
 
 /// A worker's connections: HTTP/1.1 (one request per connection) or HTTP/2 (many streams).
-pub trait Pool: Send + 'static {
+pub trait Pool: std::marker::Send + 'static {
     /// Starts connecting. An error message names what could not be opened.
     fn open(&mut self, registry: &Registry) -> Result<(), String>;
     /// A readiness event for the connection with this token. `closed`: the peer's FIN (or an
@@ -41,12 +42,48 @@ pub struct Cx<'a> {
     pub sink: &'a mut Sink,
 }
 
+/// An open-loop worker's schedule: sends are due at `origin_ns + offset`.
+#[derive(Debug, Clone)]
+pub struct Pace {
+    plan: WorkerSchedule,
+    /// Clock ns at which the level's schedule starts.
+    origin_ns: u64,
+    /// This worker's share of `--max-inflight`.
+    pub max_inflight: Option<usize>,
+}
+
+impl Pace {
+    pub fn new(plan: WorkerSchedule, origin_ns: u64, max_inflight: Option<usize>) -> Pace {
+        Pace {
+            plan,
+            origin_ns,
+            max_inflight,
+        }
+    }
+
+    /// Clock ns of the next send, if any is left.
+    #[inline]
+    fn due_ns(&self) -> Option<u64> {
+        self.plan.peek().map(|o| self.origin_ns.saturating_add(o))
+    }
+}
+
+/// One request to start: its input step and, open loop, when it was meant to go (clock ns;
+/// 0 for closed loop, where it goes as soon as a slot frees).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Send {
+    pub step: usize,
+    pub intended_ns: u64,
+}
+
 /// The requests to send: which input step comes next, and how many may still start.
 pub struct Feed {
     pub requests: Arc<Vec<Vec<u8>>>,
     next_step: usize,
     /// Requests this worker may still start; `None`: until told to stop.
     budget: Option<u64>,
+    /// Open loop: the schedule; `None`: closed loop.
+    pace: Option<Pace>,
     /// Cleared by the coordinator's Stop: nothing new starts.
     pub running: bool,
     /// Requests started since the last window swap.
@@ -54,28 +91,41 @@ pub struct Feed {
 }
 
 impl Feed {
-    pub fn new(requests: Arc<Vec<Vec<u8>>>, first_step: usize, budget: Option<u64>) -> Feed {
+    pub fn new(
+        requests: Arc<Vec<Vec<u8>>>,
+        first_step: usize,
+        budget: Option<u64>,
+        pace: Option<Pace>,
+    ) -> Feed {
         let next_step = first_step % requests.len().max(1);
         Feed {
             requests,
             next_step,
             budget,
+            pace,
             running: true,
             sent: 0,
         }
     }
 
-    /// The input step of the next request, counting it as sent; `None` when stopped, out of
-    /// budget, or after a failure (`sink.failed`).
+    /// The next request if one may start at `now_ns`, counting it as sent; `None` when
+    /// stopped, out of budget, after a failure (`sink.failed`), or (open loop) when the next
+    /// send is not due yet.
     #[inline]
-    pub fn next(&mut self, sink: &Sink) -> Option<usize> {
-        if !self.running || sink.failed {
+    pub fn next(&mut self, sink: &Sink, now_ns: u64) -> Option<Send> {
+        if !self.running || sink.failed || self.budget == Some(0) {
             return None;
         }
-        match &mut self.budget {
-            Some(0) => return None,
-            Some(b) => *b -= 1,
-            None => {}
+        let intended_ns = match &mut self.pace {
+            None => 0,
+            Some(p) => {
+                let due = p.due_ns().filter(|&d| d <= now_ns)?;
+                p.plan.advance();
+                due
+            }
+        };
+        if let Some(b) = &mut self.budget {
+            *b -= 1;
         }
         let step = self.next_step;
         self.next_step += 1;
@@ -83,12 +133,40 @@ impl Feed {
             self.next_step = 0;
         }
         self.sent += 1;
-        Some(step)
+        Some(Send { step, intended_ns })
     }
 
-    /// No request may start any more (budget spent or stopped).
+    /// Open loop: a send is due at `now_ns` (whether or not a slot is free for it).
+    #[inline]
+    pub fn due(&self, sink: &Sink, now_ns: u64) -> bool {
+        self.running
+            && !sink.failed
+            && self.budget != Some(0)
+            && self
+                .pace
+                .as_ref()
+                .and_then(Pace::due_ns)
+                .is_some_and(|d| d <= now_ns)
+    }
+
+    /// Open loop: clock ns of the next send (for the worker's timer).
+    pub fn next_due_ns(&self) -> Option<u64> {
+        if !self.running || self.budget == Some(0) {
+            return None;
+        }
+        self.pace.as_ref().and_then(Pace::due_ns)
+    }
+
+    /// Open loop, and how many requests this worker may have in flight (`None`: no cap).
+    pub fn open_loop(&self) -> Option<Option<usize>> {
+        self.pace.as_ref().map(|p| p.max_inflight)
+    }
+
+    /// No request may start any more (budget spent, stopped, or a one-shot schedule used up).
     pub fn exhausted(&self) -> bool {
-        !self.running || self.budget == Some(0)
+        !self.running
+            || self.budget == Some(0)
+            || self.pace.as_ref().is_some_and(|p| p.due_ns().is_none())
     }
 }
 
@@ -162,17 +240,42 @@ mod tests {
     fn feed_cycles_steps_and_spends_the_budget() {
         let requests = Arc::new(vec![vec![1], vec![2], vec![3]]);
         let mut sink = Sink::new(Vec::new(), false);
-        let mut feed = Feed::new(requests, 4, Some(4));
-        let steps: Vec<_> = std::iter::from_fn(|| feed.next(&sink)).collect();
+        let mut feed = Feed::new(requests, 4, Some(4), None);
+        let steps: Vec<_> = std::iter::from_fn(|| feed.next(&sink, 0).map(|s| s.step)).collect();
         assert_eq!(steps, vec![1, 2, 0, 1]);
         assert!(feed.exhausted());
         assert_eq!(feed.sent, 4);
-        let mut open = Feed::new(Arc::new(vec![vec![0]]), 0, None);
-        assert_eq!(open.next(&sink), Some(0));
+        let mut open = Feed::new(Arc::new(vec![vec![0]]), 0, None, None);
+        assert_eq!(open.next(&sink, 0).map(|s| s.step), Some(0));
         sink.fail("boom".into());
         sink.fail("later".into());
-        assert_eq!(open.next(&sink), None);
+        assert_eq!(open.next(&sink, 0), None);
         assert_eq!(sink.error.as_deref(), Some("boom"));
+    }
+
+    #[test]
+    fn paced_feed_hands_out_sends_only_when_due() {
+        use crate::engine::pace::{deal, Schedule};
+        let sink = Sink::new(Vec::new(), false);
+        let plan = deal(&Schedule::Fixed(vec![10, 20, 30]), 1).remove(0);
+        let mut feed = Feed::new(
+            Arc::new(vec![vec![0]]),
+            0,
+            None,
+            Some(Pace::new(plan, 1000, None)),
+        );
+        assert_eq!(feed.next_due_ns(), Some(1010));
+        assert!(!feed.due(&sink, 1009));
+        assert_eq!(feed.next(&sink, 1009), None);
+        // Late: both overdue sends come out at once, each with its own intended time.
+        assert!(feed.due(&sink, 1025));
+        let a = feed.next(&sink, 1025).unwrap();
+        let b = feed.next(&sink, 1025).unwrap();
+        assert_eq!((a.intended_ns, b.intended_ns), (1010, 1020));
+        assert_eq!(feed.next(&sink, 1025), None);
+        assert_eq!(feed.next(&sink, 1030).map(|s| s.intended_ns), Some(1030));
+        assert!(feed.exhausted(), "a fixed schedule ends");
+        assert_eq!(feed.open_loop(), Some(None));
     }
 
     #[test]

@@ -11,12 +11,15 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Poll, Token};
 
-use super::pool::{Cx, Feed, Pool, Ready, Sink};
+use super::pool::{Cx, Feed, Pace, Pool, Ready, Sink};
+use super::timer::Timer;
 use crate::clock::Clock;
 use crate::measure::RequestRecord;
 
 /// Token of the coordinator's waker; connection tokens are their index.
 pub const WAKE: Token = Token(usize::MAX);
+/// Token of the open-loop send timer.
+const TIMER: Token = Token(usize::MAX - 1);
 
 /// How often (at most) a worker publishes its completed-request count.
 const PUBLISH_EVERY: Duration = Duration::from_millis(1);
@@ -66,6 +69,8 @@ pub struct WorkerParams {
     pub records: Vec<RequestRecord>,
     /// First input step this worker sends; workers interleave through the steps.
     pub first_step: usize,
+    /// Open loop: this worker's schedule; `None`: closed loop.
+    pub pace: Option<Pace>,
 }
 
 pub struct Worker<P: Pool> {
@@ -77,6 +82,8 @@ pub struct Worker<P: Pool> {
     sink: Sink,
     /// The sink's error was handed to the coordinator.
     error_published: bool,
+    /// Open loop: wakes the loop when the next send is due.
+    timer: Option<Timer>,
     cpu_mark: u64,
     shared: Arc<Shared>,
     out: Sender<Batch>,
@@ -96,9 +103,10 @@ impl<P: Pool> Worker<P> {
             clock: p.clock,
             poll,
             pool,
-            feed: Feed::new(p.requests, p.first_step, p.budget),
+            feed: Feed::new(p.requests, p.first_step, p.budget, p.pace),
             sink: Sink::new(records, p.keep_bodies),
             error_published: false,
+            timer: None,
             cpu_mark: thread_cpu_ns(),
             shared,
             out,
@@ -109,6 +117,12 @@ impl<P: Pool> Worker<P> {
     pub fn run(mut self, commands: Receiver<Command>) {
         if let Err(msg) = self.pool.open(self.poll.registry()) {
             self.sink.fail(msg);
+        }
+        if self.feed.open_loop().is_some() {
+            match Timer::new(self.poll.registry(), TIMER) {
+                Ok(t) => self.timer = Some(t),
+                Err(e) => self.sink.fail(format!("cannot create the send timer: {e}")),
+            }
         }
         let mut events = Events::with_capacity(1024);
         let mut last_publish = Instant::now();
@@ -126,6 +140,10 @@ impl<P: Pool> Worker<P> {
                 if ev.token() == WAKE {
                     if let Some(d) = self.handle_commands(&commands) {
                         deadline = Some(d);
+                    }
+                } else if ev.token() == TIMER {
+                    if let Some(t) = &mut self.timer {
+                        t.fired();
                     }
                 } else {
                     let closed = ev.is_read_closed() || ev.is_error();
@@ -175,6 +193,14 @@ impl<P: Pool> Worker<P> {
             sink: &mut self.sink,
         };
         self.pool.fill(&mut cx);
+        // A send that is already due found no free slot: the completion or connect that
+        // frees one calls `fill` again, so the timer is only for sends still ahead.
+        if let (Some(timer), Some(due)) = (&mut self.timer, self.feed.next_due_ns()) {
+            let now = self.clock.now_ns();
+            if due > now {
+                timer.arm(due, due - now);
+            }
+        }
     }
 
     fn publish_completed(&self) {

@@ -28,6 +28,9 @@ pub struct RequestRecord {
     /// Responses that carried outputs (a decoupled model's empty final response is not
     /// counted); 1 for an ordinary request.
     pub responses: u32,
+    /// Open loop: when the schedule meant the request to go (ns since the epoch); `start_ns -
+    /// intended_ns` is its send lag. 0 in closed loop, where a request goes when a slot frees.
+    pub intended_ns: u64,
 }
 
 impl RequestRecord {
@@ -42,6 +45,17 @@ impl RequestRecord {
     #[inline]
     pub fn recv_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.recv_start_ns)
+    }
+    /// Open loop: how late the send was (ns).
+    #[inline]
+    pub fn lag_ns(&self) -> u64 {
+        self.start_ns.saturating_sub(self.intended_ns)
+    }
+    /// Open loop: latency from the intended send time, i.e. corrected for coordinated
+    /// omission (ns).
+    #[inline]
+    pub fn corrected_latency_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.intended_ns)
     }
 }
 

@@ -39,6 +39,11 @@ pub struct WindowStats {
     pub response_gap_ns_sum: u64,
     /// Requests with 2+ responses.
     pub multi_response_count: u64,
+    /// Open loop, over the successful requests: send lags (how late each send was, ns) and
+    /// latencies from the intended send time (ns); empty in closed loop. Sorted by
+    /// `finish_window`.
+    pub lags_ns: Vec<u64>,
+    pub corrected_ns: Vec<u64>,
     /// Worker CPU time during the window (ns, summed over workers) and the worker count.
     pub client_cpu_ns: u64,
     pub workers: u32,
@@ -77,6 +82,10 @@ pub fn add_records(s: &mut WindowStats, w: &WindowRecords) {
         s.send_ns_sum = s.send_ns_sum.saturating_add(r.send_ns());
         s.recv_ns_sum = s.recv_ns_sum.saturating_add(r.recv_ns());
         s.request_ns_sum = s.request_ns_sum.saturating_add(r.latency_ns());
+        if r.intended_ns != 0 {
+            s.lags_ns.push(r.lag_ns());
+            s.corrected_ns.push(r.corrected_latency_ns());
+        }
         s.response_count += u64::from(r.responses);
         let first = r.recv_start_ns.saturating_sub(r.start_ns);
         s.first_response_ns_sum = s.first_response_ns_sum.saturating_add(first);
@@ -91,6 +100,8 @@ pub fn add_records(s: &mut WindowStats, w: &WindowRecords) {
 /// Sorts the latencies once every batch of the window is in.
 pub fn finish_window(s: &mut WindowStats) {
     s.latencies_ns.sort_unstable();
+    s.lags_ns.sort_unstable();
+    s.corrected_ns.sort_unstable();
 }
 
 /// `--request-count`: shortens the window to first request start .. last response end, so
@@ -174,6 +185,8 @@ pub struct ClientStats {
     pub stabilizing_latency_ns: u64,
     /// Decoupled models only: what the many responses per request add up to.
     pub responses: Option<ResponseStats>,
+    /// Open loop only: how well the schedule was kept, and latency from the intended time.
+    pub schedule: Option<super::schedule::ScheduleStats>,
 }
 
 /// The responses of a decoupled model's requests (latency runs to the last one).
@@ -301,7 +314,7 @@ fn overhead_pct(w: &WindowStats) -> f64 {
     (w.client_cpu_ns as f64 / capacity_ns * 100.0).min(100.0)
 }
 
-fn per_second(count: u64, duration_ns: u64) -> f64 {
+pub(crate) fn per_second(count: u64, duration_ns: u64) -> f64 {
     if duration_ns == 0 {
         return 0.0;
     }
@@ -309,7 +322,7 @@ fn per_second(count: u64, duration_ns: u64) -> f64 {
 }
 
 /// Integer mean (ns, truncated); 0 without samples. Summed in u128: no overflow.
-fn mean_ns(sorted: &[u64]) -> u64 {
+pub(crate) fn mean_ns(sorted: &[u64]) -> u64 {
     if sorted.is_empty() {
         return 0;
     }
@@ -329,7 +342,7 @@ fn std_dev_us(samples: &[u64]) -> u64 {
 }
 
 /// Nearest rank as perf_analyzer computes it: `idx = floor(p/100 * (n-1) + 0.5)`.
-fn percentile_ns(sorted: &[u64], p: u32) -> u64 {
+pub(crate) fn percentile_ns(sorted: &[u64], p: u32) -> u64 {
     if sorted.is_empty() {
         return 0;
     }

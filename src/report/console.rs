@@ -9,6 +9,7 @@
 use super::fmt::{fmt_g, fmt_pct2, us};
 use super::server::server_block;
 use super::{Banner, LoadValue, PointReport, RateBanner};
+use crate::measure::schedule::ScheduleStats;
 use crate::measure::stats::{ClientStats, WindowStats};
 use std::fmt::Write as _;
 
@@ -159,6 +160,9 @@ pub fn point(p: &PointReport, percentile: Option<u32>, verbose: u8, protocol_htt
     let c = &p.client;
     let mut out = String::from("  Client: \n");
     let _ = writeln!(out, "    Request count: {}", c.request_count);
+    if let Some(sched) = &c.schedule {
+        out.push_str(&send_rate_lines(sched));
+    }
     let _ = writeln!(out, "    Throughput: {} infer/sec", fmt_g(c.throughput));
     if let Some(r) = &c.responses {
         let _ = writeln!(
@@ -200,6 +204,9 @@ pub fn point(p: &PointReport, percentile: Option<u32>, verbose: u8, protocol_htt
         }
         None => out.push_str(&library_line(c, verbose >= 1, protocol_http)),
     }
+    if let Some(sched) = &c.schedule {
+        out.push_str(&schedule_lines(sched));
+    }
     if let Some(s) = &p.server {
         out.push_str(&server_block(s));
     }
@@ -210,6 +217,42 @@ pub fn point(p: &PointReport, percentile: Option<u32>, verbose: u8, protocol_htt
         );
     }
     out
+}
+
+/// Open loop: the achieved send rate, and the verdict on the schedule in place of
+/// perf_analyzer's "N% of the requests were delayed" warning.
+fn send_rate_lines(s: &ScheduleStats) -> String {
+    let mut out = format!("    Avg send request rate: {:.2} infer/sec\n", s.send_rate);
+    if !s.kept() {
+        let _ = writeln!(
+            out,
+            "    [WARNING] inferperf did not keep the schedule: {:.2}% of the requests were \
+             sent over 1 ms late (send lag p99 {} usec). Trust the latency from the intended \
+             send time below.",
+            s.late_pct,
+            us(s.lag_p99_ns)
+        );
+    }
+    out
+}
+
+/// Open loop: the send lag and the latency from the intended send time.
+fn schedule_lines(s: &ScheduleStats) -> String {
+    format!(
+        "    Send lag: p50 {} usec, p90 {} usec, p99 {} usec, max {} usec ({:.2}% over 1 ms)\n    \
+         Latency from the intended send time: avg {} usec, p50 {} usec, p90 {} usec, p99 {} \
+         usec, max {} usec\n",
+        us(s.lag_p50_ns),
+        us(s.lag_p90_ns),
+        us(s.lag_p99_ns),
+        us(s.lag_max_ns),
+        s.late_pct,
+        us(s.corrected_avg_ns),
+        us(s.corrected_p50_ns),
+        us(s.corrected_p90_ns),
+        us(s.corrected_p99_ns),
+        us(s.corrected_max_ns)
+    )
 }
 
 /// "Avg HTTP time" / "Avg gRPC time": the client-side split of a request (µs, each average

@@ -28,6 +28,7 @@ pub fn write_csv(
         verbose: verbose_csv,
         server: server_stats_available,
         responses: points.iter().any(|p| p.client.responses.is_some()),
+        schedule: verbose_csv && points.iter().any(|p| p.client.schedule.is_some()),
         cache: server_stats_available
             && points
                 .iter()
@@ -42,6 +43,17 @@ pub fn write_csv(
     Ok(())
 }
 
+/// Open loop, `--verbose-csv` (ours): send lag and latency from the intended send time, in
+/// µs, and the share of sends over 1 ms late in %.
+const SCHEDULE_COLUMNS: [&str; 6] = [
+    "Send lag p50",
+    "Send lag p99",
+    "Send lag max",
+    "Avg latency from intended send",
+    "p99 latency from intended send",
+    "Late sends %",
+];
+
 /// Which optional columns the file has.
 struct Layout {
     percentiles: Vec<u32>,
@@ -51,6 +63,8 @@ struct Layout {
     server: bool,
     /// `Response Throughput` (decoupled models).
     responses: bool,
+    /// Open loop, `--verbose-csv`: send lag and latency from the intended send time.
+    schedule: bool,
     cache: bool,
 }
 
@@ -98,6 +112,9 @@ impl Layout {
                 ]
                 .map(String::from),
             );
+            if self.schedule {
+                cols.extend(SCHEDULE_COLUMNS.map(String::from));
+            }
         }
         cols.join(",")
     }
@@ -154,6 +171,18 @@ impl Layout {
             );
             cells.push(us(c.min_latency_ns).to_string());
             cells.push(us(c.max_latency_ns).to_string());
+            if self.schedule {
+                let s = c.schedule.clone().unwrap_or_default();
+                let ns = [
+                    s.lag_p50_ns,
+                    s.lag_p99_ns,
+                    s.lag_max_ns,
+                    s.corrected_avg_ns,
+                    s.corrected_p99_ns,
+                ];
+                cells.extend(ns.iter().map(|v| us(*v).to_string()));
+                cells.push(format!("{:.2}", s.late_pct));
+            }
         }
         cells.join(",")
     }

@@ -24,26 +24,39 @@ pub struct ExportExperiment {
 pub fn write_export(
     w: &mut impl Write,
     exps: &[ExportExperiment],
-    version: &str,
-    service_kind: &str,
-    endpoint: &str,
+    meta: &ExportMeta,
     decode_outputs: &dyn Fn(&[u8]) -> String,
-    framed: bool,
 ) -> io::Result<()> {
     w.write_all(b"{\"experiments\":[")?;
     for (i, exp) in exps.iter().enumerate() {
         if i > 0 {
             w.write_all(b",")?;
         }
-        write_experiment(w, exp, decode_outputs, framed)?;
+        write_experiment(w, exp, decode_outputs, meta.framed)?;
     }
     write!(
         w,
-        "],\"version\":{},\"service_kind\":{},\"endpoint\":{}}}",
-        json_string(version),
-        json_string(service_kind),
-        json_string(endpoint)
-    )
+        "],\"version\":{},\"service_kind\":{},\"endpoint\":{}",
+        json_string(meta.version),
+        json_string(meta.service_kind),
+        json_string(meta.endpoint)
+    )?;
+    if let Some(seed) = meta.seed {
+        write!(w, ",\"seed\":{seed}")?;
+    }
+    w.write_all(b"}")
+}
+
+/// The export's run-level fields.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExportMeta<'a> {
+    pub version: &'a str,
+    pub service_kind: &'a str,
+    pub endpoint: &'a str,
+    /// Bodies hold every response of a streamed request (see `framed_responses`).
+    pub framed: bool,
+    /// Ours: the schedule's seed (open loop), to repeat the run.
+    pub seed: Option<u64>,
 }
 
 fn write_experiment(
@@ -75,11 +88,12 @@ fn write_experiment(
                 .get(r.step as usize)
                 .map_or("{}", String::as_str);
             let body = body_of(window, r);
-            write!(
-                w,
-                "{{\"timestamp\":{},\"request_inputs\":{inputs},\"response_timestamps\":[",
-                r.start_ns
-            )?;
+            write!(w, "{{\"timestamp\":{}", r.start_ns)?;
+            if r.intended_ns != 0 {
+                // Ours, open loop: when the schedule meant the request to go.
+                write!(w, ",\"intended_timestamp\":{}", r.intended_ns)?;
+            }
+            write!(w, ",\"request_inputs\":{inputs},\"response_timestamps\":[")?;
             if framed {
                 write_framed(w, body, decode_outputs)?;
             } else {
@@ -224,7 +238,11 @@ mod tests {
             outputs.clone()
         };
         let mut out = Vec::new();
-        write_export(&mut out, exps, "", "triton", "", &decode, false).unwrap();
+        let meta = ExportMeta {
+            service_kind: "triton",
+            ..ExportMeta::default()
+        };
+        write_export(&mut out, exps, &meta, &decode).unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -250,21 +268,19 @@ mod tests {
         };
         let mut out = Vec::new();
         let decode = |_: &[u8]| String::from("{}");
-        write_export(
-            &mut out,
-            &[exp],
-            "0.1.0",
-            "openai",
-            "v1/\"x\"",
-            &decode,
-            false,
-        )
-        .unwrap();
+        let meta = ExportMeta {
+            version: "0.1.0",
+            service_kind: "openai",
+            endpoint: "v1/\"x\"",
+            framed: false,
+            seed: Some(42),
+        };
+        write_export(&mut out, &[exp], &meta, &decode).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "{\"experiments\":[{\"experiment\":{\"mode\":\"request_rate\",\"value\":12.5},\
              \"requests\":[],\"window_boundaries\":[]}],\"version\":\"0.1.0\",\
-             \"service_kind\":\"openai\",\"endpoint\":\"v1/\\\"x\\\"\"}"
+             \"service_kind\":\"openai\",\"endpoint\":\"v1/\\\"x\\\"\",\"seed\":42}"
         );
     }
 
@@ -294,7 +310,13 @@ mod tests {
         };
         let mut out = Vec::new();
         let decode = |b: &[u8]| format!("{{\"n\":{}}}", b.len());
-        write_export(&mut out, &[exp], "v", "triton", "", &decode, true).unwrap();
+        let meta = ExportMeta {
+            version: "v",
+            service_kind: "triton",
+            framed: true,
+            ..ExportMeta::default()
+        };
+        write_export(&mut out, &[exp], &meta, &decode).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.contains(
@@ -327,7 +349,12 @@ mod tests {
         };
         let mut out = Vec::new();
         let decode = |b: &[u8]| format!("{{\"n\":{}}}", b.len());
-        write_export(&mut out, &[exp], "v", "triton", "", &decode, false).unwrap();
+        let meta = ExportMeta {
+            version: "v",
+            service_kind: "triton",
+            ..ExportMeta::default()
+        };
+        write_export(&mut out, &[exp], &meta, &decode).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains(
             "{\"timestamp\":3,\"request_inputs\":{},\"response_timestamps\":[4],\

@@ -2,6 +2,7 @@
 
 mod plan;
 pub mod setup;
+mod sweep;
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -9,16 +10,15 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::config::{Config, MeasurementMode, Protocol};
-use crate::engine::coordinator::{profile_point, PointCtx, PointOutcome, PointStatus};
+use crate::config::{Config, Distribution, LoadMode, MeasurementMode, Protocol};
 use crate::engine::{available_cores, EngineSpec};
 use crate::error::{Error, Result};
 use crate::inputs::build_inputs;
 use crate::report::export::ExportExperiment;
-use crate::report::{console, csv, export, Banner, LoadValue, PointReport};
+use crate::report::{console, csv, export, Banner, PointReport, RateBanner};
 use crate::service::triton_grpc::outputs_json;
 use crate::service::triton_http::decode_outputs_json;
-use setup::{fetch_stats, prepare, Target};
+use setup::prepare;
 
 /// What a finished run produced (the CLI prints it; tests inspect it).
 pub struct RunResult {
@@ -51,11 +51,24 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         wire: plan.wire.clone(),
     };
     let decoupled = target.config.decoupled;
-    let _ = out.write_all(console::banner(&banner(cfg, decoupled)).as_bytes());
+    let _ = out.write_all(banner_text(cfg, decoupled).as_bytes());
     let step_inputs = plan.step_inputs;
-    let cache = target.config.response_cache;
     let stats_available = target.stats_available;
-    let (points, exps, error) = sweep(cfg, &spec, &mut target, cache, &stop, out, &step_inputs)?;
+    let mut sweeper = sweep::Sweeper {
+        cfg,
+        spec: &spec,
+        target: &mut target,
+        stop: &stop,
+        out: &mut *out,
+        step_inputs: &step_inputs,
+        result: sweep::SweepResult::default(),
+    };
+    sweeper.run()?;
+    let sweep::SweepResult {
+        points,
+        exps,
+        error,
+    } = sweeper.result;
     if !points.is_empty() {
         let _ = out.write_all(console::summary(&points, cfg.percentile).as_bytes());
     }
@@ -64,139 +77,33 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
     Ok(RunResult { points, error })
 }
 
-type SweepResult = (Vec<PointReport>, Vec<ExportExperiment>, Option<Error>);
-
-/// Linear search over `--concurrency-range` (end 0: until the latency threshold).
-fn sweep(
-    cfg: &Config,
-    spec: &EngineSpec,
-    target: &mut Target,
-    cache_enabled: bool,
-    stop: &AtomicBool,
-    out: &mut dyn Write,
-    step_inputs: &[String],
-) -> Result<SweepResult> {
-    let mut points = Vec::new();
-    let mut exps = Vec::new();
-    let mut error = None;
-    let range = cfg.concurrency;
-    let decoupled = target.config.decoupled;
-    let mut c = range.start;
-    loop {
-        let load = LoadValue::Concurrency(c);
-        let _ = out.write_all(console::point_header(&load).as_bytes());
-        let outcome = {
-            let mut fetch = || fetch_stats(target, cfg);
-            let mut ctx = PointCtx {
-                cfg,
-                spec,
-                stats: &mut fetch,
-                cache_enabled,
-                keep_windows: cfg.profile_export_file.is_some(),
-                decoupled,
-                stop,
-                out: &mut *out,
-            };
-            profile_point(&mut ctx, c)?
-        };
-        let PointOutcome {
-            status,
-            client,
-            server,
-            windows,
-        } = outcome;
-        if cfg.profile_export_file.is_some() {
-            exps.push(ExportExperiment {
-                load,
-                windows,
-                step_inputs: step_inputs.to_vec(),
-            });
-        }
-        let report = client.map(|client| PointReport {
-            load,
-            batch_size: cfg.batch_size,
-            client,
-            server,
-        });
-        let (keep, end, err) = judge(cfg, &status, report.as_ref(), c, points.is_empty(), out);
-        if keep {
-            if let Some(r) = report {
-                let http = cfg.protocol == Protocol::Http;
-                let text = console::point(&r, cfg.percentile, cfg.verbose, http);
-                let _ = out.write_all(text.as_bytes());
-                points.push(r);
-            }
-        }
-        if err.is_some() {
-            error = err;
-        }
-        c += range.step;
-        if end || !(c <= range.end || range.end == 0) {
-            break;
-        }
+/// The settings banner; open-loop modes add the rate lines, Poisson the seed to repeat it.
+fn banner_text(cfg: &Config, decoupled: bool) -> String {
+    let mut b = banner(cfg, decoupled);
+    if cfg.load_mode == LoadMode::Concurrency {
+        return console::banner(&b);
     }
-    Ok((points, exps, error))
-}
-
-/// Decides from a level's outcome: (report it?, end the sweep?, error for the exit code).
-fn judge(
-    cfg: &Config,
-    status: &PointStatus,
-    report: Option<&PointReport>,
-    c: u64,
-    first: bool,
-    out: &mut dyn Write,
-) -> (bool, bool, Option<Error>) {
-    match status {
-        PointStatus::Stable => {
-            let lat = report.map_or(0, |r| r.client.stabilizing_latency_ns);
-            let limit = cfg.latency_threshold_ms;
-            if limit > 0 && lat >= limit * 1_000_000 {
-                let _ = writeln!(
-                    out,
-                    "Measured latency went over the set limit of {limit} msec. "
-                );
-                return (false, true, None);
-            }
-            (true, false, None)
-        }
-        PointStatus::OverThreshold => {
-            let limit = cfg.latency_threshold_ms;
-            let _ = writeln!(
-                out,
-                "Measured latency went over the set limit of {limit} msec. "
-            );
-            (false, true, None)
-        }
-        PointStatus::Unstable => {
-            let what = match cfg.measurement_mode {
-                MeasurementMode::TimeWindows => "--measurement-interval",
-                MeasurementMode::CountWindows => "--measurement-request-count",
-            };
-            let msg = format!(
-                "Failed to obtain stable measurement within {} measurement windows for \
-                 concurrency {c}. Please try to increase the {what}.",
-                cfg.max_trials
-            );
-            if first {
-                // Exit code 2; the caller prints the message once.
-                return (false, true, Some(Error::stability(msg)));
-            }
-            eprintln!("{msg}");
-            (false, true, None)
-        }
-        PointStatus::Interrupted => {
-            eprintln!(
-                "Interrupted: reporting the windows measured so far (not checked for stability)."
-            );
-            (true, true, None)
-        }
-        PointStatus::Failed(msg) => {
-            let e = Error::generic(format!("inference request failed: {msg}"));
-            (true, true, Some(e))
-        }
-        PointStatus::NoValidRequests => (false, true, Some(Error::no_valid_requests())),
+    (b.concurrency_start, b.concurrency_end) = (1, 1);
+    let r = cfg.request_rate;
+    let rate = RateBanner {
+        start: r.start,
+        end: if cfg.load_mode == LoadMode::Intervals {
+            r.start
+        } else {
+            r.end
+        },
+        poisson: cfg.distribution == Distribution::Poisson,
+    };
+    let mut text = console::banner_with_rate(&b, Some(&rate));
+    if rate.poisson {
+        let seed = cfg.seed;
+        let at = text.len() - 1;
+        text.insert_str(
+            at,
+            &format!("  Schedule seed: {seed} (repeat this schedule with --seed {seed})\n"),
+        );
     }
+    text
 }
 
 fn banner(cfg: &Config, decoupled: bool) -> Banner {
@@ -244,7 +151,14 @@ fn write_reports(
         let mut w = BufWriter::new(File::create(path).map_err(err)?);
         let framed = cfg.protocol == Protocol::Grpc && cfg.streaming;
         let decode = |body: &[u8]| export_outputs(cfg, body);
-        export::write_export(&mut w, exps, crate::VERSION, "triton", "", &decode, framed)
+        let meta = export::ExportMeta {
+            version: crate::VERSION,
+            service_kind: "triton",
+            endpoint: "",
+            framed,
+            seed: (cfg.load_mode != LoadMode::Concurrency).then_some(cfg.seed),
+        };
+        export::write_export(&mut w, exps, &meta, &decode)
             .and_then(|_| w.flush())
             .map_err(err)?;
     }

@@ -83,10 +83,23 @@ pub fn encode_infer_request(
     output_format: TensorFormat,
     extra_headers: &[(String, String)],
 ) -> Result<Vec<u8>> {
+    let json = infer_request_json(inputs, outputs, input_format, output_format, "")?;
+    assemble_infer_request(host, path, json, inputs, input_format, extra_headers)
+}
+
+/// The HTTP/1.1 request around an infer request's JSON part (from `infer_request_json`):
+/// our headers, then the user's, then the JSON and, in binary format, the input data.
+pub fn assemble_infer_request(
+    host: &str,
+    path: &str,
+    json: String,
+    inputs: &[InputTensor],
+    input_format: TensorFormat,
+    extra_headers: &[(String, String)],
+) -> Result<Vec<u8>> {
     for (name, value) in extra_headers {
         check_header(name, value)?;
     }
-    let json = infer_request_json(inputs, outputs, input_format, output_format)?;
     let mut headers: Vec<(String, String)> = Vec::with_capacity(2 + extra_headers.len());
     let mut body = json.into_bytes();
     match input_format {
@@ -113,17 +126,29 @@ pub fn encode_infer_request(
     Ok(request)
 }
 
-/// The JSON part of an infer request (spec §5.1), without an `id`.
-fn infer_request_json(
+/// The JSON part of an infer request (spec §5.1), without an `id`. `request_params`: JSON
+/// object members (`"name":value,...`) that open the request's `parameters` (sequence
+/// fields); empty for none.
+pub fn infer_request_json(
     inputs: &[InputTensor],
     outputs: &[String],
     input_format: TensorFormat,
     output_format: TensorFormat,
+    request_params: &str,
 ) -> Result<String> {
     let mut json = String::with_capacity(128 + 64 * (inputs.len() + outputs.len()));
     json.push('{');
-    if outputs.is_empty() && output_format == TensorFormat::Binary {
-        json.push_str("\"parameters\":{\"binary_data_output\":true},");
+    let binary_output = outputs.is_empty() && output_format == TensorFormat::Binary;
+    if binary_output || !request_params.is_empty() {
+        json.push_str("\"parameters\":{");
+        json.push_str(request_params);
+        if binary_output {
+            if !request_params.is_empty() {
+                json.push(',');
+            }
+            json.push_str("\"binary_data_output\":true");
+        }
+        json.push_str("},");
     }
     json.push_str("\"inputs\":[");
     for (i, input) in inputs.iter().enumerate() {

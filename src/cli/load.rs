@@ -1,0 +1,236 @@
+//! Load-mode flags: `--request-rate-range`, `--request-distribution`, `--request-intervals`,
+//! `--binary-search`, `--seed`, `--max-inflight`, and the checks that tie them to
+//! `--concurrency-range` and `-l` (perf_analyzer.md §1.2, §1.11).
+
+use std::path::Path;
+
+use super::args::RunArgs;
+use super::validate::parse_at_least;
+use crate::config::{Config, Distribution, LoadMode, RateRange};
+use crate::error::{Error, Result};
+
+/// Applies the load-mode flags; runs after the concurrency flags.
+pub fn apply_load_modes(args: &RunArgs, config: &mut Config) -> Result<()> {
+    let concurrency_given = args.concurrency_range.is_some()
+        || args.concurrency_start.is_some()
+        || args.concurrency_end.is_some()
+        || args.dynamic_concurrency;
+    let modes = [
+        (concurrency_given, "--concurrency-range"),
+        (args.request_rate_range.is_some(), "--request-rate-range"),
+        (args.request_intervals.is_some(), "--request-intervals"),
+    ];
+    let chosen: Vec<&str> = modes.iter().filter(|m| m.0).map(|m| m.1).collect();
+    if let [a, b, ..] = chosen[..] {
+        return Err(Error::usage(format!(
+            "Cannot use both {a} and {b} inference load modes."
+        )));
+    }
+    if let Some(raw) = args.request_rate_range.as_deref() {
+        config.load_mode = LoadMode::RequestRate;
+        config.request_rate = parse_rate_range(raw)?;
+    }
+    if let Some(path) = args.request_intervals.as_deref() {
+        config.load_mode = LoadMode::Intervals;
+        config.request_intervals_ns = read_intervals(Path::new(path))?;
+    }
+    if let Some(raw) = args.request_distribution.as_deref() {
+        config.distribution = match raw.to_ascii_lowercase().as_str() {
+            "constant" => Distribution::Constant,
+            "poisson" => Distribution::Poisson,
+            _ => {
+                return Err(Error::usage(format!(
+                    "Failed to parse --request-distribution. Unsupported type: '{raw}' (constant \
+                     or poisson)."
+                )))
+            }
+        };
+    }
+    config.binary_search = args.binary_search;
+    config.seed_given = args.seed.is_some();
+    config.seed = match args.seed.as_deref() {
+        Some(raw) => parse_at_least("--seed", raw, 0)?,
+        None => fresh_seed(),
+    };
+    if let Some(raw) = args.max_inflight.as_deref() {
+        config.max_inflight = Some(parse_at_least("--max-inflight", raw, 1)?);
+    }
+    Ok(())
+}
+
+/// A seed from the clock and the process id, different on every run.
+fn fresh_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    (nanos ^ (u64::from(std::process::id()) << 32)).max(1)
+}
+
+/// `start[:end[:step]]` of floats; start > 0, end 0 = no limit, step > 0.
+pub fn parse_rate_range(raw: &str) -> Result<RateRange> {
+    let bad = |why: &str| {
+        Error::usage(format!(
+            "Failed to parse --request-rate-range. {why} (got '{raw}')."
+        ))
+    };
+    let parts: Vec<&str> = raw.split(':').collect();
+    if parts.len() > 3 || parts.iter().any(|p| p.trim().is_empty()) {
+        return Err(bad("Expected start[:end[:step]]"));
+    }
+    let mut v = [0.0f64; 3];
+    for (slot, part) in v.iter_mut().zip(&parts) {
+        *slot = part
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| bad("The values must be non-negative numbers"))?;
+    }
+    let start = v[0];
+    let end = if parts.len() >= 2 { v[1] } else { start };
+    let step = if parts.len() == 3 { v[2] } else { 1.0 };
+    if start <= 0.0 {
+        return Err(bad("The start must be above 0"));
+    }
+    if step <= 0.0 {
+        return Err(bad("The step must be above 0"));
+    }
+    if end != 0.0 && end < start {
+        return Err(bad("The end must not be below the start"));
+    }
+    Ok(RateRange { start, end, step })
+}
+
+/// `--request-intervals`: one integer gap in µs per line (blank lines skipped), as ns.
+pub fn read_intervals(path: &Path) -> Result<Vec<u64>> {
+    let name = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::usage(format!(
+            "Failed to parse --request-intervals. Cannot read '{name}': {e}"
+        ))
+    })?;
+    let mut gaps = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let us: u64 = line.parse().map_err(|_| {
+            Error::usage(format!(
+                "Failed to parse --request-intervals. {name} line {}: '{line}' is not a whole \
+                 number of microseconds.",
+                i + 1
+            ))
+        })?;
+        gaps.push(us.saturating_mul(1000));
+    }
+    if gaps.is_empty() || gaps.iter().all(|&g| g == 0) {
+        return Err(Error::usage(format!(
+            "Failed to parse --request-intervals. {name} has no interval above 0."
+        )));
+    }
+    Ok(gaps)
+}
+
+/// Cross-flag checks of §1.11 for the open-loop modes and binary search (after every flag is
+/// applied, since they involve `-l`).
+pub fn check(config: &Config) -> Result<()> {
+    let open_loop = config.load_mode != LoadMode::Concurrency;
+    if config.max_inflight.is_some() && !open_loop {
+        return Err(Error::usage(
+            "--max-inflight caps open-loop modes (--request-rate-range, --request-intervals); \
+             in concurrency mode the concurrency is the cap.",
+        ));
+    }
+    if config.load_mode == LoadMode::RequestRate {
+        let r = config.request_rate;
+        if r.end == 0.0 && config.latency_threshold_ms == 0 {
+            return Err(Error::usage(
+                "--request-rate-range with end 0 (no limit) requires --latency-threshold (-l) > 0.",
+            ));
+        }
+    }
+    if config.binary_search {
+        let (start, end) = match config.load_mode {
+            LoadMode::Concurrency => (
+                config.concurrency.start as f64,
+                config.concurrency.end as f64,
+            ),
+            LoadMode::RequestRate => (config.request_rate.start, config.request_rate.end),
+            LoadMode::Intervals => {
+                return Err(Error::usage(
+                    "--binary-search needs --concurrency-range or --request-rate-range.",
+                ))
+            }
+        };
+        if end == 0.0 || end < start || config.latency_threshold_ms == 0 {
+            return Err(Error::usage(
+                "--binary-search needs a range with an end above 0 and not below its start, and \
+                 --latency-threshold (-l) > 0.",
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_ranges() {
+        let ok = [
+            ("100", (100.0, 100.0, 1.0)),
+            ("10:50:10", (10.0, 50.0, 10.0)),
+            ("0.5:2.5:0.5", (0.5, 2.5, 0.5)),
+            ("100:0", (100.0, 0.0, 1.0)),
+        ];
+        for (raw, (start, end, step)) in ok {
+            assert_eq!(
+                parse_rate_range(raw).unwrap(),
+                RateRange { start, end, step },
+                "{raw}"
+            );
+        }
+        for (raw, needle) in [
+            ("0", "start"),
+            ("10:5", "end"),
+            ("10:20:0", "step"),
+            ("x", "numbers"),
+            ("-5", "numbers"),
+            ("1:2:3:4", "start[:end[:step]]"),
+            ("1::2", "start[:end[:step]]"),
+        ] {
+            let err = parse_rate_range(raw).unwrap_err();
+            assert!(err.msg.contains(needle), "{raw}: {}", err.msg);
+            assert!(err.msg.contains("--request-rate-range"), "{raw}");
+        }
+    }
+
+    #[test]
+    fn interval_files() {
+        let dir = std::env::temp_dir().join(format!("inferperf-intervals-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.txt");
+        std::fs::write(&good, "100000\n\n200000\r\n500000\n").unwrap();
+        assert_eq!(
+            read_intervals(&good).unwrap(),
+            vec![100_000_000, 200_000_000, 500_000_000]
+        );
+        let bad = dir.join("bad.txt");
+        std::fs::write(&bad, "100\n2.5\n").unwrap();
+        let err = read_intervals(&bad).unwrap_err();
+        assert!(
+            err.msg.contains("line 2") && err.msg.contains("bad.txt"),
+            "{}",
+            err.msg
+        );
+        let zeros = dir.join("zeros.txt");
+        std::fs::write(&zeros, "0\n0\n").unwrap();
+        assert!(read_intervals(&zeros).unwrap_err().msg.contains("above 0"));
+        let missing = read_intervals(&dir.join("none.txt")).unwrap_err();
+        assert!(missing.msg.contains("none.txt"), "{}", missing.msg);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

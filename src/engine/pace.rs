@@ -1,0 +1,193 @@
+//! Open-loop schedules as pure functions: when each request is meant to be sent.
+//!
+//! One global schedule of send offsets (ns from the start of a load level) is built, then dealt
+//! round-robin to the workers as perf_analyzer deals it to its threads; each worker's list
+//! repeats with the period of the whole schedule, so any run length is covered. The schedule
+//! is data: the engine asks [`WorkerSchedule::peek`] when the next send is due and
+//! [`WorkerSchedule::advance`] once it has sent.
+
+use crate::inputs::Rng;
+
+const NS_PER_S: f64 = 1e9;
+
+/// The shape of a schedule (`--request-distribution`, `--request-intervals`,
+/// `--fixed-schedule`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Schedule {
+    /// Evenly spaced sends at `rate` per second.
+    Constant { rate: f64 },
+    /// Exponential gaps at mean `rate` per second, from a seeded generator, generated up to
+    /// `horizon_ns` and then repeated.
+    Poisson {
+        rate: f64,
+        seed: u64,
+        horizon_ns: u64,
+    },
+    /// `--request-intervals`: gaps (ns) in file order, looped.
+    Intervals(Vec<u64>),
+    /// `--fixed-schedule`: absolute send offsets (ns), each sent once.
+    Fixed(Vec<u64>),
+}
+
+/// One worker's share of a schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerSchedule {
+    /// Send offsets (ns) within the first period, ascending.
+    times: Vec<u64>,
+    /// Length of one period (ns); `None`: the list is sent once (fixed schedule).
+    period: Option<u64>,
+    index: usize,
+    round: u64,
+}
+
+impl WorkerSchedule {
+    /// The offset (ns from the level start) of the next send; `None` when a one-shot list is
+    /// used up (or empty).
+    #[inline]
+    pub fn peek(&self) -> Option<u64> {
+        let t = *self.times.get(self.index)?;
+        match self.period {
+            Some(p) => Some(t.saturating_add(p.saturating_mul(self.round))),
+            None => Some(t),
+        }
+    }
+
+    /// Moves past the send `peek` returned.
+    #[inline]
+    pub fn advance(&mut self) {
+        self.index += 1;
+        if self.index == self.times.len() && self.period.is_some() {
+            self.index = 0;
+            self.round += 1;
+        }
+    }
+
+    /// Sends left in a one-shot list (`None` for a repeating schedule).
+    pub fn remaining(&self) -> Option<usize> {
+        self.period.map_or(
+            Some(self.times.len() - self.index.min(self.times.len())),
+            |_| None,
+        )
+    }
+}
+
+/// The schedule's send offsets (ns, ascending) within one period, and the period.
+fn global_times(schedule: &Schedule, workers: usize) -> (Vec<u64>, Option<u64>) {
+    match schedule {
+        Schedule::Constant { rate } => {
+            // One send per worker and period, as perf_analyzer: worker k sends at
+            // (k+1)/rate + n * workers/rate.
+            let gap = gap_ns(*rate);
+            let times = (1..=workers as u64).map(|k| k * gap).collect();
+            (times, Some(gap * workers as u64))
+        }
+        Schedule::Poisson {
+            rate,
+            seed,
+            horizon_ns,
+        } => {
+            let mut rng = Rng::new(*seed);
+            let mean = NS_PER_S / rate.max(1e-9);
+            let mut t = 0u64;
+            let mut times = Vec::new();
+            while t < (*horizon_ns).max(1) && times.len() < MAX_SCHEDULE_LEN {
+                t += exponential(&mut rng, mean).max(1);
+                times.push(t);
+            }
+            let period = t;
+            (times, Some(period))
+        }
+        Schedule::Intervals(gaps) => {
+            // Cumulative sums, looping through the file until the worker index and the
+            // interval index wrap together (perf_analyzer's rule).
+            let mut times = Vec::new();
+            let mut t = 0u64;
+            let n = gaps.len().max(1);
+            let rounds = lcm(n, workers.max(1)) / n;
+            for _ in 0..rounds {
+                for g in gaps {
+                    t = t.saturating_add((*g).max(1));
+                    times.push(t);
+                }
+            }
+            (times, Some(t.max(1)))
+        }
+        Schedule::Fixed(offsets) => {
+            let mut times = offsets.clone();
+            times.sort_unstable();
+            (times, None)
+        }
+    }
+}
+
+/// Longest generated schedule (sends), a bound on memory for very high rates.
+const MAX_SCHEDULE_LEN: usize = 1 << 22;
+
+fn gap_ns(rate: f64) -> u64 {
+    ((NS_PER_S / rate.max(1e-9)).round() as u64).max(1)
+}
+
+/// An exponential variate with mean `mean` (ns), by inversion of a uniform in (0, 1].
+fn exponential(rng: &mut Rng, mean: f64) -> u64 {
+    let u = ((rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+    (-u.ln() * mean) as u64
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+fn lcm(a: usize, b: usize) -> usize {
+    a / gcd(a, b) * b
+}
+
+/// Deals the schedule round-robin to `workers` workers: send i goes to worker `i % workers`.
+pub fn deal(schedule: &Schedule, workers: usize) -> Vec<WorkerSchedule> {
+    let workers = workers.max(1);
+    let (times, period) = global_times(schedule, workers);
+    let mut out: Vec<WorkerSchedule> = (0..workers)
+        .map(|_| WorkerSchedule {
+            times: Vec::with_capacity(times.len() / workers + 1),
+            period,
+            index: 0,
+            round: 0,
+        })
+        .collect();
+    for (i, t) in times.into_iter().enumerate() {
+        out[i % workers].times.push(t);
+    }
+    // A repeating worker with no send in a period (fewer sends than workers) never sends.
+    if period.is_some() {
+        for w in &mut out {
+            if w.times.is_empty() {
+                w.period = None;
+            }
+        }
+    }
+    out
+}
+
+/// The request rate a schedule stands for (sends per second), as perf_analyzer reports it for
+/// custom intervals: sends over the summed gaps.
+pub fn nominal_rate(schedule: &Schedule) -> f64 {
+    match schedule {
+        Schedule::Constant { rate } | Schedule::Poisson { rate, .. } => *rate,
+        Schedule::Intervals(gaps) => {
+            let total: u64 = gaps.iter().sum();
+            if total == 0 {
+                0.0
+            } else {
+                gaps.len() as f64 * NS_PER_S / total as f64
+            }
+        }
+        Schedule::Fixed(_) => 0.0,
+    }
+}
+
+#[cfg(test)]
+#[path = "pace_tests.rs"]
+mod tests;

@@ -1,0 +1,291 @@
+//! The sweep over load levels (concurrency values, request rates or one interval schedule):
+//! linear or binary search, one measured point per level, and the verdict on each
+//! (perf_analyzer.md §2.2).
+
+use std::io::Write;
+use std::sync::atomic::AtomicBool;
+
+use super::setup::{fetch_stats, Target};
+use crate::config::{Config, Distribution, LoadMode, MeasurementMode, Protocol};
+use crate::engine::coordinator::{profile_point, PointCtx, PointOutcome, PointStatus};
+use crate::engine::pace::{nominal_rate, Schedule};
+use crate::engine::{EngineSpec, Load};
+use crate::error::{Error, Result};
+use crate::report::export::ExportExperiment;
+use crate::report::{console, LoadValue, PointReport};
+
+/// Shortest span of a generated Poisson schedule before it repeats (ns).
+const MIN_POISSON_HORIZON_NS: u64 = 10_000_000_000;
+
+/// What the sweep produced.
+#[derive(Default)]
+pub struct SweepResult {
+    pub points: Vec<PointReport>,
+    pub exps: Vec<ExportExperiment>,
+    pub error: Option<Error>,
+}
+
+pub struct Sweeper<'a> {
+    pub cfg: &'a Config,
+    pub spec: &'a EngineSpec,
+    pub target: &'a mut Target,
+    pub stop: &'a AtomicBool,
+    pub out: &'a mut dyn Write,
+    pub step_inputs: &'a [String],
+    pub result: SweepResult,
+}
+
+/// The engine load for a level.
+pub fn load_for(cfg: &Config, value: LoadValue) -> Load {
+    let schedule = match (cfg.load_mode, value) {
+        (_, LoadValue::Concurrency(c)) => return Load::Concurrency(c),
+        (LoadMode::Intervals, _) => Schedule::Intervals(cfg.request_intervals_ns.clone()),
+        (_, LoadValue::RequestRate(rate)) => match cfg.distribution {
+            Distribution::Constant => Schedule::Constant { rate },
+            Distribution::Poisson => {
+                let window_ns = cfg.measurement_interval_ms.saturating_mul(1_000_000);
+                let horizon = window_ns.saturating_mul(u64::from(cfg.max_trials.max(1)));
+                Schedule::Poisson {
+                    rate,
+                    seed: cfg.seed,
+                    horizon_ns: horizon.max(MIN_POISSON_HORIZON_NS),
+                }
+            }
+        },
+    };
+    Load::Paced {
+        schedule,
+        max_inflight: cfg.max_inflight,
+    }
+}
+
+impl Sweeper<'_> {
+    pub fn run(&mut self) -> Result<()> {
+        match (self.cfg.load_mode, self.cfg.binary_search) {
+            (LoadMode::Intervals, _) => {
+                let rate =
+                    nominal_rate(&Schedule::Intervals(self.cfg.request_intervals_ns.clone()));
+                self.level(LoadValue::RequestRate(rate), true)?;
+            }
+            (_, false) => self.linear()?,
+            (_, true) => self.binary()?,
+        }
+        Ok(())
+    }
+
+    fn linear(&mut self) -> Result<()> {
+        let mut k = 0u64;
+        loop {
+            let Some(value) = self.nth_value(k) else {
+                return Ok(());
+            };
+            if !self.level(value, k == 0)? {
+                return Ok(());
+            }
+            k += 1;
+        }
+    }
+
+    /// Level `k` of a linear sweep: start + k * step while within the end (end 0: no end).
+    fn nth_value(&self, k: u64) -> Option<LoadValue> {
+        let cfg = self.cfg;
+        match cfg.load_mode {
+            LoadMode::Concurrency => {
+                let r = cfg.concurrency;
+                let c = r.start.checked_add(k.checked_mul(r.step)?)?;
+                (r.end == 0 || c <= r.end).then_some(LoadValue::Concurrency(c))
+            }
+            _ => {
+                let r = cfg.request_rate;
+                let rate = r.start + k as f64 * r.step;
+                // A small tolerance keeps 0.1 steps from missing the end to rounding.
+                (r.end == 0.0 || rate <= r.end * (1.0 + 1e-9))
+                    .then_some(LoadValue::RequestRate(rate))
+            }
+        }
+    }
+
+    /// perf_analyzer's bisection: the start must pass and the end must fail, then the
+    /// middle of the remaining range is probed until it is no wider than the step.
+    fn binary(&mut self) -> Result<()> {
+        let cfg = self.cfg;
+        let (mut lo, mut hi, step, integer) = match cfg.load_mode {
+            LoadMode::Concurrency => {
+                let r = cfg.concurrency;
+                (r.start as f64, r.end as f64, r.step as f64, true)
+            }
+            _ => {
+                let r = cfg.request_rate;
+                (r.start, r.end, r.step, false)
+            }
+        };
+        let value = |v: f64| {
+            if integer {
+                LoadValue::Concurrency(v as u64)
+            } else {
+                LoadValue::RequestRate(v)
+            }
+        };
+        if !self.level(value(lo), true)? || self.result.error.is_some() {
+            return Ok(());
+        }
+        if self.level(value(hi), false)? || self.result.error.is_some() {
+            return Ok(());
+        }
+        while hi - lo > step {
+            let mid = if integer {
+                ((lo + hi) / 2.0).floor()
+            } else {
+                (lo + hi) / 2.0
+            };
+            if self.level(value(mid), false)? {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+            if self.result.error.is_some() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Measures one level and reports it; true when it passed (stable, under `-l`) and the
+    /// sweep may go on.
+    fn level(&mut self, value: LoadValue, first: bool) -> Result<bool> {
+        let cfg = self.cfg;
+        let _ = self.out.write_all(console::point_header(&value).as_bytes());
+        let load = load_for(cfg, value);
+        let outcome = {
+            let target = &mut *self.target;
+            let cache_enabled = target.config.response_cache;
+            let decoupled = target.config.decoupled;
+            let mut fetch = || fetch_stats(target, cfg);
+            let mut ctx = PointCtx {
+                cfg,
+                spec: self.spec,
+                stats: &mut fetch,
+                cache_enabled,
+                keep_windows: cfg.profile_export_file.is_some(),
+                decoupled,
+                stop: self.stop,
+                out: &mut *self.out,
+            };
+            profile_point(&mut ctx, &load)?
+        };
+        let PointOutcome {
+            status,
+            client,
+            server,
+            windows,
+        } = outcome;
+        if cfg.profile_export_file.is_some() {
+            self.result.exps.push(ExportExperiment {
+                load: value,
+                windows,
+                step_inputs: self.step_inputs.to_vec(),
+            });
+        }
+        let report = client.map(|client| PointReport {
+            load: value,
+            batch_size: cfg.batch_size,
+            client,
+            server,
+        });
+        let first_linear = first && !cfg.binary_search;
+        let verdict = judge(cfg, &status, report.as_ref(), value, first_linear, self.out);
+        if verdict.keep {
+            if let Some(r) = report {
+                let http = cfg.protocol == Protocol::Http;
+                let text = console::point(&r, cfg.percentile, cfg.verbose, http);
+                let _ = self.out.write_all(text.as_bytes());
+                self.result.points.push(r);
+            }
+        }
+        if verdict.error.is_some() {
+            self.result.error = verdict.error;
+        }
+        Ok(verdict.passed)
+    }
+}
+
+/// What a level's outcome means for the sweep.
+struct Verdict {
+    /// Report the point.
+    keep: bool,
+    /// Stable and under `-l`: the sweep may go on (a binary search moves up).
+    passed: bool,
+    /// An error for the exit code.
+    error: Option<Error>,
+}
+
+fn judge(
+    cfg: &Config,
+    status: &PointStatus,
+    report: Option<&PointReport>,
+    value: LoadValue,
+    first: bool,
+    out: &mut dyn Write,
+) -> Verdict {
+    let verdict = |keep, passed, error| Verdict {
+        keep,
+        passed,
+        error,
+    };
+    let over_limit = |out: &mut dyn Write| {
+        let limit = cfg.latency_threshold_ms;
+        let _ = writeln!(
+            out,
+            "Measured latency went over the set limit of {limit} msec. "
+        );
+        verdict(false, false, None)
+    };
+    match status {
+        PointStatus::Stable => {
+            let lat = report.map_or(0, |r| r.client.stabilizing_latency_ns);
+            let limit = cfg.latency_threshold_ms;
+            if limit > 0 && lat >= limit * 1_000_000 {
+                return over_limit(out);
+            }
+            verdict(true, true, None)
+        }
+        PointStatus::OverThreshold => over_limit(out),
+        PointStatus::Unstable => {
+            let msg = unstable_message(cfg, value);
+            if first {
+                // Exit code 2; the caller prints the message once.
+                return verdict(false, false, Some(Error::stability(msg)));
+            }
+            eprintln!("{msg}");
+            verdict(false, false, None)
+        }
+        PointStatus::Interrupted => {
+            eprintln!(
+                "Interrupted: reporting the windows measured so far (not checked for stability)."
+            );
+            verdict(true, false, None)
+        }
+        PointStatus::Failed(msg) => {
+            let e = Error::generic(format!("inference request failed: {msg}"));
+            verdict(true, false, Some(e))
+        }
+        PointStatus::NoValidRequests => verdict(false, false, Some(Error::no_valid_requests())),
+    }
+}
+
+fn unstable_message(cfg: &Config, value: LoadValue) -> String {
+    match value {
+        LoadValue::Concurrency(c) => {
+            let what = match cfg.measurement_mode {
+                MeasurementMode::TimeWindows => "--measurement-interval",
+                MeasurementMode::CountWindows => "--measurement-request-count",
+            };
+            format!(
+                "Failed to obtain stable measurement within {} measurement windows for \
+                 concurrency {c}. Please try to increase the {what}.",
+                cfg.max_trials
+            )
+        }
+        LoadValue::RequestRate(_) => "Failed to obtain stable measurement.".to_string(),
+    }
+}
