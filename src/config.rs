@@ -36,6 +36,37 @@ pub struct RateRange {
     pub step: f64,
 }
 
+/// Sequence (stateful) model settings (`--num-of-sequences`, `--sequence-*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SequenceSettings {
+    /// Concurrent sequences in open-loop modes (concurrency mode uses the concurrency).
+    pub num_sequences: u64,
+    /// Base sequence length; `length_given`: set by the flag (JSON data otherwise sets it).
+    pub length: u64,
+    pub length_given: bool,
+    /// +/- random variation of the length, in %.
+    pub variation_pct: f64,
+    /// First sequence id, and the number of ids to cycle through.
+    pub id_start: u64,
+    pub id_range: Option<u64>,
+    /// Open loop: at most one request in flight per sequence.
+    pub serial: bool,
+}
+
+impl Default for SequenceSettings {
+    fn default() -> Self {
+        SequenceSettings {
+            num_sequences: 4,
+            length: 20,
+            length_given: false,
+            variation_pct: 20.0,
+            id_start: 1,
+            id_range: None,
+            serial: false,
+        }
+    }
+}
+
 /// gRPC message compression (`--grpc-compression-algorithm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
@@ -132,6 +163,9 @@ pub struct Config {
     pub seed_given: bool,
     /// `--max-inflight`: a cap on requests in flight in open-loop modes (none by default).
     pub max_inflight: Option<u64>,
+    pub sequences: SequenceSettings,
+    /// `--sync` was given (sequence models default to async otherwise).
+    pub sync_given: bool,
     /// `-a/--async` (true) or sync (false).
     pub async_mode: bool,
     /// Upper bound on worker threads; `None`: one per available core.
@@ -213,6 +247,8 @@ impl Default for Config {
             seed: 1,
             seed_given: false,
             max_inflight: None,
+            sequences: SequenceSettings::default(),
+            sync_given: false,
             async_mode: false,
             max_threads: None,
             pin_threads: true,

@@ -44,7 +44,7 @@ fn usage_errors_exit_99_with_one_line() {
         ),
         (vec!["-m", "x", "--no-such-flag"], "--no-such-flag"),
         (
-            vec!["-m", "x", "--request-rate-range", "10"],
+            vec!["-m", "x", "--collect-metrics"],
             "not supported yet",
         ),
         (vec!["-m", "x", "--percentile", "100"], "--percentile"),

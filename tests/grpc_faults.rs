@@ -79,6 +79,7 @@ fn run_engine(addr: SocketAddr) -> (String, WindowRecords) {
         clock: Clock::new(),
         tls: None,
         wire: Wire::Grpc(wire),
+        sequences: None,
     };
     let mut engine = Engine::start(&spec, 2, Some(5)).expect("engine starts");
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -76,6 +76,21 @@ pub struct RunArgs {
     /// [default: no cap]
     #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = LOAD)]
     pub max_inflight: Option<String>,
+    /// Sequence models, open loop: concurrent sequences [default: 4]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = LOAD)]
+    pub num_of_sequences: Option<String>,
+    /// Sequence models: base sequence length [default: 20, or the data's steps]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = LOAD)]
+    pub sequence_length: Option<String>,
+    /// Sequence models: +/- random variation of the length in % [default: 20.0]
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true, help_heading = LOAD)]
+    pub sequence_length_variation: Option<String>,
+    /// Sequence models: ids to use, START[:END] [default: 1: (unbounded)]
+    #[arg(long, value_name = "START[:END]", help_heading = LOAD)]
+    pub sequence_id_range: Option<String>,
+    /// Sequence models, open loop: at most one request in flight per sequence [default: off]
+    #[arg(long, help_heading = LOAD)]
+    pub serial_sequences: bool,
     /// Async API: stabilise on throughput only [default: sync]
     #[arg(short = 'a', long = "async", help_heading = LOAD)]
     pub async_mode: bool,

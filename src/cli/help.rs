@@ -91,26 +91,6 @@ pub const PLANNED_FLAGS: &[PlannedFlag] = &[
         "OpenAI multi-turn chat: concurrent sessions [default: 0]",
     ),
     valued(
-        "num-of-sequences",
-        "N",
-        "Concurrent sequences in rate modes [default: 4]",
-    ),
-    valued("sequence-length", "N", "Base sequence length [default: 20]"),
-    valued(
-        "sequence-length-variation",
-        "PCT",
-        "Random +/- variation of the sequence length in % [default: 20.0]",
-    ),
-    valued(
-        "sequence-id-range",
-        "START[:END]",
-        "Sequence IDs to use [default: 1:]",
-    ),
-    switch(
-        "serial-sequences",
-        "At most one in-flight request per sequence",
-    ),
-    valued(
         "output-shared-memory-size",
         "BYTES",
         "Per-output shared memory region size [default: 102400]",

@@ -55,7 +55,71 @@ pub fn apply_load_modes(args: &RunArgs, config: &mut Config) -> Result<()> {
     if let Some(raw) = args.max_inflight.as_deref() {
         config.max_inflight = Some(parse_at_least("--max-inflight", raw, 1)?);
     }
+    apply_sequence_flags(args, config)
+}
+
+/// `--num-of-sequences`, `--sequence-length[-variation]`, `--sequence-id-range`,
+/// `--serial-sequences`.
+fn apply_sequence_flags(args: &RunArgs, config: &mut Config) -> Result<()> {
+    let seq = &mut config.sequences;
+    if let Some(raw) = args.num_of_sequences.as_deref() {
+        seq.num_sequences = parse_at_least("--num-of-sequences", raw, 1)?;
+    }
+    if let Some(raw) = args.sequence_length.as_deref() {
+        let length: i64 = parse_at_least("--sequence-length", raw, i64::MIN)?;
+        if length <= 0 {
+            eprintln!("Warning: --sequence-length {length} is not above 0; using 20.");
+        } else {
+            seq.length = length as u64;
+            seq.length_given = true;
+        }
+    }
+    if let Some(raw) = args.sequence_length_variation.as_deref() {
+        seq.variation_pct = raw
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "Failed to parse --sequence-length-variation. The value must be a number \
+                     >= 0 (got '{raw}')."
+                ))
+            })?;
+    }
+    if let Some(raw) = args.sequence_id_range.as_deref() {
+        let (start, range) = parse_id_range(raw)?;
+        seq.id_start = start;
+        seq.id_range = range;
+    }
+    seq.serial = args.serial_sequences;
+    config.sync_given = args.sync;
     Ok(())
+}
+
+/// `start[:end]`: the first id and, with an end, how many ids (`end - start`).
+pub fn parse_id_range(raw: &str) -> Result<(u64, Option<u64>)> {
+    let bad = |why: &str| {
+        Error::usage(format!(
+            "Failed to parse --sequence-id-range. {why} (got '{raw}')."
+        ))
+    };
+    let number = |text: &str| {
+        text.trim()
+            .parse::<u64>()
+            .map_err(|_| bad("Expected start[:end] with whole numbers"))
+    };
+    match raw.split_once(':') {
+        None => Ok((number(raw)?, None)),
+        Some((start, "")) => Ok((number(start)?, None)),
+        Some((start, end)) => {
+            let (start, end) = (number(start)?, number(end)?);
+            if end <= start {
+                return Err(bad("The end must be above the start"));
+            }
+            Ok((start, Some(end - start)))
+        }
+    }
 }
 
 /// A seed from the clock and the process id, different on every run.
@@ -205,6 +269,21 @@ mod tests {
             let err = parse_rate_range(raw).unwrap_err();
             assert!(err.msg.contains(needle), "{raw}: {}", err.msg);
             assert!(err.msg.contains("--request-rate-range"), "{raw}");
+        }
+    }
+
+    #[test]
+    fn sequence_id_ranges() {
+        assert_eq!(parse_id_range("5").unwrap(), (5, None));
+        assert_eq!(parse_id_range("1:").unwrap(), (1, None));
+        assert_eq!(parse_id_range("10:18").unwrap(), (10, Some(8)));
+        for raw in ["x", "5:5", "9:3", "1:y"] {
+            let err = parse_id_range(raw).unwrap_err();
+            assert!(
+                err.msg.contains("--sequence-id-range"),
+                "{raw}: {}",
+                err.msg
+            );
         }
     }
 

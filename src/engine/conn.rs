@@ -58,6 +58,10 @@ pub struct Conn {
     /// Index of the request (input step) being sent.
     pub step: usize,
     rbuf: Vec<u8>,
+    /// A request patched for this send (sequence models), written from here; empty when the
+    /// request is the shared pre-encoded one. Its capacity is kept.
+    own: Vec<u8>,
+    owned: bool,
     rlen: usize,
     reader: ResponseReader,
     /// The request in flight (or the one just completed).
@@ -86,6 +90,8 @@ impl Conn {
             written: 0,
             step: 0,
             rbuf: vec![0; READ_BUF],
+            own: Vec::new(),
+            owned: false,
             rlen: 0,
             reader: ResponseReader::new(),
             rec: RequestRecord::default(),
@@ -127,6 +133,7 @@ impl Conn {
     ) -> Outcome {
         self.step = step;
         self.written = 0;
+        self.owned = false;
         self.rec = RequestRecord {
             start_ns: clock.now_ns(),
             step: step as u32,
@@ -137,6 +144,43 @@ impl Conn {
     }
 
     /// Writes until the request is out or the socket is full.
+    /// `start` with request bytes made for this send: they are copied into the connection,
+    /// which writes them from there (`on_event_owned`).
+    pub fn start_owned(
+        &mut self,
+        req: &[u8],
+        step: usize,
+        clock: &Clock,
+        registry: &Registry,
+    ) -> Outcome {
+        let mut own = std::mem::take(&mut self.own);
+        own.clear();
+        own.extend_from_slice(req);
+        let out = self.start(&own, step, clock, registry);
+        self.own = own;
+        self.owned = true;
+        out
+    }
+
+    /// The request in flight is this connection's own copy (see `start_owned`).
+    pub fn owns_request(&self) -> bool {
+        self.owned
+    }
+
+    /// `on_event` for a request started with `start_owned`.
+    pub fn on_event_owned(
+        &mut self,
+        writable: bool,
+        readable: bool,
+        clock: &Clock,
+        registry: &Registry,
+    ) -> Outcome {
+        let own = std::mem::take(&mut self.own);
+        let out = self.on_event(writable, readable, &own, clock, registry);
+        self.own = own;
+        out
+    }
+
     pub fn write_more(&mut self, req: &[u8], clock: &Clock, registry: &Registry) -> Outcome {
         while self.written < req.len() {
             match self.stream.write(&req[self.written..]) {

@@ -133,7 +133,7 @@ impl GrpcPool {
         let step = send.step;
         let slot = &mut self.slots[s];
         let conn = &mut self.conns[slot.conn];
-        let req = &cx.feed.requests[step];
+        let req = cx.feed.bytes(&send);
         let start_ns = cx.clock.now_ns();
         let sent = if self.wire.streaming && slot.stream != 0 {
             conn.session.send(slot.stream, req, false).is_ok()
@@ -160,9 +160,9 @@ impl GrpcPool {
                 start_ns,
                 send_end_ns,
                 step: step as u32,
-                intended_ns: send.intended_ns,
                 ..RequestRecord::default()
             };
+            send.stamp(&mut slot.rec);
             conn.pending_flush = true;
         }
         sent
@@ -479,7 +479,7 @@ fn on_closed(
     if *end == StreamEnd::Refused {
         // The server never processed it (GOAWAY): no record; the slot sends again later.
         slot.busy = false;
-        sink.abandon();
+        sink.abandon(&slot.rec);
         free.push(s);
         return;
     }
@@ -540,7 +540,7 @@ impl Pool for GrpcPool {
                 k += 1;
                 continue;
             }
-            let Some(send) = cx.feed.next(cx.sink, now_ns) else {
+            let Some(send) = cx.feed.next(cx.sink, now_ns, s) else {
                 break;
             };
             if self.start(s, send, cx) {

@@ -113,8 +113,12 @@ impl Pool for HttpPool {
         let Some(conn) = self.conns.get_mut(token) else {
             return;
         };
-        let req = &cx.feed.requests[conn.step];
-        let out = conn.on_event(ready.writable, ready.readable, req, cx.clock, cx.registry);
+        let out = if conn.owns_request() {
+            conn.on_event_owned(ready.writable, ready.readable, cx.clock, cx.registry)
+        } else {
+            let req = &cx.feed.requests[conn.step];
+            conn.on_event(ready.writable, ready.readable, req, cx.clock, cx.registry)
+        };
         self.handle(token, out, cx);
     }
 
@@ -124,14 +128,24 @@ impl Pool for HttpPool {
             let Some(&i) = self.idle.last() else {
                 return self.grow(cx, now_ns);
             };
-            let Some(send) = cx.feed.next(cx.sink, now_ns) else {
+            let Some(send) = cx.feed.next(cx.sink, now_ns, i) else {
                 return;
             };
             self.idle.pop();
             cx.sink.started();
-            let req = &cx.feed.requests[send.step];
-            let out = self.conns[i].start(req, send.step, cx.clock, cx.registry);
-            self.conns[i].rec.intended_ns = send.intended_ns;
+            let conn = &mut self.conns[i];
+            let out = if send.seq.is_some() {
+                // Patched per request: the connection keeps its own copy until it is written.
+                conn.start_owned(cx.feed.bytes(&send), send.step, cx.clock, cx.registry)
+            } else {
+                conn.start(
+                    &cx.feed.requests[send.step],
+                    send.step,
+                    cx.clock,
+                    cx.registry,
+                )
+            };
+            send.stamp(&mut conn.rec);
             self.handle(i, out, cx);
         }
     }

@@ -7,6 +7,7 @@ pub mod grpc_pool;
 pub mod http_pool;
 pub mod pace;
 pub mod pool;
+pub mod seq_feed;
 pub mod sequence;
 pub mod timer;
 pub mod window;
@@ -30,6 +31,7 @@ use grpc_pool::GrpcPool;
 use http_pool::HttpPool;
 use pace::Schedule;
 use pool::{Pace, Pool};
+use seq_feed::{SeqFeed, SeqPlan};
 use wire::Wire;
 use worker::{Batch, Command, Shared, Worker, WorkerParams, WAKE};
 
@@ -53,6 +55,9 @@ pub struct EngineSpec {
     pub tls: Option<TlsClient>,
     /// HTTP/1.1 or gRPC, and how `requests` are to be sent.
     pub wire: Wire,
+    /// Sequence models: the sequence request templates (`requests` then serve only as the
+    /// export's steps).
+    pub sequences: Option<Arc<SeqPlan>>,
 }
 
 struct WorkerHandle {
@@ -119,6 +124,24 @@ fn worker_shares(spec: &EngineSpec, load: &Load) -> Vec<(usize, Option<Pace>)> {
     }
 }
 
+/// Sequence models: each worker's sequences (closed loop: one per slot; open loop:
+/// `--num-of-sequences` split over the workers).
+fn seq_feeds(spec: &EngineSpec, shares: &[(usize, Option<Pace>)]) -> Result<Vec<SeqFeed>> {
+    let Some(plan) = &spec.sequences else {
+        return Ok(Vec::new());
+    };
+    let open_loop = shares.iter().any(|(_, pace)| pace.is_some());
+    let slots: Vec<usize> = if open_loop {
+        split(plan.open_loop_slots as u64, shares.len())
+            .into_iter()
+            .map(|s| s.max(1) as usize)
+            .collect()
+    } else {
+        shares.iter().map(|(slots, _)| *slots).collect()
+    };
+    SeqFeed::split(plan, &slots, open_loop)
+}
+
 /// Splits `total` into `parts` shares the way perf_analyzer splits concurrency over threads:
 /// `total / parts` each, one more for the first `total % parts`.
 pub fn split(total: u64, parts: usize) -> Vec<u64> {
@@ -149,6 +172,7 @@ impl Engine {
         }
         let shares = worker_shares(spec, load);
         let n = shares.len();
+        let mut seq_feeds = seq_feeds(spec, &shares)?.into_iter();
         let budgets = budget.map(|b| split(b, n));
         let cores = available_cores();
         let (out_tx, out_rx) = unbounded();
@@ -163,6 +187,7 @@ impl Engine {
                 records: Vec::with_capacity(RECORDS_PER_WORKER),
                 first_step: i,
                 pace,
+                seq: seq_feeds.next(),
             };
             let core = (spec.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
             let (addr, tls) = (spec.addr, spec.tls.clone());

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use mio::Registry;
 
 use super::pace::WorkerSchedule;
+use super::seq_feed::{SeqFeed, SeqSend};
 use crate::clock::Clock;
 use crate::measure::RequestRecord;
 
@@ -69,11 +70,25 @@ impl Pace {
 }
 
 /// One request to start: its input step and, open loop, when it was meant to go (clock ns;
-/// 0 for closed loop, where it goes as soon as a slot frees).
+/// 0 for closed loop, where it goes as soon as a slot frees); for a sequence model, which
+/// sequence and flags (its bytes are then `Feed::bytes`, patched).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Send {
     pub step: usize,
     pub intended_ns: u64,
+    pub seq: Option<SeqSend>,
+}
+
+impl Send {
+    /// Fills a new request record's send-side fields.
+    #[inline]
+    pub fn stamp(&self, rec: &mut RequestRecord) {
+        rec.intended_ns = self.intended_ns;
+        if let Some(s) = &self.seq {
+            rec.seq_slot = s.slot as u32 + 1;
+            rec.seq_end = s.fields.end;
+        }
+    }
 }
 
 /// The requests to send: which input step comes next, and how many may still start.
@@ -84,6 +99,8 @@ pub struct Feed {
     budget: Option<u64>,
     /// Open loop: the schedule; `None`: closed loop.
     pace: Option<Pace>,
+    /// Sequence models: the sequences and their request bytes.
+    seq: Option<SeqFeed>,
     /// Cleared by the coordinator's Stop: nothing new starts.
     pub running: bool,
     /// Requests started since the last window swap.
@@ -96,6 +113,7 @@ impl Feed {
         first_step: usize,
         budget: Option<u64>,
         pace: Option<Pace>,
+        seq: Option<SeqFeed>,
     ) -> Feed {
         let next_step = first_step % requests.len().max(1);
         Feed {
@@ -103,37 +121,71 @@ impl Feed {
             next_step,
             budget,
             pace,
+            seq,
             running: true,
             sent: 0,
         }
     }
 
-    /// The next request if one may start at `now_ns`, counting it as sent; `None` when
-    /// stopped, out of budget, after a failure (`sink.failed`), or (open loop) when the next
-    /// send is not due yet.
+    /// The next request if one may start at `now_ns` on the pool's slot `pool_slot`,
+    /// counting it as sent; `None` when stopped, out of budget, after a failure
+    /// (`sink.failed`), (open loop) when the next send is not due yet, or (sequences) when
+    /// the sequence cannot take a request now. After a stop, sequence models still get the
+    /// END requests of their live sequences.
     #[inline]
-    pub fn next(&mut self, sink: &Sink, now_ns: u64) -> Option<Send> {
-        if !self.running || sink.failed || self.budget == Some(0) {
+    pub fn next(&mut self, sink: &mut Sink, now_ns: u64, pool_slot: usize) -> Option<Send> {
+        if sink.failed {
             return None;
         }
-        let intended_ns = match &mut self.pace {
+        if !self.running {
+            let seq = self.seq.as_mut()?.closing(&sink.seq_busy)?;
+            return Some(seq_send(seq, 0, sink));
+        }
+        if self.budget == Some(0) {
+            return None;
+        }
+        let intended_ns = match &self.pace {
             None => 0,
-            Some(p) => {
-                let due = p.due_ns().filter(|&d| d <= now_ns)?;
-                p.plan.advance();
-                due
-            }
+            Some(p) => p.due_ns().filter(|&d| d <= now_ns)?,
         };
+        let seq = match &mut self.seq {
+            None => None,
+            Some(feed) => Some(feed.prepare(pool_slot, &sink.seq_busy)?),
+        };
+        if let Some(p) = &mut self.pace {
+            p.plan.advance();
+        }
         if let Some(b) = &mut self.budget {
             *b -= 1;
+        }
+        self.sent += 1;
+        if let Some(seq) = seq {
+            return Some(seq_send(seq, intended_ns, sink));
         }
         let step = self.next_step;
         self.next_step += 1;
         if self.next_step == self.requests.len() {
             self.next_step = 0;
         }
-        self.sent += 1;
-        Some(Send { step, intended_ns })
+        Some(Send {
+            step,
+            intended_ns,
+            seq: None,
+        })
+    }
+
+    /// The bytes of `send` (valid until the next `next`).
+    #[inline]
+    pub fn bytes(&self, send: &Send) -> &[u8] {
+        match (&send.seq, &self.seq) {
+            (Some(_), Some(feed)) => &feed.scratch,
+            _ => &self.requests[send.step],
+        }
+    }
+
+    /// After a stop, live sequences still wait for their END request.
+    pub fn closing_pending(&self) -> bool {
+        !self.running && self.seq.as_ref().is_some_and(SeqFeed::has_live)
     }
 
     /// Open loop: a send is due at `now_ns` (whether or not a slot is free for it).
@@ -170,6 +222,18 @@ impl Feed {
     }
 }
 
+/// Marks the sequence busy and wraps it as a send.
+fn seq_send(seq: SeqSend, intended_ns: u64, sink: &mut Sink) -> Send {
+    if let Some(b) = sink.seq_busy.get_mut(seq.slot) {
+        *b = true;
+    }
+    Send {
+        step: seq.flat_step as usize,
+        intended_ns,
+        seq: Some(seq),
+    }
+}
+
 /// Where finished requests go: the record buffer the coordinator swaps at window edges.
 pub struct Sink {
     pub records: Vec<RequestRecord>,
@@ -182,6 +246,8 @@ pub struct Sink {
     pub failed: bool,
     /// The first failure's message, for the coordinator.
     pub error: Option<String>,
+    /// Sequence models: sequence slots with a request in flight.
+    pub seq_busy: Vec<bool>,
 }
 
 impl Sink {
@@ -194,6 +260,17 @@ impl Sink {
             in_flight: 0,
             failed: false,
             error: None,
+            seq_busy: Vec::new(),
+        }
+    }
+
+    /// Frees the sequence slot of a request that ended.
+    #[inline]
+    fn release_seq(&mut self, rec: &RequestRecord) {
+        if rec.seq_slot > 0 {
+            if let Some(b) = self.seq_busy.get_mut(rec.seq_slot as usize - 1) {
+                *b = false;
+            }
         }
     }
 
@@ -211,6 +288,7 @@ impl Sink {
             rec.body_len = body.len() as u32;
             self.bodies.extend_from_slice(body);
         }
+        self.release_seq(&rec);
         self.records.push(rec);
         self.completed += 1;
         self.in_flight = self.in_flight.saturating_sub(1);
@@ -219,7 +297,8 @@ impl Sink {
     /// A request that was started but never reached the server (e.g. refused by GOAWAY): it
     /// leaves no record.
     #[inline]
-    pub fn abandon(&mut self) {
+    pub fn abandon(&mut self, rec: &RequestRecord) {
+        self.release_seq(rec);
         self.in_flight = self.in_flight.saturating_sub(1);
     }
 
@@ -240,40 +319,45 @@ mod tests {
     fn feed_cycles_steps_and_spends_the_budget() {
         let requests = Arc::new(vec![vec![1], vec![2], vec![3]]);
         let mut sink = Sink::new(Vec::new(), false);
-        let mut feed = Feed::new(requests, 4, Some(4), None);
-        let steps: Vec<_> = std::iter::from_fn(|| feed.next(&sink, 0).map(|s| s.step)).collect();
+        let mut feed = Feed::new(requests, 4, Some(4), None, None);
+        let steps: Vec<_> =
+            std::iter::from_fn(|| feed.next(&mut sink, 0, 0).map(|s| s.step)).collect();
         assert_eq!(steps, vec![1, 2, 0, 1]);
         assert!(feed.exhausted());
         assert_eq!(feed.sent, 4);
-        let mut open = Feed::new(Arc::new(vec![vec![0]]), 0, None, None);
-        assert_eq!(open.next(&sink, 0).map(|s| s.step), Some(0));
+        let mut open = Feed::new(Arc::new(vec![vec![0]]), 0, None, None, None);
+        assert_eq!(open.next(&mut sink, 0, 0).map(|s| s.step), Some(0));
         sink.fail("boom".into());
         sink.fail("later".into());
-        assert_eq!(open.next(&sink, 0), None);
+        assert_eq!(open.next(&mut sink, 0, 0), None);
         assert_eq!(sink.error.as_deref(), Some("boom"));
     }
 
     #[test]
     fn paced_feed_hands_out_sends_only_when_due() {
         use crate::engine::pace::{deal, Schedule};
-        let sink = Sink::new(Vec::new(), false);
+        let mut sink = Sink::new(Vec::new(), false);
         let plan = deal(&Schedule::Fixed(vec![10, 20, 30]), 1).remove(0);
         let mut feed = Feed::new(
             Arc::new(vec![vec![0]]),
             0,
             None,
             Some(Pace::new(plan, 1000, None)),
+            None,
         );
         assert_eq!(feed.next_due_ns(), Some(1010));
         assert!(!feed.due(&sink, 1009));
-        assert_eq!(feed.next(&sink, 1009), None);
+        assert_eq!(feed.next(&mut sink, 1009, 0), None);
         // Late: both overdue sends come out at once, each with its own intended time.
         assert!(feed.due(&sink, 1025));
-        let a = feed.next(&sink, 1025).unwrap();
-        let b = feed.next(&sink, 1025).unwrap();
+        let a = feed.next(&mut sink, 1025, 0).unwrap();
+        let b = feed.next(&mut sink, 1025, 0).unwrap();
         assert_eq!((a.intended_ns, b.intended_ns), (1010, 1020));
-        assert_eq!(feed.next(&sink, 1025), None);
-        assert_eq!(feed.next(&sink, 1030).map(|s| s.intended_ns), Some(1030));
+        assert_eq!(feed.next(&mut sink, 1025, 0), None);
+        assert_eq!(
+            feed.next(&mut sink, 1030, 0).map(|s| s.intended_ns),
+            Some(1030)
+        );
         assert!(feed.exhausted(), "a fixed schedule ends");
         assert_eq!(feed.open_loop(), Some(None));
     }

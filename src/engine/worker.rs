@@ -12,6 +12,7 @@ use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Poll, Token};
 
 use super::pool::{Cx, Feed, Pace, Pool, Ready, Sink};
+use super::seq_feed::SeqFeed;
 use super::timer::Timer;
 use crate::clock::Clock;
 use crate::measure::RequestRecord;
@@ -71,6 +72,8 @@ pub struct WorkerParams {
     pub first_step: usize,
     /// Open loop: this worker's schedule; `None`: closed loop.
     pub pace: Option<Pace>,
+    /// Sequence models: this worker's sequences.
+    pub seq: Option<SeqFeed>,
 }
 
 pub struct Worker<P: Pool> {
@@ -98,13 +101,15 @@ impl<P: Pool> Worker<P> {
         out: Sender<Batch>,
     ) -> Worker<P> {
         let records = std::mem::take(&mut p.records);
+        let mut sink = Sink::new(records, p.keep_bodies);
+        sink.seq_busy = vec![false; p.seq.as_ref().map_or(0, SeqFeed::slots)];
         Worker {
             index: p.index,
             clock: p.clock,
             poll,
             pool,
-            feed: Feed::new(p.requests, p.first_step, p.budget, p.pace),
-            sink: Sink::new(records, p.keep_bodies),
+            feed: Feed::new(p.requests, p.first_step, p.budget, p.pace, p.seq),
+            sink,
             error_published: false,
             timer: None,
             cpu_mark: thread_cpu_ns(),
@@ -171,7 +176,8 @@ impl<P: Pool> Worker<P> {
                 self.publish_completed();
                 last_publish = now;
             }
-            let idle = self.sink.in_flight == 0;
+            // Live sequences still owe their END request after a stop.
+            let idle = self.sink.in_flight == 0 && !self.feed.closing_pending();
             if idle && (self.feed.exhausted() || self.sink.failed) {
                 self.publish_completed();
                 self.shared.finished.store(true, Ordering::Release);

@@ -31,6 +31,10 @@ pub struct RequestRecord {
     /// Open loop: when the schedule meant the request to go (ns since the epoch); `start_ns -
     /// intended_ns` is its send lag. 0 in closed loop, where a request goes when a slot frees.
     pub intended_ns: u64,
+    /// Sequence models: the worker's sequence slot + 1 (0: not a sequence request).
+    pub seq_slot: u32,
+    /// Sequence models: the request carried `sequence_end`.
+    pub seq_end: bool,
 }
 
 impl RequestRecord {

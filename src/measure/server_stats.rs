@@ -7,6 +7,13 @@
 use crate::error::{Error, Result};
 use serde_json::Value;
 
+#[path = "server_stats_composing.rs"]
+mod composing;
+pub use composing::{
+    bls_composing_models, composing_deltas, composing_tree, ensemble_steps, merge_composing,
+    ComposingModel, ComposingStats,
+};
+
 /// One `StatisticDuration`: how many times a phase ran and its total time (ns).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StatDuration {
@@ -198,14 +205,7 @@ pub fn model_delta(
     let chosen = if !version.is_empty() {
         find(end, version)
     } else {
-        let candidates: Vec<&ModelStats> = end.iter().filter(|m| m.name == name).collect();
-        let grew = |m: &&ModelStats| {
-            let before = find(start, &m.version).map(|s| s.queue.count).unwrap_or(0);
-            m.queue.count > before
-        };
-        let grown: Vec<&ModelStats> = candidates.iter().copied().filter(grew).collect();
-        let pool = if grown.is_empty() { candidates } else { grown };
-        pool.into_iter().max_by(|a, b| version_cmp(a, b)).cloned()
+        pick_version(start, end, name).map(|(m, _)| m.clone())
     };
     let end_model = chosen.ok_or_else(|| {
         let shown = if version.is_empty() { "any" } else { version };
@@ -217,6 +217,30 @@ pub fn model_delta(
     Ok(end_model.delta(&start_model))
 }
 
+/// The entry of `name` in `end` a window without an explicit version uses: the highest
+/// version whose queue count grew since `start` (true when several grew), or, when none grew
+/// (an idle window), the highest version listed.
+pub fn pick_version<'a>(
+    start: &[ModelStats],
+    end: &'a [ModelStats],
+    name: &str,
+) -> Option<(&'a ModelStats, bool)> {
+    let candidates: Vec<&ModelStats> = end.iter().filter(|m| m.name == name).collect();
+    let grew = |m: &&ModelStats| {
+        let before = start
+            .iter()
+            .find(|s| s.name == name && s.version == m.version)
+            .map_or(0, |s| s.queue.count);
+        m.queue.count > before
+    };
+    let grown: Vec<&ModelStats> = candidates.iter().copied().filter(grew).collect();
+    let several = grown.len() > 1;
+    let pool = if grown.is_empty() { candidates } else { grown };
+    pool.into_iter()
+        .max_by(|a, b| version_cmp(a, b))
+        .map(|m| (m, several))
+}
+
 /// Orders versions numerically when both are numbers ("10" > "9"), else as text.
 fn version_cmp(a: &ModelStats, b: &ModelStats) -> std::cmp::Ordering {
     match (a.version.parse::<u64>(), b.version.parse::<u64>()) {
@@ -224,6 +248,10 @@ fn version_cmp(a: &ModelStats, b: &ModelStats) -> std::cmp::Ordering {
         _ => a.version.cmp(&b.version),
     }
 }
+
+#[cfg(test)]
+#[path = "server_stats_composing_tests.rs"]
+mod composing_tests;
 
 #[cfg(test)]
 mod tests {

@@ -7,9 +7,10 @@
 //! Our one addition is the "Min latency: .., max latency: .." line after the percentiles.
 
 use super::fmt::{fmt_g, fmt_pct2, us};
-use super::server::server_block;
+use super::server::server_block_with_composing;
 use super::{Banner, LoadValue, PointReport, RateBanner};
 use crate::measure::schedule::ScheduleStats;
+use crate::measure::server_stats::ComposingStats;
 use crate::measure::stats::{ClientStats, WindowStats};
 use std::fmt::Write as _;
 
@@ -157,6 +158,19 @@ pub fn pass_line(i: usize, w: &WindowStats, batch: u64, percentile: Option<u32>)
 /// A point's "Client:" block, its "Server:" block when server stats exist, and the overhead
 /// warning. `verbose` is the `-v` count; `protocol_http` picks the HTTP or gRPC wording.
 pub fn point(p: &PointReport, percentile: Option<u32>, verbose: u8, protocol_http: bool) -> String {
+    point_with_composing(p, &[], percentile, verbose, protocol_http)
+}
+
+/// [`point`] for an ensemble (or a BLS model with `--bls-composing-models`): the "Server:"
+/// block adds the composing models (see `measure::server_stats::composing_deltas`, merged
+/// over the point's windows with `merge_composing`). Empty `composing` = [`point`].
+pub fn point_with_composing(
+    p: &PointReport,
+    composing: &[ComposingStats],
+    percentile: Option<u32>,
+    verbose: u8,
+    protocol_http: bool,
+) -> String {
     let c = &p.client;
     let mut out = String::from("  Client: \n");
     let _ = writeln!(out, "    Request count: {}", c.request_count);
@@ -208,7 +222,7 @@ pub fn point(p: &PointReport, percentile: Option<u32>, verbose: u8, protocol_htt
         out.push_str(&schedule_lines(sched));
     }
     if let Some(s) = &p.server {
-        out.push_str(&server_block(s));
+        out.push_str(&server_block_with_composing(s, composing));
     }
     if c.overhead_pct > OVERHEAD_WARNING_PCT {
         out.push_str(

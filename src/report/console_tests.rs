@@ -1,7 +1,7 @@
 //! Console report tests: rendered text against the real perf_analyzer samples.
 
 use super::*;
-use crate::measure::server_stats::{ModelStats, ServerStats, StatDuration};
+use crate::measure::server_stats::{ComposingStats, ModelStats, ServerStats, StatDuration};
 use crate::measure::stats::{percentile_set, ClientStats, WindowStats};
 use crate::report::test_samples::*;
 
@@ -403,4 +403,57 @@ fn point_with_server_block() {
         Avg request latency: 900 usec (overhead 85 usec + queue 100 usec + compute input 10 usec \
         + compute infer 700 usec + compute output 5 usec)\n\n[WARNING] Perf Analyzer";
     assert!(text.contains(want), "{text}");
+}
+
+#[test]
+fn point_with_composing_models() {
+    let d = |count: u64, us_each: u64| StatDuration {
+        count,
+        ns: count * us_each * 1000,
+    };
+    let model = |name: &str, request: u64, queue: u64, infer: u64| ModelStats {
+        name: name.into(),
+        version: "1".into(),
+        inference_count: 10,
+        execution_count: 10,
+        success: d(10, request),
+        queue: d(10, queue),
+        compute_input: d(10, 1),
+        compute_infer: d(10, infer),
+        compute_output: d(10, 1),
+        ..ModelStats::default()
+    };
+    let p = PointReport {
+        server: Some(ServerStats {
+            model: model("ens", 900, 0, 0),
+            cache_enabled: false,
+        }),
+        ..report(LoadValue::Concurrency(1), ClientStats::default())
+    };
+    let composing = [
+        ComposingStats {
+            model: model("b", 300, 50, 200),
+            composing: Vec::new(),
+        },
+        ComposingStats {
+            model: model("a", 400, 100, 250),
+            composing: Vec::new(),
+        },
+    ];
+    let text = point_with_composing(&p, &composing, None, 0, true);
+    let want = "  Server: \n    Inference count: 10\n    Execution count: 10\n    \
+        Successful request count: 10\n    Avg request latency: 900 usec (overhead 296 usec + \
+        queue 150 usec + compute 454 usec)\n\n  Composing models: \n  a, version: 1\n      \
+        Inference count: 10\n      Execution count: 10\n      Successful request count: 10\n      \
+        Avg request latency: 400 usec (overhead 48 usec + queue 100 usec + compute input 1 usec \
+        + compute infer 250 usec + compute output 1 usec)\n\n  b, version: 1\n      Inference \
+        count: 10\n      Execution count: 10\n      Successful request count: 10\n      Avg \
+        request latency: 300 usec (overhead 48 usec + queue 50 usec + compute input 1 usec + \
+        compute infer 200 usec + compute output 1 usec)\n\n";
+    assert!(text.ends_with(want), "{text}");
+    // Without composing models: the ordinary block.
+    assert_eq!(
+        point_with_composing(&p, &[], None, 0, true),
+        point(&p, None, 0, true)
+    );
 }

@@ -8,6 +8,10 @@ use super::{LoadValue, PointReport};
 use crate::measure::stats::percentile_set;
 use std::io::{self, Write};
 
+#[path = "csv_composing.rs"]
+mod composing;
+pub use composing::{composing_csv_path, write_composing_csv, write_composing_csvs};
+
 /// Writes the header and one row per point, rows sorted by ascending throughput (as
 /// perf_analyzer does). Nothing is written when there are no points.
 /// `server_stats_available`: the server has the `statistics` extension (adds the server

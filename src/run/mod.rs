@@ -49,6 +49,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         clock: Clock::new(),
         tls: target.tls.clone(),
         wire: plan.wire.clone(),
+        sequences: None,
     };
     let decoupled = target.config.decoupled;
     let _ = out.write_all(banner_text(cfg, decoupled).as_bytes());

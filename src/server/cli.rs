@@ -18,7 +18,9 @@ const STOP_CHECK: Duration = Duration::from_millis(100);
 const DEFAULT_GRPC_PORT: u16 = 8001;
 
 /// Run the reference KServe v2 (Triton-compatible) HTTP and gRPC server with models simple,
-/// identity_fp32, identity_bytes and repeat_int32 (decoupled, gRPC stream only).
+/// identity_fp32, identity_bytes, identity_int32, repeat_int32 (decoupled, gRPC stream only),
+/// accumulate_int32 (sequence model: running sum per sequence id) and ensemble_simple
+/// (simple, then identity_int32).
 #[derive(Parser, Debug)]
 #[command(name = "inferperf serve", version)]
 struct ServeArgs {

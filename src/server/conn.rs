@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 
+use super::execute::Env;
 use super::http::{write_error_json, write_head, BodyAt, Progress, RequestReader, CONTINUE_100};
 use super::http::{MAX_BODY_BYTES, MAX_HEAD_BYTES};
 use super::routes::{route, Outcome, Request, JSON};
@@ -267,7 +268,11 @@ fn answer(conn: &mut Conn, ctx: &mut Ctx, head: &super::http::Head, body: BodyAt
         body,
     };
     ctx.body.clear();
-    let reply = route(&req, &ctx.shared.stats, ctx.body);
+    let mut env = Env {
+        shared: ctx.shared,
+        rng: ctx.rng,
+    };
+    let reply = route(&req, &mut env, ctx.body);
     let ready = Instant::now();
     let close = !head.keep_alive;
     let stats = &ctx.shared.stats;
@@ -277,9 +282,11 @@ fn answer(conn: &mut Conn, ctx: &mut Ctx, head: &super::http::Head, body: BodyAt
     match reply.outcome {
         Outcome::Plain => {}
         Outcome::InferFailed { model } => {
+            ctx.shared.log_arrival(model, received);
             stats.record_failure(model, nanos(ready.saturating_duration_since(received)))
         }
         Outcome::Inferred { model, done } => {
+            ctx.shared.log_arrival(model, received);
             let mut timing = InferTiming {
                 batch_size: done.batch_size,
                 input_bytes: done.input_bytes,
@@ -289,25 +296,27 @@ fn answer(conn: &mut Conn, ctx: &mut Ctx, head: &super::http::Head, body: BodyAt
                 output_ns: done.output_ns,
                 success_ns: nanos(ready.saturating_duration_since(received)),
             };
-            match &ctx.shared.delays[model] {
-                Some(delay) => {
-                    let wait = sample_delay(delay, ctx.rng);
-                    let mut start = ready;
-                    if ctx.shared.serial[model] {
-                        // One execution at a time: wait for the previous one to finish.
-                        start = start.max(ctx.busy_until[model]);
-                        ctx.busy_until[model] = start + wait;
-                        timing.queue_ns += nanos(start - ready);
-                    }
-                    let c = Commit {
-                        model,
-                        timing,
-                        received,
-                        delay_start: start,
-                    };
-                    deadline = Some((start + wait, c));
+            // An ensemble's response also waits for its composing models' delays.
+            let own = ctx.shared.delays[model].as_ref();
+            if own.is_none() && done.composing_delay.is_zero() {
+                stats.record_success(model, &timing);
+            } else {
+                let wait =
+                    own.map_or(Duration::ZERO, |d| sample_delay(d, ctx.rng)) + done.composing_delay;
+                let mut start = ready;
+                if ctx.shared.serial[model] {
+                    // One execution at a time: wait for the previous one to finish.
+                    start = start.max(ctx.busy_until[model]);
+                    ctx.busy_until[model] = start + wait;
+                    timing.queue_ns += nanos(start - ready);
                 }
-                None => stats.record_success(model, &timing),
+                let c = Commit {
+                    model,
+                    timing,
+                    received,
+                    delay_start: start,
+                };
+                deadline = Some((start + wait, c));
             }
         }
     }

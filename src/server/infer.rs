@@ -3,31 +3,28 @@
 
 use std::borrow::Cow;
 use std::io::Write;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::execute::{execute, Env};
 use super::json_data::{json_to_bytes, write_json_data};
 use super::models::{ModelDef, TensorData, TensorSpec, MODEL_VERSION};
+use super::sequence::SeqControl;
 use crate::tensor::{split_bytes_elements, DataType};
 
 #[derive(Deserialize)]
 struct RequestJson<'a> {
     #[serde(borrow, default)]
     id: Option<Cow<'a, str>>,
+    /// `binary_data_output`, the sequence controls, and anything else (ignored).
     #[serde(default)]
-    parameters: Option<RequestParams>,
+    parameters: Option<serde_json::Map<String, Value>>,
     #[serde(borrow)]
     inputs: Vec<InputJson<'a>>,
     #[serde(borrow, default)]
     outputs: Option<Vec<OutputJson<'a>>>,
-}
-
-#[derive(Deserialize, Default)]
-struct RequestParams {
-    #[serde(default)]
-    binary_data_output: bool,
 }
 
 #[derive(Deserialize)]
@@ -75,6 +72,9 @@ pub struct InferDone {
     pub output_ns: u64,
     /// JSON bytes before the binary output data, when any output is binary.
     pub header_len: Option<usize>,
+    /// Configured delays of the composing models an ensemble ran: the response waits for
+    /// them on top of the model's own delay.
+    pub composing_delay: Duration,
 }
 
 fn elapsed_ns(since: Instant) -> u64 {
@@ -84,6 +84,7 @@ fn elapsed_ns(since: Instant) -> u64 {
 /// Runs one infer request against `model`, writing the response body into `out`.
 /// `Err` carries the message for a 400 `{"error":...}`.
 pub fn infer(
+    env: &mut Env,
     model: &ModelDef,
     body: &[u8],
     header_len: Option<usize>,
@@ -107,10 +108,16 @@ pub fn infer(
         .map_err(|e| format!("failed to parse the request JSON buffer: {e}"))?;
     let (inputs, batch_size) = decode_inputs(model, &req.inputs, binary)?;
     let chosen = choose_outputs(model, &req)?;
+    let seq = if model.sequence {
+        SeqControl::from_json(req.parameters.as_ref())?
+    } else {
+        SeqControl::default()
+    };
     let input_bytes = inputs.iter().map(|t| t.data.len() as u64).sum();
     let computed = Instant::now();
     let input_ns = (computed - start).as_nanos() as u64;
-    let outputs = model.run(inputs);
+    let ran = execute(env, model, inputs, batch_size, &seq)?;
+    let outputs = ran.outputs;
     let encoding = Instant::now();
     let infer_ns = (encoding - computed).as_nanos() as u64;
     let header_len = encode_response(model, req.id.as_deref(), &chosen, &outputs, out);
@@ -121,6 +128,7 @@ pub fn infer(
         infer_ns,
         output_ns: elapsed_ns(encoding),
         header_len,
+        composing_delay: ran.composing_delay,
     })
 }
 
@@ -356,7 +364,8 @@ fn choose_outputs(model: &ModelDef, req: &RequestJson) -> Result<Vec<(usize, boo
     let default_binary = req
         .parameters
         .as_ref()
-        .is_some_and(|p| p.binary_data_output);
+        .and_then(|p| p.get("binary_data_output"))
+        .is_some_and(|v| v.as_bool() == Some(true));
     let list = match req.outputs.as_deref() {
         None | Some([]) => {
             return Ok((0..model.outputs.len())
@@ -446,6 +455,7 @@ fn encode_response(
 mod tests {
     use super::*;
     use crate::server::models::{find_model, MODELS};
+    use crate::server::worker::Shared;
 
     fn model(name: &str) -> &'static ModelDef {
         &MODELS[find_model(name).unwrap()]
@@ -457,7 +467,13 @@ mod tests {
         header_len: Option<usize>,
     ) -> Result<(InferDone, Vec<u8>), String> {
         let mut out = Vec::new();
-        infer(model(name), body, header_len, &mut out).map(|d| (d, out))
+        let shared = Shared::new(vec![None; MODELS.len()], vec![false; MODELS.len()]);
+        let mut rng = 1u64;
+        let mut env = Env {
+            shared: &shared,
+            rng: &mut rng,
+        };
+        infer(&mut env, model(name), body, header_len, &mut out).map(|d| (d, out))
     }
 
     fn json_of(out: &[u8], done: &InferDone) -> Value {

@@ -13,15 +13,19 @@
 mod chunked;
 mod cli;
 mod conn;
+mod execute;
 mod grpc;
 mod http;
 mod infer;
 mod json_data;
 mod models;
+mod request_log;
 mod routes;
+mod sequence;
 mod stats;
 mod timer;
 mod tls;
+mod trace;
 mod worker;
 
 #[cfg(test)]
@@ -33,12 +37,14 @@ mod tests_conn;
 #[cfg(test)]
 mod tests_endpoints;
 #[cfg(test)]
+mod tests_models;
+#[cfg(test)]
 mod tests_robust;
 #[cfg(test)]
 mod tests_tls;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -48,9 +54,12 @@ use mio::{Poll, Waker};
 use crate::error::{Error, Result};
 use worker::{Shared, Worker, WAKER};
 
+pub use request_log::ARRIVALS_KEPT;
+
 pub use cli::serve_main;
 pub use stats::{Counters, ModelCounters};
 pub use tls::TlsFiles;
+pub use trace::{TraceSettings, TraceUpdate};
 
 /// A model's compute delay, added to its real compute time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,9 +163,40 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
-    /// A snapshot of the request counters.
+    /// A snapshot of the request counters (with the sequence counts).
     pub fn counters(&self) -> Counters {
-        self.shared.stats.counters()
+        let mut counters = self.shared.stats.counters();
+        let (started, ended) = self.shared.sequences.started_ended();
+        counters.sequences_started = started;
+        counters.sequences_ended = ended;
+        counters.sequences_live = self.shared.sequences.live() as u64;
+        counters
+    }
+
+    /// Arrival times (ns, [`crate::clock::Clock`] wall-clock scale, taken when the request was
+    /// fully read) of the last infer requests of `model`, oldest first; successful and
+    /// refused requests alike, composing-model executions inside an ensemble excluded.
+    /// Empty for an unknown model. Keeps the last [`ARRIVALS_KEPT`] per model.
+    pub fn arrivals(&self, model: &str) -> Vec<u64> {
+        match models::find_model(model) {
+            Some(index) => self.shared.arrivals.arrivals(index),
+            None => Vec::new(),
+        }
+    }
+
+    /// Every trace-settings update received (HTTP or gRPC), oldest first.
+    pub fn trace_updates(&self) -> Vec<TraceUpdate> {
+        self.shared.trace.updates()
+    }
+
+    /// The last trace-settings update received, if any.
+    pub fn last_trace_update(&self) -> Option<TraceUpdate> {
+        self.shared.trace.updates().pop()
+    }
+
+    /// The effective trace settings of `model` (None: the global ones).
+    pub fn trace_settings(&self, model: Option<&str>) -> TraceSettings {
+        self.shared.trace.current(model)
     }
 
     /// Stops every server thread and waits for them; open connections are dropped.
@@ -289,12 +329,7 @@ pub fn start(cfg: ServeConfig) -> Result<ServerHandle> {
         Some((l, _)) => Some(l.local_addr()?),
         None => None,
     };
-    let shared = Arc::new(Shared {
-        stats: stats::Stats::new(),
-        delays,
-        serial,
-        stop: AtomicBool::new(false),
-    });
+    let shared = Arc::new(Shared::new(delays, serial));
     // If a later thread fails to start, dropping `handle` stops the ones already running.
     let mut handle = ServerHandle {
         addr,

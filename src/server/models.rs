@@ -1,7 +1,8 @@
 //! The reference models: their tensor signatures, metadata/config JSON and compute.
 //!
 //! Every model has one version, "1". Shapes in the signatures leave out the batch dimension;
-//! when `max_batch_size > 0` the wire shape puts the batch size first.
+//! when `max_batch_size > 0` the wire shape puts the batch size first. Stateful and ensemble
+//! models run through `execute` (they need the server's sequence table and statistics).
 
 use std::borrow::Cow;
 
@@ -33,6 +34,20 @@ pub enum Compute {
     /// Decoupled: one response per element i of IN, carrying OUT = [IN[i]] and IDX = [i]
     /// (see [`ModelDef::repeat_response`]); only the gRPC stream serves it.
     Repeat,
+    /// Sequence model: OUTPUT = running INT32 sum of INPUT over the sequence so far.
+    Accumulate,
+    /// Ensemble: runs [`ModelDef::steps`] in order, passing tensors by name.
+    Ensemble,
+}
+
+/// One step of an ensemble: a composing model and how its tensors map to the ensemble's.
+#[derive(Debug)]
+pub struct EnsembleStep {
+    pub model: &'static str,
+    /// (composing model input, ensemble tensor it reads).
+    pub input_map: &'static [(&'static str, &'static str)],
+    /// (composing model output, ensemble tensor it writes).
+    pub output_map: &'static [(&'static str, &'static str)],
 }
 
 #[derive(Debug)]
@@ -46,6 +61,10 @@ pub struct ModelDef {
     /// Sends any number of responses per request (`model_transaction_policy.decoupled`), so
     /// only a streaming RPC can serve it.
     pub decoupled: bool,
+    /// Stateful: requests carry sequence ids (config `sequence_batching`).
+    pub sequence: bool,
+    /// Ensemble steps (config `ensemble_scheduling`); empty for other models.
+    pub steps: &'static [EnsembleStep],
 }
 
 const fn spec(name: &'static str, datatype: DataType, dims: &'static [i64]) -> TensorSpec {
@@ -57,7 +76,7 @@ const fn spec(name: &'static str, datatype: DataType, dims: &'static [i64]) -> T
 }
 
 /// All models the server hosts, in the order `/v2/models/stats` lists them.
-pub static MODELS: [ModelDef; 4] = [
+pub static MODELS: [ModelDef; 7] = [
     ModelDef {
         name: "simple",
         max_batch_size: 8,
@@ -71,6 +90,8 @@ pub static MODELS: [ModelDef; 4] = [
         ],
         compute: Compute::SumDiff,
         decoupled: false,
+        sequence: false,
+        steps: &[],
     },
     ModelDef {
         name: "identity_fp32",
@@ -79,6 +100,8 @@ pub static MODELS: [ModelDef; 4] = [
         outputs: &[spec("OUTPUT0", DataType::F32, &[-1])],
         compute: Compute::Identity,
         decoupled: false,
+        sequence: false,
+        steps: &[],
     },
     ModelDef {
         name: "identity_bytes",
@@ -87,6 +110,8 @@ pub static MODELS: [ModelDef; 4] = [
         outputs: &[spec("OUTPUT0", DataType::Bytes, &[-1])],
         compute: Compute::Identity,
         decoupled: false,
+        sequence: false,
+        steps: &[],
     },
     ModelDef {
         name: "repeat_int32",
@@ -98,8 +123,62 @@ pub static MODELS: [ModelDef; 4] = [
         ],
         compute: Compute::Repeat,
         decoupled: true,
+        sequence: false,
+        steps: &[],
+    },
+    ModelDef {
+        name: "identity_int32",
+        max_batch_size: 8,
+        inputs: &[spec("INPUT0", DataType::I32, &[-1])],
+        outputs: &[spec("OUTPUT0", DataType::I32, &[-1])],
+        compute: Compute::Identity,
+        decoupled: false,
+        sequence: false,
+        steps: &[],
+    },
+    ModelDef {
+        name: "accumulate_int32",
+        max_batch_size: 0,
+        inputs: &[spec("INPUT", DataType::I32, &[1])],
+        outputs: &[spec("OUTPUT", DataType::I32, &[1])],
+        compute: Compute::Accumulate,
+        decoupled: false,
+        sequence: true,
+        steps: &[],
+    },
+    // `simple`'s signature; OUTPUT0 (the sum) goes through `identity_int32`, so one request
+    // runs both composing models once.
+    ModelDef {
+        name: "ensemble_simple",
+        max_batch_size: 8,
+        inputs: &[
+            spec("INPUT0", DataType::I32, &[16]),
+            spec("INPUT1", DataType::I32, &[16]),
+        ],
+        outputs: &[
+            spec("OUTPUT0", DataType::I32, &[16]),
+            spec("OUTPUT1", DataType::I32, &[16]),
+        ],
+        compute: Compute::Ensemble,
+        decoupled: false,
+        sequence: false,
+        steps: &[
+            EnsembleStep {
+                model: "simple",
+                input_map: &[("INPUT0", "INPUT0"), ("INPUT1", "INPUT1")],
+                output_map: &[("OUTPUT0", "sum"), ("OUTPUT1", "OUTPUT1")],
+            },
+            EnsembleStep {
+                model: "identity_int32",
+                input_map: &[("INPUT0", "sum")],
+                output_map: &[("OUTPUT0", "OUTPUT0")],
+            },
+        ],
     },
 ];
+
+/// Platform of ensembles in metadata and config (Triton's name).
+pub const ENSEMBLE_PLATFORM: &str = "ensemble";
 
 /// Index of a model in [`MODELS`].
 pub fn find_model(name: &str) -> Option<usize> {
@@ -133,9 +212,10 @@ impl ModelDef {
     /// (shapes, sizes, framing); outputs come back in the order of `self.outputs`.
     /// A decoupled model has no single answer: this returns its inputs unchanged, and its
     /// responses come from [`ModelDef::repeat_response`].
+    /// Stateful and ensemble models also return their inputs: `execute` runs those.
     pub fn run<'a>(&self, inputs: Vec<TensorData<'a>>) -> Vec<TensorData<'a>> {
         match self.compute {
-            Compute::Identity | Compute::Repeat => inputs,
+            Compute::Identity | Compute::Repeat | Compute::Accumulate | Compute::Ensemble => inputs,
             Compute::SumDiff => {
                 let (a, b) = (&inputs[0].data, &inputs[1].data);
                 let mut sum = Vec::with_capacity(a.len());
@@ -176,6 +256,15 @@ impl ModelDef {
         ]
     }
 
+    /// `platform` in metadata and config: "ensemble" for ensembles.
+    pub fn platform(&self) -> &'static str {
+        if self.steps.is_empty() {
+            PLATFORM
+        } else {
+            ENSEMBLE_PLATFORM
+        }
+    }
+
     /// `GET /v2/models/{m}`: KServe v2 model metadata.
     pub fn metadata_json(&self) -> Value {
         let tensors = |specs: &[TensorSpec]| -> Vec<Value> {
@@ -189,7 +278,7 @@ impl ModelDef {
         json!({
             "name": self.name,
             "versions": [MODEL_VERSION],
-            "platform": PLATFORM,
+            "platform": self.platform(),
             "inputs": tensors(self.inputs),
             "outputs": tensors(self.outputs),
         })
@@ -221,10 +310,11 @@ impl ModelDef {
                     "label_filename": "", "is_shape_tensor": false})
             })
             .collect();
-        json!({
+        let backend = if self.steps.is_empty() { PLATFORM } else { "" };
+        let mut config = json!({
             "name": self.name,
-            "platform": PLATFORM,
-            "backend": PLATFORM,
+            "platform": self.platform(),
+            "backend": backend,
             "version_policy": {"latest": {"num_versions": 1}},
             "max_batch_size": self.max_batch_size,
             "input": inputs,
@@ -236,7 +326,20 @@ impl ModelDef {
             "model_warmup": [],
             "response_cache": {"enable": false},
             "model_transaction_policy": {"decoupled": self.decoupled},
-        })
+        });
+        if self.sequence {
+            config["sequence_batching"] = json!({});
+        }
+        if !self.steps.is_empty() {
+            config["ensemble_scheduling"] = json!({"step": self.steps.iter().map(|s| {
+                let map = |pairs: &[(&str, &str)]| -> serde_json::Map<String, Value> {
+                    pairs.iter().map(|(k, v)| (k.to_string(), json!(v))).collect()
+                };
+                json!({"model_name": s.model, "model_version": -1,
+                    "input_map": map(s.input_map), "output_map": map(s.output_map)})
+            }).collect::<Vec<_>>()});
+        }
+        config
     }
 }
 

@@ -1,11 +1,13 @@
-//! URL routing and the non-infer endpoints (health, server/model metadata, config, stats).
+//! URL routing and the non-infer endpoints (health, server/model metadata, config, stats,
+//! trace settings).
 
 use serde_json::{json, Value};
 
+use super::execute::Env;
 use super::http::{write_error_json, Method};
 use super::infer::{infer, InferDone};
 use super::models::{find_model, MODELS, MODEL_VERSION};
-use super::stats::Stats;
+use super::trace::{settings_from_json, settings_to_json};
 
 pub const JSON: &str = "application/json";
 pub const BINARY: &str = "application/octet-stream";
@@ -64,14 +66,18 @@ pub struct Request<'a> {
 }
 
 /// Answers one request, writing the response body into `out` (which must be empty).
-pub fn route(req: &Request, stats: &Stats, out: &mut Vec<u8>) -> Reply {
+pub fn route(req: &Request, env: &mut Env, out: &mut Vec<u8>) -> Reply {
     let path = req.path;
     let model_path = path
         .strip_prefix("/v2/models/")
         .filter(|rest| *rest != "stats");
     if let Some(rest) = model_path {
-        return model_route(req, rest, stats, out);
+        return model_route(req, rest, env, out);
     }
+    if path == "/v2/trace/setting" {
+        return trace_setting(req, None, env, out);
+    }
+    let stats = &env.shared.stats;
     if req.method != Method::Get {
         return error_reply(out, 405, &format!("method not allowed for '{path}'"));
     }
@@ -87,18 +93,36 @@ pub fn route(req: &Request, stats: &Stats, out: &mut Vec<u8>) -> Reply {
     }
 }
 
+/// `GET` (read) or `POST` (update) the global or a model's trace settings.
+fn trace_setting(req: &Request, model: Option<&str>, env: &mut Env, out: &mut Vec<u8>) -> Reply {
+    let trace = &env.shared.trace;
+    let result = match req.method {
+        Method::Get => Ok(trace.current(model)),
+        Method::Post => settings_from_json(req.body).and_then(|s| trace.update(model, s)),
+        _ => {
+            return error_reply(out, 405, &format!("method not allowed for '{}'", req.path));
+        }
+    };
+    match result {
+        Ok(settings) => json_reply(out, &settings_to_json(&settings)),
+        Err(msg) => error_reply(out, 400, &msg),
+    }
+}
+
 enum Action {
     Metadata,
     Ready,
     Config,
     Stats,
     Infer,
+    Trace,
 }
 
-/// `rest` is the path after `/v2/models/`: `m[/versions/v][/action]`.
-fn model_route(req: &Request, rest: &str, stats: &Stats, out: &mut Vec<u8>) -> Reply {
+/// `rest` is the path after `/v2/models/`: `m[/versions/v][/action]` or `m/trace/setting`.
+fn model_route(req: &Request, rest: &str, env: &mut Env, out: &mut Vec<u8>) -> Reply {
     let segments: Vec<&str> = rest.split('/').collect();
     let (name, version, action) = match segments.as_slice() {
+        [m, "trace", "setting"] => (*m, None, "trace"),
         [m] => (*m, None, ""),
         [m, a] => (*m, None, *a),
         [m, "versions", v] => (*m, Some(*v), ""),
@@ -111,6 +135,7 @@ fn model_route(req: &Request, rest: &str, stats: &Stats, out: &mut Vec<u8>) -> R
         "config" => Action::Config,
         "stats" => Action::Stats,
         "infer" => Action::Infer,
+        "trace" if segments.len() == 3 => Action::Trace,
         _ => return error_reply(out, 404, "Not Found"),
     };
     let Some(index) = find_model(name).filter(|_| !name.is_empty()) else {
@@ -129,16 +154,19 @@ fn model_route(req: &Request, rest: &str, stats: &Stats, out: &mut Vec<u8>) -> R
     } else {
         Method::Get
     };
-    if req.method != wanted {
+    if req.method != wanted && !matches!(action, Action::Trace) {
         return error_reply(out, 405, &format!("method not allowed for '{}'", req.path));
     }
     let model = &MODELS[index];
+    let shared = env.shared;
+    let stats = &shared.stats;
     match action {
         Action::Metadata => json_reply(out, &model.metadata_json()),
         Action::Ready => Reply::plain(200),
         Action::Config => json_reply(out, &model.config_json()),
         Action::Stats => json_reply(out, &stats.to_json(Some(index))),
-        Action::Infer => match infer(model, req.body, req.inference_header_len, out) {
+        Action::Trace => trace_setting(req, Some(name), env, out),
+        Action::Infer => match infer(env, model, req.body, req.inference_header_len, out) {
             Ok(done) => Reply {
                 status: 200,
                 content_type: if done.header_len.is_some() {
@@ -161,23 +189,41 @@ fn model_route(req: &Request, rest: &str, stats: &Stats, out: &mut Vec<u8>) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::worker::Shared;
 
-    fn get(path: &str, stats: &Stats) -> (Reply, String) {
+    fn shared() -> Shared {
+        Shared::new(vec![None; MODELS.len()], vec![false; MODELS.len()])
+    }
+
+    fn call(shared: &Shared, req: &Request, out: &mut Vec<u8>) -> Reply {
+        let mut rng = 1u64;
+        let mut env = Env {
+            shared,
+            rng: &mut rng,
+        };
+        route(req, &mut env, out)
+    }
+
+    fn send(method: Method, path: &str, body: &[u8], shared: &Shared) -> (Reply, String) {
         let mut out = Vec::new();
         let req = Request {
-            method: Method::Get,
+            method,
             path,
             inference_header_len: None,
-            body: &[],
+            body,
         };
-        let reply = route(&req, stats, &mut out);
+        let reply = call(shared, &req, &mut out);
         (reply, String::from_utf8(out).unwrap())
+    }
+
+    fn get(path: &str, shared: &Shared) -> (Reply, String) {
+        send(Method::Get, path, &[], shared)
     }
 
     #[test]
     fn routes_table() {
-        let stats = Stats::new();
-        let cases: [(&str, u16, &str); 14] = [
+        let stats = shared();
+        let cases: [(&str, u16, &str); 17] = [
             ("/v2/health/live", 200, ""),
             ("/v2/health/ready", 200, ""),
             ("/v2", 200, "\"statistics\""),
@@ -204,6 +250,13 @@ mod tests {
             ("/v2/models/simple/bogus", 404, "Not Found"),
             ("/v3", 404, "Not Found"),
             ("/v2/models/simple/infer", 405, "method not allowed"),
+            ("/v2/trace/setting", 200, "\"trace_rate\":\"1000\""),
+            (
+                "/v2/models/simple/trace/setting",
+                200,
+                "\"trace_level\":[\"OFF\"]",
+            ),
+            ("/v2/models/nope/trace/setting", 404, "'nope' is not found"),
         ];
         for (path, status, needle) in cases {
             let (reply, body) = get(path, &stats);
@@ -215,7 +268,7 @@ mod tests {
 
     #[test]
     fn infer_outcomes() {
-        let stats = Stats::new();
+        let stats = shared();
         let mut out = Vec::new();
         let body =
             br#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,1],"data":[2.5]}]}"#;
@@ -226,13 +279,13 @@ mod tests {
             inference_header_len: None,
             body,
         };
-        let reply = route(&req, &stats, &mut out);
+        let reply = call(&stats, &req, &mut out);
         assert_eq!((reply.status, reply.content_type), (200, JSON));
         assert!(matches!(reply.outcome, Outcome::Inferred { model: 1, .. }));
         assert!(String::from_utf8_lossy(&out).contains("\"data\":[2.5]"));
         out.clear();
         let req = Request { body: b"[", ..req };
-        let reply = route(&req, &stats, &mut out);
+        let reply = call(&stats, &req, &mut out);
         assert_eq!(
             (reply.status, reply.outcome),
             (400, Outcome::InferFailed { model: 1 })
@@ -244,11 +297,43 @@ mod tests {
             body: br#"{"inputs":[{"name":"IN","datatype":"INT32","shape":[1],"data":[1]}]}"#,
             ..req
         };
-        let reply = route(&req, &stats, &mut out);
+        let reply = call(&stats, &req, &mut out);
         assert_eq!(
             (reply.status, reply.outcome),
             (400, Outcome::InferFailed { model: 3 })
         );
         assert!(String::from_utf8_lossy(&out).contains("'repeat_int32' is decoupled"));
+    }
+
+    #[test]
+    fn trace_settings_update_and_read() {
+        let shared = shared();
+        let body = br#"{"trace_level":["TIMESTAMPS"],"trace_rate":"7"}"#;
+        let (reply, text) = send(Method::Post, "/v2/trace/setting", body, &shared);
+        assert_eq!(reply.status, 200, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            (v["trace_level"].clone(), v["trace_rate"].clone()),
+            (json!(["TIMESTAMPS"]), json!("7"))
+        );
+        let path = "/v2/models/simple/trace/setting";
+        let (reply, text) = send(Method::Post, path, br#"{"trace_count":3}"#, &shared);
+        assert_eq!(reply.status, 200, "{text}");
+        assert!(
+            text.contains("\"trace_count\":\"3\"") && text.contains("\"trace_rate\":\"7\""),
+            "{text}"
+        );
+        let (reply, text) = send(Method::Post, path, br#"{"trace_count":-5}"#, &shared);
+        assert_eq!(reply.status, 400);
+        assert!(
+            text.contains("'trace_count' must be an integer >= -1"),
+            "{text}"
+        );
+        let (reply, _) = send(Method::Other, "/v2/trace/setting", b"{}", &shared);
+        assert_eq!(reply.status, 405);
+        let updates = shared.trace.updates();
+        assert_eq!(updates.len(), 2);
+        assert_eq!(updates[1].model.as_deref(), Some("simple"));
+        assert_eq!(updates[1].settings["trace_count"], vec!["3"]);
     }
 }

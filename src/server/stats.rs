@@ -97,6 +97,11 @@ pub struct Counters {
     /// Infer requests for known models (successful and failed).
     pub infer_requests: u64,
     pub per_model: Vec<ModelCounters>,
+    /// Sequences started (accepted START requests) and ended (accepted END requests).
+    pub sequences_started: u64,
+    pub sequences_ended: u64,
+    /// Sequences started and not yet ended.
+    pub sequences_live: u64,
 }
 
 impl Counters {
@@ -253,6 +258,9 @@ impl Stats {
             grpc_calls: self.grpc_calls.load(Ordering::Relaxed),
             infer_requests: per_model.iter().map(|m| m.infer_requests).sum(),
             per_model,
+            sequences_started: 0,
+            sequences_ended: 0,
+            sequences_live: 0,
         }
     }
 }

@@ -1,9 +1,11 @@
 //! Robustness: mutated requests never panic the parser, the infer path or the server.
 
+use super::execute::Env;
 use super::http::{Progress, RequestReader};
 use super::infer::infer;
 use super::models::MODELS;
 use super::test_client::*;
+use super::worker::Shared;
 
 /// A small deterministic generator so failures reproduce.
 fn lcg(state: &mut u64) -> u64 {
@@ -69,11 +71,17 @@ fn mutated_infer_bodies_never_panic() {
     let body = &request[split..];
     // The JSON header is everything before the two INT32 [3,16] tensors.
     let header_len = Some(body.len() - 2 * 3 * 16 * 4);
+    let shared = Shared::new(vec![None; MODELS.len()], vec![false; MODELS.len()]);
+    let mut rng = 1u64;
+    let mut env = Env {
+        shared: &shared,
+        rng: &mut rng,
+    };
     for seed in 0..3000u64 {
         let mutated = mutate(seed, body);
         for model in &MODELS {
             let mut out = Vec::new();
-            let _ = infer(model, &mutated, header_len, &mut out);
+            let _ = infer(&mut env, model, &mutated, header_len, &mut out);
         }
     }
 }

@@ -12,9 +12,14 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 
 use super::conn::{abandon, pump, Conn, Ctx, Timers, READ_BUF};
+use super::models::MODELS;
+use super::request_log::{ArrivalLog, ARRIVALS_KEPT};
+use super::sequence::Sequences;
 use super::stats::Stats;
 use super::timer::DeadlineTimer;
+use super::trace::Trace;
 use super::Delay;
+use crate::clock::Clock;
 
 pub const LISTENER: Token = Token(0);
 pub const WAKER: Token = Token(1);
@@ -30,6 +35,35 @@ pub struct Shared {
     /// Per model: executions are serialised (see `ServeConfig::serial`).
     pub serial: Vec<bool>,
     pub stop: AtomicBool,
+    /// Live sequences of the sequence models.
+    pub sequences: Sequences,
+    /// Arrival times of infer requests, per model.
+    pub arrivals: ArrivalLog,
+    /// Trace settings received.
+    pub trace: Trace,
+    /// The clock of the arrival times.
+    pub clock: Clock,
+}
+
+impl Shared {
+    /// Fresh state for the given per-model delays and serial flags (indexed like `MODELS`).
+    pub fn new(delays: Vec<Option<Delay>>, serial: Vec<bool>) -> Shared {
+        Shared {
+            stats: Stats::new(),
+            delays,
+            serial,
+            stop: AtomicBool::new(false),
+            sequences: Sequences::default(),
+            arrivals: ArrivalLog::new(MODELS.len(), ARRIVALS_KEPT),
+            trace: Trace::default(),
+            clock: Clock::new(),
+        }
+    }
+
+    /// Logs the arrival of an infer request for model `index` at `at`.
+    pub fn log_arrival(&self, index: usize, at: Instant) {
+        self.arrivals.record(index, self.clock.at_ns(at));
+    }
 }
 
 /// One server thread's state.

@@ -60,6 +60,7 @@ fn run_engine(
         clock: Clock::new(),
         tls: Some(tls),
         wire: crate::engine::wire::Wire::Http1,
+        sequences: None,
     };
     let mut engine = Engine::start(&spec, concurrency, Some(total)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

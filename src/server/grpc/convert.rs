@@ -12,6 +12,7 @@ use crate::protocol::grpc::pb::inference::{
 };
 use crate::server::infer::{decode_with, WireInput};
 use crate::server::models::{ModelDef, TensorData, TensorSpec, MODEL_VERSION};
+use crate::server::sequence::{SeqControl, SeqId};
 use crate::tensor::{push_bytes_element, DataType};
 
 /// Request parameter asking a decoupled model for a separate, empty final response.
@@ -38,6 +39,33 @@ pub fn bool_param(params: &HashMap<String, InferParameter>, key: &str) -> Result
         Some(ParameterChoice::BoolParam(b)) => Ok(*b),
         Some(_) => Err(format!("request parameter '{key}' must be a bool")),
     }
+}
+
+/// The sequence controls of a request: `sequence_id` (int64, uint64 or string),
+/// `sequence_start` and `sequence_end` (bool).
+pub fn seq_control(params: &HashMap<String, InferParameter>) -> Result<SeqControl, String> {
+    let choice = |key: &str| params.get(key).and_then(|p| p.parameter_choice.as_ref());
+    let id = match choice("sequence_id") {
+        None => None,
+        Some(ParameterChoice::Int64Param(v)) => match u64::try_from(*v) {
+            Ok(v) => SeqId::Number(v).non_zero(),
+            Err(_) => {
+                return Err(format!(
+                    "request parameter 'sequence_id' must not be negative, got {v}"
+                ))
+            }
+        },
+        Some(ParameterChoice::Uint64Param(v)) => SeqId::Number(*v).non_zero(),
+        Some(ParameterChoice::StringParam(s)) => SeqId::Text(s.clone()).non_zero(),
+        Some(_) => {
+            return Err("request parameter 'sequence_id' must be an int64, uint64 or string".into())
+        }
+    };
+    Ok(SeqControl {
+        id,
+        start: bool_param(params, "sequence_start")?,
+        end: bool_param(params, "sequence_end")?,
+    })
 }
 
 /// Validates the request's inputs against `model`; returns them in model order and the batch

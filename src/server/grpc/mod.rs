@@ -19,6 +19,8 @@ mod tests;
 #[cfg(test)]
 mod tests_diff;
 #[cfg(test)]
+mod tests_models;
+#[cfg(test)]
 mod tests_stream;
 
 use std::net::SocketAddr;

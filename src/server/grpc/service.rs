@@ -14,7 +14,8 @@ use h2::{RecvStream, SendStream};
 use prost::Message;
 
 use super::convert::{
-    bool_param, build_response, choose_outputs, decode_inputs, int32_values, EMPTY_FINAL,
+    bool_param, build_response, choose_outputs, decode_inputs, int32_values, seq_control,
+    EMPTY_FINAL,
 };
 use super::sleep::sleep_until;
 use super::unary;
@@ -24,8 +25,10 @@ use super::wire::{
 };
 use crate::protocol::grpc::pb::inference as pb;
 use crate::server::conn::sample_delay;
+use crate::server::execute::{execute, Env};
 use crate::server::infer::decoupled_refusal;
 use crate::server::models::MODELS;
+use crate::server::sequence::SeqControl;
 use crate::server::stats::InferTiming;
 use crate::server::worker::Shared;
 
@@ -128,6 +131,10 @@ impl Service {
             "ModelStatistics" => {
                 unary(&mut source, r, |q| unary::model_statistics(stats, &q)).await
             }
+            "TraceSetting" => {
+                let trace = &self.shared.trace;
+                unary(&mut source, r, |q| unary::trace_setting(trace, q)).await
+            }
             _ => answer_unary(
                 r,
                 Err::<pb::ServerLiveResponse, _>(Status::new(
@@ -147,22 +154,38 @@ impl Service {
         final_flag: Option<bool>,
     ) -> Result<pb::ModelInferResponse, Status> {
         let index = unary::lookup(&req.model_name, &req.model_version)?;
+        self.shared.log_arrival(index, received);
         let model = &MODELS[index];
         let stats = &self.shared.stats;
         let started = Instant::now();
+        let fail = |msg: String| {
+            stats.record_failure(index, nanos(received.elapsed()));
+            Status::invalid(msg)
+        };
         let checked = if model.decoupled {
             Err(decoupled_refusal(model))
         } else {
-            decode_inputs(model, req)
-                .and_then(|decoded| choose_outputs(model, req).map(|chosen| (decoded, chosen)))
+            decode_inputs(model, req).and_then(|decoded| {
+                let chosen = choose_outputs(model, req)?;
+                let seq = match model.sequence {
+                    true => seq_control(&req.parameters)?,
+                    false => SeqControl::default(),
+                };
+                Ok((decoded, chosen, seq))
+            })
         };
-        let ((inputs, batch_size), chosen) = checked.map_err(|msg| {
-            stats.record_failure(index, nanos(received.elapsed()));
-            Status::invalid(msg)
-        })?;
+        let ((inputs, batch_size), chosen, seq) = checked.map_err(fail)?;
         let input_bytes = inputs.iter().map(|t| t.data.len() as u64).sum();
         let computed = Instant::now();
-        let outputs = model.run(inputs);
+        let ran = {
+            let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+            let mut env = Env {
+                shared: &self.shared,
+                rng: &mut rng,
+            };
+            execute(&mut env, model, inputs, batch_size, &seq).map_err(fail)?
+        };
+        let outputs = ran.outputs;
         let encoding = Instant::now();
         let response = build_response(model, &req.id, &chosen, &outputs, final_flag);
         let ready = Instant::now();
@@ -175,7 +198,7 @@ impl Service {
             output_ns: nanos(ready - encoding),
             success_ns: 0,
         };
-        let wait = self.sample(index);
+        let wait = self.sample(index) + ran.composing_delay;
         if !wait.is_zero() {
             let start = self.reserve(index, ready, wait);
             timing.queue_ns += nanos(start - ready);
@@ -195,6 +218,7 @@ impl Service {
         received: Instant,
         send: &mut SendStream<Bytes>,
     ) -> Result<(), Status> {
+        self.shared.log_arrival(index, received);
         let model = &MODELS[index];
         let stats = &self.shared.stats;
         let started = Instant::now();
@@ -338,17 +362,13 @@ async fn unary<Req: Message + Default, Resp: Message>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::stats::Stats;
     use crate::server::Delay;
-    use std::sync::atomic::AtomicBool;
 
     fn service(serial: bool) -> Service {
-        let shared = Arc::new(Shared {
-            stats: Stats::new(),
-            delays: vec![Some(Delay::Fixed(Duration::from_millis(2))); MODELS.len()],
-            serial: vec![serial; MODELS.len()],
-            stop: AtomicBool::new(false),
-        });
+        let shared = Arc::new(Shared::new(
+            vec![Some(Delay::Fixed(Duration::from_millis(2))); MODELS.len()],
+            vec![serial; MODELS.len()],
+        ));
         Service::new(shared, 7)
     }
 

@@ -1,9 +1,13 @@
 //! The non-inference RPCs: health, server and model metadata, model config, statistics.
 
+use std::collections::HashMap;
+
 use crate::protocol::grpc::pb::inference as pb;
+use crate::protocol::grpc::pb::inference::model_config::SchedulingChoice;
 use crate::server::models::{find_model, ModelDef, TensorSpec, MODELS, MODEL_VERSION, PLATFORM};
 use crate::server::routes::EXTENSIONS;
 use crate::server::stats::{StatDuration, Stats};
+use crate::server::trace::{Trace, TraceSettings};
 use crate::tensor::DataType;
 
 use super::wire::Status;
@@ -54,7 +58,7 @@ pub fn model_metadata(req: &pb::ModelMetadataRequest) -> Result<pb::ModelMetadat
     Ok(pb::ModelMetadataResponse {
         name: model.name.into(),
         versions: vec![MODEL_VERSION.into()],
-        platform: PLATFORM.into(),
+        platform: model.platform().into(),
         inputs: tensors(model.inputs),
         outputs: tensors(model.outputs),
     })
@@ -73,8 +77,8 @@ fn config_type(datatype: DataType) -> i32 {
 pub fn config_of(model: &ModelDef) -> pb::ModelConfig {
     pb::ModelConfig {
         name: model.name.into(),
-        platform: PLATFORM.into(),
-        backend: PLATFORM.into(),
+        platform: model.platform().into(),
+        backend: if model.steps.is_empty() { PLATFORM } else { "" }.into(),
         max_batch_size: model.max_batch_size as i32,
         input: model
             .inputs
@@ -96,12 +100,69 @@ pub fn config_of(model: &ModelDef) -> pb::ModelConfig {
                 ..Default::default()
             })
             .collect(),
-        scheduling_choice: None,
+        scheduling_choice: scheduling(model),
         model_transaction_policy: Some(pb::ModelTransactionPolicy {
             decoupled: model.decoupled,
         }),
         response_cache: Some(pb::ModelResponseCache { enable: false }),
     }
+}
+
+/// `sequence_batching` for sequence models, `ensemble_scheduling` (the steps) for ensembles.
+fn scheduling(model: &ModelDef) -> Option<SchedulingChoice> {
+    if model.sequence {
+        return Some(SchedulingChoice::SequenceBatching(
+            pb::ModelSequenceBatching {},
+        ));
+    }
+    if model.steps.is_empty() {
+        return None;
+    }
+    let map = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let step = model
+        .steps
+        .iter()
+        .map(|s| pb::model_ensembling::Step {
+            model_name: s.model.into(),
+            model_version: -1,
+            input_map: map(s.input_map),
+            output_map: map(s.output_map),
+        })
+        .collect();
+    Some(SchedulingChoice::EnsembleScheduling(pb::ModelEnsembling {
+        step,
+    }))
+}
+
+/// TraceSetting: applies the request's settings (global when `model_name` is empty) and
+/// answers the effective ones. Invalid settings are INVALID_ARGUMENT.
+pub fn trace_setting(
+    trace: &Trace,
+    req: pb::TraceSettingRequest,
+) -> Result<pb::TraceSettingResponse, Status> {
+    let model = if req.model_name.is_empty() {
+        None
+    } else {
+        lookup(&req.model_name, "")?;
+        Some(req.model_name.as_str())
+    };
+    let settings: TraceSettings = req
+        .settings
+        .into_iter()
+        .map(|(k, v)| (k, v.value))
+        .collect();
+    let now = trace.update(model, settings).map_err(Status::invalid)?;
+    Ok(pb::TraceSettingResponse {
+        settings: now
+            .into_iter()
+            .map(|(k, value)| (k, pb::trace_setting_response::SettingValue { value }))
+            .collect(),
+    })
 }
 
 pub fn model_config(req: &pb::ModelConfigRequest) -> Result<pb::ModelConfigResponse, Status> {
