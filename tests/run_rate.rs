@@ -74,11 +74,13 @@ fn constant_rate_keeps_its_grid_and_rate() {
     // Intended times sit exactly 500 us apart; nothing goes out before its time.
     assert!(s.windows(2).all(|w| w[1].0 - w[0].0 == 500_000), "grid");
     assert!(s.iter().all(|(intended, actual)| actual >= intended));
-    // The sends as a whole keep the rate: 3999 gaps of 500 us, the last send no later than
-    // the schedule allows for 1 % of the span.
-    let span = s[3999].1 - s[0].1;
+    // The server saw the target rate: 4000 arrivals over the span of 3999 gaps of 500 us,
+    // within 1 %.
+    let arrivals = server.arrivals("simple");
+    assert_eq!(arrivals.len(), 4000);
+    let span = arrivals[3999] - arrivals[0];
     let rate = 3999.0 * 1e9 / span as f64;
-    assert!((rate / 2000.0 - 1.0).abs() < 0.01, "achieved {rate}/s");
+    assert!((rate / 2000.0 - 1.0).abs() < 0.01, "server saw {rate}/s");
     let sched = p.client.schedule.as_ref().expect("schedule statistics");
     assert!(sched.corrected_avg_ns >= p.client.avg_latency_ns);
 }
@@ -102,6 +104,14 @@ fn poisson_rate_is_random_but_repeatable_by_seed() {
             serde_json::from_str(&std::fs::read_to_string(dir.join(format!("p{i}.json"))).unwrap())
                 .unwrap();
         let s = sends(&export);
+        if i == 0 {
+            // The server saw the Poisson rate within 1 % (2000 sends, mean gap 500 us).
+            let arrivals = server.arrivals("simple");
+            let span = arrivals[arrivals.len() - 1] - arrivals[0];
+            let intended_span = s[s.len() - 1].0 - s[0].0;
+            let (seen, meant) = (span as f64, intended_span as f64);
+            assert!((seen / meant - 1.0).abs() < 0.01, "arrivals span {seen} vs {meant}");
+        }
         let origin = s[0].0;
         let offsets: Vec<u64> = s.iter().take(50).map(|(t, _)| t - origin).collect();
         let gaps: Vec<u64> = s.windows(2).map(|w| w[1].0 - w[0].0).collect();

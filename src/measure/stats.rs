@@ -39,6 +39,8 @@ pub struct WindowStats {
     pub response_gap_ns_sum: u64,
     /// Requests with 2+ responses.
     pub multi_response_count: u64,
+    /// Sequence models: successful requests that carried `sequence_end`.
+    pub sequence_count: u64,
     /// Open loop, over the successful requests: send lags (how late each send was, ns) and
     /// latencies from the intended send time (ns); empty in closed loop. Sorted by
     /// `finish_window`.
@@ -87,6 +89,7 @@ pub fn add_records(s: &mut WindowStats, w: &WindowRecords) {
             s.corrected_ns.push(r.corrected_latency_ns());
         }
         s.response_count += u64::from(r.responses);
+        s.sequence_count += u64::from(r.seq_end);
         let first = r.recv_start_ns.saturating_sub(r.start_ns);
         s.first_response_ns_sum = s.first_response_ns_sum.saturating_add(first);
         if r.responses >= 2 {
@@ -187,6 +190,8 @@ pub struct ClientStats {
     pub responses: Option<ResponseStats>,
     /// Open loop only: how well the schedule was kept, and latency from the intended time.
     pub schedule: Option<super::schedule::ScheduleStats>,
+    /// Sequence models: sequences completed (requests with `sequence_end`) and their rate.
+    pub sequences: Option<(u64, f64)>,
 }
 
 /// The responses of a decoupled model's requests (latency runs to the last one).
@@ -232,6 +237,7 @@ pub fn merge(windows: &[WindowStats], batch: u64, percentile: Option<u32>) -> Cl
     let (mut send_sum, mut recv_sum, mut request_sum) = (0u64, 0u64, 0u64);
     let (mut rate_sum, mut overhead_sum) = (0.0f64, 0.0f64);
     let mut latencies = Vec::with_capacity(windows.iter().map(|w| w.latencies_ns.len()).sum());
+    let sequences: u64 = windows.iter().map(|w| w.sequence_count).sum();
     for w in windows {
         c.request_count += w.request_count;
         c.error_count += w.error_count;
@@ -251,6 +257,9 @@ pub fn merge(windows: &[WindowStats], batch: u64, percentile: Option<u32>) -> Cl
     }
     latencies.sort_unstable();
     c.throughput = per_second(c.request_count.saturating_mul(batch), c.duration_ns);
+    if sequences > 0 {
+        c.sequences = Some((sequences, per_second(sequences, c.duration_ns)));
+    }
     c.avg_latency_ns = mean_ns(&latencies);
     c.std_latency_us = std_dev_us(&latencies);
     c.min_latency_ns = latencies.first().copied().unwrap_or(0);

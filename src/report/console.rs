@@ -177,6 +177,9 @@ pub fn point_with_composing(
     if let Some(sched) = &c.schedule {
         out.push_str(&send_rate_lines(sched));
     }
+    if let Some((count, rate)) = c.sequences {
+        let _ = writeln!(out, "    Sequence count: {count} ({} seq/sec)", fmt_g(rate));
+    }
     let _ = writeln!(out, "    Throughput: {} infer/sec", fmt_g(c.throughput));
     if let Some(r) = &c.responses {
         let _ = writeln!(
