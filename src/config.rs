@@ -212,6 +212,10 @@ pub struct Config {
     /// TLS to the server (`-u https://…` or `--ssl-grpc-use-ssl`); `None`: plain TCP.
     pub tls: Option<TlsConfig>,
 
+    /// Triton trace settings to send once at startup (`--trace-level`, `--trace-rate`,
+    /// `--trace-count`, `--log-frequency`): (key, value) in Triton's names, only those given.
+    pub trace_settings: Vec<(String, String)>,
+
     // --- reports ---
     pub csv_file: Option<PathBuf>,
     pub verbose_csv: bool,
@@ -274,6 +278,7 @@ impl Default for Config {
             compression: Compression::None,
             request_parameters: Vec::new(),
             tls: None,
+            trace_settings: Vec::new(),
             csv_file: None,
             verbose_csv: false,
             profile_export_file: None,

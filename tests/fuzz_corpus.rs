@@ -25,6 +25,7 @@ const TARGETS: &[(&str, FuzzFn)] = &[
         "stream_scan",
         inferperf::service::stream_scan::fuzz_stream_scan,
     ),
+    ("input_json", inferperf::inputs::fuzz_input_json),
 ];
 
 #[test]

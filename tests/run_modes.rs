@@ -165,3 +165,35 @@ fn verbose_request_count_prints_its_one_pass_like_perf_analyzer() {
     assert_eq!(text.matches("  Pass [").count(), 1, "{text}");
     assert!(text.contains("  Pass [1] throughput: "), "{text}");
 }
+
+#[test]
+fn trace_flags_reach_the_server_over_both_protocols() {
+    let server = start_grpc_server(Vec::new());
+    let mut cfg = quick_config(&server, "simple", 20);
+    cfg.request_count = 20;
+    cfg.trace_settings = vec![
+        ("trace_level".into(), "TIMESTAMPS".into()),
+        ("trace_rate".into(), "50".into()),
+    ];
+    let (res, _) = run(&cfg);
+    assert!(res.error.is_none(), "{:?}", res.error);
+    let update = server.last_trace_update().expect("a trace update");
+    assert_eq!(update.model, None, "global settings");
+    assert_eq!(
+        update.settings["trace_level"],
+        vec!["TIMESTAMPS".to_string()]
+    );
+    assert_eq!(update.settings["trace_rate"], vec!["50".to_string()]);
+    assert!(
+        !update.settings.contains_key("trace_count"),
+        "only the flags given"
+    );
+    cfg.protocol = inferperf::config::Protocol::Grpc;
+    cfg.url = server.grpc_addr.unwrap().to_string();
+    cfg.trace_settings = vec![("log_frequency".into(), "3".into())];
+    let (res, _) = run(&cfg);
+    assert!(res.error.is_none(), "{:?}", res.error);
+    let update = server.last_trace_update().expect("a trace update");
+    assert_eq!(update.settings["log_frequency"], vec!["3".to_string()]);
+    assert_eq!(server.trace_updates().len(), 2);
+}

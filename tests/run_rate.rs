@@ -110,7 +110,10 @@ fn poisson_rate_is_random_but_repeatable_by_seed() {
             let span = arrivals[arrivals.len() - 1] - arrivals[0];
             let intended_span = s[s.len() - 1].0 - s[0].0;
             let (seen, meant) = (span as f64, intended_span as f64);
-            assert!((seen / meant - 1.0).abs() < 0.01, "arrivals span {seen} vs {meant}");
+            assert!(
+                (seen / meant - 1.0).abs() < 0.01,
+                "arrivals span {seen} vs {meant}"
+            );
         }
         let origin = s[0].0;
         let offsets: Vec<u64> = s.iter().take(50).map(|(t, _)| t - origin).collect();

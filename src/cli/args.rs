@@ -233,6 +233,19 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, help_heading = TRANSPORT)]
     pub ready_timeout: Option<String>,
 
+    /// Server trace level sent at startup: OFF|TIMESTAMPS|TENSORS [default: the server's]
+    #[arg(long, value_name = "LEVEL", help_heading = TRANSPORT)]
+    pub trace_level: Option<String>,
+    /// Server trace rate sent at startup [default: the server's]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = TRANSPORT)]
+    pub trace_rate: Option<String>,
+    /// Server trace count sent at startup, >= -1 [default: the server's]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = TRANSPORT)]
+    pub trace_count: Option<String>,
+    /// Server trace log frequency sent at startup, >= 0 [default: the server's]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = TRANSPORT)]
+    pub log_frequency: Option<String>,
+
     // --- reports ---
     /// Write the CSV latency report to this file [default: none]
     #[arg(short = 'f', value_name = "FILE", help_heading = REPORTS)]

@@ -135,26 +135,6 @@ pub const PLANNED_FLAGS: &[PlannedFlag] = &[
         "MS",
         "Metrics poll period in ms [default: 1000]",
     ),
-    valued(
-        "trace-level",
-        "OFF|TIMESTAMPS|TENSORS",
-        "Server trace level [default: server's, OFF]",
-    ),
-    valued(
-        "trace-rate",
-        "N",
-        "Server trace rate [default: server's, 1000]",
-    ),
-    valued(
-        "trace-count",
-        "N",
-        "Server trace count, >= -1 [default: server's, -1]",
-    ),
-    valued(
-        "log-frequency",
-        "N",
-        "Server trace log frequency [default: server's, 0]",
-    ),
     switch("enable-mpi", "Multi-model mode via Open MPI"),
     valued(
         "data-directory",

@@ -70,6 +70,24 @@ const FLAG_ROWS: &[(&[&str], Check)] = &[
     ),
     (&["--seed", "17"], |c| c.seed == 17 && c.seed_given),
     (
+        &[
+            "--trace-level",
+            "timestamps",
+            "--trace-count",
+            "-1",
+            "--log-frequency",
+            "0",
+        ],
+        |c| {
+            c.trace_settings
+                == vec![
+                    ("trace_level".to_string(), "TIMESTAMPS".to_string()),
+                    ("trace_count".to_string(), "-1".to_string()),
+                    ("log_frequency".to_string(), "0".to_string()),
+                ]
+        },
+    ),
+    (
         &["--request-rate-range", "100", "--max-inflight", "8"],
         |c| c.max_inflight == Some(8),
     ),
@@ -196,6 +214,9 @@ const FLAG_ROWS: &[(&[&str], Check)] = &[
         c.input_data == InputData::Random
     }),
     (&["-z"], |c| c.input_data == InputData::Zero),
+    (&["--input-data", "random", "--input-data", "zero"], |c| {
+        c.input_data == InputData::Zero
+    }),
     (&["-b", "8"], |c| c.batch_size == 8 && c.batch_size_given),
     (&["--shape", "a:b:2,3", "--shape", "x:1"], |c| {
         c.shapes == [("a:b".to_string(), vec![2, 3]), ("x".to_string(), vec![1])]
@@ -419,6 +440,14 @@ const ERROR_ROWS: &[(&[&str], &[&str])] = &[
     ),
     (&["-m", "m", "--seed", "x"], &["--seed", "'x'"]),
     (
+        &["-m", "m", "--trace-level", "LOUD"],
+        &["--trace-level", "'LOUD'"],
+    ),
+    (
+        &["-m", "m", "--trace-count", "-2"],
+        &["--trace-count", "'-2'"],
+    ),
+    (
         &["-m", "m", "-i", "grpc", "--streaming", "--sync"],
         &["--streaming", "--sync"],
     ),
@@ -547,18 +576,6 @@ fn each_error_names_its_flag() {
                 err.msg
             );
         }
-    }
-}
-
-#[test]
-fn existing_input_data_path_is_not_supported_yet() {
-    let manifest = env!("CARGO_MANIFEST_DIR");
-    for path in [format!("{manifest}/Cargo.toml"), manifest.to_string()] {
-        let err = error(&["-m", "m", "--input-data", &path]);
-        assert!(
-            err.msg.contains("not supported yet") && err.msg.contains(&path),
-            "{err}"
-        );
     }
 }
 

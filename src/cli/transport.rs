@@ -50,6 +50,7 @@ pub fn apply_transport(args: &RunArgs, config: &mut Config) -> Result<()> {
         config.ready_timeout_s = super::validate::parse_at_least("--ready-timeout", raw, 0)?;
     }
     apply_grpc_options(args, config)?;
+    config.trace_settings = trace_settings(args)?;
     config.tls = if grpc {
         grpc_tls(args)?
     } else {
@@ -134,6 +135,33 @@ pub fn parse_request_parameter(raw: &str) -> Result<(String, ParamValue)> {
         _ => return Err(bad("The type should be bool, int or string")),
     };
     Ok((name.to_string(), value))
+}
+
+/// The trace flags as Triton's setting keys, only those given.
+fn trace_settings(args: &RunArgs) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    if let Some(raw) = args.trace_level.as_deref() {
+        let level = raw.to_ascii_uppercase();
+        if !["OFF", "TIMESTAMPS", "TENSORS"].contains(&level.as_str()) {
+            return Err(Error::usage(format!(
+                "Failed to parse --trace-level. The value should be OFF, TIMESTAMPS or TENSORS \
+                 (got '{raw}')."
+            )));
+        }
+        out.push(("trace_level".to_string(), level));
+    }
+    let numbers = [
+        ("--trace-rate", "trace_rate", &args.trace_rate, 0),
+        ("--trace-count", "trace_count", &args.trace_count, -1),
+        ("--log-frequency", "log_frequency", &args.log_frequency, 0),
+    ];
+    for (flag, key, raw, min) in numbers {
+        if let Some(raw) = raw.as_deref() {
+            let v: i64 = super::validate::parse_at_least(flag, raw, min)?;
+            out.push((key.to_string(), v.to_string()));
+        }
+    }
+    Ok(out)
 }
 
 /// An existing file named by `flag`.

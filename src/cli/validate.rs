@@ -220,29 +220,7 @@ fn parse_percentile(raw: &str) -> Result<Option<u32>> {
 }
 
 fn apply_inputs(args: &RunArgs, config: &mut Config) -> Result<()> {
-    let mut zero = args.zero_input;
-    for value in &args.input_data {
-        match value.as_str() {
-            "zero" => zero = true,
-            "random" => {}
-            path => {
-                if std::fs::symlink_metadata(path).is_err() {
-                    return Err(Error::usage(format!(
-                        "Failed to parse --input-data. File not found: '{path}' (expected zero, \
-                         random, a JSON file or a directory)."
-                    )));
-                }
-                return Err(not_supported(&format!(
-                    "--input-data '{path}' (JSON file or directory)"
-                )));
-            }
-        }
-    }
-    config.input_data = if zero {
-        InputData::Zero
-    } else {
-        InputData::Random
-    };
+    config.input_data = input_data(&args.input_data, args.zero_input)?;
     if let Some(raw) = args.batch_size.as_deref() {
         config.batch_size = parse_at_least("-b (batch size)", raw, 1)?;
         config.batch_size_given = true;
@@ -278,6 +256,34 @@ fn apply_inputs(args: &RunArgs, config: &mut Config) -> Result<()> {
         config.output_tensor_format = parse_tensor_format("--output-tensor-format", raw)?;
     }
     Ok(())
+}
+
+/// `--input-data` values in order (and `-z`): `zero`, `random`, or paths of JSON files and
+/// directories. Any path wins over zero/random, as in perf_analyzer; paths are read later,
+/// once the model is known.
+fn input_data(values: &[String], zero_flag: bool) -> Result<InputData> {
+    let mut zero = zero_flag;
+    let mut paths = Vec::new();
+    for value in values {
+        match value.as_str() {
+            "zero" => zero = true,
+            "random" => {}
+            path => {
+                if std::fs::metadata(path).is_err() {
+                    return Err(Error::usage(format!(
+                        "Failed to parse --input-data. File not found: '{path}' (expected zero, \
+                         random, a JSON file or a directory)."
+                    )));
+                }
+                paths.push(std::path::PathBuf::from(path));
+            }
+        }
+    }
+    Ok(match (paths.is_empty(), zero) {
+        (false, _) => InputData::Files(paths),
+        (true, true) => InputData::Zero,
+        (true, false) => InputData::Random,
+    })
 }
 
 fn parse_tensor_format(flag: &str, raw: &str) -> Result<TensorFormat> {
@@ -404,6 +410,32 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn input_data_values_in_order() {
+        let manifest = env!("CARGO_MANIFEST_DIR");
+        let file = format!("{manifest}/Cargo.toml");
+        let files = |paths: &[&str]| InputData::Files(paths.iter().map(Into::into).collect());
+        let rows: &[(&[&str], bool, InputData)] = &[
+            (&[], false, InputData::Random),
+            (&[], true, InputData::Zero),
+            (&["random", "zero"], false, InputData::Zero),
+            (&[&file], false, files(&[&file])),
+            (&[&file, manifest], false, files(&[&file, manifest])),
+            // A path wins over zero/random, whatever the order (perf_analyzer does the same).
+            (&["zero", &file, "random"], true, files(&[&file])),
+        ];
+        for (values, zero_flag, want) in rows {
+            let values: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+            assert_eq!(&input_data(&values, *zero_flag).unwrap(), want, "{values:?}");
+        }
+        let values = vec!["zero".to_string(), "/no/such/dir".to_string()];
+        let err = input_data(&values, false).unwrap_err();
+        assert!(
+            err.msg.contains("--input-data") && err.msg.contains("'/no/such/dir'"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn concurrency_range_forms() {

@@ -1,75 +1,138 @@
-//! Input tensors for a run: shapes resolved from the model metadata, `--shape` and `-b`, and
-//! data from `--input-data random|zero` (JSON files and directories are later work).
+//! Input data for a run (spec §4): generated (`--input-data random|zero`), JSON files
+//! (`--input-data a.json --input-data b.json`) or a directory of raw tensor files, all read
+//! into one [`InputSet`] of streams of steps. [`batch`] turns steps into a request's tensors;
+//! [`check_outputs`] compares a response with the steps' validation data.
+//!
+//! Split by role: `model` (what the model expects), `value` (one JSON tensor value),
+//! `json` and `directory` (the file formats), `generate` (random/zero), `batch`,
+//! `validation` (outputs against expected data).
 
-use crate::config::{Config, InputData, TensorFormat};
+mod batch;
+mod directory;
+mod generate;
+mod json;
+pub mod model;
+mod validation;
+mod value;
+
+use std::path::PathBuf;
+
+pub use batch::{batch, batch_expected};
+pub use generate::Rng;
+pub use validation::{check_outputs, ResponseFormat};
+
+use crate::config::{Config, InputData};
 use crate::error::{Error, Result};
 use crate::service::triton_http::{ModelConfig, ModelMetadata, TensorMeta};
-use crate::tensor::{element_count, push_bytes_element, DataType, InputTensor};
+use crate::tensor::DataType;
+use json::Collected;
+use model::ModelSpec;
 
-/// Characters of random BYTES elements (perf_analyzer's 66-character alphabet).
-const STRING_CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .?!";
-
-/// A small, fast, seedable generator (xorshift64*); input data needs no cryptographic quality.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
+/// One batch-1 tensor of a step (an input, or an expected output).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorValue {
+    pub name: String,
+    pub datatype: DataType,
+    /// Without the batch dim. Expected outputs may keep a -1 where the model's dim is
+    /// variable and the data file gave no shape.
+    pub shape: Vec<i64>,
+    /// Little-endian row-major bytes; BYTES elements carry 4-byte LE length prefixes.
+    pub data: Vec<u8>,
 }
 
-/// The batch-1 shape of a model input: metadata dims without the batch dim, with `-1` dims
-/// taken from `--shape`.
-pub fn resolve_shape(meta: &TensorMeta, batched: bool, cfg: &Config) -> Result<Vec<i64>> {
-    let dims = if batched {
-        meta.shape.get(1..).unwrap_or(&[])
-    } else {
-        &meta.shape[..]
-    };
-    if let Some((_, given)) = cfg.shapes.iter().rev().find(|(n, _)| *n == meta.name) {
-        let compatible =
-            given.len() == dims.len() && dims.iter().zip(given).all(|(&m, &g)| m == -1 || m == g);
-        if !compatible {
-            return Err(Error::usage(format!(
-                "--shape {}: {:?} does not fit the model's dims {:?}",
-                meta.name, given, dims
-            )));
+/// One step of a stream: the values of one batch-1 request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Step {
+    /// In model input order; optional inputs the data leaves out are absent.
+    pub inputs: Vec<TensorValue>,
+    /// `validation_data` (or output files of a data directory), in model output order.
+    pub expected: Option<Vec<TensorValue>>,
+    /// The `--fixed-schedule` pseudo-input: when to send, in ms since the start.
+    pub timestamp_ms: Option<u64>,
+}
+
+/// All input data of a run: streams of steps (one stream unless the data is multi-stream).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct InputSet {
+    /// Never empty, and no stream is empty, once [`load_inputs`] returns.
+    pub streams: Vec<Vec<Step>>,
+    /// Inputs the config marks `is_shape_tensor`: sent once per request, not batched.
+    pub shape_tensors: Vec<String>,
+    /// The data was generated (`random`/`zero`), not read from files: sequence lengths then
+    /// come from `--sequence-length`, not from the steps of a stream.
+    pub generated: bool,
+}
+
+impl InputSet {
+    /// Steps of `stream` (0 when there is no such stream).
+    pub fn steps(&self, stream: usize) -> usize {
+        self.streams.get(stream).map_or(0, Vec::len)
+    }
+
+    /// Steps of each stream when the data came from files; empty for generated data (the
+    /// form the sequence manager takes).
+    pub fn stream_steps(&self) -> Vec<usize> {
+        if self.generated {
+            return Vec::new();
         }
-        return Ok(given.clone());
+        self.streams.iter().map(Vec::len).collect()
     }
-    if dims.iter().any(|&d| d < 0) {
-        return Err(Error::usage(format!(
-            "input {} contains dynamic shape, provide shapes to send along with the request \
-             (--shape {}:d1,d2,...)",
-            meta.name, meta.name
-        )));
+
+    /// Some step carries validation data.
+    pub fn has_validation(&self) -> bool {
+        self.streams.iter().flatten().any(|s| s.expected.is_some())
     }
-    Ok(dims.to_vec())
 }
 
-/// Builds the input tensors of one request (all inputs, batch `-b`) from random or zero data.
-pub fn build_inputs(
+/// What the run mode adds to the data rules.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InputOptions {
+    /// `--fixed-schedule`: JSON data, one flat stream, a `timestamp` in every step.
+    pub fixed_schedule: bool,
+}
+
+/// Reads the run's input data as `cfg` says (`--input-data`, `--shape`, `-b`, strings).
+pub fn load_inputs(meta: &ModelMetadata, config: &ModelConfig, cfg: &Config) -> Result<InputSet> {
+    load_inputs_with(meta, config, cfg, InputOptions::default())
+}
+
+/// The name `run` used before the data model had streams; same as [`load_inputs`].
+pub use self::load_inputs as build_inputs;
+
+/// [`load_inputs`] with mode-specific rules (`--fixed-schedule`).
+pub fn load_inputs_with(
     meta: &ModelMetadata,
     config: &ModelConfig,
     cfg: &Config,
-) -> Result<Vec<InputTensor>> {
-    if let InputData::Files(paths) = &cfg.input_data {
-        let p = paths
-            .first()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        return Err(Error::usage(format!(
-            "--input-data {p}: JSON/directory input is not supported yet"
-        )));
-    }
+    opts: InputOptions,
+) -> Result<InputSet> {
+    check_flags(meta, config, cfg)?;
+    let model = ModelSpec::new(meta, config, cfg, opts.fixed_schedule)?;
+    let streams = match &cfg.input_data {
+        InputData::Files(paths) => read_sources(paths, &model)?,
+        InputData::Random | InputData::Zero if opts.fixed_schedule => {
+            return Err(Error::usage(
+                "--fixed-schedule needs --input-data <file.json> with a 'timestamp' in every \
+                 step",
+            ))
+        }
+        InputData::Random | InputData::Zero => vec![vec![generate::generated_step(&model, cfg)?]],
+    };
+    let shape_tensors = model
+        .inputs
+        .iter()
+        .filter(|t| t.shape_tensor)
+        .map(|t| t.name.clone())
+        .collect();
+    Ok(InputSet {
+        streams,
+        shape_tensors,
+        generated: !matches!(cfg.input_data, InputData::Files(_)),
+    })
+}
+
+/// `--shape` names real inputs; `-b` fits the model.
+fn check_flags(meta: &ModelMetadata, config: &ModelConfig, cfg: &Config) -> Result<()> {
     for (name, _) in &cfg.shapes {
         if !meta.inputs.iter().any(|t| &t.name == name) {
             return Err(Error::usage(format!(
@@ -90,127 +153,71 @@ pub fn build_inputs(
             cfg.batch_size, config.max_batch_size
         )));
     }
-    let mut rng = Rng::new(0x5EED_1234_ABCD_0001);
-    let mut out = Vec::with_capacity(meta.inputs.len());
-    for t in &meta.inputs {
-        let dims = resolve_shape(t, batched, cfg)?;
-        let one = batch1_data(t, &dims, cfg, &mut rng);
-        let b = if batched { cfg.batch_size as usize } else { 1 };
-        let mut data = Vec::with_capacity(one.len() * b);
-        for _ in 0..b {
-            data.extend_from_slice(&one);
-        }
-        let mut shape = dims;
-        if batched {
-            shape.insert(0, cfg.batch_size as i64);
-        }
-        out.push(InputTensor {
-            name: t.name.clone(),
-            datatype: t.datatype,
-            shape,
-            data,
-        });
-    }
-    Ok(out)
+    Ok(())
 }
 
-/// The bytes of one batch-1 tensor.
-fn batch1_data(t: &TensorMeta, dims: &[i64], cfg: &Config, rng: &mut Rng) -> Vec<u8> {
-    let n = element_count(dims);
-    let zero = cfg.input_data == InputData::Zero;
-    if t.datatype == DataType::Bytes {
-        let mut out = Vec::new();
-        for _ in 0..n {
-            let elem: Vec<u8> = match &cfg.string_data {
-                Some(s) => s.as_bytes().to_vec(),
-                None if zero => vec![b'0'; cfg.string_length],
-                None => (0..cfg.string_length)
-                    .map(|_| STRING_CHARS[(rng.next_u64() % STRING_CHARS.len() as u64) as usize])
-                    .collect(),
-            };
-            push_bytes_element(&mut out, &elem);
+/// Every `--input-data` path in order: directories are one flat step, JSON files add their
+/// steps or streams.
+fn read_sources(paths: &[PathBuf], model: &ModelSpec) -> Result<Vec<Vec<Step>>> {
+    let mut acc = Collected::default();
+    for path in paths {
+        if path.is_dir() {
+            let step = directory::read_directory(path, model)?;
+            acc.push_flat(&path.display().to_string(), vec![step])?;
+        } else {
+            json::read_json_file(path, model, &mut acc)?;
         }
-        return out;
     }
-    let size = n * t.datatype.size();
-    if zero {
-        return vec![0; size];
+    if acc.streams.is_empty() {
+        return Err(Error::usage("--input-data: no data was read"));
     }
-    let mut data: Vec<u8> = (0..size).map(|_| rng.next_u64() as u8).collect();
-    sanitize(t.datatype, &mut data, cfg.input_tensor_format);
-    data
+    Ok(acc.streams)
 }
 
-/// Random bytes can form NaN/Inf floats, which JSON cannot carry, and BOOL needs 0/1.
-fn sanitize(dt: DataType, data: &mut [u8], format: TensorFormat) {
-    match dt {
-        DataType::Bool => data.iter_mut().for_each(|b| *b &= 1),
-        DataType::F32 if format == TensorFormat::Json => {
-            for c in data.chunks_exact_mut(4) {
-                let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                if !v.is_finite() {
-                    c.copy_from_slice(&0f32.to_le_bytes());
+/// The batch-1 shape of a model input: metadata dims without the batch dim, with `-1` dims
+/// taken from `--shape`.
+pub fn resolve_shape(meta: &TensorMeta, batched: bool, cfg: &Config) -> Result<Vec<i64>> {
+    model::shape_from_flags(meta, batched, cfg)?.ok_or_else(|| {
+        Error::usage(format!(
+            "input {} contains dynamic shape, provide shapes to send along with the request \
+             (--shape {}:d1,d2,...)",
+            meta.name, meta.name
+        ))
+    })
+}
+
+/// Fuzz entry (`fuzz/fuzz_targets/input_json.rs`, also run on the seed corpus by
+/// `tests/fuzz_corpus.rs`): any file content must give data or an error, never a panic,
+/// through parsing, batching and output validation.
+pub fn fuzz_input_json(data: &[u8]) {
+    for fixed_schedule in [false, true] {
+        let model = json::fuzz_model(fixed_schedule);
+        let mut acc = Collected::default();
+        if json::parse_json(data, "fuzz.json", &model, &mut acc).is_err() {
+            continue;
+        }
+        let set = InputSet {
+            streams: acc.streams,
+            shape_tensors: vec!["SHAPE".into()],
+            generated: false,
+        };
+        for stream in 0..set.streams.len() {
+            for b in 1..=3 {
+                let _ = batch(&set, stream, 1, b, true);
+                if let Ok(Some(expected)) = batch_expected(&set, stream, 0, b, true) {
+                    let _ = check_outputs(&expected, data, ResponseFormat::Http);
                 }
             }
         }
-        DataType::F64 if format == TensorFormat::Json => {
-            for c in data.chunks_exact_mut(8) {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(c);
-                if !f64::from_le_bytes(b).is_finite() {
-                    c.copy_from_slice(&0f64.to_le_bytes());
-                }
-            }
-        }
-        _ => {}
+    }
+    for format in [
+        ResponseFormat::Http,
+        ResponseFormat::Grpc,
+        ResponseFormat::GrpcStream,
+    ] {
+        let _ = check_outputs(&[], data, format);
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn meta(shape: Vec<i64>, dt: DataType) -> TensorMeta {
-        TensorMeta {
-            name: "IN".into(),
-            datatype: dt,
-            shape,
-        }
-    }
-
-    #[test]
-    fn shapes_resolve_from_flags() {
-        let mut cfg = Config::default();
-        assert_eq!(
-            resolve_shape(&meta(vec![-1, 16], DataType::I32), true, &cfg).unwrap(),
-            vec![16]
-        );
-        assert!(resolve_shape(&meta(vec![-1, -1], DataType::F32), true, &cfg).is_err());
-        cfg.shapes.push(("IN".into(), vec![7]));
-        assert_eq!(
-            resolve_shape(&meta(vec![-1, -1], DataType::F32), true, &cfg).unwrap(),
-            vec![7]
-        );
-        let err = resolve_shape(&meta(vec![3], DataType::F32), false, &cfg).unwrap_err();
-        assert!(err.msg.contains("--shape IN"), "{}", err.msg);
-    }
-
-    #[test]
-    fn data_sizes_follow_types() {
-        let mut cfg = Config::default();
-        let mut rng = Rng::new(1);
-        assert_eq!(
-            batch1_data(&meta(vec![16], DataType::I32), &[16], &cfg, &mut rng).len(),
-            64
-        );
-        cfg.string_length = 5;
-        let b = batch1_data(&meta(vec![2], DataType::Bytes), &[2], &cfg, &mut rng);
-        assert_eq!(b.len(), 2 * (4 + 5));
-        cfg.string_data = Some("hi".into());
-        let b = batch1_data(&meta(vec![1], DataType::Bytes), &[1], &cfg, &mut rng);
-        assert_eq!(b, [2, 0, 0, 0, b'h', b'i']);
-        cfg.input_data = InputData::Zero;
-        let z = batch1_data(&meta(vec![4], DataType::F64), &[4], &cfg, &mut rng);
-        assert!(z.iter().all(|&x| x == 0) && z.len() == 32);
-    }
-}
+mod tests;

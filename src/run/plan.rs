@@ -1,47 +1,122 @@
-//! The bytes a run sends: one pre-encoded request per input step, in the run's protocol.
+//! The bytes a run sends: the input data cut into batches, each pre-encoded once in the
+//! run's protocol. The engine cycles through `LoadPlan::requests` (worker i starts at entry i
+//! and takes the next entry for each request it sends).
+//!
+//! Order (spec §2.13): request k is the batch that starts at step `(k * b) % steps`, so
+//! cycling through the list visits the steps as perf_analyzer's `data_step_id * batch_size`
+//! does. The list stops where that pattern repeats (`steps / gcd(steps, b)` entries).
+//! Non-sequence models read stream 0 only, as perf_analyzer does; further streams of
+//! multi-stream data are for sequence models.
 
 use crate::config::{Config, Protocol};
 use crate::engine::wire::{GrpcWire, Wire};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::inputs::{batch, batch_expected, InputSet, TensorValue};
 use crate::protocol::grpc::compress::encoding_name;
 use crate::service::{triton_grpc, triton_http};
 use crate::tensor::InputTensor;
 
 use super::setup::Target;
 
-/// Requests per input step, how to send them, and the export's view of each step's inputs.
+/// The data stream non-sequence models read.
+const NON_SEQUENCE_STREAM: usize = 0;
+
+/// Pre-encoded requests and, per request, what the reports and validation need.
 pub struct LoadPlan {
     pub requests: Vec<Vec<u8>>,
     pub wire: Wire,
+    /// The export's `request_inputs` object of each request (indexed like `requests`).
     pub step_inputs: Vec<String>,
+    /// Validation data of each request's batch (`None`: nothing to check).
+    pub expected: Vec<Option<Vec<TensorValue>>>,
+    /// `--fixed-schedule` send time of each request (its first step's `timestamp`), in ms.
+    pub timestamps_ms: Vec<Option<u64>>,
 }
 
-pub fn build(cfg: &Config, target: &Target, inputs: &[InputTensor]) -> Result<LoadPlan> {
+/// The first step of each pre-encoded request: `(k * b) % steps` for k until it repeats.
+pub fn request_starts(steps: usize, b: usize) -> Vec<usize> {
+    if steps == 0 {
+        return Vec::new();
+    }
+    let b = b.max(1);
+    let count = steps / gcd(steps, b);
+    (0..count).map(|k| (k * b) % steps).collect()
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan> {
     let outputs: Vec<String> = target.meta.outputs.iter().map(|o| o.name.clone()).collect();
-    let step_inputs = vec![triton_http::inputs_json(inputs)];
-    let (request, wire) = match cfg.protocol {
+    let batched = target.config.max_batch_size > 0;
+    let b = usize::try_from(cfg.batch_size)
+        .map_err(|_| Error::usage(format!("-b {}: too large", cfg.batch_size)))?;
+    let steps = &set
+        .streams
+        .get(NON_SEQUENCE_STREAM)
+        .map_or(&[][..], Vec::as_slice);
+    let starts = request_starts(steps.len(), b);
+    if starts.is_empty() {
+        return Err(Error::usage("--input-data: the data has no steps to send"));
+    }
+    let mut plan = LoadPlan {
+        requests: Vec::with_capacity(starts.len()),
+        wire: wire(cfg, target),
+        step_inputs: Vec::with_capacity(starts.len()),
+        expected: Vec::with_capacity(starts.len()),
+        timestamps_ms: Vec::with_capacity(starts.len()),
+    };
+    for first in starts {
+        let inputs = batch(set, NON_SEQUENCE_STREAM, first, b, batched)?;
+        plan.requests.push(encode(cfg, target, &inputs, &outputs)?);
+        plan.step_inputs.push(triton_http::inputs_json(&inputs));
+        let expected = batch_expected(set, NON_SEQUENCE_STREAM, first, b, batched)?;
+        plan.expected.push(expected);
+        plan.timestamps_ms.push(steps[first].timestamp_ms);
+    }
+    Ok(plan)
+}
+
+/// One request's bytes in the run's protocol.
+fn encode(
+    cfg: &Config,
+    target: &Target,
+    inputs: &[InputTensor],
+    outputs: &[String],
+) -> Result<Vec<u8>> {
+    match cfg.protocol {
         Protocol::Http => {
             let path = triton_http::infer_path(&cfg.model_name, &cfg.model_version);
-            let request = triton_http::encode_infer_request(
+            triton_http::encode_infer_request(
                 &target.host,
                 &path,
                 inputs,
-                &outputs,
+                outputs,
                 cfg.input_tensor_format,
                 cfg.output_tensor_format,
                 &cfg.headers,
-            )?;
-            (request, Wire::Http1)
+            )
         }
+        Protocol::Grpc => triton_grpc::encode_infer_request(
+            &cfg.model_name,
+            &cfg.model_version,
+            inputs,
+            outputs,
+            &cfg.request_parameters,
+            cfg.compression,
+        ),
+    }
+}
+
+/// How the load connections carry the requests.
+fn wire(cfg: &Config, target: &Target) -> Wire {
+    match cfg.protocol {
+        Protocol::Http => Wire::Http1,
         Protocol::Grpc => {
-            let request = triton_grpc::encode_infer_request(
-                &cfg.model_name,
-                &cfg.model_version,
-                inputs,
-                &outputs,
-                &cfg.request_parameters,
-                cfg.compression,
-            )?;
             let method = if cfg.streaming {
                 "ModelStreamInfer"
             } else {
@@ -54,17 +129,33 @@ pub fn build(cfg: &Config, target: &Target, inputs: &[InputTensor]) -> Result<Lo
                 cfg.tls.is_some(),
                 encoding_name(cfg.compression),
             );
-            let wire = Wire::Grpc(GrpcWire {
+            Wire::Grpc(GrpcWire {
                 headers,
                 streaming: cfg.streaming,
                 decoupled: target.config.decoupled,
-            });
-            (request, wire)
+            })
         }
-    };
-    Ok(LoadPlan {
-        requests: vec![request],
-        wire,
-        step_inputs,
-    })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::request_starts;
+
+    #[test]
+    fn request_order_follows_data_step_times_batch() {
+        let rows: &[(usize, usize, &[usize])] = &[
+            (1, 1, &[0]),
+            (1, 4, &[0]),
+            (3, 1, &[0, 1, 2]),
+            (3, 2, &[0, 2, 1]),
+            (4, 2, &[0, 2]),
+            (6, 4, &[0, 4, 2]),
+            (5, 5, &[0]),
+            (0, 1, &[]),
+        ];
+        for (steps, b, want) in rows {
+            assert_eq!(request_starts(*steps, *b), *want, "steps {steps} b {b}");
+        }
+    }
 }

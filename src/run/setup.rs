@@ -58,6 +58,9 @@ pub fn prepare(cfg: &Config) -> Result<Target> {
     let addr = resolve(&host)?;
     let tls = tls_client(cfg, &host)?;
     let mut client = wait_ready(&host, cfg, tls.as_ref())?;
+    if !cfg.trace_settings.is_empty() {
+        client.trace_setting(&cfg.trace_settings)?;
+    }
     let stats_available = client
         .server_extensions()
         .is_ok_and(|ext| ext.iter().any(|e| e == "statistics"));

@@ -158,6 +158,48 @@ impl SetupClient {
     }
 }
 
+impl SetupClient {
+    /// Sends the `--trace-*` settings as one global update (only the keys given).
+    pub fn trace_setting(&mut self, settings: &[(String, String)]) -> Result<()> {
+        let fail = |why: String| Error::generic(format!("trace settings: {why}"));
+        match self {
+            SetupClient::Http(c) => {
+                let mut body = serde_json::Map::new();
+                for (key, value) in settings {
+                    // Triton's HTTP API takes the level as a list, the rest as strings.
+                    let v = if key == "trace_level" {
+                        serde_json::json!([value])
+                    } else {
+                        serde_json::json!(value)
+                    };
+                    body.insert(key.clone(), v);
+                }
+                let body = serde_json::Value::Object(body).to_string();
+                let headers = [("Content-Type".to_string(), "application/json".to_string())];
+                match c.post("/v2/trace/setting", &headers, body.as_bytes())? {
+                    (200, _) => Ok(()),
+                    (s, b) => Err(fail(error_message(s, &b))),
+                }
+            }
+            SetupClient::Grpc(c) => {
+                let req = pb::TraceSettingRequest {
+                    settings: settings
+                        .iter()
+                        .map(|(k, v)| {
+                            let value = vec![v.clone()];
+                            (k.clone(), pb::trace_setting_request::SettingValue { value })
+                        })
+                        .collect(),
+                    model_name: String::new(),
+                };
+                grpc_call::<_, pb::TraceSettingResponse>(c, "TraceSetting", &req)
+                    .map(|_| ())
+                    .map_err(|e| fail(e.msg))
+            }
+        }
+    }
+}
+
 /// GET `path`; a non-200 answer becomes an error naming the model and the path.
 fn http_get(c: &mut BlockingClient, path: &str, model: &str) -> Result<Vec<u8>> {
     match c.get(path)? {
