@@ -17,8 +17,8 @@ fn every_planned_flag_is_recognised_and_rejected() {
         assert_eq!(err.exit_code(), 99);
     }
     // Negative values reach the flag instead of being taken for options.
-    let err = error(&["-m", "m", "--trace-count=-1"]);
-    assert!(err.msg.starts_with("--trace-count "), "{err}");
+    let err = error(&["-m", "m", "--output-shared-memory-size=-1"]);
+    assert!(err.msg.starts_with("--output-shared-memory-size "), "{err}");
 }
 
 #[test]
