@@ -215,6 +215,8 @@ pub struct Config {
     /// Triton trace settings to send once at startup (`--trace-level`, `--trace-rate`,
     /// `--trace-count`, `--log-frequency`): (key, value) in Triton's names, only those given.
     pub trace_settings: Vec<(String, String)>,
+    /// `--bls-composing-models a[:ver],b`: models whose statistics the Server section adds.
+    pub bls_composing_models: Option<String>,
 
     // --- reports ---
     pub csv_file: Option<PathBuf>,
@@ -279,6 +281,7 @@ impl Default for Config {
             request_parameters: Vec::new(),
             tls: None,
             trace_settings: Vec::new(),
+            bls_composing_models: None,
             csv_file: None,
             verbose_csv: false,
             profile_export_file: None,

@@ -197,3 +197,28 @@ fn trace_flags_reach_the_server_over_both_protocols() {
     assert_eq!(update.settings["log_frequency"], vec!["3".to_string()]);
     assert_eq!(server.trace_updates().len(), 2);
 }
+
+#[test]
+fn ensemble_reports_its_composing_models_and_their_csvs() {
+    let server = start_server();
+    let dir = temp_dir("ensemble");
+    let mut cfg = quick_config(&server, "ensemble_simple", 50);
+    cfg.request_count = 100;
+    cfg.csv_file = Some(dir.join("out.csv"));
+    let (res, text) = run(&cfg);
+    assert!(res.error.is_none(), "{:?}", res.error);
+    let s = res.points[0].server.as_ref().expect("server section");
+    let names: Vec<&str> = s.composing.iter().map(|c| c.model.name.as_str()).collect();
+    assert_eq!(names, vec!["identity_int32", "simple"]);
+    assert!(s.composing.iter().all(|c| c.model.success.count == 100));
+    assert!(text.contains("  Composing models: \n"), "{text}");
+    assert!(text.contains("  simple, version: 1\n"), "{text}");
+    for model in ["simple", "identity_int32"] {
+        let path = dir.join(format!("{model}_v1.out.csv"));
+        let csv = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        assert!(
+            csv.starts_with("Concurrency,Inferences/Second,Client Send,"),
+            "{csv}"
+        );
+    }
+}

@@ -233,6 +233,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, help_heading = TRANSPORT)]
     pub ready_timeout: Option<String>,
 
+    /// Models whose server statistics the Server section adds, e.g. "a,b:2" (BLS models)
+    /// [default: none]
+    #[arg(long, value_name = "A[:VER],B", help_heading = TRANSPORT)]
+    pub bls_composing_models: Option<String>,
     /// Server trace level sent at startup: OFF|TIMESTAMPS|TENSORS [default: the server's]
     #[arg(long, value_name = "LEVEL", help_heading = TRANSPORT)]
     pub trace_level: Option<String>,

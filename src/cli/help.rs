@@ -112,11 +112,6 @@ pub const PLANNED_FLAGS: &[PlannedFlag] = &[
         "OpenAI: path appended to the URL, e.g. v1/chat/completions",
     ),
     valued(
-        "bls-composing-models",
-        "A[:VER],B",
-        "BLS composing models whose server stats are reported",
-    ),
-    valued(
         "model-signature-name",
         "NAME",
         "TF Serving signature [default: serving_default]",

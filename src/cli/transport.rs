@@ -51,6 +51,11 @@ pub fn apply_transport(args: &RunArgs, config: &mut Config) -> Result<()> {
     }
     apply_grpc_options(args, config)?;
     config.trace_settings = trace_settings(args)?;
+    if let Some(spec) = &args.bls_composing_models {
+        // Checked now so that a bad list is a usage error before any connection.
+        crate::measure::server_stats::bls_composing_models(spec)?;
+        config.bls_composing_models = Some(spec.clone());
+    }
     config.tls = if grpc {
         grpc_tls(args)?
     } else {

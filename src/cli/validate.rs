@@ -427,7 +427,11 @@ mod tests {
         ];
         for (values, zero_flag, want) in rows {
             let values: Vec<String> = values.iter().map(|v| v.to_string()).collect();
-            assert_eq!(&input_data(&values, *zero_flag).unwrap(), want, "{values:?}");
+            assert_eq!(
+                &input_data(&values, *zero_flag).unwrap(),
+                want,
+                "{values:?}"
+            );
         }
         let values = vec!["zero".to_string(), "/no/such/dir".to_string()];
         let err = input_data(&values, false).unwrap_err();

@@ -11,6 +11,7 @@ use super::{Engine, EngineSpec, Load};
 use crate::config::{Config, MeasurementMode};
 use crate::error::{Error, Result};
 use crate::measure::schedule::schedule_stats;
+use crate::measure::server_stats::{composing_deltas, ComposingModel};
 use crate::measure::stability::{is_stable, over_latency_threshold, throughput_stable, Trial};
 use crate::measure::stats::{merge, merge_server, response_stats};
 use crate::measure::{ClientStats, ModelStats, ServerStats, WindowRecords, WindowStats};
@@ -21,7 +22,16 @@ const DRAIN: Duration = Duration::from_secs(5);
 const TICK: Duration = Duration::from_millis(5);
 
 /// Fetches the model's cumulative server statistics (`None` when the server has none).
-pub type StatsFetch<'a> = dyn FnMut() -> Result<Option<ModelStats>> + 'a;
+pub type StatsFetch<'a> = dyn FnMut() -> Result<Option<StatsSnapshot>> + 'a;
+
+/// Cumulative server statistics at one moment: the profiled model (its versions summed
+/// unless one was asked for) and, for ensembles and BLS composing models, every model.
+#[derive(Clone, Debug, Default)]
+pub struct StatsSnapshot {
+    pub model: ModelStats,
+    /// Every model's entries; empty unless composing models are reported.
+    pub all: Vec<ModelStats>,
+}
 
 /// How a level ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +67,8 @@ pub struct PointCtx<'a> {
     pub keep_windows: bool,
     /// A decoupled model: many responses per request (adds the response statistics).
     pub decoupled: bool,
+    /// Ensemble steps or `--bls-composing-models`, reported in the Server section.
+    pub composing: &'a [ComposingModel],
     /// Set by Ctrl-C (or a test) to end the run after the current window.
     pub stop: &'a AtomicBool,
     /// Where `-v` pass lines go.
@@ -144,7 +156,7 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
 
 /// The state of one level's measurement across its windows.
 struct Measurement {
-    server_prev: Option<ModelStats>,
+    server_prev: Option<StatsSnapshot>,
     acc: WindowAcc,
     trials: Vec<Trial>,
     /// The last three windows: the ones a stable level reports.
@@ -175,7 +187,12 @@ fn measure_window(
         }
     };
     let (mut ws, records) = m.acc.finish(t_end, cfg.request_count > 0);
-    ws.server = server_delta(&server_now, &m.server_prev, ctx.cache_enabled);
+    ws.server = server_delta(
+        &server_now,
+        &m.server_prev,
+        ctx.cache_enabled,
+        ctx.composing,
+    );
     m.server_prev = server_now;
     if cfg.verbose > 0 {
         let line = crate::report::console::pass_line(
@@ -281,15 +298,31 @@ fn warm_up(ctx: &mut PointCtx, load: &Load) -> Result<()> {
 }
 
 fn server_delta(
-    now: &Option<ModelStats>,
-    prev: &Option<ModelStats>,
+    now: &Option<StatsSnapshot>,
+    prev: &Option<StatsSnapshot>,
     cache: bool,
+    composing: &[ComposingModel],
 ) -> Option<ServerStats> {
-    match (now, prev) {
-        (Some(n), Some(p)) => Some(ServerStats {
-            model: n.delta(p),
-            cache_enabled: cache,
-        }),
-        _ => None,
-    }
+    let (Some(n), Some(p)) = (now, prev) else {
+        return None;
+    };
+    let composing = if composing.is_empty() {
+        Vec::new()
+    } else {
+        match composing_deltas(&p.all, &n.all, composing) {
+            Ok((stats, warnings)) => {
+                warnings.iter().for_each(|w| eprintln!("Warning: {w}"));
+                stats
+            }
+            Err(e) => {
+                eprintln!("Warning: composing model statistics: {e}");
+                Vec::new()
+            }
+        }
+    };
+    Some(ServerStats {
+        model: n.model.delta(&p.model),
+        cache_enabled: cache,
+        composing,
+    })
 }

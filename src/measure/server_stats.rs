@@ -63,6 +63,8 @@ pub struct ServerStats {
     pub model: ModelStats,
     /// The model config has `response_cache.enable`: reports add the cache lines/columns.
     pub cache_enabled: bool,
+    /// Ensembles and `--bls-composing-models`: the composing models' deltas.
+    pub composing: Vec<ComposingStats>,
 }
 
 impl ModelStats {

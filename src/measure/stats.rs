@@ -308,7 +308,10 @@ pub fn merge_server(windows: &[WindowStats]) -> Option<ServerStats> {
         let s = w.server.as_ref()?;
         match merged.as_mut() {
             None => merged = Some(s.clone()),
-            Some(m) => m.model.add(&s.model),
+            Some(m) => {
+                m.model.add(&s.model);
+                super::server_stats::merge_composing(&mut m.composing, &s.composing);
+            }
         }
     }
     merged
@@ -537,6 +540,7 @@ mod tests {
                 ..Default::default()
             },
             cache_enabled: false,
+            composing: Vec::new(),
         };
         let mut a = WindowStats {
             server: Some(stats(2)),

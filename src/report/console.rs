@@ -158,7 +158,8 @@ pub fn pass_line(i: usize, w: &WindowStats, batch: u64, percentile: Option<u32>)
 /// A point's "Client:" block, its "Server:" block when server stats exist, and the overhead
 /// warning. `verbose` is the `-v` count; `protocol_http` picks the HTTP or gRPC wording.
 pub fn point(p: &PointReport, percentile: Option<u32>, verbose: u8, protocol_http: bool) -> String {
-    point_with_composing(p, &[], percentile, verbose, protocol_http)
+    let composing = p.server.as_ref().map_or(&[][..], |s| &s.composing[..]);
+    point_with_composing(p, composing, percentile, verbose, protocol_http)
 }
 
 /// [`point`] for an ensemble (or a BLS model with `--bls-composing-models`): the "Server:"

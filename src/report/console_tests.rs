@@ -387,6 +387,7 @@ fn point_with_server_block() {
             ..ModelStats::default()
         },
         cache_enabled: false,
+        composing: Vec::new(),
     };
     let c = ClientStats {
         overhead_pct: 99.0,
@@ -427,6 +428,7 @@ fn point_with_composing_models() {
         server: Some(ServerStats {
             model: model("ens", 900, 0, 0),
             cache_enabled: false,
+            composing: Vec::new(),
         }),
         ..report(LoadValue::Concurrency(1), ClientStats::default())
     };

@@ -360,6 +360,7 @@ mod tests {
         p.server = Some(ServerStats {
             model,
             cache_enabled: true,
+            composing: Vec::new(),
         });
         let text = render(std::slice::from_ref(&p), None, false, true);
         let mut lines = text.lines();

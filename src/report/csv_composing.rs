@@ -204,6 +204,7 @@ mod tests {
                     ..ModelStats::default()
                 },
                 cache_enabled: cache,
+                composing: Vec::new(),
             }),
         }
     }

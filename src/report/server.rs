@@ -192,6 +192,7 @@ mod tests {
                 ..ModelStats::default()
             },
             cache_enabled,
+            composing: Vec::new(),
         }
     }
 
@@ -266,6 +267,7 @@ mod tests {
         let top = ServerStats {
             model: model("ens", "1", 100, (5000, 9), 100, (1, 1, 1)),
             cache_enabled: false,
+            composing: Vec::new(),
         };
         let leaf = |m: ModelStats| ComposingStats {
             model: m,

@@ -31,6 +31,17 @@ pub struct RunResult {
 /// `stop` ends the run after the current window, like Ctrl-C.
 pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<RunResult> {
     let mut target = prepare(cfg)?;
+    // Sequence models default to async unless --sync was given (perf_analyzer).
+    let adjusted;
+    let cfg = if target.config.sequence_batching && !cfg.sync_given && !cfg.async_mode {
+        adjusted = Config {
+            async_mode: true,
+            ..cfg.clone()
+        };
+        &adjusted
+    } else {
+        cfg
+    };
     let inputs = build_inputs(&target.meta, &target.config, cfg)?;
     let plan = plan::build(cfg, &target, &inputs)?;
     if cfg.verbose >= 2 {
@@ -49,7 +60,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         clock: Clock::new(),
         tls: target.tls.clone(),
         wire: plan.wire.clone(),
-        sequences: None,
+        sequences: plan.sequences.clone(),
     };
     let decoupled = target.config.decoupled;
     let _ = out.write_all(banner_text(cfg, decoupled).as_bytes());
@@ -144,6 +155,20 @@ fn write_reports(
         )
         .and_then(|_| w.flush())
         .map_err(|e| Error::generic(format!("-f {}: {e}", path.display())))?;
+    }
+    if let (Some(path), false) = (&cfg.csv_file, points.is_empty()) {
+        let composing: Vec<_> = points
+            .iter()
+            .map(|p| {
+                p.server
+                    .as_ref()
+                    .map(|s| s.composing.clone())
+                    .unwrap_or_default()
+            })
+            .collect();
+        if composing.iter().any(|c| !c.is_empty()) {
+            csv::write_composing_csvs(path, points, &composing)?;
+        }
     }
     if let Some(path) = &cfg.profile_export_file {
         let err = |e: std::io::Error| {

@@ -8,11 +8,16 @@
 //! Non-sequence models read stream 0 only, as perf_analyzer does; further streams of
 //! multi-stream data are for sequence models.
 
+use std::sync::Arc;
+
 use crate::config::{Config, Protocol};
+use crate::engine::seq_feed::SeqPlan;
+use crate::engine::sequence::{SeqConfig, UNBOUNDED_ID_RANGE};
 use crate::engine::wire::{GrpcWire, Wire};
 use crate::error::{Error, Result};
 use crate::inputs::{batch, batch_expected, InputSet, TensorValue};
 use crate::protocol::grpc::compress::encoding_name;
+use crate::service::seq_patch::{self, SeqTemplate};
 use crate::service::{triton_grpc, triton_http};
 use crate::tensor::InputTensor;
 
@@ -31,6 +36,9 @@ pub struct LoadPlan {
     pub expected: Vec<Option<Vec<TensorValue>>>,
     /// `--fixed-schedule` send time of each request (its first step's `timestamp`), in ms.
     pub timestamps_ms: Vec<Option<u64>>,
+    /// Sequence models: a request template per stream and step (then `step_inputs` is
+    /// indexed by the flat (stream, step) position).
+    pub sequences: Option<Arc<SeqPlan>>,
 }
 
 /// The first step of each pre-encoded request: `(k * b) % steps` for k until it repeats.
@@ -51,6 +59,9 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
 }
 
 pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan> {
+    if target.config.sequence_batching {
+        return build_sequences(cfg, target, set);
+    }
     let outputs: Vec<String> = target.meta.outputs.iter().map(|o| o.name.clone()).collect();
     let batched = target.config.max_batch_size > 0;
     let b = usize::try_from(cfg.batch_size)
@@ -69,6 +80,7 @@ pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan> 
         step_inputs: Vec::with_capacity(starts.len()),
         expected: Vec::with_capacity(starts.len()),
         timestamps_ms: Vec::with_capacity(starts.len()),
+        sequences: None,
     };
     for first in starts {
         let inputs = batch(set, NON_SEQUENCE_STREAM, first, b, batched)?;
@@ -79,6 +91,88 @@ pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan> 
         plan.timestamps_ms.push(steps[first].timestamp_ms);
     }
     Ok(plan)
+}
+
+/// Sequence models (batch 1): one template per stream and step, the step's own bytes as the
+/// plain request list, and the sequence settings.
+fn build_sequences(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan> {
+    let outputs: Vec<String> = target.meta.outputs.iter().map(|o| o.name.clone()).collect();
+    let batched = target.config.max_batch_size > 0;
+    let mut plan = LoadPlan {
+        requests: Vec::new(),
+        wire: wire(cfg, target),
+        step_inputs: Vec::new(),
+        expected: Vec::new(),
+        timestamps_ms: Vec::new(),
+        sequences: None,
+    };
+    let mut templates = Vec::with_capacity(set.streams.len());
+    let mut flat_steps = Vec::with_capacity(set.streams.len());
+    for (s, steps) in set.streams.iter().enumerate() {
+        let (mut ts, mut flat) = (Vec::new(), Vec::new());
+        for k in 0..steps.len() {
+            let inputs = batch(set, s, k, 1, batched)?;
+            ts.push(template(cfg, target, &inputs, &outputs)?);
+            flat.push(plan.requests.len() as u32);
+            plan.requests.push(encode(cfg, target, &inputs, &outputs)?);
+            plan.step_inputs.push(triton_http::inputs_json(&inputs));
+            plan.expected.push(batch_expected(set, s, k, 1, batched)?);
+            plan.timestamps_ms.push(steps[k].timestamp_ms);
+        }
+        templates.push(ts);
+        flat_steps.push(flat);
+    }
+    if plan.requests.is_empty() {
+        return Err(Error::usage("--input-data: the data has no steps to send"));
+    }
+    let q = &cfg.sequences;
+    plan.sequences = Some(Arc::new(SeqPlan {
+        templates,
+        flat_steps,
+        cfg: SeqConfig {
+            id_start: q.id_start,
+            id_range: q.id_range.unwrap_or(UNBOUNDED_ID_RANGE),
+            length: q.length,
+            length_given: q.length_given,
+            variation_pct: q.variation_pct,
+            serial: q.serial,
+            seed: cfg.seed,
+        },
+        stream_steps: set.stream_steps(),
+        open_loop_slots: q.num_sequences as usize,
+    }));
+    Ok(plan)
+}
+
+/// A sequence request template in the run's protocol.
+fn template(
+    cfg: &Config,
+    target: &Target,
+    inputs: &[InputTensor],
+    outputs: &[String],
+) -> Result<SeqTemplate> {
+    match cfg.protocol {
+        Protocol::Http => {
+            let path = triton_http::infer_path(&cfg.model_name, &cfg.model_version);
+            seq_patch::http_template(
+                &target.host,
+                &path,
+                inputs,
+                outputs,
+                cfg.input_tensor_format,
+                cfg.output_tensor_format,
+                &cfg.headers,
+            )
+        }
+        Protocol::Grpc => seq_patch::grpc_template(
+            &cfg.model_name,
+            &cfg.model_version,
+            inputs,
+            outputs,
+            &cfg.request_parameters,
+            cfg.compression,
+        ),
+    }
 }
 
 /// One request's bytes in the run's protocol.

@@ -5,8 +5,9 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, Protocol};
+use crate::engine::coordinator::StatsSnapshot;
 use crate::error::{Error, Result};
-use crate::measure::ModelStats;
+use crate::measure::server_stats::{bls_composing_models, composing_tree, ComposingModel};
 use crate::service::triton_http::{ModelConfig, ModelMetadata};
 use crate::transport::tls::host_of as tls_host_of;
 use crate::transport::{TlsClient, TlsOptions};
@@ -28,6 +29,8 @@ pub struct Target {
     pub client: SetupClient,
     /// TLS settings for every connection (`None`: plain TCP).
     pub tls: Option<TlsClient>,
+    /// Ensemble steps or `--bls-composing-models` (empty otherwise).
+    pub composing: Vec<ComposingModel>,
 }
 
 /// `-u` without a scheme.
@@ -67,6 +70,7 @@ pub fn prepare(cfg: &Config) -> Result<Target> {
     let meta = client.model_metadata(cfg)?;
     let config = client.model_config(cfg)?;
     check_supported(cfg, &config)?;
+    let composing = composing_models(cfg, &config, &mut client)?;
     Ok(Target {
         addr,
         host,
@@ -75,6 +79,25 @@ pub fn prepare(cfg: &Config) -> Result<Target> {
         stats_available,
         client,
         tls,
+        composing,
+    })
+}
+
+/// The composing models the Server section reports: an ensemble's steps (recursively), or
+/// the `--bls-composing-models` list.
+fn composing_models(
+    cfg: &Config,
+    config: &ModelConfig,
+    client: &mut SetupClient,
+) -> Result<Vec<ComposingModel>> {
+    if let Some(spec) = &cfg.bls_composing_models {
+        return bls_composing_models(spec);
+    }
+    if !config.is_ensemble {
+        return Ok(Vec::new());
+    }
+    composing_tree(&cfg.model_name, &mut |name, version| {
+        client.model_config_json(name, version)
     })
 }
 
@@ -99,10 +122,10 @@ fn check_supported(cfg: &Config, config: &ModelConfig) -> Result<()> {
             cfg.model_name
         )));
     }
-    if config.sequence_batching {
+    if config.sequence_batching && cfg.batch_size > 1 {
         return Err(Error::usage(format!(
-            "model '{}' is a sequence model; sequence models are not supported yet",
-            cfg.model_name
+            "-b {}: model '{}' is a sequence model, which takes batch size 1 only",
+            cfg.batch_size, cfg.model_name
         )));
     }
     Ok(())
@@ -133,22 +156,33 @@ fn wait_ready(host: &str, cfg: &Config, tls: Option<&TlsClient>) -> Result<Setup
     }
 }
 
-/// Reads the model's cumulative statistics; `None` when the server has no statistics.
-pub fn fetch_stats(target: &mut Target, cfg: &Config) -> Result<Option<ModelStats>> {
+/// Reads the model's cumulative statistics (every model's too, when composing models are
+/// reported); `None` when the server has no statistics.
+pub fn fetch_stats(target: &mut Target, cfg: &Config) -> Result<Option<StatsSnapshot>> {
     if !target.stats_available {
         return Ok(None);
     }
-    let all = target.client.model_stats(cfg)?;
+    let all = if target.composing.is_empty() {
+        target.client.model_stats(cfg)?
+    } else {
+        target.client.all_model_stats()?
+    };
     // Without a version the server reports every loaded version: add them up.
     let v = &cfg.model_version;
     let mut mine = all
-        .into_iter()
+        .iter()
         .filter(|m| m.name == cfg.model_name && (v.is_empty() || &m.version == v));
-    let Some(mut sum) = mine.next() else {
+    let Some(first) = mine.next() else {
         return Ok(None);
     };
-    mine.for_each(|m| sum.add(&m));
-    Ok(Some(sum))
+    let mut model = first.clone();
+    mine.for_each(|m| model.add(m));
+    let all = if target.composing.is_empty() {
+        Vec::new()
+    } else {
+        all
+    };
+    Ok(Some(StatsSnapshot { model, all }))
 }
 
 #[cfg(test)]

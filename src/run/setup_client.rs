@@ -13,8 +13,8 @@ use crate::protocol::http1::blocking::BlockingClient;
 use crate::service::triton_grpc::{decode, to_model_config, to_model_metadata, to_model_stats};
 use crate::service::triton_http::{
     config_path, error_message, metadata_path, parse_model_config, parse_model_metadata,
-    parse_server_metadata, stats_path, ModelConfig, ModelMetadata, SERVER_METADATA_PATH,
-    SERVER_READY_PATH,
+    parse_server_metadata, stats_path, ModelConfig, ModelMetadata, ALL_MODEL_STATS_PATH,
+    SERVER_METADATA_PATH, SERVER_READY_PATH,
 };
 use crate::transport::TlsClient;
 use prost::Message;
@@ -159,6 +159,45 @@ impl SetupClient {
 }
 
 impl SetupClient {
+    /// Every model's statistics (for ensembles and BLS composing models).
+    pub fn all_model_stats(&mut self) -> Result<Vec<ModelStats>> {
+        match self {
+            SetupClient::Http(c) => match c.get(ALL_MODEL_STATS_PATH)? {
+                (200, body) => parse_stats(&body),
+                (s, b) => Err(Error::generic(format!(
+                    "server statistics: {} (GET {ALL_MODEL_STATS_PATH})",
+                    error_message(s, &b)
+                ))),
+            },
+            SetupClient::Grpc(c) => {
+                let req = pb::ModelStatisticsRequest::default();
+                let r = grpc_call(c, "ModelStatistics", &req)
+                    .map_err(|e| Error::generic(format!("server statistics: {e}")))?;
+                Ok(to_model_stats(r))
+            }
+        }
+    }
+
+    /// A model's config as JSON (over gRPC: the fields the composing-model search reads).
+    pub fn model_config_json(&mut self, name: &str, version: &str) -> Result<serde_json::Value> {
+        match self {
+            SetupClient::Http(c) => {
+                let body = http_get(c, &config_path(name, version), name)?;
+                serde_json::from_slice(&body)
+                    .map_err(|e| Error::generic(format!("model '{name}': config is not JSON: {e}")))
+            }
+            SetupClient::Grpc(c) => {
+                let req = pb::ModelConfigRequest {
+                    name: name.into(),
+                    version: version.into(),
+                };
+                let r: pb::ModelConfigResponse = grpc_call(c, "ModelConfig", &req)
+                    .map_err(|e| Error::generic(format!("model '{name}': {e}")))?;
+                Ok(config_steps_json(r.config.unwrap_or_default()))
+            }
+        }
+    }
+
     /// Sends the `--trace-*` settings as one global update (only the keys given).
     pub fn trace_setting(&mut self, settings: &[(String, String)]) -> Result<()> {
         let fail = |why: String| Error::generic(format!("trace settings: {why}"));
@@ -198,6 +237,24 @@ impl SetupClient {
             }
         }
     }
+}
+
+/// The parts of a protobuf model config the composing-model search reads, as JSON.
+fn config_steps_json(c: pb::ModelConfig) -> serde_json::Value {
+    use pb::model_config::SchedulingChoice as S;
+    let steps: Vec<serde_json::Value> = match c.scheduling_choice {
+        Some(S::EnsembleScheduling(e)) => e
+            .step
+            .iter()
+            .map(|s| serde_json::json!({"model_name": s.model_name, "model_version": s.model_version}))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut v = serde_json::json!({"name": c.name, "platform": c.platform});
+    if !steps.is_empty() {
+        v["ensemble_scheduling"] = serde_json::json!({ "step": steps });
+    }
+    v
 }
 
 /// GET `path`; a non-200 answer becomes an error naming the model and the path.

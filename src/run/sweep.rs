@@ -160,6 +160,7 @@ impl Sweeper<'_> {
             let target = &mut *self.target;
             let cache_enabled = target.config.response_cache;
             let decoupled = target.config.decoupled;
+            let composing = target.composing.clone();
             let mut fetch = || fetch_stats(target, cfg);
             let mut ctx = PointCtx {
                 cfg,
@@ -168,6 +169,7 @@ impl Sweeper<'_> {
                 cache_enabled,
                 keep_windows: cfg.profile_export_file.is_some(),
                 decoupled,
+                composing: &composing,
                 stop: self.stop,
                 out: &mut *self.out,
             };
