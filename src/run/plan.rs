@@ -110,14 +110,14 @@ fn build_sequences(cfg: &Config, target: &Target, set: &InputSet) -> Result<Load
     let mut flat_steps = Vec::with_capacity(set.streams.len());
     for (s, steps) in set.streams.iter().enumerate() {
         let (mut ts, mut flat) = (Vec::new(), Vec::new());
-        for k in 0..steps.len() {
+        for (k, step) in steps.iter().enumerate() {
             let inputs = batch(set, s, k, 1, batched)?;
             ts.push(template(cfg, target, &inputs, &outputs)?);
             flat.push(plan.requests.len() as u32);
             plan.requests.push(encode(cfg, target, &inputs, &outputs)?);
             plan.step_inputs.push(triton_http::inputs_json(&inputs));
             plan.expected.push(batch_expected(set, s, k, 1, batched)?);
-            plan.timestamps_ms.push(steps[k].timestamp_ms);
+            plan.timestamps_ms.push(step.timestamp_ms);
         }
         templates.push(ts);
         flat_steps.push(flat);
