@@ -254,3 +254,50 @@ fn exchange(stream: &mut TcpStream, request: &[u8]) -> (u16, Vec<u8>) {
         buf.extend_from_slice(&chunk[..n]);
     }
 }
+
+/// During a run, every response is checked against the validation data: right data passes
+/// over HTTP, gRPC and gRPC streaming; a wrong expectation ends the run with the mismatch.
+#[test]
+fn runs_check_responses_against_validation_data() {
+    let server = start_grpc_server(Vec::new());
+    let dir = temp_dir("run-validation");
+    let good = json!({
+        "data": [simple_step(5, 2), simple_step(1, 1)],
+        "validation_data": [{"OUTPUT0": vec![7; 16], "OUTPUT1": vec![3; 16]},
+                            {"OUTPUT0": vec![2; 16], "OUTPUT1": vec![0; 16]}]
+    });
+    let bad = json!({
+        "data": [simple_step(5, 2)],
+        "validation_data": [{"OUTPUT0": vec![8; 16], "OUTPUT1": vec![3; 16]}]
+    });
+    for (protocol, streaming) in [
+        (Protocol::Http, false),
+        (Protocol::Grpc, false),
+        (Protocol::Grpc, true),
+    ] {
+        let mut cfg = quick_config(&server, "simple", 20);
+        if protocol == Protocol::Grpc {
+            cfg.protocol = Protocol::Grpc;
+            cfg.url = server.grpc_addr.unwrap().to_string();
+            cfg.streaming = streaming;
+            cfg.async_mode = streaming;
+        }
+        cfg.request_count = 40;
+        cfg.input_data = InputData::Files(vec![write_json(&dir, "good.json", &good)]);
+        let (res, _) = run(&cfg);
+        assert!(
+            res.error.is_none(),
+            "{protocol:?}/{streaming}: {:?}",
+            res.error
+        );
+        cfg.input_data = InputData::Files(vec![write_json(&dir, "bad.json", &bad)]);
+        let (res, _) = run(&cfg);
+        let err = res.error.expect("the mismatch ends the run");
+        assert!(
+            err.msg.contains("Output doesn't match expected output"),
+            "{}",
+            err.msg
+        );
+        assert!(err.msg.contains("OUTPUT0"), "{}", err.msg);
+    }
+}

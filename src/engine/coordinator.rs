@@ -6,7 +6,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::window::{WindowAcc, PULL_EVERY};
+use super::window::{OutputCheck, WindowAcc, PULL_EVERY};
 use super::{Engine, EngineSpec, Load};
 use crate::config::{Config, MeasurementMode};
 use crate::error::{Error, Result};
@@ -69,6 +69,8 @@ pub struct PointCtx<'a> {
     pub decoupled: bool,
     /// Ensemble steps or `--bls-composing-models`, reported in the Server section.
     pub composing: &'a [ComposingModel],
+    /// Validation data: checks each response's outputs (the engine keeps the bodies).
+    pub check: Option<&'a OutputCheck<'a>>,
     /// Set by Ctrl-C (or a test) to end the run after the current window.
     pub stop: &'a AtomicBool,
     /// Where `-v` pass lines go.
@@ -175,6 +177,9 @@ fn measure_window(
     let mut end = wait_window(ctx, engine, &mut m.acc)?;
     let t_end = ctx.spec.clock.now_ns();
     m.acc.pull(engine, t_end)?;
+    if let Some(msg) = ctx.check.and_then(|c| m.acc.check_outputs(c)) {
+        end = WindowEnd::Failed(msg);
+    }
     // A server that stops answering statistics mid-run has usually died: keep what the
     // window measured and end the level with that error (unless a worker saw one first).
     let server_now = match (ctx.stats)() {
@@ -253,6 +258,9 @@ fn wait_window(ctx: &PointCtx, engine: &mut Engine, acc: &mut WindowAcc) -> Resu
         }
         if pulled_at.elapsed() >= PULL_EVERY {
             acc.pull(engine, ctx.spec.clock.now_ns())?;
+            if let Some(msg) = ctx.check.and_then(|c| acc.check_outputs(c)) {
+                return Ok(WindowEnd::Failed(msg));
+            }
             pulled_at = Instant::now();
         }
         // Count-based windows end within one tick of their count; their duration is measured,

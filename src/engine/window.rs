@@ -10,7 +10,11 @@ use std::time::Duration;
 use super::Engine;
 use crate::error::Result;
 use crate::measure::stats::{add_records, clamp_to_requests, finish_window};
-use crate::measure::{WindowRecords, WindowStats};
+use crate::measure::{RequestRecord, WindowRecords, WindowStats};
+
+/// Compares a request's response body with its expected outputs (`--input-data` validation
+/// data); `Err` carries the mismatch.
+pub type OutputCheck<'a> = dyn Fn(&RequestRecord, &[u8]) -> std::result::Result<(), String> + 'a;
 
 /// How often records are pulled from the workers while a window runs.
 pub const PULL_EVERY: Duration = Duration::from_millis(100);
@@ -78,6 +82,17 @@ impl WindowAcc {
         Ok(())
     }
 
+    /// Checks the outputs of the last pulled batch's successful requests (validation data);
+    /// the first mismatch's message, if any. Bodies are there when the engine keeps them.
+    pub fn check_outputs(&self, check: &OutputCheck) -> Option<String> {
+        let chunk = &self.chunk;
+        chunk.records.iter().filter(|r| r.ok).find_map(|r| {
+            let start = r.body_off as usize;
+            let body = chunk.bodies.get(start..start + r.body_len as usize)?;
+            check(r, body).err()
+        })
+    }
+
     /// Closes the window at `end_ns` (after a last `pull`) and starts the next one there.
     /// `clamp`: `--request-count`, whose window is first send to last response.
     pub fn finish(&mut self, end_ns: u64, clamp: bool) -> (WindowStats, Option<WindowRecords>) {
@@ -108,7 +123,6 @@ fn append(all: &mut WindowRecords, chunk: &WindowRecords) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::RequestRecord;
 
     fn rec(start: u64, end: u64, ok: bool, body: (u32, u32)) -> RequestRecord {
         RequestRecord {

@@ -11,11 +11,16 @@ use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::config::{Config, Distribution, LoadMode, MeasurementMode, Protocol};
+use crate::engine::window::OutputCheck;
 use crate::engine::{available_cores, EngineSpec};
 use crate::error::{Error, Result};
 use crate::inputs::build_inputs;
+use crate::inputs::{check_outputs, ResponseFormat, TensorValue};
+use crate::measure::record::framed_responses;
+use crate::measure::RequestRecord;
 use crate::report::export::ExportExperiment;
 use crate::report::{console, csv, export, Banner, PointReport, RateBanner};
+use crate::service::stream_scan::scan_stream_response;
 use crate::service::triton_grpc::outputs_json;
 use crate::service::triton_http::decode_outputs_json;
 use setup::prepare;
@@ -54,7 +59,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
     let spec = EngineSpec {
         addr: target.addr,
         requests: Arc::new(plan.requests),
-        keep_bodies: keep_windows,
+        keep_bodies: keep_windows || plan.expected.iter().any(Option::is_some),
         pin: cfg.pin_threads,
         max_workers: cfg.max_threads.unwrap_or(cores).min(cores.max(1)),
         clock: Clock::new(),
@@ -65,6 +70,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
     let decoupled = target.config.decoupled;
     let _ = out.write_all(banner_text(cfg, decoupled).as_bytes());
     let step_inputs = plan.step_inputs;
+    let check = output_check(cfg, plan.expected);
     let stats_available = target.stats_available;
     let mut sweeper = sweep::Sweeper {
         cfg,
@@ -73,6 +79,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         stop: &stop,
         out: &mut *out,
         step_inputs: &step_inputs,
+        check: check.as_ref().map(|c| c as &OutputCheck),
         result: sweep::SweepResult::default(),
     };
     sweeper.run()?;
@@ -189,6 +196,38 @@ fn write_reports(
             .map_err(err)?;
     }
     Ok(())
+}
+
+/// The validation-data check of a run's responses (`None` without validation data).
+fn output_check(
+    cfg: &Config,
+    expected: Vec<Option<Vec<TensorValue>>>,
+) -> Option<Box<OutputCheck<'static>>> {
+    if expected.iter().all(Option::is_none) {
+        return None;
+    }
+    let (format, framed) = match (cfg.protocol, cfg.streaming) {
+        (Protocol::Http, _) => (ResponseFormat::Http, false),
+        (Protocol::Grpc, false) => (ResponseFormat::Grpc, false),
+        (Protocol::Grpc, true) => (ResponseFormat::GrpcStream, true),
+    };
+    Some(Box::new(move |rec: &RequestRecord, body: &[u8]| {
+        let Some(Some(exp)) = expected.get(rec.step as usize) else {
+            return Ok(());
+        };
+        if framed {
+            // Every response with outputs is checked against the request's expected data.
+            for (_, payload) in framed_responses(body) {
+                // The empty final response of a decoupled model has no outputs to check.
+                let has_outputs = scan_stream_response(payload).map_or(true, |r| r.has_outputs);
+                if has_outputs {
+                    check_outputs(exp, payload, format)?;
+                }
+            }
+            return Ok(());
+        }
+        check_outputs(exp, body, format)
+    }))
 }
 
 /// One response body as the export's `response_outputs` object (`{}` when it cannot be

@@ -9,6 +9,7 @@ use super::setup::{fetch_stats, Target};
 use crate::config::{Config, Distribution, LoadMode, MeasurementMode, Protocol};
 use crate::engine::coordinator::{profile_point, PointCtx, PointOutcome, PointStatus};
 use crate::engine::pace::{nominal_rate, Schedule};
+use crate::engine::window::OutputCheck;
 use crate::engine::{EngineSpec, Load};
 use crate::error::{Error, Result};
 use crate::report::export::ExportExperiment;
@@ -32,6 +33,8 @@ pub struct Sweeper<'a> {
     pub stop: &'a AtomicBool,
     pub out: &'a mut dyn Write,
     pub step_inputs: &'a [String],
+    /// Validation data's output check, when the input data has any.
+    pub check: Option<&'a OutputCheck<'a>>,
     pub result: SweepResult,
 }
 
@@ -170,6 +173,7 @@ impl Sweeper<'_> {
                 keep_windows: cfg.profile_export_file.is_some(),
                 decoupled,
                 composing: &composing,
+                check: self.check,
                 stop: self.stop,
                 out: &mut *self.out,
             };
