@@ -18,6 +18,8 @@ pub enum LoadMode {
     RequestRate,
     /// Open loop at the gaps of `--request-intervals`.
     Intervals,
+    /// `--fixed-schedule`: each input-data entry once, at its `timestamp`.
+    FixedSchedule,
 }
 
 /// Inter-arrival distribution of request-rate mode (`--request-distribution`).
@@ -156,6 +158,9 @@ pub struct Config {
     pub distribution: Distribution,
     /// `--request-intervals`: the file's gaps, in ns.
     pub request_intervals_ns: Vec<u64>,
+    /// `--fixed-schedule`: each input-data entry's send offset (ns), filled in once the data
+    /// is read.
+    pub fixed_schedule_ns: Vec<u64>,
     /// `--binary-search` over the range instead of a linear sweep.
     pub binary_search: bool,
     /// Seed of the request schedule and random input data (`--seed`, else drawn at start).
@@ -249,6 +254,7 @@ impl Default for Config {
             },
             distribution: Distribution::Constant,
             request_intervals_ns: Vec::new(),
+            fixed_schedule_ns: Vec::new(),
             binary_search: false,
             seed: 1,
             seed_given: false,

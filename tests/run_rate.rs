@@ -220,3 +220,50 @@ fn rate_sweep_and_binary_search() {
         vec![LoadValue::RequestRate(200.0), LoadValue::RequestRate(600.0)]
     );
 }
+
+#[test]
+fn fixed_schedule_sends_each_entry_once_at_its_time() {
+    let server = start_server();
+    let dir = temp_dir("fixed");
+    // Entry i: INPUT0 all i, sent at 3*i ms (0, 3, ..., 117 ms).
+    let steps: Vec<serde_json::Value> = (0..40)
+        .map(|i| {
+            serde_json::json!({"INPUT0": vec![i; 16], "INPUT1": vec![0; 16], "timestamp": [3 * i]})
+        })
+        .collect();
+    let file = dir.join("schedule.json");
+    std::fs::write(&file, serde_json::json!({ "data": steps }).to_string()).unwrap();
+    let mut cfg = quick_config(&server, "simple", 50);
+    cfg.load_mode = LoadMode::FixedSchedule;
+    cfg.input_data = inferperf::config::InputData::Files(vec![file]);
+    cfg.max_threads = Some(2);
+    cfg.profile_export_file = Some(dir.join("f.json"));
+    let (res, _) = run(&cfg);
+    assert!(res.error.is_none(), "{:?}", res.error);
+    assert_eq!(res.points[0].load, LoadValue::RequestRate(0.0));
+    assert_eq!(res.points[0].client.request_count, 40);
+    assert_eq!(model_counters(&server, "simple").infer_requests, 40);
+    let export: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("f.json")).unwrap()).unwrap();
+    assert_eq!(
+        export["experiments"][0]["experiment"],
+        serde_json::json!({"mode": "request_rate", "value": 0.0})
+    );
+    // Each entry went once, at its own time: sorted by intended time, entry i is 3*i ms in.
+    let mut reqs: Vec<(u64, i64)> = export["experiments"][0]["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let v = &r["request_inputs"]["INPUT0"];
+            let first = v.as_array().map_or_else(|| v.as_i64(), |a| a[0].as_i64());
+            (r["intended_timestamp"].as_u64().unwrap(), first.unwrap())
+        })
+        .collect();
+    reqs.sort_unstable();
+    let origin = reqs[0].0;
+    for (i, (t, entry)) in reqs.iter().enumerate() {
+        assert_eq!(*entry, i as i64, "entry order");
+        assert_eq!(t - origin, 3_000_000 * i as u64, "entry {i} time");
+    }
+}

@@ -65,6 +65,10 @@ pub struct RunArgs {
     /// [default: none]
     #[arg(long, value_name = "FILE", help_heading = LOAD)]
     pub request_intervals: Option<String>,
+    /// Send each --input-data entry once at its `timestamp` (ms since the start)
+    /// [default: off]
+    #[arg(long, help_heading = LOAD)]
+    pub fixed_schedule: bool,
     /// Bisect the concurrency or rate range for the highest level under -l [default: linear]
     #[arg(long, help_heading = LOAD)]
     pub binary_search: bool,
@@ -146,10 +150,13 @@ pub struct RunArgs {
     pub warmup_request_count: Option<String>,
 
     // --- input ---
-    /// Input values: zero|random (a JSON file or directory is not supported yet)
-    /// [default: random]
+    /// Input values: zero|random, a JSON file (repeatable) or a directory with one file per
+    /// input [default: random]
     #[arg(long, value_name = "zero|random|PATH", action = ArgAction::Append, help_heading = INPUT)]
     pub input_data: Vec<String>,
+    /// Deprecated: same as --input-data DIR
+    #[arg(long, value_name = "DIR", help_heading = INPUT)]
+    pub data_directory: Option<String>,
     /// Deprecated: same as --input-data zero
     #[arg(short = 'z', help_heading = INPUT)]
     pub zero_input: bool,

@@ -71,10 +71,6 @@ const fn valued(long: &'static str, value_name: &'static str, help: &'static str
 
 /// perf_analyzer flags of later work, in the order of perf_analyzer.md §1.
 pub const PLANNED_FLAGS: &[PlannedFlag] = &[
-    switch(
-        "fixed-schedule",
-        "Send each --input-data entry once at its timestamp (ms since start)",
-    ),
     valued(
         "periodic-concurrency-range",
         "START:END:STEP",
@@ -131,11 +127,6 @@ pub const PLANNED_FLAGS: &[PlannedFlag] = &[
         "Metrics poll period in ms [default: 1000]",
     ),
     switch("enable-mpi", "Multi-model mode via Open MPI"),
-    valued(
-        "data-directory",
-        "DIR",
-        "Deprecated: same as --input-data <DIR>",
-    ),
 ];
 
 /// The error for a recognised flag (or flag value) of later work.

@@ -19,6 +19,7 @@ pub fn apply_load_modes(args: &RunArgs, config: &mut Config) -> Result<()> {
         (concurrency_given, "--concurrency-range"),
         (args.request_rate_range.is_some(), "--request-rate-range"),
         (args.request_intervals.is_some(), "--request-intervals"),
+        (args.fixed_schedule, "--fixed-schedule"),
     ];
     let chosen: Vec<&str> = modes.iter().filter(|m| m.0).map(|m| m.1).collect();
     if let [a, b, ..] = chosen[..] {
@@ -33,6 +34,9 @@ pub fn apply_load_modes(args: &RunArgs, config: &mut Config) -> Result<()> {
     if let Some(path) = args.request_intervals.as_deref() {
         config.load_mode = LoadMode::Intervals;
         config.request_intervals_ns = read_intervals(Path::new(path))?;
+    }
+    if args.fixed_schedule {
+        config.load_mode = LoadMode::FixedSchedule;
     }
     if let Some(raw) = args.request_distribution.as_deref() {
         config.distribution = match raw.to_ascii_lowercase().as_str() {
@@ -201,6 +205,20 @@ pub fn read_intervals(path: &Path) -> Result<Vec<u64>> {
 /// applied, since they involve `-l`).
 pub fn check(config: &Config) -> Result<()> {
     let open_loop = config.load_mode != LoadMode::Concurrency;
+    if config.load_mode == LoadMode::FixedSchedule {
+        if !matches!(config.input_data, crate::config::InputData::Files(_)) {
+            return Err(Error::usage(
+                "--fixed-schedule needs --input-data with a JSON file whose entries have a \
+                 timestamp (ms).",
+            ));
+        }
+        if config.request_count > 0 {
+            return Err(Error::usage(
+                "--request-count can not be used with --fixed-schedule (every entry is sent \
+                 once).",
+            ));
+        }
+    }
     if config.max_inflight.is_some() && !open_loop {
         return Err(Error::usage(
             "--max-inflight caps open-loop modes (--request-rate-range, --request-intervals); \
@@ -222,7 +240,7 @@ pub fn check(config: &Config) -> Result<()> {
                 config.concurrency.end as f64,
             ),
             LoadMode::RequestRate => (config.request_rate.start, config.request_rate.end),
-            LoadMode::Intervals => {
+            LoadMode::Intervals | LoadMode::FixedSchedule => {
                 return Err(Error::usage(
                     "--binary-search needs --concurrency-range or --request-rate-range.",
                 ))

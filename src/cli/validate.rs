@@ -220,7 +220,9 @@ fn parse_percentile(raw: &str) -> Result<Option<u32>> {
 }
 
 fn apply_inputs(args: &RunArgs, config: &mut Config) -> Result<()> {
-    config.input_data = input_data(&args.input_data, args.zero_input)?;
+    let mut values = args.input_data.clone();
+    values.extend(args.data_directory.iter().cloned());
+    config.input_data = input_data(&values, args.zero_input)?;
     if let Some(raw) = args.batch_size.as_deref() {
         config.batch_size = parse_at_least("-b (batch size)", raw, 1)?;
         config.batch_size_given = true;

@@ -173,6 +173,13 @@ impl Engine {
         let shares = worker_shares(spec, load);
         let n = shares.len();
         let mut seq_feeds = seq_feeds(spec, &shares)?.into_iter();
+        let fixed = matches!(
+            load,
+            Load::Paced {
+                schedule: Schedule::Fixed(_),
+                ..
+            }
+        );
         let budgets = budget.map(|b| split(b, n));
         let cores = available_cores();
         let (out_tx, out_rx) = unbounded();
@@ -188,6 +195,7 @@ impl Engine {
                 first_step: i,
                 pace,
                 seq: seq_feeds.next(),
+                stride: if fixed { n } else { 1 },
             };
             let core = (spec.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
             let (addr, tls) = (spec.addr, spec.tls.clone());

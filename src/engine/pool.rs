@@ -95,6 +95,9 @@ impl Send {
 pub struct Feed {
     pub requests: Arc<Vec<Vec<u8>>>,
     next_step: usize,
+    /// Steps between this worker's requests: 1, or the worker count for a fixed schedule,
+    /// where worker w sends entries w, w + n, ... (the ones its schedule share is for).
+    stride: usize,
     /// Requests this worker may still start; `None`: until told to stop.
     budget: Option<u64>,
     /// Open loop: the schedule; `None`: closed loop.
@@ -119,6 +122,7 @@ impl Feed {
         Feed {
             requests,
             next_step,
+            stride: 1,
             budget,
             pace,
             seq,
@@ -163,15 +167,20 @@ impl Feed {
             return Some(seq_send(seq, intended_ns, sink));
         }
         let step = self.next_step;
-        self.next_step += 1;
-        if self.next_step == self.requests.len() {
-            self.next_step = 0;
+        self.next_step += self.stride;
+        if self.next_step >= self.requests.len() {
+            self.next_step %= self.requests.len();
         }
         Some(Send {
             step,
             intended_ns,
             seq: None,
         })
+    }
+
+    /// Steps between this worker's requests (see `stride`).
+    pub fn set_stride(&mut self, stride: usize) {
+        self.stride = stride.max(1);
     }
 
     /// The bytes of `send` (valid until the next `next`).

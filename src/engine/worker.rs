@@ -74,6 +74,8 @@ pub struct WorkerParams {
     pub pace: Option<Pace>,
     /// Sequence models: this worker's sequences.
     pub seq: Option<SeqFeed>,
+    /// Steps between this worker's requests (1; the worker count for a fixed schedule).
+    pub stride: usize,
 }
 
 pub struct Worker<P: Pool> {
@@ -102,13 +104,18 @@ impl<P: Pool> Worker<P> {
     ) -> Worker<P> {
         let records = std::mem::take(&mut p.records);
         let mut sink = Sink::new(records, p.keep_bodies);
+        let stride = p.stride;
         sink.seq_busy = vec![false; p.seq.as_ref().map_or(0, SeqFeed::slots)];
         Worker {
             index: p.index,
             clock: p.clock,
             poll,
             pool,
-            feed: Feed::new(p.requests, p.first_step, p.budget, p.pace, p.seq),
+            feed: {
+                let mut feed = Feed::new(p.requests, p.first_step, p.budget, p.pace, p.seq);
+                feed.set_stride(stride);
+                feed
+            },
             sink,
             error_published: false,
             timer: None,

@@ -14,8 +14,7 @@ use crate::config::{Config, Distribution, LoadMode, MeasurementMode, Protocol};
 use crate::engine::window::OutputCheck;
 use crate::engine::{available_cores, EngineSpec};
 use crate::error::{Error, Result};
-use crate::inputs::build_inputs;
-use crate::inputs::{check_outputs, ResponseFormat, TensorValue};
+use crate::inputs::{check_outputs, load_inputs_with, InputOptions, ResponseFormat, TensorValue};
 use crate::measure::record::framed_responses;
 use crate::measure::RequestRecord;
 use crate::report::export::ExportExperiment;
@@ -47,8 +46,19 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
     } else {
         cfg
     };
-    let inputs = build_inputs(&target.meta, &target.config, cfg)?;
+    let fixed = cfg.load_mode == LoadMode::FixedSchedule;
+    let opts = InputOptions {
+        fixed_schedule: fixed,
+    };
+    let inputs = load_inputs_with(&target.meta, &target.config, cfg, opts)?;
     let plan = plan::build(cfg, &target, &inputs)?;
+    let scheduled;
+    let cfg = if fixed {
+        scheduled = fixed_schedule(cfg, &plan.timestamps_ms)?;
+        &scheduled
+    } else {
+        cfg
+    };
     if cfg.verbose >= 2 {
         if let Some(request) = plan.requests.first() {
             eprintln!("{}", printable_request(request));
@@ -196,6 +206,37 @@ fn write_reports(
             .map_err(err)?;
     }
     Ok(())
+}
+
+/// `--fixed-schedule`: the entries' send offsets, in data order (they must not go back in
+/// time), and a request count of one per entry.
+fn fixed_schedule(cfg: &Config, timestamps_ms: &[Option<u64>]) -> Result<Config> {
+    let mut offsets = Vec::with_capacity(timestamps_ms.len());
+    for (i, t) in timestamps_ms.iter().enumerate() {
+        let ms = t.ok_or_else(|| {
+            Error::usage(format!(
+                "--fixed-schedule: input-data entry {i} has no timestamp"
+            ))
+        })?;
+        let ns = ms.saturating_mul(1_000_000);
+        if offsets.last().is_some_and(|&prev| ns < prev) {
+            return Err(Error::usage(format!(
+                "--fixed-schedule: the timestamp of input-data entry {i} ({ms} ms) is earlier \
+                 than the one before it; entries must be in time order"
+            )));
+        }
+        offsets.push(ns);
+    }
+    if cfg.warmup_request_count > 0 {
+        return Err(Error::usage(
+            "--warmup-request-count is not supported with --fixed-schedule yet (inferperf)",
+        ));
+    }
+    Ok(Config {
+        request_count: offsets.len() as u64,
+        fixed_schedule_ns: offsets,
+        ..cfg.clone()
+    })
 }
 
 /// The validation-data check of a run's responses (`None` without validation data).

@@ -43,6 +43,7 @@ pub fn load_for(cfg: &Config, value: LoadValue) -> Load {
     let schedule = match (cfg.load_mode, value) {
         (_, LoadValue::Concurrency(c)) => return Load::Concurrency(c),
         (LoadMode::Intervals, _) => Schedule::Intervals(cfg.request_intervals_ns.clone()),
+        (LoadMode::FixedSchedule, _) => Schedule::Fixed(cfg.fixed_schedule_ns.clone()),
         (_, LoadValue::RequestRate(rate)) => match cfg.distribution {
             Distribution::Constant => Schedule::Constant { rate },
             Distribution::Poisson => {
@@ -65,6 +66,10 @@ pub fn load_for(cfg: &Config, value: LoadValue) -> Load {
 impl Sweeper<'_> {
     pub fn run(&mut self) -> Result<()> {
         match (self.cfg.load_mode, self.cfg.binary_search) {
+            (LoadMode::FixedSchedule, _) => {
+                // perf_analyzer's experiment id for a fixed schedule: request_rate 0.0.
+                self.level(LoadValue::RequestRate(0.0), true)?;
+            }
             (LoadMode::Intervals, _) => {
                 let rate =
                     nominal_rate(&Schedule::Intervals(self.cfg.request_intervals_ns.clone()));
