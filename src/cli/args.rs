@@ -154,7 +154,7 @@ pub struct RunArgs {
     /// input [default: random]
     #[arg(long, value_name = "zero|random|PATH", action = ArgAction::Append, help_heading = INPUT)]
     pub input_data: Vec<String>,
-    /// Deprecated: same as --input-data DIR
+    /// Deprecated: same as --input-data DIR [default: none]
     #[arg(long, value_name = "DIR", help_heading = INPUT)]
     pub data_directory: Option<String>,
     /// Deprecated: same as --input-data zero
