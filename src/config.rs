@@ -20,6 +20,8 @@ pub enum LoadMode {
     Intervals,
     /// `--fixed-schedule`: each input-data entry once, at its `timestamp`.
     FixedSchedule,
+    /// `--periodic-concurrency-range` with `--request-period`.
+    Periodic,
 }
 
 /// Inter-arrival distribution of request-rate mode (`--request-distribution`).
@@ -154,6 +156,9 @@ pub struct Config {
     // --- load ---
     pub load_mode: LoadMode,
     pub concurrency: ConcurrencyRange,
+    /// `--periodic-concurrency-range start:end:step` and `--request-period`.
+    pub periodic: ConcurrencyRange,
+    pub request_period: u32,
     pub request_rate: RateRange,
     pub distribution: Distribution,
     /// `--request-intervals`: the file's gaps, in ns.
@@ -247,6 +252,12 @@ impl Default for Config {
                 end: 1,
                 step: 1,
             },
+            periodic: ConcurrencyRange {
+                start: 1,
+                end: 1,
+                step: 1,
+            },
+            request_period: 10,
             request_rate: RateRange {
                 start: 1.0,
                 end: 1.0,

@@ -201,3 +201,75 @@ fn grpc_errors_name_the_model() {
         .expect("refused");
     assert!(err.msg.contains("no_such_model"), "{}", err.msg);
 }
+
+#[test]
+fn periodic_concurrency_ramps_on_the_request_period() {
+    let delay = inferperf::server::parse_delay("repeat_int32=1ms").unwrap();
+    let server = start_grpc_server(vec![delay]);
+    let dir = temp_dir("periodic");
+    let mut cfg = grpc_config(&server, "repeat_int32", 20);
+    cfg.streaming = true;
+    cfg.async_mode = true;
+    cfg.shapes = vec![("IN".into(), vec![12])];
+    cfg.load_mode = inferperf::config::LoadMode::Periodic;
+    cfg.periodic = ConcurrencyRange {
+        start: 1,
+        end: 3,
+        step: 1,
+    };
+    cfg.request_period = 4;
+    cfg.profile_export_file = Some(dir.join("p.json"));
+    cfg.csv_file = Some(dir.join("p.csv"));
+    let (res, text) = run(&cfg);
+    assert!(res.error.is_none(), "{:?}", res.error);
+    assert!(res.points.is_empty(), "no console statistics: {text}");
+    assert!(!dir.join("p.csv").exists(), "no CSV in periodic mode");
+    let export: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("p.json")).unwrap()).unwrap();
+    let exp = &export["experiments"][0];
+    assert_eq!(
+        exp["experiment"],
+        serde_json::json!({"mode": "concurrency", "value": 1})
+    );
+    assert_eq!(
+        exp["window_boundaries"],
+        serde_json::json!([0u64, u64::MAX])
+    );
+    let reqs = exp["requests"].as_array().unwrap();
+    assert_eq!(reqs.len(), 3);
+    // Each request: 12 responses with outputs and the empty final one.
+    for r in reqs {
+        assert_eq!(r["response_timestamps"].as_array().unwrap().len(), 13);
+    }
+    // Request k+1 starts only after request k had its 4th response.
+    for pair in reqs.windows(2) {
+        let fourth = pair[0]["response_timestamps"][3].as_u64().unwrap();
+        assert!(pair[1]["timestamp"].as_u64().unwrap() >= fourth);
+    }
+    assert_eq!(model_counters(&server, "repeat_int32").infer_requests, 3);
+}
+
+#[test]
+fn periodic_request_with_too_few_responses_is_an_error() {
+    let server = start_grpc_server(Vec::new());
+    let dir = temp_dir("periodic-short");
+    let mut cfg = grpc_config(&server, "repeat_int32", 20);
+    cfg.streaming = true;
+    cfg.async_mode = true;
+    cfg.shapes = vec![("IN".into(), vec![2])];
+    cfg.load_mode = inferperf::config::LoadMode::Periodic;
+    cfg.periodic = ConcurrencyRange {
+        start: 1,
+        end: 2,
+        step: 1,
+    };
+    cfg.request_period = 4;
+    cfg.profile_export_file = Some(dir.join("p.json"));
+    let (res, _) = run(&cfg);
+    let err = res.error.expect("fails");
+    assert!(
+        err.msg.contains("fewer than --request-period 4"),
+        "{}",
+        err.msg
+    );
+}

@@ -65,6 +65,14 @@ pub struct RunArgs {
     /// [default: none]
     #[arg(long, value_name = "FILE", help_heading = LOAD)]
     pub request_intervals: Option<String>,
+    /// Streaming ramp: START requests, STEP more each time all launched ones have had
+    /// --request-period responses, up to END; results only in --profile-export-file
+    /// [default: off]
+    #[arg(long, value_name = "START:END:STEP", help_heading = LOAD)]
+    pub periodic_concurrency_range: Option<String>,
+    /// Periodic mode: responses each request must get before the next batch [default: 10]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = LOAD)]
+    pub request_period: Option<String>,
     /// Send each --input-data entry once at its `timestamp` (ms since the start)
     /// [default: off]
     #[arg(long, help_heading = LOAD)]

@@ -72,16 +72,6 @@ const fn valued(long: &'static str, value_name: &'static str, help: &'static str
 /// perf_analyzer flags of later work, in the order of perf_analyzer.md §1.
 pub const PLANNED_FLAGS: &[PlannedFlag] = &[
     valued(
-        "periodic-concurrency-range",
-        "START:END:STEP",
-        "Concurrency ramp for streaming models [default: 1:1:1]",
-    ),
-    valued(
-        "request-period",
-        "N",
-        "Periodic mode: responses per request before the next step [default: 10]",
-    ),
-    valued(
         "session-concurrency",
         "N",
         "OpenAI multi-turn chat: concurrent sessions [default: 0]",

@@ -20,6 +20,10 @@ pub fn apply_load_modes(args: &RunArgs, config: &mut Config) -> Result<()> {
         (args.request_rate_range.is_some(), "--request-rate-range"),
         (args.request_intervals.is_some(), "--request-intervals"),
         (args.fixed_schedule, "--fixed-schedule"),
+        (
+            args.periodic_concurrency_range.is_some(),
+            "--periodic-concurrency-range",
+        ),
     ];
     let chosen: Vec<&str> = modes.iter().filter(|m| m.0).map(|m| m.1).collect();
     if let [a, b, ..] = chosen[..] {
@@ -37,6 +41,13 @@ pub fn apply_load_modes(args: &RunArgs, config: &mut Config) -> Result<()> {
     }
     if args.fixed_schedule {
         config.load_mode = LoadMode::FixedSchedule;
+    }
+    if let Some(raw) = args.periodic_concurrency_range.as_deref() {
+        config.load_mode = LoadMode::Periodic;
+        config.periodic = parse_periodic_range(raw)?;
+    }
+    if let Some(raw) = args.request_period.as_deref() {
+        config.request_period = parse_at_least("--request-period", raw, 1)?;
     }
     if let Some(raw) = args.request_distribution.as_deref() {
         config.distribution = match raw.to_ascii_lowercase().as_str() {
@@ -170,6 +181,36 @@ pub fn parse_rate_range(raw: &str) -> Result<RateRange> {
     Ok(RateRange { start, end, step })
 }
 
+/// `start:end:step` of `--periodic-concurrency-range`: start and end required, step > 0,
+/// start <= end, and the range a whole number of steps.
+pub fn parse_periodic_range(raw: &str) -> Result<crate::config::ConcurrencyRange> {
+    let bad = |why: &str| {
+        Error::usage(format!(
+            "Failed to parse --periodic-concurrency-range. {why} (got '{raw}')."
+        ))
+    };
+    let parts: Vec<u64> = raw
+        .split(':')
+        .map(|p| p.trim().parse::<u64>())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| bad("Expected start:end[:step] with whole numbers"))?;
+    let (start, end, step) = match parts[..] {
+        [start, end] => (start, end, 1),
+        [start, end, step] => (start, end, step),
+        _ => return Err(bad("Both the start and the end are required")),
+    };
+    if start == 0 || step == 0 {
+        return Err(bad("The start and the step must be above 0"));
+    }
+    if start > end {
+        return Err(bad("The start must not be above the end"));
+    }
+    if (end - start) % step != 0 {
+        return Err(bad("The range must be a whole number of steps"));
+    }
+    Ok(crate::config::ConcurrencyRange { start, end, step })
+}
+
 /// `--request-intervals`: one integer gap in µs per line (blank lines skipped), as ns.
 pub fn read_intervals(path: &Path) -> Result<Vec<u64>> {
     let name = path.display();
@@ -205,6 +246,19 @@ pub fn read_intervals(path: &Path) -> Result<Vec<u64>> {
 /// applied, since they involve `-l`).
 pub fn check(config: &Config) -> Result<()> {
     let open_loop = config.load_mode != LoadMode::Concurrency;
+    if config.load_mode == LoadMode::Periodic {
+        if !config.streaming {
+            return Err(Error::usage(
+                "--periodic-concurrency-range needs --streaming (gRPC streams).",
+            ));
+        }
+        if config.profile_export_file.is_none() {
+            return Err(Error::usage(
+                "--periodic-concurrency-range needs --profile-export-file: its results are \
+                 only written there.",
+            ));
+        }
+    }
     if config.load_mode == LoadMode::FixedSchedule {
         if !matches!(config.input_data, crate::config::InputData::Files(_)) {
             return Err(Error::usage(
@@ -240,7 +294,7 @@ pub fn check(config: &Config) -> Result<()> {
                 config.concurrency.end as f64,
             ),
             LoadMode::RequestRate => (config.request_rate.start, config.request_rate.end),
-            LoadMode::Intervals | LoadMode::FixedSchedule => {
+            LoadMode::Intervals | LoadMode::FixedSchedule | LoadMode::Periodic => {
                 return Err(Error::usage(
                     "--binary-search needs --concurrency-range or --request-rate-range.",
                 ))
@@ -287,6 +341,24 @@ mod tests {
             let err = parse_rate_range(raw).unwrap_err();
             assert!(err.msg.contains(needle), "{raw}: {}", err.msg);
             assert!(err.msg.contains("--request-rate-range"), "{raw}");
+        }
+    }
+
+    #[test]
+    fn periodic_ranges() {
+        let r = parse_periodic_range("2:10:4").unwrap();
+        assert_eq!((r.start, r.end, r.step), (2, 10, 4));
+        assert_eq!(parse_periodic_range("1:3").unwrap().step, 1);
+        for (raw, needle) in [
+            ("5", "start and the end"),
+            ("0:4:2", "above 0"),
+            ("1:4:0", "above 0"),
+            ("6:2:2", "not be above"),
+            ("1:4:2", "whole number of steps"),
+            ("a:b", "whole numbers"),
+        ] {
+            let err = parse_periodic_range(raw).unwrap_err();
+            assert!(err.msg.contains(needle), "{raw}: {}", err.msg);
         }
     }
 

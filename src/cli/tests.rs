@@ -439,7 +439,10 @@ const ERROR_ROWS: &[(&[&str], &[&str])] = &[
         &["--max-inflight", "concurrency"],
     ),
     (&["-m", "m", "--seed", "x"], &["--seed", "'x'"]),
-    (&["-m", "m", "--fixed-schedule"], &["--fixed-schedule", "--input-data"]),
+    (
+        &["-m", "m", "--fixed-schedule"],
+        &["--fixed-schedule", "--input-data"],
+    ),
     (
         &["-m", "m", "--trace-level", "LOUD"],
         &["--trace-level", "'LOUD'"],

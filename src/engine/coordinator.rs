@@ -156,6 +156,42 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
     })
 }
 
+/// `--periodic-concurrency-range`: runs the ramp to its end with no windows or stability
+/// check; every request goes into one window `[0, u64::MAX]` for the profile export.
+pub fn profile_periodic(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
+    let Load::Periodic { end, .. } = load else {
+        return Err(Error::generic("periodic profiling needs a periodic load"));
+    };
+    let mut engine = Engine::start_load(ctx.spec, load, Some(*end))?;
+    let mut acc = WindowAcc::new(0, true);
+    let mut pulled_at = Instant::now();
+    let status = loop {
+        if ctx.stopped() {
+            break PointStatus::Interrupted;
+        }
+        if let Some((i, msg)) = engine.first_error() {
+            break PointStatus::Failed(format!("Thread [{i}] had error: {msg}"));
+        }
+        if engine.all_finished() {
+            break PointStatus::Stable;
+        }
+        if pulled_at.elapsed() >= PULL_EVERY {
+            acc.pull(&mut engine, u64::MAX)?;
+            pulled_at = Instant::now();
+        }
+        std::thread::sleep(TICK);
+    };
+    acc.pull(&mut engine, u64::MAX)?;
+    let (_, window) = acc.finish(u64::MAX, false);
+    engine.stop(DRAIN);
+    Ok(PointOutcome {
+        status,
+        client: None,
+        server: None,
+        windows: window.into_iter().collect(),
+    })
+}
+
 /// The state of one level's measurement across its windows.
 struct Measurement {
     server_prev: Option<StatsSnapshot>,

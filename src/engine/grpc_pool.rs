@@ -171,10 +171,13 @@ impl GrpcPool {
     /// Open loop with a send due and no free slot that can take it: adds a slot on a
     /// connection that can open a stream (within `--max-inflight`). True when one was added.
     fn grow(&mut self, cx: &mut Cx<'_>, now_ns: u64) -> bool {
-        let Some(cap) = cx.feed.open_loop() else {
-            return false;
+        let wanted = match cx.feed.open_loop() {
+            Some(cap) => {
+                !cap.is_some_and(|c| self.slots.len() >= c) && cx.feed.due(cx.sink, now_ns)
+            }
+            None => cx.feed.ramp_allows(cx.sink),
         };
-        if cap.is_some_and(|c| self.slots.len() >= c) || !cx.feed.due(cx.sink, now_ns) {
+        if !wanted {
             return false;
         }
         let open = |c: &H2Conn| {
@@ -425,6 +428,7 @@ fn on_stream_response(
         }
         slot.rec.responses += 1;
         slot.last_output_ns = now;
+        sink.response(slot.rec.responses);
     }
     if resp.final_flag.unwrap_or(!wire.decoupled) {
         // Latency runs to the last response with outputs; a request answered only by the

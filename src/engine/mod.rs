@@ -30,7 +30,7 @@ use crate::transport::TlsClient;
 use grpc_pool::GrpcPool;
 use http_pool::HttpPool;
 use pace::Schedule;
-use pool::{Pace, Pool};
+use pool::{Pace, Pool, Ramp};
 use seq_feed::{SeqFeed, SeqPlan};
 use wire::Wire;
 use worker::{Batch, Command, Shared, Worker, WorkerParams, WAKE};
@@ -80,6 +80,14 @@ pub struct Engine {
 pub enum Load {
     /// Closed loop: this many requests in flight at all times.
     Concurrency(u64),
+    /// `--periodic-concurrency-range`: `start` requests, then `step` more each time every
+    /// launched request has had `period` responses, up to `end` (one worker).
+    Periodic {
+        start: u64,
+        end: u64,
+        step: u64,
+        period: u32,
+    },
     /// Open loop: sends at the schedule's times, whatever is in flight.
     Paced {
         schedule: Schedule,
@@ -97,6 +105,7 @@ const PACED_LEAD_NS: u64 = 2_000_000;
 /// Each worker's initial slots and, when paced, its schedule.
 fn worker_shares(spec: &EngineSpec, load: &Load) -> Vec<(usize, Option<Pace>)> {
     match load {
+        Load::Periodic { start, .. } => vec![(*start as usize, None)],
         Load::Concurrency(c) => {
             let n = (*c as usize).clamp(1, spec.max_workers.max(1));
             split(*c, n)
@@ -196,6 +205,20 @@ impl Engine {
                 pace,
                 seq: seq_feeds.next(),
                 stride: if fixed { n } else { 1 },
+                ramp: match load {
+                    Load::Periodic {
+                        start,
+                        end,
+                        step,
+                        period,
+                    } => Some(Ramp::new(
+                        *start as usize,
+                        *end as usize,
+                        *step as usize,
+                        *period,
+                    )),
+                    _ => None,
+                },
             };
             let core = (spec.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
             let (addr, tls) = (spec.addr, spec.tls.clone());

@@ -69,6 +69,40 @@ impl Pace {
     }
 }
 
+/// `--periodic-concurrency-range start:end:step` with `--request-period P`: `start` requests
+/// at first; each time every request launched so far has had P responses, `step` more, up
+/// to `end` requests in all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ramp {
+    pub start: usize,
+    pub end: usize,
+    pub step: usize,
+    pub period: u32,
+    /// Requests the ramp allows so far, and launched so far.
+    allowed: usize,
+    launched: usize,
+}
+
+impl Ramp {
+    pub fn new(start: usize, end: usize, step: usize, period: u32) -> Ramp {
+        Ramp {
+            start,
+            end,
+            step,
+            period,
+            allowed: start.min(end),
+            launched: 0,
+        }
+    }
+
+    /// Opens the next batch once every launched request reached its period.
+    fn update(&mut self, reached: usize) {
+        if self.launched == self.allowed && reached >= self.launched {
+            self.allowed = (self.allowed + self.step).min(self.end);
+        }
+    }
+}
+
 /// One request to start: its input step and, open loop, when it was meant to go (clock ns;
 /// 0 for closed loop, where it goes as soon as a slot frees); for a sequence model, which
 /// sequence and flags (its bytes are then `Feed::bytes`, patched).
@@ -104,6 +138,8 @@ pub struct Feed {
     pace: Option<Pace>,
     /// Sequence models: the sequences and their request bytes.
     seq: Option<SeqFeed>,
+    /// Periodic concurrency: how many requests may have been launched by now.
+    pub ramp: Option<Ramp>,
     /// Cleared by the coordinator's Stop: nothing new starts.
     pub running: bool,
     /// Requests started since the last window swap.
@@ -126,6 +162,7 @@ impl Feed {
             budget,
             pace,
             seq,
+            ramp: None,
             running: true,
             sent: 0,
         }
@@ -147,6 +184,13 @@ impl Feed {
         }
         if self.budget == Some(0) {
             return None;
+        }
+        if let Some(r) = &mut self.ramp {
+            r.update(sink.period_reached);
+            if r.launched >= r.allowed {
+                return None;
+            }
+            r.launched += 1;
         }
         let intended_ns = match &self.pace {
             None => 0,
@@ -223,6 +267,16 @@ impl Feed {
         self.pace.as_ref().map(|p| p.max_inflight)
     }
 
+    /// Periodic concurrency: the ramp allows another request now (a new slot may open).
+    pub fn ramp_allows(&mut self, sink: &Sink) -> bool {
+        self.running
+            && !sink.failed
+            && self.ramp.as_mut().is_some_and(|r| {
+                r.update(sink.period_reached);
+                r.launched < r.allowed
+            })
+    }
+
     /// No request may start any more (budget spent, stopped, or a one-shot schedule used up).
     pub fn exhausted(&self) -> bool {
         !self.running
@@ -257,6 +311,10 @@ pub struct Sink {
     pub error: Option<String>,
     /// Sequence models: sequence slots with a request in flight.
     pub seq_busy: Vec<bool>,
+    /// Periodic concurrency: responses a request needs before the next batch (0: off), and
+    /// requests that got them.
+    pub period: u32,
+    pub period_reached: usize,
 }
 
 impl Sink {
@@ -270,6 +328,16 @@ impl Sink {
             failed: false,
             error: None,
             seq_busy: Vec::new(),
+            period: 0,
+            period_reached: 0,
+        }
+    }
+
+    /// A streamed request got another response with outputs (`count` so far).
+    #[inline]
+    pub fn response(&mut self, count: u32) {
+        if self.period > 0 && count == self.period {
+            self.period_reached += 1;
         }
     }
 
@@ -292,6 +360,12 @@ impl Sink {
     /// A request ended (ok or not); `body` is kept for the export when asked.
     #[inline]
     pub fn finish(&mut self, mut rec: RequestRecord, body: &[u8]) {
+        if self.period > 0 && rec.ok && rec.responses < self.period && !self.failed {
+            self.fail(format!(
+                "a request ended with {} responses, fewer than --request-period {}",
+                rec.responses, self.period
+            ));
+        }
         if self.keep_bodies && !body.is_empty() {
             rec.body_off = self.bodies.len() as u32;
             rec.body_len = body.len() as u32;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Poll, Token};
 
-use super::pool::{Cx, Feed, Pace, Pool, Ready, Sink};
+use super::pool::{Cx, Feed, Pace, Pool, Ramp, Ready, Sink};
 use super::seq_feed::SeqFeed;
 use super::timer::Timer;
 use crate::clock::Clock;
@@ -76,6 +76,8 @@ pub struct WorkerParams {
     pub seq: Option<SeqFeed>,
     /// Steps between this worker's requests (1; the worker count for a fixed schedule).
     pub stride: usize,
+    /// Periodic concurrency: the ramp.
+    pub ramp: Option<Ramp>,
 }
 
 pub struct Worker<P: Pool> {
@@ -105,6 +107,8 @@ impl<P: Pool> Worker<P> {
         let records = std::mem::take(&mut p.records);
         let mut sink = Sink::new(records, p.keep_bodies);
         let stride = p.stride;
+        sink.period = p.ramp.map_or(0, |r| r.period);
+        let ramp = p.ramp;
         sink.seq_busy = vec![false; p.seq.as_ref().map_or(0, SeqFeed::slots)];
         Worker {
             index: p.index,
@@ -114,6 +118,7 @@ impl<P: Pool> Worker<P> {
             feed: {
                 let mut feed = Feed::new(p.requests, p.first_step, p.budget, p.pace, p.seq);
                 feed.set_stride(stride);
+                feed.ramp = ramp;
                 feed
             },
             sink,

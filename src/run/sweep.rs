@@ -7,7 +7,9 @@ use std::sync::atomic::AtomicBool;
 
 use super::setup::{fetch_stats, Target};
 use crate::config::{Config, Distribution, LoadMode, MeasurementMode, Protocol};
-use crate::engine::coordinator::{profile_point, PointCtx, PointOutcome, PointStatus};
+use crate::engine::coordinator::{
+    profile_periodic, profile_point, PointCtx, PointOutcome, PointStatus,
+};
 use crate::engine::pace::{nominal_rate, Schedule};
 use crate::engine::window::OutputCheck;
 use crate::engine::{EngineSpec, Load};
@@ -66,6 +68,7 @@ pub fn load_for(cfg: &Config, value: LoadValue) -> Load {
 impl Sweeper<'_> {
     pub fn run(&mut self) -> Result<()> {
         match (self.cfg.load_mode, self.cfg.binary_search) {
+            (LoadMode::Periodic, _) => self.periodic()?,
             (LoadMode::FixedSchedule, _) => {
                 // perf_analyzer's experiment id for a fixed schedule: request_rate 0.0.
                 self.level(LoadValue::RequestRate(0.0), true)?;
@@ -77,6 +80,50 @@ impl Sweeper<'_> {
             }
             (_, false) => self.linear()?,
             (_, true) => self.binary()?,
+        }
+        Ok(())
+    }
+
+    /// The periodic ramp: no console statistics and no CSV, only the export's one
+    /// experiment `{concurrency, 1}` with every request.
+    fn periodic(&mut self) -> Result<()> {
+        let cfg = self.cfg;
+        let p = cfg.periodic;
+        let load = Load::Periodic {
+            start: p.start,
+            end: p.end,
+            step: p.step,
+            period: cfg.request_period,
+        };
+        let outcome = {
+            let target = &mut *self.target;
+            let mut fetch = || Ok(None);
+            let mut ctx = PointCtx {
+                cfg,
+                spec: self.spec,
+                stats: &mut fetch,
+                cache_enabled: false,
+                keep_windows: true,
+                decoupled: target.config.decoupled,
+                composing: &[],
+                check: self.check,
+                stop: self.stop,
+                out: &mut *self.out,
+            };
+            profile_periodic(&mut ctx, &load)?
+        };
+        self.result.exps.push(ExportExperiment {
+            load: LoadValue::Concurrency(1),
+            windows: outcome.windows,
+            step_inputs: self.step_inputs.to_vec(),
+        });
+        match outcome.status {
+            PointStatus::Failed(msg) => {
+                let e = Error::generic(format!("inference request failed: {msg}"));
+                self.result.error = Some(e);
+            }
+            PointStatus::Interrupted => eprintln!("Interrupted: writing the requests so far."),
+            _ => {}
         }
         Ok(())
     }
