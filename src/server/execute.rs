@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use super::conn::sample_delay;
-use super::models::{find_model, Compute, ModelDef, TensorData, MODELS};
+use super::models::{find_model, Compute, EnsembleStep, ModelDef, TensorData, MODELS};
 use super::sequence::SeqControl;
 use super::stats::InferTiming;
 use super::worker::Shared;
@@ -97,25 +97,7 @@ fn run_ensemble<'a>(
         })?;
         let composing = &MODELS[index];
         let started = Instant::now();
-        let step_inputs = composing
-            .inputs
-            .iter()
-            .map(|spec| {
-                let source = step.input_map.iter().find(|(input, _)| *input == spec.name);
-                let tensor = source.and_then(|(_, from)| pool.iter().find(|(n, _)| n == from));
-                tensor
-                    .map(|(_, t)| TensorData {
-                        shape: t.shape.clone(),
-                        data: t.data.clone(),
-                    })
-                    .ok_or_else(|| {
-                        format!(
-                            "ensemble '{}': no tensor for input '{}' of step '{}'",
-                            model.name, spec.name, step.model
-                        )
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let step_inputs = step_inputs(model, step, composing, &pool)?;
         let input_bytes = step_inputs.iter().map(|t| t.data.len() as u64).sum();
         let computed = Instant::now();
         // Composing models get no sequence control: none of ours is stateful.
@@ -152,7 +134,46 @@ fn run_ensemble<'a>(
         env.shared.stats.record_success(index, &timing);
         step_ready = done;
     }
-    let outputs = model
+    Ok(Executed {
+        outputs: ensemble_outputs(model, pool)?,
+        composing_delay,
+    })
+}
+
+/// The inputs of one ensemble step, taken from the tensors produced so far.
+fn step_inputs<'a>(
+    model: &ModelDef,
+    step: &EnsembleStep,
+    composing: &ModelDef,
+    pool: &[(&str, TensorData<'a>)],
+) -> Result<Vec<TensorData<'a>>, String> {
+    composing
+        .inputs
+        .iter()
+        .map(|spec| {
+            let source = step.input_map.iter().find(|(input, _)| *input == spec.name);
+            let tensor = source.and_then(|(_, from)| pool.iter().find(|(n, _)| n == from));
+            tensor
+                .map(|(_, t)| TensorData {
+                    shape: t.shape.clone(),
+                    data: t.data.clone(),
+                })
+                .ok_or_else(|| {
+                    format!(
+                        "ensemble '{}': no tensor for input '{}' of step '{}'",
+                        model.name, spec.name, step.model
+                    )
+                })
+        })
+        .collect()
+}
+
+/// The ensemble's outputs, in its output order, out of the tensors the steps produced.
+fn ensemble_outputs<'a>(
+    model: &ModelDef,
+    mut pool: Vec<(&str, TensorData<'a>)>,
+) -> Result<Vec<TensorData<'a>>, String> {
+    model
         .outputs
         .iter()
         .map(|spec| {
@@ -167,11 +188,7 @@ fn run_ensemble<'a>(
                 })?;
             Ok(pool.swap_remove(at).1)
         })
-        .collect::<Result<Vec<_>, String>>()?;
-    Ok(Executed {
-        outputs,
-        composing_delay,
-    })
+        .collect()
 }
 
 #[cfg(test)]
