@@ -37,6 +37,10 @@ Notes (where inferperf differs from perf_analyzer):
      between responses; the export lists every response.
   6. TLS (https:// URLs, --ssl-grpc-use-ssl) verifies the server against the system CA
      bundle unless a CA file is given.
+  7. Open-loop modes (--request-rate-range, --request-intervals, --fixed-schedule) send on
+     schedule whatever is in flight (--max-inflight caps it) and report the send lag and the
+     latency from the intended send time beside the usual figures. The Poisson schedule comes
+     from --seed (drawn at start and printed when not given).
 
 Exit codes: 0 success, 2 first point never stabilised, 3 no valid requests, 99 other errors.";
 

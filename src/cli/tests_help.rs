@@ -79,6 +79,7 @@ fn help_mentions_every_flag_and_the_notes() {
         "/v2/health/ready",
         "last response with outputs",
         "system CA",
+        "intended send time",
     ] {
         assert!(text.contains(needle), "notes lack {needle}");
     }
