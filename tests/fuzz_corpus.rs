@@ -26,6 +26,7 @@ const TARGETS: &[(&str, FuzzFn)] = &[
         inferperf::service::stream_scan::fuzz_stream_scan,
     ),
     ("input_json", inferperf::inputs::fuzz_input_json),
+    ("sse", inferperf::protocol::sse::fuzz_sse),
 ];
 
 #[test]

@@ -3,4 +3,5 @@
 
 pub mod grpc;
 pub mod http1;
+pub mod sse;
 pub mod tcp;

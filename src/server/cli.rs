@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
-use super::{model_names, parse_delay, start, ServeConfig, TlsFiles};
+use super::{model_names, parse_delay, parse_delay_value, start, ServeConfig, TlsFiles};
+use super::{Delay, OpenAiConfig, DEFAULT_OPENAI_MODEL};
 use crate::error::{Error, Result};
 
 /// How often the main thread checks for a stop signal or the end of `--duration`.
@@ -59,6 +60,22 @@ struct ServeArgs {
     /// requests queue behind each other's delay, so latency grows with concurrency. Repeatable.
     #[arg(long = "serial", value_name = "MODEL")]
     serial: Vec<String>,
+    /// Model name of the OpenAI-compatible endpoints (/v1/models, /v1/chat/completions,
+    /// /v1/completions, /v1/embeddings).
+    #[arg(long, default_value = DEFAULT_OPENAI_MODEL, value_name = "NAME")]
+    openai_model: String,
+    /// OpenAI time to first token: 50ms, or 20ms..80ms (uniform) [default: 0ms].
+    #[arg(long, value_name = "SPEC")]
+    openai_ttft: Option<String>,
+    /// OpenAI gap between stream chunks: 5ms, or 2ms..8ms (uniform) [default: 0ms].
+    #[arg(long, value_name = "SPEC")]
+    openai_itl: Option<String>,
+    /// OpenAI tokens per stream chunk.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    openai_tokens_per_chunk: u32,
+    /// Put a stream's usage on its last content chunk instead of a final usage-only chunk.
+    #[arg(long)]
+    openai_usage_on_last: bool,
     /// Stop after this many seconds (default: run until Ctrl-C/SIGTERM).
     #[arg(long, value_name = "SECONDS")]
     duration: Option<f64>,
@@ -124,21 +141,11 @@ fn parse(args: Vec<OsString>) -> Result<Parsed> {
         .iter()
         .map(|d| parse_delay(d))
         .collect::<Result<Vec<_>>>()?;
-    let tls = match (flags.tls_cert, flags.tls_key) {
-        (Some(cert_chain), Some(key)) => Some(TlsFiles {
-            cert_chain,
-            key,
-            client_ca: flags.tls_client_ca,
-        }),
-        (None, None) if flags.tls_client_ca.is_some() => {
-            return Err(Error::usage(
-                "--tls-client-ca needs --tls-cert and --tls-key",
-            ))
-        }
-        (None, None) => None,
-        (Some(_), None) => return Err(Error::usage("--tls-cert needs --tls-key")),
-        (None, Some(_)) => return Err(Error::usage("--tls-key needs --tls-cert")),
-    };
+    let tls = tls_files(
+        flags.tls_cert.clone(),
+        flags.tls_key.clone(),
+        flags.tls_client_ca.clone(),
+    )?;
     // `--port 0` asks for free ports: the gRPC port follows unless given, so two such servers
     // never collide on the fixed default.
     let grpc_port = flags.grpc_port.unwrap_or(if flags.port == 0 {
@@ -147,6 +154,17 @@ fn parse(args: Vec<OsString>) -> Result<Parsed> {
         DEFAULT_GRPC_PORT
     });
     let grpc_addr = (!flags.no_grpc).then(|| SocketAddr::new(addr.ip(), grpc_port));
+    let pace = |flag: &str, value: &Option<String>| match value {
+        Some(v) => parse_delay_value(flag, v),
+        None => Ok(Delay::Fixed(Duration::ZERO)),
+    };
+    let openai = OpenAiConfig {
+        model: flags.openai_model,
+        ttft: pace("--openai-ttft", &flags.openai_ttft)?,
+        itl: pace("--openai-itl", &flags.openai_itl)?,
+        tokens_per_chunk: flags.openai_tokens_per_chunk,
+        usage_on_last: flags.openai_usage_on_last,
+    };
     let cfg = ServeConfig {
         addr,
         threads: flags.threads,
@@ -155,6 +173,7 @@ fn parse(args: Vec<OsString>) -> Result<Parsed> {
         serial: flags.serial,
         grpc_addr,
         tls,
+        openai,
     };
     Ok(Parsed::Run(Box::new(cfg), duration))
 }
@@ -210,6 +229,27 @@ fn startup_line(http: &SocketAddr, grpc: Option<SocketAddr>, tls: bool) -> Strin
         "inferperf serve: listening on {scheme}://{http}{grpc} (models: {})",
         model_names()
     )
+}
+
+/// `--tls-cert`, `--tls-key` (both or neither) and `--tls-client-ca` (needs both).
+fn tls_files(
+    cert: Option<std::path::PathBuf>,
+    key: Option<std::path::PathBuf>,
+    client_ca: Option<std::path::PathBuf>,
+) -> Result<Option<TlsFiles>> {
+    match (cert, key) {
+        (Some(cert_chain), Some(key)) => Ok(Some(TlsFiles {
+            cert_chain,
+            key,
+            client_ca,
+        })),
+        (None, None) if client_ca.is_some() => Err(Error::usage(
+            "--tls-client-ca needs --tls-cert and --tls-key",
+        )),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(Error::usage("--tls-cert needs --tls-key")),
+        (None, Some(_)) => Err(Error::usage("--tls-key needs --tls-cert")),
+    }
 }
 
 /// `inferperf serve [flags]`. `args` as the process got them (program name and the `serve`
@@ -318,6 +358,41 @@ mod tests {
     }
 
     #[test]
+    fn openai_flags() {
+        let line = "serve --openai-model llm --openai-ttft 50ms --openai-itl 2ms..8ms \
+                    --openai-tokens-per-chunk 3 --openai-usage-on-last";
+        let Parsed::Run(cfg, _) = parse(args(line)).unwrap() else {
+            panic!()
+        };
+        let ms = Duration::from_millis;
+        let want = OpenAiConfig {
+            model: "llm".into(),
+            ttft: Delay::Fixed(ms(50)),
+            itl: Delay::Uniform(ms(2), ms(8)),
+            tokens_per_chunk: 3,
+            usage_on_last: true,
+        };
+        assert_eq!(cfg.openai, want);
+        let Parsed::Run(cfg, _) = parse(args("serve")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(cfg.openai, OpenAiConfig::default());
+        for (line, want) in [
+            ("serve --openai-ttft 5", "--openai-ttft '5'"),
+            ("serve --openai-itl 3ms..1ms", "--openai-itl '3ms..1ms'"),
+            (
+                "serve --openai-tokens-per-chunk x",
+                "--openai-tokens-per-chunk",
+            ),
+        ] {
+            let err = parse(args(line)).unwrap_err();
+            assert!(err.msg.contains(want), "{line}: {}", err.msg);
+        }
+        let zero = "inferperf serve --port 0 --no-grpc --openai-tokens-per-chunk 0";
+        assert_eq!(serve_main(args(zero)), 99);
+    }
+
+    #[test]
     fn startup_line_names_both_ports() {
         let http = SocketAddr::from(([127, 0, 0, 1], 8000));
         let grpc = Some(SocketAddr::from(([127, 0, 0, 1], 8001)));
@@ -372,6 +447,11 @@ mod tests {
             "--tls-cert",
             "--tls-key",
             "--tls-client-ca",
+            "--openai-model",
+            "--openai-ttft",
+            "--openai-itl",
+            "--openai-tokens-per-chunk",
+            "--openai-usage-on-last",
         ] {
             assert!(text.contains(flag), "{flag} missing from help");
         }

@@ -5,7 +5,8 @@
 //! read edge until a read returns WouldBlock. Requests are answered as soon as they are complete
 //! (pipelined ones in order); a response whose model has a delay is held in the connection's
 //! queue until its deadline, and everything behind it waits too, so responses stay in order
-//! without ever blocking the loop.
+//! without ever blocking the loop. An OpenAI event stream sits in the same queue and re-arms
+//! its own deadline for each event (see `openai_stream`).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -18,6 +19,8 @@ use mio::net::TcpStream;
 use super::execute::Env;
 use super::http::{write_error_json, write_head, BodyAt, Progress, RequestReader, CONTINUE_100};
 use super::http::{MAX_BODY_BYTES, MAX_HEAD_BYTES};
+use super::openai::{self, OaiReply};
+use super::openai_stream::SseStream;
 use super::routes::{route, Outcome, Request, JSON};
 use super::stats::{InferTiming, Stats};
 use super::worker::Shared;
@@ -49,12 +52,16 @@ pub struct Commit {
     delay_start: Instant,
 }
 
-/// A response waiting for its deadline (or for a delayed response ahead of it).
+/// A response waiting for its deadline (or for a delayed response ahead of it), or an
+/// OpenAI event stream (`bytes` empty) whose next event is due at `ready_at`.
 #[derive(Debug)]
 struct Held {
     ready_at: Instant,
     bytes: Vec<u8>,
     commit: Option<Commit>,
+    stream: Option<Box<SseStream>>,
+    /// The OpenAI token-log entry to stamp when this answer's tokens go out.
+    log_id: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -162,14 +169,44 @@ impl Conn {
         Ok(())
     }
 
-    /// Moves every held response whose time has come (from the front) into the write buffer.
-    pub fn release_held(&mut self, now: Instant, stats: &Stats) {
-        while self.held.front().is_some_and(|h| h.ready_at <= now) {
+    /// Moves every held response whose time has come (from the front) into the write buffer;
+    /// a stream at the front writes its due events and, unfinished, re-arms its deadline in
+    /// `timers` (this connection being in `slot`) and keeps everything behind it waiting.
+    pub fn release_held(
+        &mut self,
+        now: Instant,
+        shared: &Shared,
+        timers: &mut Timers,
+        slot: usize,
+    ) {
+        while let Some(front) = self.held.front_mut() {
+            if front.ready_at > now {
+                break;
+            }
+            if let Some(stream) = front.stream.as_mut() {
+                let (chunks, done) = stream.emit_due(now, &mut self.wbuf);
+                if let Some(id) = front.log_id {
+                    // The moment the chunks were paced for (`now`), so logged gaps are the
+                    // gaps the pacing kept, not shifted by how long this loop turn took.
+                    let at = shared.clock.at_ns(now);
+                    (0..chunks).for_each(|_| shared.openai.log.record(id, at));
+                }
+                if !done {
+                    front.ready_at = stream.next_at();
+                    timers.push(Reverse((front.ready_at, slot, self.generation)));
+                    break;
+                }
+                self.held.pop_front();
+                continue;
+            }
             let Some(held) = self.held.pop_front() else {
                 break;
             };
             if let Some(c) = held.commit {
-                commit(stats, &c, now);
+                commit(&shared.stats, &c, now);
+            }
+            if let Some(id) = held.log_id {
+                shared.openai.log.record(id, shared.clock.now_ns());
             }
             self.wbuf.extend_from_slice(&held.bytes);
         }
@@ -202,7 +239,7 @@ pub struct Ctx<'a> {
 }
 
 /// xorshift64*: a small, fast generator for uniform delays (quality is ample for jitter).
-fn next_random(state: &mut u64) -> u64 {
+pub(super) fn next_random(state: &mut u64) -> u64 {
     let mut x = *state;
     x ^= x >> 12;
     x ^= x << 25;
@@ -249,7 +286,70 @@ fn emit(
         ready_at,
         bytes,
         commit,
+        stream: None,
+        log_id: None,
     });
+}
+
+/// Queues a paced OpenAI answer (whole bytes or a stream) with a deadline at `ready_at`.
+fn hold(
+    conn: &mut Conn,
+    ctx: &mut Ctx,
+    ready_at: Instant,
+    held: (Vec<u8>, Option<Box<SseStream>>),
+    log_id: u64,
+) {
+    ctx.timers
+        .push(Reverse((ready_at, ctx.slot, conn.generation)));
+    conn.held.push_back(Held {
+        ready_at,
+        bytes: held.0,
+        commit: None,
+        stream: held.1,
+        log_id: Some(log_id),
+    });
+}
+
+/// Sends an OpenAI answer: a whole body now or at its generation deadline, or a stream's
+/// head now and its events as they fall due.
+fn answer_openai(conn: &mut Conn, ctx: &mut Ctx, reply: OaiReply, close: bool) {
+    ctx.shared.stats.count_http_request();
+    conn.closing |= close;
+    match reply {
+        OaiReply::Whole {
+            status,
+            ready_at,
+            log_id,
+        } => {
+            let mut bytes = Vec::with_capacity(ctx.body.len() + 128);
+            write_head(&mut bytes, status, JSON, ctx.body.len(), None, close);
+            bytes.extend_from_slice(ctx.body);
+            match (ready_at, log_id) {
+                (Some(at), Some(id)) => hold(conn, ctx, at, (bytes, None), id),
+                _ => emit(conn, ctx.timers, ctx.slot, None, |out| {
+                    out.extend_from_slice(&bytes)
+                }),
+            }
+        }
+        OaiReply::Stream { stream, log_id } => {
+            emit(conn, ctx.timers, ctx.slot, None, |out| {
+                write_stream_head(out, close)
+            });
+            let at = stream.next_at();
+            hold(conn, ctx, at, (Vec::new(), Some(stream)), log_id);
+        }
+    }
+}
+
+/// The head of a `text/event-stream` answer in chunked framing.
+fn write_stream_head(out: &mut Vec<u8>, close: bool) {
+    out.extend_from_slice(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n",
+    );
+    if close {
+        out.extend_from_slice(b"Connection: close\r\n");
+    }
+    out.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
 }
 
 /// Frames and emits the reply to one complete request.
@@ -268,13 +368,16 @@ fn answer(conn: &mut Conn, ctx: &mut Ctx, head: &super::http::Head, body: BodyAt
         body,
     };
     ctx.body.clear();
+    let close = !head.keep_alive;
+    if let Some(reply) = openai::route(&req, &ctx.shared.openai, ctx.rng, ctx.body) {
+        return answer_openai(conn, ctx, reply, close);
+    }
     let mut env = Env {
         shared: ctx.shared,
         rng: ctx.rng,
     };
     let reply = route(&req, &mut env, ctx.body);
     let ready = Instant::now();
-    let close = !head.keep_alive;
     let stats = &ctx.shared.stats;
     stats.count_http_request();
     let received = conn.last_read;

@@ -8,7 +8,8 @@
 //! Roles: `conn` (event loop, connections, deadlines), `http` (request parsing, response
 //! framing), `routes` (URL routing, metadata endpoints), `infer` (infer requests), `models`
 //! (model definitions and compute), `stats` (counters and their JSON), `cli` (`serve_main`),
-//! `grpc` (the gRPC endpoint on a tokio runtime thread), `tls` (PEM loading, HTTPS front).
+//! `grpc` (the gRPC endpoint on a tokio runtime thread), `tls` (PEM loading, HTTPS front),
+//! `openai*` (the OpenAI-compatible `/v1/...` endpoints of a fake LLM, streamed over SSE).
 
 mod chunked;
 mod cli;
@@ -19,6 +20,10 @@ mod http;
 mod infer;
 mod json_data;
 mod models;
+mod openai;
+mod openai_log;
+mod openai_request;
+mod openai_stream;
 mod request_log;
 mod routes;
 mod sequence;
@@ -39,6 +44,8 @@ mod tests_endpoints;
 #[cfg(test)]
 mod tests_models;
 #[cfg(test)]
+mod tests_openai;
+#[cfg(test)]
 mod tests_robust;
 #[cfg(test)]
 mod tests_tls;
@@ -57,6 +64,8 @@ use worker::{Shared, Worker, WAKER};
 pub use request_log::ARRIVALS_KEPT;
 
 pub use cli::serve_main;
+pub use openai::{OpenAiConfig, DEFAULT_OPENAI_MODEL};
+pub use openai_log::TOKEN_LOG_REQUESTS;
 pub use stats::{Counters, ModelCounters};
 pub use tls::TlsFiles;
 pub use trace::{TraceSettings, TraceUpdate};
@@ -89,6 +98,8 @@ pub struct ServeConfig {
     pub grpc_addr: Option<SocketAddr>,
     /// TLS on both ports (HTTPS and gRPC over TLS); None = cleartext.
     pub tls: Option<TlsFiles>,
+    /// The fake LLM behind the OpenAI-compatible `/v1/...` endpoints.
+    pub openai: OpenAiConfig,
 }
 
 impl Default for ServeConfig {
@@ -101,6 +112,7 @@ impl Default for ServeConfig {
             serial: Vec::new(),
             grpc_addr: None,
             tls: None,
+            openai: OpenAiConfig::default(),
         }
     }
 }
@@ -132,6 +144,19 @@ pub fn parse_delay(spec: &str) -> Result<(String, Delay)> {
     if model.is_empty() {
         return Err(bad("missing model name"));
     }
+    Ok((model.to_string(), delay_value(value, bad)?))
+}
+
+/// Parses a delay flag's value without a model (e.g. `--openai-ttft 50ms` or `1ms..3ms`);
+/// `flag` names the flag in the error.
+pub fn parse_delay_value(flag: &str, value: &str) -> Result<Delay> {
+    delay_value(value, |why| {
+        Error::usage(format!("{flag} '{value}': {why}"))
+    })
+}
+
+/// `DURATION` or `LOW..HIGH`; `bad` builds the error from the reason.
+fn delay_value(value: &str, bad: impl Fn(&str) -> Error) -> Result<Delay> {
     let duration = |text: &str| {
         parse_duration(text).ok_or_else(|| bad("durations look like 2ms, 500us, 1.5s or 750ns"))
     };
@@ -145,7 +170,7 @@ pub fn parse_delay(spec: &str) -> Result<(String, Delay)> {
             Delay::Uniform(low, high)
         }
     };
-    Ok((model.to_string(), delay))
+    Ok(delay)
 }
 
 /// A running server; stopping it (or dropping it) stops and joins its threads.
@@ -182,6 +207,14 @@ impl ServerHandle {
             Some(index) => self.shared.arrivals.arrivals(index),
             None => Vec::new(),
         }
+    }
+
+    /// For each of the last [`TOKEN_LOG_REQUESTS`] OpenAI generation requests (oldest first,
+    /// in the order they were parsed): when the server wrote each content chunk of its stream,
+    /// or its whole answer (one entry) when not streamed; ns on the [`crate::clock::Clock`]
+    /// wall-clock scale, like [`ServerHandle::arrivals`].
+    pub fn token_times(&self) -> Vec<Vec<u64>> {
+        self.shared.openai.log.snapshot()
     }
 
     /// Every trace-settings update received (HTTP or gRPC), oldest first.
@@ -329,7 +362,9 @@ pub fn start(cfg: ServeConfig) -> Result<ServerHandle> {
         Some((l, _)) => Some(l.local_addr()?),
         None => None,
     };
-    let shared = Arc::new(Shared::new(delays, serial));
+    let mut shared = Shared::new(delays, serial);
+    shared.openai = openai::OpenAiState::new(cfg.openai.clone())?;
+    let shared = Arc::new(shared);
     // If a later thread fails to start, dropping `handle` stops the ones already running.
     let mut handle = ServerHandle {
         addr,

@@ -13,6 +13,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use super::conn::{abandon, pump, Conn, Ctx, Timers, READ_BUF};
 use super::models::MODELS;
+use super::openai::OpenAiState;
 use super::request_log::{ArrivalLog, ARRIVALS_KEPT};
 use super::sequence::Sequences;
 use super::stats::Stats;
@@ -43,6 +44,8 @@ pub struct Shared {
     pub trace: Trace,
     /// The clock of the arrival times.
     pub clock: Clock,
+    /// OpenAI endpoint settings and the token send log.
+    pub openai: OpenAiState,
 }
 
 impl Shared {
@@ -57,6 +60,7 @@ impl Shared {
             arrivals: ArrivalLog::new(MODELS.len(), ARRIVALS_KEPT),
             trace: Trace::default(),
             clock: Clock::new(),
+            openai: OpenAiState::default(),
         }
     }
 
@@ -240,7 +244,7 @@ impl Worker {
                 self.close(slot);
                 continue;
             }
-            conn.release_held(now, &self.shared.stats);
+            conn.release_held(now, &self.shared, &mut self.timers, slot);
             self.drive(slot);
         }
     }
