@@ -222,3 +222,34 @@ fn ensemble_reports_its_composing_models_and_their_csvs() {
         );
     }
 }
+
+#[test]
+fn binary_search_over_concurrency_finds_the_latency_limit() {
+    // One execution at a time, 2 ms each: latency is about 2 ms x concurrency, so a 5 ms limit
+    // passes at 1 and 2 and fails from 3 on.
+    let srv = serial_server(Delay::Fixed(Duration::from_millis(2)));
+    let mut cfg = quick_config(&srv, "simple", 20);
+    cfg.concurrency = ConcurrencyRange {
+        start: 1,
+        end: 8,
+        step: 1,
+    };
+    cfg.binary_search = true;
+    cfg.latency_threshold_ms = 5;
+    let (res, text) = run(&cfg);
+    assert!(res.error.is_none(), "{:?}", res.error);
+    let loads: Vec<LoadValue> = res.points.iter().map(|p| p.load).collect();
+    // Probes: 1 (passes), 8 (fails), 4 (fails), 2 (passes), 3 (fails); passing ones reported.
+    assert_eq!(
+        loads,
+        vec![LoadValue::Concurrency(1), LoadValue::Concurrency(2)],
+        "{text}"
+    );
+    for c in [1, 8, 4, 2, 3] {
+        assert!(
+            text.contains(&format!("Request concurrency: {c}\n")),
+            "{c}: {text}"
+        );
+    }
+    assert!(!text.contains("Request concurrency: 5\n"), "{text}");
+}
