@@ -19,6 +19,7 @@ pub mod server;
 pub mod service;
 pub mod signal;
 pub mod tensor;
+pub mod timerfd;
 pub mod transport;
 
 /// The version string printed by `--version` and written into the profile export.

@@ -1,14 +1,15 @@
-//! A one-shot timer for a worker's event loop with nanosecond resolution (a `timerfd`):
-//! `epoll_wait` timeouts are whole milliseconds, far too coarse for a send schedule.
+//! The open-loop send timer of a worker: a [`DeadlineTimer`] (ns resolution) armed for the
+//! next due send, with the thread's timer slack lowered so wake-ups are not late.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::time::Duration;
 
-use mio::unix::SourceFd;
-use mio::{Interest, Registry, Token};
+use mio::{Registry, Token};
+
+use crate::timerfd::DeadlineTimer;
 
 pub struct Timer {
-    fd: RawFd,
+    fd: DeadlineTimer,
     /// Clock ns the timer is armed for (0 = disarmed), to skip re-arming for the same time.
     armed_for: u64,
 }
@@ -17,59 +18,26 @@ impl Timer {
     /// A timer that raises a readable event with `token` when it fires. Also lowers the
     /// calling thread's timer slack to 1 ns: the default 50 us would make every wake-up late.
     pub fn new(registry: &Registry, token: Token) -> io::Result<Timer> {
-        // SAFETY: plain syscalls on values we own; the fd is checked before use.
-        let fd = unsafe {
-            libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let timer = Timer { fd, armed_for: 0 };
-        registry.register(&mut SourceFd(&timer.fd), token, Interest::READABLE)?;
-        Ok(timer)
+        // SAFETY: prctl only changes this thread's timer slack.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        Ok(Timer {
+            fd: DeadlineTimer::new(registry, token)?,
+            armed_for: 0,
+        })
     }
 
-    /// Fires once, `delay_ns` from now (at least 1 ns); `at_ns` names that moment so that
-    /// asking again for the same one costs nothing.
+    /// Fires once, `delay_ns` from now; `at_ns` names that moment so that asking again for
+    /// the same one costs nothing.
     pub fn arm(&mut self, at_ns: u64, delay_ns: u64) {
-        if self.armed_for == at_ns {
-            return;
-        }
-        let delay = delay_ns.max(1);
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (delay / 1_000_000_000) as libc::time_t,
-                tv_nsec: (delay % 1_000_000_000) as libc::c_long,
-            },
-        };
-        // SAFETY: `spec` is a valid itimerspec; a null old-value pointer is allowed.
-        let rc = unsafe { libc::timerfd_settime(self.fd, 0, &spec, std::ptr::null_mut()) };
-        if rc == 0 {
+        if self.armed_for != at_ns && self.fd.arm(Duration::from_nanos(delay_ns)).is_ok() {
             self.armed_for = at_ns;
         }
     }
 
     /// Called on the timer's event: consumes the expiry so the next one raises a new edge.
     pub fn fired(&mut self) {
-        let mut count = [0u8; 8];
-        // SAFETY: reads at most 8 bytes into our buffer; errors (EAGAIN) are ignored.
-        unsafe { libc::read(self.fd, count.as_mut_ptr().cast(), count.len()) };
+        self.fd.drain();
         self.armed_for = 0;
-    }
-}
-
-impl Drop for Timer {
-    fn drop(&mut self) {
-        // SAFETY: we own the fd and close it once.
-        unsafe { libc::close(self.fd) };
     }
 }
 
@@ -77,7 +45,7 @@ impl Drop for Timer {
 mod tests {
     use super::*;
     use mio::{Events, Poll};
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     #[test]
     fn fires_once_after_the_delay() {

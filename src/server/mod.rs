@@ -28,7 +28,6 @@ mod request_log;
 mod routes;
 mod sequence;
 mod stats;
-mod timer;
 mod tls;
 mod trace;
 mod worker;

@@ -17,10 +17,10 @@ use super::openai::OpenAiState;
 use super::request_log::{ArrivalLog, ARRIVALS_KEPT};
 use super::sequence::Sequences;
 use super::stats::Stats;
-use super::timer::DeadlineTimer;
 use super::trace::Trace;
 use super::Delay;
 use crate::clock::Clock;
+use crate::timerfd::DeadlineTimer;
 
 pub const LISTENER: Token = Token(0);
 pub const WAKER: Token = Token(1);
