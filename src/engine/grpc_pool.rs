@@ -64,6 +64,19 @@ struct Slot {
     last_output_ns: u64,
 }
 
+impl Slot {
+    fn new(conn: usize) -> Slot {
+        Slot {
+            conn,
+            stream: 0,
+            busy: false,
+            rec: RequestRecord::default(),
+            body: Vec::new(),
+            last_output_ns: 0,
+        }
+    }
+}
+
 pub struct GrpcPool {
     addr: SocketAddr,
     tls: Option<TlsClient>,
@@ -78,16 +91,7 @@ pub struct GrpcPool {
 impl GrpcPool {
     pub fn new(addr: SocketAddr, tls: Option<TlsClient>, wire: GrpcWire, slots: usize) -> Self {
         let conn_count = slots.div_ceil(STREAMS_PER_CONN).max(1);
-        let slots: Vec<Slot> = (0..slots)
-            .map(|s| Slot {
-                conn: s % conn_count,
-                stream: 0,
-                busy: false,
-                rec: RequestRecord::default(),
-                body: Vec::new(),
-                last_output_ns: 0,
-            })
-            .collect();
+        let slots: Vec<Slot> = (0..slots).map(|s| Slot::new(s % conn_count)).collect();
         let free = (0..slots.len()).rev().collect();
         GrpcPool {
             addr,
@@ -186,14 +190,7 @@ impl GrpcPool {
         let Some(conn) = self.conns.iter().position(open) else {
             return false;
         };
-        self.slots.push(Slot {
-            conn,
-            stream: 0,
-            busy: false,
-            rec: RequestRecord::default(),
-            body: Vec::new(),
-            last_output_ns: 0,
-        });
+        self.slots.push(Slot::new(conn));
         self.free.push(self.slots.len() - 1);
         true
     }
@@ -532,7 +529,7 @@ impl Pool for GrpcPool {
     }
 
     fn fill(&mut self, cx: &mut Cx<'_>) {
-        let now_ns = cx.clock.now_ns();
+        let now_ns = cx.feed.now_if_paced(cx.clock);
         let mut k = 0;
         let mut touched = false;
         loop {

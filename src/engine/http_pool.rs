@@ -123,7 +123,7 @@ impl Pool for HttpPool {
     }
 
     fn fill(&mut self, cx: &mut Cx<'_>) {
-        let now_ns = cx.clock.now_ns();
+        let now_ns = cx.feed.now_if_paced(cx.clock);
         loop {
             let Some(&i) = self.idle.last() else {
                 return self.grow(cx, now_ns);

@@ -254,6 +254,17 @@ impl Feed {
                 .is_some_and(|d| d <= now_ns)
     }
 
+    /// The time `next` and `due` compare sends against: the clock when a schedule is
+    /// followed, else 0 (closed loop sends whenever a slot frees; no clock read needed).
+    #[inline]
+    pub fn now_if_paced(&self, clock: &Clock) -> u64 {
+        if self.pace.is_some() {
+            clock.now_ns()
+        } else {
+            0
+        }
+    }
+
     /// Open loop: clock ns of the next send (for the worker's timer).
     pub fn next_due_ns(&self) -> Option<u64> {
         if !self.running || self.budget == Some(0) {

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::config::{Config, Protocol};
+use crate::config::{Compression, Config, ParamValue, Protocol, TensorFormat};
 use crate::engine::seq_feed::SeqPlan;
 use crate::engine::sequence::{SeqConfig, UNBOUNDED_ID_RANGE};
 use crate::engine::wire::{GrpcWire, Wire};
@@ -151,28 +151,14 @@ fn template(
     inputs: &[InputTensor],
     outputs: &[String],
 ) -> Result<SeqTemplate> {
-    match cfg.protocol {
-        Protocol::Http => {
-            let path = triton_http::infer_path(&cfg.model_name, &cfg.model_version);
-            seq_patch::http_template(
-                &target.host,
-                &path,
-                inputs,
-                outputs,
-                cfg.input_tensor_format,
-                cfg.output_tensor_format,
-                &cfg.headers,
-            )
-        }
-        Protocol::Grpc => seq_patch::grpc_template(
-            &cfg.model_name,
-            &cfg.model_version,
-            inputs,
-            outputs,
-            &cfg.request_parameters,
-            cfg.compression,
-        ),
-    }
+    in_protocol(
+        cfg,
+        target,
+        inputs,
+        outputs,
+        seq_patch::http_template,
+        seq_patch::grpc_template,
+    )
 }
 
 /// One request's bytes in the run's protocol.
@@ -182,10 +168,43 @@ fn encode(
     inputs: &[InputTensor],
     outputs: &[String],
 ) -> Result<Vec<u8>> {
+    in_protocol(
+        cfg,
+        target,
+        inputs,
+        outputs,
+        triton_http::encode_infer_request,
+        triton_grpc::encode_infer_request,
+    )
+}
+
+/// An HTTP encoder: host, path, inputs, outputs, tensor formats, extra headers.
+type HttpEncoder<T> = fn(
+    &str,
+    &str,
+    &[InputTensor],
+    &[String],
+    TensorFormat,
+    TensorFormat,
+    &[(String, String)],
+) -> Result<T>;
+/// A gRPC encoder: model, version, inputs, outputs, request parameters, compression.
+type GrpcEncoder<T> =
+    fn(&str, &str, &[InputTensor], &[String], &[(String, ParamValue)], Compression) -> Result<T>;
+
+/// Calls the encoder of the run's protocol with the run's settings.
+fn in_protocol<T>(
+    cfg: &Config,
+    target: &Target,
+    inputs: &[InputTensor],
+    outputs: &[String],
+    http: HttpEncoder<T>,
+    grpc: GrpcEncoder<T>,
+) -> Result<T> {
     match cfg.protocol {
         Protocol::Http => {
             let path = triton_http::infer_path(&cfg.model_name, &cfg.model_version);
-            triton_http::encode_infer_request(
+            http(
                 &target.host,
                 &path,
                 inputs,
@@ -195,7 +214,7 @@ fn encode(
                 &cfg.headers,
             )
         }
-        Protocol::Grpc => triton_grpc::encode_infer_request(
+        Protocol::Grpc => grpc(
             &cfg.model_name,
             &cfg.model_version,
             inputs,
