@@ -132,7 +132,7 @@ mod tests {
         let pki = TestPki::new("cfgerr");
         let good = pki.server_files(None);
         assert!(server_config(&good, ALPN_H2).is_ok());
-        let missing = pki.dir.join("missing.pem");
+        let missing = pki.dir().join("missing.pem");
         let cases = [
             (
                 TlsFiles {

@@ -131,7 +131,7 @@ impl Transport {
 }
 
 #[cfg(test)]
-mod test_pki;
+pub(crate) mod test_pki;
 
 #[cfg(test)]
 mod tests;
