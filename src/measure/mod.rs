@@ -1,6 +1,7 @@
 //! Turning request records into perf_analyzer's statistics: per-window numbers, the stability
 //! rule, merging the last windows of a point, and server-side statistics deltas.
 
+pub mod llm;
 pub mod record;
 pub mod schedule;
 pub mod server_stats;

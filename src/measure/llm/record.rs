@@ -1,0 +1,69 @@
+//! One LLM request as measured: plain data that the LLM metrics, reports and plots read.
+//!
+//! The engine stores every streamed event with the time of the network read that delivered
+//! it; the `profile` command parses those events afterwards, drops the ones without output
+//! text (role-only chunks, usage-only chunks, `[DONE]`), counts tokens, and builds one
+//! [`LlmRequest`] per request. All times are ns since the Unix epoch.
+
+/// One response that carried output text (a content chunk of an SSE stream, one Triton
+/// streaming response, or the whole body of a non-streaming request).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Chunk {
+    /// Time of the read that delivered the chunk, taken before any parsing (ns since epoch).
+    /// Chunks that arrived in the same read share this value exactly.
+    pub arrival_ns: u64,
+    /// Output tokens in the chunk's text (client tokenizer); 0 when the text did not tokenize
+    /// to anything on its own.
+    pub tokens: u64,
+}
+
+/// Token counts the server reported in `usage`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// Why a request failed, for the error count by kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestError {
+    /// A short stable label: `http_<status>`, `sse_error_event`, `transport`, `incomplete`
+    /// (stream ended without `[DONE]` or a finish), `bad_response`.
+    pub kind: String,
+    /// The detail shown to the user (server message, OS error).
+    pub message: String,
+}
+
+/// One request of an LLM run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LlmRequest {
+    /// The first request byte was written.
+    pub start_ns: u64,
+    /// Open loop: when the schedule meant the request to go; 0 in closed loop.
+    pub intended_ns: u64,
+    /// The response ended (stream closed or body complete).
+    pub end_ns: u64,
+    /// None for a successful request.
+    pub error: Option<RequestError>,
+    /// Input tokens (client tokenizer, or `usage.prompt_tokens` with
+    /// `--use-server-token-count`).
+    pub isl: u64,
+    /// Output tokens (sum of the chunks' tokens, or `usage.completion_tokens` with
+    /// `--use-server-token-count`).
+    pub osl: u64,
+    /// Output tokens the request asked for (`max_tokens`), when it asked.
+    pub requested_osl: Option<u64>,
+    /// Responses that carried output text, in arrival order. Empty for embeddings and
+    /// rankings, and for failed requests that got no text.
+    pub chunks: Vec<Chunk>,
+    /// What the server said in `usage`, when it said it.
+    pub usage: Option<Usage>,
+    /// Index of the model the request went to (`-m` order), for multi-model runs.
+    pub model: u32,
+}
+
+impl LlmRequest {
+    pub fn ok(&self) -> bool {
+        self.error.is_none()
+    }
+}
