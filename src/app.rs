@@ -1,5 +1,6 @@
 //! Top-level dispatch: `inferperf [perf_analyzer flags]`, `inferperf serve ...`,
-//! `inferperf demo [perf_analyzer flags]`.
+//! `inferperf demo [perf_analyzer flags]`, `inferperf profile ...` (LLM benchmark),
+//! `inferperf compare RUN...`.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -15,6 +16,8 @@ pub fn main_with_args(args: Vec<OsString>) -> i32 {
     match args.get(1).and_then(|a| a.to_str()) {
         Some("serve") => server::serve_main(args[1..].to_vec()),
         Some("demo") => demo(args),
+        Some("profile") => crate::llm::profile_main(args[1..].to_vec()),
+        Some("compare") => crate::report::plot::compare::compare_main(args[1..].to_vec()),
         _ => run_cli(args),
     }
 }

@@ -9,6 +9,16 @@ pub enum Protocol {
     Grpc,
 }
 
+/// Which kind of server the run talks to (`--service-kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ServiceKind {
+    /// Triton / KServe v2 (HTTP or gRPC).
+    #[default]
+    Triton,
+    /// An OpenAI-compatible HTTP API: each input-data `payload` POSTed to `--endpoint`.
+    OpenAi,
+}
+
 /// How load is generated (perf_analyzer's inference load modes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadMode {
@@ -150,6 +160,11 @@ pub struct Config {
     /// `host:port` (a leading `http://` is accepted and stripped).
     pub url: String,
     pub protocol: Protocol,
+    /// `--service-kind`.
+    pub service_kind: ServiceKind,
+    /// `--endpoint`: the path the openai kind POSTs to (no leading `/`), copied into the
+    /// profile export.
+    pub endpoint: String,
     /// `-v` count.
     pub verbose: u8,
 
@@ -245,6 +260,8 @@ impl Default for Config {
             model_version: String::new(),
             url: "localhost:8000".into(),
             protocol: Protocol::Http,
+            service_kind: ServiceKind::Triton,
+            endpoint: String::new(),
             verbose: 0,
             load_mode: LoadMode::Concurrency,
             concurrency: ConcurrencyRange {

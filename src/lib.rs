@@ -2,7 +2,8 @@
 //! perf_analyzer.
 //!
 //! Data flows one way: `cli` -> `Config` -> `engine` (workers speaking a `protocol`) ->
-//! `measure` (records to statistics) -> `report` (plain data to text).
+//! `measure` (records to statistics) -> `report` (plain data to text). `llm` is the LLM
+//! benchmark (`inferperf profile`) on the same engine.
 
 pub mod app;
 pub mod cli;
@@ -11,6 +12,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod inputs;
+pub mod llm;
 pub mod measure;
 pub mod protocol;
 pub mod report;

@@ -74,6 +74,7 @@ fn run_engine(addr: SocketAddr) -> (String, WindowRecords) {
         addr,
         requests: Arc::new(vec![vec![0, 0, 0, 0, 2, 0x0a, 0x00]]),
         keep_bodies: false,
+        keep_going: false,
         pin: false,
         max_workers: 1,
         clock: Clock::new(),

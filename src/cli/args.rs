@@ -39,9 +39,14 @@ pub struct RunArgs {
     /// request every worker sends [default: off]
     #[arg(short = 'v', action = ArgAction::Count, help_heading = GENERAL)]
     pub verbose: u8,
-    /// Service kind; only "triton" for now [default: triton]
+    /// Service kind: triton, or openai (an OpenAI-compatible HTTP API; needs --endpoint,
+    /// --input-data with "payload" entries and --async) [default: triton]
     #[arg(long, value_name = "KIND", help_heading = GENERAL)]
     pub service_kind: Option<String>,
+    /// OpenAI: path the payloads are POSTed to, e.g. v1/chat/completions (also written to the
+    /// profile export) [default: none]
+    #[arg(long, value_name = "PATH", help_heading = GENERAL)]
+    pub endpoint: Option<String>,
     /// Print the version to stderr and exit
     #[arg(long, help_heading = GENERAL)]
     pub version: bool,

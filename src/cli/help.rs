@@ -97,11 +97,6 @@ pub const PLANNED_FLAGS: &[PlannedFlag] = &[
     ),
     valued("model-repository", "DIR", "C API: model repository"),
     valued(
-        "endpoint",
-        "PATH",
-        "OpenAI: path appended to the URL, e.g. v1/chat/completions",
-    ),
-    valued(
         "model-signature-name",
         "NAME",
         "TF Serving signature [default: serving_default]",

@@ -7,6 +7,7 @@ pub mod args;
 pub mod help;
 pub mod load;
 pub mod net;
+pub mod openai;
 pub mod transport;
 pub mod validate;
 

@@ -553,8 +553,8 @@ const ERROR_ROWS: &[(&[&str], &[&str])] = &[
         &["--shared-memory", "'disk'"],
     ),
     (
-        &["-m", "m", "--service-kind", "openai"],
-        &["--service-kind openai", "not supported yet"],
+        &["-m", "m", "--service-kind", "tfserving"],
+        &["--service-kind tfserving", "not supported yet"],
     ),
     (
         &["-m", "m", "--service-kind", "vllm"],

@@ -9,10 +9,12 @@ use std::str::FromStr;
 use super::args::RunArgs;
 use super::help::not_supported;
 use super::transport::apply_transport;
-use crate::config::{ConcurrencyRange, Config, InputData, MeasurementMode, TensorFormat};
+use crate::config::{
+    ConcurrencyRange, Config, InputData, MeasurementMode, ServiceKind, TensorFormat,
+};
 use crate::error::{Error, Result};
 
-/// Service kinds perf_analyzer knows; only `triton` is implemented.
+/// Service kinds perf_analyzer knows; `triton` and `openai` are implemented.
 const SERVICE_KINDS: &[&str] = &[
     "triton",
     "triton_c_api",
@@ -54,9 +56,14 @@ fn apply_general(args: &RunArgs, config: &mut Config) -> Result<()> {
                 SERVICE_KINDS.join(", ")
             )));
         }
-        if kind != "triton" {
-            return Err(not_supported(&format!("--service-kind {kind}")));
-        }
+        config.service_kind = match kind {
+            "triton" => ServiceKind::Triton,
+            "openai" => ServiceKind::OpenAi,
+            _ => return Err(not_supported(&format!("--service-kind {kind}"))),
+        };
+    }
+    if let Some(endpoint) = args.endpoint.as_deref() {
+        config.endpoint = endpoint.trim().trim_start_matches('/').to_string();
     }
     Ok(())
 }
@@ -347,6 +354,7 @@ fn apply_reports(args: &RunArgs, config: &mut Config) -> Result<()> {
 /// perf_analyzer.md §1.11 checks that involve more than one flag.
 fn check_cross_options(config: &Config) -> Result<()> {
     super::load::check(config)?;
+    super::openai::check(config)?;
     let range = config.concurrency;
     let single_value = range.start == range.end;
     if range.end == 0 && config.latency_threshold_ms == 0 {

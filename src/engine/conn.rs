@@ -7,6 +7,9 @@
 //! The socket is a [`Transport`]: plain TCP, or TLS whose handshake completes before the
 //! connection counts as connected (so, as with TCP connect, it is not part of any request's
 //! latency). Readiness follows the rule in [`crate::transport`].
+//!
+//! A `text/event-stream` response (OpenAI streaming) is decoded as it arrives, one response
+//! per `data:` event (see `sse_conn.rs`); any other response is one response, its raw body.
 
 use std::io;
 use std::net::SocketAddr;
@@ -15,8 +18,12 @@ use mio::{Interest, Registry, Token};
 
 use crate::clock::Clock;
 use crate::measure::RequestRecord;
-use crate::protocol::http1::{Progress, ResponseReader};
+use crate::protocol::http1::{Progress, ResponseHead, ResponseReader};
 use crate::transport::{TlsClient, Transport};
+use sse::SseState;
+
+#[path = "sse_conn.rs"]
+mod sse;
 
 /// Initial read buffer per connection (bytes). It grows only for responses larger than this.
 const READ_BUF: usize = 16 * 1024;
@@ -70,6 +77,10 @@ pub struct Conn {
     pub must_reconnect: bool,
     /// HTTP status of the last completed response.
     pub status: u16,
+    /// Keep what the export needs of each response (the framed SSE events).
+    pub keep_bodies: bool,
+    /// Server-Sent Events decoding of an event-stream response.
+    sse: SseState,
 }
 
 impl Conn {
@@ -97,6 +108,8 @@ impl Conn {
             rec: RequestRecord::default(),
             must_reconnect: false,
             status: 0,
+            keep_bodies: false,
+            sse: SseState::default(),
         })
     }
 
@@ -115,6 +128,7 @@ impl Conn {
         self.state = State::Connecting;
         self.rlen = 0;
         self.reader.reset();
+        self.sse.reset();
         self.must_reconnect = false;
         Ok(())
     }
@@ -134,6 +148,10 @@ impl Conn {
         self.step = step;
         self.written = 0;
         self.owned = false;
+        if self.sse.active {
+            // A stream cut short by a failure left its state behind.
+            self.sse.reset();
+        }
         self.rec = RequestRecord {
             start_ns: clock.now_ns(),
             step: step as u32,
@@ -321,23 +339,31 @@ impl Conn {
             match self.stream.read(&mut self.rbuf[self.rlen..]) {
                 Ok(0) => return self.on_eof(clock),
                 Ok(n) => {
+                    // One clock read per read: at the first byte, until the head is parsed,
+                    // and for every read of an event stream (its events take this read's
+                    // time). A plain response's later reads need none.
+                    let read_ns = if self.rlen == 0 || self.sse.active || !self.reader.head_parsed()
+                    {
+                        clock.now_ns()
+                    } else {
+                        0
+                    };
                     if self.rlen == 0 && self.rec.recv_start_ns == 0 {
-                        self.rec.recv_start_ns = clock.now_ns();
+                        self.rec.recv_start_ns = read_ns;
                     }
                     self.rlen += n;
-                    match self.reader.advance(&self.rbuf[..self.rlen]) {
+                    let progress = self.reader.advance(&self.rbuf[..self.rlen]);
+                    if let Err(e) = self.feed_events(read_ns) {
+                        return self.fail(format!("bad event stream in the response: {e}"));
+                    }
+                    match progress {
                         Ok(Progress::NeedMore) if n < space => {
                             self.watch_backlog(registry);
                             return Outcome::Pending;
                         }
                         Ok(Progress::NeedMore) => {}
                         Ok(Progress::Done(head)) => {
-                            return self.complete(
-                                head.status,
-                                head.keep_alive,
-                                head.consumed,
-                                clock,
-                            )
+                            return self.complete_read(head, read_ns, clock);
                         }
                         Err(e) => return self.fail(format!("bad HTTP response: {e}")),
                     }
@@ -355,12 +381,57 @@ impl Conn {
     fn on_eof(&mut self, clock: &Clock) -> Outcome {
         match self.reader.on_eof(&self.rbuf[..self.rlen]) {
             Ok(Progress::Done(head)) => {
-                let out = self.complete(head.status, false, head.consumed, clock);
+                let read_ns = clock.now_ns();
+                if let Err(e) = self.feed_events(read_ns) {
+                    return self.fail(format!("bad event stream in the response: {e}"));
+                }
+                let head = ResponseHead {
+                    keep_alive: false,
+                    ..head
+                };
+                let out = self.complete_read(head, read_ns, clock);
                 self.must_reconnect = true;
                 out
             }
             _ => self.fail("server closed the connection before the response was complete".into()),
         }
+    }
+
+    /// After a read: once the head says `text/event-stream` (and 2xx), hands the body bytes
+    /// that arrived to the SSE decoder, as read at `read_ns`.
+    fn feed_events(&mut self, read_ns: u64) -> Result<(), crate::protocol::sse::SseError> {
+        if !self.sse.active {
+            let head = self.reader.head_parsed() && self.reader.is_event_stream();
+            if !head || !(200..300).contains(&self.reader.status()) {
+                return Ok(());
+            }
+            self.sse.active = true;
+            self.rec.sse = true;
+        }
+        let body = self.reader.body_so_far(&self.rbuf[..self.rlen]);
+        self.sse
+            .feed(body, read_ns, self.keep_bodies, &mut self.rec)
+    }
+
+    /// The response is complete: ends the event stream (if any), then the request.
+    fn complete_read(&mut self, head: ResponseHead, read_ns: u64, clock: &Clock) -> Outcome {
+        if self.sse.active {
+            if let Err(e) = self.sse.finish(read_ns, self.keep_bodies, &mut self.rec) {
+                return self.fail(format!("bad event stream in the response: {e}"));
+            }
+        }
+        let out = self.complete(head.status, head.keep_alive, head.consumed, clock);
+        if self.sse.active {
+            // Latency runs to the last event with data; `[DONE]` (perf_analyzer's null final
+            // response) does not count.
+            if self.sse.last_event_ns != 0 {
+                self.rec.end_ns = self.sse.last_event_ns;
+            }
+            if self.sse.error.is_some() {
+                self.rec.ok = false;
+            }
+        }
+        out
     }
 
     fn complete(
@@ -386,15 +457,28 @@ impl Conn {
         Outcome::Completed
     }
 
-    /// The body of the response that just completed (valid until the next `release`).
+    /// The body of the response that just completed (valid until the next `release`): for an
+    /// event stream, its framed events (empty unless `keep_bodies`).
     pub fn body(&self) -> &[u8] {
+        if self.sse.active {
+            return &self.sse.framed;
+        }
         self.reader.body(&self.rbuf[..self.rlen])
+    }
+
+    /// Why the request that just completed is not ok, when the response says more than its
+    /// status: the data of an `event: error` in its event stream.
+    pub fn stream_error(&self) -> Option<&str> {
+        self.sse.error.as_deref()
     }
 
     /// Drops the completed response's bytes so the next request can start.
     pub fn release(&mut self) {
         self.rlen = 0;
         self.reader.reset();
+        if self.sse.active {
+            self.sse.reset();
+        }
     }
 
     /// Data or EOF on an idle connection: the server closed it (keep-alive timeout) or sent

@@ -7,7 +7,7 @@ use mio::{Registry, Token};
 
 use super::conn::{Conn, Outcome};
 use super::pool::{Cx, Pool, Ready};
-use crate::service::triton_http::error_message;
+use crate::service::openai::{error_message, stream_error_message};
 use crate::transport::TlsClient;
 
 pub struct HttpPool {
@@ -70,7 +70,11 @@ impl HttpPool {
                 let conn = &mut self.conns[i];
                 let rec = conn.rec;
                 if !rec.ok && !cx.sink.failed {
-                    cx.sink.fail(error_message(conn.status, conn.body()));
+                    let msg = match conn.stream_error() {
+                        Some(data) => stream_error_message(data),
+                        None => error_message(conn.status, conn.body()),
+                    };
+                    cx.sink.fail(msg);
                 }
                 cx.sink.finish(rec, conn.body());
                 conn.release();
@@ -134,6 +138,7 @@ impl Pool for HttpPool {
             self.idle.pop();
             cx.sink.started();
             let conn = &mut self.conns[i];
+            conn.keep_bodies = cx.sink.keep_bodies;
             let out = if send.seq.is_some() {
                 // Patched per request: the connection keeps its own copy until it is written.
                 conn.start_owned(cx.feed.bytes(&send), send.step, cx.clock, cx.registry)

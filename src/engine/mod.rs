@@ -47,6 +47,8 @@ pub struct EngineSpec {
     pub requests: Arc<Vec<Vec<u8>>>,
     /// Keep response bodies (for the profile export).
     pub keep_bodies: bool,
+    /// Count failed requests and go on instead of stopping at the first (LLM `profile`).
+    pub keep_going: bool,
     pub pin: bool,
     /// Upper bound on worker threads.
     pub max_workers: usize,
@@ -199,6 +201,7 @@ impl Engine {
                 requests: spec.requests.clone(),
                 budget: budgets.as_ref().map(|b| b[i]),
                 keep_bodies: spec.keep_bodies,
+                keep_going: spec.keep_going,
                 clock: spec.clock,
                 records: Vec::with_capacity(RECORDS_PER_WORKER),
                 first_step: i,
@@ -310,6 +313,15 @@ impl Engine {
         batch.records.clear();
         batch.bodies.clear();
         self.spare.push((batch.records, batch.bodies));
+    }
+
+    /// Stops sending new requests; the workers keep running, so requests in flight still
+    /// complete and reach the next `collect`.
+    pub fn halt(&self) {
+        for w in &self.workers {
+            let _ = w.commands.send(Command::Halt);
+            let _ = w.waker.wake();
+        }
     }
 
     /// Stops sending, lets in-flight requests finish (up to `drain`) and joins the workers.

@@ -314,6 +314,9 @@ pub struct Sink {
     /// Response bodies for the profile export (`keep_bodies`).
     pub bodies: Vec<u8>,
     pub keep_bodies: bool,
+    /// A failed request is counted and the run goes on (LLM `profile`); perf_analyzer's
+    /// rule, the default, is to stop at the first failure.
+    pub keep_going: bool,
     pub completed: u64,
     pub in_flight: usize,
     /// A request failed: nothing new starts (perf_analyzer stops at the first failure).
@@ -334,6 +337,7 @@ impl Sink {
             records,
             bodies: Vec::new(),
             keep_bodies,
+            keep_going: false,
             completed: 0,
             in_flight: 0,
             failed: false,
@@ -396,9 +400,10 @@ impl Sink {
         self.in_flight = self.in_flight.saturating_sub(1);
     }
 
-    /// Records a failure; the first message is kept and no new request starts.
+    /// Records a failure; the first message is kept and, unless `keep_going`, no new
+    /// request starts.
     pub fn fail(&mut self, msg: String) {
-        self.failed = true;
+        self.failed |= !self.keep_going;
         if self.error.is_none() {
             self.error = Some(msg);
         }

@@ -35,6 +35,9 @@ pub enum Command {
     },
     /// Send nothing new; finish what is in flight until `deadline`, then exit.
     Stop { deadline: Instant },
+    /// Send nothing new, but keep running and answering swaps, so the requests in flight
+    /// still reach the coordinator (`--benchmark-duration`).
+    Halt,
 }
 
 /// Records handed from a worker to the coordinator.
@@ -66,6 +69,8 @@ pub struct WorkerParams {
     /// Requests this worker may start; `None`: until told to stop.
     pub budget: Option<u64>,
     pub keep_bodies: bool,
+    /// Count failed requests and go on, instead of stopping at the first (LLM `profile`).
+    pub keep_going: bool,
     pub clock: Clock,
     pub records: Vec<RequestRecord>,
     /// First input step this worker sends; workers interleave through the steps.
@@ -106,6 +111,7 @@ impl<P: Pool> Worker<P> {
     ) -> Worker<P> {
         let records = std::mem::take(&mut p.records);
         let mut sink = Sink::new(records, p.keep_bodies);
+        sink.keep_going = p.keep_going;
         let stride = p.stride;
         sink.period = p.ramp.map_or(0, |r| r.period);
         let ramp = p.ramp;
@@ -244,6 +250,7 @@ impl<P: Pool> Worker<P> {
                     self.feed.running = false;
                     stop = Some(deadline);
                 }
+                Command::Halt => self.feed.running = false,
             }
         }
         stop

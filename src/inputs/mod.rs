@@ -12,6 +12,9 @@ mod directory;
 mod generate;
 mod json;
 pub mod model;
+pub mod openai;
+pub mod prompts;
+pub mod tokenizer;
 mod validation;
 mod value;
 

@@ -35,6 +35,10 @@ pub struct RequestRecord {
     pub seq_slot: u32,
     /// Sequence models: the request carried `sequence_end`.
     pub seq_end: bool,
+    /// The response was a Server-Sent Events stream (OpenAI `text/event-stream`): its body
+    /// region holds one framed response per event (see [`framed_responses`]), `[DONE]` as
+    /// an empty payload.
+    pub sse: bool,
 }
 
 impl RequestRecord {
@@ -123,6 +127,11 @@ pub fn framed_responses(mut body: &[u8]) -> impl Iterator<Item = (u64, &[u8])> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_fills_one_cache_line() {
+        assert_eq!(std::mem::size_of::<RequestRecord>(), 64);
+    }
 
     #[test]
     fn framed_responses_round_trip_and_stop_at_a_torn_tail() {

@@ -28,7 +28,10 @@ pub fn banner(b: &Banner) -> String {
 /// The banner; `rate` adds request-rate mode's limit and distribution lines.
 pub fn banner_with_rate(b: &Banner, rate: Option<&RateBanner>) -> String {
     let mut out = String::from("*** Measurement Settings ***\n");
-    let _ = writeln!(out, "  Batch size: {}", b.batch_size);
+    // 0: not printed (perf_analyzer prints it for Triton, or when -b is given).
+    if b.batch_size > 0 {
+        let _ = writeln!(out, "  Batch size: {}", b.batch_size);
+    }
     let _ = writeln!(out, "  Service Kind: {}", b.service_kind);
     if b.warmup_request_count > 0 {
         let _ = writeln!(

@@ -324,6 +324,12 @@ fn banner_variants() {
          Using uniform distribution on request generation\n  Using asynchronous calls"
     ));
     assert!(text.ends_with("inference\n\n"));
+    // OpenAI without -b: no batch size line, as perf_analyzer.
+    let mut b = banner_for(None, true, 1, 1);
+    b.batch_size = 0;
+    b.service_kind = "OPENAI";
+    let text = banner(&b);
+    assert!(text.starts_with("*** Measurement Settings ***\n  Service Kind: OPENAI\n"));
 }
 
 #[test]

@@ -53,7 +53,8 @@ pub struct ExportMeta<'a> {
     pub version: &'a str,
     pub service_kind: &'a str,
     pub endpoint: &'a str,
-    /// Bodies hold every response of a streamed request (see `framed_responses`).
+    /// Bodies hold every response of a streamed request (see `framed_responses`); records
+    /// with `sse` set are framed either way.
     pub framed: bool,
     /// Ours: the schedule's seed (open loop), to repeat the run.
     pub seed: Option<u64>,
@@ -94,7 +95,7 @@ fn write_experiment(
                 write!(w, ",\"intended_timestamp\":{}", r.intended_ns)?;
             }
             write!(w, ",\"request_inputs\":{inputs},\"response_timestamps\":[")?;
-            if framed {
+            if framed || r.sse {
                 write_framed(w, body, decode_outputs)?;
             } else {
                 write!(
@@ -322,6 +323,63 @@ mod tests {
             text.contains(
                 "{\"timestamp\":10,\"request_inputs\":{\"IN\":[1,2]},\"response_timestamps\":\
                  [11,12,13],\"response_outputs\":[{\"n\":1},{\"n\":2},{\"n\":0}]}"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn sse_records_are_framed_whatever_the_run_says() {
+        let mut bodies = b"whole".to_vec();
+        let framed_off = bodies.len() as u32;
+        crate::measure::record::push_framed_response(&mut bodies, 21, b"e1");
+        crate::measure::record::push_framed_response(&mut bodies, 22, b"");
+        let framed_len = bodies.len() as u32 - framed_off;
+        let plain = RequestRecord {
+            start_ns: 1,
+            end_ns: 5,
+            ok: true,
+            body_len: 5,
+            ..Default::default()
+        };
+        let streamed = RequestRecord {
+            start_ns: 2,
+            end_ns: 21,
+            ok: true,
+            sse: true,
+            body_off: framed_off,
+            body_len: framed_len,
+            ..Default::default()
+        };
+        let exp = ExportExperiment {
+            windows: vec![WindowRecords {
+                end_ns: 30,
+                records: vec![streamed, plain],
+                bodies,
+                ..Default::default()
+            }],
+            load: LoadValue::Concurrency(1),
+            step_inputs: vec!["{\"payload\":\"{}\"}".into()],
+        };
+        let decode = |b: &[u8]| crate::service::openai::response_outputs_json(b);
+        let meta = ExportMeta {
+            service_kind: "openai",
+            endpoint: "v1/chat/completions",
+            ..ExportMeta::default()
+        };
+        let mut out = Vec::new();
+        write_export(&mut out, &[exp], &meta, &decode).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(
+                "\"response_timestamps\":[5],\"response_outputs\":[{\"response\":\"whole\"}]}"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "\"response_timestamps\":[21,22],\"response_outputs\":[{\"response\":\"e1\"},\
+                 {\"response\":\"\"}]}"
             ),
             "{text}"
         );

@@ -6,6 +6,8 @@ pub mod console;
 pub mod csv;
 pub mod export;
 pub mod fmt;
+pub mod llm;
+pub mod plot;
 mod server;
 #[cfg(test)]
 mod test_samples;

@@ -1,5 +1,6 @@
 //! A whole perf_analyzer run: setup, the concurrency sweep, and the three reports.
 
+mod openai;
 mod plan;
 pub mod setup;
 mod sweep;
@@ -10,7 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::config::{Config, Distribution, LoadMode, MeasurementMode, Protocol};
+use crate::config::{Config, Distribution, LoadMode, MeasurementMode, Protocol, ServiceKind};
 use crate::engine::window::OutputCheck;
 use crate::engine::{available_cores, EngineSpec};
 use crate::error::{Error, Result};
@@ -34,7 +35,12 @@ pub struct RunResult {
 /// Runs the measurement described by `cfg`, printing perf_analyzer's console report to `out`.
 /// `stop` ends the run after the current window, like Ctrl-C.
 pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<RunResult> {
-    let mut target = prepare(cfg)?;
+    let is_openai = cfg.service_kind == ServiceKind::OpenAi;
+    let mut target = if is_openai {
+        openai::prepare(cfg)?
+    } else {
+        prepare(cfg)?
+    };
     // Sequence models default to async unless --sync was given (perf_analyzer).
     let adjusted;
     let cfg = if target.config.sequence_batching && !cfg.sync_given && !cfg.async_mode {
@@ -50,8 +56,12 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
     let opts = InputOptions {
         fixed_schedule: fixed,
     };
-    let inputs = load_inputs_with(&target.meta, &target.config, cfg, opts)?;
-    let plan = plan::build(cfg, &target, &inputs)?;
+    let plan = if is_openai {
+        openai::build_plan(cfg, &target)?
+    } else {
+        let inputs = load_inputs_with(&target.meta, &target.config, cfg, opts)?;
+        plan::build(cfg, &target, &inputs)?
+    };
     let scheduled;
     let cfg = if fixed {
         scheduled = fixed_schedule(cfg, &plan.timestamps_ms)?;
@@ -70,6 +80,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         addr: target.addr,
         requests: Arc::new(plan.requests),
         keep_bodies: keep_windows || plan.expected.iter().any(Option::is_some),
+        keep_going: false,
         pin: cfg.pin_threads,
         max_workers: cfg.max_threads.unwrap_or(cores).min(cores.max(1)),
         clock: Clock::new(),
@@ -136,9 +147,15 @@ fn banner_text(cfg: &Config, decoupled: bool) -> String {
 }
 
 fn banner(cfg: &Config, decoupled: bool) -> Banner {
+    let openai = cfg.service_kind == ServiceKind::OpenAi;
     Banner {
-        batch_size: cfg.batch_size,
-        service_kind: "TRITON",
+        // perf_analyzer prints the batch size for Triton, or when -b is given (0: no line).
+        batch_size: if openai && !cfg.batch_size_given {
+            0
+        } else {
+            cfg.batch_size
+        },
+        service_kind: if openai { "OPENAI" } else { "TRITON" },
         warmup_request_count: cfg.warmup_request_count,
         request_count: cfg.request_count,
         count_windows: cfg.measurement_mode == MeasurementMode::CountWindows,
@@ -193,11 +210,18 @@ fn write_reports(
         };
         let mut w = BufWriter::new(File::create(path).map_err(err)?);
         let framed = cfg.protocol == Protocol::Grpc && cfg.streaming;
-        let decode = |body: &[u8]| export_outputs(cfg, body);
+        let is_openai = cfg.service_kind == ServiceKind::OpenAi;
+        let decode = |body: &[u8]| {
+            if is_openai {
+                openai::export_outputs(body)
+            } else {
+                export_outputs(cfg, body)
+            }
+        };
         let meta = export::ExportMeta {
             version: crate::VERSION,
-            service_kind: "triton",
-            endpoint: "",
+            service_kind: if is_openai { "openai" } else { "triton" },
+            endpoint: &cfg.endpoint,
             framed,
             seed: (cfg.load_mode != LoadMode::Concurrency).then_some(cfg.seed),
         };

@@ -103,7 +103,7 @@ fn composing_models(
 
 /// The TLS client for `--ssl-*` / `https://` settings: ALPN `h2` for gRPC, `http/1.1` for
 /// HTTPS.
-fn tls_client(cfg: &Config, host: &str) -> Result<Option<TlsClient>> {
+pub(super) fn tls_client(cfg: &Config, host: &str) -> Result<Option<TlsClient>> {
     let Some(settings) = &cfg.tls else {
         return Ok(None);
     };

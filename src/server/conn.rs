@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use mio::net::TcpStream;
 
 use super::execute::Env;
+use super::generate;
 use super::http::{write_error_json, write_head, BodyAt, Progress, RequestReader, CONTINUE_100};
 use super::http::{MAX_BODY_BYTES, MAX_HEAD_BYTES};
 use super::openai::{self, OaiReply};
@@ -310,7 +311,7 @@ fn hold(
     });
 }
 
-/// Sends an OpenAI answer: a whole body now or at its generation deadline, or a stream's
+/// Sends an LLM answer (OpenAI or Triton generate): a whole body now or at its generation deadline, or a stream's
 /// head now and its events as they fall due.
 fn answer_openai(conn: &mut Conn, ctx: &mut Ctx, reply: OaiReply, close: bool) {
     ctx.shared.stats.count_http_request();
@@ -332,8 +333,9 @@ fn answer_openai(conn: &mut Conn, ctx: &mut Ctx, reply: OaiReply, close: bool) {
             }
         }
         OaiReply::Stream { stream, log_id } => {
+            let content_type = stream.content_type();
             emit(conn, ctx.timers, ctx.slot, None, |out| {
-                write_stream_head(out, close)
+                write_stream_head(out, content_type, close)
             });
             let at = stream.next_at();
             hold(conn, ctx, at, (Vec::new(), Some(stream)), log_id);
@@ -341,11 +343,11 @@ fn answer_openai(conn: &mut Conn, ctx: &mut Ctx, reply: OaiReply, close: bool) {
     }
 }
 
-/// The head of a `text/event-stream` answer in chunked framing.
-fn write_stream_head(out: &mut Vec<u8>, close: bool) {
-    out.extend_from_slice(
-        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n",
-    );
+/// The head of an event-stream answer (`content_type`) in chunked framing.
+fn write_stream_head(out: &mut Vec<u8>, content_type: &str, close: bool) {
+    out.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Type: ");
+    out.extend_from_slice(content_type.as_bytes());
+    out.extend_from_slice(b"\r\nCache-Control: no-cache\r\n");
     if close {
         out.extend_from_slice(b"Connection: close\r\n");
     }
@@ -369,7 +371,10 @@ fn answer(conn: &mut Conn, ctx: &mut Ctx, head: &super::http::Head, body: BodyAt
     };
     ctx.body.clear();
     let close = !head.keep_alive;
-    if let Some(reply) = openai::route(&req, &ctx.shared.openai, ctx.rng, ctx.body) {
+    let llm = &ctx.shared.openai;
+    let llm_reply = openai::route(&req, llm, ctx.rng, ctx.body)
+        .or_else(|| generate::route(&req, llm, ctx.rng, ctx.body));
+    if let Some(reply) = llm_reply {
         return answer_openai(conn, ctx, reply, close);
     }
     let mut env = Env {

@@ -9,12 +9,14 @@
 //! framing), `routes` (URL routing, metadata endpoints), `infer` (infer requests), `models`
 //! (model definitions and compute), `stats` (counters and their JSON), `cli` (`serve_main`),
 //! `grpc` (the gRPC endpoint on a tokio runtime thread), `tls` (PEM loading, HTTPS front),
-//! `openai*` (the OpenAI-compatible `/v1/...` endpoints of a fake LLM, streamed over SSE).
+//! `openai*` (the OpenAI-compatible `/v1/...` endpoints of a fake LLM, streamed over SSE),
+//! `generate` (the same LLM through Triton's generate extension; `grpc` serves it too).
 
 mod chunked;
 mod cli;
 mod conn;
 mod execute;
+mod generate;
 mod grpc;
 mod http;
 mod infer;
@@ -40,6 +42,8 @@ mod test_client;
 mod tests_conn;
 #[cfg(test)]
 mod tests_endpoints;
+#[cfg(test)]
+mod tests_generate;
 #[cfg(test)]
 mod tests_models;
 #[cfg(test)]
@@ -208,10 +212,11 @@ impl ServerHandle {
         }
     }
 
-    /// For each of the last [`TOKEN_LOG_REQUESTS`] OpenAI generation requests (oldest first,
-    /// in the order they were parsed): when the server wrote each content chunk of its stream,
-    /// or its whole answer (one entry) when not streamed; ns on the [`crate::clock::Clock`]
-    /// wall-clock scale, like [`ServerHandle::arrivals`].
+    /// For each of the last [`TOKEN_LOG_REQUESTS`] LLM generation requests (OpenAI, Triton
+    /// generate or gRPC stream; oldest first, in the order they were parsed): when the server
+    /// wrote each content chunk of its stream, or its whole answer (one entry) when not
+    /// streamed; ns on the [`crate::clock::Clock`] wall-clock scale, like
+    /// [`ServerHandle::arrivals`].
     pub fn token_times(&self) -> Vec<Vec<u64>> {
         self.shared.openai.log.snapshot()
     }

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use super::conn::{next_random, sample_delay};
 use super::http::Method;
 use super::openai_log::{TokenLog, TOKEN_LOG_REQUESTS};
-use super::openai_request::{parse_embeddings, parse_generation, ApiError, Endpoint};
+use super::openai_request::{parse_embeddings, parse_generation, ApiError, Endpoint, GenRequest};
 use super::openai_stream::{full_answer_delay, Answer, Pace, SseStream, UsageLayout};
 use super::routes::Request;
 use super::Delay;
@@ -55,7 +55,8 @@ impl Default for OpenAiConfig {
 #[derive(Debug)]
 pub struct OpenAiState {
     pub cfg: OpenAiConfig,
-    model: Arc<str>,
+    /// The served model name (`cfg.model`), shared by every answer.
+    pub model: Arc<str>,
     pub log: TokenLog,
 }
 
@@ -183,17 +184,28 @@ fn generate(
     rng: &mut u64,
     out: &mut Vec<u8>,
 ) -> OaiReply {
-    let req = match parse_generation(endpoint, body, &state.model) {
-        Ok(req) => req,
-        Err(e) => return error(out, &e),
-    };
+    match parse_generation(endpoint, body, &state.model) {
+        Ok(req) => start_generation(&req, state, rng, out),
+        Err(e) => error(out, &e),
+    }
+}
+
+/// Starts generating for a validated request: opens its token-log entry and returns its
+/// stream, or writes its whole body into `out` (empty on entry) with its ready time.
+pub fn start_generation(
+    req: &GenRequest,
+    state: &OpenAiState,
+    rng: &mut u64,
+    out: &mut Vec<u8>,
+) -> OaiReply {
     let log_id = state.log.begin();
-    let prefix = match endpoint {
+    let prefix = match req.endpoint {
         Endpoint::Chat => "chatcmpl",
         Endpoint::Completions => "cmpl",
+        Endpoint::Generate => "gen",
     };
     let answer = Answer {
-        endpoint,
+        endpoint: req.endpoint,
         id: format!("{prefix}-{log_id}"),
         created: unix_seconds(),
         model: Arc::clone(&state.model),
@@ -215,13 +227,13 @@ fn generate(
             (true, false) => UsageLayout::FinalChunk,
             (true, true) => UsageLayout::LastContent,
         };
-        let stream = SseStream::new(answer, &req, pace, usage);
+        let stream = SseStream::new(answer, req, pace, usage);
         return OaiReply::Stream {
             stream: Box::new(stream),
             log_id,
         };
     }
-    let delay = full_answer_delay(&req, ttft, &mut pace);
+    let delay = full_answer_delay(req, ttft, &mut pace);
     write_json(out, &answer.full_body());
     OaiReply::Whole {
         status: 200,
@@ -231,7 +243,7 @@ fn generate(
 }
 
 /// A fresh non-zero generator state drawn from `rng` (xorshift needs a non-zero state).
-fn sample_seed(rng: &mut u64) -> u64 {
+pub fn sample_seed(rng: &mut u64) -> u64 {
     next_random(rng) | 1
 }
 

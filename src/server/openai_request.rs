@@ -16,13 +16,15 @@ pub const DEFAULT_EMBEDDING_DIMS: usize = 8;
 /// Largest `dimensions` accepted.
 pub const MAX_EMBEDDING_DIMS: usize = 4096;
 
-/// The two text-generation endpoints.
+/// The text-generation endpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
     /// `/v1/chat/completions`
     Chat,
     /// `/v1/completions`
     Completions,
+    /// Triton's generate extension, `/v2/models/<m>/generate[_stream]` (see `generate`).
+    Generate,
 }
 
 /// A validated generation request.
@@ -86,7 +88,7 @@ impl ApiError {
     }
 }
 
-fn object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+pub(super) fn object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(ApiError::invalid(
@@ -112,7 +114,7 @@ fn check_model(req: &Map<String, Value>, served: &str) -> Result<(), ApiError> {
     }
 }
 
-fn words(text: &str) -> u64 {
+pub(super) fn words(text: &str) -> u64 {
     text.split_whitespace().count() as u64
 }
 
@@ -184,19 +186,22 @@ fn max_tokens(req: &Map<String, Value>) -> Result<u32, ApiError> {
     for name in ["max_completion_tokens", "max_tokens"] {
         match req.get(name) {
             None | Some(Value::Null) => continue,
-            Some(v) => {
-                return v
-                    .as_u64()
-                    .filter(|n| (1..=u64::from(MAX_OUTPUT_TOKENS)).contains(n))
-                    .map(|n| n as u32)
-                    .ok_or_else(|| {
-                        let msg = format!("'{name}' must be an integer in 1..={MAX_OUTPUT_TOKENS}");
-                        ApiError::invalid(Some(name), msg)
-                    })
-            }
+            Some(v) => return output_tokens(name, v),
         }
     }
     Ok(DEFAULT_MAX_TOKENS)
+}
+
+/// An output-length field `name`: an integer in 1..=[`MAX_OUTPUT_TOKENS`].
+pub(super) fn output_tokens(name: &'static str, value: &Value) -> Result<u32, ApiError> {
+    value
+        .as_u64()
+        .filter(|n| (1..=u64::from(MAX_OUTPUT_TOKENS)).contains(n))
+        .map(|n| n as u32)
+        .ok_or_else(|| {
+            let msg = format!("'{name}' must be an integer in 1..={MAX_OUTPUT_TOKENS}");
+            ApiError::invalid(Some(name), msg)
+        })
 }
 
 fn flag(req: &Map<String, Value>, name: &'static str) -> Result<bool, ApiError> {
@@ -222,7 +227,7 @@ fn include_usage(req: &Map<String, Value>) -> Result<bool, ApiError> {
 }
 
 /// The test faults: `inferperf_fault` and `stall_ms`.
-fn faults(req: &Map<String, Value>) -> Result<(bool, Duration), ApiError> {
+pub(super) fn faults(req: &Map<String, Value>) -> Result<(bool, Duration), ApiError> {
     let error_event = match req.get("inferperf_fault") {
         None | Some(Value::Null) => false,
         Some(Value::String(f)) if f == "error_event" => true,
@@ -254,6 +259,10 @@ pub fn parse_generation(
     let prompt_tokens = match endpoint {
         Endpoint::Chat => chat_prompt_tokens(&req)?,
         Endpoint::Completions => completion_prompt_tokens(&req)?,
+        // Its body has another layout: `generate::parse_body` reads it.
+        Endpoint::Generate => {
+            return Err(ApiError::invalid(None, "not an OpenAI endpoint"));
+        }
     };
     let (error_event, stall) = faults(&req)?;
     Ok(GenRequest {

@@ -6,6 +6,10 @@
 //! others an ITL apart, a stall after the middle one if asked), then usage (its own chunk with
 //! `choices: []`, or on the last content chunk), `data: [DONE]` and the chunked terminator.
 //! With the error fault, `event: error` follows the first content chunk and the stream ends.
+//!
+//! Triton's `generate_stream` (endpoint `Generate`) uses the same pacing with its own events:
+//! one `data: {"model_name","model_version","text_output"}` per content chunk, no usage, no
+//! `[DONE]` (the chunked body just ends); its error fault is `data: {"error": ".."}`.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -14,8 +18,12 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::conn::sample_delay;
+use super::models::MODEL_VERSION;
 use super::openai_request::{Endpoint, GenRequest};
 use super::Delay;
+
+/// The message of the injected mid-stream error (`"inferperf_fault": "error_event"`).
+const FAULT_MESSAGE: &str = "injected fault (inferperf_fault=error_event)";
 
 /// Where the token usage goes in a stream that asked for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +55,8 @@ impl Answer {
             (Endpoint::Chat, true) => "chat.completion.chunk",
             (Endpoint::Chat, false) => "chat.completion",
             (Endpoint::Completions, _) => "text_completion",
+            // Triton's generate responses carry no object type; never written.
+            (Endpoint::Generate, _) => "",
         }
     }
 
@@ -65,15 +75,21 @@ impl Answer {
         match self.endpoint {
             Endpoint::Chat => json!({"index": 0, "delta": {"content": text}, "logprobs": null,
                 "finish_reason": finish}),
-            Endpoint::Completions => json!({"index": 0, "text": text, "logprobs": null,
-                "finish_reason": finish}),
+            Endpoint::Completions | Endpoint::Generate => json!({"index": 0, "text": text,
+                "logprobs": null, "finish_reason": finish}),
         }
+    }
+
+    /// A Triton generate response carrying `text`.
+    fn generate_body(&self, text: &str) -> Value {
+        json!({"model_name": &*self.model, "model_version": MODEL_VERSION, "text_output": text})
     }
 
     /// The whole non-streaming answer: every token at once, with `usage`.
     pub fn full_body(&self) -> Value {
         let text = token_text(0, self.max_tokens);
         let choice = match self.endpoint {
+            Endpoint::Generate => return self.generate_body(&text),
             Endpoint::Chat => json!({"index": 0, "message": {"role": "assistant",
                 "content": text}, "logprobs": null, "finish_reason": "length"}),
             Endpoint::Completions => json!({"index": 0, "text": text, "logprobs": null,
@@ -85,13 +101,23 @@ impl Answer {
     }
 }
 
-/// Tokens `from..to` of the fake vocabulary: `tok1 tok2 ...`, one word (with its trailing
-/// space) per token, so a client counts tokens by splitting on whitespace.
+/// The fake model's vocabulary: common English words that are one token each, with their
+/// leading space, in both built-in encodings (cl100k_base, o200k_base), so a client that counts
+/// output tokens with either gets exactly the number the server sent.
+pub const VOCABULARY: [&str; 32] = [
+    "the", "of", "and", "to", "in", "is", "that", "it", "for", "on", "with", "as", "was", "at",
+    "by", "be", "this", "from", "or", "an", "are", "not", "but", "have", "they", "you", "all",
+    "can", "his", "her", "one", "we",
+];
+
+/// Tokens `from..to` of the fake vocabulary: ` the of and ...`, one word with its leading
+/// space per token, so a client counts tokens by splitting on whitespace or with a built-in
+/// tokenizer.
 pub fn token_text(from: u32, to: u32) -> String {
-    let mut text = String::with_capacity((to.saturating_sub(from) as usize) * 8);
+    let mut text = String::with_capacity((to.saturating_sub(from) as usize) * 6);
     for k in from..to {
-        // Formatting into a String cannot fail.
-        let _ = std::fmt::Write::write_fmt(&mut text, format_args!("tok{} ", k + 1));
+        text.push(' ');
+        text.push_str(VOCABULARY[k as usize % VOCABULARY.len()]);
     }
     text
 }
@@ -159,7 +185,7 @@ impl SseStream {
         let chunks = chunk_count(answer.max_tokens, pace.tokens_per_chunk);
         let (phase, next_at) = match answer.endpoint {
             Endpoint::Chat => (Phase::Role, Instant::now().min(pace.first_content_at)),
-            Endpoint::Completions => (Phase::Content, pace.first_content_at),
+            Endpoint::Completions | Endpoint::Generate => (Phase::Content, pace.first_content_at),
         };
         SseStream {
             answer,
@@ -172,6 +198,14 @@ impl SseStream {
             chunks_sent: 0,
             phase,
             next_at,
+        }
+    }
+
+    /// The `Content-Type` of the stream's answer (Triton adds the charset).
+    pub fn content_type(&self) -> &'static str {
+        match self.answer.endpoint {
+            Endpoint::Generate => "text/event-stream; charset=utf-8",
+            Endpoint::Chat | Endpoint::Completions => "text/event-stream",
         }
     }
 
@@ -209,30 +243,15 @@ impl SseStream {
         let from = self.tokens_sent;
         let to = (from + self.pace.tokens_per_chunk.max(1)).min(self.answer.max_tokens);
         let last = to == self.answer.max_tokens;
-        let finish = (last && !self.error_event).then_some("length");
-        let choice = self.answer.chunk_choice(&token_text(from, to), finish);
-        let mut chunk = self.answer.envelope(true, json!([choice]));
-        if last && self.usage == UsageLayout::LastContent {
-            chunk["usage"] = self.answer.usage(to);
-        }
-        write_data(out, &chunk);
+        self.write_content(from, to, last, out);
         self.tokens_sent = to;
         self.chunks_sent += 1;
         if self.error_event {
-            let error = json!({"error": {"message": "injected fault (inferperf_fault=error_event)",
-                "type": "server_error", "param": null, "code": 500}});
-            let mut lines = b"event: error\ndata: ".to_vec();
-            let _ = serde_json::to_writer(&mut lines, &error);
-            write_event(out, &lines);
+            self.write_error(out);
             out.extend_from_slice(LAST_CHUNK);
             self.phase = Phase::Done;
         } else if last {
-            if self.usage == UsageLayout::FinalChunk {
-                let mut chunk = self.answer.envelope(true, json!([]));
-                chunk["usage"] = self.answer.usage(to);
-                write_data(out, &chunk);
-            }
-            write_event(out, b"data: [DONE]");
+            self.write_end(to, out);
             out.extend_from_slice(LAST_CHUNK);
             self.phase = Phase::Done;
         } else {
@@ -243,6 +262,49 @@ impl SseStream {
                 self.next_at += self.stall;
             }
         }
+    }
+}
+
+impl SseStream {
+    /// The event carrying tokens `from..to`; `last` when it is the final one.
+    fn write_content(&self, from: u32, to: u32, last: bool, out: &mut Vec<u8>) {
+        let text = token_text(from, to);
+        if self.answer.endpoint == Endpoint::Generate {
+            return write_data(out, &self.answer.generate_body(&text));
+        }
+        let finish = (last && !self.error_event).then_some("length");
+        let choice = self.answer.chunk_choice(&text, finish);
+        let mut chunk = self.answer.envelope(true, json!([choice]));
+        if last && self.usage == UsageLayout::LastContent {
+            chunk["usage"] = self.answer.usage(to);
+        }
+        write_data(out, &chunk);
+    }
+
+    /// The injected mid-stream error: OpenAI's `event: error`, or Triton's error object.
+    fn write_error(&self, out: &mut Vec<u8>) {
+        if self.answer.endpoint == Endpoint::Generate {
+            return write_data(out, &json!({ "error": FAULT_MESSAGE }));
+        }
+        let error = json!({"error": {"message": FAULT_MESSAGE, "type": "server_error",
+            "param": null, "code": 500}});
+        let mut lines = b"event: error\ndata: ".to_vec();
+        let _ = serde_json::to_writer(&mut lines, &error);
+        write_event(out, &lines);
+    }
+
+    /// What follows the last content chunk (`to` tokens sent): OpenAI's usage chunk and
+    /// `[DONE]`; nothing for Triton.
+    fn write_end(&self, to: u32, out: &mut Vec<u8>) {
+        if self.answer.endpoint == Endpoint::Generate {
+            return;
+        }
+        if self.usage == UsageLayout::FinalChunk {
+            let mut chunk = self.answer.envelope(true, json!([]));
+            chunk["usage"] = self.answer.usage(to);
+            write_data(out, &chunk);
+        }
+        write_event(out, b"data: [DONE]");
     }
 }
 
@@ -422,14 +484,70 @@ mod tests {
     }
 
     #[test]
+    fn generate_stream_events() {
+        let events = run(Endpoint::Generate, 5, 2, UsageLayout::FinalChunk);
+        let texts: Vec<String> = events
+            .iter()
+            .map(|e| {
+                let data = e.strip_prefix("data: ").unwrap().trim_end();
+                let v: Value = serde_json::from_str(data).unwrap();
+                assert_eq!(
+                    (v["model_name"].as_str(), v["model_version"].as_str()),
+                    (Some("m"), Some("1"))
+                );
+                v["text_output"].as_str().unwrap().to_string()
+            })
+            .collect();
+        // Three chunks and nothing after them: no usage, no [DONE].
+        assert_eq!(texts, [" the of", " and to", " in"]);
+        let mut req = request(Endpoint::Generate, 4);
+        req.error_event = true;
+        let pace = Pace {
+            first_content_at: Instant::now(),
+            itl: Delay::Fixed(Duration::ZERO),
+            tokens_per_chunk: 1,
+            rng: 1,
+        };
+        let mut stream = SseStream::new(
+            answer(Endpoint::Generate, 4),
+            &req,
+            pace,
+            UsageLayout::Omitted,
+        );
+        assert_eq!(stream.content_type(), "text/event-stream; charset=utf-8");
+        let mut out = Vec::new();
+        assert_eq!(stream.emit_due(Instant::now(), &mut out), (1, true));
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("\r\ndata: {\"error\":\"injected fault"),
+            "{text}"
+        );
+        assert_eq!(
+            answer(Endpoint::Generate, 2).full_body()["text_output"],
+            " the of"
+        );
+    }
+
+    #[test]
+    fn every_word_is_one_token_in_the_built_in_encodings() {
+        for name in ["cl100k_base", "o200k_base"] {
+            let t = crate::inputs::tokenizer::Tokenizer::load(name).unwrap();
+            for w in VOCABULARY {
+                assert_eq!(t.count(&format!(" {w}")), 1, "{name}: '{w}'");
+            }
+            assert_eq!(t.count(&token_text(0, 100)), 100, "{name}");
+        }
+    }
+
+    #[test]
     fn full_body_counts() {
         let body = answer(Endpoint::Chat, 3).full_body();
-        assert_eq!(body["choices"][0]["message"]["content"], "tok1 tok2 tok3 ");
+        assert_eq!(body["choices"][0]["message"]["content"], " the of and");
         assert_eq!(body["usage"]["completion_tokens"], 3);
         assert_eq!(body["object"], "chat.completion");
         let body = answer(Endpoint::Completions, 2).full_body();
-        assert_eq!(body["choices"][0]["text"], "tok1 tok2 ");
-        assert_eq!(token_text(9, 11), "tok10 tok11 ");
+        assert_eq!(body["choices"][0]["text"], " the of");
+        assert_eq!(token_text(9, 11), " on with");
         assert_eq!(
             (chunk_count(5, 2), chunk_count(4, 2), chunk_count(1, 0)),
             (3, 2, 1)

@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use super::execute::Env;
+use super::generate;
 use super::http::{write_error_json, Method};
 use super::infer::{infer, InferDone};
 use super::models::{find_model, MODELS, MODEL_VERSION};
@@ -138,6 +139,9 @@ fn model_route(req: &Request, rest: &str, env: &mut Env, out: &mut Vec<u8>) -> R
         "trace" if segments.len() == 3 => Action::Trace,
         _ => return error_reply(out, 404, "Not Found"),
     };
+    if name == &*env.shared.openai.model {
+        return llm_route(req, name, version, action, env, out);
+    }
     let Some(index) = find_model(name).filter(|_| !name.is_empty()) else {
         return error_reply(
             out,
@@ -183,6 +187,47 @@ fn model_route(req: &Request, rest: &str, env: &mut Env, out: &mut Vec<u8>) -> R
                 reply
             }
         },
+    }
+}
+
+/// The fake LLM's model endpoints: metadata, readiness and config (it is decoupled and keeps
+/// no statistics; it generates through the generate extension or the gRPC stream).
+fn llm_route(
+    req: &Request,
+    name: &str,
+    version: Option<&str>,
+    action: Action,
+    env: &mut Env,
+    out: &mut Vec<u8>,
+) -> Reply {
+    if let Some(v) = version.filter(|v| *v != MODEL_VERSION) {
+        let msg = format!("Request for unknown model: '{name}' version {v} is not found");
+        return error_reply(out, 404, &msg);
+    }
+    let wanted = match action {
+        Action::Infer => Method::Post,
+        Action::Trace => req.method,
+        _ => Method::Get,
+    };
+    if req.method != wanted {
+        return error_reply(out, 405, &format!("method not allowed for '{}'", req.path));
+    }
+    match action {
+        Action::Metadata => json_reply(out, &generate::metadata_json(name)),
+        Action::Ready => Reply::plain(200),
+        Action::Config => json_reply(out, &generate::config_json(name)),
+        Action::Trace => trace_setting(req, Some(name), env, out),
+        Action::Stats => {
+            let msg = format!("model '{name}' keeps no statistics (the LLM is served apart)");
+            error_reply(out, 400, &msg)
+        }
+        Action::Infer => {
+            let msg = format!(
+                "model '{name}' is decoupled (it sends any number of responses per request): \
+                 use /v2/models/{name}/generate[_stream] or the gRPC ModelStreamInfer stream"
+            );
+            error_reply(out, 400, &msg)
+        }
     }
 }
 

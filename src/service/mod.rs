@@ -2,6 +2,7 @@
 //! the reports need. Triton's KServe v2 over HTTP (`triton_http`) and gRPC (`triton_grpc`,
 //! plus `stream_scan` for reading stream responses on the hot path).
 
+pub mod openai;
 pub mod seq_patch;
 pub mod stream_scan;
 pub mod triton_grpc;

@@ -55,6 +55,7 @@ fn run_engine(
         addr,
         requests: Arc::new(vec![infer_request(body_len)]),
         keep_bodies: true,
+        keep_going: false,
         pin: false,
         max_workers: 2,
         clock: Clock::new(),

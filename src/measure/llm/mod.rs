@@ -1,6 +1,12 @@
 //! LLM metrics: from per-request records ([`record::LlmRequest`]) to the statistics GenAI-Perf
 //! and AIPerf report, with our definitions written out.
 
+pub mod definitions;
+pub mod goodput;
+pub mod metrics;
 pub mod record;
+pub mod stats;
 
+pub use metrics::{compute, LlmMetrics, MetricOptions, RequestMetrics};
 pub use record::{Chunk, LlmRequest, RequestError, Usage};
+pub use stats::Stats;

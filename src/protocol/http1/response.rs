@@ -60,6 +60,9 @@ pub struct ResponseHead {
     pub framing: Framing,
     /// Length of the decoded body (bytes).
     pub body_len: usize,
+    /// `Content-Type: text/event-stream` (any case, parameters allowed): the body is a
+    /// Server-Sent Events stream.
+    pub event_stream: bool,
 }
 
 /// Result of feeding bytes to the reader.
@@ -231,6 +234,37 @@ impl ResponseReader {
         }
     }
 
+    /// Status of the response being read; 0 until its (final) head is parsed.
+    pub fn status(&self) -> u16 {
+        if self.stage == Stage::Head {
+            0
+        } else {
+            self.head.status
+        }
+    }
+
+    /// true once the head of a `text/event-stream` response has been parsed.
+    pub fn is_event_stream(&self) -> bool {
+        self.stage != Stage::Head && self.head.event_stream
+    }
+
+    /// The decoded body received so far (complete once `Done`), so a caller can hand new
+    /// body bytes on as they arrive: for chunked framing the decoded prefix, otherwise the
+    /// bytes after the head (at most the `Content-Length`). Empty before the head is parsed.
+    /// `buf` must be the buffer given to the last `advance`/`on_eof`.
+    pub fn body_so_far<'a>(&'a self, buf: &'a [u8]) -> &'a [u8] {
+        if self.stage == Stage::Head {
+            return &[];
+        }
+        let from = self.body_start.min(buf.len());
+        match self.head.framing {
+            Framing::Chunked => &self.chunked_body,
+            Framing::Empty => &[],
+            Framing::Length(n) => &buf[from..buf.len().min(self.body_start.saturating_add(n))],
+            Framing::UntilClose => &buf[from..],
+        }
+    }
+
     /// The decoded body of the last `Done` response (empty before that). `buf` must be the
     /// buffer given to the call that returned `Done`.
     pub fn body<'a>(&'a self, buf: &'a [u8]) -> &'a [u8] {
@@ -351,6 +385,7 @@ struct HeadFields {
     connection_close: bool,
     connection_keep_alive: bool,
     inference_header_len: Option<usize>,
+    event_stream: bool,
 }
 
 impl HeadFields {
@@ -378,6 +413,8 @@ impl HeadFields {
             } else if name.eq_ignore_ascii_case("inference-header-content-length") {
                 let n = parse_decimal(field.value).ok_or(ParseError::BadInferenceHeaderLength)?;
                 out.inference_header_len = Some(n);
+            } else if name.eq_ignore_ascii_case("content-type") {
+                out.event_stream = is_event_stream_type(field.value);
             }
         }
         Ok(out)
@@ -422,8 +459,16 @@ impl HeadFields {
             inference_header_len: self.inference_header_len,
             framing,
             body_len: 0,
+            event_stream: self.event_stream,
         })
     }
+}
+
+/// A `Content-Type` value whose media type (before any `;` parameters) is
+/// `text/event-stream`, compared without regard to case or surrounding blanks.
+fn is_event_stream_type(value: &[u8]) -> bool {
+    let media_type = value.split(|&b| b == b';').next().unwrap_or(&[]);
+    trim(media_type).eq_ignore_ascii_case(b"text/event-stream")
 }
 
 fn trim(mut s: &[u8]) -> &[u8] {

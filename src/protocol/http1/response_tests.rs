@@ -14,6 +14,7 @@ fn head(status: u16, keep_alive: bool, consumed: usize, framing: Framing) -> Res
         inference_header_len: None,
         framing,
         body_len,
+        event_stream: false,
     }
 }
 
@@ -338,4 +339,94 @@ fn fuzz_entry_agrees_on_generated_inputs() {
         }
         crate::protocol::http1::fuzz_response(&data);
     }
+}
+
+#[test]
+fn detects_event_stream_content_type() {
+    let cases: &[(&str, bool)] = &[
+        ("text/event-stream", true),
+        ("Text/Event-Stream", true),
+        ("text/event-stream; charset=utf-8", true),
+        ("  text/event-stream  ;charset=utf-8", true),
+        ("text/event-streams", false),
+        ("application/json", false),
+        ("text/plain; x=text/event-stream", false),
+        ("", false),
+    ];
+    for &(value, want) in cases {
+        let raw = format!("HTTP/1.1 200 OK\r\nContent-Type: {value}\r\nContent-Length: 0\r\n\r\n");
+        let mut reader = ResponseReader::new();
+        let Ok(Progress::Done(head)) = reader.advance(raw.as_bytes()) else {
+            panic!("{value}: not parsed");
+        };
+        assert_eq!(head.event_stream, want, "{value:?}");
+        assert_eq!(reader.is_event_stream(), want, "{value:?}");
+    }
+    let mut reader = ResponseReader::new();
+    let partial = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n";
+    assert_eq!(reader.advance(partial), Ok(Progress::NeedMore));
+    assert!(
+        !reader.is_event_stream(),
+        "unknown until the head is complete"
+    );
+}
+
+/// Feeds `raw` to a reader in pieces of `step` bytes and returns, after each piece, the
+/// body received so far.
+fn body_prefixes(raw: &[u8], step: usize) -> Vec<Vec<u8>> {
+    let mut reader = ResponseReader::new();
+    let mut out = Vec::new();
+    let mut end = 0;
+    while end < raw.len() {
+        end = (end + step).min(raw.len());
+        let buf = &raw[..end];
+        let progress = reader.advance(buf).unwrap();
+        out.push(reader.body_so_far(buf).to_vec());
+        if let Progress::Done(_) = progress {
+            assert_eq!(reader.body(buf), reader.body_so_far(buf));
+            break;
+        }
+    }
+    out
+}
+
+#[test]
+fn body_so_far_grows_with_every_read() {
+    let cases: &[(&str, &[u8], &[u8])] = &[
+        (
+            "chunked",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+            b"abcde",
+        ),
+        (
+            "content-length stops at the length",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nwxyzEXTRA",
+            b"wxyz",
+        ),
+        (
+            "close-delimited",
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil close",
+            b"until close",
+        ),
+        ("no body", b"HTTP/1.1 204 No Content\r\n\r\n", b""),
+    ];
+    for &(name, raw, body) in cases {
+        for step in 1..=raw.len() {
+            let prefixes = body_prefixes(raw, step);
+            for pair in prefixes.windows(2) {
+                assert!(pair[1].starts_with(&pair[0]), "{name}, step {step}: shrank");
+            }
+            for p in &prefixes {
+                assert!(
+                    body.starts_with(p),
+                    "{name}, step {step}: {p:?} not a prefix"
+                );
+            }
+            if name != "close-delimited" {
+                assert_eq!(prefixes.last().unwrap(), body, "{name}, step {step}");
+            }
+        }
+    }
+    let reader = ResponseReader::new();
+    assert!(reader.body_so_far(b"HTTP/1.1 200 OK\r\n").is_empty());
 }

@@ -4,9 +4,11 @@
 //!
 //! Files: `wire` (status, compression, message framing on h2 streams), `convert` (infer
 //! request/response messages), `unary` (metadata, config, statistics), `service` (routing,
-//! inference, delays, the stream), `sleep` (precise delays).
+//! inference, delays, the stream), `llm` (the fake LLM as a decoupled model on the stream),
+//! `sleep` (precise delays).
 
 mod convert;
+mod llm;
 mod service;
 mod sleep;
 mod unary;
@@ -18,6 +20,8 @@ pub mod test_client;
 mod tests;
 #[cfg(test)]
 mod tests_diff;
+#[cfg(test)]
+mod tests_llm;
 #[cfg(test)]
 mod tests_models;
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! `/inference.GRPCInferenceService/*`: routing a call to its RPC, inference with the
-//! configured delays and `--serial`, the decoupled repeat model, and the stream.
+//! configured delays and `--serial`, the decoupled repeat model, and the stream (which also
+//! serves the fake LLM, see `llm`).
 //!
 //! Statistics go to the same `Stats` as the HTTP side, with the same timing points: `received`
 //! is when the request message was fully read; a delay is compute time; success runs to the
@@ -17,6 +18,7 @@ use super::convert::{
     bool_param, build_response, choose_outputs, decode_inputs, int32_values, seq_control,
     EMPTY_FINAL,
 };
+use super::llm;
 use super::sleep::sleep_until;
 use super::unary;
 use super::wire::{
@@ -44,7 +46,7 @@ pub struct Service {
     /// Per model: when the runtime's single instance of a `--serial` model is free again
     /// (the gRPC runtime is one more "server thread" with its own instances).
     busy_until: Mutex<Vec<Instant>>,
-    rng: Mutex<u64>,
+    pub(super) rng: Mutex<u64>,
 }
 
 impl Service {
@@ -97,7 +99,8 @@ impl Service {
         let path = parts.uri.path();
         let method = path.strip_prefix(SERVICE_PREFIX).unwrap_or("");
         let r = &mut respond;
-        let stats = &self.shared.stats;
+        let shared = &*self.shared;
+        let stats = &shared.stats;
         match method {
             "ModelStreamInfer" => self.stream(source, respond).await,
             "ModelInfer" => {
@@ -119,15 +122,15 @@ impl Service {
                 })
                 .await
             }
-            "ModelReady" => unary(&mut source, r, |q| Ok(unary::model_ready(&q))).await,
+            "ModelReady" => unary(&mut source, r, |q| Ok(llm::ready(shared, &q))).await,
             "ServerMetadata" => {
                 unary(&mut source, r, |_: pb::ServerMetadataRequest| {
                     Ok(unary::server_metadata())
                 })
                 .await
             }
-            "ModelMetadata" => unary(&mut source, r, |q| unary::model_metadata(&q)).await,
-            "ModelConfig" => unary(&mut source, r, |q| unary::model_config(&q)).await,
+            "ModelMetadata" => unary(&mut source, r, |q| llm::metadata(shared, &q)).await,
+            "ModelConfig" => unary(&mut source, r, |q| llm::config(shared, &q)).await,
             "ModelStatistics" => {
                 unary(&mut source, r, |q| unary::model_statistics(stats, &q)).await
             }
@@ -153,6 +156,9 @@ impl Service {
         received: Instant,
         final_flag: Option<bool>,
     ) -> Result<pb::ModelInferResponse, Status> {
+        if llm::is_llm(&self.shared, &req.model_name) {
+            return Err(llm::unary_refusal(&req.model_name));
+        }
         let index = unary::lookup(&req.model_name, &req.model_version)?;
         self.shared.log_arrival(index, received);
         let model = &MODELS[index];
@@ -292,6 +298,10 @@ impl Service {
                 Next::Message(req) => req,
             };
             let result = match unary::lookup(&req.model_name, &req.model_version) {
+                // The LLM is not in MODELS (so not in statistics): its served name wins.
+                _ if llm::is_llm(&self.shared, &req.model_name) => {
+                    llm::serve(&self.shared, &self.rng, &req, &mut send).await
+                }
                 Err(status) => Err(status),
                 Ok(index) if MODELS[index].decoupled => {
                     self.infer_decoupled(index, &req, received, &mut send).await
@@ -313,7 +323,7 @@ impl Service {
 }
 
 /// Sends a response or an error on the stream.
-fn send_stream_response(
+pub(super) fn send_stream_response(
     send: &mut SendStream<Bytes>,
     result: Result<pb::ModelInferResponse, String>,
 ) -> Result<(), h2::Error> {

@@ -44,7 +44,11 @@ pub fn model_ready(req: &pb::ModelReadyRequest) -> pb::ModelReadyResponse {
 }
 
 pub fn model_metadata(req: &pb::ModelMetadataRequest) -> Result<pb::ModelMetadataResponse, Status> {
-    let model = &MODELS[lookup(&req.name, &req.version)?];
+    Ok(metadata_of(&MODELS[lookup(&req.name, &req.version)?]))
+}
+
+/// The metadata of a model definition, the same facts as the HTTP metadata JSON.
+pub fn metadata_of(model: &ModelDef) -> pb::ModelMetadataResponse {
     let tensors = |specs: &[TensorSpec]| {
         specs
             .iter()
@@ -55,13 +59,13 @@ pub fn model_metadata(req: &pb::ModelMetadataRequest) -> Result<pb::ModelMetadat
             })
             .collect()
     };
-    Ok(pb::ModelMetadataResponse {
+    pb::ModelMetadataResponse {
         name: model.name.into(),
         versions: vec![MODEL_VERSION.into()],
         platform: model.platform().into(),
         inputs: tensors(model.inputs),
         outputs: tensors(model.outputs),
-    })
+    }
 }
 
 /// `TYPE_*` of a datatype (BYTES is `TYPE_STRING` in model configs).

@@ -1,0 +1,528 @@
+//! `inferperf profile`: the LLM benchmark's flags, named as GenAI-Perf and AIPerf name them,
+//! and their validation into a [`ProfileConfig`].
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{ArgAction, Parser, ValueEnum};
+
+use crate::error::{Error, Result};
+
+/// Which API the requests go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EndpointType {
+    /// OpenAI `v1/chat/completions`.
+    Chat,
+    /// OpenAI `v1/completions`.
+    Completions,
+    /// OpenAI `v1/embeddings`.
+    Embeddings,
+    /// `v1/ranking` (NIM-style query + passages).
+    Rankings,
+    /// Triton gRPC `ModelStreamInfer` with `text_input` / `max_tokens` / `stream` tensors
+    /// (TensorRT-LLM and vLLM backends).
+    Kserve,
+    /// Triton HTTP `v2/models/<m>/generate_stream` (SSE), or `generate` without `--streaming`.
+    Generate,
+}
+
+impl EndpointType {
+    /// The path used when `--endpoint` is not given.
+    pub fn default_path(self, model: &str) -> String {
+        match self {
+            EndpointType::Chat => "v1/chat/completions".into(),
+            EndpointType::Completions => "v1/completions".into(),
+            EndpointType::Embeddings => "v1/embeddings".into(),
+            EndpointType::Rankings => "v1/ranking".into(),
+            EndpointType::Kserve => String::new(),
+            EndpointType::Generate => format!("v2/models/{model}/generate"),
+        }
+    }
+
+    /// Name used in artifact directory names and exports.
+    pub fn name(self) -> &'static str {
+        match self {
+            EndpointType::Chat => "chat",
+            EndpointType::Completions => "completions",
+            EndpointType::Embeddings => "embeddings",
+            EndpointType::Rankings => "rankings",
+            EndpointType::Kserve => "kserve",
+            EndpointType::Generate => "generate",
+        }
+    }
+
+    /// The endpoint produces generated text (so TTFT, ITL and OSL apply).
+    pub fn generates(self) -> bool {
+        !matches!(self, EndpointType::Embeddings | EndpointType::Rankings)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModelSelection {
+    RoundRobin,
+    Random,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Distribution {
+    Constant,
+    Poisson,
+}
+
+/// Flags of `inferperf profile` (GenAI-Perf / AIPerf names).
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "inferperf profile",
+    about = "Benchmark an LLM endpoint: TTFT, inter-token latency, token throughput, goodput.",
+    after_help = "Metric definitions: run `inferperf profile --help-metrics`."
+)]
+pub struct ProfileArgs {
+    /// Model name(s) to send requests to (several: `-m a b` or `-m a -m b`).
+    #[arg(short = 'm', long = "model", num_args = 1.., action = ArgAction::Append)]
+    pub model: Vec<String>,
+    /// How requests are spread over several models.
+    #[arg(long, value_enum, default_value = "round-robin")]
+    pub model_selection_strategy: ModelSelection,
+    /// Server address: host:port or http://host:port (default localhost:8000; localhost:8001
+    /// for `--endpoint-type kserve`).
+    #[arg(short = 'u', long)]
+    pub url: Option<String>,
+    /// The API to call.
+    #[arg(long, value_enum, default_value = "chat")]
+    pub endpoint_type: EndpointType,
+    /// Accepted for GenAI-Perf compatibility: `openai` (the default) or `triton` (means
+    /// `--endpoint-type kserve` unless an endpoint type is given).
+    #[arg(long)]
+    pub service_kind: Option<String>,
+    /// A custom path instead of the endpoint type's default (e.g. `v1/chat/completions`).
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// Ask the server to stream tokens (`"stream": true`; SSE).
+    #[arg(long)]
+    pub streaming: bool,
+    /// Closed loop: requests in flight; a comma list (`1,4,8`) runs one profile per value.
+    #[arg(long, value_delimiter = ',')]
+    pub concurrency: Vec<u64>,
+    /// Open loop: requests per second; a comma list runs one profile per value.
+    #[arg(long, value_delimiter = ',')]
+    pub request_rate: Vec<f64>,
+    /// Arrival process for `--request-rate`.
+    #[arg(long, value_enum, default_value = "constant")]
+    pub request_distribution: Distribution,
+    /// Open loop: cap on requests in flight.
+    #[arg(long)]
+    pub max_inflight: Option<u64>,
+    /// Requests to measure per profile (default 100 unless --benchmark-duration is given).
+    #[arg(long)]
+    pub request_count: Option<u64>,
+    /// Requests sent, and not measured, before each profile.
+    #[arg(long, default_value_t = 0)]
+    pub warmup_request_count: u64,
+    /// Stop sending after this many seconds (requests in flight are waited for).
+    #[arg(long)]
+    pub benchmark_duration: Option<f64>,
+    /// Synthetic prompts: mean input length in tokens.
+    #[arg(long, visible_alias = "isl", default_value_t = 550)]
+    pub synthetic_input_tokens_mean: u64,
+    /// Synthetic prompts: standard deviation of the input length in tokens.
+    #[arg(long, default_value_t = 0.0)]
+    pub synthetic_input_tokens_stddev: f64,
+    /// Requested output length in tokens (`max_tokens`); unset: the server decides.
+    #[arg(long, visible_alias = "osl")]
+    pub output_tokens_mean: Option<u64>,
+    /// Standard deviation of the requested output length.
+    #[arg(long, default_value_t = 0.0)]
+    pub output_tokens_stddev: f64,
+    /// Also send `min_tokens` = `max_tokens` and `ignore_eos: true`, so the output length is
+    /// exact on servers that honour them.
+    #[arg(long)]
+    pub output_tokens_mean_deterministic: bool,
+    /// Distinct prompts to generate (they are reused round robin).
+    #[arg(long, visible_alias = "num-dataset-entries", default_value_t = 100)]
+    pub num_prompts: u64,
+    /// Seed for prompts, lengths, model selection and Poisson arrivals.
+    #[arg(long, default_value_t = 0)]
+    pub random_seed: u64,
+    /// JSONL prompts: one object per line with `text_input`, `text` or `input`, or a
+    /// `payload` object sent verbatim.
+    #[arg(long)]
+    pub input_file: Option<PathBuf>,
+    /// Extra request body fields, `name:value` (value parsed as JSON when it is valid JSON,
+    /// else a string); repeatable.
+    #[arg(long, action = ArgAction::Append)]
+    pub extra_inputs: Vec<String>,
+    /// Extra HTTP header `Name: value` (e.g. an API key); repeatable. Never written to any
+    /// output file.
+    #[arg(short = 'H', long = "header", action = ArgAction::Append)]
+    pub header: Vec<String>,
+    /// `cl100k_base`, `o200k_base` (built in) or a local tokenizer.json (file or directory).
+    /// Never downloads anything.
+    #[arg(long, default_value = "o200k_base")]
+    pub tokenizer: String,
+    /// Take ISL and OSL from the server's `usage` (asks for it with
+    /// `stream_options.include_usage`).
+    #[arg(long)]
+    pub use_server_token_count: bool,
+    /// Service-level objectives, `metric:value` in ms or tokens/s (e.g.
+    /// `time_to_first_token:200 inter_token_latency:20`).
+    #[arg(long, num_args = 1.., action = ArgAction::Append)]
+    pub goodput: Vec<String>,
+    /// Where the results go (one sub-directory per profile).
+    #[arg(long, default_value = "artifacts")]
+    pub artifact_dir: PathBuf,
+    /// Name of perf_analyzer's raw export inside each profile's directory.
+    #[arg(long, default_value = "profile_export.json")]
+    pub profile_export_file: String,
+    /// Write TTFT, latency, TTFT-vs-ISL, ITL-by-position and ISL-vs-OSL plots (PNG and SVG).
+    #[arg(long)]
+    pub generate_plots: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Print the metric definitions and exit.
+    #[arg(long)]
+    pub help_metrics: bool,
+}
+
+/// One point of the sweep.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LoadPoint {
+    Concurrency(u64),
+    RequestRate(f64),
+}
+
+impl LoadPoint {
+    /// `concurrency4` / `request_rate2.5`, as GenAI-Perf names its artifact directories.
+    pub fn label(&self) -> String {
+        match self {
+            LoadPoint::Concurrency(c) => format!("concurrency{c}"),
+            LoadPoint::RequestRate(r) => format!("request_rate{r}"),
+        }
+    }
+}
+
+/// Validated settings of a `profile` run.
+#[derive(Debug, Clone)]
+pub struct ProfileConfig {
+    pub args: ProfileArgs,
+    pub models: Vec<String>,
+    pub endpoint_type: EndpointType,
+    /// Path of the request, without a leading `/` (empty for gRPC).
+    pub endpoint: String,
+    /// host:port.
+    pub address: String,
+    pub points: Vec<LoadPoint>,
+    /// Header pairs, validated.
+    pub headers: Vec<(String, String)>,
+    /// `--extra-inputs`, parsed.
+    pub extra: Vec<(String, serde_json::Value)>,
+}
+
+/// Parses `argv` (args[0] = "profile"). `Ok(None)`: help or metric definitions were printed.
+pub fn parse(args: Vec<OsString>) -> Result<std::result::Result<ProfileConfig, String>> {
+    let args = match ProfileArgs::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => {
+            use clap::error::ErrorKind as K;
+            return match e.kind() {
+                K::DisplayHelp | K::DisplayVersion => Ok(Err(e.to_string())),
+                _ => Err(Error::usage(e.to_string().trim_end().to_string())),
+            };
+        }
+    };
+    if args.help_metrics {
+        return Ok(Err(crate::measure::llm::definitions::definitions_text()));
+    }
+    validate(args).map(Ok)
+}
+
+fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
+    if args.model.is_empty() {
+        return Err(Error::usage("profile: -m/--model is required"));
+    }
+    let endpoint_type = match args.service_kind.as_deref() {
+        None | Some("openai") => args.endpoint_type,
+        Some("triton") if args.endpoint_type == EndpointType::Chat => EndpointType::Kserve,
+        Some("triton") => args.endpoint_type,
+        Some(other) => {
+            return Err(Error::usage(format!(
+                "profile: --service-kind must be openai or triton, not '{other}'"
+            )))
+        }
+    };
+    if !args.concurrency.is_empty() && !args.request_rate.is_empty() {
+        return Err(Error::usage(
+            "profile: give --concurrency or --request-rate, not both",
+        ));
+    }
+    if args.concurrency.contains(&0) {
+        return Err(Error::usage(
+            "profile: --concurrency values must be at least 1",
+        ));
+    }
+    if args
+        .request_rate
+        .iter()
+        .any(|r| !(r.is_finite() && *r > 0.0))
+    {
+        return Err(Error::usage(
+            "profile: --request-rate values must be positive",
+        ));
+    }
+    if args.request_count == Some(0) {
+        return Err(Error::usage("profile: --request-count must be at least 1"));
+    }
+    if args
+        .benchmark_duration
+        .is_some_and(|d| !(d.is_finite() && d > 0.0))
+    {
+        return Err(Error::usage(
+            "profile: --benchmark-duration must be positive",
+        ));
+    }
+    if args.num_prompts == 0 {
+        return Err(Error::usage("profile: --num-prompts must be at least 1"));
+    }
+    if args.synthetic_input_tokens_mean == 0 {
+        return Err(Error::usage(
+            "profile: --synthetic-input-tokens-mean must be at least 1",
+        ));
+    }
+    if args.output_tokens_mean == Some(0) {
+        return Err(Error::usage(
+            "profile: --output-tokens-mean must be at least 1",
+        ));
+    }
+    if args.output_tokens_mean_deterministic && args.output_tokens_mean.is_none() {
+        return Err(Error::usage(
+            "profile: --output-tokens-mean-deterministic needs --output-tokens-mean",
+        ));
+    }
+    for (name, sd) in [
+        (
+            "--synthetic-input-tokens-stddev",
+            args.synthetic_input_tokens_stddev,
+        ),
+        ("--output-tokens-stddev", args.output_tokens_stddev),
+    ] {
+        if !(sd.is_finite() && sd >= 0.0) {
+            return Err(Error::usage(format!("profile: {name} must be >= 0")));
+        }
+    }
+    if args.use_server_token_count && !endpoint_type.generates() {
+        return Err(Error::usage(
+            "profile: --use-server-token-count applies to chat, completions, kserve and generate",
+        ));
+    }
+    let points = if !args.request_rate.is_empty() {
+        args.request_rate
+            .iter()
+            .map(|r| LoadPoint::RequestRate(*r))
+            .collect()
+    } else if !args.concurrency.is_empty() {
+        args.concurrency
+            .iter()
+            .map(|c| LoadPoint::Concurrency(*c))
+            .collect()
+    } else {
+        vec![LoadPoint::Concurrency(1)]
+    };
+    let headers = args
+        .header
+        .iter()
+        .map(|h| parse_header(h))
+        .collect::<Result<Vec<_>>>()?;
+    let extra = args
+        .extra_inputs
+        .iter()
+        .map(|e| parse_extra(e))
+        .collect::<Result<Vec<_>>>()?;
+    crate::measure::llm::goodput::parse(&args.goodput)?;
+    let models: Vec<String> = args.model.clone();
+    let endpoint = match &args.endpoint {
+        Some(e) => e.trim_start_matches('/').to_string(),
+        None => endpoint_type.default_path(&models[0]),
+    };
+    let address = server_address(args.url.as_deref(), endpoint_type)?;
+    Ok(ProfileConfig {
+        args,
+        models,
+        endpoint_type,
+        endpoint,
+        address,
+        points,
+        headers,
+        extra,
+    })
+}
+
+/// `--url` to host:port; https is refused with a clear message (plain HTTP and gRPC only).
+fn server_address(url: Option<&str>, kind: EndpointType) -> Result<String> {
+    let default = if kind == EndpointType::Kserve {
+        "localhost:8001"
+    } else {
+        "localhost:8000"
+    };
+    let url = url.unwrap_or(default);
+    if url.starts_with("https://") {
+        return Err(Error::usage(
+            "profile: --url https:// is not supported by `profile` yet; use http://",
+        ));
+    }
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let host = rest.split('/').next().unwrap_or("");
+    if host.is_empty() {
+        return Err(Error::usage(format!("profile: --url '{url}' has no host")));
+    }
+    if host.contains(':') {
+        Ok(host.to_string())
+    } else {
+        Ok(format!("{host}:80"))
+    }
+}
+
+/// `Name: value` (the colon is required; the name must be a token).
+fn parse_header(h: &str) -> Result<(String, String)> {
+    let Some((name, value)) = h.split_once(':') else {
+        return Err(Error::usage(format!(
+            "profile: -H '{h}' must look like 'Name: value'"
+        )));
+    };
+    let name = name.trim();
+    let ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    if !ok || value.contains(['\r', '\n']) {
+        return Err(Error::usage(format!(
+            "profile: -H '{h}' is not a valid header"
+        )));
+    }
+    Ok((name.to_string(), value.trim().to_string()))
+}
+
+/// `name:value`; the value is JSON when it parses as JSON (numbers, booleans, objects),
+/// otherwise a string.
+fn parse_extra(e: &str) -> Result<(String, serde_json::Value)> {
+    let Some((name, value)) = e.split_once(':') else {
+        return Err(Error::usage(format!(
+            "profile: --extra-inputs '{e}' must look like name:value"
+        )));
+    };
+    if name.is_empty() {
+        return Err(Error::usage(format!(
+            "profile: --extra-inputs '{e}' has an empty name"
+        )));
+    }
+    let value = serde_json::from_str(value)
+        .unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
+    Ok((name.to_string(), value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(args: &[&str]) -> Result<ProfileConfig> {
+        let mut v: Vec<OsString> = vec!["profile".into()];
+        v.extend(args.iter().map(OsString::from));
+        match parse(v)? {
+            Ok(c) => Ok(c),
+            Err(text) => Err(Error::generic(text)),
+        }
+    }
+
+    #[test]
+    fn defaults_and_lists() {
+        let c = cfg(&["-m", "llm", "--concurrency", "1,4,8"]).unwrap();
+        assert_eq!(c.endpoint, "v1/chat/completions");
+        assert_eq!(c.address, "localhost:8000");
+        assert_eq!(
+            c.points,
+            vec![
+                LoadPoint::Concurrency(1),
+                LoadPoint::Concurrency(4),
+                LoadPoint::Concurrency(8)
+            ]
+        );
+        let c = cfg(&[
+            "-m",
+            "a",
+            "b",
+            "--request-rate",
+            "2.5",
+            "-u",
+            "http://h:9/x",
+        ])
+        .unwrap();
+        assert_eq!(c.models, vec!["a", "b"]);
+        assert_eq!(c.points, vec![LoadPoint::RequestRate(2.5)]);
+        assert_eq!(c.address, "h:9");
+        assert_eq!(c.points[0].label(), "request_rate2.5");
+        let c = cfg(&["-m", "t", "--service-kind", "triton"]).unwrap();
+        assert_eq!(c.endpoint_type, EndpointType::Kserve);
+        assert_eq!(c.address, "localhost:8001");
+    }
+
+    #[test]
+    fn extra_inputs_and_headers_parse() {
+        let c = cfg(&[
+            "-m",
+            "x",
+            "--extra-inputs",
+            "ignore_eos:true",
+            "--extra-inputs",
+            "temperature:0.5",
+            "--extra-inputs",
+            "stop:end",
+            "-H",
+            "Authorization: Bearer k",
+        ])
+        .unwrap();
+        assert_eq!(c.extra[0], ("ignore_eos".into(), serde_json::json!(true)));
+        assert_eq!(c.extra[1], ("temperature".into(), serde_json::json!(0.5)));
+        assert_eq!(c.extra[2], ("stop".into(), serde_json::json!("end")));
+        assert_eq!(c.headers[0], ("Authorization".into(), "Bearer k".into()));
+    }
+
+    #[test]
+    fn bad_flags_are_usage_errors_naming_the_flag() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["--concurrency", "1"], "--model"),
+            (&["-m", "x", "--concurrency", "0"], "--concurrency"),
+            (
+                &["-m", "x", "--concurrency", "1", "--request-rate", "2"],
+                "not both",
+            ),
+            (&["-m", "x", "--request-rate", "-1"], "--request-rate"),
+            (&["-m", "x", "--extra-inputs", "novalue"], "--extra-inputs"),
+            (&["-m", "x", "-H", "bad header"], "-H"),
+            (
+                &["-m", "x", "--service-kind", "tfserving"],
+                "--service-kind",
+            ),
+            (
+                &["-m", "x", "--output-tokens-mean-deterministic"],
+                "--output-tokens-mean",
+            ),
+            (
+                &[
+                    "-m",
+                    "x",
+                    "--endpoint-type",
+                    "embeddings",
+                    "--use-server-token-count",
+                ],
+                "--use-server-token-count",
+            ),
+            (&["-m", "x", "--goodput", "nonsense:1"], "nonsense"),
+            (&["-m", "x", "-u", "https://h:1"], "https"),
+            (&["-m", "x", "--no-such-flag"], "--no-such-flag"),
+        ];
+        for (args, needle) in cases {
+            let e = cfg(args).unwrap_err();
+            assert_eq!(e.exit_code(), 99, "{args:?}");
+            assert!(e.msg.contains(needle), "{args:?}: {}", e.msg);
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Engine records of one point to [`LlmRequest`]s: parse the stored events or body, classify
+//! failures, count tokens (client tokenizer, or the server's `usage` when asked).
+
+use super::events::{parse_events, parse_whole, Parsed};
+use super::payload::Entry;
+use super::runner::PointRun;
+use crate::measure::llm::{Chunk, LlmRequest, RequestError};
+use crate::measure::record::framed_responses;
+use crate::measure::RequestRecord;
+
+/// What converting needs besides the records.
+pub struct Context<'a> {
+    /// Request steps: the prompt behind each (`record.step` indexes it).
+    pub entries: &'a [Entry],
+    /// Model index of each step.
+    pub models: &'a [u32],
+    /// Token counter for output text: whole text, and one chunk on its own.
+    pub count: &'a dyn Fn(&str) -> u64,
+    pub count_chunk: &'a dyn Fn(&str) -> u64,
+    /// Take ISL/OSL from `usage` when the server sent it.
+    pub server_counts: bool,
+}
+
+/// One [`LlmRequest`] per record, in record order.
+pub fn convert(run: &PointRun, cx: &Context<'_>) -> Vec<LlmRequest> {
+    run.records.iter().map(|r| one(run, r, cx)).collect()
+}
+
+fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
+    let body = run
+        .bodies
+        .get(r.body_off as usize..(r.body_off as usize + r.body_len as usize))
+        .unwrap_or(&[]);
+    let parsed = if r.sse {
+        parse_events(framed_responses(body))
+    } else if r.ok {
+        parse_whole(r.end_ns, body)
+    } else {
+        Parsed::default()
+    };
+    let step = r.step as usize;
+    let entry = cx.entries.get(step);
+    let error = classify(r, body, &parsed);
+    let chunks: Vec<Chunk> = parsed
+        .chunks
+        .iter()
+        .map(|(at, text)| Chunk {
+            arrival_ns: *at,
+            tokens: (cx.count_chunk)(text),
+        })
+        .collect();
+    let mut isl = entry.map_or(0, |e| e.isl);
+    let mut osl = if chunks.is_empty() {
+        0
+    } else {
+        (cx.count)(&parsed.text())
+    };
+    if let (true, Some(u)) = (cx.server_counts, parsed.usage) {
+        isl = u.prompt_tokens;
+        osl = u.completion_tokens;
+    }
+    LlmRequest {
+        start_ns: r.start_ns,
+        intended_ns: r.intended_ns,
+        end_ns: r.end_ns,
+        error,
+        isl,
+        osl,
+        requested_osl: entry.and_then(|e| e.osl),
+        chunks,
+        usage: parsed.usage,
+        model: cx.models.get(step).copied().unwrap_or(0),
+    }
+}
+
+/// Why a request failed, if it did.
+fn classify(r: &RequestRecord, body: &[u8], parsed: &Parsed) -> Option<RequestError> {
+    let err = |kind: &str, message: String| {
+        Some(RequestError {
+            kind: kind.into(),
+            message,
+        })
+    };
+    if let Some(msg) = &parsed.error {
+        return err("sse_error_event", msg.clone());
+    }
+    if r.ok {
+        return if r.sse && !parsed.finished {
+            err(
+                "incomplete",
+                "the stream ended without [DONE] or a finish reason".into(),
+            )
+        } else {
+            None
+        };
+    }
+    if r.sse {
+        return err("incomplete", "the stream broke off".into());
+    }
+    if body.is_empty() {
+        return err(
+            "transport",
+            "no response (connection failed or closed)".into(),
+        );
+    }
+    let message = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .or_else(|| v.get("error"))
+                .and_then(|m| m.as_str().map(str::to_string))
+        })
+        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned());
+    err("http_error", message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::record::push_framed_response;
+
+    fn words(s: &str) -> u64 {
+        s.split_whitespace().count() as u64
+    }
+
+    fn run_with(records: Vec<RequestRecord>, bodies: Vec<u8>) -> PointRun {
+        PointRun {
+            records,
+            bodies,
+            ..PointRun::default()
+        }
+    }
+
+    fn cx<'a>(entries: &'a [Entry], server: bool) -> Context<'a> {
+        Context {
+            entries,
+            models: &[0, 1],
+            count: &words,
+            count_chunk: &words,
+            server_counts: server,
+        }
+    }
+
+    fn streamed() -> (RequestRecord, Vec<u8>) {
+        let mut b = Vec::new();
+        push_framed_response(
+            &mut b,
+            100,
+            br#"{"choices":[{"delta":{"role":"assistant"}}]}"#,
+        );
+        push_framed_response(
+            &mut b,
+            150,
+            br#"{"choices":[{"delta":{"content":"tok1 tok2 "}}]}"#,
+        );
+        push_framed_response(
+            &mut b,
+            170,
+            br#"{"choices":[{"delta":{"content":"tok3 "},"finish_reason":"length"}]}"#,
+        );
+        push_framed_response(
+            &mut b,
+            171,
+            br#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":4}}"#,
+        );
+        push_framed_response(&mut b, 172, b"");
+        let r = RequestRecord {
+            start_ns: 50,
+            end_ns: 172,
+            step: 1,
+            ok: true,
+            sse: true,
+            body_len: b.len() as u32,
+            ..RequestRecord::default()
+        };
+        (r, b)
+    }
+
+    fn entries() -> Vec<Entry> {
+        let e = Entry {
+            text: "p".into(),
+            isl: 7,
+            osl: Some(3),
+            payload: None,
+        };
+        vec![e.clone(), e]
+    }
+
+    #[test]
+    fn streamed_request_counts_text_chunks_only() {
+        let (r, b) = streamed();
+        let es = entries();
+        let out = convert(&run_with(vec![r], b.clone()), &cx(&es, false));
+        let q = &out[0];
+        assert!(q.ok());
+        assert_eq!(
+            q.chunks,
+            vec![
+                Chunk {
+                    arrival_ns: 150,
+                    tokens: 2
+                },
+                Chunk {
+                    arrival_ns: 170,
+                    tokens: 1
+                }
+            ]
+        );
+        assert_eq!((q.isl, q.osl, q.requested_osl, q.model), (7, 3, Some(3), 1));
+        let out = convert(&run_with(vec![r], b), &cx(&es, true));
+        assert_eq!((out[0].isl, out[0].osl), (9, 4));
+    }
+
+    #[test]
+    fn failures_are_classified() {
+        let es = entries();
+        let (mut r, mut b) = streamed();
+        b.truncate(b.len() - 13); // drop the [DONE] frame
+        r.body_len = b.len() as u32;
+        let out = convert(&run_with(vec![r], b), &cx(&es, false));
+        assert_eq!(out[0].error.as_ref().unwrap().kind, "incomplete");
+
+        let mut b = Vec::new();
+        push_framed_response(&mut b, 9, br#"{"error":{"message":"boom"}}"#);
+        r.body_len = b.len() as u32;
+        let e = convert(&run_with(vec![r], b), &cx(&es, false))[0]
+            .error
+            .clone()
+            .unwrap();
+        assert_eq!(
+            (e.kind.as_str(), e.message.as_str()),
+            ("sse_error_event", "boom")
+        );
+
+        let body = br#"{"error":{"message":"model 'x' not found"}}"#.to_vec();
+        let r = RequestRecord {
+            ok: false,
+            body_len: body.len() as u32,
+            ..RequestRecord::default()
+        };
+        let e = convert(&run_with(vec![r], body), &cx(&es, false))[0]
+            .error
+            .clone()
+            .unwrap();
+        assert_eq!(
+            (e.kind.as_str(), e.message.as_str()),
+            ("http_error", "model 'x' not found")
+        );
+
+        let r = RequestRecord {
+            ok: false,
+            ..RequestRecord::default()
+        };
+        let e = convert(&run_with(vec![r], vec![]), &cx(&es, false))[0]
+            .error
+            .clone()
+            .unwrap();
+        assert_eq!(e.kind, "transport");
+    }
+}

@@ -1,0 +1,171 @@
+//! From what the engine stored (each SSE event with its read time, or a whole body) to the
+//! text chunks, usage and error of one request. Timestamps were taken at read time; nothing
+//! here changes them, parsing only decides which events carried output text.
+
+use serde_json::Value;
+
+use crate::measure::llm::Usage;
+
+/// The output of one request, before token counting.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Parsed {
+    /// Events (or the whole response) that carried output text: (read time ns, text).
+    pub chunks: Vec<(u64, String)>,
+    /// The last `usage` the server reported.
+    pub usage: Option<Usage>,
+    /// The server reported an error inside a 2xx response (an `event: error` packet or an
+    /// `{"error": ...}` chunk).
+    pub error: Option<String>,
+    /// `[DONE]` (or a finish reason) was seen: the stream ended properly.
+    pub finished: bool,
+}
+
+impl Parsed {
+    /// All output text, joined.
+    pub fn text(&self) -> String {
+        self.chunks.iter().map(|(_, t)| t.as_str()).collect()
+    }
+}
+
+/// Parses streamed events: `(read time, data)`; an empty payload is the `[DONE]` marker.
+pub fn parse_events<'a>(events: impl Iterator<Item = (u64, &'a [u8])>) -> Parsed {
+    let mut out = Parsed::default();
+    for (at, data) in events {
+        if data.is_empty() {
+            out.finished = true;
+            continue;
+        }
+        let Ok(v) = serde_json::from_slice::<Value>(data) else {
+            // Not JSON: a server that streams plain text; count it as text.
+            if let Ok(s) = std::str::from_utf8(data) {
+                out.chunks.push((at, s.to_string()));
+            }
+            continue;
+        };
+        absorb(&v, at, &mut out);
+    }
+    out
+}
+
+/// Parses a whole (non-streamed) JSON response that completed at `end_ns`.
+pub fn parse_whole(end_ns: u64, body: &[u8]) -> Parsed {
+    let mut out = Parsed::default();
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        absorb(&v, end_ns, &mut out);
+        out.finished = true;
+    }
+    out
+}
+
+/// One JSON message: its text (any known layout), usage, error and finish reason.
+fn absorb(v: &Value, at: u64, out: &mut Parsed) {
+    if let Some(e) = v.get("error") {
+        let msg = e
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| e.to_string());
+        out.error.get_or_insert(msg);
+        return;
+    }
+    if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+        let get = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+        out.usage = Some(Usage {
+            prompt_tokens: get("prompt_tokens"),
+            completion_tokens: get("completion_tokens"),
+        });
+    }
+    let text = text_of(v);
+    if !text.is_empty() {
+        out.chunks.push((at, text));
+    }
+    let finish = v
+        .pointer("/choices/0/finish_reason")
+        .is_some_and(|f| !f.is_null());
+    out.finished |= finish;
+}
+
+/// Output text in the OpenAI chat (delta or message, reasoning included), completions, and
+/// Triton generate layouts.
+fn text_of(v: &Value) -> String {
+    let mut text = String::new();
+    if let Some(choice) = v.pointer("/choices/0") {
+        for path in [
+            "/delta/reasoning_content",
+            "/delta/content",
+            "/message/reasoning_content",
+            "/message/content",
+            "/text",
+        ] {
+            if let Some(s) = choice.pointer(path).and_then(Value::as_str) {
+                text.push_str(s);
+            }
+        }
+    } else if let Some(s) = v.get("text_output").and_then(Value::as_str) {
+        text.push_str(s);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(list: &[(u64, &'static str)]) -> Parsed {
+        parse_events(list.iter().map(|(t, d)| (*t, d.as_bytes())))
+    }
+
+    #[test]
+    fn chat_stream_keeps_only_text_events() {
+        let p = ev(&[
+            (1, r#"{"choices":[{"delta":{"role":"assistant"}}]}"#),
+            (2, r#"{"choices":[{"delta":{"content":"tok1 "}}]}"#),
+            (2, r#"{"choices":[{"delta":{"content":""}}]}"#),
+            (
+                3,
+                r#"{"choices":[{"delta":{"content":"tok2 "},"finish_reason":"length"}]}"#,
+            ),
+            (
+                4,
+                r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}"#,
+            ),
+            (5, ""),
+        ]);
+        assert_eq!(p.chunks, vec![(2, "tok1 ".into()), (3, "tok2 ".into())]);
+        assert_eq!(p.text(), "tok1 tok2 ");
+        assert_eq!(
+            p.usage,
+            Some(Usage {
+                prompt_tokens: 5,
+                completion_tokens: 2
+            })
+        );
+        assert!(p.finished);
+        assert_eq!(p.error, None);
+    }
+
+    #[test]
+    fn completions_generate_and_errors() {
+        let p = ev(&[
+            (7, r#"{"choices":[{"text":"a"}]}"#),
+            (8, r#"{"text_output":"b"}"#),
+        ]);
+        assert_eq!(p.chunks, vec![(7, "a".into()), (8, "b".into())]);
+        assert!(!p.finished);
+        let p = ev(&[(1, r#"{"error":{"message":"overloaded"}}"#)]);
+        assert_eq!(p.error.as_deref(), Some("overloaded"));
+        let p = ev(&[(1, "plain words")]);
+        assert_eq!(p.text(), "plain words");
+    }
+
+    #[test]
+    fn whole_responses() {
+        let body = br#"{"choices":[{"message":{"content":"hi there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#;
+        let p = parse_whole(42, body);
+        assert_eq!(p.chunks, vec![(42, "hi there".into())]);
+        assert_eq!(p.usage.unwrap().completion_tokens, 2);
+        let p = parse_whole(42, br#"{"data":[{"embedding":[0.1]}]}"#);
+        assert!(p.chunks.is_empty() && p.finished);
+        assert_eq!(parse_whole(1, b"not json"), Parsed::default());
+    }
+}

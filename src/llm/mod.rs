@@ -1,0 +1,306 @@
+//! `inferperf profile`: the LLM benchmark (GenAI-Perf / AIPerf flags and outputs) on the same
+//! engine as the perf_analyzer mode.
+//!
+//! Flow: flags ([`cli`]) → prompts (synthetic of exact token length, or `--input-file`) →
+//! request bodies ([`payload`]) pre-encoded once → per load point: the engine runs them
+//! ([`runner`]), the stored events become [`LlmRequest`]s ([`convert`]), metrics are
+//! computed, printed and written ([`export`], `report::llm`, `report::plot`).
+
+pub mod cli;
+pub mod convert;
+pub mod events;
+pub mod export;
+pub mod input_file;
+pub mod payload;
+pub mod runner;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::clock::Clock;
+use crate::engine::wire::Wire;
+use crate::engine::EngineSpec;
+use crate::error::{Error, Result};
+use crate::inputs::prompts::PromptGen;
+use crate::inputs::tokenizer::Tokenizer;
+use crate::measure::llm::LlmRequest;
+use cli::{LoadPoint, ProfileConfig};
+use payload::Entry;
+
+/// `inferperf profile ...` (args[0] = "profile"); returns the exit code.
+pub fn profile_main(args: Vec<OsString>) -> i32 {
+    let cfg = match cli::parse(args) {
+        Ok(Ok(cfg)) => cfg,
+        Ok(Err(text)) => {
+            print!("{text}");
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return e.exit_code();
+        }
+    };
+    crate::signal::install();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match run(&cfg, &mut out) {
+        Ok(_) => 0,
+        Err(e) => {
+            let _ = out.flush();
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+/// What a finished point produced (for tests and callers that want the numbers).
+#[derive(Debug)]
+pub struct PointOutcome {
+    pub point: LoadPoint,
+    pub dir: PathBuf,
+    pub requests: Vec<LlmRequest>,
+}
+
+/// Runs every load point of `cfg`, printing each point's table to `out`.
+pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>> {
+    let tokenizer = Tokenizer::load(&cfg.args.tokenizer)?;
+    let entries = prepare_entries(cfg, &tokenizer)?;
+    let models = payload::pick_models(cfg, entries.len());
+    let bodies: Vec<Value> = entries
+        .iter()
+        .zip(&models)
+        .map(|(e, m)| payload::body(cfg, &cfg.models[*m as usize], e))
+        .collect();
+    let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
+    let requests: Vec<Vec<u8>> = payloads
+        .iter()
+        .zip(&models)
+        .map(|(p, m)| {
+            let path = endpoint_for(cfg, &cfg.models[*m as usize]);
+            crate::service::openai::encode_request(&cfg.address, &path, &cfg.headers, p.as_bytes())
+        })
+        .collect();
+    let spec = EngineSpec {
+        addr: crate::run::setup::resolve(&cfg.address)?,
+        requests: Arc::new(requests),
+        keep_bodies: true,
+        keep_going: true,
+        pin: true,
+        max_workers: crate::engine::available_cores().len().max(1),
+        clock: Clock::new(),
+        tls: None,
+        wire: Wire::Http1,
+        sequences: None,
+    };
+    let goodput = crate::measure::llm::goodput::parse(&cfg.args.goodput)?;
+    let mut outcomes = Vec::new();
+    for &point in &cfg.points {
+        let run = runner::run_point(&spec, cfg, point)?;
+        let count = |t: &str| tokenizer.count(t) as u64;
+        let count_chunk = |t: &str| tokenizer.count_chunk(t) as u64;
+        let cx = convert::Context {
+            entries: &entries,
+            models: &models,
+            count: &count,
+            count_chunk: &count_chunk,
+            server_counts: cfg.args.use_server_token_count,
+        };
+        let requests = convert::convert(&run, &cx);
+        let dir = point_dir(cfg, point);
+        let opts = crate::measure::llm::MetricOptions {
+            goodput: goodput.clone(),
+        };
+        let metrics = crate::measure::llm::compute(&requests, &opts);
+        let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
+        let _ = out.write_all(table.as_bytes());
+        write_point(
+            cfg, point, &dir, &run, &payloads, &bodies, &requests, &metrics,
+        )?;
+        let _ = writeln!(out, "Results in {}", dir.display());
+        let interrupted = run.interrupted;
+        outcomes.push(PointOutcome {
+            point,
+            dir,
+            requests,
+        });
+        if interrupted {
+            break;
+        }
+    }
+    Ok(outcomes)
+}
+
+/// Which rows the tables show.
+fn report_options(cfg: &ProfileConfig) -> crate::report::llm::ReportOptions {
+    use crate::report::llm::ReportKind;
+    crate::report::llm::ReportOptions {
+        kind: match cfg.endpoint_type {
+            cli::EndpointType::Embeddings => ReportKind::Embeddings,
+            cli::EndpointType::Rankings => ReportKind::Rankings,
+            _ => ReportKind::Llm,
+        },
+        streaming: cfg.args.streaming,
+    }
+}
+
+/// The request path for `model` (Triton generate paths carry the model name).
+fn endpoint_for(cfg: &ProfileConfig, model: &str) -> String {
+    match (&cfg.args.endpoint, cfg.endpoint_type) {
+        (None, cli::EndpointType::Generate) => {
+            let kind = if cfg.args.streaming {
+                "generate_stream"
+            } else {
+                "generate"
+            };
+            format!("v2/models/{model}/{kind}")
+        }
+        _ => cfg.endpoint.clone(),
+    }
+}
+
+/// The prompts: from `--input-file` (ISL counted by our tokenizer), else synthetic prompts
+/// of exact token length.
+fn prepare_entries(cfg: &ProfileConfig, tok: &Tokenizer) -> Result<Vec<Entry>> {
+    let args = &cfg.args;
+    let mut gen = PromptGen::new(tok.clone(), args.random_seed);
+    if let Some(path) = &args.input_file {
+        let mut entries = input_file::read(path)?;
+        for e in &mut entries {
+            e.isl = tok.count(&e.text) as u64;
+            if e.osl.is_none() {
+                e.osl = requested_osl(cfg, &mut gen);
+            }
+        }
+        return Ok(entries);
+    }
+    let mut mismatches = 0;
+    let mut entries = Vec::with_capacity(args.num_prompts as usize);
+    for _ in 0..args.num_prompts {
+        let len = gen.sample_len(
+            args.synthetic_input_tokens_mean as f64,
+            args.synthetic_input_tokens_stddev,
+        );
+        let p = gen.prompt(len);
+        mismatches += usize::from(p.mismatch);
+        let osl = requested_osl(cfg, &mut gen);
+        entries.push(Entry {
+            text: p.text,
+            isl: p.tokens as u64,
+            osl,
+            payload: None,
+        });
+    }
+    if mismatches > 0 {
+        eprintln!(
+            "warning: {mismatches} of {} synthetic prompts could not be made exactly the \
+             requested length; their true length is used as ISL",
+            args.num_prompts
+        );
+    }
+    Ok(entries)
+}
+
+fn requested_osl(cfg: &ProfileConfig, gen: &mut PromptGen) -> Option<u64> {
+    let mean = cfg.args.output_tokens_mean?;
+    Some(gen.sample_len(mean as f64, cfg.args.output_tokens_stddev) as u64)
+}
+
+/// `artifacts/<model>-<service kind>-<endpoint type>-<mode><value>`, as GenAI-Perf names it.
+fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
+    let model = cfg.models.join("_").replace(['/', '\\'], "_");
+    let kind = if cfg.endpoint_type == cli::EndpointType::Kserve {
+        "triton"
+    } else {
+        "openai"
+    };
+    cfg.args.artifact_dir.join(format!(
+        "{model}-{kind}-{}-{}",
+        cfg.endpoint_type.name(),
+        point.label()
+    ))
+}
+
+/// The effective settings, written into the summary JSON (no headers: they may hold keys).
+fn input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
+    let a = &cfg.args;
+    json!({
+        "model": cfg.models,
+        "endpoint_type": cfg.endpoint_type.name(),
+        "endpoint": cfg.endpoint,
+        "url": cfg.address,
+        "streaming": a.streaming,
+        "load": point.label(),
+        "request_count": a.request_count,
+        "warmup_request_count": a.warmup_request_count,
+        "benchmark_duration": a.benchmark_duration,
+        "synthetic_input_tokens_mean": a.synthetic_input_tokens_mean,
+        "synthetic_input_tokens_stddev": a.synthetic_input_tokens_stddev,
+        "output_tokens_mean": a.output_tokens_mean,
+        "output_tokens_stddev": a.output_tokens_stddev,
+        "num_prompts": a.num_prompts,
+        "random_seed": a.random_seed,
+        "tokenizer": a.tokenizer,
+        "use_server_token_count": a.use_server_token_count,
+        "goodput": a.goodput,
+        "extra_inputs": cfg.extra.iter().map(|(k, v)| json!({k: v})).collect::<Vec<_>>(),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_point(
+    cfg: &ProfileConfig,
+    point: LoadPoint,
+    dir: &Path,
+    run: &runner::PointRun,
+    payloads: &[String],
+    bodies: &[Value],
+    requests: &[LlmRequest],
+    metrics: &crate::measure::llm::LlmMetrics,
+) -> Result<()> {
+    let io =
+        |e: std::io::Error, p: &Path| Error::generic(format!("cannot write {}: {e}", p.display()));
+    std::fs::create_dir_all(dir).map_err(|e| io(e, dir))?;
+    let kind = if cfg.endpoint_type == cli::EndpointType::Kserve {
+        "triton"
+    } else {
+        "openai"
+    };
+    let files: Vec<(String, String)> = vec![
+        ("inputs.json".into(), export::inputs_json(bodies)),
+        (
+            cfg.args.profile_export_file.clone(),
+            export::profile_export(run, point, payloads, kind, &cfg.endpoint),
+        ),
+        (
+            "profile_export_genai_perf.json".into(),
+            crate::report::llm::genai_perf::json(metrics, &input_config(cfg, point)),
+        ),
+        (
+            "profile_export_genai_perf.csv".into(),
+            crate::report::llm::genai_perf::csv(metrics, &report_options(cfg)),
+        ),
+        (
+            "profile_export.jsonl".into(),
+            crate::report::llm::jsonl::records(requests),
+        ),
+    ];
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| io(e, &path))?;
+    }
+    if cfg.args.generate_plots {
+        let plots = dir.join("plots");
+        std::fs::create_dir_all(&plots).map_err(|e| io(e, &plots))?;
+        crate::report::plot::write_run_plots_named(
+            requests,
+            &cfg.models,
+            &plots,
+            crate::report::plot::PLOT_SIZE,
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! Request bodies for each endpoint type, built once before a run from the prompts.
+
+use serde_json::{json, Map, Value};
+
+use super::cli::{EndpointType, ProfileConfig};
+
+/// One prompt to send: its text (or a verbatim payload) and what we know of its lengths.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The prompt text (empty for a verbatim payload).
+    pub text: String,
+    /// Input tokens by the client tokenizer (0 for a verbatim payload until counted).
+    pub isl: u64,
+    /// Output tokens to ask for (`max_tokens`); None: the server decides.
+    pub osl: Option<u64>,
+    /// A body given whole by the input file (`payload`), sent as is.
+    pub payload: Option<Value>,
+}
+
+/// The JSON body for `entry` sent to `model`.
+pub fn body(cfg: &ProfileConfig, model: &str, entry: &Entry) -> Value {
+    if let Some(p) = &entry.payload {
+        return p.clone();
+    }
+    let args = &cfg.args;
+    let mut obj = Map::new();
+    match cfg.endpoint_type {
+        EndpointType::Chat => {
+            obj.insert("model".into(), json!(model));
+            obj.insert(
+                "messages".into(),
+                json!([{"role": "user", "content": entry.text}]),
+            );
+        }
+        EndpointType::Completions => {
+            obj.insert("model".into(), json!(model));
+            obj.insert("prompt".into(), json!(entry.text));
+        }
+        EndpointType::Embeddings => {
+            obj.insert("model".into(), json!(model));
+            obj.insert("input".into(), json!([entry.text]));
+        }
+        EndpointType::Rankings => {
+            obj.insert("model".into(), json!(model));
+            let (query, passage) = split_query(&entry.text);
+            obj.insert("query".into(), json!({"text": query}));
+            obj.insert("passages".into(), json!([{"text": passage}]));
+        }
+        EndpointType::Generate | EndpointType::Kserve => {
+            obj.insert("text_input".into(), json!(entry.text));
+        }
+    }
+    if cfg.endpoint_type.generates() {
+        if args.streaming {
+            obj.insert("stream".into(), json!(true));
+            let openai = matches!(
+                cfg.endpoint_type,
+                EndpointType::Chat | EndpointType::Completions
+            );
+            if openai && args.use_server_token_count {
+                obj.insert("stream_options".into(), json!({"include_usage": true}));
+            }
+        }
+        if let Some(n) = entry.osl {
+            obj.insert("max_tokens".into(), json!(n));
+            if args.output_tokens_mean_deterministic {
+                obj.insert("min_tokens".into(), json!(n));
+                obj.insert("ignore_eos".into(), json!(true));
+            }
+        }
+    }
+    for (k, v) in &cfg.extra {
+        obj.insert(k.clone(), v.clone());
+    }
+    Value::Object(obj)
+}
+
+/// Rankings: the first sentence is the query, the rest the passage.
+fn split_query(text: &str) -> (&str, &str) {
+    match text.find(['.', '?', '!']) {
+        Some(i) if i + 1 < text.len() => (&text[..=i], text[i + 1..].trim_start()),
+        _ => (text, text),
+    }
+}
+
+/// The model each request goes to: `-m` order round robin, or seeded random.
+pub fn pick_models(cfg: &ProfileConfig, count: usize) -> Vec<u32> {
+    let n = cfg.models.len().max(1) as u64;
+    let mut state = cfg.args.random_seed ^ 0x6d6f_6465_6c73;
+    (0..count as u64)
+        .map(|i| match cfg.args.model_selection_strategy {
+            super::cli::ModelSelection::RoundRobin => (i % n) as u32,
+            super::cli::ModelSelection::Random => (splitmix(&mut state) % n) as u32,
+        })
+        .collect()
+}
+
+/// splitmix64: a small, well-mixed generator; enough for picking models.
+pub fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::cli::parse;
+
+    fn cfg(args: &[&str]) -> ProfileConfig {
+        let mut v: Vec<std::ffi::OsString> = vec!["profile".into()];
+        v.extend(args.iter().map(Into::into));
+        parse(v).unwrap().unwrap()
+    }
+
+    fn entry(osl: Option<u64>) -> Entry {
+        Entry {
+            text: "Shall I compare thee? To a summer's day.".into(),
+            isl: 9,
+            osl,
+            payload: None,
+        }
+    }
+
+    #[test]
+    fn bodies_per_endpoint_type() {
+        let c = cfg(&["-m", "m", "--streaming", "--use-server-token-count"]);
+        let b = body(&c, "m", &entry(Some(8)));
+        assert_eq!(
+            b["messages"][0]["content"],
+            "Shall I compare thee? To a summer's day."
+        );
+        assert_eq!(b["stream"], true);
+        assert_eq!(b["stream_options"]["include_usage"], true);
+        assert_eq!(b["max_tokens"], 8);
+        assert!(b.get("ignore_eos").is_none());
+
+        let c = cfg(&[
+            "-m",
+            "m",
+            "--endpoint-type",
+            "completions",
+            "--output-tokens-mean",
+            "8",
+            "--output-tokens-mean-deterministic",
+            "--extra-inputs",
+            "temperature:0",
+        ]);
+        let b = body(&c, "m", &entry(Some(8)));
+        assert_eq!(b["prompt"], "Shall I compare thee? To a summer's day.");
+        assert_eq!(
+            (b["min_tokens"].clone(), b["ignore_eos"].clone()),
+            (json!(8), json!(true))
+        );
+        assert_eq!(b["temperature"], 0);
+        assert!(b.get("stream").is_none());
+
+        let c = cfg(&["-m", "m", "--endpoint-type", "embeddings", "--streaming"]);
+        let b = body(&c, "m", &entry(Some(8)));
+        assert_eq!(
+            b,
+            json!({"model": "m", "input": ["Shall I compare thee? To a summer's day."]})
+        );
+
+        let c = cfg(&["-m", "m", "--endpoint-type", "rankings"]);
+        let b = body(&c, "m", &entry(None));
+        assert_eq!(b["query"]["text"], "Shall I compare thee?");
+        assert_eq!(b["passages"][0]["text"], "To a summer's day.");
+
+        let c = cfg(&["-m", "m", "--endpoint-type", "generate", "--streaming"]);
+        let b = body(&c, "m", &entry(Some(3)));
+        assert_eq!(
+            b,
+            json!({"text_input": "Shall I compare thee? To a summer's day.", "stream": true, "max_tokens": 3})
+        );
+    }
+
+    #[test]
+    fn verbatim_payload_wins() {
+        let c = cfg(&["-m", "m", "--streaming"]);
+        let mut e = entry(Some(4));
+        e.payload = Some(json!({"model": "other", "x": 1}));
+        assert_eq!(body(&c, "m", &e), json!({"model": "other", "x": 1}));
+    }
+
+    #[test]
+    fn model_selection() {
+        let c = cfg(&["-m", "a", "b", "c"]);
+        assert_eq!(pick_models(&c, 5), vec![0, 1, 2, 0, 1]);
+        let c = cfg(&[
+            "-m",
+            "a",
+            "b",
+            "--model-selection-strategy",
+            "random",
+            "--random-seed",
+            "7",
+        ]);
+        let picks = pick_models(&c, 200);
+        assert_eq!(picks, pick_models(&c, 200));
+        let ones = picks.iter().filter(|&&p| p == 1).count();
+        assert!((60..140).contains(&ones), "{ones}");
+    }
+}

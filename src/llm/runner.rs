@@ -1,0 +1,204 @@
+//! Runs one load point of `profile` on the engine: an optional warm-up, then the measured
+//! requests, gathered every 100 ms with a progress line, until the request count is done, the
+//! duration is up, or the user interrupts (what was measured is kept).
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use super::cli::{Distribution, LoadPoint, ProfileConfig};
+use crate::engine::pace::Schedule;
+use crate::engine::{Engine, EngineSpec, Load};
+use crate::error::{Error, Result};
+use crate::measure::{RequestRecord, WindowRecords};
+
+/// Requests measured per point when neither a count nor a duration is given.
+pub const DEFAULT_REQUEST_COUNT: u64 = 100;
+/// How long in-flight requests may take to finish after a stop (Ctrl-C or duration).
+const DRAIN: Duration = Duration::from_secs(30);
+/// How often records are gathered from the workers.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Everything measured at one point.
+#[derive(Debug, Default)]
+pub struct PointRun {
+    pub records: Vec<RequestRecord>,
+    /// Response bodies / framed events; records' `body_off` point here.
+    pub bodies: Vec<u8>,
+    /// First send and last gather (ns since the epoch).
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The user pressed Ctrl-C.
+    pub interrupted: bool,
+}
+
+/// The engine's load for a point.
+pub fn load(cfg: &ProfileConfig, point: LoadPoint) -> Load {
+    match point {
+        LoadPoint::Concurrency(c) => Load::Concurrency(c),
+        LoadPoint::RequestRate(rate) => Load::Paced {
+            schedule: match cfg.args.request_distribution {
+                Distribution::Constant => Schedule::Constant { rate },
+                Distribution::Poisson => Schedule::Poisson {
+                    rate,
+                    seed: cfg.args.random_seed,
+                    horizon_ns: 60_000_000_000,
+                },
+            },
+            max_inflight: cfg.args.max_inflight,
+        },
+    }
+}
+
+/// Warm-up (not measured), then the measured run.
+pub fn run_point(spec: &EngineSpec, cfg: &ProfileConfig, point: LoadPoint) -> Result<PointRun> {
+    let load = load(cfg, point);
+    if cfg.args.warmup_request_count > 0 {
+        let warm = cfg.args.warmup_request_count;
+        drive(spec, &load, Some(warm), None, "warm-up", cfg.args.quiet)?;
+        if crate::signal::interrupted() {
+            return Ok(PointRun {
+                interrupted: true,
+                ..PointRun::default()
+            });
+        }
+    }
+    let count = match (cfg.args.request_count, cfg.args.benchmark_duration) {
+        (Some(n), _) => Some(n),
+        (None, Some(_)) => None,
+        (None, None) => Some(DEFAULT_REQUEST_COUNT),
+    };
+    let duration = cfg.args.benchmark_duration.map(Duration::from_secs_f64);
+    drive(spec, &load, count, duration, &point.label(), cfg.args.quiet)
+}
+
+/// Runs the engine until `count` requests are done or `duration` is up (then stops sending
+/// and waits for what is in flight), gathering records as it goes.
+fn drive(
+    spec: &EngineSpec,
+    load: &Load,
+    count: Option<u64>,
+    duration: Option<Duration>,
+    label: &str,
+    quiet: bool,
+) -> Result<PointRun> {
+    let mut engine = Engine::start_load(spec, load, count)?;
+    let started = Instant::now();
+    let mut run = PointRun {
+        start_ns: spec.clock.now_ns(),
+        ..PointRun::default()
+    };
+    let mut window = WindowRecords::default();
+    let mut progress = Progress::new(label, count, quiet);
+    let mut halted_at: Option<Instant> = None;
+    loop {
+        std::thread::sleep(TICK);
+        let now_ns = spec.clock.now_ns();
+        engine.collect(now_ns, &mut window)?;
+        run.records.extend_from_slice(&window.records);
+        rebase(&mut run, &window);
+        run.end_ns = now_ns;
+        progress.show(run.records.len() as u64, started.elapsed());
+        if engine.all_finished() {
+            break;
+        }
+        if halted_at.is_none() {
+            let out_of_time = duration.is_some_and(|d| started.elapsed() >= d);
+            run.interrupted = crate::signal::interrupted();
+            if out_of_time || run.interrupted {
+                engine.halt();
+                halted_at = Some(Instant::now());
+            }
+        } else if halted_at.is_some_and(|h| h.elapsed() >= DRAIN) {
+            break;
+        }
+    }
+    progress.finish();
+    engine.stop(Duration::from_millis(100));
+    if run.records.is_empty() && !run.interrupted {
+        return Err(Error::no_valid_requests());
+    }
+    Ok(run)
+}
+
+/// Moves the window's bodies into the run, fixing the offsets of the records just added.
+fn rebase(run: &mut PointRun, window: &WindowRecords) {
+    let base = run.bodies.len() as u32;
+    run.bodies.extend_from_slice(&window.bodies);
+    let first = run.records.len() - window.records.len();
+    for r in &mut run.records[first..] {
+        if r.body_len > 0 {
+            r.body_off += base;
+        }
+    }
+}
+
+/// The progress line on stderr (only on a terminal, and not with `--quiet`).
+struct Progress {
+    label: String,
+    total: Option<u64>,
+    on: bool,
+    shown: bool,
+}
+
+impl Progress {
+    fn new(label: &str, total: Option<u64>, quiet: bool) -> Progress {
+        Progress {
+            label: label.to_string(),
+            total,
+            on: !quiet && std::io::stderr().is_terminal(),
+            shown: false,
+        }
+    }
+
+    fn show(&mut self, done: u64, elapsed: Duration) {
+        if !self.on {
+            return;
+        }
+        let line = progress_line(&self.label, done, self.total, elapsed);
+        let _ = write!(std::io::stderr(), "\r{line}");
+        self.shown = true;
+    }
+
+    fn finish(&mut self) {
+        if self.shown {
+            let _ = writeln!(std::io::stderr());
+        }
+    }
+}
+
+/// `label [#####.....] 50/100 requests 1.2 s`.
+fn progress_line(label: &str, done: u64, total: Option<u64>, elapsed: Duration) -> String {
+    const WIDTH: u64 = 30;
+    match total {
+        Some(t) if t > 0 => {
+            let filled = (done.min(t) * WIDTH / t) as usize;
+            format!(
+                "{label} [{}{}] {done}/{t} requests {:.1} s",
+                "#".repeat(filled),
+                ".".repeat(WIDTH as usize - filled),
+                elapsed.as_secs_f64()
+            )
+        }
+        _ => format!("{label} {done} requests {:.1} s", elapsed.as_secs_f64()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_line_shapes() {
+        let d = Duration::from_millis(1500);
+        assert_eq!(
+            progress_line("c4", 50, Some(100), d),
+            format!(
+                "c4 [{}{}] 50/100 requests 1.5 s",
+                "#".repeat(15),
+                ".".repeat(15)
+            )
+        );
+        assert!(progress_line("c4", 500, Some(100), d).contains(&"#".repeat(30)));
+        assert_eq!(progress_line("r2", 7, None, d), "r2 7 requests 1.5 s");
+    }
+}

@@ -1,0 +1,282 @@
+//! The metric dictionary: what every LLM figure we print means, its unit and direction, and
+//! what vLLM bench, GenAI-Perf, AIPerf and GuideLLM call the same quantity. One table feeds
+//! `profile --help-metrics`, the README and the console's tool-name line, so they agree.
+
+/// Which way is better.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Times: smaller is better (goodput: value ≤ limit).
+    Lower,
+    /// Throughputs: larger is better (goodput: value ≥ limit).
+    Higher,
+    /// Counts and lengths: neither.
+    Neutral,
+}
+
+impl Direction {
+    pub fn label(self) -> &'static str {
+        match self {
+            Direction::Lower => "lower",
+            Direction::Higher => "higher",
+            Direction::Neutral => "-",
+        }
+    }
+}
+
+/// One metric. Tool columns hold that tool's name for the same quantity, or "-".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetricDef {
+    /// Our key in `profile_export_genai_perf.json` (GenAI-Perf's where it has one).
+    pub tag: &'static str,
+    /// The console row name.
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub direction: Direction,
+    /// One-line formula.
+    pub definition: &'static str,
+    pub vllm: &'static str,
+    pub genai_perf: &'static str,
+    pub aiperf: &'static str,
+    pub guidellm: &'static str,
+}
+
+const fn def(
+    tag: &'static str,
+    name: &'static str,
+    unit: &'static str,
+    direction: Direction,
+    definition: &'static str,
+    names: [&'static str; 4],
+) -> MetricDef {
+    MetricDef {
+        tag,
+        name,
+        unit,
+        direction,
+        definition,
+        vllm: names[0],
+        genai_perf: names[1],
+        aiperf: names[2],
+        guidellm: names[3],
+    }
+}
+
+use Direction::{Higher, Lower, Neutral};
+
+/// Every LLM metric we report. Per-request times are taken from the arrival time of the
+/// network read that delivered each content chunk (ns), before any parsing.
+#[rustfmt::skip]
+pub const METRICS: &[MetricDef] = &[
+    def("time_to_first_token", "Time To First Token", "ms", Lower,
+        "first content chunk - request start",
+        ["TTFT", "Time To First Token", "time_to_first_token", "time_to_first_token_ms"]),
+    def("time_to_second_token", "Time To Second Token", "ms", Lower,
+        "second content chunk - first content chunk (chunks, not tokens)",
+        ["-", "Time To Second Token", "time_to_second_token", "-"]),
+    def("request_latency", "Request Latency", "ms", Lower,
+        "last content chunk - request start (no chunks, e.g. embeddings: response end - start)",
+        ["E2EL", "Request Latency", "request_latency", "request_latency"]),
+    def("inter_token_latency", "Inter Token Latency", "ms", Lower,
+        "(request latency - TTFT) / (OSL - 1), per request; needs >= 2 chunks and OSL > 1",
+        ["TPOT", "Inter Token Latency", "inter_token_latency", "inter_token_latency_ms"]),
+    def("output_token_throughput_per_user", "Output Token Throughput Per User",
+        "tokens/sec/user", Higher,
+        "(OSL - 1) / (request latency - TTFT) = 1 / ITL, per request",
+        ["- (1000/TPOT)", "Output Token Throughput Per User",
+         "output_token_throughput_per_user", "-"]),
+    def("output_sequence_length", "Output Sequence Length", "tokens", Neutral,
+        "output tokens of a request (client tokenizer, or usage with --use-server-token-count)",
+        ["output_lens", "Output Sequence Length", "output_sequence_length", "output tokens"]),
+    def("input_sequence_length", "Input Sequence Length", "tokens", Neutral,
+        "input tokens of a request (client tokenizer, or usage with --use-server-token-count)",
+        ["input_lens", "Input Sequence Length", "input_sequence_length", "prompt tokens"]),
+    def("inter_chunk_latency", "Per-Chunk Gap", "ms", Lower,
+        "gap between consecutive content chunks, all gaps of all requests pooled",
+        ["ITL", "- (plot only)", "inter_chunk_latency", "-"]),
+    def("inter_token_gap", "Per-Token Gap", "ms", Lower,
+        "each chunk gap divided by that chunk's tokens, one value per token, pooled",
+        ["-", "- (plot only)", "-", "-"]),
+    def("time_per_output_token_guidellm", "GuideLLM TPOT", "ms", Lower,
+        "(last content chunk - request start) / OSL, per request (TTFT included)",
+        ["-", "-", "-", "time_per_output_token_ms"]),
+    def("chunks_per_request", "Chunks Per Request", "chunks", Neutral,
+        "responses carrying output text in one request",
+        ["-", "-", "-", "-"]),
+    def("time_to_first_token_from_intended", "TTFT From Intended Send", "ms", Lower,
+        "open loop: first content chunk - scheduled send time (queueing in the client counts)",
+        ["-", "-", "-", "-"]),
+    def("request_latency_from_intended", "Request Latency From Intended Send", "ms", Lower,
+        "open loop: last content chunk - scheduled send time",
+        ["-", "-", "-", "-"]),
+    def("same_read_event_count", "Same-Read Events", "count", Neutral,
+        "content chunks that arrived in the same network read as the previous chunk",
+        ["-", "-", "-", "-"]),
+    def("output_token_throughput", "Output Token Throughput", "tokens/sec", Higher,
+        "sum of OSL / benchmark duration",
+        ["output_throughput", "Output Token Throughput", "output_token_throughput",
+         "output tok/s"]),
+    def("total_token_throughput", "Total Token Throughput", "tokens/sec", Higher,
+        "sum of (ISL + OSL) / benchmark duration",
+        ["total_token_throughput", "-", "total_token_throughput", "total tok/s"]),
+    def("input_token_throughput", "Input Token Throughput", "tokens/sec", Higher,
+        "sum of ISL / benchmark duration",
+        ["-", "-", "input_token_throughput", "-"]),
+    def("request_throughput", "Request Throughput", "requests/sec", Higher,
+        "successful requests / benchmark duration",
+        ["request_throughput", "Request Throughput", "request_throughput", "request rate"]),
+    def("request_goodput", "Request Goodput", "requests/sec", Higher,
+        "requests meeting every --goodput limit / benchmark duration",
+        ["request_goodput", "Request Goodput", "goodput", "-"]),
+    def("good_request_fraction", "Good Request Fraction", "fraction", Higher,
+        "requests meeting every --goodput limit / (successful + failed requests)",
+        ["-", "-", "good_request_fraction", "-"]),
+    def("request_count", "Request Count", "count", Neutral,
+        "successful requests",
+        ["completed", "Request Count", "request_count", "-"]),
+    def("error_request_count", "Error Count", "count", Neutral,
+        "failed requests (also counted by error kind)",
+        ["failed", "-", "error_request_count", "-"]),
+    def("benchmark_duration", "Benchmark Duration", "sec", Neutral,
+        "latest response - earliest request start, over all requests",
+        ["duration", "-", "benchmark_duration", "-"]),
+];
+
+/// How the statistics columns are computed (said once, under the table).
+pub const STATISTICS_NOTE: &str =
+    "avg, min, max and std (population) are exact, from running sums; \
+p1..p99 are nearest-rank percentiles read from an HDR histogram of the values (times in ns, \
+3 significant digits: within 0.1% of the exact sample).";
+
+/// The entry for `tag`.
+pub fn find(tag: &str) -> Option<&'static MetricDef> {
+    METRICS.iter().find(|d| d.tag == tag)
+}
+
+/// Plain-text dictionary for `profile --help-metrics`.
+pub fn definitions_text() -> String {
+    let mut out = String::from("LLM metrics (tag: name [unit, better]):\n\n");
+    for d in METRICS {
+        out.push_str(&format!(
+            "{}: {} [{}, {}]\n    {}\n    vLLM: {}; GenAI-Perf: {}; AIPerf: {}; GuideLLM: {}\n",
+            d.tag,
+            d.name,
+            d.unit,
+            d.direction.label(),
+            d.definition,
+            d.vllm,
+            d.genai_perf,
+            d.aiperf,
+            d.guidellm
+        ));
+    }
+    out.push_str("\nStatistics: ");
+    out.push_str(STATISTICS_NOTE);
+    out.push('\n');
+    out
+}
+
+/// The same dictionary as a Markdown table for the README.
+pub fn definitions_markdown() -> String {
+    let mut out = String::from(
+        "| tag | name | unit | better | definition | vLLM | GenAI-Perf | AIPerf | GuideLLM |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
+    );
+    for d in METRICS {
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            d.tag,
+            d.name,
+            d.unit,
+            d.direction.label(),
+            d.definition.replace('|', "\\|"),
+            d.vllm,
+            d.genai_perf,
+            d.aiperf,
+            d.guidellm
+        ));
+    }
+    out.push_str("\nStatistics: ");
+    out.push_str(STATISTICS_NOTE);
+    out.push('\n');
+    out
+}
+
+/// The console's one-line map from other tools' names to our rows (the quantities whose
+/// names clash between tools).
+pub fn tool_name_mapping() -> String {
+    let name = |tag: &str| find(tag).map_or("?", |d| d.name);
+    format!(
+        "Tool names: vLLM TPOT = GuideLLM ITL = {itl}; vLLM ITL = AIPerf ICL = {gap}; \
+         GuideLLM TPOT = {tpot} (TTFT included)",
+        itl = name("inter_token_latency"),
+        gap = name("inter_chunk_latency"),
+        tpot = name("time_per_output_token_guidellm"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_unique_and_complete() {
+        for (i, d) in METRICS.iter().enumerate() {
+            assert!(
+                METRICS[i + 1..].iter().all(|o| o.tag != d.tag),
+                "duplicate {}",
+                d.tag
+            );
+            assert!(!d.definition.is_empty() && !d.unit.is_empty(), "{}", d.tag);
+        }
+        for tag in [
+            "time_to_first_token",
+            "time_to_second_token",
+            "request_latency",
+            "inter_token_latency",
+            "output_token_throughput_per_user",
+            "output_sequence_length",
+            "input_sequence_length",
+            "output_token_throughput",
+            "request_throughput",
+            "request_goodput",
+        ] {
+            assert!(find(tag).is_some(), "{tag}");
+        }
+    }
+
+    #[test]
+    fn goodput_directions_match_the_table() {
+        use crate::measure::llm::goodput::SloMetric as S;
+        for m in [
+            S::TimeToFirstToken,
+            S::TimeToSecondToken,
+            S::InterTokenLatency,
+            S::RequestLatency,
+            S::OutputTokenThroughputPerUser,
+        ] {
+            let d = find(m.tag()).unwrap();
+            let want = if m.higher_is_better() { Higher } else { Lower };
+            assert_eq!(d.direction, want, "{}", m.tag());
+            assert_eq!(d.unit, m.unit(), "{}", m.tag());
+        }
+    }
+
+    #[test]
+    fn text_markdown_and_mapping_name_every_metric() {
+        let text = definitions_text();
+        let md = definitions_markdown();
+        for d in METRICS {
+            assert!(text.contains(d.tag) && md.contains(d.tag), "{}", d.tag);
+        }
+        assert!(text.contains("HDR histogram"));
+        assert_eq!(
+            md.lines().filter(|l| l.starts_with("| `")).count(),
+            METRICS.len()
+        );
+        assert_eq!(
+            tool_name_mapping(),
+            "Tool names: vLLM TPOT = GuideLLM ITL = Inter Token Latency; vLLM ITL = AIPerf ICL \
+             = Per-Chunk Gap; GuideLLM TPOT = GuideLLM TPOT (TTFT included)"
+        );
+    }
+}

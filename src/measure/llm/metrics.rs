@@ -1,0 +1,327 @@
+//! Per-request LLM metrics and their run-level statistics.
+//!
+//! Every definition here is written out in [`super::definitions::METRICS`]; the names follow
+//! GenAI-Perf (ITL = (E2E − TTFT)/(OSL − 1), which vLLM calls TPOT), and the per-chunk and
+//! per-token gap distributions are reported beside it so vLLM's "ITL" can be compared too.
+//! Times are ns in, ns out; the reports convert to ms.
+
+use std::collections::BTreeMap;
+
+use super::goodput::Goodput;
+use super::record::LlmRequest;
+use super::stats::{StatAcc, Stats};
+
+/// The time metrics of one successful request (ns unless stated).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RequestMetrics {
+    /// First chunk − start; `None` without chunks (embeddings, rankings).
+    pub ttft_ns: Option<u64>,
+    /// Second chunk − first chunk (GenAI-Perf / AIPerf "time to second token": chunks, not
+    /// tokens); `None` with fewer than two chunks.
+    pub ttst_ns: Option<u64>,
+    /// Last chunk − start, or end − start without chunks.
+    pub e2e_ns: u64,
+    /// (E2E − TTFT) / (OSL − 1); only with at least two chunks and OSL > 1.
+    pub itl_ns: Option<f64>,
+    /// (OSL − 1) / (E2E − TTFT) in tokens/s, i.e. 1/ITL; `None` when ITL is `None` or 0.
+    pub tps_per_user: Option<f64>,
+    /// GuideLLM's TPOT: (last chunk − start) / OSL; needs chunks and OSL ≥ 1.
+    pub guidellm_tpot_ns: Option<f64>,
+    pub isl: u64,
+    pub osl: u64,
+    /// Chunks that carried output text.
+    pub chunks: u64,
+    /// Chunks whose arrival time equals the previous chunk's (delivered by the same read).
+    pub same_read_events: u64,
+    /// Open loop only (`intended_ns` ≠ 0): TTFT and E2E measured from when the schedule
+    /// meant the request to go, so client-side queueing counts (coordinated omission).
+    pub ttft_from_intended_ns: Option<u64>,
+    pub e2e_from_intended_ns: Option<u64>,
+}
+
+/// The metrics of `r`, or `None` when it failed.
+pub fn request_metrics(r: &LlmRequest) -> Option<RequestMetrics> {
+    if !r.ok() {
+        return None;
+    }
+    let first = r.chunks.first().map(|c| c.arrival_ns);
+    let last = r.chunks.last().map_or(r.end_ns, |c| c.arrival_ns);
+    let ttft_ns = first.map(|f| f.saturating_sub(r.start_ns));
+    let e2e_ns = last.saturating_sub(r.start_ns);
+    let ttst_ns = match r.chunks.as_slice() {
+        [a, b, ..] => Some(b.arrival_ns.saturating_sub(a.arrival_ns)),
+        _ => None,
+    };
+    let itl_ns = match ttft_ns {
+        Some(ttft) if r.chunks.len() >= 2 && r.osl > 1 => {
+            Some(e2e_ns.saturating_sub(ttft) as f64 / (r.osl - 1) as f64)
+        }
+        _ => None,
+    };
+    let tps_per_user = itl_ns.filter(|&itl| itl > 0.0).map(|itl| 1e9 / itl);
+    let guidellm_tpot_ns = match first {
+        Some(_) if r.osl >= 1 => Some(e2e_ns as f64 / r.osl as f64),
+        _ => None,
+    };
+    let same_read_events = r
+        .chunks
+        .windows(2)
+        .filter(|w| w[1].arrival_ns == w[0].arrival_ns)
+        .count() as u64;
+    let intended = (r.intended_ns != 0).then_some(r.intended_ns);
+    Some(RequestMetrics {
+        ttft_ns,
+        ttst_ns,
+        e2e_ns,
+        itl_ns,
+        tps_per_user,
+        guidellm_tpot_ns,
+        isl: r.isl,
+        osl: r.osl,
+        chunks: r.chunks.len() as u64,
+        same_read_events,
+        ttft_from_intended_ns: intended.and_then(|i| first.map(|f| f.saturating_sub(i))),
+        e2e_from_intended_ns: intended.map(|i| last.saturating_sub(i)),
+    })
+}
+
+/// Gaps between consecutive chunks of `r` in ns (vLLM's "ITL", AIPerf's ICL).
+pub fn chunk_gaps(r: &LlmRequest) -> impl Iterator<Item = u64> + '_ {
+    r.chunks
+        .windows(2)
+        .map(|w| w[1].arrival_ns.saturating_sub(w[0].arrival_ns))
+}
+
+/// Per-token gaps of `r`: each chunk's gap from the previous chunk split evenly over the
+/// chunk's tokens, reported to `emit(gap_ns, tokens)` (one value, `tokens` times). A chunk
+/// with no tokens passes its gap on to the next chunk that has some; the first chunk's
+/// tokens have no gap (they belong to TTFT).
+pub fn token_gaps(r: &LlmRequest, mut emit: impl FnMut(f64, u64)) {
+    let mut carried_ns = 0u64;
+    for w in r.chunks.windows(2) {
+        let gap = w[1].arrival_ns.saturating_sub(w[0].arrival_ns) + carried_ns;
+        if w[1].tokens == 0 {
+            carried_ns = gap;
+        } else {
+            emit(gap as f64 / w[1].tokens as f64, w[1].tokens);
+            carried_ns = 0;
+        }
+    }
+}
+
+/// What `compute` needs besides the requests.
+#[derive(Clone, Debug, Default)]
+pub struct MetricOptions {
+    /// `--goodput` constraints; empty = no goodput.
+    pub goodput: Vec<Goodput>,
+}
+
+/// Requests that met every `--goodput` constraint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GoodputSummary {
+    pub good_requests: u64,
+    /// Good requests per second of benchmark duration.
+    pub per_sec: f64,
+    /// good / (ok + failed): failed requests count against it.
+    pub fraction: f64,
+}
+
+/// Everything a run's reports show. Stats are in base units: ns for times, tokens, and
+/// tokens/s for the per-user throughput; `None` means no request produced the value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlmMetrics {
+    /// Successful requests.
+    pub request_count: u64,
+    pub error_count: u64,
+    /// Failed requests by `RequestError::kind`, sorted by kind.
+    pub errors_by_kind: Vec<(String, u64)>,
+    /// max(last response) − min(start) over all requests (ns).
+    pub duration_ns: u64,
+    /// Successful requests per second.
+    pub request_throughput: f64,
+    /// ΣOSL / duration (tokens/s).
+    pub output_token_throughput: f64,
+    /// ΣISL / duration (tokens/s).
+    pub input_token_throughput: f64,
+    /// Σ(ISL + OSL) / duration (tokens/s).
+    pub total_token_throughput: f64,
+    pub total_isl: u64,
+    pub total_osl: u64,
+    /// `Some` when goodput constraints were given.
+    pub goodput: Option<GoodputSummary>,
+    pub ttft: Option<Stats>,
+    pub ttst: Option<Stats>,
+    pub request_latency: Option<Stats>,
+    pub itl: Option<Stats>,
+    pub tps_per_user: Option<Stats>,
+    pub osl: Option<Stats>,
+    pub isl: Option<Stats>,
+    pub chunks_per_request: Option<Stats>,
+    /// All chunk gaps pooled over requests (ns).
+    pub chunk_gap: Option<Stats>,
+    /// All per-token gaps pooled over requests (ns).
+    pub token_gap: Option<Stats>,
+    pub guidellm_tpot: Option<Stats>,
+    pub ttft_from_intended: Option<Stats>,
+    pub request_latency_from_intended: Option<Stats>,
+    /// Σ same-read events over successful requests.
+    pub same_read_events: u64,
+    /// Some request carried an intended send time (open loop).
+    pub open_loop: bool,
+}
+
+/// One accumulator per distribution metric.
+struct Accumulators {
+    ttft: StatAcc,
+    ttst: StatAcc,
+    e2e: StatAcc,
+    itl: StatAcc,
+    tps_per_user: StatAcc,
+    osl: StatAcc,
+    isl: StatAcc,
+    chunks: StatAcc,
+    chunk_gap: StatAcc,
+    token_gap: StatAcc,
+    guidellm_tpot: StatAcc,
+    ttft_intended: StatAcc,
+    e2e_intended: StatAcc,
+}
+
+impl Accumulators {
+    fn new() -> Self {
+        Accumulators {
+            ttft: StatAcc::new(),
+            ttst: StatAcc::new(),
+            e2e: StatAcc::new(),
+            itl: StatAcc::new(),
+            // tokens/s with three decimals in the histogram.
+            tps_per_user: StatAcc::with_scale(1000.0),
+            osl: StatAcc::new(),
+            isl: StatAcc::new(),
+            chunks: StatAcc::new(),
+            chunk_gap: StatAcc::new(),
+            token_gap: StatAcc::new(),
+            guidellm_tpot: StatAcc::new(),
+            ttft_intended: StatAcc::new(),
+            e2e_intended: StatAcc::new(),
+        }
+    }
+
+    fn add(&mut self, r: &LlmRequest, m: &RequestMetrics) {
+        let opt = |acc: &mut StatAcc, v: Option<f64>| {
+            if let Some(v) = v {
+                acc.record(v);
+            }
+        };
+        opt(&mut self.ttft, m.ttft_ns.map(|v| v as f64));
+        opt(&mut self.ttst, m.ttst_ns.map(|v| v as f64));
+        self.e2e.record(m.e2e_ns as f64);
+        opt(&mut self.itl, m.itl_ns);
+        opt(&mut self.tps_per_user, m.tps_per_user);
+        self.osl.record(m.osl as f64);
+        self.isl.record(m.isl as f64);
+        self.chunks.record(m.chunks as f64);
+        opt(&mut self.guidellm_tpot, m.guidellm_tpot_ns);
+        opt(
+            &mut self.ttft_intended,
+            m.ttft_from_intended_ns.map(|v| v as f64),
+        );
+        opt(
+            &mut self.e2e_intended,
+            m.e2e_from_intended_ns.map(|v| v as f64),
+        );
+        for gap in chunk_gaps(r) {
+            self.chunk_gap.record(gap as f64);
+        }
+        token_gaps(r, |gap, n| self.token_gap.record_n(gap, n));
+    }
+}
+
+/// The time of a request's last response: its last chunk, else its end.
+fn last_response_ns(r: &LlmRequest) -> u64 {
+    r.chunks.last().map_or(r.end_ns, |c| c.arrival_ns)
+}
+
+/// Benchmark duration over all requests, failed ones included (ns; 0 for no requests).
+pub fn duration_ns(reqs: &[LlmRequest]) -> u64 {
+    let start = reqs.iter().map(|r| r.start_ns).min();
+    let end = reqs.iter().map(last_response_ns).max();
+    match (start, end) {
+        (Some(s), Some(e)) => e.saturating_sub(s),
+        _ => 0,
+    }
+}
+
+/// Computes every per-request value and the run-level statistics.
+pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
+    let mut acc = Accumulators::new();
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut ok, mut good, mut same_read) = (0u64, 0u64, 0u64);
+    let (mut total_isl, mut total_osl) = (0u64, 0u64);
+    for r in reqs {
+        let Some(m) = request_metrics(r) else {
+            if let Some(e) = &r.error {
+                *errors.entry(e.kind.clone()).or_default() += 1;
+            }
+            continue;
+        };
+        ok += 1;
+        total_isl += m.isl;
+        total_osl += m.osl;
+        same_read += m.same_read_events;
+        if !opts.goodput.is_empty() && opts.goodput.iter().all(|g| g.met_by(&m)) {
+            good += 1;
+        }
+        acc.add(r, &m);
+    }
+    let error_count: u64 = errors.values().sum();
+    let duration_ns = duration_ns(reqs);
+    let per_sec = |x: f64| {
+        if duration_ns == 0 {
+            0.0
+        } else {
+            x / (duration_ns as f64 / 1e9)
+        }
+    };
+    let goodput = (!opts.goodput.is_empty()).then(|| GoodputSummary {
+        good_requests: good,
+        per_sec: per_sec(good as f64),
+        fraction: if ok + error_count == 0 {
+            0.0
+        } else {
+            good as f64 / (ok + error_count) as f64
+        },
+    });
+    LlmMetrics {
+        request_count: ok,
+        error_count,
+        errors_by_kind: errors.into_iter().collect(),
+        duration_ns,
+        request_throughput: per_sec(ok as f64),
+        output_token_throughput: per_sec(total_osl as f64),
+        input_token_throughput: per_sec(total_isl as f64),
+        total_token_throughput: per_sec((total_isl + total_osl) as f64),
+        total_isl,
+        total_osl,
+        goodput,
+        ttft: acc.ttft.stats(),
+        ttst: acc.ttst.stats(),
+        request_latency: acc.e2e.stats(),
+        itl: acc.itl.stats(),
+        tps_per_user: acc.tps_per_user.stats(),
+        osl: acc.osl.stats(),
+        isl: acc.isl.stats(),
+        chunks_per_request: acc.chunks.stats(),
+        chunk_gap: acc.chunk_gap.stats(),
+        token_gap: acc.token_gap.stats(),
+        guidellm_tpot: acc.guidellm_tpot.stats(),
+        ttft_from_intended: acc.ttft_intended.stats(),
+        request_latency_from_intended: acc.e2e_intended.stats(),
+        same_read_events: same_read,
+        open_loop: reqs.iter().any(|r| r.intended_ns != 0),
+    }
+}
+
+#[cfg(test)]
+#[path = "metrics_tests.rs"]
+mod tests;

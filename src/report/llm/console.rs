@@ -1,0 +1,237 @@
+//! The console report: GenAI-Perf's table (box-drawn, columns Statistic / avg / min / max /
+//! p99 / p90 / p75, numbers as `1,234.56`), then our extra lines: errors by kind, goodput
+//! fraction, per-chunk and per-token gaps, GuideLLM's TPOT, open-loop latencies from the
+//! intended send time, same-read events, and which of our rows other tools' names mean.
+
+use super::{extra_rows, fmt_num, genai_perf_rows, system_rows, ReportKind, ReportOptions};
+use crate::measure::llm::definitions;
+use crate::measure::llm::{LlmMetrics, Stats};
+
+/// Whose table it is; GenAI-Perf prints "NVIDIA GenAI-Perf | " here.
+const TITLE_PREFIX: &str = "inferperf | ";
+/// Column headers after "Statistic", and the percentiles they show.
+const STAT_COLUMNS: [&str; 6] = ["avg", "min", "max", "p99", "p90", "p75"];
+/// Labels longer than this break before their unit, as GenAI-Perf's per-user row does.
+const LABEL_WRAP: usize = 36;
+
+/// The whole console report, ending with a newline.
+pub fn render(m: &LlmMetrics, opts: &ReportOptions) -> String {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for r in genai_perf_rows(m, opts) {
+        let mut cells = vec![wrap_label(&r.label)];
+        match &r.stats {
+            Some(s) => cells.extend(table_stats(s)),
+            None => cells.extend(STAT_COLUMNS.iter().map(|_| "N/A".to_string())),
+        }
+        rows.push(cells);
+    }
+    for r in system_rows(m, opts) {
+        let mut cells = vec![wrap_label(&r.label), fmt_num(r.value)];
+        cells.extend(STAT_COLUMNS[1..].iter().map(|_| "N/A".to_string()));
+        rows.push(cells);
+    }
+    let mut out = draw_table(&title(opts.kind), &rows);
+    out.push_str(&extra_lines(m, opts));
+    out
+}
+
+fn title(kind: ReportKind) -> String {
+    let what = match kind {
+        ReportKind::Llm => "LLM Metrics",
+        ReportKind::Embeddings => "Embeddings Metrics",
+        ReportKind::Rankings => "Rankings Metrics",
+    };
+    format!("{TITLE_PREFIX}{what}")
+}
+
+/// avg, min, max, p99, p90, p75 of `s`.
+fn table_stats(s: &Stats) -> Vec<String> {
+    let p = |q| s.p(q).unwrap_or(f64::NAN);
+    [s.avg, s.min, s.max, p(99), p(90), p(75)]
+        .into_iter()
+        .map(fmt_num)
+        .collect()
+}
+
+/// "Output Token Throughput Per User (tokens/sec/user)" → name and unit on two lines.
+fn wrap_label(label: &str) -> String {
+    match label.rfind(" (") {
+        Some(at) if label.len() > LABEL_WRAP => format!("{}\n{}", &label[..at], &label[at + 1..]),
+        _ => label.to_string(),
+    }
+}
+
+/// Draws a table in rich's heavy-head box style, every column right-aligned; a cell may
+/// hold several lines. The title is centred over the table.
+fn draw_table(title: &str, rows: &[Vec<String>]) -> String {
+    let headers: Vec<String> = std::iter::once("Statistic")
+        .chain(STAT_COLUMNS)
+        .map(String::from)
+        .collect();
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            let longest = cell.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+            *w = (*w).max(longest);
+        }
+    }
+    let rule = |left: &str, fill: &str, mid: &str, right: &str| {
+        let parts: Vec<String> = widths.iter().map(|w| fill.repeat(w + 2)).collect();
+        format!("{left}{}{right}\n", parts.join(mid))
+    };
+    let total: usize = widths.iter().map(|w| w + 3).sum::<usize>() + 1;
+    let title_len = title.chars().count();
+    let mut out = format!(
+        "{}{title}\n",
+        " ".repeat(total.saturating_sub(title_len) / 2)
+    );
+    out.push_str(&rule("┏", "━", "┳", "┓"));
+    out.push_str(&text_row("┃", &headers, &widths));
+    out.push_str(&rule("┡", "━", "╇", "┩"));
+    for row in rows {
+        out.push_str(&text_row("│", row, &widths));
+    }
+    out.push_str(&rule("└", "─", "┴", "┘"));
+    out
+}
+
+/// One table row; multi-line cells make it several text lines.
+fn text_row(bar: &str, cells: &[String], widths: &[usize]) -> String {
+    let height = cells
+        .iter()
+        .map(|c| c.lines().count())
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let mut out = String::new();
+    for line in 0..height {
+        out.push_str(bar);
+        for (cell, w) in cells.iter().zip(widths) {
+            let text = cell.lines().nth(line).unwrap_or("");
+            out.push_str(&format!(" {text:>w$} {bar}"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// "Label: avg 1.00  min 0.50  max 2.00  p50 1.00  p90 1.90  p99 2.00".
+fn stats_line(label: &str, s: &Option<Stats>) -> String {
+    let Some(s) = s else {
+        return format!("{label}: N/A\n");
+    };
+    let p = |q| fmt_num(s.p(q).unwrap_or(f64::NAN));
+    format!(
+        "{label}: avg {}  min {}  max {}  p50 {}  p90 {}  p99 {}\n",
+        fmt_num(s.avg),
+        fmt_num(s.min),
+        fmt_num(s.max),
+        p(50),
+        p(90),
+        p(99)
+    )
+}
+
+/// Our lines under the table.
+fn extra_lines(m: &LlmMetrics, opts: &ReportOptions) -> String {
+    let mut out = String::new();
+    if m.errors_by_kind.is_empty() {
+        out.push_str(&format!("Errors: {}\n", m.error_count));
+    } else {
+        let kinds: Vec<String> = m
+            .errors_by_kind
+            .iter()
+            .map(|(kind, n)| format!("{kind}: {n}"))
+            .collect();
+        out.push_str(&format!(
+            "Errors: {} ({})\n",
+            m.error_count,
+            kinds.join(", ")
+        ));
+    }
+    if let Some(g) = &m.goodput {
+        out.push_str(&format!(
+            "Good Request Fraction: {} ({} of {} requests met every --goodput limit)\n",
+            fmt_num(g.fraction),
+            g.good_requests,
+            m.request_count + m.error_count
+        ));
+    }
+    for r in extra_rows(m, opts) {
+        out.push_str(&stats_line(&r.label, &r.stats));
+    }
+    let llm = opts.kind == ReportKind::Llm;
+    if llm {
+        out.push_str(&format!(
+            "Total Token Throughput (tokens/sec): {}\n",
+            fmt_num(m.total_token_throughput)
+        ));
+    }
+    out.push_str(&format!(
+        "Benchmark Duration (sec): {}\n",
+        fmt_num(m.duration_ns as f64 / 1e9)
+    ));
+    if llm && opts.streaming {
+        out.push_str(&format!(
+            "Same-Read Events (count): {} (content chunks delivered by the same read as the \
+             previous one)\n",
+            m.same_read_events
+        ));
+        out.push_str(&definitions::tool_name_mapping());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_labels_wrap_before_the_unit() {
+        assert_eq!(
+            wrap_label("Output Token Throughput Per User (tokens/sec/user)"),
+            "Output Token Throughput Per User\n(tokens/sec/user)"
+        );
+        assert_eq!(
+            wrap_label("Output Token Throughput (tokens/sec)"),
+            "Output Token Throughput (tokens/sec)"
+        );
+    }
+
+    #[test]
+    fn table_matches_rich_heavy_head_layout() {
+        let rows = vec![
+            vec![
+                "A (ms)".to_string(),
+                "1.00".into(),
+                "2.00".into(),
+                "3.00".into(),
+                "4.00".into(),
+                "5.00".into(),
+                "6.00".into(),
+            ],
+            vec![
+                "Two\n(lines)".to_string(),
+                "1,000.00".into(),
+                "N/A".into(),
+                "N/A".into(),
+                "N/A".into(),
+                "N/A".into(),
+                "N/A".into(),
+            ],
+        ];
+        let got = draw_table("T", &rows);
+        let want = concat!(
+            "                             T\n",
+            "┏━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━┳━━━━━━┳━━━━━━┳━━━━━━┳━━━━━━┓\n",
+            "┃ Statistic ┃      avg ┃  min ┃  max ┃  p99 ┃  p90 ┃  p75 ┃\n",
+            "┡━━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━╇━━━━━━╇━━━━━━╇━━━━━━╇━━━━━━┩\n",
+            "│    A (ms) │     1.00 │ 2.00 │ 3.00 │ 4.00 │ 5.00 │ 6.00 │\n",
+            "│       Two │ 1,000.00 │  N/A │  N/A │  N/A │  N/A │  N/A │\n",
+            "│   (lines) │          │      │      │      │      │      │\n",
+            "└───────────┴──────────┴──────┴──────┴──────┴──────┴──────┘\n",
+        );
+        assert_eq!(got, want);
+    }
+}

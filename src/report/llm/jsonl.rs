@@ -1,0 +1,135 @@
+//! `profile_export.jsonl`: one JSON line per request, shaped like AIPerf's record export
+//! (`metadata`, `metrics` as `{"value", "unit"}` pairs, `error`), so per-request analysis
+//! needs no re-parsing of the raw export. Times in `metrics` are ms; `metadata` keeps exact
+//! ns timestamps and each chunk's arrival offset from the request start (ns).
+
+use serde_json::Value;
+
+use super::json_text::{num, Node};
+use crate::measure::llm::metrics::{chunk_gaps, request_metrics};
+use crate::measure::llm::LlmRequest;
+
+/// ns → ms.
+const MS: f64 = 1e-6;
+
+fn metric(value: Value, unit: &str) -> Node {
+    let mut o = Node::obj();
+    o.push("value", Node::Leaf(value));
+    o.put("unit", unit);
+    o
+}
+
+fn metadata(index: usize, r: &LlmRequest) -> Node {
+    let mut md = Node::obj();
+    md.put("request_index", index as u64);
+    md.put("model_index", r.model);
+    md.put("request_start_ns", r.start_ns);
+    md.put(
+        "intended_start_ns",
+        (r.intended_ns != 0).then_some(r.intended_ns),
+    );
+    md.put("request_end_ns", r.end_ns);
+    let offsets: Vec<u64> = r
+        .chunks
+        .iter()
+        .map(|c| c.arrival_ns.saturating_sub(r.start_ns))
+        .collect();
+    md.put("chunk_arrival_offsets_ns", offsets);
+    let tokens: Vec<u64> = r.chunks.iter().map(|c| c.tokens).collect();
+    md.put("chunk_tokens", tokens);
+    md.put("requested_output_tokens", r.requested_osl);
+    match &r.usage {
+        Some(u) => {
+            let mut usage = Node::obj();
+            usage.put("prompt_tokens", u.prompt_tokens);
+            usage.put("completion_tokens", u.completion_tokens);
+            md.push("usage", usage);
+        }
+        None => md.put("usage", Value::Null),
+    }
+    md
+}
+
+fn metrics(r: &LlmRequest) -> Node {
+    let mut out = Node::obj();
+    let Some(m) = request_metrics(r) else {
+        // AIPerf keeps only the input length of a failed request.
+        out.push("error_isl", metric(r.isl.into(), "tokens"));
+        return out;
+    };
+    let ms = |ns: u64| num(ns as f64 * MS);
+    let mut put = |tag: &str, v: Option<Value>, unit: &str| {
+        if let Some(v) = v {
+            out.push(tag, metric(v, unit));
+        }
+    };
+    put("input_sequence_length", Some(m.isl.into()), "tokens");
+    put("output_sequence_length", Some(m.osl.into()), "tokens");
+    put("time_to_first_token", m.ttft_ns.map(ms), "ms");
+    put("time_to_second_token", m.ttst_ns.map(ms), "ms");
+    put("request_latency", Some(ms(m.e2e_ns)), "ms");
+    put("inter_token_latency", m.itl_ns.map(|v| num(v * MS)), "ms");
+    put(
+        "output_token_throughput_per_user",
+        m.tps_per_user.map(num),
+        "tokens/sec/user",
+    );
+    put(
+        "time_per_output_token_guidellm",
+        m.guidellm_tpot_ns.map(|v| num(v * MS)),
+        "ms",
+    );
+    let gaps: Vec<Value> = chunk_gaps(r).map(ms).collect();
+    put(
+        "inter_chunk_latency",
+        (!gaps.is_empty()).then_some(Value::Array(gaps)),
+        "ms",
+    );
+    put("chunks_per_request", Some(m.chunks.into()), "chunks");
+    put(
+        "same_read_event_count",
+        Some(m.same_read_events.into()),
+        "count",
+    );
+    put(
+        "time_to_first_token_from_intended",
+        m.ttft_from_intended_ns.map(ms),
+        "ms",
+    );
+    put(
+        "request_latency_from_intended",
+        m.e2e_from_intended_ns.map(ms),
+        "ms",
+    );
+    out
+}
+
+fn error(r: &LlmRequest) -> Node {
+    let Some(e) = &r.error else {
+        return Node::Leaf(Value::Null);
+    };
+    let mut o = Node::obj();
+    // `http_<status>` kinds carry the HTTP status, as AIPerf's `code`.
+    let code = e
+        .kind
+        .strip_prefix("http_")
+        .and_then(|s| s.parse::<u64>().ok());
+    o.put("code", code);
+    o.put("type", e.kind.as_str());
+    o.put("message", e.message.as_str());
+    o
+}
+
+/// All requests, one compact JSON object per line, in the given order.
+pub fn records(reqs: &[LlmRequest]) -> String {
+    let mut out = String::new();
+    for (i, r) in reqs.iter().enumerate() {
+        let mut line = Node::obj();
+        line.push("metadata", metadata(i, r));
+        line.push("metrics", metrics(r));
+        line.push("error", error(r));
+        out.push_str(&line.compact());
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,183 @@
+//! LLM reports: the console table (GenAI-Perf's layout plus our extra lines), GenAI-Perf's
+//! `profile_export_genai_perf.{json,csv}`, and an AIPerf-like per-request
+//! `profile_export.jsonl`. Plain data in, text out.
+
+pub mod console;
+pub mod genai_perf;
+mod json_text;
+pub mod jsonl;
+
+use crate::measure::llm::definitions;
+use crate::measure::llm::{LlmMetrics, Stats};
+
+/// What kind of endpoint was measured: decides the title and which rows make sense.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReportKind {
+    /// Text generation (chat, completions, Triton generate / KServe).
+    #[default]
+    Llm,
+    Embeddings,
+    Rankings,
+}
+
+/// How the tables are laid out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReportOptions {
+    pub kind: ReportKind,
+    /// Responses were streamed. Without streaming every request has one response, so TTFT,
+    /// TTST, ITL and per-user throughput say nothing and their rows are left out (as
+    /// GenAI-Perf does).
+    pub streaming: bool,
+}
+
+/// ns → ms.
+const NS_TO_MS: f64 = 1e-6;
+
+/// One per-request metric as the tables show it: GenAI-Perf tag, label and display stats.
+pub(crate) struct StatRow {
+    pub tag: &'static str,
+    /// "Time To First Token (ms)".
+    pub label: String,
+    /// In the display unit (ms for times); `None` when no request produced the value.
+    pub stats: Option<Stats>,
+}
+
+/// The label GenAI-Perf prints for `tag`: "<Name> (<unit>)".
+pub(crate) fn label(tag: &str) -> String {
+    match definitions::find(tag) {
+        Some(d) => format!("{} ({})", d.name, d.unit),
+        None => tag.to_string(),
+    }
+}
+
+fn row(tag: &'static str, stats: &Option<Stats>, factor: f64) -> StatRow {
+    StatRow {
+        tag,
+        label: label(tag),
+        stats: stats.as_ref().map(|s| s.scaled(factor)),
+    }
+}
+
+/// GenAI-Perf's per-request rows, in its order, for this kind of run.
+pub(crate) fn genai_perf_rows(m: &LlmMetrics, opts: &ReportOptions) -> Vec<StatRow> {
+    if opts.kind != ReportKind::Llm {
+        return vec![
+            row("request_latency", &m.request_latency, NS_TO_MS),
+            row("input_sequence_length", &m.isl, 1.0),
+        ];
+    }
+    let mut rows = Vec::new();
+    if opts.streaming {
+        rows.push(row("time_to_first_token", &m.ttft, NS_TO_MS));
+        rows.push(row("time_to_second_token", &m.ttst, NS_TO_MS));
+    }
+    rows.push(row("request_latency", &m.request_latency, NS_TO_MS));
+    if opts.streaming {
+        rows.push(row("inter_token_latency", &m.itl, NS_TO_MS));
+        rows.push(row(
+            "output_token_throughput_per_user",
+            &m.tps_per_user,
+            1.0,
+        ));
+    }
+    rows.push(row("output_sequence_length", &m.osl, 1.0));
+    rows.push(row("input_sequence_length", &m.isl, 1.0));
+    rows
+}
+
+/// Our per-request distributions beyond GenAI-Perf's, for this kind of run.
+pub(crate) fn extra_rows(m: &LlmMetrics, opts: &ReportOptions) -> Vec<StatRow> {
+    let llm = opts.kind == ReportKind::Llm;
+    let streamed = llm && opts.streaming;
+    let mut rows = Vec::new();
+    if streamed {
+        rows.push(row("inter_chunk_latency", &m.chunk_gap, NS_TO_MS));
+        rows.push(row("inter_token_gap", &m.token_gap, NS_TO_MS));
+    }
+    if llm {
+        rows.push(row(
+            "time_per_output_token_guidellm",
+            &m.guidellm_tpot,
+            NS_TO_MS,
+        ));
+    }
+    if streamed {
+        rows.push(row("chunks_per_request", &m.chunks_per_request, 1.0));
+    }
+    if m.open_loop {
+        if streamed {
+            rows.push(row(
+                "time_to_first_token_from_intended",
+                &m.ttft_from_intended,
+                NS_TO_MS,
+            ));
+        }
+        rows.push(row(
+            "request_latency_from_intended",
+            &m.request_latency_from_intended,
+            NS_TO_MS,
+        ));
+    }
+    rows
+}
+
+/// One run-level value.
+pub(crate) struct ValueRow {
+    /// GenAI-Perf's console/CSV label ("Request Throughput (per sec)").
+    pub label: String,
+    pub value: f64,
+}
+
+/// GenAI-Perf's run-level rows in its order; goodput only when constraints were given.
+pub(crate) fn system_rows(m: &LlmMetrics, opts: &ReportOptions) -> Vec<ValueRow> {
+    let mut rows = Vec::new();
+    if opts.kind == ReportKind::Llm {
+        rows.push(ValueRow {
+            label: label("output_token_throughput"),
+            value: m.output_token_throughput,
+        });
+    }
+    rows.push(ValueRow {
+        label: "Request Throughput (per sec)".into(),
+        value: m.request_throughput,
+    });
+    if let Some(g) = &m.goodput {
+        rows.push(ValueRow {
+            label: "Request Goodput (per sec)".into(),
+            value: g.per_sec,
+        });
+    }
+    rows.push(ValueRow {
+        label: label("request_count"),
+        value: m.request_count as f64,
+    });
+    rows
+}
+
+/// Python's `f"{v:,.2f}"`: two decimals and a comma every three integer digits.
+pub(crate) fn fmt_num(v: f64) -> String {
+    if !v.is_finite() {
+        return if v.is_nan() {
+            "nan"
+        } else if v > 0.0 {
+            "inf"
+        } else {
+            "-inf"
+        }
+        .into();
+    }
+    let text = format!("{:.2}", v.abs());
+    let (int, frac) = text.split_once('.').unwrap_or((&text, "00"));
+    let mut grouped = String::with_capacity(int.len() + int.len() / 3);
+    for (i, ch) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(ch);
+    }
+    let sign = if v < 0.0 && text != "0.00" { "-" } else { "" };
+    format!("{sign}{grouped}.{frac}")
+}
+
+#[cfg(test)]
+mod tests;

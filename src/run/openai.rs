@@ -1,0 +1,76 @@
+//! `--service-kind openai` (spec §7.1): no model metadata, config, readiness or statistics
+//! calls (an OpenAI-compatible server may have none of Triton's API); the requests are the
+//! input data's payloads, POSTed to `--endpoint`.
+
+use std::time::{Duration, Instant};
+
+use super::plan::LoadPlan;
+use super::setup::{host_of, resolve, tls_client, SetupClient, Target};
+use crate::config::{Config, InputData, LoadMode};
+use crate::engine::wire::Wire;
+use crate::error::{Error, Result};
+use crate::inputs::openai::{load_payloads, PayloadOptions};
+use crate::service::openai::{encode_request, request_inputs_json};
+use crate::service::triton_http::{ModelConfig, ModelMetadata};
+
+/// The server, reachable over TCP (and TLS) within `--ready-timeout`; nothing is asked of it.
+pub fn prepare(cfg: &Config) -> Result<Target> {
+    let host = host_of(&cfg.url).to_string();
+    let addr = resolve(&host)?;
+    let tls = tls_client(cfg, &host)?;
+    let deadline = Instant::now() + Duration::from_secs(cfg.ready_timeout_s);
+    let client = loop {
+        match SetupClient::connect(&host, cfg, tls.as_ref()) {
+            Ok(c) => break c,
+            Err(e) if Instant::now() >= deadline => {
+                return Err(Error::generic(format!("server at {host}: {}", e.msg)))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
+    Ok(Target {
+        addr,
+        host,
+        meta: ModelMetadata::default(),
+        config: ModelConfig::default(),
+        stats_available: false,
+        client,
+        tls,
+        composing: Vec::new(),
+    })
+}
+
+/// One pre-encoded request per payload, in data order.
+pub fn build_plan(cfg: &Config, target: &Target) -> Result<LoadPlan> {
+    let InputData::Files(paths) = &cfg.input_data else {
+        return Err(Error::usage(
+            "Must supply --input-data for OpenAI service kind.",
+        ));
+    };
+    let opts = PayloadOptions {
+        fixed_schedule: cfg.load_mode == LoadMode::FixedSchedule,
+        sessions: false,
+    };
+    let entries = load_payloads(paths, opts)?;
+    let mut plan = LoadPlan {
+        requests: Vec::with_capacity(entries.len()),
+        wire: Wire::Http1,
+        step_inputs: Vec::with_capacity(entries.len()),
+        expected: vec![None; entries.len()],
+        timestamps_ms: Vec::with_capacity(entries.len()),
+        sequences: None,
+    };
+    for e in &entries {
+        let request = encode_request(&target.host, &cfg.endpoint, &cfg.headers, &e.payload);
+        plan.requests.push(request);
+        plan.step_inputs.push(request_inputs_json(&e.payload));
+        plan.timestamps_ms.push(e.timestamp_ms);
+    }
+    Ok(plan)
+}
+
+/// One response as the export's `response_outputs` object (see
+/// [`crate::service::openai::response_outputs_json`]).
+pub fn export_outputs(body: &[u8]) -> String {
+    crate::service::openai::response_outputs_json(body)
+}
