@@ -494,7 +494,7 @@ mod tests {
                 &["-m", "x", "--concurrency", "1", "--request-rate", "2"],
                 "not both",
             ),
-            (&["-m", "x", "--request-rate", "-1"], "--request-rate"),
+            (&["-m", "x", "--request-rate=-1"], "--request-rate"),
             (&["-m", "x", "--extra-inputs", "novalue"], "--extra-inputs"),
             (&["-m", "x", "-H", "bad header"], "-H"),
             (

@@ -19,6 +19,11 @@ pub struct Context<'a> {
     pub count_chunk: &'a dyn Fn(&str) -> u64,
     /// Take ISL/OSL from `usage` when the server sent it.
     pub server_counts: bool,
+    /// OpenAI streams end with `[DONE]` or a finish reason; one that stops without either
+    /// was cut off. Triton's generate stream just ends, so it sets this false.
+    pub needs_done: bool,
+    /// Responses are Triton `ModelStreamInferResponse` messages (`--endpoint-type kserve`).
+    pub grpc: bool,
 }
 
 /// One [`LlmRequest`] per record, in record order.
@@ -31,7 +36,9 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
         .bodies
         .get(r.body_off as usize..(r.body_off as usize + r.body_len as usize))
         .unwrap_or(&[]);
-    let parsed = if r.sse {
+    let parsed = if cx.grpc {
+        super::kserve::parse_responses(framed_responses(body))
+    } else if r.sse {
         parse_events(framed_responses(body))
     } else if r.ok {
         parse_whole(r.end_ns, body)
@@ -40,7 +47,7 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
     };
     let step = r.step as usize;
     let entry = cx.entries.get(step);
-    let error = classify(r, body, &parsed);
+    let error = classify(r, body, &parsed, cx.needs_done);
     let chunks: Vec<Chunk> = parsed
         .chunks
         .iter()
@@ -74,7 +81,12 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
 }
 
 /// Why a request failed, if it did.
-fn classify(r: &RequestRecord, body: &[u8], parsed: &Parsed) -> Option<RequestError> {
+fn classify(
+    r: &RequestRecord,
+    body: &[u8],
+    parsed: &Parsed,
+    needs_done: bool,
+) -> Option<RequestError> {
     let err = |kind: &str, message: String| {
         Some(RequestError {
             kind: kind.into(),
@@ -85,7 +97,7 @@ fn classify(r: &RequestRecord, body: &[u8], parsed: &Parsed) -> Option<RequestEr
         return err("sse_error_event", msg.clone());
     }
     if r.ok {
-        return if r.sse && !parsed.finished {
+        return if r.sse && needs_done && !parsed.finished {
             err(
                 "incomplete",
                 "the stream ended without [DONE] or a finish reason".into(),
@@ -138,6 +150,8 @@ mod tests {
             count: &words,
             count_chunk: &words,
             server_counts: server,
+            needs_done: true,
+            grpc: false,
         }
     }
 
@@ -214,11 +228,22 @@ mod tests {
     #[test]
     fn failures_are_classified() {
         let es = entries();
-        let (mut r, mut b) = streamed();
-        b.truncate(b.len() - 13); // drop the [DONE] frame
+        let (mut r, _) = streamed();
+        let mut b = Vec::new();
+        push_framed_response(
+            &mut b,
+            150,
+            br#"{"choices":[{"delta":{"content":"tok1 "}}]}"#,
+        );
         r.body_len = b.len() as u32;
-        let out = convert(&run_with(vec![r], b), &cx(&es, false));
+        let out = convert(&run_with(vec![r], b.clone()), &cx(&es, false));
         assert_eq!(out[0].error.as_ref().unwrap().kind, "incomplete");
+        let lenient = Context {
+            needs_done: false,
+            ..cx(&es, false)
+        };
+        let out = convert(&run_with(vec![r], b.clone()), &lenient);
+        assert!(out[0].ok(), "a Triton generate stream ends without [DONE]");
 
         let mut b = Vec::new();
         push_framed_response(&mut b, 9, br#"{"error":{"message":"boom"}}"#);

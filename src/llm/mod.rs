@@ -11,6 +11,7 @@ pub mod convert;
 pub mod events;
 pub mod export;
 pub mod input_file;
+pub mod kserve;
 pub mod payload;
 pub mod runner;
 
@@ -76,14 +77,13 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         .map(|(e, m)| payload::body(cfg, &cfg.models[*m as usize], e))
         .collect();
     let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
-    let requests: Vec<Vec<u8>> = payloads
-        .iter()
-        .zip(&models)
-        .map(|(p, m)| {
-            let path = endpoint_for(cfg, &cfg.models[*m as usize]);
-            crate::service::openai::encode_request(&cfg.address, &path, &cfg.headers, p.as_bytes())
-        })
-        .collect();
+    let grpc = cfg.endpoint_type == cli::EndpointType::Kserve;
+    let requests = encode_requests(cfg, &entries, &models, &payloads)?;
+    let wire = if grpc {
+        kserve::wire(&cfg.address, &cfg.headers)
+    } else {
+        Wire::Http1
+    };
     let spec = EngineSpec {
         addr: crate::run::setup::resolve(&cfg.address)?,
         requests: Arc::new(requests),
@@ -93,7 +93,7 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         max_workers: crate::engine::available_cores().len().max(1),
         clock: Clock::new(),
         tls: None,
-        wire: Wire::Http1,
+        wire,
         sequences: None,
     };
     let goodput = crate::measure::llm::goodput::parse(&cfg.args.goodput)?;
@@ -108,6 +108,11 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
             count: &count,
             count_chunk: &count_chunk,
             server_counts: cfg.args.use_server_token_count,
+            needs_done: matches!(
+                cfg.endpoint_type,
+                cli::EndpointType::Chat | cli::EndpointType::Completions
+            ),
+            grpc,
         };
         let requests = convert::convert(&run, &cx);
         let dir = point_dir(cfg, point);
@@ -121,6 +126,16 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
             cfg, point, &dir, &run, &payloads, &bodies, &requests, &metrics,
         )?;
         let _ = writeln!(out, "Results in {}", dir.display());
+        if !requests.is_empty() && requests.iter().all(|r| !r.ok()) {
+            let first = requests[0]
+                .error
+                .as_ref()
+                .map_or("", |e| e.message.as_str());
+            return Err(Error::generic(format!(
+                "every request at {} failed; the first: {first}",
+                point.label()
+            )));
+        }
         let interrupted = run.interrupted;
         outcomes.push(PointOutcome {
             point,
@@ -145,6 +160,32 @@ fn report_options(cfg: &ProfileConfig) -> crate::report::llm::ReportOptions {
         },
         streaming: cfg.args.streaming,
     }
+}
+
+/// Every request's bytes, pre-encoded once: HTTP/1.1 POSTs of the JSON bodies, or gRPC
+/// `ModelInferRequest` messages for kserve.
+fn encode_requests(
+    cfg: &ProfileConfig,
+    entries: &[Entry],
+    models: &[u32],
+    payloads: &[String],
+) -> Result<Vec<Vec<u8>>> {
+    let model = |m: u32| cfg.models[m as usize].as_str();
+    if cfg.endpoint_type == cli::EndpointType::Kserve {
+        return entries
+            .iter()
+            .zip(models)
+            .map(|(e, m)| kserve::encode(model(*m), e, cfg.args.streaming))
+            .collect();
+    }
+    Ok(payloads
+        .iter()
+        .zip(models)
+        .map(|(p, m)| {
+            let path = endpoint_for(cfg, model(*m));
+            crate::service::openai::encode_request(&cfg.address, &path, &cfg.headers, p.as_bytes())
+        })
+        .collect())
 }
 
 /// The request path for `model` (Triton generate paths carry the model name).
