@@ -188,6 +188,8 @@ pub struct Config {
     pub seed_given: bool,
     /// `--max-inflight`: a cap on requests in flight in open-loop modes (none by default).
     pub max_inflight: Option<u64>,
+    /// `--session-concurrency`: OpenAI multi-turn conversations run at a time (0: off).
+    pub session_concurrency: u64,
     pub sequences: SequenceSettings,
     /// `--sync` was given (sequence models default to async otherwise).
     pub sync_given: bool,
@@ -287,6 +289,7 @@ impl Default for Config {
             seed: 1,
             seed_given: false,
             max_inflight: None,
+            session_concurrency: 0,
             sequences: SequenceSettings::default(),
             sync_given: false,
             async_mode: false,

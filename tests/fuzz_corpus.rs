@@ -27,6 +27,8 @@ const TARGETS: &[(&str, FuzzFn)] = &[
     ),
     ("input_json", inferperf::inputs::fuzz_input_json),
     ("sse", inferperf::protocol::sse::fuzz_sse),
+    ("openai_payloads", inferperf::inputs::openai::fuzz_payloads),
+    ("llm_responses", inferperf::llm::fuzz_llm_responses),
 ];
 
 #[test]

@@ -82,6 +82,10 @@ pub struct RunArgs {
     /// [default: off]
     #[arg(long, help_heading = LOAD)]
     pub fixed_schedule: bool,
+    /// OpenAI multi-turn chat: N conversations (grouped by the data's `session_id`) at a
+    /// time, turn by turn; results only in --profile-export-file [default: 0 (off)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = LOAD)]
+    pub session_concurrency: Option<String>,
     /// Bisect the concurrency or rate range for the highest level under -l [default: linear]
     #[arg(long, help_heading = LOAD)]
     pub binary_search: bool,

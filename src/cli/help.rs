@@ -76,11 +76,6 @@ const fn valued(long: &'static str, value_name: &'static str, help: &'static str
 /// perf_analyzer flags of later work, in the order of perf_analyzer.md §1.
 pub const PLANNED_FLAGS: &[PlannedFlag] = &[
     valued(
-        "session-concurrency",
-        "N",
-        "OpenAI multi-turn chat: concurrent sessions [default: 0]",
-    ),
-    valued(
         "output-shared-memory-size",
         "BYTES",
         "Per-output shared memory region size [default: 102400]",

@@ -1,12 +1,53 @@
 //! What `--service-kind openai` requires of the other flags (perf_analyzer's own checks,
 //! spec §1.11 and §7.1, in its words with the flag named).
 
+use super::args::RunArgs;
+use super::validate::parse_at_least;
 use crate::config::{Config, InputData, LoadMode, Protocol, ServiceKind};
 use crate::error::{Error, Result};
+
+/// `--session-concurrency N` (0: off): multi-turn chat, a load mode of its own, so it cannot
+/// go with another load-mode flag. Runs after the other load-mode flags.
+pub fn apply_sessions(args: &RunArgs, config: &mut Config) -> Result<()> {
+    let Some(raw) = args.session_concurrency.as_deref() else {
+        return Ok(());
+    };
+    config.session_concurrency = parse_at_least("--session-concurrency", raw, 0)?;
+    if config.session_concurrency == 0 {
+        return Ok(());
+    }
+    let others = [
+        (
+            args.concurrency_range.is_some()
+                || args.concurrency_start.is_some()
+                || args.concurrency_end.is_some()
+                || args.dynamic_concurrency,
+            "--concurrency-range",
+        ),
+        (args.request_rate_range.is_some(), "--request-rate-range"),
+        (args.request_intervals.is_some(), "--request-intervals"),
+        (args.fixed_schedule, "--fixed-schedule"),
+        (
+            args.periodic_concurrency_range.is_some(),
+            "--periodic-concurrency-range",
+        ),
+    ];
+    if let Some((_, other)) = others.iter().find(|(given, _)| *given) {
+        return Err(Error::usage(format!(
+            "Cannot use both {other} and --session-concurrency inference load modes."
+        )));
+    }
+    Ok(())
+}
 
 /// Checks an openai run's flags; other service kinds pass.
 pub fn check(config: &Config) -> Result<()> {
     if config.service_kind != ServiceKind::OpenAi {
+        if config.session_concurrency > 0 {
+            return Err(Error::usage(
+                "--session-concurrency is for multi-turn chat with --service-kind openai.",
+            ));
+        }
         return Ok(());
     }
     if !matches!(config.input_data, InputData::Files(_)) {
@@ -110,11 +151,47 @@ mod tests {
             (plus(&["-b", "2"]), "-b 2: Batching"),
             (plus(&["-i", "grpc"]), "-i grpc"),
             (plus(&["--sync"]), "--async and --sync"),
+            (
+                plus(&["--session-concurrency", "2", "--concurrency-range", "4"]),
+                "Cannot use both --concurrency-range and --session-concurrency",
+            ),
+            (
+                plus(&["--session-concurrency", "2", "--fixed-schedule"]),
+                "Cannot use both --fixed-schedule and --session-concurrency",
+            ),
+            (
+                plus(&["--session-concurrency", "-1"]),
+                "--session-concurrency. The value must be >= 0",
+            ),
+            (
+                plus(&["--session-concurrency", "x"]),
+                "--session-concurrency",
+            ),
         ];
         for (args, needle) in rows {
             let err = error(&args);
             assert_eq!(err.exit_code(), 99, "{args:?}");
             assert!(err.msg.contains(needle), "{args:?}: {}", err.msg);
         }
+    }
+
+    #[test]
+    fn session_concurrency_is_parsed_and_needs_the_openai_kind() {
+        let mut args = BASE.to_vec();
+        args.extend(["--session-concurrency", "3"]);
+        let Ok(Parsed::Run(c)) = parse(&args) else {
+            panic!("not a run");
+        };
+        assert_eq!(c.session_concurrency, 3);
+        let Ok(Parsed::Run(c)) = parse(BASE) else {
+            panic!("not a run");
+        };
+        assert_eq!(c.session_concurrency, 0, "off by default");
+        let mut zero = BASE.to_vec();
+        zero.extend(["--session-concurrency", "0", "--concurrency-range", "2"]);
+        assert!(matches!(parse(&zero), Ok(Parsed::Run(_))), "0 is off");
+        let err = error(&["-m", "m", "--session-concurrency", "2"]);
+        assert_eq!(err.exit_code(), 99);
+        assert!(err.msg.contains("--service-kind openai"), "{}", err.msg);
     }
 }

@@ -31,6 +31,7 @@ pub fn to_config(args: &RunArgs) -> Result<Config> {
     apply_transport(args, &mut config)?;
     apply_load(args, &mut config)?;
     super::load::apply_load_modes(args, &mut config)?;
+    super::openai::apply_sessions(args, &mut config)?;
     apply_measurement(args, &mut config)?;
     apply_inputs(args, &mut config)?;
     apply_reports(args, &mut config)?;

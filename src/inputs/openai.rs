@@ -19,6 +19,8 @@ use super::model::TIMESTAMP_INPUT;
 use crate::error::{Error, Result};
 use crate::service::openai::PAYLOAD_INPUT;
 
+pub mod sessions;
+
 /// The session-mode pseudo-inputs (`--session-concurrency`).
 pub const SESSION_ID_INPUT: &str = "session_id";
 pub const DELAY_INPUT: &str = "delay";

@@ -176,6 +176,9 @@ pub struct ProfileArgs {
     /// Write TTFT, latency, TTFT-vs-ISL, ITL-by-position and ISL-vs-OSL plots (PNG and SVG).
     #[arg(long)]
     pub generate_plots: bool,
+    /// Load worker threads (each pinned to a core); default: one per core.
+    #[arg(long)]
+    pub max_workers: Option<usize>,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -279,6 +282,9 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
         return Err(Error::usage(
             "profile: --benchmark-duration must be positive",
         ));
+    }
+    if args.max_workers == Some(0) {
+        return Err(Error::usage("profile: --max-workers must be at least 1"));
     }
     if args.num_prompts == 0 {
         return Err(Error::usage("profile: --num-prompts must be at least 1"));

@@ -118,6 +118,7 @@ mod tests {
             start_ns: 5,
             end_ns: 30,
             interrupted: false,
+            worker_cpu_ns: 0,
         };
         let payloads = vec!["{\"p\":0}".to_string(), "{\"p\":1}".to_string()];
         let text = profile_export(&run, LoadPoint::Concurrency(2), &payloads, "openai", "v1/x");

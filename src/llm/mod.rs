@@ -90,7 +90,10 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         keep_bodies: true,
         keep_going: true,
         pin: true,
-        max_workers: crate::engine::available_cores().len().max(1),
+        max_workers: cfg
+            .args
+            .max_workers
+            .unwrap_or_else(|| crate::engine::available_cores().len().max(1)),
         clock: Clock::new(),
         tls: None,
         wire,
@@ -122,6 +125,7 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         let metrics = crate::measure::llm::compute(&requests, &opts);
         let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
         let _ = out.write_all(table.as_bytes());
+        let _ = out.write_all(overhead_line(&run, &requests).as_bytes());
         write_point(
             cfg, point, &dir, &run, &payloads, &bodies, &requests, &metrics,
         )?;
@@ -147,6 +151,26 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         }
     }
     Ok(outcomes)
+}
+
+/// The client's own cost: load-worker CPU per output token and per chunk (llm.md §10.2).
+fn overhead_line(run: &runner::PointRun, requests: &[LlmRequest]) -> String {
+    let tokens: u64 = requests.iter().map(|r| r.osl).sum();
+    let chunks: usize = requests.iter().map(|r| r.chunks.len()).sum();
+    let cpu_s = run.worker_cpu_ns as f64 / 1e9;
+    let per = |n: f64| {
+        if n > 0.0 {
+            format!("{:.2}", run.worker_cpu_ns as f64 / 1e3 / n)
+        } else {
+            "n/a".into()
+        }
+    };
+    format!(
+        "Client load-worker CPU: {cpu_s:.3} s ({} us per output token, {} us per chunk, {} us per request)\n",
+        per(tokens as f64),
+        per(chunks as f64),
+        per(requests.len() as f64)
+    )
 }
 
 /// Which rows the tables show.
@@ -344,4 +368,34 @@ fn write_point(
         )?;
     }
     Ok(())
+}
+
+/// Fuzz entry for everything `profile` decodes from a server or a file: a whole JSON
+/// response, framed SSE events, Triton `ModelStreamInferResponse` messages, and `--input-file`
+/// JSONL. Any bytes give results or errors, never a panic.
+pub fn fuzz_llm_responses(data: &[u8]) {
+    use crate::measure::record::framed_responses;
+    let whole = events::parse_whole(1, data);
+    let _ = whole.text();
+    let streamed = events::parse_events(framed_responses(data));
+    let _ = streamed.text();
+    let _ = kserve::parse_responses(framed_responses(data));
+    let _ = input_file::parse(&String::from_utf8_lossy(data));
+}
+
+#[cfg(test)]
+mod tests {
+    /// The README's metric definitions are the ones `--help-metrics` prints, kept in sync.
+    #[test]
+    fn readme_has_the_metric_definitions() {
+        let readme = include_str!("../../README.md");
+        let table = crate::measure::llm::definitions::definitions_markdown();
+        if std::env::var_os("INFERPERF_PRINT_DEFINITIONS").is_some() {
+            println!("{table}");
+        }
+        assert!(
+            readme.contains(table.trim()),
+            "README.md lacks the current table:\n{table}"
+        );
+    }
 }

@@ -29,6 +29,9 @@ pub struct PointRun {
     pub end_ns: u64,
     /// The user pressed Ctrl-C.
     pub interrupted: bool,
+    /// CPU time the load workers used while measuring (ns, summed over workers): the
+    /// client's own overhead, published with the results.
+    pub worker_cpu_ns: u64,
 }
 
 /// The engine's load for a point.
@@ -95,6 +98,7 @@ fn drive(
         let now_ns = spec.clock.now_ns();
         engine.collect(now_ns, &mut window)?;
         run.records.extend_from_slice(&window.records);
+        run.worker_cpu_ns += window.client_cpu_ns;
         rebase(&mut run, &window);
         run.end_ns = now_ns;
         progress.show(run.records.len() as u64, started.elapsed());

@@ -2,6 +2,7 @@
 
 mod openai;
 mod plan;
+mod sessions;
 pub mod setup;
 mod sweep;
 
@@ -35,6 +36,9 @@ pub struct RunResult {
 /// Runs the measurement described by `cfg`, printing perf_analyzer's console report to `out`.
 /// `stop` ends the run after the current window, like Ctrl-C.
 pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<RunResult> {
+    if cfg.session_concurrency > 0 {
+        return sessions::run(cfg, out, &stop);
+    }
     let is_openai = cfg.service_kind == ServiceKind::OpenAi;
     let mut target = if is_openai {
         openai::prepare(cfg)?

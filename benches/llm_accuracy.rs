@@ -1,0 +1,166 @@
+//! How exactly `inferperf profile` times streamed tokens: the reference server (in process,
+//! TTFT 50 ms, ITL 5 ms) logs when it wrote every chunk; the client's per-chunk read times
+//! (from the profile export, matched by the response id) are compared with them.
+//!
+//! `cargo bench --bench llm_accuracy [-- CONCURRENCY...]` (default 256) prints, per
+//! concurrency: chunk delivery delay (client read time − server write time) p50/p99/max; the
+//! TTFT error (the measured TTFT minus the TTFT the server's own write time gives, i.e. the
+//! first chunk's delay) p99; and the per-request ITL error |client ITL − server ITL| p99.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::time::Duration;
+
+use inferperf::server::{self, OpenAiConfig, ServeConfig};
+use serde_json::Value;
+
+const OSL: u64 = 64;
+
+fn main() {
+    let levels: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let levels = if levels.is_empty() { vec![256] } else { levels };
+    println!("concurrency  requests  chunks  delay_p50_us  delay_p99_us  delay_max_us  ttft_err_p99_us  itl_err_p99_us");
+    for c in levels {
+        measure(c);
+    }
+}
+
+/// Runs one profile at `concurrency` streams against a fresh server and prints one line.
+fn measure(concurrency: u64) {
+    // Server on the last core, the client's one worker on the first: neither steals the
+    // other's CPU, as when they run on different machines.
+    let cores = inferperf::engine::available_cores();
+    let cfg = ServeConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        pin_cores: cores.last().map(|c| vec![c.id]).unwrap_or_default(),
+        openai: OpenAiConfig {
+            ttft: server::Delay::Fixed(Duration::from_millis(50)),
+            itl: server::Delay::Fixed(Duration::from_millis(5)),
+            ..OpenAiConfig::default()
+        },
+        ..ServeConfig::default()
+    };
+    let server = server::start(cfg).expect("reference server starts");
+    let dir = std::env::temp_dir().join(format!("inferperf-accuracy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let requests = (concurrency * 4).min(4000);
+    let args: Vec<OsString> = [
+        "profile",
+        "-m",
+        "inferperf-llm",
+        "-u",
+        &server.addr.to_string(),
+        "--streaming",
+        "--quiet",
+        "--concurrency",
+        &concurrency.to_string(),
+        "--request-count",
+        &requests.to_string(),
+        "--output-tokens-mean",
+        &OSL.to_string(),
+        "--synthetic-input-tokens-mean",
+        "128",
+        "--max-workers",
+        "1",
+        "--artifact-dir",
+        dir.to_str().unwrap(),
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    let cfg = inferperf::llm::cli::parse(args).unwrap().unwrap();
+    let mut sink = Vec::new();
+    let outcome = inferperf::llm::run(&cfg, &mut sink).expect("profile runs");
+    let sent = server.token_times();
+    server.stop();
+    let export_path = outcome[0].dir.join("profile_export.json");
+    let export: Value =
+        serde_json::from_str(&std::fs::read_to_string(export_path).unwrap()).unwrap();
+    let received = content_reads(&export);
+    let (mut delay, mut ttft_err, mut itl_err) = (Vec::new(), Vec::new(), Vec::new());
+    for (id, reads) in &received {
+        let Some(server_times) = sent.get(*id as usize) else {
+            continue;
+        };
+        if server_times.len() != reads.len() || reads.len() < 2 {
+            continue;
+        }
+        for (r, s) in reads.iter().zip(server_times) {
+            delay.push(*r as i64 - *s as i64);
+        }
+        // Measured TTFT (reads[0] - start) minus the server's (server_times[0] - start).
+        ttft_err.push(reads[0] as i64 - server_times[0] as i64);
+        let n = reads.len() as i64 - 1;
+        let client_itl = (reads[n as usize] as i64 - reads[0] as i64) / n;
+        let server_itl = (server_times[n as usize] as i64 - server_times[0] as i64) / n;
+        itl_err.push((client_itl - server_itl).abs());
+    }
+    println!(
+        "{concurrency:>11}  {:>8}  {:>6}  {:>12.1}  {:>12.1}  {:>12.1}  {:>15.1}  {:>14.1}",
+        received.len(),
+        delay.len(),
+        pct(&mut delay, 50.0),
+        pct(&mut delay, 99.0),
+        pct(&mut delay, 100.0),
+        pct(&mut ttft_err, 99.0),
+        pct(&mut itl_err, 99.0),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Per response id (`chatcmpl-<log id>`): the read times of its content-bearing events.
+fn content_reads(export: &Value) -> HashMap<u64, Vec<u64>> {
+    let mut out = HashMap::new();
+    let requests = export["experiments"][0]["requests"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for r in requests {
+        let stamps = r["response_timestamps"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let outputs = r["response_outputs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut id = None;
+        let mut reads = Vec::new();
+        for (t, o) in stamps.iter().zip(&outputs) {
+            let text = o["response"].as_str().unwrap_or("");
+            let Ok(event) = serde_json::from_str::<Value>(text.trim_start_matches("data: ")) else {
+                continue;
+            };
+            id = id.or_else(|| {
+                event["id"]
+                    .as_str()
+                    .and_then(|s| s.rsplit('-').next())
+                    .and_then(|n| n.parse::<u64>().ok())
+            });
+            let content = event
+                .pointer("/choices/0/delta/content")
+                .and_then(Value::as_str);
+            if content.is_some_and(|c| !c.is_empty()) {
+                reads.push(t.as_u64().unwrap_or(0));
+            }
+        }
+        if let Some(id) = id {
+            out.insert(id, reads);
+        }
+    }
+    out
+}
+
+/// The p-th percentile (nearest rank) in µs of ns values; 100 is the maximum.
+fn pct(v: &mut [i64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_unstable();
+    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    v[rank.clamp(1, v.len()) - 1] as f64 / 1000.0
+}
