@@ -17,6 +17,8 @@ pub enum ServiceKind {
     Triton,
     /// An OpenAI-compatible HTTP API: each input-data `payload` POSTed to `--endpoint`.
     OpenAi,
+    /// Triton in process through its C API (`libtritonserver.so`), no network.
+    TritonCApi,
 }
 
 /// How load is generated (perf_analyzer's inference load modes).
@@ -115,6 +117,16 @@ pub struct TlsConfig {
     pub verify_host: bool,
     /// Flag family the settings came from (`--ssl-grpc` or `--ssl-https`), for messages.
     pub flag_prefix: &'static str,
+}
+
+/// `--collect-metrics` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// `--metrics-url`, normalised to `host:port/path` (plain HTTP); by default the `-u` host
+    /// with port 8002 and path `/metrics`, where Triton serves its metrics.
+    pub url: String,
+    /// `--metrics-interval`: poll period (ms, > 0).
+    pub interval_ms: u64,
 }
 
 /// How a measurement window ends (`--measurement-mode`).
@@ -244,11 +256,17 @@ pub struct Config {
     pub trace_settings: Vec<(String, String)>,
     /// `--bls-composing-models a[:ver],b`: models whose statistics the Server section adds.
     pub bls_composing_models: Option<String>,
+    /// C API: `--triton-server-directory` (holds `lib/libtritonserver.so`).
+    pub triton_server_directory: PathBuf,
+    /// C API: `--model-repository` (required there).
+    pub model_repository: Option<PathBuf>,
 
     // --- reports ---
     pub csv_file: Option<PathBuf>,
     pub verbose_csv: bool,
     pub profile_export_file: Option<PathBuf>,
+    /// `--collect-metrics` (with `--metrics-url`, `--metrics-interval`); `None`: off.
+    pub metrics: Option<MetricsConfig>,
 
     // --- run control ---
     /// Seconds to wait for `/v2/health/ready` before giving up.
@@ -319,9 +337,12 @@ impl Default for Config {
             tls: None,
             trace_settings: Vec::new(),
             bls_composing_models: None,
+            triton_server_directory: PathBuf::from("/opt/tritonserver"),
+            model_repository: None,
             csv_file: None,
             verbose_csv: false,
             profile_export_file: None,
+            metrics: None,
             ready_timeout_s: 10,
         }
     }

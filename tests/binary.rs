@@ -43,7 +43,7 @@ fn usage_errors_exit_99_with_one_line() {
             "--concurrency-range",
         ),
         (vec!["-m", "x", "--no-such-flag"], "--no-such-flag"),
-        (vec!["-m", "x", "--collect-metrics"], "not supported yet"),
+        (vec!["-m", "x", "--enable-mpi"], "not supported yet"),
         (vec!["-m", "x", "--percentile", "100"], "--percentile"),
     ] {
         let o = run(&args);

@@ -330,3 +330,127 @@ fn binary_profile_and_compare() {
     assert_eq!(bad.status.code(), Some(99));
     server.stop();
 }
+
+#[test]
+fn triton_grpc_kserve_streams() {
+    let server = start_llm(3, 1, 2);
+    let dir = temp_dir("profile-kserve");
+    let grpc = server.grpc_addr.unwrap().to_string();
+    let mut argv: Vec<OsString> = ["profile", "-m", MODEL, "--endpoint-type", "kserve"]
+        .iter()
+        .map(OsString::from)
+        .collect();
+    argv.extend([
+        "-u".into(),
+        grpc.into(),
+        "--artifact-dir".into(),
+        dir.clone().into(),
+    ]);
+    let rest = [
+        "--streaming",
+        "--quiet",
+        "--tokenizer",
+        "cl100k_base",
+        "--concurrency",
+        "3",
+        "--request-count",
+        "9",
+        "--output-tokens-mean",
+        "5",
+    ];
+    argv.extend(rest.iter().map(OsString::from));
+    let cfg = llm::cli::parse(argv).unwrap().unwrap();
+    let outcomes = llm::run(&cfg, &mut Vec::new()).unwrap();
+    let reqs = &outcomes[0].requests;
+    assert_eq!(reqs.len(), 9);
+    for r in reqs {
+        assert!(r.ok(), "{:?}", r.error);
+        // 5 tokens at 2 per chunk: 3 responses with text, then the empty final one.
+        let tokens: Vec<u64> = r.chunks.iter().map(|c| c.tokens).collect();
+        assert_eq!((r.osl, tokens), (5, vec![2, 2, 1]));
+    }
+    assert!(outcomes[0]
+        .dir
+        .ends_with("inferperf-llm-triton-kserve-concurrency3"));
+    assert_eq!(server.token_times().len(), 9);
+    server.stop();
+}
+
+#[test]
+fn warmup_is_not_measured_and_duration_bounds_the_run() {
+    let server = start_llm(1, 1, 1);
+    let dir = temp_dir("profile-duration");
+    let args = [
+        "--streaming",
+        "--warmup-request-count",
+        "7",
+        "--benchmark-duration",
+        "0.5",
+        "--concurrency",
+        "2",
+        "--output-tokens-mean",
+        "4",
+    ];
+    let (o, _) = profile(&server, &dir, &args).unwrap();
+    let measured = o[0].requests.len();
+    let served = server.token_times().len();
+    assert!(measured > 0);
+    assert_eq!(
+        served,
+        measured + 7,
+        "warm-up requests reach the server, not the report"
+    );
+    assert!(
+        o[0].requests.iter().all(|r| r.ok()),
+        "in-flight requests finish after the stop"
+    );
+    server.stop();
+}
+
+#[test]
+fn ctrl_c_still_writes_what_was_measured() {
+    let server = start_llm(5, 5, 1);
+    let dir = temp_dir("profile-sigint");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .args([
+            "profile",
+            "-m",
+            MODEL,
+            "-u",
+            &server.addr.to_string(),
+            "--streaming",
+        ])
+        .args([
+            "--concurrency",
+            "2",
+            "--benchmark-duration",
+            "60",
+            "--output-tokens-mean",
+            "4",
+        ])
+        .args([
+            "--quiet",
+            "--tokenizer",
+            "cl100k_base",
+            "--artifact-dir",
+            dir.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run_dir = dir.join("inferperf-llm-openai-chat-concurrency2");
+    let lines = std::fs::read_to_string(run_dir.join("profile_export.jsonl")).unwrap();
+    assert!(lines.lines().count() > 10, "{lines}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Request Count"));
+    server.stop();
+}

@@ -39,10 +39,19 @@ pub struct RunArgs {
     /// request every worker sends [default: off]
     #[arg(short = 'v', action = ArgAction::Count, help_heading = GENERAL)]
     pub verbose: u8,
-    /// Service kind: triton, or openai (an OpenAI-compatible HTTP API; needs --endpoint,
-    /// --input-data with "payload" entries and --async) [default: triton]
+    /// Service kind: triton, triton_c_api (Triton in process; needs --model-repository), or
+    /// openai (an OpenAI-compatible HTTP API; needs --endpoint, --input-data with "payload"
+    /// entries and --async) [default: triton]
     #[arg(long, value_name = "KIND", help_heading = GENERAL)]
     pub service_kind: Option<String>,
+    /// C API: Triton install directory, holding lib/libtritonserver.so, backends/ and
+    /// repoagents/ [default: /opt/tritonserver]
+    #[arg(long, value_name = "DIR", help_heading = GENERAL)]
+    pub triton_server_directory: Option<String>,
+    /// C API: the model repository the in-process server loads (required there)
+    /// [default: none]
+    #[arg(long, value_name = "DIR", help_heading = GENERAL)]
+    pub model_repository: Option<String>,
     /// OpenAI: path the payloads are POSTed to, e.g. v1/chat/completions (also written to the
     /// profile export) [default: none]
     #[arg(long, value_name = "PATH", help_heading = GENERAL)]
@@ -284,6 +293,17 @@ pub struct RunArgs {
     /// Write the per-request JSON export to this file, which must not exist [default: none]
     #[arg(long, value_name = "FILE", help_heading = REPORTS)]
     pub profile_export_file: Option<String>,
+    /// Poll the server's Prometheus GPU metrics while measuring; adds them (and inferperf's
+    /// own CPU use) to the console and, with --verbose-csv, the CSV [default: off]
+    #[arg(long, help_heading = REPORTS)]
+    pub collect_metrics: bool,
+    /// Prometheus metrics URL, [http://]host[:port][/path]
+    /// [default: <host of -u>:8002/metrics]
+    #[arg(long, value_name = "URL", help_heading = REPORTS)]
+    pub metrics_url: Option<String>,
+    /// Metrics poll period in ms (> 0) [default: 1000]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true, help_heading = REPORTS)]
+    pub metrics_interval: Option<String>,
 }
 
 /// The full command: `RunArgs` plus the perf_analyzer flags of later work.

@@ -41,6 +41,11 @@ Notes (where inferperf differs from perf_analyzer):
      schedule whatever is in flight (--max-inflight caps it) and report the send lag and the
      latency from the intended send time beside the usual figures. The Poisson schedule comes
      from --seed (drawn at start and printed when not given).
+  8. --collect-metrics: the GPU metrics are matched by their gpu_uuid label with a real
+     Prometheus parser; an unreachable metrics endpoint fails the run before any load
+     (perf_analyzer fails after the first window); the default --metrics-url keeps the host
+     of -u (perf_analyzer turns http://h:8000 into http:8002/metrics). Each point adds
+     inferperf's own CPU use in % of one core (the last column with --verbose-csv).
 
 Exit codes: 0 success, 2 first point never stabilised, 3 no valid requests, 99 other errors.";
 
@@ -86,29 +91,9 @@ pub const PLANNED_FLAGS: &[PlannedFlag] = &[
         "dynamic_grpc: fully qualified method",
     ),
     valued(
-        "triton-server-directory",
-        "DIR",
-        "C API: Triton install directory [default: /opt/tritonserver]",
-    ),
-    valued("model-repository", "DIR", "C API: model repository"),
-    valued(
         "model-signature-name",
         "NAME",
         "TF Serving signature [default: serving_default]",
-    ),
-    switch(
-        "collect-metrics",
-        "Collect server GPU metrics from Prometheus",
-    ),
-    valued(
-        "metrics-url",
-        "URL",
-        "Prometheus metrics URL [default: <host of -u>:8002/metrics]",
-    ),
-    valued(
-        "metrics-interval",
-        "MS",
-        "Metrics poll period in ms [default: 1000]",
     ),
     switch("enable-mpi", "Multi-model mode via Open MPI"),
 ];

@@ -6,6 +6,7 @@
 pub mod args;
 pub mod help;
 pub mod load;
+pub mod metrics;
 pub mod net;
 pub mod openai;
 pub mod transport;

@@ -73,7 +73,7 @@ fn apply_grpc_options(args: &RunArgs, config: &mut Config) -> Result<()> {
         ))
     };
     if args.streaming {
-        if !grpc {
+        if !grpc && config.service_kind != crate::config::ServiceKind::TritonCApi {
             return Err(only_grpc("--streaming"));
         }
         if args.sync {

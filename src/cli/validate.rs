@@ -14,7 +14,7 @@ use crate::config::{
 };
 use crate::error::{Error, Result};
 
-/// Service kinds perf_analyzer knows; `triton` and `openai` are implemented.
+/// Service kinds perf_analyzer knows; `triton`, `triton_c_api` and `openai` are implemented.
 const SERVICE_KINDS: &[&str] = &[
     "triton",
     "triton_c_api",
@@ -35,6 +35,7 @@ pub fn to_config(args: &RunArgs) -> Result<Config> {
     apply_measurement(args, &mut config)?;
     apply_inputs(args, &mut config)?;
     apply_reports(args, &mut config)?;
+    super::metrics::apply_metrics(args, &mut config)?;
     check_cross_options(&config)?;
     Ok(config)
 }
@@ -60,11 +61,38 @@ fn apply_general(args: &RunArgs, config: &mut Config) -> Result<()> {
         config.service_kind = match kind {
             "triton" => ServiceKind::Triton,
             "openai" => ServiceKind::OpenAi,
+            "triton_c_api" => ServiceKind::TritonCApi,
             _ => return Err(not_supported(&format!("--service-kind {kind}"))),
         };
     }
+    apply_capi(args, config)?;
     if let Some(endpoint) = args.endpoint.as_deref() {
         config.endpoint = endpoint.trim().trim_start_matches('/').to_string();
+    }
+    Ok(())
+}
+
+/// `--triton-server-directory`, `--model-repository`: C API only; the repository is required.
+fn apply_capi(args: &RunArgs, config: &mut Config) -> Result<()> {
+    let capi = config.service_kind == ServiceKind::TritonCApi;
+    for (flag, given) in [
+        ("--triton-server-directory", &args.triton_server_directory),
+        ("--model-repository", &args.model_repository),
+    ] {
+        if given.is_some() && !capi {
+            return Err(Error::usage(format!(
+                "{flag} is only supported with --service-kind triton_c_api."
+            )));
+        }
+    }
+    if let Some(dir) = &args.triton_server_directory {
+        config.triton_server_directory = PathBuf::from(dir);
+    }
+    config.model_repository = args.model_repository.as_ref().map(PathBuf::from);
+    if capi && config.model_repository.is_none() {
+        return Err(Error::usage(
+            "--model-repository is required with --service-kind triton_c_api.",
+        ));
     }
     Ok(())
 }

@@ -56,6 +56,9 @@ pub struct PointOutcome {
     pub server: Option<ServerStats>,
     /// Every window measured, for the profile export (empty when the export is off).
     pub windows: Vec<WindowRecords>,
+    /// Start and end (ns since the epoch) of the windows `client` merges; `--collect-metrics`
+    /// merges the metrics sampled in it.
+    pub span_ns: Option<(u64, u64)>,
 }
 
 /// Everything a level needs besides its concurrency.
@@ -148,11 +151,16 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
         c
     });
     let server = merge_server(&last);
+    let span_ns = last
+        .first()
+        .zip(last.last())
+        .map(|(a, b)| (a.start_ns, b.end_ns));
     Ok(PointOutcome {
         status,
         client,
         server,
         windows: m.windows,
+        span_ns,
     })
 }
 
@@ -189,6 +197,7 @@ pub fn profile_periodic(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome>
         client: None,
         server: None,
         windows: window.into_iter().collect(),
+        span_ns: None,
     })
 }
 

@@ -1,6 +1,7 @@
 //! The load engine: pinned worker threads, each with its own event loop and connections,
 //! driven by the coordinator through window swaps.
 
+pub mod capi_pool;
 pub mod conn;
 pub mod coordinator;
 pub mod grpc_pool;
@@ -27,6 +28,7 @@ use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::measure::{RequestRecord, WindowRecords};
 use crate::transport::TlsClient;
+use capi_pool::CapiPool;
 use grpc_pool::GrpcPool;
 use http_pool::HttpPool;
 use pace::Schedule;
@@ -64,7 +66,8 @@ pub struct EngineSpec {
 
 struct WorkerHandle {
     commands: Sender<Command>,
-    waker: Waker,
+    /// Shared with a C API pool, whose completion callbacks wake the worker with it.
+    waker: Arc<Waker>,
     shared: Arc<Shared>,
     join: Option<JoinHandle<()>>,
 }
@@ -234,6 +237,12 @@ impl Engine {
                     let pool = GrpcPool::new(addr, tls, wire.clone(), slots);
                     spawn_worker(params, pool, core, &out_tx)?
                 }
+                Wire::Capi(wire) => {
+                    let (poll, waker) = worker_poll()?;
+                    let keep = spec.keep_bodies;
+                    let pool = CapiPool::new(wire.clone(), waker.clone(), spec.clock, keep, slots);
+                    spawn_worker_on(params, pool, (poll, waker), core, &out_tx)?
+                }
             };
             workers.push(handle);
         }
@@ -343,6 +352,13 @@ impl Engine {
     }
 }
 
+/// A worker's event loop and the waker of its WAKE token.
+fn worker_poll() -> Result<(Poll, Arc<Waker>)> {
+    let poll = Poll::new()?;
+    let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
+    Ok((poll, waker))
+}
+
 /// Starts one pinned worker thread driving `pool`.
 fn spawn_worker<P: Pool>(
     params: WorkerParams,
@@ -350,8 +366,18 @@ fn spawn_worker<P: Pool>(
     core: Option<core_affinity::CoreId>,
     out: &Sender<Batch>,
 ) -> Result<WorkerHandle> {
-    let poll = Poll::new()?;
-    let waker = Waker::new(poll.registry(), WAKE)?;
+    spawn_worker_on(params, pool, worker_poll()?, core, out)
+}
+
+/// Starts one pinned worker thread driving `pool` on an event loop made beforehand (a C API
+/// pool needs the loop's waker when it is built).
+fn spawn_worker_on<P: Pool>(
+    params: WorkerParams,
+    pool: P,
+    (poll, waker): (Poll, Arc<Waker>),
+    core: Option<core_affinity::CoreId>,
+    out: &Sender<Batch>,
+) -> Result<WorkerHandle> {
     let (cmd_tx, cmd_rx) = unbounded();
     let shared = Arc::new(Shared::default());
     let index = params.index;

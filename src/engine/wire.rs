@@ -8,6 +8,9 @@ pub enum Wire {
     Http1,
     /// `EngineSpec::requests` are length-prefixed `ModelInferRequest` messages.
     Grpc(GrpcWire),
+    /// Triton C API, in process: `EngineSpec::requests` only name the steps; the inputs are
+    /// in the wire's prepared steps.
+    Capi(super::capi_pool::CapiWire),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

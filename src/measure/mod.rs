@@ -2,6 +2,7 @@
 //! rule, merging the last windows of a point, and server-side statistics deltas.
 
 pub mod llm;
+pub mod metrics;
 pub mod record;
 pub mod schedule;
 pub mod server_stats;

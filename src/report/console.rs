@@ -231,6 +231,9 @@ pub fn point_with_composing(
     if let Some(s) = &p.server {
         out.push_str(&server_block_with_composing(s, composing));
     }
+    if let Some(m) = &p.metrics {
+        out.push_str(&super::metrics::console_block(m));
+    }
     if c.overhead_pct > OVERHEAD_WARNING_PCT {
         out.push_str(
             "[WARNING] Perf Analyzer is not able to keep up with the desired load. The results \

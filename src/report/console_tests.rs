@@ -147,6 +147,7 @@ fn report(load: LoadValue, client: ClientStats) -> PointReport {
         batch_size: 1,
         client,
         server: None,
+        metrics: None,
     }
 }
 

@@ -1,10 +1,13 @@
 //! The CSV latency report (`-f`, spec §3.2). Model Analyzer parses this file, so columns,
-//! order and number formats are perf_analyzer's exactly; our only addition is
-//! `Min latency,Max latency` at the end of `--verbose-csv` rows.
+//! order and number formats are perf_analyzer's exactly; our additions come after its
+//! columns at the end of `--verbose-csv` rows: `Min latency,Max latency`, the open-loop
+//! schedule columns, and with `--collect-metrics` the client CPU column.
 
 use super::fmt::{fmt_g, us};
+use super::metrics::{client_cpu_cell, gpu_csv_cells, CLIENT_CPU_CSV_COLUMN, GPU_CSV_COLUMNS};
 use super::server::ServerAverages;
 use super::{LoadValue, PointReport};
+use crate::measure::metrics::PointMetrics;
 use crate::measure::stats::percentile_set;
 use std::io::{self, Write};
 
@@ -33,6 +36,7 @@ pub fn write_csv(
         server: server_stats_available,
         responses: points.iter().any(|p| p.client.responses.is_some()),
         schedule: verbose_csv && points.iter().any(|p| p.client.schedule.is_some()),
+        metrics: verbose_csv && points.iter().any(|p| p.metrics.is_some()),
         cache: server_stats_available
             && points
                 .iter()
@@ -69,6 +73,9 @@ struct Layout {
     responses: bool,
     /// Open loop, `--verbose-csv`: send lag and latency from the intended send time.
     schedule: bool,
+    /// `--collect-metrics` with `--verbose-csv`: perf_analyzer's GPU columns after
+    /// `response wait`, and our client CPU column last.
+    metrics: bool,
     cache: bool,
 }
 
@@ -107,17 +114,16 @@ impl Layout {
             if self.avg_column {
                 cols.push("Avg latency".into());
             }
-            cols.extend(
-                [
-                    "request/response",
-                    "response wait",
-                    "Min latency",
-                    "Max latency",
-                ]
-                .map(String::from),
-            );
+            cols.extend(["request/response", "response wait"].map(String::from));
+            if self.metrics {
+                cols.extend(GPU_CSV_COLUMNS.map(String::from));
+            }
+            cols.extend(["Min latency", "Max latency"].map(String::from));
             if self.schedule {
                 cols.extend(SCHEDULE_COLUMNS.map(String::from));
+            }
+            if self.metrics {
+                cols.push(CLIENT_CPU_CSV_COLUMN.into());
             }
         }
         cols.join(",")
@@ -173,6 +179,11 @@ impl Layout {
                     .saturating_sub(recv)
                     .to_string(),
             );
+            let no_metrics = PointMetrics::default();
+            let metrics = p.metrics.as_ref().unwrap_or(&no_metrics);
+            if self.metrics {
+                cells.extend(gpu_csv_cells(&metrics.gpu));
+            }
             cells.push(us(c.min_latency_ns).to_string());
             cells.push(us(c.max_latency_ns).to_string());
             if self.schedule {
@@ -186,6 +197,9 @@ impl Layout {
                 ];
                 cells.extend(ns.iter().map(|v| us(*v).to_string()));
                 cells.push(format!("{:.2}", s.late_pct));
+            }
+            if self.metrics {
+                cells.push(client_cpu_cell(metrics));
             }
         }
         cells.join(",")
@@ -217,6 +231,7 @@ mod tests {
                 ..ClientStats::default()
             },
             server: None,
+            metrics: None,
         }
     }
 

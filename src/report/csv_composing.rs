@@ -206,6 +206,7 @@ mod tests {
                 cache_enabled: cache,
                 composing: Vec::new(),
             }),
+            metrics: None,
         }
     }
 

@@ -7,11 +7,13 @@ pub mod csv;
 pub mod export;
 pub mod fmt;
 pub mod llm;
+pub mod metrics;
 pub mod plot;
 mod server;
 #[cfg(test)]
 mod test_samples;
 
+use crate::measure::metrics::PointMetrics;
 use crate::measure::server_stats::ServerStats;
 use crate::measure::stats::ClientStats;
 
@@ -51,6 +53,8 @@ pub struct PointReport {
     /// Server-side deltas summed over the merged windows; `None` when the server has no
     /// `statistics` extension.
     pub server: Option<ServerStats>,
+    /// `--collect-metrics`: the server's GPU metrics and our CPU use over the same windows.
+    pub metrics: Option<PointMetrics>,
 }
 
 /// What the "*** Measurement Settings ***" banner states.

@@ -1,5 +1,7 @@
 //! A whole perf_analyzer run: setup, the concurrency sweep, and the three reports.
 
+pub mod capi;
+mod metrics;
 mod openai;
 mod plan;
 mod sessions;
@@ -40,8 +42,11 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         return sessions::run(cfg, out, &stop);
     }
     let is_openai = cfg.service_kind == ServiceKind::OpenAi;
+    let is_capi = cfg.service_kind == ServiceKind::TritonCApi;
     let mut target = if is_openai {
         openai::prepare(cfg)?
+    } else if is_capi {
+        capi::prepare(cfg)?
     } else {
         prepare(cfg)?
     };
@@ -64,7 +69,11 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         openai::build_plan(cfg, &target)?
     } else {
         let inputs = load_inputs_with(&target.meta, &target.config, cfg, opts)?;
-        plan::build(cfg, &target, &inputs)?
+        if is_capi {
+            capi::build_plan(cfg, &target, &inputs)?
+        } else {
+            plan::build(cfg, &target, &inputs)?
+        }
     };
     let scheduled;
     let cfg = if fixed {
@@ -97,6 +106,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
     let step_inputs = plan.step_inputs;
     let check = output_check(cfg, plan.expected);
     let stats_available = target.stats_available;
+    let metrics = metrics::MetricsSource::for_run(cfg)?;
     let mut sweeper = sweep::Sweeper {
         cfg,
         spec: &spec,
@@ -105,6 +115,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         out: &mut *out,
         step_inputs: &step_inputs,
         check: check.as_ref().map(|c| c as &OutputCheck),
+        metrics: metrics.as_ref(),
         result: sweep::SweepResult::default(),
     };
     sweeper.run()?;
@@ -159,7 +170,11 @@ fn banner(cfg: &Config, decoupled: bool) -> Banner {
         } else {
             cfg.batch_size
         },
-        service_kind: if openai { "OPENAI" } else { "TRITON" },
+        service_kind: match cfg.service_kind {
+            ServiceKind::OpenAi => "OPENAI",
+            ServiceKind::TritonCApi => "TRITON_C_API",
+            _ => "TRITON",
+        },
         warmup_request_count: cfg.warmup_request_count,
         request_count: cfg.request_count,
         count_windows: cfg.measurement_mode == MeasurementMode::CountWindows,
@@ -224,7 +239,11 @@ fn write_reports(
         };
         let meta = export::ExportMeta {
             version: crate::VERSION,
-            service_kind: if is_openai { "openai" } else { "triton" },
+            service_kind: match cfg.service_kind {
+                ServiceKind::OpenAi => "openai",
+                ServiceKind::TritonCApi => "triton_c_api",
+                ServiceKind::Triton => "triton",
+            },
             endpoint: &cfg.endpoint,
             framed,
             seed: (cfg.load_mode != LoadMode::Concurrency).then_some(cfg.seed),

@@ -28,6 +28,8 @@ const UNIMPLEMENTED: &str = "gRPC status 12";
 pub enum SetupClient {
     Http(Box<BlockingClient>),
     Grpc(GrpcClient),
+    /// `--service-kind triton_c_api`: the in-process server answers.
+    Capi(crate::run::capi::CapiSetup),
 }
 
 impl SetupClient {
@@ -70,6 +72,8 @@ impl SetupClient {
                     Err(e) => Err(Error::generic(format!("server at {host}: {e}"))),
                 }
             }
+            // Server::start waited for liveness and readiness.
+            SetupClient::Capi(_) => Ok(()),
         }
     }
 
@@ -85,6 +89,7 @@ impl SetupClient {
                     grpc_call(c, "ServerMetadata", &pb::ServerMetadataRequest {})?;
                 Ok(r.extensions)
             }
+            SetupClient::Capi(c) => c.server_extensions(),
         }
     }
 
@@ -104,6 +109,7 @@ impl SetupClient {
                     .map_err(|e| Error::generic(format!("model '{name}': {e}")))?;
                 to_model_metadata(r)
             }
+            SetupClient::Capi(c) => c.model_metadata(cfg),
         }
     }
 
@@ -128,6 +134,7 @@ impl SetupClient {
                 })?;
                 Ok(to_model_config(config))
             }
+            SetupClient::Capi(c) => c.model_config(cfg),
         }
     }
 
@@ -154,6 +161,7 @@ impl SetupClient {
                     .map_err(|e| Error::generic(format!("server statistics: {e}")))?;
                 Ok(to_model_stats(r))
             }
+            SetupClient::Capi(c) => c.model_stats(cfg),
         }
     }
 }
@@ -175,6 +183,7 @@ impl SetupClient {
                     .map_err(|e| Error::generic(format!("server statistics: {e}")))?;
                 Ok(to_model_stats(r))
             }
+            SetupClient::Capi(c) => c.all_model_stats(),
         }
     }
 
@@ -195,6 +204,7 @@ impl SetupClient {
                     .map_err(|e| Error::generic(format!("model '{name}': {e}")))?;
                 Ok(config_steps_json(r.config.unwrap_or_default()))
             }
+            SetupClient::Capi(c) => c.model_config_json(name, version),
         }
     }
 
@@ -235,6 +245,7 @@ impl SetupClient {
                     .map(|_| ())
                     .map_err(|e| fail(e.msg))
             }
+            SetupClient::Capi(_) => Err(fail("not supported with the C API".into())),
         }
     }
 }

@@ -4,7 +4,9 @@
 
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
+use super::metrics::MetricsSource;
 use super::setup::{fetch_stats, Target};
 use crate::config::{Config, Distribution, LoadMode, MeasurementMode, Protocol};
 use crate::engine::coordinator::{
@@ -37,6 +39,8 @@ pub struct Sweeper<'a> {
     pub step_inputs: &'a [String],
     /// Validation data's output check, when the input data has any.
     pub check: Option<&'a OutputCheck<'a>>,
+    /// `--collect-metrics`: the endpoint polled while each point is measured.
+    pub metrics: Option<&'a Arc<MetricsSource>>,
     pub result: SweepResult,
 }
 
@@ -211,6 +215,7 @@ impl Sweeper<'_> {
         let cfg = self.cfg;
         let _ = self.out.write_all(console::point_header(&value).as_bytes());
         let load = load_for(cfg, value);
+        let collector = self.metrics.map(|m| m.start(self.spec.clock));
         let outcome = {
             let target = &mut *self.target;
             let cache_enabled = target.config.response_cache;
@@ -236,7 +241,13 @@ impl Sweeper<'_> {
             client,
             server,
             windows,
+            span_ns,
         } = outcome;
+        // A metrics endpoint that failed during the point fails the run (perf_analyzer).
+        let metrics = match collector {
+            Some(c) => c.finish(span_ns)?,
+            None => None,
+        };
         if cfg.profile_export_file.is_some() {
             self.result.exps.push(ExportExperiment {
                 load: value,
@@ -249,6 +260,7 @@ impl Sweeper<'_> {
             batch_size: cfg.batch_size,
             client,
             server,
+            metrics,
         });
         let first_linear = first && !cfg.binary_search;
         let verdict = judge(cfg, &status, report.as_ref(), value, first_linear, self.out);

@@ -10,7 +10,8 @@
 //! (model definitions and compute), `stats` (counters and their JSON), `cli` (`serve_main`),
 //! `grpc` (the gRPC endpoint on a tokio runtime thread), `tls` (PEM loading, HTTPS front),
 //! `openai*` (the OpenAI-compatible `/v1/...` endpoints of a fake LLM, streamed over SSE),
-//! `generate` (the same LLM through Triton's generate extension; `grpc` serves it too).
+//! `generate` (the same LLM through Triton's generate extension; `grpc` serves it too),
+//! `metrics` (`GET /metrics`: Triton-style Prometheus gauges of two fake GPUs).
 
 mod chunked;
 mod cli;
@@ -21,6 +22,7 @@ mod grpc;
 mod http;
 mod infer;
 mod json_data;
+mod metrics;
 mod models;
 mod openai;
 mod openai_log;

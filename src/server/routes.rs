@@ -90,6 +90,7 @@ pub fn route(req: &Request, env: &mut Env, out: &mut Vec<u8>) -> Reply {
                 "extensions": EXTENSIONS}),
         ),
         "/v2/models/stats" => json_reply(out, &stats.to_json(None)),
+        "/metrics" => super::metrics::reply(&stats.counters(), out),
         _ => error_reply(out, 404, "Not Found"),
     }
 }
