@@ -6,6 +6,7 @@ fn main() {
         "proto/grpc_service.proto",
         "proto/model_config.proto",
         "proto/health.proto",
+        "proto/tfserving.proto",
     ];
     for f in files {
         println!("cargo:rerun-if-changed={f}");

@@ -19,6 +19,12 @@ pub enum ServiceKind {
     OpenAi,
     /// Triton in process through its C API (`libtritonserver.so`), no network.
     TritonCApi,
+    /// TensorFlow Serving's `PredictionService` over gRPC.
+    TfServing,
+    /// TorchServe: a file uploaded per request to `/predictions/<model>` (HTTP).
+    TorchServe,
+    /// Any gRPC method (`--grpc-method`), messages from `message_generator` commands.
+    DynamicGrpc,
 }
 
 /// How load is generated (perf_analyzer's inference load modes).
@@ -179,6 +185,10 @@ pub struct Config {
     pub endpoint: String,
     /// `-v` count.
     pub verbose: u8,
+    /// `--grpc-method pkg.Service/Method` (dynamic_grpc; empty otherwise).
+    pub grpc_method: String,
+    /// `--model-signature-name` (tfserving).
+    pub model_signature_name: String,
 
     // --- load ---
     pub load_mode: LoadMode,
@@ -283,6 +293,8 @@ impl Default for Config {
             service_kind: ServiceKind::Triton,
             endpoint: String::new(),
             verbose: 0,
+            grpc_method: String::new(),
+            model_signature_name: "serving_default".into(),
             load_mode: LoadMode::Concurrency,
             concurrency: ConcurrencyRange {
                 start: 1,

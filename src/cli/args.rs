@@ -39,9 +39,11 @@ pub struct RunArgs {
     /// request every worker sends [default: off]
     #[arg(short = 'v', action = ArgAction::Count, help_heading = GENERAL)]
     pub verbose: u8,
-    /// Service kind: triton, triton_c_api (Triton in process; needs --model-repository), or
+    /// Service kind: triton, triton_c_api (Triton in process; needs --model-repository),
     /// openai (an OpenAI-compatible HTTP API; needs --endpoint, --input-data with "payload"
-    /// entries and --async) [default: triton]
+    /// entries and --async), tfserving (-i grpc), torchserve (--input-data with
+    /// "TORCHSERVE_INPUT" file paths) or dynamic_grpc (--grpc-method, --input-data with
+    /// "message_generator" commands) [default: triton]
     #[arg(long, value_name = "KIND", help_heading = GENERAL)]
     pub service_kind: Option<String>,
     /// C API: Triton install directory, holding lib/libtritonserver.so, backends/ and
@@ -56,6 +58,12 @@ pub struct RunArgs {
     /// profile export) [default: none]
     #[arg(long, value_name = "PATH", help_heading = GENERAL)]
     pub endpoint: Option<String>,
+    /// TF Serving: the signature whose inputs are sent [default: serving_default]
+    #[arg(long, value_name = "NAME", help_heading = GENERAL)]
+    pub model_signature_name: Option<String>,
+    /// dynamic_grpc: the fully qualified method every request calls [default: none]
+    #[arg(long, value_name = "PKG.SERVICE/METHOD", help_heading = GENERAL)]
+    pub grpc_method: Option<String>,
     /// Print the version to stderr and exit
     #[arg(long, help_heading = GENERAL)]
     pub version: bool,

@@ -85,16 +85,6 @@ pub const PLANNED_FLAGS: &[PlannedFlag] = &[
         "BYTES",
         "Per-output shared memory region size [default: 102400]",
     ),
-    valued(
-        "grpc-method",
-        "PKG.SERVICE/METHOD",
-        "dynamic_grpc: fully qualified method",
-    ),
-    valued(
-        "model-signature-name",
-        "NAME",
-        "TF Serving signature [default: serving_default]",
-    ),
     switch("enable-mpi", "Multi-model mode via Open MPI"),
 ];
 

@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod help;
+pub mod kinds;
 pub mod load;
 pub mod metrics;
 pub mod net;

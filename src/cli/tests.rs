@@ -554,7 +554,7 @@ const ERROR_ROWS: &[(&[&str], &[&str])] = &[
     ),
     (
         &["-m", "m", "--service-kind", "tfserving"],
-        &["--service-kind tfserving", "not supported yet"],
+        &["-i http", "tfserving speaks gRPC only"],
     ),
     (
         &["-m", "m", "--service-kind", "vllm"],

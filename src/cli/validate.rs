@@ -14,7 +14,7 @@ use crate::config::{
 };
 use crate::error::{Error, Result};
 
-/// Service kinds perf_analyzer knows; `triton`, `triton_c_api` and `openai` are implemented.
+/// Service kinds perf_analyzer knows (all implemented).
 const SERVICE_KINDS: &[&str] = &[
     "triton",
     "triton_c_api",
@@ -36,6 +36,7 @@ pub fn to_config(args: &RunArgs) -> Result<Config> {
     apply_inputs(args, &mut config)?;
     apply_reports(args, &mut config)?;
     super::metrics::apply_metrics(args, &mut config)?;
+    super::kinds::apply(args, &mut config)?;
     check_cross_options(&config)?;
     Ok(config)
 }
@@ -43,6 +44,8 @@ pub fn to_config(args: &RunArgs) -> Result<Config> {
 fn apply_general(args: &RunArgs, config: &mut Config) -> Result<()> {
     config.model_name = match args.model_name.as_deref() {
         Some(name) if !name.is_empty() => name.to_string(),
+        // dynamic_grpc calls a method, not a model: -m is optional there.
+        _ if args.service_kind.as_deref() == Some("dynamic_grpc") => String::new(),
         _ => {
             return Err(Error::usage(
                 "Failed to parse -m (model name). The value must be specified.",
@@ -62,8 +65,12 @@ fn apply_general(args: &RunArgs, config: &mut Config) -> Result<()> {
             "triton" => ServiceKind::Triton,
             "openai" => ServiceKind::OpenAi,
             "triton_c_api" => ServiceKind::TritonCApi,
-            _ => return Err(not_supported(&format!("--service-kind {kind}"))),
+            other => match super::kinds::kind_of(other) {
+                Some(k) => k,
+                None => return Err(not_supported(&format!("--service-kind {kind}"))),
+            },
         };
+        super::kinds::apply_protocol_default(args, config);
     }
     apply_capi(args, config)?;
     if let Some(endpoint) = args.endpoint.as_deref() {

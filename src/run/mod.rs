@@ -1,6 +1,7 @@
 //! A whole perf_analyzer run: setup, the concurrency sweep, and the three reports.
 
 pub mod capi;
+mod kinds;
 mod metrics;
 mod openai;
 mod plan;
@@ -47,6 +48,8 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         openai::prepare(cfg)?
     } else if is_capi {
         capi::prepare(cfg)?
+    } else if kinds::handles(cfg) {
+        kinds::prepare(cfg)?
     } else {
         prepare(cfg)?
     };
@@ -67,6 +70,8 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
     };
     let plan = if is_openai {
         openai::build_plan(cfg, &target)?
+    } else if kinds::handles(cfg) {
+        kinds::build_plan(cfg, &target)?
     } else {
         let inputs = load_inputs_with(&target.meta, &target.config, cfg, opts)?;
         if is_capi {
@@ -162,10 +167,10 @@ fn banner_text(cfg: &Config, decoupled: bool) -> String {
 }
 
 fn banner(cfg: &Config, decoupled: bool) -> Banner {
-    let openai = cfg.service_kind == ServiceKind::OpenAi;
+    let not_triton = cfg.service_kind == ServiceKind::OpenAi || kinds::handles(cfg);
     Banner {
         // perf_analyzer prints the batch size for Triton, or when -b is given (0: no line).
-        batch_size: if openai && !cfg.batch_size_given {
+        batch_size: if not_triton && !cfg.batch_size_given {
             0
         } else {
             cfg.batch_size
@@ -173,7 +178,7 @@ fn banner(cfg: &Config, decoupled: bool) -> Banner {
         service_kind: match cfg.service_kind {
             ServiceKind::OpenAi => "OPENAI",
             ServiceKind::TritonCApi => "TRITON_C_API",
-            _ => "TRITON",
+            kind => kinds::names(kind).map_or("TRITON", |(banner, _)| banner),
         },
         warmup_request_count: cfg.warmup_request_count,
         request_count: cfg.request_count,
@@ -233,6 +238,8 @@ fn write_reports(
         let decode = |body: &[u8]| {
             if is_openai {
                 openai::export_outputs(body)
+            } else if kinds::handles(cfg) {
+                kinds::export_outputs(cfg, body)
             } else {
                 export_outputs(cfg, body)
             }
@@ -243,6 +250,7 @@ fn write_reports(
                 ServiceKind::OpenAi => "openai",
                 ServiceKind::TritonCApi => "triton_c_api",
                 ServiceKind::Triton => "triton",
+                kind => kinds::names(kind).map_or("triton", |(_, export)| export),
             },
             endpoint: &cfg.endpoint,
             framed,

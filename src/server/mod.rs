@@ -33,6 +33,7 @@ mod routes;
 mod sequence;
 mod stats;
 mod tls;
+mod torchserve;
 mod trace;
 mod worker;
 

@@ -75,6 +75,9 @@ pub fn route(req: &Request, env: &mut Env, out: &mut Vec<u8>) -> Reply {
     if let Some(rest) = model_path {
         return model_route(req, rest, env, out);
     }
+    if let Some(rest) = path.strip_prefix("/predictions/") {
+        return super::torchserve::route(req, rest, out);
+    }
     if path == "/v2/trace/setting" {
         return trace_setting(req, None, env, out);
     }

@@ -2,9 +2,12 @@
 //! the reports need. Triton's KServe v2 over HTTP (`triton_http`) and gRPC (`triton_grpc`,
 //! plus `stream_scan` for reading stream responses on the hot path).
 
+pub mod dynamic_grpc;
 pub mod openai;
 pub mod seq_patch;
 pub mod stream_scan;
+pub mod tfserving;
+pub mod torchserve;
 pub mod triton_grpc;
 pub mod triton_http;
 mod triton_http_setup;

@@ -111,7 +111,13 @@ pub fn call_headers(
 ) -> Vec<u8> {
     let enc = Encoder::new();
     let mut block = Vec::new();
-    let path = format!("{SERVICE_PATH}{method}");
+    // A method starting with '/' is a full call path (another service: TF Serving,
+    // dynamic_grpc); otherwise it names one of Triton's RPCs.
+    let path = if method.starts_with('/') {
+        method.to_string()
+    } else {
+        format!("{SERVICE_PATH}{method}")
+    };
     let scheme = if tls { "https" } else { "http" };
     let mut fields = vec![
         (":method", "POST"),

@@ -11,6 +11,7 @@ mod convert;
 mod llm;
 mod service;
 mod sleep;
+pub mod tfserving;
 mod unary;
 mod wire;
 

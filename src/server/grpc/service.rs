@@ -89,6 +89,10 @@ impl Service {
     ) {
         self.shared.stats.count_grpc_call();
         let (parts, body) = request.into_parts();
+        if super::tfserving::owns(parts.uri.path()) {
+            let path = parts.uri.path().to_string();
+            return super::tfserving::handle(&path, &parts.headers, body, respond).await;
+        }
         let encoding = match Encoding::from_headers(&parts.headers) {
             Ok(e) => e,
             Err(status) => {
