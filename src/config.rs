@@ -160,6 +160,13 @@ pub enum TensorFormat {
     Json,
 }
 
+/// Tensor transport (`--shared-memory`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharedMemory {
+    None,
+    System,
+}
+
 /// A `start:end:step` sweep of concurrency values. `end == 0` means "until the latency
 /// threshold is exceeded".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,6 +256,10 @@ pub struct Config {
     pub string_data: Option<String>,
     pub input_tensor_format: TensorFormat,
     pub output_tensor_format: TensorFormat,
+    pub shared_memory: SharedMemory,
+    /// `--output-shared-memory-size`: bytes per output region (times the batch size) when
+    /// the output's size is not known.
+    pub output_shm_size: u64,
     /// `-H Name:Value`, in the order given (HTTP headers, or gRPC metadata).
     pub headers: Vec<(String, String)>,
 
@@ -342,6 +353,8 @@ impl Default for Config {
             string_data: None,
             input_tensor_format: TensorFormat::Binary,
             output_tensor_format: TensorFormat::Binary,
+            shared_memory: SharedMemory::None,
+            output_shm_size: 102_400,
             headers: Vec::new(),
             streaming: false,
             compression: Compression::None,

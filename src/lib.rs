@@ -19,6 +19,7 @@ pub mod report;
 pub mod run;
 pub mod server;
 pub mod service;
+pub mod shm;
 pub mod signal;
 pub mod tensor;
 pub mod timerfd;

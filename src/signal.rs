@@ -7,7 +7,9 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_sigint(_: libc::c_int) {
     if INTERRUPTED.swap(true, Ordering::SeqCst) {
-        // Second Ctrl-C: leave now. _exit is async-signal-safe.
+        // Second Ctrl-C: leave now, without destructors, so unlink our shared memory
+        // regions first (async-signal-safe). _exit is async-signal-safe.
+        crate::shm::system::unlink_live_regions();
         // SAFETY: _exit never returns and touches no Rust state.
         unsafe { libc::_exit(130) };
     }

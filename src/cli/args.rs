@@ -206,9 +206,14 @@ pub struct RunArgs {
     /// Fixed value for every BYTES element [default: random strings]
     #[arg(long, value_name = "STRING", allow_hyphen_values = true, help_heading = INPUT)]
     pub string_data: Option<String>,
-    /// Tensor transport; only "none" for now [default: none]
+    /// Tensor transport: none|system (POSIX shared memory on the server's host); cuda
+    /// needs libcudart.so [default: none]
     #[arg(long, value_name = "none|system|cuda", help_heading = INPUT)]
     pub shared_memory: Option<String>,
+    /// Bytes per output region when the output size is unknown (dynamic shape or BYTES),
+    /// times the batch size [default: 102400]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true, help_heading = INPUT)]
+    pub output_shared_memory_size: Option<String>,
     /// Input encoding over HTTP: binary|json [default: binary]
     #[arg(long, value_name = "FORMAT", help_heading = INPUT)]
     pub input_tensor_format: Option<String>,

@@ -69,24 +69,8 @@ const fn switch(long: &'static str, help: &'static str) -> PlannedFlag {
     }
 }
 
-const fn valued(long: &'static str, value_name: &'static str, help: &'static str) -> PlannedFlag {
-    PlannedFlag {
-        long,
-        value_name: Some(value_name),
-        repeatable: false,
-        help,
-    }
-}
-
 /// perf_analyzer flags of later work, in the order of perf_analyzer.md §1.
-pub const PLANNED_FLAGS: &[PlannedFlag] = &[
-    valued(
-        "output-shared-memory-size",
-        "BYTES",
-        "Per-output shared memory region size [default: 102400]",
-    ),
-    switch("enable-mpi", "Multi-model mode via Open MPI"),
-];
+pub const PLANNED_FLAGS: &[PlannedFlag] = &[switch("enable-mpi", "Multi-model mode via Open MPI")];
 
 /// The error for a recognised flag (or flag value) of later work.
 pub fn not_supported(what: &str) -> crate::error::Error {

@@ -229,7 +229,15 @@ const FLAG_ROWS: &[(&[&str], Check)] = &[
     (&["--string-data", "-hello"], |c| {
         c.string_data.as_deref() == Some("-hello")
     }),
-    (&["--shared-memory", "none"], |c| c.model_name == "m"),
+    (&["--shared-memory", "none"], |c| {
+        c.shared_memory == crate::config::SharedMemory::None
+    }),
+    (&["--shared-memory", "system"], |c| {
+        c.shared_memory == crate::config::SharedMemory::System && c.output_shm_size == 102_400
+    }),
+    (&["--output-shared-memory-size", "4096"], |c| {
+        c.output_shm_size == 4096
+    }),
     (&["--input-tensor-format", "json"], |c| {
         c.input_tensor_format == TensorFormat::Json
     }),
@@ -541,12 +549,12 @@ const ERROR_ROWS: &[(&[&str], &[&str])] = &[
     ),
     (&["-m", "m", "-u", "h:port"], &["-u", "'h:port'"]),
     (
-        &["-m", "m", "--shared-memory", "system"],
-        &["--shared-memory system", "not supported yet"],
+        &["-m", "m", "--shared-memory", "cuda"],
+        &["--shared-memory cuda", "CUDA"],
     ),
     (
-        &["-m", "m", "--shared-memory", "cuda"],
-        &["--shared-memory cuda", "not supported yet"],
+        &["-m", "m", "--output-shared-memory-size", "0"],
+        &["--output-shared-memory-size", "> 0"],
     ),
     (
         &["-m", "m", "--shared-memory", "disk"],

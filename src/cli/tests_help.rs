@@ -18,7 +18,11 @@ fn every_planned_flag_is_recognised_and_rejected() {
     }
     // Negative values reach the flag instead of being taken for options.
     let err = error(&["-m", "m", "--output-shared-memory-size=-1"]);
-    assert!(err.msg.starts_with("--output-shared-memory-size "), "{err}");
+    assert!(
+        err.msg
+            .contains("--output-shared-memory-size. The value must be > 0"),
+        "{err}"
+    );
 }
 
 #[test]

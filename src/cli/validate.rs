@@ -10,7 +10,7 @@ use super::args::RunArgs;
 use super::help::not_supported;
 use super::transport::apply_transport;
 use crate::config::{
-    ConcurrencyRange, Config, InputData, MeasurementMode, ServiceKind, TensorFormat,
+    ConcurrencyRange, Config, InputData, MeasurementMode, ServiceKind, SharedMemory, TensorFormat,
 };
 use crate::error::{Error, Result};
 
@@ -284,15 +284,17 @@ fn apply_inputs(args: &RunArgs, config: &mut Config) -> Result<()> {
     config.string_data = args.string_data.clone();
     match args.shared_memory.as_deref() {
         None | Some("none") => {}
-        Some(kind @ ("system" | "cuda")) => {
-            return Err(not_supported(&format!("--shared-memory {kind}")))
-        }
+        Some("system") => config.shared_memory = SharedMemory::System,
+        Some("cuda") => return Err(crate::shm::cuda_unavailable()),
         Some(other) => {
             return Err(Error::usage(format!(
                 "Failed to parse --shared-memory. Unsupported value '{other}'; the choices are \
                  none, system, cuda."
             )))
         }
+    }
+    if let Some(raw) = args.output_shared_memory_size.as_deref() {
+        config.output_shm_size = parse_at_least("--output-shared-memory-size", raw, 1)?;
     }
     if let Some(raw) = args.input_tensor_format.as_deref() {
         config.input_tensor_format = parse_tensor_format("--input-tensor-format", raw)?;

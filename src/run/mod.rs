@@ -4,7 +4,7 @@ pub mod capi;
 mod kinds;
 mod metrics;
 mod openai;
-mod plan;
+pub(crate) mod plan;
 mod sessions;
 pub mod setup;
 mod sweep;
@@ -15,7 +15,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::config::{Config, Distribution, LoadMode, MeasurementMode, Protocol, ServiceKind};
+use crate::config::{
+    Config, Distribution, LoadMode, MeasurementMode, Protocol, ServiceKind, SharedMemory,
+};
 use crate::engine::window::OutputCheck;
 use crate::engine::{available_cores, EngineSpec};
 use crate::error::{Error, Result};
@@ -42,8 +44,11 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
     if cfg.session_concurrency > 0 {
         return sessions::run(cfg, out, &stop);
     }
+    crate::shm::check_service(cfg)?;
     let is_openai = cfg.service_kind == ServiceKind::OpenAi;
     let is_capi = cfg.service_kind == ServiceKind::TritonCApi;
+    // Registered regions; dropped (unregistered, unlinked) on every way out of this function.
+    let mut shm_session = None;
     let mut target = if is_openai {
         openai::prepare(cfg)?
     } else if is_capi {
@@ -76,6 +81,10 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         let inputs = load_inputs_with(&target.meta, &target.config, cfg, opts)?;
         if is_capi {
             capi::build_plan(cfg, &target, &inputs)?
+        } else if cfg.shared_memory == SharedMemory::System {
+            let (plan, session) = crate::shm::plan::build(cfg, &target, &inputs)?;
+            shm_session = Some(session);
+            plan
         } else {
             plan::build(cfg, &target, &inputs)?
         }
@@ -134,6 +143,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
     }
     let _ = out.flush();
     write_reports(cfg, &points, &exps, stats_available)?;
+    drop(shm_session);
     Ok(RunResult { points, error })
 }
 

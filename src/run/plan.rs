@@ -226,7 +226,7 @@ fn in_protocol<T>(
 }
 
 /// How the load connections carry the requests.
-fn wire(cfg: &Config, target: &Target) -> Wire {
+pub(crate) fn wire(cfg: &Config, target: &Target) -> Wire {
     match cfg.protocol {
         Protocol::Http => Wire::Http1,
         Protocol::Grpc => {

@@ -12,6 +12,7 @@ use super::execute::{execute, Env};
 use super::json_data::{json_to_bytes, write_json_data};
 use super::models::{ModelDef, TensorData, TensorSpec, MODEL_VERSION};
 use super::sequence::SeqControl;
+use super::shm::{ShmRef, ShmRegions};
 use crate::tensor::{split_bytes_elements, DataType};
 
 #[derive(Deserialize)]
@@ -56,6 +57,20 @@ struct TensorParams {
     binary_data: Option<bool>,
     #[serde(default)]
     shared_memory_region: Option<Value>,
+    #[serde(default)]
+    shared_memory_byte_size: Option<u64>,
+    #[serde(default)]
+    shared_memory_offset: Option<u64>,
+}
+
+impl TensorParams {
+    fn shm(&self, tensor: &str) -> Result<Option<ShmRef>, String> {
+        let (region, size) = (
+            self.shared_memory_region.as_ref(),
+            self.shared_memory_byte_size,
+        );
+        ShmRef::parse(tensor, region, size, self.shared_memory_offset)
+    }
 }
 
 /// A successful inference: what the statistics need, and how the response was framed.
@@ -104,10 +119,19 @@ pub fn infer(
         Some(n) => body.split_at(n),
         None => (body, &[][..]),
     };
-    let req: RequestJson = serde_json::from_slice(json)
+    let mut req: RequestJson = serde_json::from_slice(json)
         .map_err(|e| format!("failed to parse the request JSON buffer: {e}"))?;
+    let staged;
+    let binary = match stage_shm_inputs(&env.shared.shm, &mut req.inputs, binary)? {
+        Some(bytes) => {
+            staged = bytes;
+            &staged[..]
+        }
+        None => binary,
+    };
     let (inputs, batch_size) = decode_inputs(model, &req.inputs, binary)?;
     let chosen = choose_outputs(model, &req)?;
+    let shm_out = shm_outputs(&req, chosen.len())?;
     let seq = if model.sequence {
         SeqControl::from_json(req.parameters.as_ref())?
     } else {
@@ -120,7 +144,15 @@ pub fn infer(
     let outputs = ran.outputs;
     let encoding = Instant::now();
     let infer_ns = (encoding - computed).as_nanos() as u64;
-    let header_len = encode_response(model, req.id.as_deref(), &chosen, &outputs, out);
+    for (&(i, _), r) in chosen.iter().zip(&shm_out) {
+        if let Some(r) = r {
+            env.shared
+                .shm
+                .write(model.outputs[i].name, r, &outputs[i].data)?;
+        }
+    }
+    let id = req.id.as_deref();
+    let header_len = encode_response(model, id, &chosen, &shm_out, &outputs, out);
     Ok(InferDone {
         batch_size,
         input_bytes,
@@ -130,6 +162,53 @@ pub fn infer(
         header_len,
         composing_delay: ran.composing_delay,
     })
+}
+
+/// Inputs in shared memory become binary inputs: their bytes, read from the regions, are
+/// spliced into a copy of the binary section at their place in input order. `None` when no
+/// input is in shared memory.
+fn stage_shm_inputs(
+    regions: &ShmRegions,
+    inputs: &mut [InputJson],
+    binary: &[u8],
+) -> Result<Option<Vec<u8>>, String> {
+    let in_shm =
+        |i: &InputJson| (i.parameters.as_ref()).is_some_and(|p| p.shared_memory_region.is_some());
+    if !inputs.iter().any(in_shm) {
+        return Ok(None);
+    }
+    let (mut staged, mut offset) = (Vec::new(), 0usize);
+    for input in inputs.iter_mut() {
+        let Some(p) = input.parameters.as_mut() else {
+            continue;
+        };
+        if let Some(r) = p.shm(&input.name)? {
+            let bytes = regions.read(&r)?;
+            (p.binary_data_size, p.shared_memory_region) = (Some(bytes.len()), None);
+            staged.extend_from_slice(&bytes);
+        } else if let Some(size) = p.binary_data_size {
+            let chunk = (offset.checked_add(size))
+                .and_then(|end| binary.get(offset..end))
+                .ok_or_else(|| {
+                    format!("unexpected end of binary data for input '{}'", input.name)
+                })?;
+            staged.extend_from_slice(chunk);
+            offset += size;
+        }
+    }
+    Ok(Some(staged))
+}
+
+/// The region of each chosen output (in `choose_outputs` order) the request put in shared
+/// memory; all `None` when the request lists no outputs.
+fn shm_outputs(req: &RequestJson, chosen: usize) -> Result<Vec<Option<ShmRef>>, String> {
+    match req.outputs.as_deref() {
+        Some(list) if !list.is_empty() => list
+            .iter()
+            .map(|o| o.parameters.as_ref().map_or(Ok(None), |p| p.shm(&o.name)))
+            .collect(),
+        _ => Ok(vec![None; chosen]),
+    }
 }
 
 /// Why a one-response endpoint (HTTP infer, gRPC ModelInfer) refuses a decoupled model.
@@ -383,16 +462,10 @@ fn choose_outputs(model: &ModelDef, req: &RequestJson) -> Result<Vec<(usize, boo
             ));
         };
         let params = o.parameters.as_ref();
-        if params.is_some_and(|p| p.shared_memory_region.is_some()) {
-            return Err(format!(
-                "output '{}': shared memory is not supported",
-                o.name
-            ));
-        }
-        chosen.push((
-            i,
-            params.and_then(|p| p.binary_data).unwrap_or(default_binary),
-        ));
+        // An output in shared memory has no data in the response at all.
+        let in_shm = params.is_some_and(|p| p.shared_memory_region.is_some());
+        let binary = params.and_then(|p| p.binary_data).unwrap_or(default_binary);
+        chosen.push((i, binary && !in_shm));
     }
     Ok(chosen)
 }
@@ -402,6 +475,7 @@ fn encode_response(
     model: &ModelDef,
     id: Option<&str>,
     chosen: &[(usize, bool)],
+    shm_out: &[Option<ShmRef>],
     outputs: &[TensorData],
     out: &mut Vec<u8>,
 ) -> Option<usize> {
@@ -428,7 +502,9 @@ fn encode_response(
             spec.datatype.name(),
             shape_text(&tensor.shape)
         );
-        if binary {
+        if shm_out.get(n).is_some_and(Option::is_some) {
+            out.push(b'}');
+        } else if binary {
             let _ = write!(
                 out,
                 ",\"parameters\":{{\"binary_data_size\":{}}}}}",

@@ -31,6 +31,7 @@ mod openai_stream;
 mod request_log;
 mod routes;
 mod sequence;
+mod shm;
 mod stats;
 mod tls;
 mod torchserve;
@@ -202,6 +203,13 @@ impl ServerHandle {
         counters.sequences_ended = ended;
         counters.sequences_live = self.shared.sequences.live() as u64;
         counters
+    }
+
+    /// System shared memory: (regions registered now, input bytes read from regions, output
+    /// bytes written into regions) since start.
+    pub fn shm_traffic(&self) -> (usize, u64, u64) {
+        let (read, written) = self.shared.shm.traffic();
+        (self.shared.shm.registered(), read, written)
     }
 
     /// Arrival times (ns, [`crate::clock::Clock`] wall-clock scale, taken when the request was

@@ -81,6 +81,14 @@ pub fn route(req: &Request, env: &mut Env, out: &mut Vec<u8>) -> Reply {
     if path == "/v2/trace/setting" {
         return trace_setting(req, None, env, out);
     }
+    if let Some(rest) = path.strip_prefix("/v2/systemsharedmemory") {
+        let is_post = req.method == Method::Post;
+        return match super::shm::http_route(&env.shared.shm, is_post, rest, req.body) {
+            Ok(Some(value)) => json_reply(out, &value),
+            Ok(None) => Reply::plain(200),
+            Err((status, msg)) => error_reply(out, status, &msg),
+        };
+    }
     let stats = &env.shared.stats;
     if req.method != Method::Get {
         return error_reply(out, 405, &format!("method not allowed for '{path}'"));

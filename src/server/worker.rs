@@ -46,6 +46,8 @@ pub struct Shared {
     pub clock: Clock,
     /// OpenAI endpoint settings and the token send log.
     pub openai: OpenAiState,
+    /// Registered system shared memory regions.
+    pub shm: super::shm::ShmRegions,
 }
 
 impl Shared {
@@ -61,6 +63,7 @@ impl Shared {
             trace: Trace::default(),
             clock: Clock::new(),
             openai: OpenAiState::default(),
+            shm: Default::default(),
         }
     }
 

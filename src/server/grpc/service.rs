@@ -31,6 +31,7 @@ use crate::server::execute::{execute, Env};
 use crate::server::infer::decoupled_refusal;
 use crate::server::models::MODELS;
 use crate::server::sequence::SeqControl;
+use crate::server::shm;
 use crate::server::stats::InferTiming;
 use crate::server::worker::Shared;
 
@@ -138,6 +139,15 @@ impl Service {
             "ModelStatistics" => {
                 unary(&mut source, r, |q| unary::model_statistics(stats, &q)).await
             }
+            "SystemSharedMemoryRegister" => {
+                let regions = &shared.shm;
+                let answer = |q| shm::grpc_register(regions, &q).map_err(Status::invalid);
+                unary(&mut source, r, answer).await
+            }
+            "SystemSharedMemoryUnregister" => {
+                let regions = &shared.shm;
+                unary(&mut source, r, |q| Ok(shm::grpc_unregister(regions, &q))).await
+            }
             "TraceSetting" => {
                 let trace = &self.shared.trace;
                 unary(&mut source, r, |q| unary::trace_setting(trace, q)).await
@@ -172,6 +182,8 @@ impl Service {
             stats.record_failure(index, nanos(received.elapsed()));
             Status::invalid(msg)
         };
+        let staged = shm::stage_grpc_inputs(&self.shared.shm, req).map_err(fail)?;
+        let req = staged.as_ref().unwrap_or(req);
         let checked = if model.decoupled {
             Err(decoupled_refusal(model))
         } else {
@@ -197,7 +209,8 @@ impl Service {
         };
         let outputs = ran.outputs;
         let encoding = Instant::now();
-        let response = build_response(model, &req.id, &chosen, &outputs, final_flag);
+        let mut response = build_response(model, &req.id, &chosen, &outputs, final_flag);
+        shm::write_grpc_outputs(&self.shared.shm, req, &mut response).map_err(fail)?;
         let ready = Instant::now();
         let mut timing = InferTiming {
             batch_size,

@@ -1,0 +1,165 @@
+//! `--shared-memory system` end to end against the reference server: the server reads the
+//! inputs we staged and writes the outputs into our regions, over HTTP and gRPC; our
+//! regions are unregistered and gone from /dev/shm after success, after a server error,
+//! and after Ctrl-C (once, and twice) of the binary.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{model_counters, quick_config, start_grpc_server};
+use inferperf::config::{Config, Protocol, SharedMemory};
+use inferperf::server::ServerHandle;
+
+/// The in-process runs share this process's region prefix: one at a time, so one run's
+/// live regions are not taken for another's leftovers.
+static IN_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Bytes of one `simple` request's inputs (two INT32[16], batch 1); its outputs are as big.
+const SIMPLE_BYTES: u64 = 2 * 16 * 4;
+
+/// Our regions (of process `pid`) still in /dev/shm.
+fn leftovers(pid: u32) -> Vec<String> {
+    let prefix = format!("inferperf_{pid}_");
+    std::fs::read_dir("/dev/shm")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn shm_config(server: &ServerHandle, model: &str, protocol: Protocol) -> Config {
+    let mut cfg = quick_config(server, model, 40);
+    cfg.shared_memory = SharedMemory::System;
+    cfg.protocol = protocol;
+    if protocol == Protocol::Grpc {
+        cfg.url = server.grpc_addr.expect("gRPC endpoint").to_string();
+    }
+    cfg.concurrency.start = 2;
+    cfg.concurrency.end = 2;
+    cfg
+}
+
+fn run_succeeds_with(protocol: Protocol) {
+    let _serial = one_at_a_time();
+    let server = start_grpc_server(Vec::new());
+    let cfg = shm_config(&server, "simple", protocol);
+    let mut out = Vec::new();
+    let res = inferperf::run::run(&cfg, &mut out, Arc::new(AtomicBool::new(false)))
+        .expect("run succeeds");
+    assert!(res.error.is_none(), "{:?}", res.error);
+    assert!(!res.points.is_empty());
+    let served = model_counters(&server, "simple");
+    assert!(served.inferences >= 40, "{served:?}");
+    assert_eq!(served.failures, 0);
+    let (registered, read, written) = server.shm_traffic();
+    // Every request's inputs came out of our regions and its outputs went into them.
+    assert_eq!(read, served.inferences * SIMPLE_BYTES, "{protocol:?}");
+    assert_eq!(written, served.inferences * SIMPLE_BYTES, "{protocol:?}");
+    assert_eq!(served.input_bytes, read);
+    assert_eq!(registered, 0, "our regions were unregistered");
+    assert_eq!(leftovers(std::process::id()), Vec::<String>::new());
+}
+
+#[test]
+fn http_run_goes_through_shared_memory() {
+    run_succeeds_with(Protocol::Http);
+}
+
+#[test]
+fn grpc_run_goes_through_shared_memory() {
+    run_succeeds_with(Protocol::Grpc);
+}
+
+#[test]
+fn server_error_still_cleans_up() {
+    // identity_bytes has BYTES outputs: a 1-byte region per output cannot hold them, so the
+    // server fails every request.
+    let _serial = one_at_a_time();
+    let server = start_grpc_server(Vec::new());
+    for protocol in [Protocol::Http, Protocol::Grpc] {
+        let mut cfg = shm_config(&server, "identity_bytes", protocol);
+        cfg.output_shm_size = 1;
+        cfg.shapes = vec![("INPUT0".into(), vec![2])];
+        let mut out = Vec::new();
+        let failed = match inferperf::run::run(&cfg, &mut out, Arc::new(AtomicBool::new(false))) {
+            Ok(res) => res.error,
+            Err(e) => Some(e),
+        };
+        let err = failed.expect("the run reports the server's error");
+        assert!(err.msg.contains("should be at least"), "{err}");
+        assert!(model_counters(&server, "identity_bytes").failures > 0);
+        assert_eq!(
+            server.shm_traffic().0,
+            0,
+            "{protocol:?}: regions unregistered"
+        );
+        assert_eq!(leftovers(std::process::id()), Vec::<String>::new());
+    }
+}
+
+fn wait_bounded(child: &mut Child, limit: Duration) -> Option<i32> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// The binary under load, interrupted `presses` times; returns its exit code.
+fn interrupted_binary(presses: u32) -> (Option<i32>, Vec<String>) {
+    let (mut server, addr) = common::spawn_serve();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .args(["-m", "simple", "-u", &addr, "-p", "60000", "--no-pin"])
+        .args(["--shared-memory", "system", "--concurrency-range", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Wait until the regions exist (the run is set up and measuring).
+    let start = Instant::now();
+    while leftovers(pid).is_empty() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!leftovers(pid).is_empty(), "the run created no regions");
+    std::thread::sleep(Duration::from_millis(500));
+    for _ in 0..presses {
+        // SAFETY: sending a signal to our own child process.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let code = wait_bounded(&mut child, Duration::from_secs(30));
+    let _ = server.kill();
+    let _ = server.wait();
+    (code, leftovers(pid))
+}
+
+#[test]
+fn ctrl_c_removes_our_regions() {
+    let (code, left) = interrupted_binary(1);
+    assert_eq!(code, Some(0));
+    assert_eq!(left, Vec::<String>::new());
+}
+
+#[test]
+fn second_ctrl_c_removes_our_regions_too() {
+    let (code, left) = interrupted_binary(2);
+    assert!(matches!(code, Some(0 | 130)), "{code:?}");
+    assert_eq!(left, Vec::<String>::new());
+}
