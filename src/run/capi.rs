@@ -8,12 +8,11 @@ use std::ffi::CString;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
-use super::plan::{request_starts, LoadPlan};
+use super::plan::{request_starts, seq_plan, LoadPlan};
 use super::setup::{SetupClient, Target};
 use crate::config::{Config, TensorFormat};
 use crate::engine::capi_pool::CapiWire;
 use crate::engine::seq_feed::SeqPlan;
-use crate::engine::sequence::{SeqConfig, UNBOUNDED_ID_RANGE};
 use crate::engine::wire::Wire;
 use crate::error::{Error, Result};
 use crate::inputs::{batch, batch_expected, InputSet};
@@ -229,22 +228,7 @@ fn sequence_plan(
         templates.push(ts);
         flat_steps.push(flat);
     }
-    let q = &cfg.sequences;
-    Ok(Arc::new(SeqPlan {
-        templates,
-        flat_steps,
-        cfg: SeqConfig {
-            id_start: q.id_start,
-            id_range: q.id_range.unwrap_or(UNBOUNDED_ID_RANGE),
-            length: q.length,
-            length_given: q.length_given,
-            variation_pct: q.variation_pct,
-            serial: q.serial,
-            seed: cfg.seed,
-        },
-        stream_steps: set.stream_steps(),
-        open_loop_slots: q.num_sequences as usize,
-    }))
+    Ok(seq_plan(cfg, set, templates, flat_steps))
 }
 
 /// The model, its version and every output it lists (perf_analyzer asks for all of them).

@@ -125,8 +125,20 @@ fn build_sequences(cfg: &Config, target: &Target, set: &InputSet) -> Result<Load
     if plan.requests.is_empty() {
         return Err(Error::usage("--input-data: the data has no steps to send"));
     }
+    plan.sequences = Some(seq_plan(cfg, set, templates, flat_steps));
+    Ok(plan)
+}
+
+/// The sequence plan of a run: the per-stream request templates and export steps, with the
+/// `--sequence-*` settings.
+pub(crate) fn seq_plan(
+    cfg: &Config,
+    set: &InputSet,
+    templates: Vec<Vec<SeqTemplate>>,
+    flat_steps: Vec<Vec<u32>>,
+) -> Arc<SeqPlan> {
     let q = &cfg.sequences;
-    plan.sequences = Some(Arc::new(SeqPlan {
+    Arc::new(SeqPlan {
         templates,
         flat_steps,
         cfg: SeqConfig {
@@ -140,8 +152,7 @@ fn build_sequences(cfg: &Config, target: &Target, set: &InputSet) -> Result<Load
         },
         stream_steps: set.stream_steps(),
         open_loop_slots: q.num_sequences as usize,
-    }));
-    Ok(plan)
+    })
 }
 
 /// A sequence request template in the run's protocol.
