@@ -42,7 +42,13 @@ fn run_cli(args: Vec<OsString>) -> i32 {
     crate::signal::install();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    match crate::run::run(&cfg, &mut out, Arc::new(AtomicBool::new(false))) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let result = if cfg.enable_mpi {
+        crate::mpi::run::main_mpi(&cfg, &mut out, stop)
+    } else {
+        crate::run::run(&cfg, &mut out, stop)
+    };
+    match result {
         Ok(res) => {
             let _ = out.flush();
             res.error.as_ref().map_or(0, fail)

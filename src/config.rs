@@ -212,6 +212,11 @@ pub struct Config {
     pub fixed_schedule_ns: Vec<u64>,
     /// `--binary-search` over the range instead of a linear sweep.
     pub binary_search: bool,
+    /// `--enable-mpi`: one rank of an MPI job; `--mpi-scale-out` splits one load across the
+    /// ranks; `--mpi-timeout` (s) bounds every wait for the other ranks.
+    pub enable_mpi: bool,
+    pub mpi_scale_out: bool,
+    pub mpi_timeout_s: Option<u64>,
     /// Seed of the request schedule and random input data (`--seed`, else drawn at start).
     pub seed: u64,
     pub seed_given: bool,
@@ -327,6 +332,9 @@ impl Default for Config {
             request_intervals_ns: Vec::new(),
             fixed_schedule_ns: Vec::new(),
             binary_search: false,
+            enable_mpi: false,
+            mpi_scale_out: false,
+            mpi_timeout_s: None,
             seed: 1,
             seed_given: false,
             max_inflight: None,

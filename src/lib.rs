@@ -14,6 +14,7 @@ pub mod error;
 pub mod inputs;
 pub mod llm;
 pub mod measure;
+pub mod mpi;
 pub mod protocol;
 pub mod report;
 pub mod run;

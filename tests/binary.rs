@@ -43,7 +43,11 @@ fn usage_errors_exit_99_with_one_line() {
             "--concurrency-range",
         ),
         (vec!["-m", "x", "--no-such-flag"], "--no-such-flag"),
-        (vec!["-m", "x", "--enable-mpi"], "not supported yet"),
+        (
+            vec!["-m", "x", "--enable-mpi", "--concurrency-range", "1:4"],
+            "--enable-mpi: measures one level",
+        ),
+        (vec!["-m", "x", "--mpi-scale-out"], "needs --enable-mpi"),
         (vec!["-m", "x", "--percentile", "100"], "--percentile"),
     ] {
         let o = run(&args);

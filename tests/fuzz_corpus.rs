@@ -33,6 +33,7 @@ const TARGETS: &[(&str, FuzzFn)] = &[
         "prometheus",
         inferperf::protocol::prometheus::fuzz_prometheus,
     ),
+    ("mpi_window", inferperf::mpi::codec::fuzz_window_message),
 ];
 
 #[test]

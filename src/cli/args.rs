@@ -106,6 +106,20 @@ pub struct RunArgs {
     /// Bisect the concurrency or rate range for the highest level under -l [default: linear]
     #[arg(long, help_heading = LOAD)]
     pub binary_search: bool,
+    /// Run as one rank of an MPI job (under mpirun). Alone: perf_analyzer's multi-model mode
+    /// (each rank profiles its own -m and writes its own report; a level ends when every rank
+    /// is stable). Needs Open MPI's libmpi.so.40 at run time
+    #[arg(long, help_heading = LOAD)]
+    pub enable_mpi: bool,
+    /// With --enable-mpi: every rank runs the same flags; the load (concurrency, rate,
+    /// request counts) is split across ranks, windows are aligned, and rank 0 writes one
+    /// merged report, CSV and profile export
+    #[arg(long, help_heading = LOAD)]
+    pub mpi_scale_out: bool,
+    /// With --enable-mpi: seconds a rank waits at a window's exchange for the others before
+    /// it ends the run [default: 4x the window, at least 60; 600 with count windows]
+    #[arg(long, value_name = "S", allow_negative_numbers = true, help_heading = LOAD)]
+    pub mpi_timeout: Option<String>,
     /// Seed of the request schedule and random data, printed so a run can be repeated
     /// [default: drawn at start]
     #[arg(long, value_name = "N", help_heading = LOAD)]

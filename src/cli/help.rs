@@ -60,17 +60,9 @@ pub struct PlannedFlag {
     pub help: &'static str,
 }
 
-const fn switch(long: &'static str, help: &'static str) -> PlannedFlag {
-    PlannedFlag {
-        long,
-        value_name: None,
-        repeatable: false,
-        help,
-    }
-}
-
-/// perf_analyzer flags of later work, in the order of perf_analyzer.md §1.
-pub const PLANNED_FLAGS: &[PlannedFlag] = &[switch("enable-mpi", "Multi-model mode via Open MPI")];
+/// perf_analyzer flags of later work, in the order of perf_analyzer.md §1 (none left: every
+/// perf_analyzer flag is implemented).
+pub const PLANNED_FLAGS: &[PlannedFlag] = &[];
 
 /// The error for a recognised flag (or flag value) of later work.
 pub fn not_supported(what: &str) -> crate::error::Error {

@@ -62,6 +62,14 @@ pub fn apply_load_modes(args: &RunArgs, config: &mut Config) -> Result<()> {
         };
     }
     config.binary_search = args.binary_search;
+    config.enable_mpi = args.enable_mpi;
+    config.mpi_scale_out = args.mpi_scale_out;
+    if args.mpi_scale_out && !args.enable_mpi {
+        return Err(Error::usage("--mpi-scale-out needs --enable-mpi"));
+    }
+    if let Some(raw) = args.mpi_timeout.as_deref() {
+        config.mpi_timeout_s = Some(parse_at_least("--mpi-timeout", raw, 1)?);
+    }
     config.seed_given = args.seed.is_some();
     config.seed = match args.seed.as_deref() {
         Some(raw) => parse_at_least("--seed", raw, 0)?,

@@ -15,6 +15,7 @@ use crate::measure::server_stats::{composing_deltas, ComposingModel};
 use crate::measure::stability::{is_stable, over_latency_threshold, throughput_stable, Trial};
 use crate::measure::stats::{merge, merge_server, response_stats};
 use crate::measure::{ClientStats, ModelStats, ServerStats, WindowRecords, WindowStats};
+use crate::mpi::coord::MpiCoord;
 
 /// How long in-flight requests may take to finish when a level ends.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -78,6 +79,8 @@ pub struct PointCtx<'a> {
     pub stop: &'a AtomicBool,
     /// Where `-v` pass lines go.
     pub out: &'a mut dyn Write,
+    /// `--enable-mpi`: the other ranks this level is measured with.
+    pub mpi: Option<&'a mut MpiCoord>,
 }
 
 impl PointCtx<'_> {
@@ -98,10 +101,14 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
     if cfg.warmup_request_count > 0 {
         warm_up(ctx, load)?;
     }
-    let budget = (cfg.request_count > 0).then_some(cfg.request_count);
+    let budget = (cfg.request_count > 0).then(|| share(ctx, cfg.request_count));
     // The starting statistics and the first window's start are taken before any request of
     // the level is sent, so the server-side deltas cover exactly the measured requests.
     let server_start = (ctx.stats)()?;
+    // Every rank starts its load together (perf_analyzer's barrier before profiling).
+    if let Some(mpi) = ctx.mpi.as_deref_mut() {
+        mpi.barrier("barrier before the level")?;
+    }
     let window_start = ctx.spec.clock.now_ns();
     let mut engine = Engine::start_load(ctx.spec, load, budget)?;
     let max_trials = if budget.is_some() {
@@ -117,20 +124,29 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
         windows: Vec::new(),
     };
     let mut status = PointStatus::Unstable;
-    for _ in 0..max_trials {
+    for trial in 1..=max_trials {
         let end = measure_window(ctx, &mut engine, &mut m)?;
-        status = match end {
-            WindowEnd::Interrupted => PointStatus::Interrupted,
-            WindowEnd::Failed(msg) => PointStatus::Failed(msg),
+        let mut verdict = match end {
+            WindowEnd::Interrupted => Some(PointStatus::Interrupted),
+            WindowEnd::Failed(msg) => Some(PointStatus::Failed(msg)),
             WindowEnd::Full
                 if budget.is_some() || is_stable(&m.trials, cfg.stability_threshold) =>
             {
-                PointStatus::Stable
+                Some(PointStatus::Stable)
             }
-            WindowEnd::Full if threshold_hit(cfg, &m.trials) => PointStatus::OverThreshold,
-            WindowEnd::Full => continue,
+            WindowEnd::Full if threshold_hit(cfg, &m.trials) => Some(PointStatus::OverThreshold),
+            WindowEnd::Full if trial == max_trials => Some(PointStatus::Unstable),
+            WindowEnd::Full => None,
         };
-        break;
+        if let Some(mpi) = ctx.mpi.as_deref_mut() {
+            let since = Instant::now();
+            verdict = mpi.decide(verdict);
+            mpi.note_overhead(since);
+        }
+        if let Some(s) = verdict {
+            status = s;
+            break;
+        }
     }
     engine.stop(DRAIN);
     if status == PointStatus::Unstable && relax_async(ctx, &m.trials) {
@@ -220,6 +236,16 @@ fn measure_window(
 ) -> Result<WindowEnd> {
     let cfg = ctx.cfg;
     let mut end = wait_window(ctx, engine, &mut m.acc)?;
+    // Scale-out: every rank's window ends at the same barrier, so the merged window is one
+    // span of wall time.
+    let scale_out = ctx.mpi.as_deref().is_some_and(MpiCoord::scale_out);
+    if let Some(mpi) = ctx.mpi.as_deref_mut().filter(|m| m.scale_out()) {
+        let since = Instant::now();
+        if let Err(e) = mpi.barrier("barrier at the window's end") {
+            end = WindowEnd::Failed(e.to_string());
+        }
+        mpi.add_overhead(since);
+    }
     let t_end = ctx.spec.clock.now_ns();
     m.acc.pull(engine, t_end)?;
     if let Some(msg) = ctx.check.and_then(|c| m.acc.check_outputs(c)) {
@@ -236,7 +262,16 @@ fn measure_window(
             None
         }
     };
-    let (mut ws, records) = m.acc.finish(t_end, cfg.request_count > 0);
+    let (mut ws, mut records) = m.acc.finish(t_end, cfg.request_count > 0);
+    if let Some(mpi) = ctx.mpi.as_deref_mut().filter(|_| scale_out) {
+        let since = Instant::now();
+        if let Err(e) = mpi.merge_window(&mut ws, &mut records) {
+            if matches!(end, WindowEnd::Full | WindowEnd::Interrupted) {
+                end = WindowEnd::Failed(e.to_string());
+            }
+        }
+        mpi.add_overhead(since);
+    }
     ws.server = server_delta(
         &server_now,
         &m.server_prev,
@@ -278,12 +313,18 @@ fn threshold_hit(cfg: &Config, trials: &[Trial]) -> bool {
 
 /// Waits until the window should end, watching Ctrl-C and worker errors, and pulls records
 /// from the workers every `PULL_EVERY` meanwhile.
+/// This rank's part of a count (all of it without scale-out).
+fn share(ctx: &PointCtx, total: u64) -> u64 {
+    ctx.mpi.as_deref().map_or(total, |m| m.share(total))
+}
+
 fn wait_window(ctx: &PointCtx, engine: &mut Engine, acc: &mut WindowAcc) -> Result<WindowEnd> {
     let cfg = ctx.cfg;
     let started = Instant::now();
     let mut pulled_at = started;
     let interval = Duration::from_millis(cfg.measurement_interval_ms);
     let done_before = acc.pulled_before_window();
+    let count_share = share(ctx, cfg.measurement_request_count);
     loop {
         if ctx.stopped() {
             return Ok(WindowEnd::Interrupted);
@@ -294,7 +335,7 @@ fn wait_window(ctx: &PointCtx, engine: &mut Engine, acc: &mut WindowAcc) -> Resu
         let full = if cfg.request_count > 0 {
             engine.all_finished()
         } else if cfg.measurement_mode == MeasurementMode::CountWindows {
-            engine.completed().saturating_sub(done_before) >= cfg.measurement_request_count
+            engine.completed().saturating_sub(done_before) >= count_share
         } else {
             started.elapsed() >= interval
         };
@@ -324,7 +365,10 @@ fn wait_window(ctx: &PointCtx, engine: &mut Engine, acc: &mut WindowAcc) -> Resu
 /// Sends `--warmup-request-count` requests (at `min(concurrency, W)`, or on the level's
 /// schedule) and throws them away.
 fn warm_up(ctx: &mut PointCtx, load: &Load) -> Result<()> {
-    let w = ctx.cfg.warmup_request_count;
+    let w = share(ctx, ctx.cfg.warmup_request_count);
+    if w == 0 {
+        return Ok(());
+    }
     let load = match load {
         Load::Concurrency(c) => {
             if *c > w {

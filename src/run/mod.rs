@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::inputs::{check_outputs, load_inputs_with, InputOptions, ResponseFormat, TensorValue};
 use crate::measure::record::framed_responses;
 use crate::measure::RequestRecord;
+use crate::mpi::coord::MpiCoord;
 use crate::report::export::ExportExperiment;
 use crate::report::{console, csv, export, Banner, PointReport, RateBanner};
 use crate::service::stream_scan::scan_stream_response;
@@ -41,6 +42,28 @@ pub struct RunResult {
 /// Runs the measurement described by `cfg`, printing perf_analyzer's console report to `out`.
 /// `stop` ends the run after the current window, like Ctrl-C.
 pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<RunResult> {
+    run_with(cfg, out, stop, None)
+}
+
+/// [`run`] as one rank of an `--enable-mpi` run: levels are measured together with the other
+/// ranks, and in scale-out mode only rank 0 prints and writes reports (of the merged windows).
+pub fn run_with(
+    cfg: &Config,
+    out: &mut dyn Write,
+    stop: Arc<AtomicBool>,
+    mpi: Option<&mut MpiCoord>,
+) -> Result<RunResult> {
+    let mut silent = std::io::sink();
+    let reports = mpi.as_deref().map_or(true, MpiCoord::reports);
+    let out: &mut dyn Write = if reports { out } else { &mut silent };
+    let rank_cfg;
+    let cfg = match mpi.as_deref().filter(|m| m.scale_out()) {
+        Some(m) => {
+            rank_cfg = crate::mpi::rank_config(cfg, m);
+            &rank_cfg
+        }
+        None => cfg,
+    };
     if cfg.session_concurrency > 0 {
         return sessions::run(cfg, out, &stop);
     }
@@ -130,6 +153,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         step_inputs: &step_inputs,
         check: check.as_ref().map(|c| c as &OutputCheck),
         metrics: metrics.as_ref(),
+        mpi,
         result: sweep::SweepResult::default(),
     };
     sweeper.run()?;
@@ -142,7 +166,9 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<R
         let _ = out.write_all(console::summary(&points, cfg.percentile).as_bytes());
     }
     let _ = out.flush();
-    write_reports(cfg, &points, &exps, stats_available)?;
+    if reports {
+        write_reports(cfg, &points, &exps, stats_available)?;
+    }
     drop(shm_session);
     Ok(RunResult { points, error })
 }

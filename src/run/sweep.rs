@@ -16,6 +16,7 @@ use crate::engine::pace::{nominal_rate, Schedule};
 use crate::engine::window::OutputCheck;
 use crate::engine::{EngineSpec, Load};
 use crate::error::{Error, Result};
+use crate::mpi::coord::MpiCoord;
 use crate::report::export::ExportExperiment;
 use crate::report::{console, LoadValue, PointReport};
 
@@ -41,6 +42,8 @@ pub struct Sweeper<'a> {
     pub check: Option<&'a OutputCheck<'a>>,
     /// `--collect-metrics`: the endpoint polled while each point is measured.
     pub metrics: Option<&'a Arc<MetricsSource>>,
+    /// `--enable-mpi`: the other ranks (scale-out splits each level's load across them).
+    pub mpi: Option<&'a mut MpiCoord>,
     pub result: SweepResult,
 }
 
@@ -113,6 +116,7 @@ impl Sweeper<'_> {
                 check: self.check,
                 stop: self.stop,
                 out: &mut *self.out,
+                mpi: None,
             };
             profile_periodic(&mut ctx, &load)?
         };
@@ -142,6 +146,15 @@ impl Sweeper<'_> {
                 return Ok(());
             }
             k += 1;
+        }
+    }
+
+    /// The part of a level this rank generates: all of it, or its share in scale-out.
+    fn rank_value(&self, value: LoadValue) -> LoadValue {
+        match (self.mpi.as_deref(), value) {
+            (Some(m), LoadValue::Concurrency(c)) => LoadValue::Concurrency(m.share(c)),
+            (Some(m), LoadValue::RequestRate(r)) => LoadValue::RequestRate(m.share_rate(r)),
+            (None, v) => v,
         }
     }
 
@@ -214,7 +227,7 @@ impl Sweeper<'_> {
     fn level(&mut self, value: LoadValue, first: bool) -> Result<bool> {
         let cfg = self.cfg;
         let _ = self.out.write_all(console::point_header(&value).as_bytes());
-        let load = load_for(cfg, value);
+        let load = load_for(cfg, self.rank_value(value));
         let collector = self.metrics.map(|m| m.start(self.spec.clock));
         let outcome = {
             let target = &mut *self.target;
@@ -233,6 +246,7 @@ impl Sweeper<'_> {
                 check: self.check,
                 stop: self.stop,
                 out: &mut *self.out,
+                mpi: self.mpi.as_deref_mut(),
             };
             profile_point(&mut ctx, &load)?
         };

@@ -1,0 +1,1 @@
+//! libmpi bindings (being written).
