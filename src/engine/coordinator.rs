@@ -123,21 +123,12 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
         last: VecDeque::with_capacity(4),
         windows: Vec::new(),
     };
+    let follower = is_follower(ctx);
     let mut status = PointStatus::Unstable;
     for trial in 1..=max_trials {
         let end = measure_window(ctx, &mut engine, &mut m)?;
-        let mut verdict = match end {
-            WindowEnd::Interrupted => Some(PointStatus::Interrupted),
-            WindowEnd::Failed(msg) => Some(PointStatus::Failed(msg)),
-            WindowEnd::Full
-                if budget.is_some() || is_stable(&m.trials, cfg.stability_threshold) =>
-            {
-                Some(PointStatus::Stable)
-            }
-            WindowEnd::Full if threshold_hit(cfg, &m.trials) => Some(PointStatus::OverThreshold),
-            WindowEnd::Full if trial == max_trials => Some(PointStatus::Unstable),
-            WindowEnd::Full => None,
-        };
+        let last_trial = trial == max_trials;
+        let mut verdict = window_verdict(ctx, end, budget.is_some(), &m.trials, last_trial);
         if let Some(mpi) = ctx.mpi.as_deref_mut() {
             let since = Instant::now();
             verdict = mpi.decide(verdict);
@@ -149,11 +140,9 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
         }
     }
     engine.stop(DRAIN);
-    if status == PointStatus::Unstable && relax_async(ctx, &m.trials) {
-        status = PointStatus::Stable;
-    }
     let last: Vec<WindowStats> = m.last.into();
-    if matches!(status, PointStatus::Stable | PointStatus::Unstable)
+    if !follower
+        && matches!(status, PointStatus::Stable | PointStatus::Unstable)
         && last.iter().any(|w| w.request_count == 0)
     {
         status = PointStatus::NoValidRequests;
@@ -178,6 +167,41 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
         windows: m.windows,
         span_ns,
     })
+}
+
+/// Scale-out ranks other than 0: rank 0 judges the merged windows, so this rank's own
+/// windows decide nothing (and print no warning about them).
+fn is_follower(ctx: &PointCtx) -> bool {
+    ctx.mpi
+        .as_deref()
+        .is_some_and(|m| m.scale_out() && !m.is_root())
+}
+
+/// This rank's verdict after a window: `None` to measure another one.
+fn window_verdict(
+    ctx: &mut PointCtx,
+    end: WindowEnd,
+    budget: bool,
+    trials: &[Trial],
+    last_trial: bool,
+) -> Option<PointStatus> {
+    let cfg = ctx.cfg;
+    match end {
+        WindowEnd::Interrupted => Some(PointStatus::Interrupted),
+        WindowEnd::Failed(msg) => Some(PointStatus::Failed(msg)),
+        WindowEnd::Full if budget || is_stable(trials, cfg.stability_threshold) => {
+            Some(PointStatus::Stable)
+        }
+        WindowEnd::Full if threshold_hit(cfg, trials) => Some(PointStatus::OverThreshold),
+        WindowEnd::Full if last_trial => {
+            if !is_follower(ctx) && relax_async(ctx, trials) {
+                Some(PointStatus::Stable)
+            } else {
+                Some(PointStatus::Unstable)
+            }
+        }
+        WindowEnd::Full => None,
+    }
 }
 
 /// `--periodic-concurrency-range`: runs the ramp to its end with no windows or stability
@@ -298,7 +322,8 @@ fn measure_window(
     Ok(end)
 }
 
-/// perf_analyzer's async relaxation: latency may wander if throughput is stable.
+/// perf_analyzer's async relaxation: after the last trial, a level whose throughput is stable
+/// is accepted even if its latency is not (with a warning).
 fn relax_async(ctx: &mut PointCtx, trials: &[Trial]) -> bool {
     if !ctx.cfg.async_mode || !throughput_stable(trials, ctx.cfg.stability_threshold) {
         return false;
