@@ -165,6 +165,7 @@ pub enum TensorFormat {
 pub enum SharedMemory {
     None,
     System,
+    Cuda,
 }
 
 /// A `start:end:step` sweep of concurrency values. `end == 0` means "until the latency
@@ -265,6 +266,9 @@ pub struct Config {
     /// `--output-shared-memory-size`: bytes per output region (times the batch size) when
     /// the output's size is not known.
     pub output_shm_size: u64,
+    /// `--cuda-device`: the CUDA device of `--shared-memory cuda` regions (perf_analyzer
+    /// always uses 0).
+    pub cuda_device: i32,
     /// `-H Name:Value`, in the order given (HTTP headers, or gRPC metadata).
     pub headers: Vec<(String, String)>,
 
@@ -363,6 +367,7 @@ impl Default for Config {
             output_tensor_format: TensorFormat::Binary,
             shared_memory: SharedMemory::None,
             output_shm_size: 102_400,
+            cuda_device: 0,
             headers: Vec::new(),
             streaming: false,
             compression: Compression::None,

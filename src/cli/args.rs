@@ -221,9 +221,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "STRING", allow_hyphen_values = true, help_heading = INPUT)]
     pub string_data: Option<String>,
     /// Tensor transport: none|system (POSIX shared memory on the server's host); cuda
-    /// needs libcudart.so [default: none]
+    /// (device memory shared by IPC handle) needs libcudart.so [default: none]
     #[arg(long, value_name = "none|system|cuda", help_heading = INPUT)]
     pub shared_memory: Option<String>,
+    /// CUDA device of --shared-memory cuda regions (inferperf only) [default: 0]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = INPUT)]
+    pub cuda_device: Option<String>,
     /// Bytes per output region when the output size is unknown (dynamic shape or BYTES),
     /// times the batch size [default: 102400]
     #[arg(long, value_name = "BYTES", allow_negative_numbers = true, help_heading = INPUT)]

@@ -238,6 +238,12 @@ const FLAG_ROWS: &[(&[&str], Check)] = &[
     (&["--output-shared-memory-size", "4096"], |c| {
         c.output_shm_size == 4096
     }),
+    (&["--shared-memory", "cuda"], |c| {
+        c.shared_memory == crate::config::SharedMemory::Cuda && c.cuda_device == 0
+    }),
+    (&["--shared-memory", "cuda", "--cuda-device", "2"], |c| {
+        c.cuda_device == 2
+    }),
     (&["--input-tensor-format", "json"], |c| {
         c.input_tensor_format == TensorFormat::Json
     }),
@@ -549,8 +555,12 @@ const ERROR_ROWS: &[(&[&str], &[&str])] = &[
     ),
     (&["-m", "m", "-u", "h:port"], &["-u", "'h:port'"]),
     (
-        &["-m", "m", "--shared-memory", "cuda"],
-        &["--shared-memory cuda", "CUDA"],
+        &["-m", "m", "--cuda-device", "-1"],
+        &["--cuda-device", ">= 0"],
+    ),
+    (
+        &["-m", "m", "--cuda-device", "gpu0"],
+        &["--cuda-device", "'gpu0'"],
     ),
     (
         &["-m", "m", "--output-shared-memory-size", "0"],

@@ -285,13 +285,16 @@ fn apply_inputs(args: &RunArgs, config: &mut Config) -> Result<()> {
     match args.shared_memory.as_deref() {
         None | Some("none") => {}
         Some("system") => config.shared_memory = SharedMemory::System,
-        Some("cuda") => return Err(crate::shm::cuda_unavailable()),
+        Some("cuda") => config.shared_memory = SharedMemory::Cuda,
         Some(other) => {
             return Err(Error::usage(format!(
                 "Failed to parse --shared-memory. Unsupported value '{other}'; the choices are \
                  none, system, cuda."
             )))
         }
+    }
+    if let Some(raw) = args.cuda_device.as_deref() {
+        config.cuda_device = parse_at_least("--cuda-device", raw, 0)?;
     }
     if let Some(raw) = args.output_shared_memory_size.as_deref() {
         config.output_shm_size = parse_at_least("--output-shared-memory-size", raw, 1)?;

@@ -104,7 +104,7 @@ pub fn run_with(
         let inputs = load_inputs_with(&target.meta, &target.config, cfg, opts)?;
         if is_capi {
             capi::build_plan(cfg, &target, &inputs)?
-        } else if cfg.shared_memory == SharedMemory::System {
+        } else if cfg.shared_memory != SharedMemory::None {
             let (plan, session) = crate::shm::plan::build(cfg, &target, &inputs)?;
             shm_session = Some(session);
             plan

@@ -16,6 +16,7 @@
 mod chunked;
 mod cli;
 mod conn;
+mod cuda_shm;
 mod execute;
 mod generate;
 mod grpc;
@@ -210,6 +211,12 @@ impl ServerHandle {
     pub fn shm_traffic(&self) -> (usize, u64, u64) {
         let (read, written) = self.shared.shm.traffic();
         (self.shared.shm.registered(), read, written)
+    }
+
+    /// CUDA shared memory: (regions registered now, input bytes read, output bytes written).
+    pub fn cuda_shm_traffic(&self) -> (usize, u64, u64) {
+        let (read, written) = self.shared.shm.cuda.traffic();
+        (self.shared.shm.cuda.registered(), read, written)
     }
 
     /// Arrival times (ns, [`crate::clock::Clock`] wall-clock scale, taken when the request was

@@ -89,6 +89,14 @@ pub fn route(req: &Request, env: &mut Env, out: &mut Vec<u8>) -> Reply {
             Err((status, msg)) => error_reply(out, status, &msg),
         };
     }
+    if let Some(rest) = path.strip_prefix("/v2/cudasharedmemory") {
+        let is_post = req.method == Method::Post;
+        return match super::cuda_shm::http_route(&env.shared.shm.cuda, is_post, rest, req.body) {
+            Ok(Some(value)) => json_reply(out, &value),
+            Ok(None) => Reply::plain(200),
+            Err((status, msg)) => error_reply(out, status, &msg),
+        };
+    }
     let stats = &env.shared.stats;
     if req.method != Method::Get {
         return error_reply(out, 405, &format!("method not allowed for '{path}'"));

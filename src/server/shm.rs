@@ -67,6 +67,8 @@ pub struct ShmRegions {
     bytes_read: AtomicU64,
     /// Output bytes written into regions since start.
     bytes_written: AtomicU64,
+    /// Registered CUDA regions; tensors name either kind (see `read`, `write`).
+    pub cuda: super::cuda_shm::CudaRegions,
 }
 
 impl ShmRegions {
@@ -154,6 +156,9 @@ impl ShmRegions {
 
     /// A copy of the tensor's bytes.
     pub fn read(&self, r: &ShmRef) -> Result<Vec<u8>, String> {
+        if let Some(from_cuda) = self.cuda.read(r) {
+            return from_cuda;
+        }
         let mapped = self.find(r)?;
         let map = mapped.map.lock().unwrap_or_else(|e| e.into_inner());
         let start = mapped.offset + r.offset;
@@ -172,6 +177,9 @@ impl ShmRegions {
                 r.byte_size,
                 data.len()
             ));
+        }
+        if let Some(to_cuda) = self.cuda.write(r, data) {
+            return to_cuda;
         }
         let mapped = self.find(r)?;
         let mut map = mapped.map.lock().unwrap_or_else(|e| e.into_inner());

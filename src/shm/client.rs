@@ -1,7 +1,11 @@
 //! The client's regions for one run: created, filled, registered with the server, and on
-//! drop (every exit path of the run) unregistered by name and unlinked. We never unregister
-//! regions we did not register, unlike perf_analyzer's "unregister all" (spec §6.1 quirk).
+//! drop (every exit path of the run) unregistered by name and freed (POSIX regions
+//! unlinked, CUDA regions' device memory freed). We never unregister regions we did not
+//! register, unlike perf_analyzer's "unregister all" (spec §6.1 quirk).
 
+use base64::Engine as _;
+
+use crate::config::{Config, SharedMemory};
 use crate::error::{Error, Result};
 use crate::protocol::grpc::pb::inference as pb;
 use crate::run::setup::SetupClient;
@@ -9,43 +13,148 @@ use crate::service::triton_grpc::decode;
 use crate::service::triton_http::error_message;
 use prost::Message;
 
+use super::cuda::CudaRegion;
 use super::system::Region;
+
+/// Where a session's regions live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegionKind {
+    /// POSIX shared memory on the server's host (`--shared-memory system`).
+    System,
+    /// Device memory on this CUDA device, shared by IPC handle (`--shared-memory cuda`).
+    Cuda { device: i32 },
+}
+
+impl RegionKind {
+    /// The kind `--shared-memory` asks for; `None` for `none`.
+    pub fn of(cfg: &Config) -> Option<RegionKind> {
+        match cfg.shared_memory {
+            SharedMemory::None => None,
+            SharedMemory::System => Some(RegionKind::System),
+            SharedMemory::Cuda => Some(RegionKind::Cuda {
+                device: cfg.cuda_device,
+            }),
+        }
+    }
+
+    /// The `--shared-memory` value, for messages.
+    pub fn flag_value(self) -> &'static str {
+        match self {
+            RegionKind::System => "system",
+            RegionKind::Cuda { .. } => "cuda",
+        }
+    }
+}
+
+/// One region of a session.
+pub enum SessionRegion {
+    System(Region),
+    Cuda(CudaRegion),
+}
+
+impl SessionRegion {
+    pub fn name(&self) -> &str {
+        match self {
+            SessionRegion::System(r) => r.name(),
+            SessionRegion::Cuda(r) => r.name(),
+        }
+    }
+
+    /// Size in bytes (as registered).
+    pub fn len(&self) -> usize {
+        match self {
+            SessionRegion::System(r) => r.len(),
+            SessionRegion::Cuda(r) => r.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A copy of `len` bytes at `offset`.
+    pub fn read(&self, offset: usize, len: usize) -> Result<Vec<u8>> {
+        match self {
+            SessionRegion::System(r) => r.read(offset, len).map(<[u8]>::to_vec),
+            SessionRegion::Cuda(r) => r.read(offset, len),
+        }
+    }
+}
 
 /// The regions of a run and the connection that registered them.
 pub struct ShmSession {
     control: SetupClient,
-    regions: Vec<Region>,
+    kind: RegionKind,
+    regions: Vec<SessionRegion>,
     /// Names registered with the server (a prefix of `regions`' names, in order).
     registered: Vec<String>,
 }
 
 impl ShmSession {
-    /// A session registering through `control` (its own connection, not the setup one).
+    /// A system shared memory session registering through `control` (its own connection,
+    /// not the setup one).
     pub fn new(control: SetupClient) -> ShmSession {
+        ShmSession::with_kind(control, RegionKind::System)
+    }
+
+    /// A session of regions of `kind`.
+    pub fn with_kind(control: SetupClient, kind: RegionKind) -> ShmSession {
         ShmSession {
             control,
+            kind,
             regions: Vec::new(),
             registered: Vec::new(),
         }
     }
 
+    /// The session `cfg.shared_memory` asks for. For CUDA this loads the runtime and checks
+    /// `--cuda-device` first, so a missing library or device fails before any region.
+    pub fn for_run(control: SetupClient, cfg: &Config) -> Result<ShmSession> {
+        let kind = RegionKind::of(cfg)
+            .ok_or_else(|| Error::usage("--shared-memory none: no shared memory session"))?;
+        if let RegionKind::Cuda { device } = kind {
+            if matches!(control, SetupClient::Capi(_)) {
+                return Err(Error::usage(
+                    "--shared-memory cuda is not supported with --service-kind triton_c_api",
+                ));
+            }
+            super::cuda_ffi::runtime()?.use_device(device, super::cuda::DEVICE_FLAG)?;
+        }
+        Ok(ShmSession::with_kind(control, kind))
+    }
+
+    pub fn kind(&self) -> RegionKind {
+        self.kind
+    }
+
     /// Creates a region holding `data` (or `len` zero bytes when `data` is `None`),
     /// registers it, and returns its name.
     pub fn add(&mut self, name: &str, data: Option<&[u8]>, len: usize) -> Result<String> {
-        let region = match data {
-            Some(bytes) => Region::with_data(name, bytes)?,
-            None => Region::create(name, len)?,
+        let region = match (self.kind, data) {
+            (RegionKind::System, Some(bytes)) => {
+                SessionRegion::System(Region::with_data(name, bytes)?)
+            }
+            (RegionKind::System, None) => SessionRegion::System(Region::create(name, len)?),
+            (RegionKind::Cuda { device }, Some(bytes)) => {
+                SessionRegion::Cuda(CudaRegion::with_data(name, device, bytes)?)
+            }
+            (RegionKind::Cuda { device }, None) => {
+                SessionRegion::Cuda(CudaRegion::create(name, device, len)?)
+            }
         };
-        // Kept before registering, so a failed registration still unlinks it.
+        // Kept before registering, so a failed registration still frees it.
         self.regions.push(region);
         let region = &self.regions[self.regions.len() - 1];
-        register(&mut self.control, region.name(), region.key(), region.len())?;
+        match region {
+            SessionRegion::System(r) => register(&mut self.control, r.name(), r.key(), r.len())?,
+            SessionRegion::Cuda(r) => register_cuda(&mut self.control, r)?,
+        }
         self.registered.push(region.name().to_string());
         Ok(region.name().to_string())
     }
 
     /// The regions created so far.
-    pub fn regions(&self) -> &[Region] {
+    pub fn regions(&self) -> &[SessionRegion] {
         &self.regions
     }
 
@@ -53,14 +162,18 @@ impl ShmSession {
     /// hung would otherwise cost a timeout per region.
     pub fn unregister_all(&mut self) -> Result<()> {
         for name in std::mem::take(&mut self.registered) {
-            unregister(&mut self.control, &name)?;
+            match self.kind {
+                RegionKind::System => unregister(&mut self.control, &name)?,
+                RegionKind::Cuda { .. } => unregister_cuda(&mut self.control, &name)?,
+            }
         }
         Ok(())
     }
 }
 
 impl Drop for ShmSession {
-    /// Best effort: the server may be gone; the regions are unlinked either way.
+    /// Best effort: the server may be gone; the regions are freed either way (after
+    /// unregistering, so the server never holds a handle to freed memory of ours).
     fn drop(&mut self) {
         if let Err(e) = self.unregister_all() {
             eprintln!("warning: unregistering shared memory: {e}");
@@ -117,6 +230,70 @@ pub fn unregister(control: &mut SetupClient, name: &str) -> Result<()> {
         SetupClient::Grpc(c) => {
             let req = pb::SystemSharedMemoryUnregisterRequest { name: name.into() };
             grpc(c, "SystemSharedMemoryUnregister", &req)
+                .map(|_| ())
+                .map_err(|e| fail(e.msg))
+        }
+        SetupClient::Capi(_) => Ok(()),
+    }
+}
+
+/// `POST /v2/cudasharedmemory/region/<name>/register` with the base64 IPC handle, or gRPC
+/// CudaSharedMemoryRegister with the raw 64 bytes.
+pub fn register_cuda(control: &mut SetupClient, region: &CudaRegion) -> Result<()> {
+    let name = region.name();
+    let fail = |why: String| {
+        Error::generic(format!(
+            "registering CUDA shared memory region '{name}': {why}"
+        ))
+    };
+    match control {
+        SetupClient::Http(c) => {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(region.raw_handle());
+            let body = serde_json::json!({
+                "raw_handle": {"b64": b64},
+                "device_id": region.device(),
+                "byte_size": region.len(),
+            })
+            .to_string();
+            let path = format!("/v2/cudasharedmemory/region/{name}/register");
+            let headers = [("Content-Type".to_string(), "application/json".to_string())];
+            match c.post(&path, &headers, body.as_bytes()) {
+                Ok((200, _)) => Ok(()),
+                Ok((s, b)) => Err(fail(error_message(s, &b))),
+                Err(e) => Err(fail(e.msg)),
+            }
+        }
+        SetupClient::Grpc(c) => {
+            let req = pb::CudaSharedMemoryRegisterRequest {
+                name: name.into(),
+                raw_handle: region.raw_handle().to_vec(),
+                device_id: i64::from(region.device()),
+                byte_size: region.len() as u64,
+            };
+            grpc(c, "CudaSharedMemoryRegister", &req)
+                .and_then(|b| decode::<pb::CudaSharedMemoryRegisterResponse>(&b, "register"))
+                .map(|_| ())
+                .map_err(|e| fail(e.msg))
+        }
+        SetupClient::Capi(_) => Err(fail("not supported with the C API".into())),
+    }
+}
+
+/// `POST /v2/cudasharedmemory/region/<name>/unregister` or CudaSharedMemoryUnregister.
+pub fn unregister_cuda(control: &mut SetupClient, name: &str) -> Result<()> {
+    let fail = |why: String| Error::generic(format!("CUDA region '{name}': {why}"));
+    match control {
+        SetupClient::Http(c) => {
+            let path = format!("/v2/cudasharedmemory/region/{name}/unregister");
+            match c.post(&path, &[], b"") {
+                Ok((200, _)) => Ok(()),
+                Ok((s, b)) => Err(fail(error_message(s, &b))),
+                Err(e) => Err(fail(e.msg)),
+            }
+        }
+        SetupClient::Grpc(c) => {
+            let req = pb::CudaSharedMemoryUnregisterRequest { name: name.into() };
+            grpc(c, "CudaSharedMemoryUnregister", &req)
                 .map(|_| ())
                 .map_err(|e| fail(e.msg))
         }

@@ -39,7 +39,7 @@ pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<(LoadPlan,
         return Err(Error::usage("--input-data: the data has no steps to send"));
     }
     let control = SetupClient::connect(&target.host, cfg, target.tls.as_ref())?;
-    let mut session = ShmSession::new(control);
+    let mut session = ShmSession::for_run(control, cfg)?;
     let output_sizes: Vec<usize> = target
         .meta
         .outputs

@@ -27,6 +27,7 @@ use super::wire::{
 };
 use crate::protocol::grpc::pb::inference as pb;
 use crate::server::conn::sample_delay;
+use crate::server::cuda_shm;
 use crate::server::execute::{execute, Env};
 use crate::server::infer::decoupled_refusal;
 use crate::server::models::MODELS;
@@ -147,6 +148,18 @@ impl Service {
             "SystemSharedMemoryUnregister" => {
                 let regions = &shared.shm;
                 unary(&mut source, r, |q| Ok(shm::grpc_unregister(regions, &q))).await
+            }
+            "CudaSharedMemoryRegister" => {
+                let regions = &shared.shm.cuda;
+                let answer = |q| cuda_shm::grpc_register(regions, &q).map_err(Status::invalid);
+                unary(&mut source, r, answer).await
+            }
+            "CudaSharedMemoryUnregister" => {
+                let regions = &shared.shm.cuda;
+                unary(&mut source, r, |q| {
+                    Ok(cuda_shm::grpc_unregister(regions, &q))
+                })
+                .await
             }
             "TraceSetting" => {
                 let trace = &self.shared.trace;
