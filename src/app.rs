@@ -18,6 +18,7 @@ pub fn main_with_args(args: Vec<OsString>) -> i32 {
         Some("demo") => demo(args),
         Some("profile") => crate::llm::profile_main(args[1..].to_vec()),
         Some("compare") => crate::report::plot::compare::compare_main(args[1..].to_vec()),
+        Some("mpi-probe") => crate::mpi::world::probe_main(args[1..].to_vec()),
         _ => run_cli(args),
     }
 }

@@ -349,11 +349,17 @@ fn judge(
             );
             verdict(true, false, None)
         }
-        PointStatus::Failed(msg) => {
-            let e = Error::generic(format!("inference request failed: {msg}"));
-            verdict(true, false, Some(e))
-        }
+        PointStatus::Failed(msg) => verdict(true, false, Some(failure(msg))),
         PointStatus::NoValidRequests => verdict(false, false, Some(Error::no_valid_requests())),
+    }
+}
+
+/// The error of a failed level: a request's, or the MPI job's (`MPI rank N: ...`).
+fn failure(msg: &str) -> Error {
+    if msg.starts_with("MPI rank") {
+        Error::generic(msg)
+    } else {
+        Error::generic(format!("inference request failed: {msg}"))
     }
 }
 

@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests: an in-process reference server and configs.
 #![allow(dead_code)]
 
+pub mod mpi;
 pub mod pki;
 
 use std::io::{BufRead, BufReader};
