@@ -241,3 +241,59 @@ fn scale_out_under_real_open_mpi() {
     assert_eq!(csv_field(&csv_row(&csv), "Concurrency"), 3);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn multi_model_under_real_open_mpi_in_perf_analyzers_mpmd_form() {
+    let Some(mpirun) = mpirun() else {
+        eprintln!("skipped: mpirun not found (apt-get install openmpi-bin to run this test)");
+        return;
+    };
+    let dir = temp_dir("mpi-real-mpmd");
+    let server = start_server();
+    let url = server.addr.to_string();
+    let rank = |model: &str, extra: &[&str], csv: &str| -> Vec<String> {
+        let mut a: Vec<String> = ["-n", "1", BIN, "--enable-mpi", "-m", model, "-u", &url]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a.extend(
+            [
+                "--concurrency-range",
+                "2",
+                "--request-count",
+                "100",
+                "--no-pin",
+                "-f",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        a.push(dir.join(csv).display().to_string());
+        a
+    };
+    let mut cmd = Command::new(mpirun);
+    cmd.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+    ])
+    .args(rank("simple", &[], "a.csv"))
+    .arg(":")
+    .args(rank("identity_fp32", &["--shape", "INPUT0:16"], "b.csv"));
+    let o = run_bounded(cmd, Duration::from_secs(120));
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    // Each rank measured its own model with its whole load and wrote its own report.
+    assert_eq!(model_counters(&server, "simple").infer_requests, 100);
+    assert_eq!(model_counters(&server, "identity_fp32").infer_requests, 100);
+    assert_eq!(csv_field(&csv_row(&dir.join("a.csv")), "Concurrency"), 2);
+    assert_eq!(csv_field(&csv_row(&dir.join("b.csv")), "Concurrency"), 2);
+    let stdout = text(&o.stdout);
+    assert_eq!(
+        stdout.matches("Request concurrency: 2").count(),
+        2,
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
