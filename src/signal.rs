@@ -24,6 +24,16 @@ pub fn install() {
     }
 }
 
+/// Also treats SIGTERM as Ctrl-C: MPI launchers (mpirun) turn the user's Ctrl-C into SIGTERM
+/// to every rank, and a rank must still report what it measured.
+pub fn install_term() {
+    let handler = on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: as in `install`.
+    unsafe {
+        libc::signal(libc::SIGTERM, handler);
+    }
+}
+
 /// True once Ctrl-C was pressed (or `request_stop` was called).
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::Relaxed)

@@ -297,3 +297,33 @@ fn multi_model_under_real_open_mpi_in_perf_analyzers_mpmd_form() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sigterm_on_every_rank_as_mpirun_sends_on_ctrl_c_still_writes_the_merged_report() {
+    let dir = temp_dir("mpi-term");
+    let Some(lib) = stub(&dir) else { return };
+    let server = start_server();
+    // mpirun turns Ctrl-C into SIGTERM to every rank; windows never stabilise (-s 0.001), so
+    // only the signal ends the level.
+    let script = format!(
+        "{BIN} --enable-mpi --mpi-scale-out -m simple -u {} --concurrency-range 2 -p 300 \
+         -s 0.001 -r 1000 --no-pin -f {}/out.csv & pid=$!; sleep 1.5; kill -TERM $pid; \
+         wait $pid",
+        server.addr,
+        dir.display()
+    );
+    let out = launch(2, &lib, &["sh", "-c", &script], &[]);
+    for o in &out {
+        assert_eq!(o.status.code(), Some(0), "{}", show(o));
+    }
+    let root = text(&out[0].stdout);
+    assert!(root.contains("Request concurrency: 2"), "{root}");
+    assert!(root.contains("Throughput:"), "{root}");
+    assert!(
+        text(&out[1].stderr).is_empty(),
+        "rank 1 is silent: {}",
+        show(&out[1])
+    );
+    assert_eq!(csv_field(&csv_row(&dir.join("out.csv")), "Concurrency"), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}

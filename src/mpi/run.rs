@@ -120,6 +120,7 @@ pub fn run_rank(
 /// `inferperf --enable-mpi ...` from the command line: MPI_Init through libmpi, then the run.
 pub fn main_mpi(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<RunResult> {
     check_config(cfg)?;
+    crate::signal::install_term();
     let world = super::world::MpiWorld::init()?;
     run_rank(cfg, Box::new(world), out, stop)
 }

@@ -277,7 +277,17 @@ impl Sweeper<'_> {
             metrics,
         });
         let first_linear = first && !cfg.binary_search;
-        let verdict = judge(cfg, &status, report.as_ref(), value, first_linear, self.out);
+        // Scale-out ranks other than 0 report nothing, not even the warnings.
+        let quiet = self.mpi.as_deref().is_some_and(|m| !m.reports());
+        let verdict = judge(
+            cfg,
+            &status,
+            report.as_ref(),
+            value,
+            first_linear,
+            self.out,
+            quiet,
+        );
         if verdict.keep {
             if let Some(r) = report {
                 let http = cfg.protocol == Protocol::Http;
@@ -310,7 +320,13 @@ fn judge(
     value: LoadValue,
     first: bool,
     out: &mut dyn Write,
+    quiet: bool,
 ) -> Verdict {
+    let warn = |msg: &str| {
+        if !quiet {
+            eprintln!("{msg}");
+        }
+    };
     let verdict = |keep, passed, error| Verdict {
         keep,
         passed,
@@ -340,13 +356,11 @@ fn judge(
                 // Exit code 2; the caller prints the message once.
                 return verdict(false, false, Some(Error::stability(msg)));
             }
-            eprintln!("{msg}");
+            warn(&msg);
             verdict(false, false, None)
         }
         PointStatus::Interrupted => {
-            eprintln!(
-                "Interrupted: reporting the windows measured so far (not checked for stability)."
-            );
+            warn("Interrupted: reporting the windows measured so far (not checked for stability).");
             verdict(true, false, None)
         }
         PointStatus::Failed(msg) => verdict(true, false, Some(failure(msg))),
