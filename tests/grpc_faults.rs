@@ -81,6 +81,7 @@ fn run_engine(addr: SocketAddr) -> (String, WindowRecords) {
         tls: None,
         wire: Wire::Grpc(wire),
         sequences: None,
+        slots: None,
     };
     let mut engine = Engine::start(&spec, 2, Some(5)).expect("engine starts");
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -112,7 +112,8 @@ fn scale_out_over_two_ranks_reads_like_one_process() {
     let row = csv_row(&csv);
     assert_eq!(csv_field(&row, "Concurrency"), 4);
     for p in [50u64, 90, 95, 99] {
-        let nearest = lat[((lat.len() as u64 * p).div_ceil(100) - 1) as usize];
+        // perf_analyzer's rank: round(p/100 * (n - 1)).
+        let nearest = lat[(p as f64 / 100.0 * (lat.len() - 1) as f64 + 0.5) as usize];
         assert_eq!(
             csv_field(&row, &format!("p{p} latency")),
             nearest / 1000,

@@ -1,5 +1,6 @@
 //! `--shared-memory system` end to end against the reference server: the server reads the
-//! inputs we staged and writes the outputs into our regions, over HTTP and gRPC; our
+//! inputs we staged and writes the outputs into our regions, over HTTP and gRPC; each
+//! request in flight has its own output regions, so validation data is checked; our
 //! regions are unregistered and gone from /dev/shm after success, after a server error,
 //! and after Ctrl-C (once, and twice) of the binary.
 
@@ -10,9 +11,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{model_counters, quick_config, start_grpc_server};
-use inferperf::config::{Config, Protocol, SharedMemory};
+use common::{model_counters, quick_config, start_grpc_server, temp_dir};
+use inferperf::config::{Config, InputData, LoadMode, Protocol, RateRange, SharedMemory};
 use inferperf::server::ServerHandle;
+use serde_json::{json, Value};
 
 /// The in-process runs share this process's region prefix: one at a time, so one run's
 /// live regions are not taken for another's leftovers.
@@ -106,6 +108,105 @@ fn server_error_still_cleans_up() {
         );
         assert_eq!(leftovers(std::process::id()), Vec::<String>::new());
     }
+}
+
+/// `simple` input data with validation data: three steps whose sums and differences
+/// differ, so a response read from another request's region would not match. `wrong`:
+/// the second step expects a wrong OUTPUT1.
+fn validation_file(tag: &str, wrong: bool) -> std::path::PathBuf {
+    let steps = [(5, 2), (1, 1), (9, -4)];
+    let data: Vec<Value> = steps
+        .iter()
+        .map(|&(a, b)| json!({"INPUT0": vec![a; 16], "INPUT1": vec![b; 16]}))
+        .collect();
+    let validation: Vec<Value> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, &(a, b))| {
+            let diff = if wrong && i == 1 { a - b + 1 } else { a - b };
+            json!({"OUTPUT0": vec![a + b; 16], "OUTPUT1": vec![diff; 16]})
+        })
+        .collect();
+    let path = temp_dir(tag).join("data.json");
+    let doc = json!({"data": data, "validation_data": validation});
+    std::fs::write(&path, doc.to_string()).unwrap();
+    path
+}
+
+/// The run's outcome: Ok, or the error it ended with.
+fn outcome(cfg: &Config) -> Result<(), String> {
+    let mut out = Vec::new();
+    match inferperf::run::run(cfg, &mut out, Arc::new(AtomicBool::new(false))) {
+        Ok(res) => res.error.map_or(Ok(()), |e| Err(e.msg)),
+        Err(e) => Err(e.msg),
+    }
+}
+
+/// Distinct regions the server wrote `output` into.
+fn output_regions(server: &ServerHandle, output: &str) -> usize {
+    let tag = format!("_{output}_s");
+    let names = server.shm_output_regions();
+    names.iter().filter(|n| n.contains(&tag)).count()
+}
+
+fn slots_validate_outputs(protocol: Protocol) {
+    let _serial = one_at_a_time();
+    let server = start_grpc_server(Vec::new());
+    let tag = format!("shm-slots-{protocol:?}");
+    let mut cfg = shm_config(&server, "simple", protocol);
+    cfg.concurrency.start = 4;
+    cfg.concurrency.end = 4;
+    cfg.input_data = InputData::Files(vec![validation_file(&tag, false)]);
+    assert_eq!(outcome(&cfg), Ok(()), "{protocol:?}: matching data passes");
+    // One region per output per request in flight, not one per input step (3 here).
+    assert_eq!(output_regions(&server, "OUTPUT0"), 4, "{protocol:?}");
+    assert_eq!(output_regions(&server, "OUTPUT1"), 4, "{protocol:?}");
+    cfg.input_data = InputData::Files(vec![validation_file(&tag, true)]);
+    let err = outcome(&cfg).expect_err("a wrong expectation fails the run");
+    assert!(
+        err.contains("Output doesn't match expected output (output 'OUTPUT1')"),
+        "{protocol:?}: {err}"
+    );
+    assert_eq!(
+        server.shm_traffic().0,
+        0,
+        "{protocol:?}: regions unregistered"
+    );
+    assert_eq!(leftovers(std::process::id()), Vec::<String>::new());
+}
+
+#[test]
+fn http_slots_validate_outputs() {
+    slots_validate_outputs(Protocol::Http);
+}
+
+#[test]
+fn grpc_slots_validate_outputs() {
+    slots_validate_outputs(Protocol::Grpc);
+}
+
+#[test]
+fn rate_mode_needs_max_inflight_and_validates_within_it() {
+    let _serial = one_at_a_time();
+    let server = start_grpc_server(Vec::new());
+    let mut cfg = shm_config(&server, "simple", Protocol::Http);
+    cfg.load_mode = LoadMode::RequestRate;
+    cfg.request_rate = RateRange {
+        start: 400.0,
+        end: 400.0,
+        step: 1.0,
+    };
+    cfg.async_mode = true;
+    cfg.input_data = InputData::Files(vec![validation_file("shm-slots-rate", false)]);
+    let err = outcome(&cfg).expect_err("no --max-inflight");
+    assert!(err.contains("needs --max-inflight"), "{err}");
+    assert_eq!(server.shm_traffic().0, 0, "nothing registered");
+    cfg.max_inflight = Some(3);
+    assert_eq!(outcome(&cfg), Ok(()));
+    let used = output_regions(&server, "OUTPUT0");
+    assert!((1..=3).contains(&used), "{used} regions for 3 slots");
+    assert_eq!(server.shm_traffic().0, 0, "regions unregistered");
+    assert_eq!(leftovers(std::process::id()), Vec::<String>::new());
 }
 
 fn wait_bounded(child: &mut Child, limit: Duration) -> Option<i32> {

@@ -62,7 +62,8 @@ pub struct Conn {
     pub state: State,
     /// Bytes of the current request already written.
     written: usize,
-    /// Index of the request (input step) being sent.
+    /// Index in `Feed::requests` of the request being sent (its input step, or with output
+    /// slots the step's variant for the slot).
     pub step: usize,
     rbuf: Vec<u8>,
     /// A request patched for this send (sequence models), written from here; empty when the

@@ -499,7 +499,7 @@ fn on_closed(
     slot.rec.ok = true;
     slot.rec.responses = 1;
     slot.busy = false;
-    sink.finish(slot.rec, &slot.body);
+    sink.finish_in_slot(slot.rec, &slot.body, s);
     free.push(s);
 }
 

@@ -76,7 +76,7 @@ impl HttpPool {
                     };
                     cx.sink.fail(msg);
                 }
-                cx.sink.finish(rec, conn.body());
+                cx.sink.finish_in_slot(rec, conn.body(), i);
                 conn.release();
                 if conn.must_reconnect {
                     self.reconnect(i, cx);
@@ -143,9 +143,10 @@ impl Pool for HttpPool {
                 // Patched per request: the connection keeps its own copy until it is written.
                 conn.start_owned(cx.feed.bytes(&send), send.step, cx.clock, cx.registry)
             } else {
+                // The connection keeps the request index to write the rest from.
                 conn.start(
-                    &cx.feed.requests[send.step],
-                    send.step,
+                    &cx.feed.requests[send.request],
+                    send.request,
                     cx.clock,
                     cx.registry,
                 )

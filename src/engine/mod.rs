@@ -10,6 +10,7 @@ pub mod pace;
 pub mod pool;
 pub mod seq_feed;
 pub mod sequence;
+pub mod slots;
 pub mod timer;
 pub mod window;
 pub mod wire;
@@ -34,6 +35,7 @@ use http_pool::HttpPool;
 use pace::Schedule;
 use pool::{Pace, Pool, Ramp};
 use seq_feed::{SeqFeed, SeqPlan};
+use slots::{OutputSlots, SlotShare};
 use wire::Wire;
 use worker::{Batch, Command, Shared, Worker, WorkerParams, WAKE};
 
@@ -62,6 +64,9 @@ pub struct EngineSpec {
     /// Sequence models: the sequence request templates (`requests` then serve only as the
     /// export's steps).
     pub sequences: Option<Arc<SeqPlan>>,
+    /// `--shared-memory system`: `requests` hold one variant of each input step per
+    /// in-flight slot (see `slots.rs`); `None`: one request per step.
+    pub slots: Option<Arc<OutputSlots>>,
 }
 
 struct WorkerHandle {
@@ -122,7 +127,12 @@ fn worker_shares(spec: &EngineSpec, load: &Load) -> Vec<(usize, Option<Pace>)> {
             schedule,
             max_inflight,
         } => {
-            let n = spec.max_workers.max(1);
+            let mut n = spec.max_workers.max(1);
+            if let (Some(m), Some(_)) = (max_inflight, &spec.slots) {
+                // Slots are sized to --max-inflight: no worker may get a share of more than
+                // that in all (which `m.max(n)` below would give when m < n).
+                n = n.min((*m).max(1) as usize);
+            }
             let origin_ns = spec.clock.now_ns() + PACED_LEAD_NS;
             let caps = max_inflight.map(|m| split(m.max(n as u64), n));
             pace::deal(schedule, n)
@@ -136,6 +146,37 @@ fn worker_shares(spec: &EngineSpec, load: &Load) -> Vec<(usize, Option<Pace>)> {
                 .collect()
         }
     }
+}
+
+/// Output slots: each worker's share (its first global slot), from the most requests each
+/// worker may have in flight; all `None` without slots.
+fn slot_shares(
+    spec: &EngineSpec,
+    load: &Load,
+    shares: &[(usize, Option<Pace>)],
+) -> Result<Vec<Option<SlotShare>>> {
+    let Some(slots) = &spec.slots else {
+        return Ok(vec![None; shares.len()]);
+    };
+    let most = shares
+        .iter()
+        .map(|(initial, pace)| match (load, pace) {
+            (Load::Periodic { end, .. }, _) => Ok(*end as usize),
+            (_, Some(p)) => p.max_inflight.ok_or_else(|| {
+                Error::usage("shared memory output slots need --max-inflight in rate modes")
+            }),
+            (_, None) => Ok(*initial),
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    Ok(slots::bases(&most, slots.count())?
+        .into_iter()
+        .map(|base| {
+            Some(SlotShare {
+                slots: slots.clone(),
+                base,
+            })
+        })
+        .collect())
 }
 
 /// Sequence models: each worker's sequences (closed loop: one per slot; open loop:
@@ -186,6 +227,7 @@ impl Engine {
         }
         let shares = worker_shares(spec, load);
         let n = shares.len();
+        let mut slot_shares = slot_shares(spec, load, &shares)?.into_iter();
         let mut seq_feeds = seq_feeds(spec, &shares)?.into_iter();
         let fixed = matches!(
             load,
@@ -225,6 +267,7 @@ impl Engine {
                     )),
                     _ => None,
                 },
+                slots: slot_shares.next().flatten(),
             };
             let core = (spec.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
             let (addr, tls) = (spec.addr, spec.tls.clone());
@@ -406,7 +449,67 @@ impl Drop for Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::split;
+    use super::*;
+
+    fn spec_with_slots(max_workers: usize, slots: usize) -> EngineSpec {
+        EngineSpec {
+            addr: "127.0.0.1:1".parse().unwrap(),
+            requests: Arc::new(vec![vec![0]; slots]),
+            keep_bodies: false,
+            keep_going: false,
+            pin: false,
+            max_workers,
+            clock: Clock::new(),
+            tls: None,
+            wire: Wire::Http1,
+            sequences: None,
+            slots: Some(Arc::new(OutputSlots::new(slots, Vec::new()).unwrap())),
+        }
+    }
+
+    fn bases_for(spec: &EngineSpec, load: &Load) -> Result<Vec<usize>> {
+        let shares = worker_shares(spec, load);
+        let out = slot_shares(spec, load, &shares)?;
+        Ok(out
+            .into_iter()
+            .map(|s| s.map_or(usize::MAX, |s| s.base))
+            .collect())
+    }
+
+    #[test]
+    fn workers_own_disjoint_slot_ranges() {
+        let paced = |max_inflight| Load::Paced {
+            schedule: pace::Schedule::Constant { rate: 100.0 },
+            max_inflight,
+        };
+        let periodic = Load::Periodic {
+            start: 1,
+            end: 6,
+            step: 1,
+            period: 2,
+        };
+        // (workers, slots, load, bases or None for an error)
+        let rows: Vec<(usize, usize, Load, Option<Vec<usize>>)> = vec![
+            (2, 5, Load::Concurrency(5), Some(vec![0, 3])),
+            (4, 8, Load::Concurrency(3), Some(vec![0, 1, 2])),
+            (2, 4, Load::Concurrency(5), None),
+            (2, 3, paced(Some(3)), Some(vec![0, 2])),
+            // Fewer slots than workers: only as many workers as slots.
+            (4, 1, paced(Some(1)), Some(vec![0])),
+            (2, 3, paced(None), None),
+            (2, 6, periodic, Some(vec![0])),
+        ];
+        for (workers, slots, load, want) in rows {
+            let spec = spec_with_slots(workers, slots);
+            assert_eq!(bases_for(&spec, &load).ok(), want, "{load:?} {workers}");
+        }
+        let mut plain = spec_with_slots(2, 1);
+        plain.slots = None;
+        assert_eq!(
+            bases_for(&plain, &Load::Concurrency(4)).unwrap(),
+            vec![usize::MAX; 2]
+        );
+    }
 
     #[test]
     fn split_matches_perf_analyzer() {

@@ -9,6 +9,7 @@ use mio::Registry;
 
 use super::pace::WorkerSchedule;
 use super::seq_feed::{SeqFeed, SeqSend};
+use super::slots::SlotShare;
 use crate::clock::Clock;
 use crate::measure::RequestRecord;
 
@@ -109,14 +110,19 @@ impl Ramp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Send {
     pub step: usize,
+    /// Index of the pre-encoded request in `Feed::requests`: `step`, or with output slots
+    /// the step's variant for the slot it goes on (see `slots.rs`).
+    pub request: usize,
     pub intended_ns: u64,
     pub seq: Option<SeqSend>,
 }
 
 impl Send {
-    /// Fills a new request record's send-side fields.
+    /// Fills a new request record's send-side fields (the record names the input step, not
+    /// the slot's variant of it).
     #[inline]
     pub fn stamp(&self, rec: &mut RequestRecord) {
+        rec.step = self.step as u32;
         rec.intended_ns = self.intended_ns;
         if let Some(s) = &self.seq {
             rec.seq_slot = s.slot as u32 + 1;
@@ -128,6 +134,10 @@ impl Send {
 /// The requests to send: which input step comes next, and how many may still start.
 pub struct Feed {
     pub requests: Arc<Vec<Vec<u8>>>,
+    /// Input steps: `requests.len()`, or that divided by the slot count with output slots.
+    steps: usize,
+    /// Output slots: the run's slots and this worker's first one.
+    slots: Option<SlotShare>,
     next_step: usize,
     /// Steps between this worker's requests: 1, or the worker count for a fixed schedule,
     /// where worker w sends entries w, w + n, ... (the ones its schedule share is for).
@@ -154,9 +164,12 @@ impl Feed {
         pace: Option<Pace>,
         seq: Option<SeqFeed>,
     ) -> Feed {
-        let next_step = first_step % requests.len().max(1);
+        let steps = requests.len().max(1);
+        let next_step = first_step % steps;
         Feed {
             requests,
+            steps,
+            slots: None,
             next_step,
             stride: 1,
             budget,
@@ -212,14 +225,29 @@ impl Feed {
         }
         let step = self.next_step;
         self.next_step += self.stride;
-        if self.next_step >= self.requests.len() {
-            self.next_step %= self.requests.len();
+        if self.next_step >= self.steps {
+            self.next_step %= self.steps;
         }
+        let request = match &self.slots {
+            None => step,
+            Some(s) => s
+                .slots
+                .request_index(step, s.slots.global(s.base, pool_slot)),
+        };
         Some(Send {
             step,
+            request,
             intended_ns,
             seq: None,
         })
+    }
+
+    /// Output slots: `requests` hold `share.slots.count()` variants of each input step, and
+    /// this worker's requests go on the slots from `share.base` on.
+    pub fn set_slots(&mut self, share: SlotShare) {
+        self.steps = (self.requests.len() / share.slots.count()).max(1);
+        self.next_step %= self.steps;
+        self.slots = Some(share);
     }
 
     /// Steps between this worker's requests (see `stride`).
@@ -232,7 +260,7 @@ impl Feed {
     pub fn bytes(&self, send: &Send) -> &[u8] {
         match (&send.seq, &self.seq) {
             (Some(_), Some(feed)) => &feed.scratch,
-            _ => &self.requests[send.step],
+            _ => &self.requests[send.request],
         }
     }
 
@@ -303,6 +331,7 @@ fn seq_send(seq: SeqSend, intended_ns: u64, sink: &mut Sink) -> Send {
     }
     Send {
         step: seq.flat_step as usize,
+        request: seq.flat_step as usize,
         intended_ns,
         seq: Some(seq),
     }
@@ -329,6 +358,8 @@ pub struct Sink {
     /// requests that got them.
     pub period: u32,
     pub period_reached: usize,
+    /// Output slots whose regions are copied into the kept body at completion.
+    pub capture: Option<SlotShare>,
 }
 
 impl Sink {
@@ -345,6 +376,7 @@ impl Sink {
             seq_busy: Vec::new(),
             period: 0,
             period_reached: 0,
+            capture: None,
         }
     }
 
@@ -392,6 +424,23 @@ impl Sink {
         self.in_flight = self.in_flight.saturating_sub(1);
     }
 
+    /// `finish` for a request that ran on the pool's slot `pool_slot`: with output capture
+    /// (and the body kept), a successful request's body is the response followed by the
+    /// slot's output regions (`OutputSlots::capture`), taken before the slot is reused.
+    #[inline]
+    pub fn finish_in_slot(&mut self, mut rec: RequestRecord, body: &[u8], pool_slot: usize) {
+        match &self.capture {
+            Some(share) if rec.ok && self.keep_bodies => {
+                let slot = share.slots.global(share.base, pool_slot);
+                rec.body_off = self.bodies.len() as u32;
+                rec.body_len = share.slots.capture(slot, body, &mut self.bodies) as u32;
+                // The body is in place: `finish` keeps the record's offsets as they are.
+                self.finish(rec, &[]);
+            }
+            _ => self.finish(rec, body),
+        }
+    }
+
     /// A request that was started but never reached the server (e.g. refused by GOAWAY): it
     /// leaves no record.
     #[inline]
@@ -430,6 +479,59 @@ mod tests {
         sink.fail("later".into());
         assert_eq!(open.next(&mut sink, 0, 0), None);
         assert_eq!(sink.error.as_deref(), Some("boom"));
+    }
+
+    #[test]
+    fn slot_feed_sends_the_variant_of_the_pool_slot() {
+        use crate::engine::slots::{OutputSlots, SlotShare};
+        // 2 input steps x 4 slots; this worker owns slots 2 and 3.
+        let requests: Vec<Vec<u8>> = (0..8u8).map(|i| vec![i]).collect();
+        let mut feed = Feed::new(Arc::new(requests), 1, None, None, None);
+        let slots = Arc::new(OutputSlots::new(4, Vec::new()).unwrap());
+        feed.set_slots(SlotShare { slots, base: 2 });
+        let mut sink = Sink::new(Vec::new(), false);
+        // (pool slot, expected step, expected request index)
+        let rows = [(0, 1, 6), (1, 0, 3), (0, 1, 6), (1, 0, 3)];
+        for (pool_slot, step, request) in rows {
+            let send = feed.next(&mut sink, 0, pool_slot).unwrap();
+            assert_eq!((send.step, send.request), (step, request));
+            assert_eq!(feed.bytes(&send), &[request as u8]);
+            let mut rec = RequestRecord {
+                step: 99,
+                ..RequestRecord::default()
+            };
+            send.stamp(&mut rec);
+            assert_eq!(rec.step, step as u32, "the record names the input step");
+        }
+    }
+
+    #[test]
+    fn finish_in_slot_captures_the_slot_regions() {
+        use crate::engine::slots::{OutputSlots, SlotShare};
+        use crate::measure::record::framed_responses;
+        let views: Vec<Vec<crate::engine::slots::OutputView>> = (0..3u8)
+            .map(|s| vec![Box::new(vec![s; 2]) as crate::engine::slots::OutputView])
+            .collect();
+        let slots = Arc::new(OutputSlots::new(3, views).unwrap());
+        let mut sink = Sink::new(Vec::new(), true);
+        sink.capture = Some(SlotShare { slots, base: 1 });
+        let ok = RequestRecord {
+            ok: true,
+            ..RequestRecord::default()
+        };
+        sink.started();
+        sink.finish_in_slot(ok, b"resp", 1);
+        sink.started();
+        sink.finish_in_slot(RequestRecord::default(), b"error", 0);
+        let r = sink.records[0];
+        let body = &sink.bodies[r.body_off as usize..(r.body_off + r.body_len) as usize];
+        let frames: Vec<&[u8]> = framed_responses(body).map(|(_, p)| p).collect();
+        assert_eq!(frames, vec![&b"resp"[..], &[2, 2]]);
+        // A failed request keeps its plain body.
+        let f = sink.records[1];
+        let body = &sink.bodies[f.body_off as usize..(f.body_off + f.body_len) as usize];
+        assert_eq!(body, b"error");
+        assert_eq!((sink.completed, sink.in_flight), (2, 0));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use mio::{Events, Poll, Token};
 
 use super::pool::{Cx, Feed, Pace, Pool, Ramp, Ready, Sink};
 use super::seq_feed::SeqFeed;
+use super::slots::SlotShare;
 use super::timer::Timer;
 use crate::clock::Clock;
 use crate::measure::RequestRecord;
@@ -83,6 +84,8 @@ pub struct WorkerParams {
     pub stride: usize,
     /// Periodic concurrency: the ramp.
     pub ramp: Option<Ramp>,
+    /// Shared memory output slots: the run's slots and this worker's first one.
+    pub slots: Option<SlotShare>,
 }
 
 pub struct Worker<P: Pool> {
@@ -116,6 +119,8 @@ impl<P: Pool> Worker<P> {
         sink.period = p.ramp.map_or(0, |r| r.period);
         let ramp = p.ramp;
         sink.seq_busy = vec![false; p.seq.as_ref().map_or(0, SeqFeed::slots)];
+        sink.capture = p.slots.clone().filter(|s| s.slots.captures());
+        let slots = p.slots;
         Worker {
             index: p.index,
             clock: p.clock,
@@ -125,6 +130,9 @@ impl<P: Pool> Worker<P> {
                 let mut feed = Feed::new(p.requests, p.first_step, p.budget, p.pace, p.seq);
                 feed.set_stride(stride);
                 feed.ramp = ramp;
+                if let Some(share) = slots {
+                    feed.set_slots(share);
+                }
                 feed
             },
             sink,

@@ -98,6 +98,7 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         tls: None,
         wire,
         sequences: None,
+        slots: None,
     };
     let goodput = crate::measure::llm::goodput::parse(&cfg.args.goodput)?;
     let mut outcomes = Vec::new();

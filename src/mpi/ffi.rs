@@ -137,6 +137,14 @@ pub fn not_found(tried: &[(String, String)]) -> Error {
     ))
 }
 
+/// The loader's own words: libloading's message plus dlerror's text (its error source).
+fn loader_reason(e: &libloading::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(src) => format!("{e}: {src}"),
+        None => e.to_string(),
+    }
+}
+
 fn load(candidates: Vec<OsString>) -> Result<Mpi> {
     let mut tried = Vec::new();
     for name in candidates {
@@ -145,7 +153,7 @@ fn load(candidates: Vec<OsString>) -> Result<Mpi> {
         // loading thread, and MPI itself is only started later by MPI_Init_thread.
         match unsafe { Library::open(Some(&name), RTLD_NOW | RTLD_GLOBAL) } {
             Ok(lib) => return resolve(lib, shown),
-            Err(e) => tried.push((shown, e.to_string())),
+            Err(e) => tried.push((shown, loader_reason(&e))),
         }
     }
     Err(not_found(&tried))

@@ -105,7 +105,8 @@ fn scale_out_request_count_is_split_and_merged_into_one_report() {
     // The merged percentiles are those of the union of every rank's requests.
     let lat = export_latencies(&export);
     assert_eq!(lat.len(), 601);
-    let nearest = |pct: u64| lat[((lat.len() as u64 * pct).div_ceil(100) - 1) as usize];
+    // perf_analyzer's rank: round(p/100 * (n - 1)).
+    let nearest = |pct: u64| lat[(pct as f64 / 100.0 * (lat.len() - 1) as f64 + 0.5) as usize];
     for (pct, ns) in &p.client.percentiles_ns {
         assert_eq!(*ns, nearest(u64::from(*pct)), "p{pct}");
     }

@@ -72,6 +72,7 @@ pub fn run_with(
     let is_capi = cfg.service_kind == ServiceKind::TritonCApi;
     // Registered regions; dropped (unregistered, unlinked) on every way out of this function.
     let mut shm_session = None;
+    let mut shm_slots = None;
     let mut target = if is_openai {
         openai::prepare(cfg)?
     } else if is_capi {
@@ -105,9 +106,10 @@ pub fn run_with(
         if is_capi {
             capi::build_plan(cfg, &target, &inputs)?
         } else if cfg.shared_memory != SharedMemory::None {
-            let (plan, session) = crate::shm::plan::build(cfg, &target, &inputs)?;
-            shm_session = Some(session);
-            plan
+            let shm = crate::shm::plan::build(cfg, &target, &inputs)?;
+            shm_session = Some(shm.session);
+            shm_slots = Some(shm.slots);
+            shm.plan
         } else {
             plan::build(cfg, &target, &inputs)?
         }
@@ -137,11 +139,17 @@ pub fn run_with(
         tls: target.tls.clone(),
         wire: plan.wire.clone(),
         sequences: plan.sequences.clone(),
+        slots: shm_slots.clone(),
     };
     let decoupled = target.config.decoupled;
     let _ = out.write_all(banner_text(cfg, decoupled).as_bytes());
     let step_inputs = plan.step_inputs;
-    let check = output_check(cfg, plan.expected);
+    let check = match &shm_slots {
+        Some(s) if s.captures() => {
+            crate::shm::validate::output_check(cfg, &target.meta.outputs, plan.expected)
+        }
+        _ => output_check(cfg, plan.expected),
+    };
     let stats_available = target.stats_available;
     let metrics = metrics::MetricsSource::for_run(cfg)?;
     let mut sweeper = sweep::Sweeper {

@@ -219,6 +219,12 @@ impl ServerHandle {
         (self.shared.shm.cuda.registered(), read, written)
     }
 
+    /// System shared memory: names of the regions outputs were written into since start
+    /// (sorted; the first 65,536).
+    pub fn shm_output_regions(&self) -> Vec<String> {
+        self.shared.shm.output_regions()
+    }
+
     /// Arrival times (ns, [`crate::clock::Clock`] wall-clock scale, taken when the request was
     /// fully read) of the last infer requests of `model`, oldest first; successful and
     /// refused requests alike, composing-model executions inside an ensemble excluded.

@@ -3,7 +3,7 @@
 //! POSIX region is mapped by key on register; infer requests then read inputs from and
 //! write outputs to it. The server never creates or unlinks regions: they are the client's.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::FromRawFd;
@@ -69,7 +69,13 @@ pub struct ShmRegions {
     bytes_written: AtomicU64,
     /// Registered CUDA regions; tensors name either kind (see `read`, `write`).
     pub cuda: super::cuda_shm::CudaRegions,
+    /// Names of the regions outputs were written into (the first `OUTPUT_REGIONS_KEPT`), so
+    /// tests can tell how many regions a client's requests in flight used.
+    output_regions: Mutex<BTreeSet<String>>,
 }
+
+/// Output region names kept by `ShmRegions::output_regions` at most.
+const OUTPUT_REGIONS_KEPT: usize = 65_536;
 
 impl ShmRegions {
     /// Maps `key` and registers it as `name` (an existing name is an error, as in Triton).
@@ -185,9 +191,26 @@ impl ShmRegions {
         let mut map = mapped.map.lock().unwrap_or_else(|e| e.into_inner());
         let start = mapped.offset + r.offset;
         map[start..start + data.len()].copy_from_slice(data);
+        drop(map);
         self.bytes_written
             .fetch_add(data.len() as u64, Ordering::Relaxed);
+        let mut names = self
+            .output_regions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if names.len() < OUTPUT_REGIONS_KEPT && !names.contains(&r.region) {
+            names.insert(r.region.clone());
+        }
         Ok(())
+    }
+
+    /// Names of the regions outputs were written into since start, sorted.
+    pub fn output_regions(&self) -> Vec<String> {
+        let names = self
+            .output_regions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        names.iter().cloned().collect()
     }
 
     /// The region of `r`, checked to hold `r`'s whole byte range.

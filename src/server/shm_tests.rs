@@ -127,6 +127,7 @@ fn http_infer_reads_and_writes_regions() {
     assert_eq!(out.read(0, 64).unwrap(), i32_bytes(&sum));
     assert_eq!(out.read(64, 64).unwrap(), i32_bytes(&diff));
     assert_eq!(s.shm.traffic(), (128, 128));
+    assert_eq!(s.shm.output_regions(), vec![out.name().to_string()]);
     // An output region too small for the result fails the request.
     let small = json!({"inputs": [tensor("INPUT0", &in0), tensor("INPUT1", &in1)],
         "outputs": [{"name": "OUTPUT0", "parameters": {"shared_memory_region": out.name(),

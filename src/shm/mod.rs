@@ -8,6 +8,7 @@ pub mod cuda_ffi;
 pub mod encode;
 pub mod plan;
 pub mod system;
+pub mod validate;
 
 use crate::config::{Config, ServiceKind};
 use crate::error::{Error, Result};

@@ -1,35 +1,85 @@
-//! `--shared-memory system`: the load plan whose requests reference pre-staged regions
+//! `--shared-memory system|cuda`: the load plan whose requests reference pre-staged regions
 //! instead of carrying tensor bytes (spec §6.1).
 //!
 //! Inputs: one region per (input, stream, step), holding the batch that starts at that step.
-//! Outputs: one region per output per pre-encoded request (not one shared region as
-//! perf_analyzer has), so responses to different data steps never overwrite each other.
-//! Requests of the same entry in flight at once still share their output regions: the
-//! engine sends a fixed byte string per entry, whichever slot sends it.
+//! Outputs: one region per output per in-flight request slot (not one region shared by every
+//! request as perf_analyzer has, spec §8.2). The slot count K is the most requests the load
+//! may have in flight (the concurrency range's end, the periodic range's end, or
+//! `--max-inflight` in rate modes), and each input entry is pre-encoded K times, variant `k`
+//! naming slot `k`'s output regions; the engine sends the variant of the slot a request goes
+//! on (`engine::slots`). No two requests in flight share an output region, so with validation
+//! data (system regions) the worker copies the slot's regions at completion and the outputs
+//! are checked (`shm::validate`).
 
-use crate::config::{Config, Protocol};
+use std::sync::Arc;
+
+use crate::config::{Config, LoadMode, Protocol, SharedMemory};
+use crate::engine::slots::{OutputSlots, OutputView};
 use crate::error::{Error, Result};
 use crate::inputs::{batch, batch_expected, InputSet};
 use crate::run::plan::{request_starts, wire, LoadPlan};
 use crate::run::setup::{SetupClient, Target};
 use crate::service::triton_http::{self, TensorMeta};
-use crate::tensor::DataType;
+use crate::tensor::{DataType, InputTensor};
 
-use super::client::ShmSession;
+use super::client::{SessionRegion, ShmSession};
 use super::encode::{encode_grpc, encode_http, TensorRef};
 use super::system::region_name;
 
 /// The stream non-sequence models read (as `run::plan`).
 const STREAM: usize = 0;
 
-/// Builds the plan and the session holding its registered regions; the session must live
-/// until the load has stopped (dropping it unregisters and unlinks the regions).
-pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<(LoadPlan, ShmSession)> {
+/// Most in-flight slots a run may have: each costs one registered region per output.
+pub const MAX_SLOTS: usize = 16_384;
+
+/// What `build` hands the run: the plan, the session holding its registered regions (it must
+/// live until the load has stopped: dropping it unregisters and unlinks them), and the
+/// slots the engine picks request variants by.
+pub struct ShmPlan {
+    pub plan: LoadPlan,
+    pub session: ShmSession,
+    pub slots: Arc<OutputSlots>,
+}
+
+/// The most requests the load may have in flight at once, which is the number of output
+/// slots; a usage error when the flags leave it unbounded.
+pub fn slot_count(cfg: &Config) -> Result<usize> {
+    let most = match cfg.load_mode {
+        LoadMode::Concurrency if cfg.concurrency.end == 0 => {
+            return Err(Error::usage(
+                "--shared-memory needs a concurrency range with an end (each request in \
+                 flight gets its own output regions)",
+            ))
+        }
+        LoadMode::Concurrency => cfg.concurrency.end.max(cfg.concurrency.start),
+        LoadMode::Periodic => cfg.periodic.end.max(cfg.periodic.start),
+        LoadMode::RequestRate | LoadMode::Intervals | LoadMode::FixedSchedule => {
+            cfg.max_inflight.ok_or_else(|| {
+                Error::usage(
+                    "--shared-memory in a request-rate, request-intervals or \
+                     fixed-schedule run needs --max-inflight N (each request in flight gets \
+                     its own output regions)",
+                )
+            })?
+        }
+    };
+    match usize::try_from(most) {
+        Ok(k @ 1..=MAX_SLOTS) => Ok(k),
+        _ => Err(Error::usage(format!(
+            "--shared-memory: {most} requests in flight need as many output regions \
+             per output; between 1 and {MAX_SLOTS} are supported"
+        ))),
+    }
+}
+
+/// Builds the plan, registers its regions and sets up the slots.
+pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<ShmPlan> {
     if target.config.sequence_batching {
         return Err(Error::usage(
             "--shared-memory system is not supported yet for sequence models (inferperf)",
         ));
     }
+    let k = slot_count(cfg)?;
     let batched = target.config.max_batch_size > 0;
     let b = usize::try_from(cfg.batch_size)
         .map_err(|_| Error::usage(format!("-b {}: too large", cfg.batch_size)))?;
@@ -38,52 +88,134 @@ pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<(LoadPlan,
     if starts.is_empty() {
         return Err(Error::usage("--input-data: the data has no steps to send"));
     }
+    let mut entries = Vec::with_capacity(starts.len());
+    for &first in &starts {
+        let inputs = batch(set, STREAM, first, b, batched)?;
+        let expected = batch_expected(set, STREAM, first, b, batched)?;
+        entries.push((first, inputs, expected));
+    }
+    let validate = entries.iter().any(|(_, _, e)| e.is_some());
+    if validate && cfg.streaming {
+        return Err(Error::usage(
+            "--shared-memory: validation data with --streaming is not supported yet \
+             (inferperf); remove the validation data or --streaming",
+        ));
+    }
+    if validate && cfg.shared_memory == SharedMemory::Cuda {
+        return Err(Error::usage(
+            "--shared-memory cuda: validation data cannot be checked yet, the outputs stay in \
+             device memory (inferperf); remove the validation data or use --shared-memory system",
+        ));
+    }
     let control = SetupClient::connect(&target.host, cfg, target.tls.as_ref())?;
     let mut session = ShmSession::for_run(control, cfg)?;
-    let output_sizes: Vec<usize> = target
+    let SlotRegions {
+        refs: slot_refs,
+        views,
+    } = output_slots(cfg, target, &mut session, k, validate)?;
+    let mut plan = LoadPlan {
+        requests: Vec::with_capacity(entries.len() * k),
+        wire: wire(cfg, target),
+        step_inputs: Vec::with_capacity(entries.len()),
+        expected: Vec::with_capacity(entries.len()),
+        timestamps_ms: Vec::with_capacity(entries.len()),
+        sequences: None,
+    };
+    for (first, inputs, expected) in entries {
+        let in_refs = stage_inputs(&mut session, first, &inputs)?;
+        // Variant k of this entry at index entry * K + k (`OutputSlots::request_index`).
+        for out_refs in &slot_refs {
+            plan.requests
+                .push(encode(cfg, target, &inputs, &in_refs, out_refs)?);
+        }
+        plan.step_inputs.push(triton_http::inputs_json(&inputs));
+        plan.expected.push(expected);
+        plan.timestamps_ms.push(steps[first].timestamp_ms);
+    }
+    let slots = Arc::new(OutputSlots::new(k, views)?);
+    Ok(ShmPlan {
+        plan,
+        session,
+        slots,
+    })
+}
+
+fn encode(
+    cfg: &Config,
+    target: &Target,
+    inputs: &[InputTensor],
+    in_refs: &[TensorRef],
+    out_refs: &[TensorRef],
+) -> Result<Vec<u8>> {
+    match cfg.protocol {
+        Protocol::Http => encode_http(cfg, &target.host, inputs, in_refs, out_refs),
+        Protocol::Grpc => encode_grpc(cfg, inputs, in_refs, out_refs),
+    }
+}
+
+/// One region per input of the entry that starts at step `first`, holding its batch.
+fn stage_inputs(
+    session: &mut ShmSession,
+    first: usize,
+    inputs: &[InputTensor],
+) -> Result<Vec<TensorRef>> {
+    let mut refs = Vec::with_capacity(inputs.len());
+    for t in inputs {
+        let name = region_name(&format!("{}_{STREAM}_{first}", t.name));
+        let region = session.add(&name, Some(&t.data), t.data.len())?;
+        refs.push(TensorRef::new(&t.name, region, t.data.len()));
+    }
+    Ok(refs)
+}
+
+/// Per slot (outer index), its output regions in the model's output order.
+struct SlotRegions {
+    refs: Vec<Vec<TensorRef>>,
+    /// Empty when the outputs are not captured.
+    views: Vec<Vec<OutputView>>,
+}
+
+/// Per slot, the references to its output regions (in the model's output order) and, when
+/// `capture`, read-only views of them for the workers.
+fn output_slots(
+    cfg: &Config,
+    target: &Target,
+    session: &mut ShmSession,
+    k: usize,
+    capture: bool,
+) -> Result<SlotRegions> {
+    let batched = target.config.max_batch_size > 0;
+    let b = usize::try_from(cfg.batch_size).unwrap_or(usize::MAX);
+    let sizes: Vec<usize> = target
         .meta
         .outputs
         .iter()
         .map(|o| output_region_size(o, batched, b, cfg.output_shm_size))
         .collect::<Result<_>>()?;
-    let mut plan = LoadPlan {
-        requests: Vec::with_capacity(starts.len()),
-        wire: wire(cfg, target),
-        step_inputs: Vec::with_capacity(starts.len()),
-        expected: Vec::with_capacity(starts.len()),
-        timestamps_ms: Vec::with_capacity(starts.len()),
-        sequences: None,
-    };
-    for (entry, first) in starts.into_iter().enumerate() {
-        let inputs = batch(set, STREAM, first, b, batched)?;
-        if batch_expected(set, STREAM, first, b, batched)?.is_some() {
-            return Err(Error::usage(
-                "--shared-memory system: validation data cannot be checked, the outputs stay \
-                 in shared memory; remove the validation data",
-            ));
-        }
-        let mut in_refs = Vec::with_capacity(inputs.len());
-        for t in &inputs {
-            let name = region_name(&format!("{}_{STREAM}_{first}", t.name));
-            let region = session.add(&name, Some(&t.data), t.data.len())?;
-            in_refs.push(TensorRef::new(&t.name, region, t.data.len()));
-        }
-        let mut out_refs = Vec::with_capacity(output_sizes.len());
-        for (o, &size) in target.meta.outputs.iter().zip(&output_sizes) {
-            let name = region_name(&format!("{}_{entry}", o.name));
+    let mut refs = Vec::with_capacity(k);
+    let mut views = Vec::with_capacity(if capture { k } else { 0 });
+    for slot in 0..k {
+        let mut slot_refs = Vec::with_capacity(sizes.len());
+        let mut slot_views: Vec<OutputView> = Vec::new();
+        for (o, &size) in target.meta.outputs.iter().zip(&sizes) {
+            let name = region_name(&format!("{}_s{slot}", o.name));
             let region = session.add(&name, None, size)?;
-            out_refs.push(TensorRef::new(&o.name, region, size));
+            if capture {
+                let Some(SessionRegion::System(region)) = session.regions().last() else {
+                    return Err(Error::generic(
+                        "shared memory: outputs can be read back from system regions only",
+                    ));
+                };
+                slot_views.push(Box::new(region.view()?));
+            }
+            slot_refs.push(TensorRef::new(&o.name, region, size));
         }
-        let request = match cfg.protocol {
-            Protocol::Http => encode_http(cfg, &target.host, &inputs, &in_refs, &out_refs)?,
-            Protocol::Grpc => encode_grpc(cfg, &inputs, &in_refs, &out_refs)?,
-        };
-        plan.requests.push(request);
-        plan.step_inputs.push(triton_http::inputs_json(&inputs));
-        plan.expected.push(None);
-        plan.timestamps_ms.push(steps[first].timestamp_ms);
+        refs.push(slot_refs);
+        if capture {
+            views.push(slot_views);
+        }
     }
-    Ok((plan, session))
+    Ok(SlotRegions { refs, views })
 }
 
 /// Bytes of an output's region: the batch-1 size times the batch, or
@@ -121,12 +253,73 @@ pub fn output_region_size(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ConcurrencyRange;
 
     fn meta(datatype: DataType, shape: &[i64]) -> TensorMeta {
         TensorMeta {
             name: "OUT".into(),
             datatype,
             shape: shape.to_vec(),
+        }
+    }
+
+    #[test]
+    fn slot_count_is_the_most_requests_in_flight() {
+        let range = |start, end| ConcurrencyRange {
+            start,
+            end,
+            step: 1,
+        };
+        let rate = |max_inflight| Config {
+            load_mode: LoadMode::RequestRate,
+            max_inflight,
+            ..Config::default()
+        };
+        // (config, slots or the error's words)
+        let rows: Vec<(Config, std::result::Result<usize, &str>)> = vec![
+            (
+                Config {
+                    concurrency: range(1, 8),
+                    ..Config::default()
+                },
+                Ok(8),
+            ),
+            (
+                Config {
+                    concurrency: range(4, 0),
+                    ..Config::default()
+                },
+                Err("with an end"),
+            ),
+            (
+                Config {
+                    load_mode: LoadMode::Periodic,
+                    periodic: range(2, 10),
+                    ..Config::default()
+                },
+                Ok(10),
+            ),
+            (rate(Some(3)), Ok(3)),
+            (rate(None), Err("needs --max-inflight")),
+            (rate(Some(MAX_SLOTS as u64 + 1)), Err("between 1 and")),
+            (
+                Config {
+                    load_mode: LoadMode::FixedSchedule,
+                    ..Config::default()
+                },
+                Err("needs --max-inflight"),
+            ),
+        ];
+        for (cfg, want) in rows {
+            let got = slot_count(&cfg);
+            match (want, got) {
+                (Ok(w), Ok(g)) => assert_eq!(g, w),
+                (Err(w), Err(e)) => {
+                    assert!(e.msg.contains(w), "{e}");
+                    assert_eq!(e.kind, crate::error::ErrorKind::Usage);
+                }
+                (w, g) => panic!("{:?}: want {w:?}, got {g:?}", cfg.load_mode),
+            }
         }
     }
 

@@ -12,7 +12,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use memmap2::{MmapMut, MmapOptions};
+use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use crate::error::{Error, Result};
 
@@ -170,6 +170,33 @@ impl Region {
         Ok(())
     }
 
+    /// A second, read-only mapping of the region, which a load worker reads outputs from.
+    /// It stays valid after the region is dropped (unlinked and unmapped here).
+    pub fn view(&self) -> Result<RegionView> {
+        let fail = |what: &str, e: std::io::Error| {
+            Error::generic(format!(
+                "shared memory region '{}': {what} failed: {e}",
+                self.key
+            ))
+        };
+        let c_key = CString::new(self.key.clone()).map_err(|_| {
+            Error::usage(format!("shared memory region '{}': NUL in name", self.key))
+        })?;
+        // SAFETY: a valid C string; the returned fd is checked.
+        let fd = unsafe { libc::shm_open(c_key.as_ptr(), libc::O_RDONLY, 0) };
+        if fd < 0 {
+            return Err(fail("shm_open", std::io::Error::last_os_error()));
+        }
+        // SAFETY: fd was just opened and is owned by the File (closed on drop; the mapping
+        // outlives it).
+        let file = unsafe { File::from_raw_fd(fd) };
+        // SAFETY: a read-only shared mapping; the server changes its bytes, which are only
+        // ever copied out as plain data. The length is what `create` mapped (at least 1).
+        let map = unsafe { MmapOptions::new().len(self.map.len()).map(&file) }
+            .map_err(|e| fail("mmap", e))?;
+        Ok(RegionView { map, len: self.len })
+    }
+
     /// `len` bytes at `offset`.
     pub fn read(&self, offset: usize, len: usize) -> Result<&[u8]> {
         let end = self.bounds(offset, len)?;
@@ -187,6 +214,19 @@ impl Region {
                     self.name, self.len
                 ))
             })
+    }
+}
+
+/// A read-only mapping of a region (see [`Region::view`]); its bytes are the region's
+/// `len` bytes.
+pub struct RegionView {
+    map: Mmap,
+    len: usize,
+}
+
+impl AsRef<[u8]> for RegionView {
+    fn as_ref(&self) -> &[u8] {
+        &self.map[..self.len]
     }
 }
 
@@ -231,13 +271,21 @@ mod tests {
         let mut r = Region::create(&name, 16).unwrap();
         assert_eq!(r.key(), format!("/{name}"));
         assert!(dev_shm(&name));
+        let view = r.view().unwrap();
         r.write(4, b"abcd").unwrap();
         assert_eq!(r.read(0, 8).unwrap(), b"\0\0\0\0abcd");
+        // The read-only view sees writes made after it was mapped.
+        assert_eq!(view.as_ref(), b"\0\0\0\0abcd\0\0\0\0\0\0\0\0");
         // Another mapping of the same key sees the bytes (what the server does).
         let on_disk = std::fs::read(Path::new("/dev/shm").join(&name)).unwrap();
         assert_eq!(&on_disk[4..8], b"abcd");
         drop(r);
         assert!(!dev_shm(&name));
+        assert_eq!(
+            &view.as_ref()[4..8],
+            b"abcd",
+            "the view outlives the region"
+        );
     }
 
     #[test]

@@ -62,6 +62,7 @@ fn run_engine(
         tls: Some(tls),
         wire: crate::engine::wire::Wire::Http1,
         sequences: None,
+        slots: None,
     };
     let mut engine = Engine::start(&spec, concurrency, Some(total)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
