@@ -149,6 +149,21 @@ fn output_regions(server: &ServerHandle, output: &str) -> usize {
     names.iter().filter(|n| n.contains(&tag)).count()
 }
 
+/// Every exported response carries the outputs read from its slot's regions: OUTPUT0 is the
+/// sum and OUTPUT1 the difference of that request's inputs.
+fn check_export_outputs(path: &std::path::Path) {
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let requests = doc["experiments"][0]["requests"].as_array().unwrap();
+    assert!(!requests.is_empty());
+    for r in requests {
+        let input = |n: &str| r["request_inputs"][n][0].as_i64().unwrap();
+        let (a, b) = (input("INPUT0"), input("INPUT1"));
+        let out = &r["response_outputs"][0];
+        assert_eq!(out["OUTPUT0"], json!(vec![a + b; 16]), "{r}");
+        assert_eq!(out["OUTPUT1"], json!(vec![a - b; 16]), "{r}");
+    }
+}
+
 fn slots_validate_outputs(protocol: Protocol) {
     let _serial = one_at_a_time();
     let server = start_grpc_server(Vec::new());
@@ -157,7 +172,11 @@ fn slots_validate_outputs(protocol: Protocol) {
     cfg.concurrency.start = 4;
     cfg.concurrency.end = 4;
     cfg.input_data = InputData::Files(vec![validation_file(&tag, false)]);
+    let export = temp_dir(&format!("{tag}-export")).join("export.json");
+    cfg.profile_export_file = Some(export.clone());
     assert_eq!(outcome(&cfg), Ok(()), "{protocol:?}: matching data passes");
+    check_export_outputs(&export);
+    cfg.profile_export_file = None;
     // One region per output per request in flight, not one per input step (3 here).
     assert_eq!(output_regions(&server, "OUTPUT0"), 4, "{protocol:?}");
     assert_eq!(output_regions(&server, "OUTPUT1"), 4, "{protocol:?}");

@@ -175,7 +175,12 @@ pub fn run_with(
     }
     let _ = out.flush();
     if reports {
-        write_reports(cfg, &points, &exps, stats_available)?;
+        // Shared memory with validation: kept bodies hold the response and the output regions.
+        let captured = shm_slots
+            .as_ref()
+            .filter(|s| s.captures())
+            .map(|_| target.meta.outputs.iter().map(|o| o.name.clone()).collect());
+        write_reports(cfg, &points, &exps, stats_available, captured)?;
     }
     drop(shm_session);
     Ok(RunResult { points, error })
@@ -243,6 +248,7 @@ fn write_reports(
     points: &[PointReport],
     exps: &[ExportExperiment],
     stats_available: bool,
+    captured: Option<Vec<String>>,
 ) -> Result<()> {
     if let (Some(path), false) = (&cfg.csv_file, points.is_empty()) {
         let f = File::create(path)
@@ -280,7 +286,13 @@ fn write_reports(
         let framed = cfg.protocol == Protocol::Grpc && cfg.streaming;
         let is_openai = cfg.service_kind == ServiceKind::OpenAi;
         let decode = |body: &[u8]| {
-            if is_openai {
+            if let Some(names) = &captured {
+                let format = match cfg.protocol {
+                    Protocol::Http => ResponseFormat::Http,
+                    Protocol::Grpc => ResponseFormat::Grpc,
+                };
+                crate::shm::validate::captured_outputs_json(names, body, format)
+            } else if is_openai {
                 openai::export_outputs(body)
             } else if kinds::handles(cfg) {
                 kinds::export_outputs(cfg, body)

@@ -77,7 +77,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: &AtomicBool) -> Result<RunRe
     let _ = out.flush();
     let error = summary.error(&turns);
     let experiment = export_experiment(turns);
-    super::write_reports(cfg, &[], &[experiment], false)?;
+    super::write_reports(cfg, &[], &[experiment], false, None)?;
     Ok(RunResult {
         points: Vec::new(),
         error,

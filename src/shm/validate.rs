@@ -14,7 +14,7 @@ use crate::measure::record::framed_responses;
 use crate::measure::RequestRecord;
 use crate::protocol::grpc::pb::inference as pb;
 use crate::service::triton_http::TensorMeta;
-use crate::tensor::{element_count, DataType};
+use crate::tensor::{element_count, DataType, InputTensor};
 
 /// An output as the response describes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,6 +87,37 @@ pub fn check_captured(
         }
     }
     Ok(())
+}
+
+/// A captured body as the profile export's `response_outputs` object: each output the
+/// response lists, with the bytes of its region (`{}` when the capture cannot be read).
+pub fn captured_outputs_json(
+    region_names: &[String],
+    body: &[u8],
+    format: ResponseFormat,
+) -> String {
+    let mut frames = framed_responses(body).map(|(_, payload)| payload);
+    let Some(response) = frames.next() else {
+        return "{}".into();
+    };
+    let regions: Vec<&[u8]> = frames.collect();
+    let Ok(listed) = response_outputs(response, format) else {
+        return "{}".into();
+    };
+    let tensors: Vec<InputTensor> = listed
+        .into_iter()
+        .filter_map(|meta| {
+            let i = region_names.iter().position(|n| *n == meta.name)?;
+            let data = output_bytes(&meta, regions.get(i)?).ok()?.to_vec();
+            Some(InputTensor {
+                name: meta.name,
+                datatype: meta.datatype,
+                shape: meta.shape,
+                data,
+            })
+        })
+        .collect();
+    crate::service::triton_http::inputs_json(&tensors)
 }
 
 /// The output's bytes at the start of its region: shape x element size, or for BYTES the
