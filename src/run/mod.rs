@@ -18,6 +18,7 @@ use crate::clock::Clock;
 use crate::config::{
     Config, Distribution, LoadMode, MeasurementMode, Protocol, ServiceKind, SharedMemory,
 };
+use crate::engine::slots::OutputSlots;
 use crate::engine::window::OutputCheck;
 use crate::engine::{available_cores, EngineSpec};
 use crate::error::{Error, Result};
@@ -30,7 +31,9 @@ use crate::report::{console, csv, export, Banner, PointReport, RateBanner};
 use crate::service::stream_scan::scan_stream_response;
 use crate::service::triton_grpc::outputs_json;
 use crate::service::triton_http::decode_outputs_json;
-use setup::prepare;
+use crate::shm::client::ShmSession;
+use plan::LoadPlan;
+use setup::{prepare, Target};
 
 /// What a finished run produced (the CLI prints it; tests inspect it).
 pub struct RunResult {
@@ -56,91 +59,36 @@ pub fn run_with(
     let mut silent = std::io::sink();
     let reports = mpi.as_deref().map_or(true, MpiCoord::reports);
     let out: &mut dyn Write = if reports { out } else { &mut silent };
-    let rank_cfg;
-    let cfg = match mpi.as_deref().filter(|m| m.scale_out()) {
-        Some(m) => {
-            rank_cfg = crate::mpi::rank_config(cfg, m);
-            &rank_cfg
-        }
-        None => cfg,
-    };
+    let rank_cfg = mpi
+        .as_deref()
+        .filter(|m| m.scale_out())
+        .map(|m| crate::mpi::rank_config(cfg, m));
+    let cfg = rank_cfg.as_ref().unwrap_or(cfg);
     if cfg.session_concurrency > 0 {
         return sessions::run(cfg, out, &stop);
     }
     crate::shm::check_service(cfg)?;
-    let is_openai = cfg.service_kind == ServiceKind::OpenAi;
-    let is_capi = cfg.service_kind == ServiceKind::TritonCApi;
-    // Registered regions; dropped (unregistered, unlinked) on every way out of this function.
-    let mut shm_session = None;
-    let mut shm_slots = None;
-    let mut target = if is_openai {
-        openai::prepare(cfg)?
-    } else if is_capi {
-        capi::prepare(cfg)?
-    } else if kinds::handles(cfg) {
-        kinds::prepare(cfg)?
-    } else {
-        prepare(cfg)?
-    };
+    let mut target = prepare_target(cfg)?;
     // Sequence models default to async unless --sync was given (perf_analyzer).
-    let adjusted;
-    let cfg = if target.config.sequence_batching && !cfg.sync_given && !cfg.async_mode {
-        adjusted = Config {
+    let adjusted =
+        (target.config.sequence_batching && !cfg.sync_given && !cfg.async_mode).then(|| Config {
             async_mode: true,
             ..cfg.clone()
-        };
-        &adjusted
-    } else {
-        cfg
+        });
+    let cfg = adjusted.as_ref().unwrap_or(cfg);
+    // Registered regions; dropped (unregistered, unlinked) on every way out of this function.
+    let (mut plan, shm_session, shm_slots) = build_plan(cfg, &target)?;
+    let scheduled = match cfg.load_mode {
+        LoadMode::FixedSchedule => Some(fixed_schedule(cfg, &plan.timestamps_ms)?),
+        _ => None,
     };
-    let fixed = cfg.load_mode == LoadMode::FixedSchedule;
-    let opts = InputOptions {
-        fixed_schedule: fixed,
-    };
-    let plan = if is_openai {
-        openai::build_plan(cfg, &target)?
-    } else if kinds::handles(cfg) {
-        kinds::build_plan(cfg, &target)?
-    } else {
-        let inputs = load_inputs_with(&target.meta, &target.config, cfg, opts)?;
-        if is_capi {
-            capi::build_plan(cfg, &target, &inputs)?
-        } else if cfg.shared_memory != SharedMemory::None {
-            let shm = crate::shm::plan::build(cfg, &target, &inputs)?;
-            shm_session = Some(shm.session);
-            shm_slots = Some(shm.slots);
-            shm.plan
-        } else {
-            plan::build(cfg, &target, &inputs)?
-        }
-    };
-    let scheduled;
-    let cfg = if fixed {
-        scheduled = fixed_schedule(cfg, &plan.timestamps_ms)?;
-        &scheduled
-    } else {
-        cfg
-    };
+    let cfg = scheduled.as_ref().unwrap_or(cfg);
     if cfg.verbose >= 2 {
         if let Some(request) = plan.requests.first() {
             eprintln!("{}", printable_request(request));
         }
     }
-    let keep_windows = cfg.profile_export_file.is_some();
-    let cores = available_cores().len().max(1);
-    let spec = EngineSpec {
-        addr: target.addr,
-        requests: Arc::new(plan.requests),
-        keep_bodies: keep_windows || plan.expected.iter().any(Option::is_some),
-        keep_going: false,
-        pin: cfg.pin_threads,
-        max_workers: cfg.max_threads.unwrap_or(cores).min(cores.max(1)),
-        clock: Clock::new(),
-        tls: target.tls.clone(),
-        wire: plan.wire.clone(),
-        sequences: plan.sequences.clone(),
-        slots: shm_slots.clone(),
-    };
+    let spec = engine_spec(cfg, &target, &mut plan, shm_slots.clone());
     let decoupled = target.config.decoupled;
     let _ = out.write_all(banner_text(cfg, decoupled).as_bytes());
     let step_inputs = plan.step_inputs;
@@ -177,13 +125,77 @@ pub fn run_with(
     if reports {
         // Shared memory with validation: kept bodies hold the response and the output regions.
         let captured = shm_slots
-            .as_ref()
             .filter(|s| s.captures())
-            .map(|_| target.meta.outputs.iter().map(|o| o.name.clone()).collect());
+            .map(|_| output_names(&target));
         write_reports(cfg, &points, &exps, stats_available, captured)?;
     }
     drop(shm_session);
     Ok(RunResult { points, error })
+}
+
+fn output_names(target: &Target) -> Vec<String> {
+    target.meta.outputs.iter().map(|o| o.name.clone()).collect()
+}
+
+/// Readiness, metadata and config of the model, by service kind.
+fn prepare_target(cfg: &Config) -> Result<Target> {
+    match cfg.service_kind {
+        ServiceKind::OpenAi => openai::prepare(cfg),
+        ServiceKind::TritonCApi => capi::prepare(cfg),
+        _ if kinds::handles(cfg) => kinds::prepare(cfg),
+        _ => prepare(cfg),
+    }
+}
+
+/// The pre-encoded requests of the run; with shared memory also the registered regions
+/// (unregistered when dropped) and the output slots.
+fn build_plan(
+    cfg: &Config,
+    target: &Target,
+) -> Result<(LoadPlan, Option<ShmSession>, Option<Arc<OutputSlots>>)> {
+    if cfg.service_kind == ServiceKind::OpenAi {
+        return Ok((openai::build_plan(cfg, target)?, None, None));
+    }
+    if kinds::handles(cfg) {
+        return Ok((kinds::build_plan(cfg, target)?, None, None));
+    }
+    let opts = InputOptions {
+        fixed_schedule: cfg.load_mode == LoadMode::FixedSchedule,
+    };
+    let inputs = load_inputs_with(&target.meta, &target.config, cfg, opts)?;
+    if cfg.service_kind == ServiceKind::TritonCApi {
+        return Ok((capi::build_plan(cfg, target, &inputs)?, None, None));
+    }
+    if cfg.shared_memory != SharedMemory::None {
+        let shm = crate::shm::plan::build(cfg, target, &inputs)?;
+        return Ok((shm.plan, Some(shm.session), Some(shm.slots)));
+    }
+    Ok((plan::build(cfg, target, &inputs)?, None, None))
+}
+
+/// The engine's view of the run: where to send what, on how many pinned workers (the
+/// plan's requests move into it).
+fn engine_spec(
+    cfg: &Config,
+    target: &Target,
+    plan: &mut LoadPlan,
+    slots: Option<Arc<OutputSlots>>,
+) -> EngineSpec {
+    let keep_windows = cfg.profile_export_file.is_some();
+    let cores = available_cores().len().max(1);
+    EngineSpec {
+        addr: target.addr,
+        requests: Arc::new(std::mem::take(&mut plan.requests)),
+        keep_bodies: keep_windows || plan.expected.iter().any(Option::is_some),
+        keep_going: false,
+        pin: cfg.pin_threads,
+        max_workers: cfg.max_threads.unwrap_or(cores).min(cores.max(1)),
+        clock: Clock::new(),
+        tls: target.tls.clone(),
+        wire: plan.wire.clone(),
+        sequences: plan.sequences.clone(),
+        slots,
+    }
 }
 
 /// The settings banner; open-loop modes add the rate lines, Poisson the seed to repeat it.
