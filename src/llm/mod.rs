@@ -79,27 +79,7 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
     let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
     let grpc = cfg.endpoint_type == cli::EndpointType::Kserve;
     let requests = encode_requests(cfg, &entries, &models, &payloads)?;
-    let wire = if grpc {
-        kserve::wire(&cfg.address, &cfg.headers)
-    } else {
-        Wire::Http1
-    };
-    let spec = EngineSpec {
-        addr: crate::run::setup::resolve(&cfg.address)?,
-        requests: Arc::new(requests),
-        keep_bodies: true,
-        keep_going: true,
-        pin: true,
-        max_workers: cfg
-            .args
-            .max_workers
-            .unwrap_or_else(|| crate::engine::available_cores().len().max(1)),
-        clock: Clock::new(),
-        tls: None,
-        wire,
-        sequences: None,
-        slots: None,
-    };
+    let spec = engine_spec(cfg, requests, grpc)?;
     let goodput = crate::measure::llm::goodput::parse(&cfg.args.goodput)?;
     let mut outcomes = Vec::new();
     for &point in &cfg.points {
@@ -152,6 +132,32 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         }
     }
     Ok(outcomes)
+}
+
+/// The engine's view of a profile run: every request kept (bodies hold the stream), failures
+/// counted without stopping the run.
+fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Result<EngineSpec> {
+    let wire = if grpc {
+        kserve::wire(&cfg.address, &cfg.headers)
+    } else {
+        Wire::Http1
+    };
+    Ok(EngineSpec {
+        addr: crate::run::setup::resolve(&cfg.address)?,
+        requests: Arc::new(requests),
+        keep_bodies: true,
+        keep_going: true,
+        pin: true,
+        max_workers: cfg
+            .args
+            .max_workers
+            .unwrap_or_else(|| crate::engine::available_cores().len().max(1)),
+        clock: Clock::new(),
+        tls: None,
+        wire,
+        sequences: None,
+        slots: None,
+    })
 }
 
 /// The client's own cost: load-worker CPU per output token and per chunk (llm.md §10.2).
