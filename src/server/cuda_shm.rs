@@ -262,6 +262,26 @@ pub fn grpc_unregister(
     pb::CudaSharedMemoryUnregisterResponse {}
 }
 
+/// One region (by name) or all (empty name), as the status list says.
+pub fn grpc_status(
+    regions: &CudaRegions,
+    q: &pb::CudaSharedMemoryStatusRequest,
+) -> Result<pb::CudaSharedMemoryStatusResponse, String> {
+    use pb::cuda_shared_memory_status_response::RegionStatus;
+    let list = regions.status((!q.name.is_empty()).then_some(q.name.as_str()))?;
+    let regions = super::shm::status_entries(&list)
+        .map(|e| {
+            let status = RegionStatus {
+                name: e.str("name"),
+                device_id: e.u64("device_id"),
+                byte_size: e.u64("byte_size"),
+            };
+            (status.name.clone(), status)
+        })
+        .collect();
+    Ok(pb::CudaSharedMemoryStatusResponse { regions })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,6 +332,11 @@ mod tests {
         assert_eq!(
             status,
             json!([{"name": "in", "device_id": 0, "byte_size": 10}])
+        );
+        let grpc = grpc_status(&regions, &pb::CudaSharedMemoryStatusRequest::default()).unwrap();
+        assert_eq!(
+            (grpc.regions["in"].device_id, grpc.regions["in"].byte_size),
+            (0, 10)
         );
         assert_eq!(
             http_route(&regions, true, "/region/in/unregister", b""),

@@ -328,6 +328,43 @@ pub fn grpc_unregister(
     pb::SystemSharedMemoryUnregisterResponse {}
 }
 
+/// One region (by name) or all (empty name), as the status list says.
+pub fn grpc_status(
+    regions: &ShmRegions,
+    q: &pb::SystemSharedMemoryStatusRequest,
+) -> Result<pb::SystemSharedMemoryStatusResponse, String> {
+    use pb::system_shared_memory_status_response::RegionStatus;
+    let list = regions.status((!q.name.is_empty()).then_some(q.name.as_str()))?;
+    let regions = status_entries(&list)
+        .map(|e| {
+            let status = RegionStatus {
+                name: e.str("name"),
+                key: e.str("key"),
+                offset: e.u64("offset"),
+                byte_size: e.u64("byte_size"),
+            };
+            (status.name.clone(), status)
+        })
+        .collect();
+    Ok(pb::SystemSharedMemoryStatusResponse { regions })
+}
+
+/// One entry of a status list (`[{...}]`, as the HTTP status answers it).
+pub(crate) struct StatusEntry<'a>(&'a Value);
+
+impl StatusEntry<'_> {
+    pub(crate) fn str(&self, key: &str) -> String {
+        self.0[key].as_str().unwrap_or_default().to_string()
+    }
+    pub(crate) fn u64(&self, key: &str) -> u64 {
+        self.0[key].as_u64().unwrap_or_default()
+    }
+}
+
+pub(crate) fn status_entries(list: &Value) -> impl Iterator<Item = StatusEntry<'_>> {
+    list.as_array().into_iter().flatten().map(StatusEntry)
+}
+
 #[path = "shm_grpc.rs"]
 mod grpc_tensors;
 pub use grpc_tensors::{stage_grpc_inputs, write_grpc_outputs};

@@ -205,3 +205,37 @@ fn grpc_tensors_in_regions() {
     bad.inputs[0].parameters = params("unknown", 1, 0);
     assert!(stage_grpc_inputs(&s.shm, &bad).is_err());
 }
+
+#[test]
+fn grpc_status_lists_one_or_every_region() {
+    let _lock = test_lock();
+    let s = shared();
+    let a = Region::create(&region_name("stA"), 16).unwrap();
+    let b = Region::create(&region_name("stB"), 32).unwrap();
+    for r in [&a, &b] {
+        let q = pb::SystemSharedMemoryRegisterRequest {
+            name: r.name().into(),
+            key: r.key().into(),
+            offset: 0,
+            byte_size: r.len() as u64,
+        };
+        grpc_register(&s.shm, &q).unwrap();
+    }
+    let all = grpc_status(&s.shm, &pb::SystemSharedMemoryStatusRequest::default()).unwrap();
+    assert_eq!(all.regions.len(), 2);
+    let one = all.regions.get(b.name()).expect("region b listed");
+    assert_eq!((one.key.as_str(), one.byte_size), (b.key(), 32));
+    let q = pb::SystemSharedMemoryStatusRequest {
+        name: a.name().into(),
+    };
+    let just_a = grpc_status(&s.shm, &q).unwrap();
+    assert_eq!(just_a.regions.len(), 1);
+    assert_eq!(just_a.regions[a.name()].byte_size, 16);
+    let missing = pb::SystemSharedMemoryStatusRequest {
+        name: "nope".into(),
+    };
+    assert!(grpc_status(&s.shm, &missing).unwrap_err().contains("nope"));
+    grpc_unregister(&s.shm, &pb::SystemSharedMemoryUnregisterRequest::default());
+    let none = grpc_status(&s.shm, &pb::SystemSharedMemoryStatusRequest::default()).unwrap();
+    assert!(none.regions.is_empty());
+}

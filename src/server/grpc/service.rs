@@ -140,27 +140,7 @@ impl Service {
             "ModelStatistics" => {
                 unary(&mut source, r, |q| unary::model_statistics(stats, &q)).await
             }
-            "SystemSharedMemoryRegister" => {
-                let regions = &shared.shm;
-                let answer = |q| shm::grpc_register(regions, &q).map_err(Status::invalid);
-                unary(&mut source, r, answer).await
-            }
-            "SystemSharedMemoryUnregister" => {
-                let regions = &shared.shm;
-                unary(&mut source, r, |q| Ok(shm::grpc_unregister(regions, &q))).await
-            }
-            "CudaSharedMemoryRegister" => {
-                let regions = &shared.shm.cuda;
-                let answer = |q| cuda_shm::grpc_register(regions, &q).map_err(Status::invalid);
-                unary(&mut source, r, answer).await
-            }
-            "CudaSharedMemoryUnregister" => {
-                let regions = &shared.shm.cuda;
-                unary(&mut source, r, |q| {
-                    Ok(cuda_shm::grpc_unregister(regions, &q))
-                })
-                .await
-            }
+            m if m.contains("SharedMemory") => shared_memory_call(m, &mut source, r, shared).await,
             "TraceSetting" => {
                 let trace = &self.shared.trace;
                 unary(&mut source, r, |q| unary::trace_setting(trace, q)).await
@@ -387,6 +367,50 @@ fn stream_error(
         }),
     };
     send_message(send, &msg)
+}
+
+/// The system and CUDA shared memory extensions' calls.
+async fn shared_memory_call(
+    method: &str,
+    source: &mut MessageSource,
+    r: &mut SendResponse<Bytes>,
+    shared: &Shared,
+) {
+    let (sys, cuda) = (&shared.shm, &shared.shm.cuda);
+    let invalid = Status::invalid;
+    match method {
+        "SystemSharedMemoryRegister" => {
+            unary(source, r, |q| shm::grpc_register(sys, &q).map_err(invalid)).await
+        }
+        "SystemSharedMemoryUnregister" => {
+            unary(source, r, |q| Ok(shm::grpc_unregister(sys, &q))).await
+        }
+        "SystemSharedMemoryStatus" => {
+            unary(source, r, |q| shm::grpc_status(sys, &q).map_err(invalid)).await
+        }
+        "CudaSharedMemoryRegister" => {
+            unary(source, r, |q| {
+                cuda_shm::grpc_register(cuda, &q).map_err(invalid)
+            })
+            .await
+        }
+        "CudaSharedMemoryUnregister" => {
+            unary(source, r, |q| Ok(cuda_shm::grpc_unregister(cuda, &q))).await
+        }
+        "CudaSharedMemoryStatus" => {
+            unary(source, r, |q| {
+                cuda_shm::grpc_status(cuda, &q).map_err(invalid)
+            })
+            .await
+        }
+        _ => answer_unary(
+            r,
+            Err::<pb::ServerLiveResponse, _>(Status::new(
+                code::UNIMPLEMENTED,
+                format!("unknown gRPC method '{method}'"),
+            )),
+        ),
+    }
 }
 
 /// A unary call: one request message in, `answer` out.
