@@ -15,7 +15,7 @@ pub mod model;
 pub mod openai;
 pub mod prompts;
 pub mod tokenizer;
-mod validation;
+pub(crate) mod validation;
 mod value;
 
 use std::path::PathBuf;

@@ -68,32 +68,45 @@ pub fn check_outputs(
     Ok(())
 }
 
-/// (name, wire bytes) of each output of an HTTP response body.
-fn http_outputs(body: &[u8]) -> Result<Vec<(String, Vec<u8>)>, String> {
+/// An HTTP response body's JSON header and where its binary part starts; a header that
+/// reports an error fails with it.
+pub(crate) fn http_response_header(body: &[u8]) -> Result<(Value, usize), String> {
     let mut values = serde_json::Deserializer::from_slice(body).into_iter::<Value>();
     let header = match values.next() {
         Some(Ok(v)) => v,
         Some(Err(e)) => return Err(format!("cannot parse the response JSON: {e}")),
         None => return Err("empty response body".into()),
     };
-    let mut binary = &body[values.byte_offset()..];
     if let Some(error) = header.get("error") {
         return Err(error
             .as_str()
             .map_or_else(|| error.to_string(), str::to_owned));
     }
+    Ok((header, values.byte_offset()))
+}
+
+/// The header's `outputs` entries, each with its name.
+pub(crate) fn listed_outputs(header: &Value) -> Result<Vec<(&str, &Value)>, String> {
     let listed = header.get("outputs").and_then(Value::as_array);
-    let mut out = Vec::new();
-    for (i, output) in listed
+    listed
         .map(Vec::as_slice)
         .unwrap_or_default()
         .iter()
         .enumerate()
-    {
-        let name = output
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("outputs[{i}] has no name"))?;
+        .map(|(i, o)| {
+            let name = o.get("name").and_then(Value::as_str);
+            name.map(|n| (n, o))
+                .ok_or_else(|| format!("outputs[{i}] has no name"))
+        })
+        .collect()
+}
+
+/// (name, wire bytes) of each output of an HTTP response body.
+fn http_outputs(body: &[u8]) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let (header, binary_at) = http_response_header(body)?;
+    let mut binary = &body[binary_at..];
+    let mut out = Vec::new();
+    for (name, output) in listed_outputs(&header)? {
         let binary_size = output
             .get("parameters")
             .and_then(|p| p.get("binary_data_size"));

@@ -184,29 +184,9 @@ fn response_outputs(response: &[u8], format: ResponseFormat) -> Result<Vec<Outpu
 }
 
 fn http_outputs(response: &[u8]) -> Result<Vec<OutputMeta>, String> {
-    let mut values = serde_json::Deserializer::from_slice(response).into_iter::<Value>();
-    let header = match values.next() {
-        Some(Ok(v)) => v,
-        Some(Err(e)) => return Err(format!("cannot parse the response JSON: {e}")),
-        None => return Err("empty response body".into()),
-    };
-    if let Some(error) = header.get("error") {
-        return Err(error
-            .as_str()
-            .map_or_else(|| error.to_string(), str::to_owned));
-    }
-    let listed = header.get("outputs").and_then(Value::as_array);
+    let (header, _) = crate::inputs::validation::http_response_header(response)?;
     let mut out = Vec::new();
-    for (i, o) in listed
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-    {
-        let name = o
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("outputs[{i}] has no name"))?;
+    for (name, o) in crate::inputs::validation::listed_outputs(&header)? {
         let datatype = o
             .get("datatype")
             .and_then(Value::as_str)
