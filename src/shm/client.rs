@@ -162,10 +162,7 @@ impl ShmSession {
     /// hung would otherwise cost a timeout per region.
     pub fn unregister_all(&mut self) -> Result<()> {
         for name in std::mem::take(&mut self.registered) {
-            match self.kind {
-                RegionKind::System => unregister(&mut self.control, &name)?,
-                RegionKind::Cuda { .. } => unregister_cuda(&mut self.control, &name)?,
-            }
+            unregister(&mut self.control, &name, self.kind)?;
         }
         Ok(())
     }
@@ -215,12 +212,17 @@ pub fn register(control: &mut SetupClient, name: &str, key: &str, len: usize) ->
     }
 }
 
-/// `POST /v2/systemsharedmemory/region/<name>/unregister` or SystemSharedMemoryUnregister.
-pub fn unregister(control: &mut SetupClient, name: &str) -> Result<()> {
-    let fail = |why: String| Error::generic(format!("region '{name}': {why}"));
+/// `POST /v2/{system|cuda}sharedmemory/region/<name>/unregister`, or gRPC
+/// SystemSharedMemoryUnregister / CudaSharedMemoryUnregister.
+pub fn unregister(control: &mut SetupClient, name: &str, kind: RegionKind) -> Result<()> {
+    let (what, extension) = match kind {
+        RegionKind::System => ("region", "systemsharedmemory"),
+        RegionKind::Cuda { .. } => ("CUDA region", "cudasharedmemory"),
+    };
+    let fail = |why: String| Error::generic(format!("{what} '{name}': {why}"));
     match control {
         SetupClient::Http(c) => {
-            let path = format!("/v2/systemsharedmemory/region/{name}/unregister");
+            let path = format!("/v2/{extension}/region/{name}/unregister");
             match c.post(&path, &[], b"") {
                 Ok((200, _)) => Ok(()),
                 Ok((s, b)) => Err(fail(error_message(s, &b))),
@@ -228,10 +230,17 @@ pub fn unregister(control: &mut SetupClient, name: &str) -> Result<()> {
             }
         }
         SetupClient::Grpc(c) => {
-            let req = pb::SystemSharedMemoryUnregisterRequest { name: name.into() };
-            grpc(c, "SystemSharedMemoryUnregister", &req)
-                .map(|_| ())
-                .map_err(|e| fail(e.msg))
+            let sent = match kind {
+                RegionKind::System => {
+                    let req = pb::SystemSharedMemoryUnregisterRequest { name: name.into() };
+                    grpc(c, "SystemSharedMemoryUnregister", &req)
+                }
+                RegionKind::Cuda { .. } => {
+                    let req = pb::CudaSharedMemoryUnregisterRequest { name: name.into() };
+                    grpc(c, "CudaSharedMemoryUnregister", &req)
+                }
+            };
+            sent.map(|_| ()).map_err(|e| fail(e.msg))
         }
         SetupClient::Capi(_) => Ok(()),
     }
@@ -276,28 +285,6 @@ pub fn register_cuda(control: &mut SetupClient, region: &CudaRegion) -> Result<(
                 .map_err(|e| fail(e.msg))
         }
         SetupClient::Capi(_) => Err(fail("not supported with the C API".into())),
-    }
-}
-
-/// `POST /v2/cudasharedmemory/region/<name>/unregister` or CudaSharedMemoryUnregister.
-pub fn unregister_cuda(control: &mut SetupClient, name: &str) -> Result<()> {
-    let fail = |why: String| Error::generic(format!("CUDA region '{name}': {why}"));
-    match control {
-        SetupClient::Http(c) => {
-            let path = format!("/v2/cudasharedmemory/region/{name}/unregister");
-            match c.post(&path, &[], b"") {
-                Ok((200, _)) => Ok(()),
-                Ok((s, b)) => Err(fail(error_message(s, &b))),
-                Err(e) => Err(fail(e.msg)),
-            }
-        }
-        SetupClient::Grpc(c) => {
-            let req = pb::CudaSharedMemoryUnregisterRequest { name: name.into() };
-            grpc(c, "CudaSharedMemoryUnregister", &req)
-                .map(|_| ())
-                .map_err(|e| fail(e.msg))
-        }
-        SetupClient::Capi(_) => Ok(()),
     }
 }
 
