@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use crate::protocol::grpc::pb::inference as pb;
 use crate::shm::cuda_ffi::{runtime, CudaRuntime, IPC_HANDLE_BYTES};
 
-use super::shm::ShmRef;
+use super::shm::{RegionTable, ShmRef};
 
 /// One registered region: the client's allocation opened in this process.
 struct Opened {
@@ -211,37 +211,16 @@ fn register_json(regions: &CudaRegions, name: &str, body: &[u8]) -> Result<(), S
     regions.register(name, &handle, device_id, size)
 }
 
-/// HTTP: `rest` is the path after `/v2/cudasharedmemory`. `Ok(Some(v))`: 200 with JSON `v`;
-/// `Ok(None)`: 200 with no body; `Err((status, message))`.
-pub fn http_route(
-    regions: &CudaRegions,
-    is_post: bool,
-    rest: &str,
-    body: &[u8],
-) -> Result<Option<Value>, (u16, String)> {
-    let bad = |msg: String| (400, msg);
-    let segments: Vec<&str> = rest.split('/').skip(1).collect();
-    match (is_post, segments.as_slice()) {
-        (false, ["status"]) => regions.status(None).map(Some).map_err(bad),
-        (false, ["region", name, "status"]) => regions.status(Some(name)).map(Some).map_err(bad),
-        (true, ["unregister"]) => {
-            regions.unregister(None);
-            Ok(None)
-        }
-        (true, ["region", name, "unregister"]) => {
-            regions.unregister(Some(name));
-            Ok(None)
-        }
-        (true, ["region", name, "register"]) => register_json(regions, name, body)
-            .map(|_| None)
-            .map_err(bad),
-        (_, ["status" | "unregister"] | ["region", _, "status" | "unregister" | "register"]) => {
-            Err((
-                405,
-                format!("method not allowed for '/v2/cudasharedmemory{rest}'"),
-            ))
-        }
-        _ => Err((404, "Not Found".into())),
+impl RegionTable for CudaRegions {
+    const EXTENSION: &'static str = "cudasharedmemory";
+    fn status_list(&self, name: Option<&str>) -> Result<Value, String> {
+        self.status(name)
+    }
+    fn unregister_named(&self, name: Option<&str>) {
+        self.unregister(name)
+    }
+    fn register_json(&self, name: &str, body: &[u8]) -> Result<(), String> {
+        register_json(self, name, body)
     }
 }
 
@@ -285,6 +264,7 @@ pub fn grpc_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::shm::http_route;
     use crate::shm::cuda::{test_runtime, CudaRegion};
 
     fn shm_ref(region: &str, offset: usize, byte_size: usize) -> ShmRef {

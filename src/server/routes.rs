@@ -91,7 +91,7 @@ pub fn route(req: &Request, env: &mut Env, out: &mut Vec<u8>) -> Reply {
     }
     if let Some(rest) = path.strip_prefix("/v2/cudasharedmemory") {
         let is_post = req.method == Method::Post;
-        return match super::cuda_shm::http_route(&env.shared.shm.cuda, is_post, rest, req.body) {
+        return match super::shm::http_route(&env.shared.shm.cuda, is_post, rest, req.body) {
             Ok(Some(value)) => json_reply(out, &value),
             Ok(None) => Reply::plain(200),
             Err((status, msg)) => error_reply(out, status, &msg),

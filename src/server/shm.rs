@@ -277,10 +277,34 @@ fn register_json(regions: &ShmRegions, name: &str, body: &[u8]) -> Result<(), St
     regions.register(name, key, offset, size)
 }
 
-/// HTTP: `rest` is the path after `/v2/systemsharedmemory`. `Ok(Some(v))`: 200 with JSON
-/// `v`; `Ok(None)`: 200 with no body; `Err((status, message))`.
-pub fn http_route(
-    regions: &ShmRegions,
+/// What the HTTP routes of a shared memory extension (system or CUDA) need from its table
+/// of registered regions.
+pub trait RegionTable {
+    /// The extension's path segment after `/v2/`.
+    const EXTENSION: &'static str;
+    fn status_list(&self, name: Option<&str>) -> Result<Value, String>;
+    fn unregister_named(&self, name: Option<&str>);
+    /// Registers `name` from the JSON body of a register request.
+    fn register_json(&self, name: &str, body: &[u8]) -> Result<(), String>;
+}
+
+impl RegionTable for ShmRegions {
+    const EXTENSION: &'static str = "systemsharedmemory";
+    fn status_list(&self, name: Option<&str>) -> Result<Value, String> {
+        self.status(name)
+    }
+    fn unregister_named(&self, name: Option<&str>) {
+        self.unregister(name)
+    }
+    fn register_json(&self, name: &str, body: &[u8]) -> Result<(), String> {
+        register_json(self, name, body)
+    }
+}
+
+/// HTTP: `rest` is the path after `/v2/<extension>`. `Ok(Some(v))`: 200 with JSON `v`;
+/// `Ok(None)`: 200 with no body; `Err((status, message))`.
+pub fn http_route<T: RegionTable>(
+    regions: &T,
     is_post: bool,
     rest: &str,
     body: &[u8],
@@ -288,23 +312,25 @@ pub fn http_route(
     let bad = |msg: String| (400, msg);
     let segments: Vec<&str> = rest.split('/').skip(1).collect();
     match (is_post, segments.as_slice()) {
-        (false, ["status"]) => regions.status(None).map(Some).map_err(bad),
-        (false, ["region", name, "status"]) => regions.status(Some(name)).map(Some).map_err(bad),
+        (false, ["status"]) => regions.status_list(None).map(Some).map_err(bad),
+        (false, ["region", name, "status"]) => {
+            regions.status_list(Some(name)).map(Some).map_err(bad)
+        }
         (true, ["unregister"]) => {
-            regions.unregister(None);
+            regions.unregister_named(None);
             Ok(None)
         }
         (true, ["region", name, "unregister"]) => {
-            regions.unregister(Some(name));
+            regions.unregister_named(Some(name));
             Ok(None)
         }
-        (true, ["region", name, "register"]) => register_json(regions, name, body)
-            .map(|_| None)
-            .map_err(bad),
+        (true, ["region", name, "register"]) => {
+            regions.register_json(name, body).map(|_| None).map_err(bad)
+        }
         (_, ["status" | "unregister"] | ["region", _, "status" | "unregister" | "register"]) => {
             Err((
                 405,
-                format!("method not allowed for '/v2/systemsharedmemory{rest}'"),
+                format!("method not allowed for '/v2/{}{rest}'", T::EXTENSION),
             ))
         }
         _ => Err((404, "Not Found".into())),
