@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use crate::protocol::grpc::pb::inference as pb;
 use crate::shm::cuda_ffi::{runtime, CudaRuntime, IPC_HANDLE_BYTES};
 
-use super::shm::{RegionTable, ShmRef};
+use super::shm::{remove_named, status_of, RegionTable, ShmRef};
 
 /// One registered region: the client's allocation opened in this process.
 struct Opened {
@@ -89,32 +89,13 @@ impl CudaRegions {
 
     /// Unregisters `name` (unknown names are fine, as in Triton), or every region.
     pub fn unregister(&self, name: Option<&str>) {
-        let mut regions = self.lock();
-        match name {
-            Some(n) => {
-                regions.remove(n);
-            }
-            None => regions.clear(),
-        }
+        remove_named(&mut self.lock(), name);
     }
 
     /// The status list: `[{"name","device_id","byte_size"}]`, all or one region.
     pub fn status(&self, name: Option<&str>) -> Result<Value, String> {
-        let regions = self.lock();
-        let entry = |n: &str, o: &Opened| json!({"name": n, "device_id": o.device_id, "byte_size": o.byte_size});
-        match name {
-            Some(n) => regions
-                .get(n)
-                .map(|o| json!([entry(n, o)]))
-                .ok_or_else(|| format!("Unable to find CUDA shared memory region: '{n}'")),
-            None => {
-                let mut names: Vec<&String> = regions.keys().collect();
-                names.sort();
-                Ok(Value::Array(
-                    names.iter().map(|n| entry(n, &regions[*n])).collect(),
-                ))
-            }
-        }
+        let entry = |n: &str, o: &Arc<Opened>| json!({"name": n, "device_id": o.device_id, "byte_size": o.byte_size});
+        status_of(&self.lock(), name, "CUDA", entry)
     }
 
     /// Number of registered regions.

@@ -119,32 +119,13 @@ impl ShmRegions {
 
     /// Unregisters `name` (unknown names are fine, as in Triton), or every region.
     pub fn unregister(&self, name: Option<&str>) {
-        let mut regions = self.lock();
-        match name {
-            Some(n) => {
-                regions.remove(n);
-            }
-            None => regions.clear(),
-        }
+        remove_named(&mut self.lock(), name);
     }
 
     /// The status list: `[{"name","key","offset","byte_size"}]`, all or one region.
     pub fn status(&self, name: Option<&str>) -> Result<Value, String> {
-        let regions = self.lock();
-        let entry = |n: &str, m: &Mapped| json!({"name": n, "key": m.key, "offset": m.offset, "byte_size": m.byte_size});
-        match name {
-            Some(n) => regions
-                .get(n)
-                .map(|m| json!([entry(n, m)]))
-                .ok_or_else(|| format!("Unable to find system shared memory region: '{n}'")),
-            None => {
-                let mut names: Vec<&String> = regions.keys().collect();
-                names.sort();
-                Ok(Value::Array(
-                    names.iter().map(|n| entry(n, &regions[*n])).collect(),
-                ))
-            }
-        }
+        let entry = |n: &str, m: &Arc<Mapped>| json!({"name": n, "key": m.key, "offset": m.offset, "byte_size": m.byte_size});
+        status_of(&self.lock(), name, "system", entry)
     }
 
     /// Number of registered regions.
@@ -275,6 +256,40 @@ fn register_json(regions: &ShmRegions, name: &str, body: &[u8]) -> Result<(), St
         .as_u64()
         .ok_or("register request: 'byte_size' must be an unsigned int")?;
     regions.register(name, key, offset, size)
+}
+
+/// Removes `name` from a table of regions (unknown names are fine, as in Triton), or every
+/// region.
+pub(crate) fn remove_named<T>(regions: &mut HashMap<String, T>, name: Option<&str>) {
+    match name {
+        Some(n) => {
+            regions.remove(n);
+        }
+        None => regions.clear(),
+    }
+}
+
+/// A status list of one region or of all (sorted by name); `kind` names the extension
+/// ("system", "CUDA") in the error for an unknown region.
+pub(crate) fn status_of<T>(
+    regions: &HashMap<String, T>,
+    name: Option<&str>,
+    kind: &str,
+    entry: impl Fn(&str, &T) -> Value,
+) -> Result<Value, String> {
+    match name {
+        Some(n) => regions
+            .get(n)
+            .map(|r| json!([entry(n, r)]))
+            .ok_or_else(|| format!("Unable to find {kind} shared memory region: '{n}'")),
+        None => {
+            let mut names: Vec<&String> = regions.keys().collect();
+            names.sort();
+            Ok(Value::Array(
+                names.iter().map(|n| entry(n, &regions[*n])).collect(),
+            ))
+        }
+    }
 }
 
 /// What the HTTP routes of a shared memory extension (system or CUDA) need from its table
