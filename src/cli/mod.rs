@@ -82,4 +82,6 @@ fn usage_from_clap(err: clap::Error) -> Error {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_errors;
+#[cfg(test)]
 mod tests_help;
