@@ -376,6 +376,45 @@ fn triton_grpc_kserve_streams() {
     server.stop();
 }
 
+/// Reads gathered 30 ms apart while tokens arrive every 20 ms: every token's time must still
+/// be when the server sent it (kernel receive stamps), not when the worker got to it, which
+/// is up to 10 ms later.
+#[test]
+fn gathered_reads_keep_the_arrival_times() {
+    let server = start_llm(20, 20, 1);
+    let dir = temp_dir("profile-gathered");
+    let args = [
+        "--streaming",
+        "--concurrency",
+        "1",
+        "--request-count",
+        "3",
+        "--output-tokens-mean",
+        "8",
+        "--max-workers",
+        "1",
+        "--read-batch-us",
+        "30000",
+    ];
+    let (outcomes, _) = profile(&server, &dir, &args).unwrap();
+    let sent = server.token_times();
+    server.stop();
+    let reqs = &outcomes[0].requests;
+    assert_eq!((reqs.len(), sent.len()), (3, 3));
+    let mut worst = 0i64;
+    // One stream at a time: the server's log order is the requests' order.
+    for (r, s) in reqs.iter().zip(&sent) {
+        assert_eq!(r.chunks.len(), s.len());
+        for (c, at) in r.chunks.iter().zip(s) {
+            worst = worst.max((c.arrival_ns as i64 - *at as i64).abs());
+        }
+    }
+    assert!(
+        worst < 4_000_000,
+        "a token was timed {worst} ns away from its send"
+    );
+}
+
 #[test]
 fn warmup_is_not_measured_and_duration_bounds_the_run() {
     let server = start_llm(1, 1, 1);

@@ -82,6 +82,9 @@ pub struct Conn {
     pub keep_bodies: bool,
     /// Server-Sent Events decoding of an event-stream response.
     sse: SseState,
+    /// Response times come from the kernel's receive stamps (see `transport::rx_stamp`):
+    /// every read is stamped with when its data arrived, not when it was read.
+    rx_stamps: bool,
 }
 
 impl Conn {
@@ -111,7 +114,15 @@ impl Conn {
             status: 0,
             keep_bodies: false,
             sse: SseState::default(),
+            rx_stamps: false,
         })
+    }
+
+    /// Times responses by the kernel's receive stamps from now on (and after reconnects);
+    /// false when the transport cannot (TLS), in which case reads are timed as they happen.
+    pub fn use_rx_stamps(&mut self) -> bool {
+        self.rx_stamps = self.stream.enable_rx_stamps();
+        self.rx_stamps
     }
 
     /// Replaces the socket after the server closed it, keeping the buffers.
@@ -126,6 +137,9 @@ impl Conn {
         let both = Interest::READABLE | Interest::WRITABLE;
         registry.register(stream.socket(), self.token, both)?;
         self.stream = stream;
+        if self.rx_stamps {
+            self.rx_stamps = self.stream.enable_rx_stamps();
+        }
         self.state = State::Connecting;
         self.rlen = 0;
         self.reader.reset();
@@ -337,18 +351,9 @@ impl Conn {
                 self.rbuf.resize(self.rbuf.len() * 2, 0);
             }
             let space = self.rbuf.len() - self.rlen;
-            match self.stream.read(&mut self.rbuf[self.rlen..]) {
-                Ok(0) => return self.on_eof(clock),
-                Ok(n) => {
-                    // One clock read per read: at the first byte, until the head is parsed,
-                    // and for every read of an event stream (its events take this read's
-                    // time). A plain response's later reads need none.
-                    let read_ns = if self.rlen == 0 || self.sse.active || !self.reader.head_parsed()
-                    {
-                        clock.now_ns()
-                    } else {
-                        0
-                    };
+            match self.read_some(clock) {
+                Ok((0, _)) => return self.on_eof(clock),
+                Ok((n, read_ns)) => {
                     if self.rlen == 0 && self.rec.recv_start_ns == 0 {
                         self.rec.recv_start_ns = read_ns;
                     }
@@ -377,6 +382,23 @@ impl Conn {
                 Err(e) => return self.fail(format!("receive failed: {e}")),
             }
         }
+    }
+
+    /// One read into the buffer: the byte count and when the data arrived (0 when no clock
+    /// is needed). One clock read per read: at the first byte, until the head is parsed, and
+    /// for every read of an event stream (its events take this read's time); a plain
+    /// response's later reads need none. With kernel stamps every read is timed, by them.
+    fn read_some(&mut self, clock: &Clock) -> io::Result<(usize, u64)> {
+        let buf = &mut self.rbuf[self.rlen..];
+        if self.rx_stamps {
+            let (n, stamp) = self.stream.read_stamped(buf)?;
+            let now = clock.now_ns();
+            let at = crate::transport::rx_stamp::arrival_ns(stamp, now, self.rec.start_ns);
+            return Ok((n, at));
+        }
+        let n = self.stream.read(buf)?;
+        let timed = self.rlen == 0 || self.sse.active || !self.reader.head_parsed();
+        Ok((n, if timed { clock.now_ns() } else { 0 }))
     }
 
     fn on_eof(&mut self, clock: &Clock) -> Outcome {
@@ -421,7 +443,13 @@ impl Conn {
                 return self.fail(format!("bad event stream in the response: {e}"));
             }
         }
-        let out = self.complete(head.status, head.keep_alive, head.consumed, clock);
+        // With kernel stamps the completing read's arrival time is the end; otherwise now.
+        let end_ns = if self.rx_stamps && read_ns != 0 {
+            read_ns
+        } else {
+            clock.now_ns()
+        };
+        let out = self.complete(head.status, head.keep_alive, head.consumed, end_ns);
         if self.sse.active {
             // Latency runs to the last event with data; `[DONE]` (perf_analyzer's null final
             // response) does not count.
@@ -435,14 +463,8 @@ impl Conn {
         out
     }
 
-    fn complete(
-        &mut self,
-        status: u16,
-        keep_alive: bool,
-        consumed: usize,
-        clock: &Clock,
-    ) -> Outcome {
-        self.rec.end_ns = clock.now_ns();
+    fn complete(&mut self, status: u16, keep_alive: bool, consumed: usize, end_ns: u64) -> Outcome {
+        self.rec.end_ns = end_ns;
         if self.rec.recv_start_ns == 0 {
             self.rec.recv_start_ns = self.rec.end_ns;
         }

@@ -20,6 +20,8 @@ pub struct HttpPool {
     idle: Vec<usize>,
     /// Open loop: connections opened for due sends and not connected yet.
     connecting: usize,
+    /// Time responses by kernel receive stamps (see `Conn::use_rx_stamps`).
+    rx_stamps: bool,
 }
 
 /// Open loop: connections opened at once, at most, when sends are due and none is free.
@@ -34,7 +36,22 @@ impl HttpPool {
             conns: Vec::with_capacity(count),
             idle: Vec::with_capacity(count),
             connecting: 0,
+            rx_stamps: false,
         }
+    }
+
+    /// Times every response by the kernel's receive stamps (plain TCP only).
+    pub fn with_rx_stamps(mut self, on: bool) -> HttpPool {
+        self.rx_stamps = on;
+        self
+    }
+
+    fn connect(&self, token: Token, registry: &Registry) -> std::io::Result<Conn> {
+        let mut conn = Conn::connect(self.addr, token, registry, self.tls.as_ref())?;
+        if self.rx_stamps {
+            conn.use_rx_stamps();
+        }
+        Ok(conn)
     }
 
     /// Open loop with a send due and no idle connection: opens another one (within
@@ -48,7 +65,7 @@ impl HttpPool {
             return;
         }
         let token = Token(self.conns.len());
-        match Conn::connect(self.addr, token, cx.registry, self.tls.as_ref()) {
+        match self.connect(token, cx.registry) {
             Ok(conn) => {
                 self.conns.push(conn);
                 self.connecting += 1;
@@ -106,7 +123,8 @@ impl HttpPool {
 impl Pool for HttpPool {
     fn open(&mut self, registry: &Registry) -> Result<(), String> {
         for i in 0..self.count {
-            let conn = Conn::connect(self.addr, Token(i), registry, self.tls.as_ref())
+            let conn = self
+                .connect(Token(i), registry)
                 .map_err(|e| format!("cannot connect to {}: {e}", self.addr))?;
             self.conns.push(conn);
         }

@@ -67,6 +67,10 @@ pub struct EngineSpec {
     /// `--shared-memory system`: `requests` hold one variant of each input step per
     /// in-flight slot (see `slots.rs`); `None`: one request per step.
     pub slots: Option<Arc<OutputSlots>>,
+    /// HTTP/1 (LLM streams): time reads by the kernel's receive stamps (plain TCP) and let
+    /// data gather for up to this long between polls, so a wake-up reads several streams'
+    /// tokens; `None`: read as soon as data arrives, timed at the read.
+    pub read_batch: Option<Duration>,
 }
 
 struct WorkerHandle {
@@ -268,12 +272,14 @@ impl Engine {
                     _ => None,
                 },
                 slots: slot_shares.next().flatten(),
+                read_batch: spec.read_batch,
             };
             let core = (spec.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
             let (addr, tls) = (spec.addr, spec.tls.clone());
             let handle = match &spec.wire {
                 Wire::Http1 => {
-                    let pool = HttpPool::new(addr, tls, slots);
+                    let pool =
+                        HttpPool::new(addr, tls, slots).with_rx_stamps(spec.read_batch.is_some());
                     spawn_worker(params, pool, core, &out_tx)?
                 }
                 Wire::Grpc(wire) => {
@@ -464,6 +470,7 @@ mod tests {
             wire: Wire::Http1,
             sequences: None,
             slots: Some(Arc::new(OutputSlots::new(slots, Vec::new()).unwrap())),
+            read_batch: None,
         }
     }
 

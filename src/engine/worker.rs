@@ -25,6 +25,8 @@ const TIMER: Token = Token(usize::MAX - 1);
 
 /// How often (at most) a worker publishes its completed-request count.
 const PUBLISH_EVERY: Duration = Duration::from_millis(1);
+/// Batched reads: a shorter sleep than this costs more than it gathers.
+const MIN_NAP: Duration = Duration::from_micros(50);
 
 /// What the coordinator asks of a worker.
 pub enum Command {
@@ -86,6 +88,8 @@ pub struct WorkerParams {
     pub ramp: Option<Ramp>,
     /// Shared memory output slots: the run's slots and this worker's first one.
     pub slots: Option<SlotShare>,
+    /// Reads timed by kernel stamps: the shortest time between wake-ups (see `gather`).
+    pub read_batch: Option<Duration>,
 }
 
 pub struct Worker<P: Pool> {
@@ -102,6 +106,7 @@ pub struct Worker<P: Pool> {
     cpu_mark: u64,
     shared: Arc<Shared>,
     out: Sender<Batch>,
+    read_batch: Option<Duration>,
 }
 
 impl<P: Pool> Worker<P> {
@@ -139,6 +144,7 @@ impl<P: Pool> Worker<P> {
             error_published: false,
             timer: None,
             cpu_mark: thread_cpu_ns(),
+            read_batch: p.read_batch,
             shared,
             out,
         }
@@ -158,7 +164,12 @@ impl<P: Pool> Worker<P> {
         let mut events = Events::with_capacity(1024);
         let mut last_publish = Instant::now();
         let mut deadline: Option<Instant> = None;
+        // Batched reads: the last two wake-ups with events.
+        let (mut woke, mut before): (Option<Instant>, Option<Instant>) = (None, None);
         loop {
+            if let (Some(at), Some(prev)) = (woke, before) {
+                self.gather(at, at - prev);
+            }
             let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             let timeout = timeout.map(|t| t.min(Duration::from_millis(10)));
             if let Err(e) = self.poll.poll(&mut events, timeout) {
@@ -166,6 +177,9 @@ impl<P: Pool> Worker<P> {
                     self.sink.fail(format!("epoll failed: {e}"));
                     deadline = Some(Instant::now());
                 }
+            }
+            if !events.is_empty() {
+                (before, woke) = (woke, Some(Instant::now()));
             }
             for ev in events.iter() {
                 if ev.token() == WAKE {
@@ -232,6 +246,25 @@ impl<P: Pool> Worker<P> {
             if due > now {
                 timer.arm(due, due - now);
             }
+        }
+    }
+
+    /// Batched reads: when wake-ups come closer together than the batch interval (data
+    /// trickling in stream by stream; `since` is the time between the last two), sleeps out
+    /// the rest of the interval after the last one (`at`), so the data of several streams
+    /// gathers in the socket buffers and one wake-up reads it all; the kernel's stamps keep
+    /// each read's arrival time. Sparse or bursty arrivals are left alone (a sleep would only
+    /// add a wake-up). Never sleeps past a due send.
+    fn gather(&self, at: Instant, since: Duration) {
+        let Some(gap) = self.read_batch else {
+            return;
+        };
+        let due_in = self.feed.next_due_ns().map(|due| {
+            let ahead = due.saturating_sub(self.clock.now_ns());
+            Duration::from_nanos(ahead)
+        });
+        if let Some(nap) = gather_nap(gap, since, at.elapsed(), due_in) {
+            std::thread::sleep(nap);
         }
     }
 
@@ -318,6 +351,26 @@ fn set_error(shared: &Shared, msg: String) {
 }
 
 /// CPU time of the calling thread (ns).
+/// How long to sleep before the next poll when batching reads every `gap`: only when the
+/// last two wake-ups came closer together than `gap` (`since`), for the rest of `gap` after
+/// the last one (`elapsed` ago), never past a due send (`due_in`), and not at all when the
+/// nap would be too short to gather anything.
+fn gather_nap(
+    gap: Duration,
+    since: Duration,
+    elapsed: Duration,
+    due_in: Option<Duration>,
+) -> Option<Duration> {
+    if since >= gap {
+        return None;
+    }
+    let mut nap = gap.saturating_sub(elapsed);
+    if let Some(due) = due_in {
+        nap = nap.min(due);
+    }
+    (nap >= MIN_NAP).then_some(nap)
+}
+
 pub fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -329,4 +382,29 @@ pub fn thread_cpu_ns() -> u64 {
         return 0;
     }
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gather_naps_only_when_wake_ups_crowd() {
+        let us = Duration::from_micros;
+        let gap = us(1000);
+        // Wake-ups 300 µs apart, 100 µs spent since the last: sleep the other 900 µs.
+        assert_eq!(gather_nap(gap, us(300), us(100), None), Some(us(900)));
+        // Sparse (or bursty) arrivals: waking up again would only cost.
+        assert_eq!(gather_nap(gap, us(1000), us(100), None), None);
+        assert_eq!(gather_nap(gap, us(5000), us(0), None), None);
+        // A send due in 200 µs bounds the nap.
+        assert_eq!(
+            gather_nap(gap, us(300), us(100), Some(us(200))),
+            Some(us(200))
+        );
+        // Nothing worth sleeping for: the interval is (nearly) spent, or a send is due.
+        assert_eq!(gather_nap(gap, us(300), us(980), None), None);
+        assert_eq!(gather_nap(gap, us(300), us(100), Some(us(0))), None);
+        assert_eq!(gather_nap(Duration::ZERO, us(0), us(0), None), None);
+    }
 }

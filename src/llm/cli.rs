@@ -179,6 +179,12 @@ pub struct ProfileArgs {
     /// Load worker threads (each pinned to a core); default: one per core.
     #[arg(long)]
     pub max_workers: Option<usize>,
+    /// Streamed HTTP responses: when tokens trickle in (wake-ups closer together than this),
+    /// a load worker lets them gather for up to this many microseconds between reads, which
+    /// cuts its CPU per token. Arrival times come from the kernel's receive stamps either
+    /// way, so gathering does not move them. 0: read every token as soon as it arrives.
+    #[arg(long, default_value_t = 1000, value_name = "US")]
+    pub read_batch_us: u64,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -186,6 +192,10 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub help_metrics: bool,
 }
+
+/// `--read-batch-us` beyond this would hold completed requests (and the next sends of a
+/// closed loop) back for longer than any token gap worth measuring.
+const MAX_READ_BATCH_US: u64 = 100_000;
 
 /// One point of the sweep.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -285,6 +295,11 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
     }
     if args.max_workers == Some(0) {
         return Err(Error::usage("profile: --max-workers must be at least 1"));
+    }
+    if args.read_batch_us > MAX_READ_BATCH_US {
+        return Err(Error::usage(format!(
+            "profile: --read-batch-us must be at most {MAX_READ_BATCH_US} (100 ms)"
+        )));
     }
     if args.num_prompts == 0 {
         return Err(Error::usage("profile: --num-prompts must be at least 1"));

@@ -195,6 +195,7 @@ fn engine_spec(
         wire: plan.wire.clone(),
         sequences: plan.sequences.clone(),
         slots,
+        read_batch: None,
     }
 }
 

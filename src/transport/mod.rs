@@ -13,6 +13,7 @@
 //! `wants_write` are free for it.
 
 pub mod blocking;
+pub mod rx_stamp;
 mod session;
 mod stream;
 pub mod tls;
@@ -80,6 +81,25 @@ impl Transport {
         match self {
             Transport::Plain(s) => s.read(buf),
             Transport::Tls(t) => t.read(buf),
+        }
+    }
+
+    /// Like [`Transport::read`], plus the kernel's arrival stamp of the data (realtime ns,
+    /// see [`rx_stamp`]) when [`Transport::enable_rx_stamps`] succeeded; TLS gives none.
+    #[inline]
+    pub fn read_stamped(&mut self, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
+        match self {
+            Transport::Plain(s) => rx_stamp::recv(s, buf),
+            Transport::Tls(t) => t.read(buf).map(|n| (n, None)),
+        }
+    }
+
+    /// Asks the kernel to stamp arriving data (plain TCP); false when it cannot (TLS, whose
+    /// records do not map onto reads, or a refused option).
+    pub fn enable_rx_stamps(&mut self) -> bool {
+        match self {
+            Transport::Plain(s) => rx_stamp::enable(s).is_ok(),
+            Transport::Tls(_) => false,
         }
     }
 

@@ -63,6 +63,7 @@ fn run_engine(
         wire: crate::engine::wire::Wire::Http1,
         sequences: None,
         slots: None,
+        read_batch: None,
     };
     let mut engine = Engine::start(&spec, concurrency, Some(total)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -1,0 +1,181 @@
+//! Kernel receive timestamps on plain TCP sockets (`SO_TIMESTAMPNS`).
+//!
+//! The kernel stamps each incoming segment when the network stack takes it (for loopback:
+//! when the server's write passes through the loopback device). A `recvmsg` returns the
+//! stamp of the last segment it consumed, so the stamp is never earlier than the arrival of
+//! any byte the read returned and never later than the read itself. With it, a worker may
+//! let several streams' data accumulate between polls without moving any arrival time.
+//!
+//! The stamp is CLOCK_REALTIME; [`arrival_ns`] maps it onto the run's clock (`crate::clock::Clock`) by the
+//! offset between the two clocks read at the same moment, so NTP slewing during a long run
+//! does not accumulate.
+
+use std::io;
+use std::os::fd::AsRawFd;
+
+use mio::net::TcpStream;
+
+/// Asks the kernel to stamp segments arriving on `sock`.
+pub fn enable(sock: &TcpStream) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: a valid socket fd and a c_int option value of the size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Room for one `SCM_TIMESTAMPNS` control message (a timespec), u64-aligned.
+const CONTROL_WORDS: usize = 8;
+
+/// One non-blocking read into `buf`: the bytes read (0 at EOF) and the realtime stamp (ns
+/// since the epoch) of the last segment consumed, when the kernel supplied one.
+pub fn recv(sock: &TcpStream, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut control = [0u64; CONTROL_WORDS];
+    // SAFETY: msghdr is plain data; every pointer set below outlives the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: fd is a socket; msg describes `buf` and `control`, both live and writable.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((n as usize, stamp_of(&msg)))
+}
+
+/// The `SCM_TIMESTAMPNS` stamp in a received message's control data.
+fn stamp_of(msg: &libc::msghdr) -> Option<u64> {
+    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+        return None;
+    }
+    // SAFETY: the CMSG_* walk stays inside msg_control/msg_controllen as the kernel filled it.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+        while !cmsg.is_null() {
+            let c = &*cmsg;
+            if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                let ns = (ts.tv_sec as u64)
+                    .checked_mul(1_000_000_000)?
+                    .checked_add(ts.tv_nsec as u64)?;
+                return (ns != 0).then_some(ns);
+            }
+            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+        }
+    }
+    None
+}
+
+/// CLOCK_REALTIME now, in ns since the epoch.
+fn realtime_ns() -> i128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+}
+
+/// When the data of a read that returned at `now_ns` (the run's clock) arrived: the kernel
+/// stamp mapped onto the run's clock, kept within `[floor_ns, now_ns]` (a stamp outside
+/// it means a clock step, and the read time is then the honest answer). Without a stamp,
+/// `now_ns`.
+pub fn arrival_ns(stamp: Option<u64>, now_ns: u64, floor_ns: u64) -> u64 {
+    let Some(stamp) = stamp else {
+        return now_ns;
+    };
+    let offset = realtime_ns() - now_ns as i128;
+    let at = stamp as i128 - offset;
+    if at > now_ns as i128 || at < floor_ns as i128 {
+        return now_ns;
+    }
+    at as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    fn pair() -> (std::net::TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (server, _) = l.accept().unwrap();
+        client.set_nonblocking(true).unwrap();
+        (server, TcpStream::from_std(client))
+    }
+
+    #[test]
+    fn stamps_lie_between_the_write_and_the_read() {
+        let clock = Clock::new();
+        let (mut server, client) = pair();
+        enable(&client).unwrap();
+        let mut buf = [0u8; 64];
+        // The kernel switches stamping on from a work item when the first socket asks, so
+        // the first segments may come unstamped: exchange bytes until one is stamped.
+        let stamped = (0..200).any(|_| {
+            server.write_all(b".").unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            recv(&client, &mut buf).is_ok_and(|(_, s)| s.is_some())
+        });
+        assert!(stamped, "the kernel never stamped a segment");
+        assert_eq!(
+            recv(&client, &mut buf).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        let before = clock.now_ns();
+        server.write_all(b"first").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let now = clock.now_ns();
+        let (n, stamp) = recv(&client, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"first");
+        assert!(stamp.is_some(), "the kernel gave no stamp");
+        let at = arrival_ns(stamp, now, before);
+        // Written at `before`, read 20 ms later: the stamp is the write, not the read.
+        assert!(at >= before && at + 15_000_000 < now, "{before} {at} {now}");
+    }
+
+    #[test]
+    fn without_the_option_there_is_no_stamp_and_eof_reads_zero() {
+        let (mut server, client) = pair();
+        server.write_all(b"x").unwrap();
+        drop(server);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let mut buf = [0u8; 8];
+        assert_eq!(recv(&client, &mut buf).unwrap(), (1, None));
+        assert_eq!(recv(&client, &mut buf).unwrap(), (0, None));
+    }
+
+    #[test]
+    fn out_of_range_stamps_fall_back_to_the_read_time() {
+        let clock = Clock::new();
+        let now = clock.now_ns();
+        assert_eq!(arrival_ns(None, now, 0), now);
+        // A stamp an hour ahead of the read (a clock step) is not believed.
+        let ahead = (realtime_ns() + 3_600_000_000_000) as u64;
+        assert_eq!(arrival_ns(Some(ahead), now, 0), now);
+        // Nor one before the request was sent.
+        let early = (realtime_ns() - 1_000_000_000) as u64;
+        assert_eq!(arrival_ns(Some(early), now, now - 1000), now);
+    }
+}
