@@ -392,8 +392,7 @@ impl Conn {
         let buf = &mut self.rbuf[self.rlen..];
         if self.rx_stamps {
             let (n, stamp) = self.stream.read_stamped(buf)?;
-            let now = clock.now_ns();
-            let at = crate::transport::rx_stamp::arrival_ns(stamp, now, self.rec.start_ns);
+            let at = crate::transport::rx_stamp::arrival_ns(stamp, self.rec.start_ns, clock);
             return Ok((n, at));
         }
         let n = self.stream.read(buf)?;

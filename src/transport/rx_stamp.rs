@@ -6,7 +6,7 @@
 //! any byte the read returned and never later than the read itself. With it, a worker may
 //! let several streams' data accumulate between polls without moving any arrival time.
 //!
-//! The stamp is CLOCK_REALTIME; [`arrival_ns`] maps it onto the run's clock (`crate::clock::Clock`) by the
+//! The stamp is CLOCK_REALTIME; [`arrival_ns`] maps it onto the run's [`Clock`] by the
 //! offset between the two clocks read at the same moment, so NTP slewing during a long run
 //! does not accumulate.
 
@@ -14,6 +14,8 @@ use std::io;
 use std::os::fd::AsRawFd;
 
 use mio::net::TcpStream;
+
+use crate::clock::Clock;
 
 /// Asks the kernel to stamp segments arriving on `sock`.
 pub fn enable(sock: &TcpStream) -> io::Result<()> {
@@ -94,11 +96,12 @@ fn realtime_ns() -> i128 {
     ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
 }
 
-/// When the data of a read that returned at `now_ns` (the run's clock) arrived: the kernel
-/// stamp mapped onto the run's clock, kept within `[floor_ns, now_ns]` (a stamp outside
-/// it means a clock step, and the read time is then the honest answer). Without a stamp,
-/// `now_ns`.
-pub fn arrival_ns(stamp: Option<u64>, now_ns: u64, floor_ns: u64) -> u64 {
+/// When the data of a read that has just returned arrived, on the run's `clock`: the kernel
+/// stamp mapped by the offset between the two clocks read back to back now, kept within
+/// `[floor_ns, now]` (a stamp outside it means a clock step, and the read time is then the
+/// honest answer). Without a stamp, now.
+pub fn arrival_ns(stamp: Option<u64>, floor_ns: u64, clock: &Clock) -> u64 {
+    let now_ns = clock.now_ns();
     let Some(stamp) = stamp else {
         return now_ns;
     };
@@ -113,7 +116,6 @@ pub fn arrival_ns(stamp: Option<u64>, now_ns: u64, floor_ns: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::Clock;
     use std::io::Write;
     use std::net::TcpListener;
 
@@ -146,11 +148,11 @@ mod tests {
         let before = clock.now_ns();
         server.write_all(b"first").unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let now = clock.now_ns();
         let (n, stamp) = recv(&client, &mut buf).unwrap();
+        let at = arrival_ns(stamp, before, &clock);
+        let now = clock.now_ns();
         assert_eq!(&buf[..n], b"first");
         assert!(stamp.is_some(), "the kernel gave no stamp");
-        let at = arrival_ns(stamp, now, before);
         // Written at `before`, read 20 ms later: the stamp is the write, not the read.
         assert!(at >= before && at + 15_000_000 < now, "{before} {at} {now}");
     }
@@ -169,13 +171,17 @@ mod tests {
     #[test]
     fn out_of_range_stamps_fall_back_to_the_read_time() {
         let clock = Clock::new();
-        let now = clock.now_ns();
-        assert_eq!(arrival_ns(None, now, 0), now);
+        let before = clock.now_ns();
+        let read = |at: u64| at >= before && at <= clock.now_ns();
+        assert!(read(arrival_ns(None, 0, &clock)));
         // A stamp an hour ahead of the read (a clock step) is not believed.
         let ahead = (realtime_ns() + 3_600_000_000_000) as u64;
-        assert_eq!(arrival_ns(Some(ahead), now, 0), now);
+        assert!(read(arrival_ns(Some(ahead), 0, &clock)));
         // Nor one before the request was sent.
         let early = (realtime_ns() - 1_000_000_000) as u64;
-        assert_eq!(arrival_ns(Some(early), now, now - 1000), now);
+        assert!(read(arrival_ns(Some(early), before, &clock)));
+        // One a second ago, after the floor, is taken as it is.
+        let second_ago = arrival_ns(Some(early), 0, &clock);
+        assert!(second_ago + 900_000_000 < before, "{second_ago} {before}");
     }
 }
