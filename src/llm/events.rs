@@ -2,6 +2,10 @@
 //! text chunks, usage and error of one request. Timestamps were taken at read time; nothing
 //! here changes them, parsing only decides which events carried output text.
 
+use std::borrow::Cow;
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::measure::llm::Usage;
@@ -35,6 +39,12 @@ pub fn parse_events<'a>(events: impl Iterator<Item = (u64, &'a [u8])>) -> Parsed
             out.finished = true;
             continue;
         }
+        // An `error` member takes the general path, which words the error.
+        let fast = serde_json::from_slice::<Message<'_>>(data).ok();
+        if let Some(m) = fast.filter(|m| !m.error.0) {
+            m.absorb(at, &mut out);
+            continue;
+        }
         let Ok(v) = serde_json::from_slice::<Value>(data) else {
             // Not JSON: a server that streams plain text; count it as text.
             if let Ok(s) = std::str::from_utf8(data) {
@@ -47,6 +57,22 @@ pub fn parse_events<'a>(events: impl Iterator<Item = (u64, &'a [u8])>) -> Parsed
     out
 }
 
+/// [`parse_events`] on the general path alone (every message as a `Value`): what the typed
+/// fast path must agree with. For tests and the fuzz target.
+pub fn parse_events_general<'a>(events: impl Iterator<Item = (u64, &'a [u8])>) -> Parsed {
+    let mut out = Parsed::default();
+    for (at, data) in events {
+        if data.is_empty() {
+            out.finished = true;
+        } else if let Ok(v) = serde_json::from_slice::<Value>(data) {
+            absorb(&v, at, &mut out);
+        } else if let Ok(s) = std::str::from_utf8(data) {
+            out.chunks.push((at, s.to_string()));
+        }
+    }
+    out
+}
+
 /// Parses a whole (non-streamed) JSON response that completed at `end_ns`.
 pub fn parse_whole(end_ns: u64, body: &[u8]) -> Parsed {
     let mut out = Parsed::default();
@@ -55,6 +81,85 @@ pub fn parse_whole(end_ns: u64, body: &[u8]) -> Parsed {
         out.finished = true;
     }
     out
+}
+
+/// The common shape of a streamed message, read without building a JSON tree: borrowed
+/// strings, everything else skipped. Any message that does not fit these types exactly (a
+/// number where text was expected, a duplicate key, an `error` member) fails here and goes
+/// through the general [`absorb`] on a `Value`, so both paths give the same result.
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(borrow)]
+    choices: Option<Vec<Choice<'a>>>,
+    usage: Option<UsageCounts>,
+    #[serde(borrow)]
+    text_output: Option<Cow<'a, str>>,
+    #[serde(default)]
+    error: Present,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(borrow)]
+    delta: Option<Part<'a>>,
+    #[serde(borrow)]
+    message: Option<Part<'a>>,
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+    finish_reason: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct Part<'a> {
+    #[serde(borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    content: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct UsageCounts {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+}
+
+/// True when the member is there at all, whatever its value (even `null`).
+#[derive(Default)]
+struct Present(bool);
+
+impl<'de> Deserialize<'de> for Present {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(d).map(|_| Present(true))
+    }
+}
+
+impl Message<'_> {
+    /// What [`absorb`] does with the same message (without an `error`) as a `Value`.
+    fn absorb(self, at: u64, out: &mut Parsed) {
+        if let Some(u) = self.usage {
+            out.usage = Some(Usage {
+                prompt_tokens: u.prompt_tokens.unwrap_or(0),
+                completion_tokens: u.completion_tokens.unwrap_or(0),
+            });
+        }
+        let mut text = String::new();
+        let first = self.choices.and_then(|c| c.into_iter().next());
+        match first {
+            Some(c) => {
+                let parts = [c.delta, c.message].into_iter().flatten();
+                for p in parts {
+                    text.extend(p.reasoning_content);
+                    text.extend(p.content);
+                }
+                text.extend(c.text);
+                out.finished |= c.finish_reason.is_some();
+            }
+            None => text.extend(self.text_output),
+        }
+        if !text.is_empty() {
+            out.chunks.push((at, text));
+        }
+    }
 }
 
 /// One JSON message: its text (any known layout), usage, error and finish reason.
@@ -156,6 +261,47 @@ mod tests {
         assert_eq!(p.error.as_deref(), Some("overloaded"));
         let p = ev(&[(1, "plain words")]);
         assert_eq!(p.text(), "plain words");
+    }
+
+    #[test]
+    fn typed_and_general_parsing_agree() {
+        let messages = [
+            r#"{"choices":[{"delta":{"content":"a\u00e9\n"}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"r","content":"c"},"message":{"content":"m"},"text":"t"}]}"#,
+            r#"{"choices":[{"delta":{"content":null},"finish_reason":null}]}"#,
+            r#"{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"},{"text":"second"}]}"#,
+            r#"{"choices":[],"text_output":"only when no choice"}"#,
+            r#"{"choices":null,"text_output":"t"}"#,
+            r#"{"choices":[null],"text_output":"t"}"#,
+            r#"{"choices":{"0":{"text":"object"}}}"#,
+            r#"{"choices":[{"delta":{"content":7}}]}"#,
+            r#"{"choices":[{"delta":"text"}]}"#,
+            r#"{"usage":null}"#,
+            r#"{"usage":{}}"#,
+            r#"{"usage":{"prompt_tokens":-1,"completion_tokens":2.5}}"#,
+            r#"{"usage":{"prompt_tokens":3,"completion_tokens":4},"choices":[]}"#,
+            r#"{"usage":5}"#,
+            r#"{"error":null}"#,
+            r#"{"error":{"message":"m"},"choices":[{"text":"ignored"}]}"#,
+            r#"{"error":"plain"}"#,
+            r#"{"text_output":"a","text_output":"b"}"#,
+            r#"{"choices":[{"text":"x","extra":{"deep":[1,{"k":null}]}}],"id":"c1"}"#,
+            r#"[1,2]"#,
+            r#""just a string""#,
+            "not json at all",
+            "",
+        ];
+        for m in messages {
+            let one = [(9u64, m.as_bytes())];
+            let fast = parse_events(one.iter().copied());
+            let general = parse_events_general(one.iter().copied());
+            assert_eq!(fast, general, "{m}");
+        }
+        let all: Vec<(u64, &[u8])> = messages.iter().map(|m| (1, m.as_bytes())).collect();
+        let fast = parse_events(all.iter().copied());
+        assert_eq!(fast, parse_events_general(all.iter().copied()));
+        assert_eq!(fast.chunks.len(), 9);
+        assert!(fast.finished && fast.error.is_some() && fast.usage.is_some());
     }
 
     #[test]

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use super::cli::LoadPoint;
 use super::runner::PointRun;
 use crate::measure::record::framed_responses;
+use crate::measure::RequestRecord;
 
 /// `{"data": [{"payload": [<body>]}, ...]}`.
 pub fn inputs_json(bodies: &[Value]) -> String {
@@ -20,6 +21,10 @@ pub fn inputs_json(bodies: &[Value]) -> String {
 /// perf_analyzer's raw export for one point. `bodies[step]` is the payload of each request
 /// step; streamed events are written as `data: <event>` and the end marker as
 /// `data: [DONE]`, the form perf_analyzer stores and GenAI-Perf parses.
+///
+/// Written straight into one buffer (one response per event adds up to millions of values
+/// in a long run), with the keys in the sorted order `serde_json` gives a `Value`, so the
+/// bytes are those of the tree it replaces (a test compares them).
 pub fn profile_export(
     run: &PointRun,
     point: LoadPoint,
@@ -27,55 +32,103 @@ pub fn profile_export(
     service_kind: &str,
     endpoint: &str,
 ) -> String {
-    let requests: Vec<Value> = run
-        .records
-        .iter()
-        .map(|r| {
-            let body = run
-                .bodies
-                .get(r.body_off as usize..(r.body_off + r.body_len) as usize)
-                .unwrap_or(&[]);
-            let (stamps, outputs): (Vec<u64>, Vec<Value>) = if r.sse {
-                framed_responses(body)
-                    .map(|(at, data)| (at, json!({ "response": sse_text(data) })))
-                    .unzip()
-            } else {
-                let text = String::from_utf8_lossy(body);
-                (vec![r.end_ns], vec![json!({ "response": text })])
-            };
-            json!({
-                "timestamp": r.start_ns,
-                "request_inputs": {"payload": payloads.get(r.step as usize).cloned().unwrap_or_default()},
-                "response_timestamps": stamps,
-                "response_outputs": outputs,
-            })
-        })
-        .collect();
-    let (mode, value) = match point {
-        LoadPoint::Concurrency(c) => ("concurrency", json!(c)),
-        LoadPoint::RequestRate(r) => ("request_rate", json!(r)),
-    };
-    let doc = json!({
-        "experiments": [{
-            "experiment": {"mode": mode, "value": value},
-            "requests": requests,
-            "window_boundaries": [run.start_ns, run.end_ns],
-        }],
-        "version": env!("CARGO_PKG_VERSION"),
-        "service_kind": service_kind,
-        "endpoint": endpoint,
-    });
-    let mut s = serde_json::to_string(&doc).unwrap_or_default();
-    s.push('\n');
-    s
+    let mut out = Vec::with_capacity(run.bodies.len() + run.bodies.len() / 4 + 4096);
+    out.extend_from_slice(b"{\"endpoint\":");
+    push_str(&mut out, endpoint);
+    out.extend_from_slice(b",\"experiments\":[{\"experiment\":{\"mode\":");
+    match point {
+        LoadPoint::Concurrency(c) => {
+            push_str(&mut out, "concurrency");
+            out.extend_from_slice(b",\"value\":");
+            push_value(&mut out, &c);
+        }
+        LoadPoint::RequestRate(r) => {
+            push_str(&mut out, "request_rate");
+            out.extend_from_slice(b",\"value\":");
+            push_value(&mut out, &r);
+        }
+    }
+    out.extend_from_slice(b"},\"requests\":[");
+    for (i, r) in run.records.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_request(&mut out, run, r, payloads);
+    }
+    out.extend_from_slice(b"],\"window_boundaries\":[");
+    push_value(&mut out, &run.start_ns);
+    out.push(b',');
+    push_value(&mut out, &run.end_ns);
+    out.extend_from_slice(b"]}],\"service_kind\":");
+    push_str(&mut out, service_kind);
+    out.extend_from_slice(b",\"version\":");
+    push_str(&mut out, env!("CARGO_PKG_VERSION"));
+    out.extend_from_slice(b"}\n");
+    // Every piece is UTF-8 (JSON text of strings made valid by `from_utf8_lossy`).
+    String::from_utf8(out).unwrap_or_default()
 }
 
-fn sse_text(data: &[u8]) -> String {
-    if data.is_empty() {
-        "data: [DONE]".into()
+/// One request's entry: payload, each response's text and time, send time.
+fn push_request(out: &mut Vec<u8>, run: &PointRun, r: &RequestRecord, payloads: &[String]) {
+    let body = run
+        .bodies
+        .get(r.body_off as usize..(r.body_off + r.body_len) as usize)
+        .unwrap_or(&[]);
+    out.extend_from_slice(b"{\"request_inputs\":{\"payload\":");
+    push_str(
+        out,
+        payloads.get(r.step as usize).map_or("", String::as_str),
+    );
+    out.extend_from_slice(b"},\"response_outputs\":[");
+    if r.sse {
+        for (i, (_, data)) in framed_responses(body).enumerate() {
+            out.extend_from_slice(if i > 0 {
+                b",{\"response\":"
+            } else {
+                b"{\"response\":"
+            });
+            if data.is_empty() {
+                push_str(out, "data: [DONE]");
+            } else {
+                push_prefixed_str(out, "data: ", &String::from_utf8_lossy(data));
+            }
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"],\"response_timestamps\":[");
+        for (i, (at, _)) in framed_responses(body).enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            push_value(out, &at);
+        }
     } else {
-        format!("data: {}", String::from_utf8_lossy(data))
+        out.extend_from_slice(b"{\"response\":");
+        push_str(out, &String::from_utf8_lossy(body));
+        out.extend_from_slice(b"}],\"response_timestamps\":[");
+        push_value(out, &r.end_ns);
     }
+    out.extend_from_slice(b"],\"timestamp\":");
+    push_value(out, &r.start_ns);
+    out.push(b'}');
+}
+
+/// A number (or any value) as `serde_json` writes it.
+fn push_value<T: serde::Serialize>(out: &mut Vec<u8>, v: &T) {
+    // Writing numbers and strings into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, v);
+}
+
+/// A JSON string.
+fn push_str(out: &mut Vec<u8>, s: &str) {
+    push_value(out, &s);
+}
+
+/// The JSON string of `prefix` followed by `text`, without joining them first; `prefix`
+/// needs no escaping.
+fn push_prefixed_str(out: &mut Vec<u8>, prefix: &str, text: &str) {
+    let open = out.len() + 1;
+    push_str(out, text);
+    out.splice(open..open, prefix.bytes());
 }
 
 #[cfg(test)]
@@ -83,6 +136,128 @@ mod tests {
     use super::*;
     use crate::measure::record::push_framed_response;
     use crate::measure::RequestRecord;
+
+    /// The export as it was built before: a `Value` tree (the reference for byte equality). `bodies[step]` is the payload of each request
+    /// step; streamed events are written as `data: <event>` and the end marker as
+    /// `data: [DONE]`, the form perf_analyzer stores and GenAI-Perf parses.
+    fn profile_export_tree(
+        run: &PointRun,
+        point: LoadPoint,
+        payloads: &[String],
+        service_kind: &str,
+        endpoint: &str,
+    ) -> String {
+        let requests: Vec<Value> = run
+            .records
+            .iter()
+            .map(|r| {
+                let body = run
+                    .bodies
+                    .get(r.body_off as usize..(r.body_off + r.body_len) as usize)
+                    .unwrap_or(&[]);
+                let (stamps, outputs): (Vec<u64>, Vec<Value>) = if r.sse {
+                    framed_responses(body)
+                        .map(|(at, data)| (at, json!({ "response": sse_text(data) })))
+                        .unzip()
+                } else {
+                    let text = String::from_utf8_lossy(body);
+                    (vec![r.end_ns], vec![json!({ "response": text })])
+                };
+                json!({
+                    "timestamp": r.start_ns,
+                    "request_inputs": {"payload": payloads.get(r.step as usize).cloned().unwrap_or_default()},
+                    "response_timestamps": stamps,
+                    "response_outputs": outputs,
+                })
+            })
+            .collect();
+        let (mode, value) = match point {
+            LoadPoint::Concurrency(c) => ("concurrency", json!(c)),
+            LoadPoint::RequestRate(r) => ("request_rate", json!(r)),
+        };
+        let doc = json!({
+            "experiments": [{
+                "experiment": {"mode": mode, "value": value},
+                "requests": requests,
+                "window_boundaries": [run.start_ns, run.end_ns],
+            }],
+            "version": env!("CARGO_PKG_VERSION"),
+            "service_kind": service_kind,
+            "endpoint": endpoint,
+        });
+        let mut s = serde_json::to_string(&doc).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    fn sse_text(data: &[u8]) -> String {
+        if data.is_empty() {
+            "data: [DONE]".into()
+        } else {
+            format!("data: {}", String::from_utf8_lossy(data))
+        }
+    }
+
+    #[test]
+    fn direct_writing_gives_the_bytes_of_the_tree() {
+        let mut bodies = Vec::new();
+        let mut records = Vec::new();
+        let events: [&[u8]; 5] = [
+            br#"{"choices":[{"delta":{"content":"q\"b\\n\u00e9"}}]}"#,
+            b"\x00\x1f\t tab \xff\xfe not utf-8 \xe2\x82",
+            "caf\u{e9} \u{1f600} </script>".as_bytes(),
+            b"",
+            b"\r\n",
+        ];
+        for (i, n) in [5usize, 0, 2].into_iter().enumerate() {
+            let off = bodies.len() as u32;
+            for (k, e) in events.iter().take(n).enumerate() {
+                push_framed_response(&mut bodies, 100 + k as u64, e);
+            }
+            records.push(RequestRecord {
+                start_ns: 10 * i as u64,
+                end_ns: 10 * i as u64 + 9,
+                step: i as u32 * 3,
+                body_off: off,
+                body_len: bodies.len() as u32 - off,
+                sse: true,
+                ..RequestRecord::default()
+            });
+        }
+        for body in [&b"{\"x\":\"\\\"\"}"[..], b"\xc3(", b""] {
+            let off = bodies.len() as u32;
+            bodies.extend_from_slice(body);
+            records.push(RequestRecord {
+                start_ns: u64::MAX - 1,
+                end_ns: u64::MAX,
+                body_off: off,
+                body_len: body.len() as u32,
+                ..RequestRecord::default()
+            });
+        }
+        let run = PointRun {
+            records,
+            bodies,
+            start_ns: 1,
+            end_ns: 2,
+            interrupted: false,
+            worker_cpu_ns: 0,
+        };
+        let payloads = vec!["{\"p\":\"\\u0001\"}".to_string(), "\u{7f}\n".to_string()];
+        let points = [
+            LoadPoint::Concurrency(7),
+            LoadPoint::RequestRate(2.5),
+            LoadPoint::RequestRate(3.0),
+            LoadPoint::RequestRate(1e-7),
+        ];
+        for point in points {
+            for (kind, endpoint) in [("openai", "v1/chat/completions"), ("tri\"ton", "")] {
+                let direct = profile_export(&run, point, &payloads, kind, endpoint);
+                let tree = profile_export_tree(&run, point, &payloads, kind, endpoint);
+                assert_eq!(direct, tree, "{point:?} {kind}");
+            }
+        }
+    }
 
     #[test]
     fn export_lists_every_event_with_its_time() {

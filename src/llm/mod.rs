@@ -85,7 +85,8 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
     for &point in &cfg.points {
         let run = runner::run_point(&spec, cfg, point)?;
         let count = |t: &str| tokenizer.count(t) as u64;
-        let count_chunk = |t: &str| tokenizer.count_chunk(t) as u64;
+        let chunk_counts = ChunkCounts::default();
+        let count_chunk = |t: &str| chunk_counts.get(t, |t| tokenizer.count_chunk(t) as u64);
         let cx = convert::Context {
             entries: &entries,
             models: &models,
@@ -389,18 +390,63 @@ fn write_point(
 /// Fuzz entry for everything `profile` decodes from a server or a file: a whole JSON
 /// response, framed SSE events, Triton `ModelStreamInferResponse` messages, and `--input-file`
 /// JSONL. Any bytes give results or errors, never a panic.
+/// Token counts of chunk texts already seen: streamed chunks are mostly single words that
+/// recur thousands of times, and a hash lookup is far cheaper than a BPE pass.
+#[derive(Default)]
+struct ChunkCounts(std::cell::RefCell<std::collections::HashMap<String, u64>>);
+
+/// Distinct chunk texts remembered at most (a run of unique chunks must not grow memory).
+const CHUNK_COUNTS_KEPT: usize = 1 << 16;
+
+impl ChunkCounts {
+    fn get(&self, text: &str, count: impl Fn(&str) -> u64) -> u64 {
+        if let Some(&n) = self.0.borrow().get(text) {
+            return n;
+        }
+        let n = count(text);
+        let mut seen = self.0.borrow_mut();
+        if seen.len() < CHUNK_COUNTS_KEPT {
+            seen.insert(text.to_string(), n);
+        }
+        n
+    }
+}
+
 pub fn fuzz_llm_responses(data: &[u8]) {
     use crate::measure::record::framed_responses;
     let whole = events::parse_whole(1, data);
     let _ = whole.text();
     let streamed = events::parse_events(framed_responses(data));
     let _ = streamed.text();
+    // The typed fast path must read every message as the general `Value` path does.
+    let general = events::parse_events_general(framed_responses(data));
+    assert_eq!(streamed, general, "typed and general SSE parsing disagree");
     let _ = kserve::parse_responses(framed_responses(data));
     let _ = input_file::parse(&String::from_utf8_lossy(data));
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_counts_are_remembered_and_bounded() {
+        let calls = std::cell::Cell::new(0);
+        let counts = ChunkCounts::default();
+        let count = |t: &str| {
+            calls.set(calls.get() + 1);
+            t.len() as u64
+        };
+        assert_eq!(counts.get(" word", count), 5);
+        assert_eq!(counts.get(" word", count), 5);
+        assert_eq!(counts.get("x", count), 1);
+        assert_eq!(calls.get(), 2, "the repeated chunk was counted once");
+        for i in 0..CHUNK_COUNTS_KEPT + 10 {
+            counts.get(&i.to_string(), |_| 0);
+        }
+        assert_eq!(counts.0.borrow().len(), CHUNK_COUNTS_KEPT);
+    }
+
     /// The README's metric definitions are the ones `--help-metrics` prints, kept in sync.
     #[test]
     fn readme_has_the_metric_definitions() {
