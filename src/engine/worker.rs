@@ -106,6 +106,7 @@ pub struct Worker<P: Pool> {
     cpu_mark: u64,
     shared: Arc<Shared>,
     out: Sender<Batch>,
+    /// Batched reads: the shortest time between wake-ups (see `gather`).
     read_batch: Option<Duration>,
 }
 
@@ -350,7 +351,6 @@ fn set_error(shared: &Shared, msg: String) {
     shared.has_error.store(true, Ordering::Release);
 }
 
-/// CPU time of the calling thread (ns).
 /// How long to sleep before the next poll when batching reads every `gap`: only when the
 /// last two wake-ups came closer together than `gap` (`since`), for the rest of `gap` after
 /// the last one (`elapsed` ago), never past a due send (`due_in`), and not at all when the
@@ -371,6 +371,7 @@ fn gather_nap(
     (nap >= MIN_NAP).then_some(nap)
 }
 
+/// CPU time of the calling thread (ns).
 pub fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -539,6 +539,8 @@ mod tests {
             (&["-m", "x", "--goodput", "nonsense:1"], "nonsense"),
             (&["-m", "x", "-u", "https://h:1"], "https"),
             (&["-m", "x", "--no-such-flag"], "--no-such-flag"),
+            (&["-m", "x", "--read-batch-us", "100001"], "--read-batch-us"),
+            (&["-m", "x", "--read-batch-us", "lots"], "--read-batch-us"),
         ];
         for (args, needle) in cases {
             let e = cfg(args).unwrap_err();
