@@ -33,6 +33,16 @@ impl Parsed {
 
 /// Parses streamed events: `(read time, data)`; an empty payload is the `[DONE]` marker.
 pub fn parse_events<'a>(events: impl Iterator<Item = (u64, &'a [u8])>) -> Parsed {
+    parse_with(events, true)
+}
+
+/// [`parse_events`] on the general path alone (every message as a `Value`): what the typed
+/// fast path must agree with. For tests and the fuzz target.
+pub fn parse_events_general<'a>(events: impl Iterator<Item = (u64, &'a [u8])>) -> Parsed {
+    parse_with(events, false)
+}
+
+fn parse_with<'a>(events: impl Iterator<Item = (u64, &'a [u8])>, typed: bool) -> Parsed {
     let mut out = Parsed::default();
     for (at, data) in events {
         if data.is_empty() {
@@ -40,33 +50,15 @@ pub fn parse_events<'a>(events: impl Iterator<Item = (u64, &'a [u8])>) -> Parsed
             continue;
         }
         // An `error` member takes the general path, which words the error.
-        let fast = serde_json::from_slice::<Message<'_>>(data).ok();
+        let fast = typed
+            .then(|| serde_json::from_slice::<Message<'_>>(data).ok())
+            .flatten();
         if let Some(m) = fast.filter(|m| !m.error.0) {
             m.absorb(at, &mut out);
-            continue;
-        }
-        let Ok(v) = serde_json::from_slice::<Value>(data) else {
-            // Not JSON: a server that streams plain text; count it as text.
-            if let Ok(s) = std::str::from_utf8(data) {
-                out.chunks.push((at, s.to_string()));
-            }
-            continue;
-        };
-        absorb(&v, at, &mut out);
-    }
-    out
-}
-
-/// [`parse_events`] on the general path alone (every message as a `Value`): what the typed
-/// fast path must agree with. For tests and the fuzz target.
-pub fn parse_events_general<'a>(events: impl Iterator<Item = (u64, &'a [u8])>) -> Parsed {
-    let mut out = Parsed::default();
-    for (at, data) in events {
-        if data.is_empty() {
-            out.finished = true;
         } else if let Ok(v) = serde_json::from_slice::<Value>(data) {
             absorb(&v, at, &mut out);
         } else if let Ok(s) = std::str::from_utf8(data) {
+            // Not JSON: a server that streams plain text; count it as text.
             out.chunks.push((at, s.to_string()));
         }
     }
