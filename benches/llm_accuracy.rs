@@ -3,9 +3,10 @@
 //! (from the profile export, matched by the response id) are compared with them.
 //!
 //! `cargo bench --bench llm_accuracy [-- CONCURRENCY...]` (default 256) prints, per
-//! concurrency: chunk delivery delay (client read time − server write time) p50/p99/max; the
+//! concurrency: chunk delivery delay (client time − server write time) p50/p99/max; the
 //! TTFT error (the measured TTFT minus the TTFT the server's own write time gives, i.e. the
-//! first chunk's delay) p99; and the per-request ITL error |client ITL − server ITL| p99.
+//! first chunk's delay) p99; the per-request ITL error |client ITL − server ITL| p99; and the
+//! server's own lag p99 (write time − the time the chunk was due), which is not the client's.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -22,7 +23,7 @@ fn main() {
         .filter_map(|a| a.parse().ok())
         .collect();
     let levels = if levels.is_empty() { vec![256] } else { levels };
-    println!("concurrency  requests  chunks  delay_p50_us  delay_p99_us  delay_max_us  ttft_err_p99_us  itl_err_p99_us");
+    println!("concurrency  requests  chunks  delay_p50_us  delay_p99_us  delay_max_us  ttft_err_p99_us  itl_err_p99_us  server_lag_p99_us");
     for c in levels {
         measure(c);
     }
@@ -75,8 +76,16 @@ fn measure(concurrency: u64) {
     let cfg = inferperf::llm::cli::parse(args).unwrap().unwrap();
     let mut sink = Vec::new();
     let outcome = inferperf::llm::run(&cfg, &mut sink).expect("profile runs");
-    let sent = server.token_times();
+    // The client is judged against when each chunk was handed to the socket; how late that
+    // was against the chunk's due time is the server's own lag, printed apart.
+    let sent = server.token_write_times();
+    let paced = server.token_times();
     server.stop();
+    let mut server_lag: Vec<i64> = sent
+        .iter()
+        .zip(&paced)
+        .flat_map(|(w, p)| w.iter().zip(p).map(|(w, p)| *w as i64 - *p as i64))
+        .collect();
     let export_path = outcome[0].dir.join("profile_export.json");
     let export: Value =
         serde_json::from_str(&std::fs::read_to_string(export_path).unwrap()).unwrap();
@@ -100,7 +109,7 @@ fn measure(concurrency: u64) {
         itl_err.push((client_itl - server_itl).abs());
     }
     println!(
-        "{concurrency:>11}  {:>8}  {:>6}  {:>12.1}  {:>12.1}  {:>12.1}  {:>15.1}  {:>14.1}",
+        "{concurrency:>11}  {:>8}  {:>6}  {:>12.1}  {:>12.1}  {:>12.1}  {:>15.1}  {:>14.1}  {:>17.1}",
         received.len(),
         delay.len(),
         pct(&mut delay, 50.0),
@@ -108,6 +117,7 @@ fn measure(concurrency: u64) {
         pct(&mut delay, 100.0),
         pct(&mut ttft_err, 99.0),
         pct(&mut itl_err, 99.0),
+        pct(&mut server_lag, 99.0),
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

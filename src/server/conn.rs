@@ -189,8 +189,11 @@ impl Conn {
                 if let Some(id) = front.log_id {
                     // The moment the chunks were paced for (`now`), so logged gaps are the
                     // gaps the pacing kept, not shifted by how long this loop turn took.
+                    // Also when this connection's turn came: the write follows at once.
                     let at = shared.clock.at_ns(now);
-                    (0..chunks).for_each(|_| shared.openai.log.record(id, at));
+                    let written = shared.clock.now_ns();
+                    let log = &shared.openai.log;
+                    (0..chunks).for_each(|_| log.record_paced(id, at, written));
                 }
                 if !done {
                     front.ready_at = stream.next_at();

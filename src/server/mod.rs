@@ -245,6 +245,13 @@ impl ServerHandle {
         self.shared.openai.log.snapshot()
     }
 
+    /// Like [`ServerHandle::token_times`], but when each piece was handed to the socket: a
+    /// paced stream's chunks are logged as due at the loop turn that released them, and one
+    /// turn may write many streams, so these are later under load.
+    pub fn token_write_times(&self) -> Vec<Vec<u64>> {
+        self.shared.openai.log.written()
+    }
+
     /// Every trace-settings update received (HTTP or gRPC), oldest first.
     pub fn trace_updates(&self) -> Vec<TraceUpdate> {
         self.shared.trace.updates()

@@ -16,7 +16,8 @@ struct Entries {
     /// Id of `times.front()`; ids are handed out consecutively, so entry `id` sits at
     /// index `id - first_id`.
     first_id: u64,
-    times: VecDeque<Vec<u64>>,
+    /// Per request, per piece: [paced for, written at] (ns).
+    times: VecDeque<Vec<[u64; 2]>>,
 }
 
 /// Send times (ns of the server's [`crate::clock::Clock`]) per generation request.
@@ -55,18 +56,39 @@ impl TokenLog {
     /// Records that request `id` wrote a token-bearing piece at `at_ns`; ignored once the
     /// entry has been dropped from the ring.
     pub fn record(&self, id: u64, at_ns: u64) {
+        self.record_paced(id, at_ns, at_ns);
+    }
+
+    /// Like [`TokenLog::record`] for a paced piece: the time it was due (`paced_ns`, the
+    /// loop turn that released it) and when this connection's turn came to write it
+    /// (`written_ns`), which is later when one turn writes many streams.
+    pub fn record_paced(&self, id: u64, paced_ns: u64, written_ns: u64) {
         let mut entries = self.lock();
         let Some(index) = id.checked_sub(entries.first_id) else {
             return;
         };
         if let Some(times) = entries.times.get_mut(index as usize) {
-            times.push(at_ns);
+            times.push([paced_ns, written_ns]);
         }
     }
 
-    /// The kept requests' send times, oldest request first.
+    /// The kept requests' send times (when each piece was due), oldest request first.
     pub fn snapshot(&self) -> Vec<Vec<u64>> {
-        self.lock().times.iter().cloned().collect()
+        self.column(0)
+    }
+
+    /// The kept requests' write times (when each piece was handed to the socket).
+    pub fn written(&self) -> Vec<Vec<u64>> {
+        self.column(1)
+    }
+
+    fn column(&self, k: usize) -> Vec<Vec<u64>> {
+        let entries = self.lock();
+        entries
+            .times
+            .iter()
+            .map(|t| t.iter().map(|p| p[k]).collect())
+            .collect()
     }
 }
 
@@ -92,5 +114,8 @@ mod tests {
         assert_eq!((a, b, c), (0, 1, 2));
         log.record(99, 1);
         assert_eq!(log.snapshot().len(), 2);
+        log.record_paced(c, 8, 11);
+        assert_eq!(log.snapshot(), vec![vec![5], vec![7, 8]]);
+        assert_eq!(log.written(), vec![vec![5], vec![7, 11]]);
     }
 }
