@@ -3,7 +3,8 @@
 //! (from the profile export, matched by the response id) are compared with them.
 //!
 //! `cargo bench --bench llm_accuracy [-- CONCURRENCY...]` (default 256) prints, per
-//! concurrency: chunk delivery delay (client time − server write time) p50/p99/max; the
+//! concurrency: the requests matched to the server's log and the failed ones (their kinds
+//! on stderr); chunk delivery delay (client time − server write time) p50/p99/max; the
 //! TTFT error (the measured TTFT minus the TTFT the server's own write time gives, i.e. the
 //! first chunk's delay) p99; the per-request ITL error |client ITL − server ITL| p99; and the
 //! server's own lag p99 (write time − the time the chunk was due), which is not the client's.
@@ -23,7 +24,7 @@ fn main() {
         .filter_map(|a| a.parse().ok())
         .collect();
     let levels = if levels.is_empty() { vec![256] } else { levels };
-    println!("concurrency  requests  chunks  delay_p50_us  delay_p99_us  delay_max_us  ttft_err_p99_us  itl_err_p99_us  server_lag_p99_us");
+    println!("concurrency  requests  errors  chunks  delay_p50_us  delay_p99_us  delay_max_us  ttft_err_p99_us  itl_err_p99_us  server_lag_p99_us");
     for c in levels {
         measure(c);
     }
@@ -76,6 +77,17 @@ fn measure(concurrency: u64) {
     let cfg = inferperf::llm::cli::parse(args).unwrap().unwrap();
     let mut sink = Vec::new();
     let outcome = inferperf::llm::run(&cfg, &mut sink).expect("profile runs");
+    // Failed requests have no complete token log to compare; say what they were.
+    let mut failed: HashMap<String, (usize, String)> = HashMap::new();
+    for e in outcome[0].requests.iter().filter_map(|r| r.error.as_ref()) {
+        let entry = failed
+            .entry(e.kind.clone())
+            .or_insert((0, e.message.clone()));
+        entry.0 += 1;
+    }
+    for (kind, (count, example)) in &failed {
+        eprintln!("{concurrency} streams: {count} requests failed with {kind} (e.g. {example})");
+    }
     // The client is judged against when each chunk was handed to the socket; how late that
     // was against the chunk's due time is the server's own lag, printed apart.
     let sent = server.token_write_times();
@@ -109,8 +121,9 @@ fn measure(concurrency: u64) {
         itl_err.push((client_itl - server_itl).abs());
     }
     println!(
-        "{concurrency:>11}  {:>8}  {:>6}  {:>12.1}  {:>12.1}  {:>12.1}  {:>15.1}  {:>14.1}  {:>17.1}",
+        "{concurrency:>11}  {:>8}  {:>6}  {:>6}  {:>12.1}  {:>12.1}  {:>12.1}  {:>15.1}  {:>14.1}  {:>17.1}",
         received.len(),
+        failed.values().map(|(n, _)| n).sum::<usize>(),
         delay.len(),
         pct(&mut delay, 50.0),
         pct(&mut delay, 99.0),
