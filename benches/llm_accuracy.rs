@@ -11,8 +11,11 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
+use std::path::Path;
 use std::time::Duration;
 
+use inferperf::llm::PointOutcome;
+use inferperf::measure::llm::LlmRequest;
 use inferperf::server::{self, OpenAiConfig, ServeConfig};
 use serde_json::Value;
 
@@ -49,13 +52,47 @@ fn measure(concurrency: u64) {
     let server = server::start(cfg).expect("reference server starts");
     let dir = std::env::temp_dir().join(format!("inferperf-accuracy-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    let outcome = profile(&server.addr.to_string(), concurrency, &dir);
+    let failed = failed_requests(concurrency, &outcome.requests);
+    // The client is judged against when each chunk was handed to the socket; how late that
+    // was against the chunk's due time is the server's own lag, printed apart.
+    let sent = server.token_write_times();
+    let paced = server.token_times();
+    server.stop();
+    let mut server_lag: Vec<i64> = sent
+        .iter()
+        .zip(&paced)
+        .flat_map(|(w, p)| w.iter().zip(p).map(|(w, p)| *w as i64 - *p as i64))
+        .collect();
+    let export_path = outcome.dir.join("profile_export.json");
+    let export: Value =
+        serde_json::from_str(&std::fs::read_to_string(export_path).unwrap()).unwrap();
+    let received = content_reads(&export);
+    let [mut delay, mut ttft_err, mut itl_err] = compare(&received, &sent);
+    println!(
+        "{concurrency:>11}  {:>8}  {:>6}  {:>6}  {:>12.1}  {:>12.1}  {:>12.1}  {:>15.1}  {:>14.1}  {:>17.1}",
+        received.len(),
+        failed,
+        delay.len(),
+        pct(&mut delay, 50.0),
+        pct(&mut delay, 99.0),
+        pct(&mut delay, 100.0),
+        pct(&mut ttft_err, 99.0),
+        pct(&mut itl_err, 99.0),
+        pct(&mut server_lag, 99.0),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `inferperf profile` with one load worker, 4 requests per stream (at most 4,000).
+fn profile(addr: &str, concurrency: u64, dir: &Path) -> PointOutcome {
     let requests = (concurrency * 4).min(4000);
     let args: Vec<OsString> = [
         "profile",
         "-m",
         "inferperf-llm",
         "-u",
-        &server.addr.to_string(),
+        addr,
         "--streaming",
         "--quiet",
         "--concurrency",
@@ -76,10 +113,15 @@ fn measure(concurrency: u64) {
     .collect();
     let cfg = inferperf::llm::cli::parse(args).unwrap().unwrap();
     let mut sink = Vec::new();
-    let outcome = inferperf::llm::run(&cfg, &mut sink).expect("profile runs");
-    // Failed requests have no complete token log to compare; say what they were.
+    let mut outcome = inferperf::llm::run(&cfg, &mut sink).expect("profile runs");
+    outcome.remove(0)
+}
+
+/// Failed requests have no complete token log to compare: counts them and says on stderr
+/// what they were.
+fn failed_requests(concurrency: u64, requests: &[LlmRequest]) -> usize {
     let mut failed: HashMap<String, (usize, String)> = HashMap::new();
-    for e in outcome[0].requests.iter().filter_map(|r| r.error.as_ref()) {
+    for e in requests.iter().filter_map(|r| r.error.as_ref()) {
         let entry = failed
             .entry(e.kind.clone())
             .or_insert((0, e.message.clone()));
@@ -88,22 +130,14 @@ fn measure(concurrency: u64) {
     for (kind, (count, example)) in &failed {
         eprintln!("{concurrency} streams: {count} requests failed with {kind} (e.g. {example})");
     }
-    // The client is judged against when each chunk was handed to the socket; how late that
-    // was against the chunk's due time is the server's own lag, printed apart.
-    let sent = server.token_write_times();
-    let paced = server.token_times();
-    server.stop();
-    let mut server_lag: Vec<i64> = sent
-        .iter()
-        .zip(&paced)
-        .flat_map(|(w, p)| w.iter().zip(p).map(|(w, p)| *w as i64 - *p as i64))
-        .collect();
-    let export_path = outcome[0].dir.join("profile_export.json");
-    let export: Value =
-        serde_json::from_str(&std::fs::read_to_string(export_path).unwrap()).unwrap();
-    let received = content_reads(&export);
+    failed.values().map(|(n, _)| n).sum()
+}
+
+/// Per request whose chunk count matches the server's log: every chunk's delay (client
+/// time − server write time), the TTFT error, and the ITL error, in ns.
+fn compare(received: &HashMap<u64, Vec<u64>>, sent: &[Vec<u64>]) -> [Vec<i64>; 3] {
     let (mut delay, mut ttft_err, mut itl_err) = (Vec::new(), Vec::new(), Vec::new());
-    for (id, reads) in &received {
+    for (id, reads) in received {
         let Some(server_times) = sent.get(*id as usize) else {
             continue;
         };
@@ -120,19 +154,7 @@ fn measure(concurrency: u64) {
         let server_itl = (server_times[n as usize] as i64 - server_times[0] as i64) / n;
         itl_err.push((client_itl - server_itl).abs());
     }
-    println!(
-        "{concurrency:>11}  {:>8}  {:>6}  {:>6}  {:>12.1}  {:>12.1}  {:>12.1}  {:>15.1}  {:>14.1}  {:>17.1}",
-        received.len(),
-        failed.values().map(|(n, _)| n).sum::<usize>(),
-        delay.len(),
-        pct(&mut delay, 50.0),
-        pct(&mut delay, 99.0),
-        pct(&mut delay, 100.0),
-        pct(&mut ttft_err, 99.0),
-        pct(&mut itl_err, 99.0),
-        pct(&mut server_lag, 99.0),
-    );
-    let _ = std::fs::remove_dir_all(&dir);
+    [delay, ttft_err, itl_err]
 }
 
 /// Per response id (`chatcmpl-<log id>`): the read times of its content-bearing events.

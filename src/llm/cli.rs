@@ -263,6 +263,44 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
             )))
         }
     };
+    check_load(&args)?;
+    check_tokens(&args)?;
+    if args.use_server_token_count && !endpoint_type.generates() {
+        return Err(Error::usage(
+            "profile: --use-server-token-count applies to chat, completions, kserve and generate",
+        ));
+    }
+    let headers = args
+        .header
+        .iter()
+        .map(|h| parse_header(h))
+        .collect::<Result<Vec<_>>>()?;
+    let extra = args
+        .extra_inputs
+        .iter()
+        .map(|e| parse_extra(e))
+        .collect::<Result<Vec<_>>>()?;
+    crate::measure::llm::goodput::parse(&args.goodput)?;
+    let models: Vec<String> = args.model.clone();
+    let endpoint = match &args.endpoint {
+        Some(e) => e.trim_start_matches('/').to_string(),
+        None => endpoint_type.default_path(&models[0]),
+    };
+    let address = server_address(args.url.as_deref(), endpoint_type)?;
+    Ok(ProfileConfig {
+        points: load_points(&args),
+        args,
+        models,
+        endpoint_type,
+        endpoint,
+        address,
+        headers,
+        extra,
+    })
+}
+
+/// The load flags: how much, how fast, on how many workers.
+fn check_load(args: &ProfileArgs) -> Result<()> {
     if !args.concurrency.is_empty() && !args.request_rate.is_empty() {
         return Err(Error::usage(
             "profile: give --concurrency or --request-rate, not both",
@@ -301,6 +339,11 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
             "profile: --read-batch-us must be at most {MAX_READ_BATCH_US} (100 ms)"
         )));
     }
+    Ok(())
+}
+
+/// The prompt and output length flags.
+fn check_tokens(args: &ProfileArgs) -> Result<()> {
     if args.num_prompts == 0 {
         return Err(Error::usage("profile: --num-prompts must be at least 1"));
     }
@@ -330,12 +373,12 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
             return Err(Error::usage(format!("profile: {name} must be >= 0")));
         }
     }
-    if args.use_server_token_count && !endpoint_type.generates() {
-        return Err(Error::usage(
-            "profile: --use-server-token-count applies to chat, completions, kserve and generate",
-        ));
-    }
-    let points = if !args.request_rate.is_empty() {
+    Ok(())
+}
+
+/// One load point per `--request-rate` or `--concurrency` value; concurrency 1 by default.
+fn load_points(args: &ProfileArgs) -> Vec<LoadPoint> {
+    if !args.request_rate.is_empty() {
         args.request_rate
             .iter()
             .map(|r| LoadPoint::RequestRate(*r))
@@ -347,34 +390,7 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
             .collect()
     } else {
         vec![LoadPoint::Concurrency(1)]
-    };
-    let headers = args
-        .header
-        .iter()
-        .map(|h| parse_header(h))
-        .collect::<Result<Vec<_>>>()?;
-    let extra = args
-        .extra_inputs
-        .iter()
-        .map(|e| parse_extra(e))
-        .collect::<Result<Vec<_>>>()?;
-    crate::measure::llm::goodput::parse(&args.goodput)?;
-    let models: Vec<String> = args.model.clone();
-    let endpoint = match &args.endpoint {
-        Some(e) => e.trim_start_matches('/').to_string(),
-        None => endpoint_type.default_path(&models[0]),
-    };
-    let address = server_address(args.url.as_deref(), endpoint_type)?;
-    Ok(ProfileConfig {
-        args,
-        models,
-        endpoint_type,
-        endpoint,
-        address,
-        points,
-        headers,
-        extra,
-    })
+    }
 }
 
 /// `--url` to host:port; https is refused with a clear message (plain HTTP and gRPC only).

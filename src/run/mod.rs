@@ -92,12 +92,7 @@ pub fn run_with(
     let decoupled = target.config.decoupled;
     let _ = out.write_all(banner_text(cfg, decoupled).as_bytes());
     let step_inputs = plan.step_inputs;
-    let check = match &shm_slots {
-        Some(s) if s.captures() => {
-            crate::shm::validate::output_check(cfg, &target.meta.outputs, plan.expected)
-        }
-        _ => output_check(cfg, plan.expected),
-    };
+    let check = validation(cfg, &target, shm_slots.as_deref(), plan.expected);
     let stats_available = target.stats_available;
     let metrics = metrics::MetricsSource::for_run(cfg)?;
     let mut sweeper = sweep::Sweeper {
@@ -131,6 +126,22 @@ pub fn run_with(
     }
     drop(shm_session);
     Ok(RunResult { points, error })
+}
+
+/// The check of responses against expected outputs, if the input data gave any; with shared
+/// memory output slots it reads the outputs from the regions.
+fn validation(
+    cfg: &Config,
+    target: &Target,
+    slots: Option<&OutputSlots>,
+    expected: Vec<Option<Vec<TensorValue>>>,
+) -> Option<Box<OutputCheck<'static>>> {
+    match slots {
+        Some(s) if s.captures() => {
+            crate::shm::validate::output_check(cfg, &target.meta.outputs, expected)
+        }
+        _ => output_check(cfg, expected),
+    }
 }
 
 fn output_names(target: &Target) -> Vec<String> {

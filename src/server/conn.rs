@@ -20,6 +20,7 @@ use super::execute::Env;
 use super::generate;
 use super::http::{write_error_json, write_head, BodyAt, Progress, RequestReader, CONTINUE_100};
 use super::http::{MAX_BODY_BYTES, MAX_HEAD_BYTES};
+use super::infer::InferDone;
 use super::openai::{self, OaiReply};
 use super::openai_stream::SseStream;
 use super::routes::{route, Outcome, Request, JSON};
@@ -398,37 +399,8 @@ fn answer(conn: &mut Conn, ctx: &mut Ctx, head: &super::http::Head, body: BodyAt
         }
         Outcome::Inferred { model, done } => {
             ctx.shared.log_arrival(model, received);
-            let mut timing = InferTiming {
-                batch_size: done.batch_size,
-                input_bytes: done.input_bytes,
-                queue_ns: nanos(started.saturating_duration_since(received)),
-                input_ns: done.input_ns,
-                infer_ns: done.infer_ns,
-                output_ns: done.output_ns,
-                success_ns: nanos(ready.saturating_duration_since(received)),
-            };
-            // An ensemble's response also waits for its composing models' delays.
-            let own = ctx.shared.delays[model].as_ref();
-            if own.is_none() && done.composing_delay.is_zero() {
-                stats.record_success(model, &timing);
-            } else {
-                let wait =
-                    own.map_or(Duration::ZERO, |d| sample_delay(d, ctx.rng)) + done.composing_delay;
-                let mut start = ready;
-                if ctx.shared.serial[model] {
-                    // One execution at a time: wait for the previous one to finish.
-                    start = start.max(ctx.busy_until[model]);
-                    ctx.busy_until[model] = start + wait;
-                    timing.queue_ns += nanos(start - ready);
-                }
-                let c = Commit {
-                    model,
-                    timing,
-                    received,
-                    delay_start: start,
-                };
-                deadline = Some((start + wait, c));
-            }
+            let times = (received, started, ready);
+            deadline = record_inference(ctx, model, &done, times);
         }
     }
     let body = &*ctx.body;
@@ -440,6 +412,47 @@ fn answer(conn: &mut Conn, ctx: &mut Ctx, head: &super::http::Head, body: BodyAt
     if close {
         conn.closing = true;
     }
+}
+
+/// Counts a successful inference (`times`: request received, routing started, reply ready).
+/// Without a compute delay it is recorded now; with one, the returned deadline and commit
+/// hold the reply (and the record) until the delay has passed.
+fn record_inference(
+    ctx: &mut Ctx,
+    model: usize,
+    done: &InferDone,
+    (received, started, ready): (Instant, Instant, Instant),
+) -> Option<(Instant, Commit)> {
+    let mut timing = InferTiming {
+        batch_size: done.batch_size,
+        input_bytes: done.input_bytes,
+        queue_ns: nanos(started.saturating_duration_since(received)),
+        input_ns: done.input_ns,
+        infer_ns: done.infer_ns,
+        output_ns: done.output_ns,
+        success_ns: nanos(ready.saturating_duration_since(received)),
+    };
+    // An ensemble's response also waits for its composing models' delays.
+    let own = ctx.shared.delays[model].as_ref();
+    if own.is_none() && done.composing_delay.is_zero() {
+        ctx.shared.stats.record_success(model, &timing);
+        return None;
+    }
+    let wait = own.map_or(Duration::ZERO, |d| sample_delay(d, ctx.rng)) + done.composing_delay;
+    let mut start = ready;
+    if ctx.shared.serial[model] {
+        // One execution at a time: wait for the previous one to finish.
+        start = start.max(ctx.busy_until[model]);
+        ctx.busy_until[model] = start + wait;
+        timing.queue_ns += nanos(start - ready);
+    }
+    let c = Commit {
+        model,
+        timing,
+        received,
+        delay_start: start,
+    };
+    Some((start + wait, c))
 }
 
 /// Answers every complete request in the read buffer, in order.

@@ -149,18 +149,10 @@ impl SessionConn {
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if stop() {
-                        let why = "interrupted before the answer was complete";
-                        return Ok(failed(start_ns, clock, why.into()));
+                    match self.give_up(stop, last_byte) {
+                        Some(why) => return Ok(failed(start_ns, clock, why)),
+                        None => continue,
                     }
-                    if last_byte.elapsed() >= self.dest.idle_limit {
-                        let why = format!(
-                            "no answer byte for {} s",
-                            self.dest.idle_limit.as_secs_f64()
-                        );
-                        return Ok(failed(start_ns, clock, why));
-                    }
-                    continue;
                 }
                 Err(e) if self.buf.is_empty() => return Err(Stale(os_message(&e))),
                 Err(e) => return Ok(failed(start_ns, clock, os_message(&e))),
@@ -183,6 +175,17 @@ impl SessionConn {
                 return Ok(self.complete(stream, rec, done));
             }
         }
+    }
+
+    /// Why to stop waiting for the answer after a read timed out: Ctrl-C, or no byte for
+    /// the idle limit; `None` to keep waiting.
+    fn give_up(&self, stop: &dyn Fn() -> bool, last_byte: Instant) -> Option<String> {
+        if stop() {
+            return Some("interrupted before the answer was complete".into());
+        }
+        let limit = self.dest.idle_limit;
+        (last_byte.elapsed() >= limit)
+            .then(|| format!("no answer byte for {} s", limit.as_secs_f64()))
     }
 
     /// The answer's new body bytes to the event decoder, once the head says it is a 2xx
