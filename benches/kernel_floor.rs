@@ -241,11 +241,7 @@ fn sse_levels(server_core: Vec<usize>, levels: Vec<usize>) {
     let cfg = ServeConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         pin_cores: server_core,
-        openai: OpenAiConfig {
-            ttft: server::Delay::Fixed(Duration::from_millis(50)),
-            itl: server::Delay::Fixed(Duration::from_millis(5)),
-            ..OpenAiConfig::default()
-        },
+        openai: OpenAiConfig::paced(Duration::from_millis(50), Duration::from_millis(5)),
         ..ServeConfig::default()
     };
     let server = server::start(cfg).expect("reference server starts");

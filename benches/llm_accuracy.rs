@@ -42,11 +42,7 @@ fn measure(concurrency: u64) {
         addr: "127.0.0.1:0".parse().unwrap(),
         threads: 1,
         pin_cores: cores.last().map(|c| vec![c.id]).unwrap_or_default(),
-        openai: OpenAiConfig {
-            ttft: server::Delay::Fixed(Duration::from_millis(50)),
-            itl: server::Delay::Fixed(Duration::from_millis(5)),
-            ..OpenAiConfig::default()
-        },
+        openai: OpenAiConfig::paced(Duration::from_millis(50), Duration::from_millis(5)),
         ..ServeConfig::default()
     };
     let server = server::start(cfg).expect("reference server starts");

@@ -18,11 +18,10 @@ const MODEL: &str = "inferperf-llm";
 fn start_llm(ttft_ms: u64, itl_ms: u64) -> ServerHandle {
     let cfg = ServeConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
-        openai: OpenAiConfig {
-            ttft: server::Delay::Fixed(Duration::from_millis(ttft_ms)),
-            itl: server::Delay::Fixed(Duration::from_millis(itl_ms)),
-            ..OpenAiConfig::default()
-        },
+        openai: OpenAiConfig::paced(
+            Duration::from_millis(ttft_ms),
+            Duration::from_millis(itl_ms),
+        ),
         ..ServeConfig::default()
     };
     server::start(cfg).expect("reference server starts")

@@ -51,6 +51,18 @@ impl Default for OpenAiConfig {
     }
 }
 
+impl OpenAiConfig {
+    /// The default model answering with a fixed time to first token and a fixed gap
+    /// between tokens.
+    pub fn paced(ttft: Duration, itl: Duration) -> OpenAiConfig {
+        OpenAiConfig {
+            ttft: Delay::Fixed(ttft),
+            itl: Delay::Fixed(itl),
+            ..OpenAiConfig::default()
+        }
+    }
+}
+
 /// The OpenAI settings and token log every server thread shares.
 #[derive(Debug)]
 pub struct OpenAiState {
