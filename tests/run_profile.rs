@@ -415,6 +415,50 @@ fn gathered_reads_keep_the_arrival_times() {
     );
 }
 
+/// The share of chunks the report says were timed by a read shared with the next chunk.
+fn shared_read_share(server: &ServerHandle, name: &str) -> (u64, u64) {
+    let dir = temp_dir(name);
+    let args = [
+        "--streaming",
+        "--request-count",
+        "3",
+        "--output-tokens-mean",
+        "16",
+        "--read-batch-us",
+        "0",
+    ];
+    let (outcomes, stdout) = profile(server, &dir, &args).unwrap();
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("Chunks timed by a shared read: "))
+        .unwrap_or_else(|| panic!("no shared-read line in:\n{stdout}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let (shared, total) = (words[6].parse().unwrap(), words[8].parse().unwrap());
+    let chunks: usize = outcomes[0].requests.iter().map(|r| r.chunks.len()).sum();
+    assert_eq!(total, chunks as u64, "{line}");
+    (shared, total)
+}
+
+/// Chunks written back to back reach the client in shared reads and the report says so;
+/// chunks 20 ms apart are each timed by a read of their own.
+#[test]
+fn the_report_counts_chunks_timed_by_a_shared_read() {
+    let burst = start_llm(5, 0, 1);
+    let (shared, total) = shared_read_share(&burst, "profile-shared-burst");
+    burst.stop();
+    assert!(
+        shared * 2 > total,
+        "back-to-back chunks: {shared} of {total} shared"
+    );
+    let paced = start_llm(5, 20, 1);
+    let (shared, total) = shared_read_share(&paced, "profile-shared-paced");
+    paced.stop();
+    assert!(
+        shared * 4 < total,
+        "chunks 20 ms apart: {shared} of {total} shared"
+    );
+}
+
 #[test]
 fn warmup_is_not_measured_and_duration_bounds_the_run() {
     let server = start_llm(1, 1, 1);

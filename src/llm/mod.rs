@@ -108,6 +108,9 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
         let _ = out.write_all(table.as_bytes());
         let _ = out.write_all(overhead_line(&run, &requests).as_bytes());
+        if cfg.args.streaming {
+            let _ = out.write_all(shared_reads_line(&requests).as_bytes());
+        }
         write_point(
             cfg, point, &dir, &run, &payloads, &bodies, &requests, &metrics,
         )?;
@@ -188,6 +191,30 @@ fn overhead_line(run: &runner::PointRun, requests: &[LlmRequest]) -> String {
         per(chunks as f64),
         per(requests.len() as f64)
     )
+}
+
+/// How finely the chunks were timed: a chunk that arrived in the same read as the next
+/// chunk of its stream carries that read's arrival time, so its own may have been earlier
+/// (the server wrote both at once, or the client read too late to tell them apart).
+fn shared_reads_line(requests: &[LlmRequest]) -> String {
+    let (shared, total) = shared_reads(requests);
+    if total == 0 {
+        return String::new();
+    }
+    format!(
+        "Chunks timed by a shared read: {shared} of {total} ({:.1} %) arrived in the same read as the next chunk of their stream and carry its time\n",
+        shared as f64 * 100.0 / total as f64
+    )
+}
+
+/// Chunks whose arrival time equals the next chunk's of the same request, and all chunks.
+fn shared_reads(requests: &[LlmRequest]) -> (usize, usize) {
+    let shared = requests
+        .iter()
+        .flat_map(|r| r.chunks.windows(2))
+        .filter(|w| w[0].arrival_ns == w[1].arrival_ns)
+        .count();
+    (shared, requests.iter().map(|r| r.chunks.len()).sum())
 }
 
 /// Which rows the tables show.
@@ -445,6 +472,27 @@ mod tests {
             counts.get(&i.to_string(), |_| 0);
         }
         assert_eq!(counts.0.borrow().len(), CHUNK_COUNTS_KEPT);
+    }
+
+    #[test]
+    fn chunks_sharing_a_read_are_counted_per_stream() {
+        use crate::measure::llm::Chunk;
+        let request = |times: &[u64]| LlmRequest {
+            chunks: times
+                .iter()
+                .map(|&arrival_ns| Chunk {
+                    arrival_ns,
+                    tokens: 1,
+                })
+                .collect(),
+            ..LlmRequest::default()
+        };
+        // Two requests read at the same instant do not share a read with each other.
+        let requests = [request(&[10, 10, 10, 20]), request(&[20, 30])];
+        assert_eq!(shared_reads(&requests), (2, 6));
+        let line = shared_reads_line(&requests);
+        assert!(line.contains("2 of 6 (33.3 %)"), "{line}");
+        assert_eq!(shared_reads_line(&[request(&[])]), "");
     }
 
     /// The README's metric definitions are the ones `--help-metrics` prints, kept in sync.
