@@ -3,11 +3,12 @@
 //! (from the profile export, matched by the response id) are compared with them.
 //!
 //! `cargo bench --bench llm_accuracy [-- CONCURRENCY...]` (default 256) prints, per
-//! concurrency: the requests matched to the server's log and the failed ones (their kinds
-//! on stderr); chunk delivery delay (client time − server write time) p50/p99/max; the
+//! concurrency: the requests, the failed ones (their kinds on stderr), the ones matched to
+//! the server's log (the others named on stderr with the reason); chunk delivery delay (client time − server write time) p50/p99/max; the
 //! TTFT error (the measured TTFT minus the TTFT the server's own write time gives, i.e. the
 //! first chunk's delay) p99; the per-request ITL error |client ITL − server ITL| p99; and the
-//! server's own lag p99 (write time − the time the chunk was due), which is not the client's.
+//! server's own lag p99 (write time − the time the chunk was due), which is not the client's;
+//! and the share of chunks timed by a read shared with the next chunk of their stream.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -27,7 +28,7 @@ fn main() {
         .filter_map(|a| a.parse().ok())
         .collect();
     let levels = if levels.is_empty() { vec![256] } else { levels };
-    println!("concurrency  requests  errors  chunks  delay_p50_us  delay_p99_us  delay_max_us  ttft_err_p99_us  itl_err_p99_us  server_lag_p99_us");
+    println!("concurrency  requests  errors  matched  chunks  delay_p50_us  delay_p99_us  delay_max_us  ttft_err_p99_us  itl_err_p99_us  server_lag_p99_us  shared_reads_pct");
     for c in levels {
         measure(c);
     }
@@ -50,6 +51,7 @@ fn measure(concurrency: u64) {
     let _ = std::fs::remove_dir_all(&dir);
     let outcome = profile(&server.addr.to_string(), concurrency, &dir);
     let failed = failed_requests(concurrency, &outcome.requests);
+    let (shared, chunks) = inferperf::llm::shared_reads(&outcome.requests);
     // The client is judged against when each chunk was handed to the socket; how late that
     // was against the chunk's due time is the server's own lag, printed apart.
     let sent = server.token_write_times();
@@ -63,12 +65,25 @@ fn measure(concurrency: u64) {
     let export_path = outcome.dir.join("profile_export.json");
     let export: Value =
         serde_json::from_str(&std::fs::read_to_string(export_path).unwrap()).unwrap();
-    let received = content_reads(&export);
-    let [mut delay, mut ttft_err, mut itl_err] = compare(&received, &sent);
+    let mut problems = Vec::new();
+    let received = content_reads(&export, &mut problems);
+    let ([mut delay, mut ttft_err, mut itl_err], matched) =
+        compare(&received, &sent, &mut problems);
+    // Requests the bench could not compare, and why (at most five named).
+    for p in problems.iter().take(5) {
+        eprintln!("{concurrency} streams: {p}");
+    }
+    if problems.len() > 5 {
+        eprintln!(
+            "{concurrency} streams: {} more not compared",
+            problems.len() - 5
+        );
+    }
     println!(
-        "{concurrency:>11}  {:>8}  {:>6}  {:>6}  {:>12.1}  {:>12.1}  {:>12.1}  {:>15.1}  {:>14.1}  {:>17.1}",
-        received.len(),
+        "{concurrency:>11}  {:>8}  {:>6}  {:>7}  {:>6}  {:>12.1}  {:>12.1}  {:>12.1}  {:>15.1}  {:>14.1}  {:>17.1}  {:>16.1}",
+        outcome.requests.len(),
         failed,
+        matched,
         delay.len(),
         pct(&mut delay, 50.0),
         pct(&mut delay, 99.0),
@@ -76,6 +91,7 @@ fn measure(concurrency: u64) {
         pct(&mut ttft_err, 99.0),
         pct(&mut itl_err, 99.0),
         pct(&mut server_lag, 99.0),
+        shared as f64 * 100.0 / chunks.max(1) as f64,
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -130,14 +146,25 @@ fn failed_requests(concurrency: u64, requests: &[LlmRequest]) -> usize {
 }
 
 /// Per request whose chunk count matches the server's log: every chunk's delay (client
-/// time − server write time), the TTFT error, and the ITL error, in ns.
-fn compare(received: &HashMap<u64, Vec<u64>>, sent: &[Vec<u64>]) -> [Vec<i64>; 3] {
+/// time − server write time), the TTFT error, and the ITL error, in ns; and how many
+/// requests that was. Why any other request was left out goes to `problems`.
+fn compare(
+    received: &HashMap<u64, Vec<u64>>,
+    sent: &[Vec<u64>],
+    problems: &mut Vec<String>,
+) -> ([Vec<i64>; 3], usize) {
     let (mut delay, mut ttft_err, mut itl_err) = (Vec::new(), Vec::new(), Vec::new());
     for (id, reads) in received {
         let Some(server_times) = sent.get(*id as usize) else {
+            problems.push(format!("response id {id} is not in the server's log"));
             continue;
         };
         if server_times.len() != reads.len() || reads.len() < 2 {
+            problems.push(format!(
+                "response id {id}: {} content chunks read, {} written",
+                reads.len(),
+                server_times.len()
+            ));
             continue;
         }
         for (r, s) in reads.iter().zip(server_times) {
@@ -150,17 +177,18 @@ fn compare(received: &HashMap<u64, Vec<u64>>, sent: &[Vec<u64>]) -> [Vec<i64>; 3
         let server_itl = (server_times[n as usize] as i64 - server_times[0] as i64) / n;
         itl_err.push((client_itl - server_itl).abs());
     }
-    [delay, ttft_err, itl_err]
+    let matched = ttft_err.len();
+    ([delay, ttft_err, itl_err], matched)
 }
 
 /// Per response id (`chatcmpl-<log id>`): the read times of its content-bearing events.
-fn content_reads(export: &Value) -> HashMap<u64, Vec<u64>> {
+fn content_reads(export: &Value, problems: &mut Vec<String>) -> HashMap<u64, Vec<u64>> {
     let mut out = HashMap::new();
     let requests = export["experiments"][0]["requests"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    for r in requests {
+    for (k, r) in requests.iter().enumerate() {
         let stamps = r["response_timestamps"]
             .as_array()
             .cloned()
@@ -189,8 +217,16 @@ fn content_reads(export: &Value) -> HashMap<u64, Vec<u64>> {
                 reads.push(t.as_u64().unwrap_or(0));
             }
         }
-        if let Some(id) = id {
-            out.insert(id, reads);
+        match id {
+            None => problems.push(format!(
+                "export request {k}: no response id in its {} events",
+                stamps.len()
+            )),
+            Some(id) => {
+                if out.insert(id, reads).is_some() {
+                    problems.push(format!("response id {id} appears twice in the export"));
+                }
+            }
         }
     }
     out

@@ -208,7 +208,7 @@ fn shared_reads_line(requests: &[LlmRequest]) -> String {
 }
 
 /// Chunks whose arrival time equals the next chunk's of the same request, and all chunks.
-fn shared_reads(requests: &[LlmRequest]) -> (usize, usize) {
+pub fn shared_reads(requests: &[LlmRequest]) -> (usize, usize) {
     let shared = requests
         .iter()
         .flat_map(|r| r.chunks.windows(2))
