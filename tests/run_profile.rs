@@ -331,26 +331,26 @@ fn binary_profile_and_compare() {
     server.stop();
 }
 
-#[test]
-fn triton_grpc_kserve_streams() {
-    let server = start_llm(3, 1, 2);
-    let dir = temp_dir("profile-kserve");
+/// Runs `profile --endpoint-type kserve --streaming` against the server's gRPC port.
+fn profile_kserve(server: &ServerHandle, dir: &Path, args: &[&str]) -> Vec<PointOutcome> {
     let grpc = server.grpc_addr.unwrap().to_string();
     let mut argv: Vec<OsString> = ["profile", "-m", MODEL, "--endpoint-type", "kserve"]
         .iter()
         .map(OsString::from)
         .collect();
-    argv.extend([
-        "-u".into(),
-        grpc.into(),
-        "--artifact-dir".into(),
-        dir.clone().into(),
-    ]);
+    argv.extend(["-u".into(), grpc.into()]);
+    argv.extend(["--artifact-dir".into(), dir.as_os_str().to_owned()]);
+    let common = ["--streaming", "--quiet", "--tokenizer", "cl100k_base"];
+    argv.extend(common.iter().chain(args).map(OsString::from));
+    let cfg = llm::cli::parse(argv).unwrap().unwrap();
+    llm::run(&cfg, &mut Vec::new()).unwrap()
+}
+
+#[test]
+fn triton_grpc_kserve_streams() {
+    let server = start_llm(3, 1, 2);
+    let dir = temp_dir("profile-kserve");
     let rest = [
-        "--streaming",
-        "--quiet",
-        "--tokenizer",
-        "cl100k_base",
         "--concurrency",
         "3",
         "--request-count",
@@ -358,9 +358,7 @@ fn triton_grpc_kserve_streams() {
         "--output-tokens-mean",
         "5",
     ];
-    argv.extend(rest.iter().map(OsString::from));
-    let cfg = llm::cli::parse(argv).unwrap().unwrap();
-    let outcomes = llm::run(&cfg, &mut Vec::new()).unwrap();
+    let outcomes = profile_kserve(&server, &dir, &rest);
     let reqs = &outcomes[0].requests;
     assert_eq!(reqs.len(), 9);
     for r in reqs {
@@ -397,13 +395,41 @@ fn gathered_reads_keep_the_arrival_times() {
         "30000",
     ];
     let (outcomes, _) = profile(&server, &dir, &args).unwrap();
+    assert_arrivals_match_sends(server, &outcomes[0]);
+}
+
+/// The same over gRPC (`ModelStreamInfer`): the HTTP/2 session's reads are stamped too.
+#[test]
+fn gathered_grpc_reads_keep_the_arrival_times() {
+    let server = start_llm(20, 20, 1);
+    let dir = temp_dir("profile-gathered-grpc");
+    let args = [
+        "--concurrency",
+        "1",
+        "--request-count",
+        "3",
+        "--output-tokens-mean",
+        "8",
+        "--max-workers",
+        "1",
+        "--read-batch-us",
+        "30000",
+    ];
+    let outcomes = profile_kserve(&server, &dir, &args);
+    assert_arrivals_match_sends(server, &outcomes[0]);
+}
+
+/// Three requests, one at a time: every chunk's arrival is within 4 ms of the server's send
+/// (the reads are 30 ms apart, so a read-time stamp would be up to 10 ms late), then stops it.
+fn assert_arrivals_match_sends(server: ServerHandle, point: &PointOutcome) {
     let sent = server.token_times();
     server.stop();
-    let reqs = &outcomes[0].requests;
+    let reqs = &point.requests;
     assert_eq!((reqs.len(), sent.len()), (3, 3));
     let mut worst = 0i64;
     // One stream at a time: the server's log order is the requests' order.
     for (r, s) in reqs.iter().zip(&sent) {
+        assert!(r.ok(), "{:?}", r.error);
         assert_eq!(r.chunks.len(), s.len());
         for (c, at) in r.chunks.iter().zip(s) {
             worst = worst.max((c.arrival_ns as i64 - *at as i64).abs());

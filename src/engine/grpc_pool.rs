@@ -17,13 +17,12 @@ use std::net::SocketAddr;
 
 use mio::{Interest, Registry, Token};
 
-use super::pool::{Cx, Pool, Ready, Send, Sink};
+use super::grpc_streams::{on_stream_event, Slot, When};
+use super::pool::{Cx, Pool, Ready, Send};
 use super::wire::GrpcWire;
 use crate::clock::Clock;
-use crate::measure::record::push_framed_response;
 use crate::measure::RequestRecord;
-use crate::protocol::grpc::session::{Event, Session, SessionConfig, StreamEnd};
-use crate::service::stream_scan::scan_stream_response;
+use crate::protocol::grpc::session::{Event, Session, SessionConfig};
 use crate::transport::{TlsClient, Transport};
 
 /// Slots (requests in flight) per HTTP/2 connection; more slots open more connections.
@@ -50,31 +49,8 @@ struct H2Conn {
     writable: bool,
     /// Requests were queued since the last flush.
     pending_flush: bool,
-}
-
-struct Slot {
-    conn: usize,
-    /// The stream carrying this slot's request (streaming: its long-lived stream); 0 = none.
-    stream: u32,
-    busy: bool,
-    rec: RequestRecord,
-    /// Response bytes kept for the profile export.
-    body: Vec<u8>,
-    /// Streaming: arrival of the last response with outputs (ns).
-    last_output_ns: u64,
-}
-
-impl Slot {
-    fn new(conn: usize) -> Slot {
-        Slot {
-            conn,
-            stream: 0,
-            busy: false,
-            rec: RequestRecord::default(),
-            body: Vec::new(),
-            last_output_ns: 0,
-        }
-    }
+    /// Reads are timed by the kernel's receive stamps (see `transport::rx_stamp`).
+    stamped: bool,
 }
 
 pub struct GrpcPool {
@@ -86,6 +62,8 @@ pub struct GrpcPool {
     slots: Vec<Slot>,
     /// Slots with no request in flight.
     free: Vec<usize>,
+    /// Time responses by kernel receive stamps (plain TCP).
+    rx_stamps: bool,
 }
 
 impl GrpcPool {
@@ -101,11 +79,20 @@ impl GrpcPool {
             conns: Vec::with_capacity(conn_count),
             slots,
             free,
+            rx_stamps: false,
         }
+    }
+
+    /// Times every read by when its data arrived (the kernel's receive stamp of its last
+    /// segment) instead of when the worker got to it; plain TCP only.
+    pub fn with_rx_stamps(mut self, on: bool) -> GrpcPool {
+        self.rx_stamps = on;
+        self
     }
 
     fn connect(&self, token: usize, registry: &Registry) -> io::Result<H2Conn> {
         let mut transport = Transport::connect(self.addr, self.tls.as_ref())?;
+        let stamped = self.rx_stamps && transport.enable_rx_stamps();
         let both = Interest::READABLE | Interest::WRITABLE;
         registry.register(transport.socket(), Token(token), both)?;
         Ok(H2Conn {
@@ -115,6 +102,7 @@ impl GrpcPool {
             streams: Vec::new(),
             writable: true,
             pending_flush: false,
+            stamped,
         })
     }
 
@@ -234,15 +222,19 @@ impl GrpcPool {
             transport,
             session,
             streams,
+            stamped,
             ..
         } = &mut conns[i];
         let sink = &mut *cx.sink;
         let clock = cx.clock;
-        let mut on = |ev: Event<'_>| on_stream_event(ev, streams, slots, free, wire, sink, clock);
         let broken = loop {
             let space = session.input_space();
             let cap = space.len();
-            match transport.read(space) {
+            let (read, at) = read_timed(transport, space, *stamped, clock, streams, slots);
+            let mut on = |ev: Event<'_>| {
+                on_stream_event(ev, streams, slots, free, wire, sink, When { clock, at })
+            };
+            match read {
                 Ok(0) => {
                     session.eof(&mut on);
                     break (!session.peer_settings_received()).then(|| {
@@ -280,7 +272,9 @@ impl GrpcPool {
         let H2Conn {
             session, streams, ..
         } = &mut conns[i];
-        session.eof(&mut |ev| on_stream_event(ev, streams, slots, free, wire, cx.sink, cx.clock));
+        let (sink, clock) = (&mut *cx.sink, cx.clock);
+        let when = When { clock, at: None };
+        session.eof(&mut |ev| on_stream_event(ev, streams, slots, free, wire, sink, when));
         cx.sink
             .fail(format!("gRPC connection to {}: {msg}", self.addr));
     }
@@ -353,154 +347,28 @@ fn flush(conn: &mut H2Conn, token: usize, registry: &Registry) -> Result<(), Str
     Ok(())
 }
 
-/// One session event: stamps, response counting, completion.
-fn on_stream_event(
-    ev: Event<'_>,
-    streams: &mut Vec<(u32, usize)>,
-    slots: &mut [Slot],
-    free: &mut Vec<usize>,
-    wire: &GrpcWire,
-    sink: &mut Sink,
+/// One read from a connection, and (with stamps) when its data arrived: the stamp is kept
+/// only within [the earliest start of its requests in flight, now] (see
+/// `rx_stamp::arrival_ns`).
+fn read_timed(
+    transport: &mut Transport,
+    space: &mut [u8],
+    stamped: bool,
     clock: &Clock,
-) {
-    let id = match &ev {
-        Event::Headers { stream }
-        | Event::Message { stream, .. }
-        | Event::Closed { stream, .. } => *stream,
-    };
-    let Some(pos) = streams.iter().position(|&(sid, _)| sid == id) else {
-        return;
-    };
-    let s = streams[pos].1;
-    match ev {
-        Event::Headers { .. } => {
-            if !wire.streaming && slots[s].rec.recv_start_ns == 0 {
-                slots[s].rec.recv_start_ns = clock.now_ns();
-            }
+    streams: &[(u32, usize)],
+    slots: &[Slot],
+) -> (io::Result<usize>, Option<u64>) {
+    if !stamped {
+        return (transport.read(space), None);
+    }
+    match transport.read_stamped(space) {
+        Ok((n, stamp)) => {
+            let floor = streams.iter().map(|&(_, s)| slots[s].rec.start_ns).min();
+            let at = crate::transport::rx_stamp::arrival_ns(stamp, floor.unwrap_or(0), clock);
+            (Ok(n), Some(at))
         }
-        Event::Message { data, .. } => {
-            if wire.streaming {
-                on_stream_response(s, data, slots, free, wire, sink, clock);
-            } else if sink.keep_bodies {
-                slots[s].body.clear();
-                slots[s].body.extend_from_slice(data);
-            }
-        }
-        Event::Closed { end, .. } => {
-            streams.swap_remove(pos);
-            on_closed(s, &end, slots, free, wire, sink, clock);
-        }
+        Err(e) => (Err(e), None),
     }
-}
-
-/// A streaming response: counts it, and completes the request at its final response.
-fn on_stream_response(
-    s: usize,
-    data: &[u8],
-    slots: &mut [Slot],
-    free: &mut Vec<usize>,
-    wire: &GrpcWire,
-    sink: &mut Sink,
-    clock: &Clock,
-) {
-    let slot = &mut slots[s];
-    if !slot.busy {
-        return;
-    }
-    let now = clock.now_ns();
-    let resp = match scan_stream_response(data) {
-        Ok(r) => r,
-        Err(e) => return fail_slot(slot, free, s, sink, now, e.to_string()),
-    };
-    if let Some(err) = resp.error {
-        let msg = String::from_utf8_lossy(err).into_owned();
-        return fail_slot(slot, free, s, sink, now, msg);
-    }
-    if sink.keep_bodies {
-        push_framed_response(&mut slot.body, now, data);
-    }
-    if resp.has_outputs {
-        if slot.rec.responses == 0 {
-            slot.rec.recv_start_ns = now;
-        }
-        slot.rec.responses += 1;
-        slot.last_output_ns = now;
-        sink.response(slot.rec.responses);
-    }
-    if resp.final_flag.unwrap_or(!wire.decoupled) {
-        // Latency runs to the last response with outputs; a request answered only by the
-        // empty final response ends there.
-        slot.rec.end_ns = if slot.rec.responses > 0 {
-            slot.last_output_ns
-        } else {
-            now
-        };
-        if slot.rec.recv_start_ns == 0 {
-            slot.rec.recv_start_ns = slot.rec.end_ns;
-        }
-        slot.rec.ok = true;
-        slot.busy = false;
-        sink.finish(slot.rec, &slot.body);
-        free.push(s);
-    }
-}
-
-fn fail_slot(
-    slot: &mut Slot,
-    free: &mut Vec<usize>,
-    s: usize,
-    sink: &mut Sink,
-    now: u64,
-    msg: String,
-) {
-    slot.rec.end_ns = now.max(slot.rec.start_ns);
-    slot.rec.ok = false;
-    slot.busy = false;
-    sink.finish(slot.rec, &[]);
-    sink.fail(msg);
-    free.push(s);
-}
-
-/// A stream ended: a unary call completes; a streaming slot loses its stream.
-fn on_closed(
-    s: usize,
-    end: &StreamEnd,
-    slots: &mut [Slot],
-    free: &mut Vec<usize>,
-    wire: &GrpcWire,
-    sink: &mut Sink,
-    clock: &Clock,
-) {
-    let slot = &mut slots[s];
-    slot.stream = 0;
-    if !slot.busy {
-        return;
-    }
-    let now = clock.now_ns();
-    if *end == StreamEnd::Refused {
-        // The server never processed it (GOAWAY): no record; the slot sends again later.
-        slot.busy = false;
-        sink.abandon(&slot.rec);
-        free.push(s);
-        return;
-    }
-    if wire.streaming || !end.is_ok() {
-        let why = if end.is_ok() {
-            "the stream ended before the request's final response".to_string()
-        } else {
-            end.to_string()
-        };
-        return fail_slot(slot, free, s, sink, now, why);
-    }
-    slot.rec.end_ns = now;
-    if slot.rec.recv_start_ns == 0 {
-        slot.rec.recv_start_ns = now;
-    }
-    slot.rec.ok = true;
-    slot.rec.responses = 1;
-    slot.busy = false;
-    sink.finish_in_slot(slot.rec, &slot.body, s);
-    free.push(s);
 }
 
 impl Pool for GrpcPool {

@@ -5,6 +5,7 @@ pub mod capi_pool;
 pub mod conn;
 pub mod coordinator;
 pub mod grpc_pool;
+mod grpc_streams;
 pub mod http_pool;
 pub mod pace;
 pub mod pool;
@@ -283,7 +284,8 @@ impl Engine {
                     spawn_worker(params, pool, core, &out_tx)?
                 }
                 Wire::Grpc(wire) => {
-                    let pool = GrpcPool::new(addr, tls, wire.clone(), slots);
+                    let pool = GrpcPool::new(addr, tls, wire.clone(), slots)
+                        .with_rx_stamps(spec.read_batch.is_some());
                     spawn_worker(params, pool, core, &out_tx)?
                 }
                 Wire::Capi(wire) => {

@@ -161,8 +161,8 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         wire,
         sequences: None,
         slots: None,
-        // HTTP reads are timed by the kernel's receive stamps; streams may gather between reads.
-        read_batch: (!grpc).then(|| {
+        // Reads are timed by the kernel's receive stamps; streams may gather between reads.
+        read_batch: Some({
             let batch = if cfg.args.streaming {
                 cfg.args.read_batch_us
             } else {
