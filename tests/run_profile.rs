@@ -374,6 +374,20 @@ fn triton_grpc_kserve_streams() {
     server.stop();
 }
 
+/// One stream, three requests of 8 tokens, one worker reading at most every 30 ms.
+const GATHERED: [&str; 10] = [
+    "--concurrency",
+    "1",
+    "--request-count",
+    "3",
+    "--output-tokens-mean",
+    "8",
+    "--max-workers",
+    "1",
+    "--read-batch-us",
+    "30000",
+];
+
 /// Reads gathered 30 ms apart while tokens arrive every 20 ms: every token's time must still
 /// be when the server sent it (kernel receive stamps), not when the worker got to it, which
 /// is up to 10 ms later.
@@ -381,19 +395,7 @@ fn triton_grpc_kserve_streams() {
 fn gathered_reads_keep_the_arrival_times() {
     let server = start_llm(20, 20, 1);
     let dir = temp_dir("profile-gathered");
-    let args = [
-        "--streaming",
-        "--concurrency",
-        "1",
-        "--request-count",
-        "3",
-        "--output-tokens-mean",
-        "8",
-        "--max-workers",
-        "1",
-        "--read-batch-us",
-        "30000",
-    ];
+    let args: Vec<&str> = ["--streaming"].iter().chain(&GATHERED).copied().collect();
     let (outcomes, _) = profile(&server, &dir, &args).unwrap();
     assert_arrivals_match_sends(server, &outcomes[0]);
 }
@@ -403,38 +405,40 @@ fn gathered_reads_keep_the_arrival_times() {
 fn gathered_grpc_reads_keep_the_arrival_times() {
     let server = start_llm(20, 20, 1);
     let dir = temp_dir("profile-gathered-grpc");
-    let args = [
-        "--concurrency",
-        "1",
-        "--request-count",
-        "3",
-        "--output-tokens-mean",
-        "8",
-        "--max-workers",
-        "1",
-        "--read-batch-us",
-        "30000",
-    ];
-    let outcomes = profile_kserve(&server, &dir, &args);
+    let outcomes = profile_kserve(&server, &dir, &GATHERED);
     assert_arrivals_match_sends(server, &outcomes[0]);
 }
 
 /// Three requests, one at a time: every chunk's arrival is within 4 ms of the server's send
 /// (the reads are 30 ms apart, so a read-time stamp would be up to 10 ms late), then stops it.
+/// A chunk that shared its read with the next one (same time: the kernel gives one stamp per
+/// read) carries that one's time; on a loaded machine a late read can take two, so such chunks
+/// are left out, up to a third of them.
 fn assert_arrivals_match_sends(server: ServerHandle, point: &PointOutcome) {
     let sent = server.token_times();
     server.stop();
     let reqs = &point.requests;
     assert_eq!((reqs.len(), sent.len()), (3, 3));
-    let mut worst = 0i64;
+    let (mut worst, mut compared) = (0i64, 0);
     // One stream at a time: the server's log order is the requests' order.
     for (r, s) in reqs.iter().zip(&sent) {
         assert!(r.ok(), "{:?}", r.error);
         assert_eq!(r.chunks.len(), s.len());
-        for (c, at) in r.chunks.iter().zip(s) {
+        for (i, (c, at)) in r.chunks.iter().zip(s).enumerate() {
+            if r.chunks
+                .get(i + 1)
+                .is_some_and(|n| n.arrival_ns == c.arrival_ns)
+            {
+                continue;
+            }
+            compared += 1;
             worst = worst.max((c.arrival_ns as i64 - *at as i64).abs());
         }
     }
+    assert!(
+        compared >= 16,
+        "only {compared} of 24 chunks had a read of their own"
+    );
     assert!(
         worst < 4_000_000,
         "a token was timed {worst} ns away from its send"

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 
 use mio::{Interest, Registry, Token};
 
-use super::grpc_streams::{on_stream_event, Slot, When};
+use super::grpc_streams::{Slot, StreamCx, When};
 use super::pool::{Cx, Pool, Ready, Send};
 use super::wire::GrpcWire;
 use crate::clock::Clock;
@@ -232,7 +232,15 @@ impl GrpcPool {
             let cap = space.len();
             let (read, at) = read_timed(transport, space, *stamped, clock, streams, slots);
             let mut on = |ev: Event<'_>| {
-                on_stream_event(ev, streams, slots, free, wire, sink, When { clock, at })
+                let when = When { clock, at };
+                StreamCx {
+                    slots,
+                    free,
+                    wire,
+                    sink,
+                    when,
+                }
+                .event(ev, streams)
             };
             match read {
                 Ok(0) => {
@@ -274,7 +282,16 @@ impl GrpcPool {
         } = &mut conns[i];
         let (sink, clock) = (&mut *cx.sink, cx.clock);
         let when = When { clock, at: None };
-        session.eof(&mut |ev| on_stream_event(ev, streams, slots, free, wire, sink, when));
+        session.eof(&mut |ev| {
+            StreamCx {
+                slots,
+                free,
+                wire,
+                sink,
+                when,
+            }
+            .event(ev, streams)
+        });
         cx.sink
             .fail(format!("gRPC connection to {}: {msg}", self.addr));
     }

@@ -47,152 +47,136 @@ impl When<'_> {
     }
 }
 
-/// One session event: stamps, response counting, completion.
-pub(super) fn on_stream_event(
-    ev: Event<'_>,
-    streams: &mut Vec<(u32, usize)>,
-    slots: &mut [Slot],
-    free: &mut Vec<usize>,
-    wire: &GrpcWire,
-    sink: &mut Sink,
-    clock: When<'_>,
-) {
-    let id = match &ev {
-        Event::Headers { stream }
-        | Event::Message { stream, .. }
-        | Event::Closed { stream, .. } => *stream,
-    };
-    let Some(pos) = streams.iter().position(|&(sid, _)| sid == id) else {
-        return;
-    };
-    let s = streams[pos].1;
-    match ev {
-        Event::Headers { .. } => {
-            if !wire.streaming && slots[s].rec.recv_start_ns == 0 {
-                slots[s].rec.recv_start_ns = clock.now_ns();
-            }
-        }
-        Event::Message { data, .. } => {
-            if wire.streaming {
-                on_stream_response(s, data, slots, free, wire, sink, clock);
-            } else if sink.keep_bodies {
-                slots[s].body.clear();
-                slots[s].body.extend_from_slice(data);
-            }
-        }
-        Event::Closed { end, .. } => {
-            streams.swap_remove(pos);
-            on_closed(s, &end, slots, free, wire, sink, clock);
-        }
-    }
+/// What a session event acts on: the pool's slots and free list, the run's sink, and when
+/// the event's data arrived.
+pub(super) struct StreamCx<'a> {
+    pub(super) slots: &'a mut [Slot],
+    pub(super) free: &'a mut Vec<usize>,
+    pub(super) wire: &'a GrpcWire,
+    pub(super) sink: &'a mut Sink,
+    pub(super) when: When<'a>,
 }
 
-/// A streaming response: counts it, and completes the request at its final response.
-fn on_stream_response(
-    s: usize,
-    data: &[u8],
-    slots: &mut [Slot],
-    free: &mut Vec<usize>,
-    wire: &GrpcWire,
-    sink: &mut Sink,
-    clock: When<'_>,
-) {
-    let slot = &mut slots[s];
-    if !slot.busy {
-        return;
+impl StreamCx<'_> {
+    /// One session event on a connection with `streams` in flight: stamps, response
+    /// counting, completion.
+    pub(super) fn event(&mut self, ev: Event<'_>, streams: &mut Vec<(u32, usize)>) {
+        let id = match &ev {
+            Event::Headers { stream }
+            | Event::Message { stream, .. }
+            | Event::Closed { stream, .. } => *stream,
+        };
+        let Some(pos) = streams.iter().position(|&(sid, _)| sid == id) else {
+            return;
+        };
+        let s = streams[pos].1;
+        match ev {
+            Event::Headers { .. } => {
+                let rec = &mut self.slots[s].rec;
+                if !self.wire.streaming && rec.recv_start_ns == 0 {
+                    rec.recv_start_ns = self.when.now_ns();
+                }
+            }
+            Event::Message { data, .. } => {
+                if self.wire.streaming {
+                    self.response(s, data);
+                } else if self.sink.keep_bodies {
+                    self.slots[s].body.clear();
+                    self.slots[s].body.extend_from_slice(data);
+                }
+            }
+            Event::Closed { end, .. } => {
+                streams.swap_remove(pos);
+                self.closed(s, &end);
+            }
+        }
     }
-    let now = clock.now_ns();
-    let resp = match scan_stream_response(data) {
-        Ok(r) => r,
-        Err(e) => return fail_slot(slot, free, s, sink, now, e.to_string()),
-    };
-    if let Some(err) = resp.error {
-        let msg = String::from_utf8_lossy(err).into_owned();
-        return fail_slot(slot, free, s, sink, now, msg);
+
+    /// A streaming response: counts it, and completes the request at its final response.
+    fn response(&mut self, s: usize, data: &[u8]) {
+        if !self.slots[s].busy {
+            return;
+        }
+        let now = self.when.now_ns();
+        let resp = match scan_stream_response(data) {
+            Ok(r) => r,
+            Err(e) => return self.fail(s, now, e.to_string()),
+        };
+        if let Some(err) = resp.error {
+            return self.fail(s, now, String::from_utf8_lossy(err).into_owned());
+        }
+        let (slot, sink) = (&mut self.slots[s], &mut *self.sink);
+        if sink.keep_bodies {
+            push_framed_response(&mut slot.body, now, data);
+        }
+        if resp.has_outputs {
+            if slot.rec.responses == 0 {
+                slot.rec.recv_start_ns = now;
+            }
+            slot.rec.responses += 1;
+            slot.last_output_ns = now;
+            sink.response(slot.rec.responses);
+        }
+        if resp.final_flag.unwrap_or(!self.wire.decoupled) {
+            // Latency runs to the last response with outputs; a request answered only by the
+            // empty final response ends there.
+            slot.rec.end_ns = if slot.rec.responses > 0 {
+                slot.last_output_ns
+            } else {
+                now
+            };
+            if slot.rec.recv_start_ns == 0 {
+                slot.rec.recv_start_ns = slot.rec.end_ns;
+            }
+            slot.rec.ok = true;
+            slot.busy = false;
+            sink.finish(slot.rec, &slot.body);
+            self.free.push(s);
+        }
     }
-    if sink.keep_bodies {
-        push_framed_response(&mut slot.body, now, data);
+
+    /// The request in slot `s` failed at `now` with `msg`.
+    fn fail(&mut self, s: usize, now: u64, msg: String) {
+        let slot = &mut self.slots[s];
+        slot.rec.end_ns = now.max(slot.rec.start_ns);
+        slot.rec.ok = false;
+        slot.busy = false;
+        self.sink.finish(slot.rec, &[]);
+        self.sink.fail(msg);
+        self.free.push(s);
     }
-    if resp.has_outputs {
-        if slot.rec.responses == 0 {
+
+    /// A stream ended: a unary call completes; a streaming slot loses its stream.
+    fn closed(&mut self, s: usize, end: &StreamEnd) {
+        let slot = &mut self.slots[s];
+        slot.stream = 0;
+        if !slot.busy {
+            return;
+        }
+        let now = self.when.now_ns();
+        if *end == StreamEnd::Refused {
+            // The server never processed it (GOAWAY): no record; the slot sends again later.
+            slot.busy = false;
+            self.sink.abandon(&slot.rec);
+            self.free.push(s);
+            return;
+        }
+        if self.wire.streaming || !end.is_ok() {
+            let why = if end.is_ok() {
+                "the stream ended before the request's final response".to_string()
+            } else {
+                end.to_string()
+            };
+            return self.fail(s, now, why);
+        }
+        slot.rec.end_ns = now;
+        if slot.rec.recv_start_ns == 0 {
             slot.rec.recv_start_ns = now;
         }
-        slot.rec.responses += 1;
-        slot.last_output_ns = now;
-        sink.response(slot.rec.responses);
-    }
-    if resp.final_flag.unwrap_or(!wire.decoupled) {
-        // Latency runs to the last response with outputs; a request answered only by the
-        // empty final response ends there.
-        slot.rec.end_ns = if slot.rec.responses > 0 {
-            slot.last_output_ns
-        } else {
-            now
-        };
-        if slot.rec.recv_start_ns == 0 {
-            slot.rec.recv_start_ns = slot.rec.end_ns;
-        }
         slot.rec.ok = true;
+        slot.rec.responses = 1;
         slot.busy = false;
-        sink.finish(slot.rec, &slot.body);
-        free.push(s);
+        self.sink.finish_in_slot(slot.rec, &slot.body, s);
+        self.free.push(s);
     }
-}
-
-fn fail_slot(
-    slot: &mut Slot,
-    free: &mut Vec<usize>,
-    s: usize,
-    sink: &mut Sink,
-    now: u64,
-    msg: String,
-) {
-    slot.rec.end_ns = now.max(slot.rec.start_ns);
-    slot.rec.ok = false;
-    slot.busy = false;
-    sink.finish(slot.rec, &[]);
-    sink.fail(msg);
-    free.push(s);
-}
-
-/// A stream ended: a unary call completes; a streaming slot loses its stream.
-pub(super) fn on_closed(
-    s: usize,
-    end: &StreamEnd,
-    slots: &mut [Slot],
-    free: &mut Vec<usize>,
-    wire: &GrpcWire,
-    sink: &mut Sink,
-    clock: When<'_>,
-) {
-    let slot = &mut slots[s];
-    slot.stream = 0;
-    if !slot.busy {
-        return;
-    }
-    let now = clock.now_ns();
-    if *end == StreamEnd::Refused {
-        // The server never processed it (GOAWAY): no record; the slot sends again later.
-        slot.busy = false;
-        sink.abandon(&slot.rec);
-        free.push(s);
-        return;
-    }
-    if wire.streaming || !end.is_ok() {
-        let why = if end.is_ok() {
-            "the stream ended before the request's final response".to_string()
-        } else {
-            end.to_string()
-        };
-        return fail_slot(slot, free, s, sink, now, why);
-    }
-    slot.rec.end_ns = now;
-    if slot.rec.recv_start_ns == 0 {
-        slot.rec.recv_start_ns = now;
-    }
-    slot.rec.ok = true;
-    slot.rec.responses = 1;
-    slot.busy = false;
-    sink.finish_in_slot(slot.rec, &slot.body, s);
-    free.push(s);
 }

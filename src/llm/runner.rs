@@ -95,6 +95,9 @@ fn drive(
     let mut halted_at: Option<Instant> = None;
     loop {
         std::thread::sleep(TICK);
+        // Read before collecting: a worker that finishes after its batch was taken would
+        // leave its last records out of the run.
+        let finished = engine.all_finished();
         let now_ns = spec.clock.now_ns();
         engine.collect(now_ns, &mut window)?;
         run.records.extend_from_slice(&window.records);
@@ -102,7 +105,7 @@ fn drive(
         rebase(&mut run, &window);
         run.end_ns = now_ns;
         progress.show(run.records.len() as u64, started.elapsed());
-        if engine.all_finished() {
+        if finished {
             break;
         }
         if halted_at.is_none() {
