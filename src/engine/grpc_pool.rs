@@ -232,15 +232,7 @@ impl GrpcPool {
             let cap = space.len();
             let (read, at) = read_timed(transport, space, *stamped, clock, streams, slots);
             let mut on = |ev: Event<'_>| {
-                let when = When { clock, at };
-                StreamCx {
-                    slots,
-                    free,
-                    wire,
-                    sink,
-                    when,
-                }
-                .event(ev, streams)
+                StreamCx::new(slots, free, wire, sink, When { clock, at }).event(ev, streams)
             };
             match read {
                 Ok(0) => {
@@ -282,16 +274,7 @@ impl GrpcPool {
         } = &mut conns[i];
         let (sink, clock) = (&mut *cx.sink, cx.clock);
         let when = When { clock, at: None };
-        session.eof(&mut |ev| {
-            StreamCx {
-                slots,
-                free,
-                wire,
-                sink,
-                when,
-            }
-            .event(ev, streams)
-        });
+        session.eof(&mut |ev| StreamCx::new(slots, free, wire, sink, when).event(ev, streams));
         cx.sink
             .fail(format!("gRPC connection to {}: {msg}", self.addr));
     }

@@ -50,14 +50,30 @@ impl When<'_> {
 /// What a session event acts on: the pool's slots and free list, the run's sink, and when
 /// the event's data arrived.
 pub(super) struct StreamCx<'a> {
-    pub(super) slots: &'a mut [Slot],
-    pub(super) free: &'a mut Vec<usize>,
-    pub(super) wire: &'a GrpcWire,
-    pub(super) sink: &'a mut Sink,
-    pub(super) when: When<'a>,
+    slots: &'a mut [Slot],
+    free: &'a mut Vec<usize>,
+    wire: &'a GrpcWire,
+    sink: &'a mut Sink,
+    when: When<'a>,
 }
 
-impl StreamCx<'_> {
+impl<'a> StreamCx<'a> {
+    pub(super) fn new(
+        slots: &'a mut [Slot],
+        free: &'a mut Vec<usize>,
+        wire: &'a GrpcWire,
+        sink: &'a mut Sink,
+        when: When<'a>,
+    ) -> StreamCx<'a> {
+        StreamCx {
+            slots,
+            free,
+            wire,
+            sink,
+            when,
+        }
+    }
+
     /// One session event on a connection with `streams` in flight: stamps, response
     /// counting, completion.
     pub(super) fn event(&mut self, ev: Event<'_>, streams: &mut Vec<(u32, usize)>) {
