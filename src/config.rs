@@ -232,13 +232,18 @@ pub struct Config {
     pub async_mode: bool,
     /// Upper bound on worker threads; `None`: one per available core.
     pub max_threads: Option<usize>,
-    /// Pin worker threads to cores (off with `--no-pin`).
+    /// Pin worker threads to cores: `--pin`, or by default when the server is on another
+    /// machine.
     pub pin_threads: bool,
 
     // --- measurement ---
     pub measurement_mode: MeasurementMode,
     pub measurement_interval_ms: u64,
     pub measurement_request_count: u64,
+    /// How often a count window looks at its count, in ms: 1000, as perf_analyzer, so a
+    /// count window lasts whole seconds. No flag sets it; library users (and the tests, to
+    /// stay fast) may shorten it.
+    pub count_check_ms: u64,
     /// As a fraction: `-s 10` is 0.10.
     pub stability_threshold: f64,
     pub max_trials: u32,
@@ -347,10 +352,12 @@ impl Default for Config {
             sync_given: false,
             async_mode: false,
             max_threads: None,
-            pin_threads: true,
+            // The default server, localhost, shares this machine's cores.
+            pin_threads: false,
             measurement_mode: MeasurementMode::TimeWindows,
             measurement_interval_ms: 5000,
             measurement_request_count: 50,
+            count_check_ms: 1000,
             stability_threshold: 0.10,
             max_trials: 10,
             percentile: None,

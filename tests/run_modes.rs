@@ -253,3 +253,40 @@ fn binary_search_over_concurrency_finds_the_latency_limit() {
     }
     assert!(!text.contains("Request concurrency: 5\n"), "{text}");
 }
+
+#[test]
+fn count_windows_look_at_their_count_once_a_second() {
+    let server = start_server();
+    let dir = temp_dir("count-windows");
+    // 20 requests complete within a few ms on the reference server; the window still lasts
+    // until its first whole second, as perf_analyzer's count windows do.
+    let mut cfg = quick_config(&server, "simple", 20);
+    cfg.count_check_ms = 1000;
+    cfg.max_trials = 3;
+    cfg.stability_threshold = 1000.0;
+    cfg.profile_export_file = Some(dir.join("w.json"));
+    let (res, _) = run(&cfg);
+    assert!(res.error.is_none(), "{:?}", res.error);
+    let export: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("w.json")).unwrap()).unwrap();
+    let edges: Vec<u64> = export["experiments"][0]["window_boundaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(edges.len(), 4, "three windows: {edges:?}");
+    let requests = export["experiments"][0]["requests"]
+        .as_array()
+        .unwrap()
+        .len();
+    for pair in edges.windows(2) {
+        let ms = (pair[1] - pair[0]) / 1_000_000;
+        assert!(ms >= 1000, "a count window shorter than a second: {ms} ms");
+    }
+    // A second of closed-loop load on the reference server is far more than 20 requests.
+    assert!(
+        requests > 3 * 20 * 5,
+        "{requests} requests in three 1 s windows"
+    );
+}

@@ -196,6 +196,7 @@ fn rate_sweep_and_binary_search() {
     cfg.request_count = 0;
     cfg.measurement_mode = inferperf::config::MeasurementMode::CountWindows;
     cfg.measurement_request_count = 60;
+    cfg.count_check_ms = 5;
     cfg.stability_threshold = 10.0;
     cfg.request_rate = RateRange {
         start: 200.0,

@@ -152,7 +152,10 @@ pub struct RunArgs {
     /// Upper bound on worker threads [default: one per core]
     #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = LOAD)]
     pub max_threads: Option<String>,
-    /// Do not pin worker threads to cores [default: pinned]
+    /// Pin worker threads to cores [default: pinned when the server is on another machine]
+    #[arg(long, help_heading = LOAD)]
+    pub pin: bool,
+    /// Do not pin worker threads to cores
     #[arg(long, help_heading = LOAD)]
     pub no_pin: bool,
     /// Deprecated: concurrency start [default: 1]

@@ -27,7 +27,8 @@ Notes (where inferperf differs from perf_analyzer):
      seconds and its throughput is understated.
   3. --sync/--async select the stability rule (latency and throughput vs throughput only) and
      the settings banner; the engine is event-driven in both. Worker threads =
-     min(concurrency, --max-threads, cores), one thread pinned per core (--no-pin to disable).
+     min(concurrency, --max-threads, cores), one per core, pinned to it when the server is on
+     another machine (--pin / --no-pin to choose): a server on this machine shares the cores.
   4. Before measuring, inferperf waits until GET /v2/health/ready answers 200 (gRPC:
      ServerReady; 404 or UNIMPLEMENTED, i.e. no health endpoint, counts as ready), for at most
      --ready-timeout seconds (default 10; 0 checks once without retrying).

@@ -75,6 +75,20 @@ pub fn parse_url(raw: &str) -> Result<ParsedUrl> {
     })
 }
 
+/// The host of `host:port` (or a URL that `parse_url` accepts) is this machine's loopback:
+/// `localhost`, 127.0.0.0/8 or `::1`. Names are not resolved.
+pub fn is_loopback(url: &str) -> bool {
+    let authority = parse_url(url).map_or_else(|_| url.to_string(), |u| u.authority);
+    let Some((host, _)) = split_host_port(&authority) else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Splits `host[:port]`, with IPv6 hosts in brackets (`[::1]:8000`). `None` when malformed.
 fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
     if authority.starts_with('[') {
@@ -116,6 +130,25 @@ mod tests {
                 raw.to_ascii_lowercase().starts_with("https"),
                 "{raw}"
             );
+        }
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        let cases = [
+            ("localhost:8000", true),
+            ("LOCALHOST", true),
+            ("127.0.0.1:8001", true),
+            ("http://127.3.4.5:1", true),
+            ("[::1]:8000", true),
+            ("https://[::1]", true),
+            ("10.0.0.1:8000", false),
+            ("myhost:8000", false),
+            ("[::2]:8000", false),
+            ("", false),
+        ];
+        for (url, local) in cases {
+            assert_eq!(is_loopback(url), local, "{url}");
         }
     }
 

@@ -163,6 +163,12 @@ const FLAG_ROWS: &[(&[&str], Check)] = &[
     (&["--sync"], |c| !c.async_mode),
     (&["--max-threads", "3"], |c| c.max_threads == Some(3)),
     (&["--no-pin"], |c| !c.pin_threads),
+    (&["-u", "localhost:8000"], |c| !c.pin_threads),
+    (&["-u", "127.0.0.1:8000"], |c| !c.pin_threads),
+    (&["-u", "10.1.2.3:8000"], |c| c.pin_threads),
+    (&["-u", "http://server:8000"], |c| c.pin_threads),
+    (&["-u", "10.1.2.3:8000", "--no-pin"], |c| !c.pin_threads),
+    (&["-u", "127.0.0.1:8000", "--pin"], |c| c.pin_threads),
     (&["-t", "4"], |c| c.concurrency == range(4, 4, 1)),
     (&["-t", "2", "-c", "6"], |c| c.concurrency == range(2, 6, 1)),
     (&["-t", "2", "-d", "-l", "9"], |c| {

@@ -336,13 +336,14 @@ fn threshold_hit(cfg: &Config, trials: &[Trial]) -> bool {
     cfg.latency_threshold_ms > 0 && over_latency_threshold(trials, cfg.latency_threshold_ms)
 }
 
-/// Waits until the window should end, watching Ctrl-C and worker errors, and pulls records
-/// from the workers every `PULL_EVERY` meanwhile.
 /// This rank's part of a count (all of it without scale-out).
 fn share(ctx: &PointCtx, total: u64) -> u64 {
     ctx.mpi.as_deref().map_or(total, |m| m.share(total))
 }
 
+/// Waits until the window should end, watching Ctrl-C and worker errors, and pulls records
+/// from the workers every `PULL_EVERY` meanwhile. A count window ends at the first whole
+/// second of its time at which it holds its count.
 fn wait_window(ctx: &PointCtx, engine: &mut Engine, acc: &mut WindowAcc) -> Result<WindowEnd> {
     let cfg = ctx.cfg;
     let started = Instant::now();
@@ -350,6 +351,10 @@ fn wait_window(ctx: &PointCtx, engine: &mut Engine, acc: &mut WindowAcc) -> Resu
     let interval = Duration::from_millis(cfg.measurement_interval_ms);
     let done_before = acc.pulled_before_window();
     let count_share = share(ctx, cfg.measurement_request_count);
+    // Count windows look at their count every `count_check_ms` (a second, as perf_analyzer):
+    // a window lasts whole steps, at least one, however fast its requests complete.
+    let count_step = Duration::from_millis(cfg.count_check_ms.max(1));
+    let mut count_check = count_step;
     loop {
         if ctx.stopped() {
             return Ok(WindowEnd::Interrupted);
@@ -360,7 +365,12 @@ fn wait_window(ctx: &PointCtx, engine: &mut Engine, acc: &mut WindowAcc) -> Resu
         let full = if cfg.request_count > 0 {
             engine.all_finished()
         } else if cfg.measurement_mode == MeasurementMode::CountWindows {
-            engine.completed().saturating_sub(done_before) >= count_share
+            if started.elapsed() < count_check {
+                false
+            } else {
+                count_check += count_step;
+                engine.completed().saturating_sub(done_before) >= count_share
+            }
         } else {
             started.elapsed() >= interval
         };
@@ -374,14 +384,14 @@ fn wait_window(ctx: &PointCtx, engine: &mut Engine, acc: &mut WindowAcc) -> Resu
             }
             pulled_at = Instant::now();
         }
-        // Count-based windows end within one tick of their count; their duration is measured,
-        // so the tick moves where the boundary falls, not the figures.
-        let time_based =
-            cfg.measurement_mode == MeasurementMode::TimeWindows && cfg.request_count == 0;
-        let sleep = if time_based {
+        // `--request-count` ends within one tick of its last response; its duration is
+        // measured, so the tick moves where the boundary falls, not the figures.
+        let sleep = if cfg.request_count > 0 {
+            TICK
+        } else if cfg.measurement_mode == MeasurementMode::TimeWindows {
             interval.saturating_sub(started.elapsed()).min(TICK)
         } else {
-            TICK
+            count_check.saturating_sub(started.elapsed()).min(TICK)
         };
         std::thread::sleep(sleep);
     }

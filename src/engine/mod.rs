@@ -43,6 +43,10 @@ use worker::{Batch, Command, Shared, Worker, WorkerParams, WAKE};
 /// Records preallocated per worker (56 bytes each); a pull interval with more completions
 /// grows the buffer once and the grown buffer is then recycled.
 const RECORDS_PER_WORKER: usize = 1 << 15;
+/// How often `collect` checks that the workers it waits for are still alive.
+const BATCH_POLL: Duration = Duration::from_millis(500);
+/// How long a worker may take to hand over its records before a warning says so.
+const BATCH_SLOW: Duration = Duration::from_secs(10);
 
 /// What every engine of a run shares.
 #[derive(Clone)]
@@ -80,6 +84,13 @@ struct WorkerHandle {
     waker: Arc<Waker>,
     shared: Arc<Shared>,
     join: Option<JoinHandle<()>>,
+}
+
+impl WorkerHandle {
+    /// The worker thread has returned (or panicked).
+    fn ended(&self) -> bool {
+        self.join.as_ref().map_or(true, JoinHandle::is_finished)
+    }
 }
 
 /// A running set of workers holding `concurrency` requests in flight.
@@ -357,13 +368,44 @@ impl Engine {
         window.client_cpu_ns = 0;
         window.workers = self.workers.len() as u32;
         for _ in 0..self.workers.len() {
-            let batch = self
-                .batches
-                .recv_timeout(Duration::from_secs(10))
-                .map_err(|_| Error::generic("a worker thread did not answer within 10 s"))?;
+            let batch = self.next_batch()?;
             self.absorb(batch, window);
         }
         Ok(())
+    }
+
+    /// Waits for the next worker's batch for as long as every worker thread is alive: a
+    /// worker slowed down by a busy machine answers late, and its records still count. Only
+    /// a worker thread that has ended without answering fails the window.
+    fn next_batch(&self) -> Result<Batch> {
+        let mut waited = Duration::ZERO;
+        let mut warned = false;
+        loop {
+            match self.batches.recv_timeout(BATCH_POLL) {
+                Ok(batch) => return Ok(batch),
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    return Err(Error::generic("every worker thread stopped unexpectedly"))
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            }
+            if let Some(i) = self.workers.iter().position(WorkerHandle::ended) {
+                // A batch may have been sent just before the thread ended.
+                if let Ok(batch) = self.batches.try_recv() {
+                    return Ok(batch);
+                }
+                return Err(Error::generic(format!(
+                    "worker thread {i} stopped without handing over its records"
+                )));
+            }
+            waited += BATCH_POLL;
+            if !warned && waited >= BATCH_SLOW {
+                warned = true;
+                eprintln!(
+                    "Warning: a worker thread has not handed over its records for {} s (the machine is busy); still waiting.",
+                    waited.as_secs()
+                );
+            }
+        }
     }
 
     fn absorb(&mut self, mut batch: Batch, window: &mut WindowRecords) {

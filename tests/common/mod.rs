@@ -49,13 +49,15 @@ pub fn start_grpc_server(delays: Vec<(String, server::Delay)>) -> ServerHandle {
 }
 
 /// A config for `model` against `server` that measures quickly: count windows of `n`
-/// requests, loose stability, no pinning (tests share the machine).
+/// requests checked every 5 ms, loose stability, no pinning (tests share the machine).
 pub fn quick_config(server: &ServerHandle, model: &str, n: u64) -> Config {
     Config {
         model_name: model.into(),
         url: server.addr.to_string(),
         measurement_mode: MeasurementMode::CountWindows,
         measurement_request_count: n,
+        // Look at the count every 5 ms instead of every second, so tests stay fast.
+        count_check_ms: 5,
         stability_threshold: 10.0,
         max_trials: 10,
         pin_threads: false,
