@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# inferperf and the real perf_analyzer, side by side on a real Triton (CPU, python backend),
+# for each model of ../shared/bench/setup-triton.sh and each service kind (HTTP, gRPC, C API).
+# Prints a markdown table: throughput, p50/p99 latency, windows to stability, the median idle
+# gap (a request's last response to the same connection's next send, from the profile
+# export), export requests and responses, CSV header equality, and how each run ended.
+#
+#   bash benches/triton_side_by_side.sh [MODEL ...]        (run from the repo root)
+#
+# Env: TRITON (/tmp/triton, from setup-triton.sh), PA (/tmp/peers/bin/perf_analyzer, from
+# setup-peers.sh), CONC (1: the concurrency), FLAGS (-p 2000 -s 10 --max-trials 10), KINDS
+# (http grpc capi). The server is started on free loopback ports and stopped at the end; each
+# run is bounded by `timeout 300`.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH=${BENCH:-$ROOT/../shared/bench}
+TRITON=${TRITON:-/tmp/triton}
+PA=${PA:-/tmp/peers/bin/perf_analyzer}
+INFERPERF=${INFERPERF:-$ROOT/target/release/inferperf}
+CONC=${CONC:-1}
+FLAGS=${FLAGS:--p 2000 -s 10 --max-trials 10}
+KINDS=${KINDS:-http grpc capi}
+MODELS=("$@")
+[ ${#MODELS[@]} -gt 0 ] || MODELS=(identity simple identity_bytes repeat_int32 accumulate ensemble_identity)
+[ -x "$INFERPERF" ] || (cd "$ROOT" && cargo build --release -q)
+[ -x "$PA" ] || { echo "no perf_analyzer at $PA (run ../shared/bench/setup-peers.sh)" >&2; exit 1; }
+# shellcheck disable=SC1091
+. "$TRITON/env.sh" || exit 1
+eval "$(TRITON_RUN_DIR=$TRITON/run-bench bash "$BENCH/start-triton.sh" | tail -1)"
+trap 'bash "$BENCH/start-triton.sh" stop "$TRITON_PID"' EXIT
+OUT=$(mktemp -d)
+
+model_flags() {   # the flags each model needs, per kind
+  case "$1:$2" in
+    repeat_int32:http) echo "SKIP" ;;  # decoupled: gRPC streaming or the C API only
+    repeat_int32:*) echo "--shape IN:5 --async --streaming" ;;
+    accumulate:*) echo "--sequence-length 6" ;;
+    simple:*) echo "-b 4" ;;
+    *) echo "" ;;
+  esac
+}
+
+# One run: tool model kind -> a result line "thr p50 p99 windows exit".
+run_one() {
+  local tool=$1 model=$2 kind=$3 bin=$INFERPERF
+  [ "$tool" = pa ] && bin=$PA
+  local tag="$OUT/$tool-$model-$kind" target=()
+  case $kind in
+    http) target=(-u "127.0.0.1:$TRITON_HTTP_PORT") ;;
+    grpc) target=(-i grpc -u "127.0.0.1:$TRITON_GRPC_PORT") ;;
+    capi) target=(--service-kind triton_c_api --triton-server-directory "$TRITON_CAPI_DIR"
+                  --model-repository "$TRITON_MODELS") ;;
+  esac
+  # shellcheck disable=SC2086
+  LD_LIBRARY_PATH=$TRITON_LIBS timeout 300 "$bin" -m "$model" "${target[@]}" $FLAGS \
+    --concurrency-range "$CONC" $(model_flags "$model" "$kind") -v \
+    -f "$tag.csv" --profile-export-file "$tag.json" >"$tag.out" 2>&1
+  echo $? >"$tag.rc"
+}
+
+# Reads one run's console, CSV and export: thr p50 p99 windows gap requests responses.
+summarise() {
+  python3 - "$1" <<'EOF'
+import json, re, sys, statistics
+tag = sys.argv[1]
+out = open(tag + ".out", errors="replace").read()
+def num(pat):
+    m = re.findall(pat, out)
+    return m[-1] if m else "-"
+thr = num(r"Throughput: ([\d.]+) infer/sec")
+p50 = num(r"p50 latency: (\d+) usec")
+p99 = num(r"p99 latency: (\d+) usec")
+windows = len(re.findall(r"Pass \[\d+\]", out)) or "-"
+gap = reqs = resps = "-"
+try:
+    exp = json.load(open(tag + ".json"))["experiments"]
+    rs = [r for e in exp for r in e["requests"]]
+    reqs = len(rs)
+    resps = sum(len(r["response_timestamps"]) for r in rs)
+    rs.sort(key=lambda r: r["timestamp"])
+    ends = sorted(max(r["response_timestamps"]) for r in rs if r["response_timestamps"])
+    # At concurrency 1 each send follows the previous request's last response.
+    gaps = [b["timestamp"] - a_end for a_end, b in zip(ends, rs[1:]) if b["timestamp"] >= a_end]
+    if gaps:
+        gap = "%.1f" % (statistics.median(gaps) / 1000)
+except Exception:
+    pass
+print(thr, p50, p99, windows, gap, reqs, resps)
+EOF
+}
+
+echo "| model | kind | tool | infer/s | p50 us | p99 us | windows | idle gap us | export reqs/resps | CSV header = PA | exit |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+for model in "${MODELS[@]}"; do
+  for kind in $KINDS; do
+    [ "$(model_flags "$model" "$kind")" = SKIP ] && continue
+    for tool in pa ours; do
+      run_one $tool "$model" "$kind"
+    done
+    same=no
+    if [ -s "$OUT/pa-$model-$kind.csv" ] && [ -s "$OUT/ours-$model-$kind.csv" ] &&
+       [ "$(head -1 "$OUT/pa-$model-$kind.csv")" = "$(head -1 "$OUT/ours-$model-$kind.csv")" ]; then
+      same=yes
+    fi
+    for tool in pa ours; do
+      tag="$OUT/$tool-$model-$kind"
+      read -r thr p50 p99 win gap reqs resps < <(summarise "$tag")
+      rc=$(cat "$tag.rc")
+      [ "$rc" -ge 128 ] && rc="$rc (signal $((rc - 128)))"
+      name=perf_analyzer; [ $tool = ours ] && name=inferperf
+      echo "| $model | $kind | $name | $thr | $p50 | $p99 | $win | $gap | $reqs/$resps | $same | $rc |"
+    done
+  done
+done
+echo
+echo "runs kept in $OUT"
