@@ -3,7 +3,8 @@
 # for each model of ../shared/bench/setup-triton.sh and each service kind (HTTP, gRPC, C API).
 # Prints a markdown table: throughput, p50/p99 latency, windows to stability, the median idle
 # gap (a request's last response to the same connection's next send, from the profile
-# export), export requests and responses, CSV header equality, and how each run ended.
+# export), export requests and responses, CSV header equality, how each run ended, and the
+# export fields that only one of the two tools writes (benches/export_shape.py).
 #
 #   bash benches/triton_side_by_side.sh [MODEL ...]        (run from the repo root)
 #
@@ -111,6 +112,15 @@ for model in "${MODELS[@]}"; do
       echo "| $model | $kind | $name | $thr | $p50 | $p99 | $win | $gap | $reqs/$resps | $same | $rc |"
     done
   done
+done
+echo
+echo "Export fields only perf_analyzer writes (-) or only inferperf writes (+), per model and kind:"
+echo
+for f in "$OUT"/pa-*.json; do
+  [ -e "$f" ] || continue
+  cell=${f#"$OUT"/pa-}; cell=${cell%.json}
+  [ -s "$OUT/ours-$cell.json" ] || { echo "- $cell: no inferperf export"; continue; }
+  echo "- $cell: $(python3 "$ROOT/benches/export_shape.py" "$f" "$OUT/ours-$cell.json")"
 done
 echo
 echo "runs kept in $OUT"
