@@ -19,7 +19,7 @@ pub const GPU_CSV_COLUMNS: [&str; 4] = [
     "Total GPU Memory",
 ];
 
-/// Ours: inferperf's CPU use, the last `--verbose-csv` column.
+/// Ours: inferperf's CPU use, the last `--csv-extra-columns` column.
 pub const CLIENT_CPU_CSV_COLUMN: &str = "Client CPU Usage (% of one core)";
 
 /// The console block that follows a point's "Server:" block.
