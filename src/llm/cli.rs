@@ -564,7 +564,10 @@ mod tests {
                 &["-m", "x", "--profile-export-file", "out/my.json"],
                 "--profile-export-file",
             ),
-            (&["-m", "x", "--profile-export-file", ""], "--profile-export-file"),
+            (
+                &["-m", "x", "--profile-export-file", ""],
+                "--profile-export-file",
+            ),
         ];
         for (args, needle) in cases {
             let e = cfg(args).unwrap_err();

@@ -7,12 +7,7 @@ use crate::measure::stats::ClientStats;
 use crate::report::test_samples::*;
 
 /// A point with the given µs numbers (+ sub-µs noise that must be truncated).
-fn point(
-    load: LoadValue,
-    tput: f64,
-    send_recv: (u64, u64),
-    pcts: &[(u32, u64)],
-) -> PointReport {
+fn point(load: LoadValue, tput: f64, send_recv: (u64, u64), pcts: &[(u32, u64)]) -> PointReport {
     PointReport {
         load,
         batch_size: 1,
@@ -274,36 +269,116 @@ fn case_points(c: Case) -> Vec<PointReport> {
 fn default_header_is_perf_analyzers_for_each_flag_combination() {
     let v = true;
     let table: Vec<(Case, String)> = vec![
-        (Case::default(), format!("Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS}")),
-        (Case { rate: true, ..Case::default() },
-            format!("Request Rate,Inferences/Second,{SERVER_COLS},{P4_COLS}")),
-        (Case { verbose: v, ..Case::default() }, format!(
-            "Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS},Avg latency,\
-             request/response,response wait")),
-        (Case { rate: true, verbose: v, ..Case::default() }, format!(
-            "Request Rate,Inferences/Second,{SERVER_COLS},{P4_COLS},Avg latency,\
-             request/response,response wait")),
-        (Case { pct: Some(95), ..Case::default() },
-            format!("Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS}")),
-        (Case { pct: Some(95), verbose: v, ..Case::default() }, format!(
-            "Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS},request/response,\
-             response wait")),
-        (Case { pct: Some(75), verbose: v, ..Case::default() }, format!(
-            "Concurrency,Inferences/Second,{SERVER_COLS},p50 latency,p75 latency,\
-             p90 latency,p95 latency,p99 latency,request/response,response wait")),
-        (Case { metrics: true, ..Case::default() },
-            format!("Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS}")),
-        (Case { metrics: true, verbose: v, ..Case::default() }, format!(
-            "Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS},Avg latency,\
-             request/response,response wait,{GPU_COLS}")),
-        (Case { rate: true, metrics: true, pct: Some(99), verbose: v, ..Case::default() },
-            format!("Request Rate,Inferences/Second,{SERVER_COLS},{P4_COLS},\
-             request/response,response wait,{GPU_COLS}")),
-        (Case { decoupled: true, ..Case::default() }, format!(
-            "Concurrency,Inferences/Second,Response Throughput,{SERVER_COLS},{P4_COLS}")),
-        (Case { decoupled: true, verbose: v, ..Case::default() }, format!(
-            "Concurrency,Inferences/Second,Response Throughput,{SERVER_COLS},{P4_COLS},\
-             Avg latency,request/response,response wait")),
+        (
+            Case::default(),
+            format!("Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS}"),
+        ),
+        (
+            Case {
+                rate: true,
+                ..Case::default()
+            },
+            format!("Request Rate,Inferences/Second,{SERVER_COLS},{P4_COLS}"),
+        ),
+        (
+            Case {
+                verbose: v,
+                ..Case::default()
+            },
+            format!(
+                "Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS},Avg latency,\
+             request/response,response wait"
+            ),
+        ),
+        (
+            Case {
+                rate: true,
+                verbose: v,
+                ..Case::default()
+            },
+            format!(
+                "Request Rate,Inferences/Second,{SERVER_COLS},{P4_COLS},Avg latency,\
+             request/response,response wait"
+            ),
+        ),
+        (
+            Case {
+                pct: Some(95),
+                ..Case::default()
+            },
+            format!("Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS}"),
+        ),
+        (
+            Case {
+                pct: Some(95),
+                verbose: v,
+                ..Case::default()
+            },
+            format!(
+                "Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS},request/response,\
+             response wait"
+            ),
+        ),
+        (
+            Case {
+                pct: Some(75),
+                verbose: v,
+                ..Case::default()
+            },
+            format!(
+                "Concurrency,Inferences/Second,{SERVER_COLS},p50 latency,p75 latency,\
+             p90 latency,p95 latency,p99 latency,request/response,response wait"
+            ),
+        ),
+        (
+            Case {
+                metrics: true,
+                ..Case::default()
+            },
+            format!("Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS}"),
+        ),
+        (
+            Case {
+                metrics: true,
+                verbose: v,
+                ..Case::default()
+            },
+            format!(
+                "Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS},Avg latency,\
+             request/response,response wait,{GPU_COLS}"
+            ),
+        ),
+        (
+            Case {
+                rate: true,
+                metrics: true,
+                pct: Some(99),
+                verbose: v,
+                ..Case::default()
+            },
+            format!(
+                "Request Rate,Inferences/Second,{SERVER_COLS},{P4_COLS},\
+             request/response,response wait,{GPU_COLS}"
+            ),
+        ),
+        (
+            Case {
+                decoupled: true,
+                ..Case::default()
+            },
+            format!("Concurrency,Inferences/Second,Response Throughput,{SERVER_COLS},{P4_COLS}"),
+        ),
+        (
+            Case {
+                decoupled: true,
+                verbose: v,
+                ..Case::default()
+            },
+            format!(
+                "Concurrency,Inferences/Second,Response Throughput,{SERVER_COLS},{P4_COLS},\
+             Avg latency,request/response,response wait"
+            ),
+        ),
     ];
     for (case, want) in table {
         let text = render(&case_points(case), case.pct, case.verbose, true);
@@ -335,7 +410,11 @@ fn extra_columns_follow_perf_analyzers_columns() {
     let (h, row) = extra(Case::default());
     assert_eq!(h, format!("{plain},Min latency,Max latency"));
     assert!(row.ends_with(",0,0"), "{row}");
-    let (h, row) = extra(Case { metrics: true, verbose: true, ..Case::default() });
+    let (h, row) = extra(Case {
+        metrics: true,
+        verbose: true,
+        ..Case::default()
+    });
     assert_eq!(
         h,
         format!(
@@ -344,7 +423,11 @@ fn extra_columns_follow_perf_analyzers_columns() {
         )
     );
     assert!(row.ends_with(",12.5"), "{row}");
-    let (h, _) = extra(Case { rate: true, metrics: true, ..Case::default() });
+    let (h, _) = extra(Case {
+        rate: true,
+        metrics: true,
+        ..Case::default()
+    });
     let rate_plain = plain.replace("Concurrency", "Request Rate");
     assert_eq!(
         h,
