@@ -1,6 +1,6 @@
 //! `--collect-metrics` in the reports (perf_analyzer.md §3.1, §3.2): the console's "Server
 //! Prometheus Metrics" block and the four verbose-CSV GPU columns, in perf_analyzer's format,
-//! plus our client CPU line and last CSV column.
+//! plus our client CPU line and, with `--csv-extra-columns`, its CSV column.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
