@@ -299,6 +299,8 @@ pub struct Config {
     // --- reports ---
     pub csv_file: Option<PathBuf>,
     pub verbose_csv: bool,
+    /// `--csv-extra-columns` (ours): inferperf's columns after perf_analyzer's in `-f`.
+    pub csv_extra_columns: bool,
     pub profile_export_file: Option<PathBuf>,
     /// `--collect-metrics` (with `--metrics-url`, `--metrics-interval`); `None`: off.
     pub metrics: Option<MetricsConfig>,
@@ -386,6 +388,7 @@ impl Default for Config {
             model_repository: None,
             csv_file: None,
             verbose_csv: false,
+            csv_extra_columns: false,
             profile_export_file: None,
             metrics: None,
             ready_timeout_s: 10,

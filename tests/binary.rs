@@ -245,3 +245,121 @@ fn grpc_flags_against_serve_process() {
         stderr(&not_streamed)
     );
 }
+
+/// perf_analyzer's columns through `Client Recv` on a server with the statistics extension.
+const PA_SERVER_COLS: &str = "Client Send,Network+Server Send/Recv,Server Queue,\
+    Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,\
+    p50 latency,p90 latency,p95 latency,p99 latency";
+
+#[test]
+fn csv_header_is_perf_analyzers_unless_extra_columns_are_asked_for() {
+    // Each flag set with the header perf_analyzer 2.50 writes for it (seen against
+    // tritonserver 2.51); our own columns only with --csv-extra-columns, after its columns.
+    let (mut child, http, grpc) = common::spawn_serve_grpc();
+    let dir = common::temp_dir("bin-csv-header");
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["-m", "simple", "-u", &http],
+            format!("Concurrency,Inferences/Second,{PA_SERVER_COLS}"),
+        ),
+        (
+            vec!["-m", "simple", "-u", &http, "--verbose-csv"],
+            format!(
+                "Concurrency,Inferences/Second,{PA_SERVER_COLS},Avg latency,\
+                 request/response,response wait"
+            ),
+        ),
+        (
+            vec![
+                "-m",
+                "simple",
+                "-i",
+                "grpc",
+                "-u",
+                &grpc,
+                "--request-rate-range",
+                "400",
+            ],
+            format!("Request Rate,Inferences/Second,{PA_SERVER_COLS}"),
+        ),
+        (
+            vec![
+                "-m",
+                "simple",
+                "-i",
+                "grpc",
+                "-u",
+                &grpc,
+                "--request-rate-range",
+                "400",
+                "--verbose-csv",
+                "--percentile",
+                "95",
+            ],
+            format!(
+                "Request Rate,Inferences/Second,{PA_SERVER_COLS},request/response,\
+                 response wait"
+            ),
+        ),
+        (
+            vec![
+                "-m",
+                "repeat_int32",
+                "-i",
+                "grpc",
+                "-u",
+                &grpc,
+                "--streaming",
+                "--shape",
+                "IN:4",
+                "--verbose-csv",
+            ],
+            format!(
+                "Concurrency,Inferences/Second,Response Throughput,{PA_SERVER_COLS},\
+                 Avg latency,request/response,response wait"
+            ),
+        ),
+        (
+            vec!["-m", "simple", "-u", &http, "--csv-extra-columns"],
+            format!("Concurrency,Inferences/Second,{PA_SERVER_COLS},Min latency,Max latency"),
+        ),
+    ];
+    let mut results = Vec::new();
+    for (i, (args, _)) in cases.iter().enumerate() {
+        let csv = dir.join(format!("{i}.csv"));
+        let mut all = args.clone();
+        all.extend([
+            "--measurement-mode",
+            "count_windows",
+            "--measurement-request-count",
+            "40",
+            "-s",
+            "1000",
+            "--no-pin",
+            "-f",
+            csv.to_str().unwrap(),
+        ]);
+        let o = run(&all);
+        results.push((o, std::fs::read_to_string(&csv).unwrap_or_default()));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    for ((args, want), (o, csv)) in cases.iter().zip(&results) {
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(o));
+        let mut lines = csv.lines();
+        assert_eq!(lines.next(), Some(want.as_str()), "{args:?}");
+        let row = lines.next().expect("one row");
+        assert_eq!(
+            row.split(',').count(),
+            want.split(',').count(),
+            "{args:?}: {row}"
+        );
+        // The first cell is the load level the run was given.
+        let level = if args.contains(&"--request-rate-range") {
+            "400"
+        } else {
+            "1"
+        };
+        assert_eq!(row.split(',').next(), Some(level), "{args:?}: {row}");
+    }
+}

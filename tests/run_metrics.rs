@@ -43,6 +43,7 @@ fn console_block_csv_columns_and_predictable_values() {
     let mut cfg = metrics_config(&server, "/metrics");
     cfg.csv_file = Some(dir.join("out.csv"));
     cfg.verbose_csv = true;
+    cfg.csv_extra_columns = true;
     let (res, text) = run(&cfg);
     assert!(res.error.is_none());
     let p = &res.points[0];
@@ -88,7 +89,8 @@ fn console_block_csv_columns_and_predictable_values() {
     let server_at = text.find("  Server: \n").expect("server block");
     assert!(server_at < text.find("  Server Prometheus Metrics").unwrap());
 
-    // Verbose CSV: the GPU columns right after `response wait`, client CPU last.
+    // Verbose CSV with --csv-extra-columns: the GPU columns right after `response wait`,
+    // client CPU last.
     let csv = std::fs::read_to_string(dir.join("out.csv")).unwrap();
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -116,20 +118,26 @@ fn console_block_csv_columns_and_predictable_values() {
 }
 
 #[test]
-fn default_csv_is_unchanged_by_metrics() {
+fn verbose_csv_with_metrics_has_perf_analyzers_header() {
+    // Without --csv-extra-columns, perf_analyzer's header exactly: GPU columns last.
     let server = slow_simple_server();
     let dir = temp_dir("metrics-plain-csv");
     let mut cfg = metrics_config(&server, "/metrics");
     cfg.csv_file = Some(dir.join("out.csv"));
+    cfg.verbose_csv = true;
     let (res, _) = run(&cfg);
     assert!(res.points[0].metrics.is_some());
     let csv = std::fs::read_to_string(dir.join("out.csv")).unwrap();
+    let mut lines = csv.lines();
     assert_eq!(
-        csv.lines().next().unwrap(),
+        lines.next().unwrap(),
         "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,\
          Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,\
-         p50 latency,p90 latency,p95 latency,p99 latency"
+         p50 latency,p90 latency,p95 latency,p99 latency,Avg latency,request/response,\
+         response wait,Avg GPU Utilization,Avg GPU Power Usage,Max GPU Memory Usage,\
+         Total GPU Memory"
     );
+    assert_eq!(lines.next().unwrap().split(',').count(), 20, "{csv}");
 }
 
 #[test]

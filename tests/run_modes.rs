@@ -149,7 +149,7 @@ fn percentile_drives_stability_and_reports() {
     let header = csv.lines().next().unwrap();
     assert_eq!(header.matches("p95 latency").count(), 1, "{header}");
     assert!(
-        header.ends_with(",request/response,response wait,Min latency,Max latency"),
+        header.ends_with(",p99 latency,request/response,response wait"),
         "{header}"
     );
 }

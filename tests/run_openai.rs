@@ -84,6 +84,15 @@ fn responses(request: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The payload of one exported SSE event, which must be `data: <payload>` and the blank line
+/// that ends it.
+fn sse_data(event: &str) -> &str {
+    event
+        .strip_prefix("data: ")
+        .and_then(|e| e.strip_suffix("\n\n"))
+        .unwrap_or_else(|| panic!("not one SSE data event: {event:?}"))
+}
+
 fn u64s(v: &Value) -> Vec<u64> {
     v.as_array()
         .unwrap()
@@ -129,11 +138,9 @@ fn streamed_chat_has_one_response_per_event_and_the_null_final() {
         // Role chunk, one chunk per token, then [DONE] as the null final response.
         assert_eq!(stamps.len(), 1 + sent.len() + 1, "{outs:?}");
         assert_eq!(outs.len(), stamps.len());
-        assert_eq!(
-            outs.last().unwrap(),
-            "",
-            "[DONE] is the empty null response"
-        );
+        // perf_analyzer keeps each event's bytes as the server sent them, and GenAI-Perf's
+        // parser needs the `data: ` prefix: so does our export, `[DONE]` included.
+        assert_eq!(outs.last().unwrap(), "data: [DONE]\n\n");
         assert!(stamps.windows(2).all(|w| w[0] <= w[1]));
         assert!(stamps[0] >= r["timestamp"].as_u64().unwrap());
         // Each content event arrives after the server wrote it (1 ms of clock slack).
@@ -144,7 +151,7 @@ fn streamed_chat_has_one_response_per_event_and_the_null_final() {
             );
         }
         for chunk in &outs[..outs.len() - 1] {
-            let v: Value = serde_json::from_str(chunk).expect("each event is one JSON chunk");
+            let v: Value = serde_json::from_str(sse_data(chunk)).expect("one JSON chunk each");
             assert_eq!(v["object"], "chat.completion.chunk");
         }
     }
@@ -189,7 +196,15 @@ fn streamed_completions_nonstreamed_chat_and_embeddings() {
             let want = if per_request == 5 { 4 } else { 1 };
             assert_eq!(outs.len(), want, "{endpoint}: {outs:?}");
             assert_eq!(u64s(&r["response_timestamps"]).len(), want);
-            let first: Value = serde_json::from_str(&outs[0]).unwrap();
+            // Streamed events keep their SSE framing; whole bodies are written as they came.
+            let first = if per_request == 5 {
+                assert_eq!(outs.last().unwrap(), "data: [DONE]\n\n", "{endpoint}");
+                sse_data(&outs[0])
+            } else {
+                assert!(outs[0].starts_with('{'), "{endpoint}: {outs:?}");
+                &outs[0]
+            };
+            let first: Value = serde_json::from_str(first).unwrap();
             assert_eq!(first["object"], object, "{endpoint}");
         }
     }

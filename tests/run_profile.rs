@@ -112,6 +112,20 @@ fn streamed_chat_counts_match_the_server() {
         requests[0]["response_timestamps"].as_array().unwrap().len(),
         10
     );
+    // Each event as the server sent it (perf_analyzer's bytes, which GenAI-Perf's parser
+    // needs): `data: <chunk>` and its blank line; the last is `data: [DONE]`.
+    let outs = requests[0]["response_outputs"].as_array().unwrap();
+    assert_eq!(outs.len(), 10);
+    assert_eq!(outs[9]["response"], "data: [DONE]\n\n");
+    for o in &outs[..9] {
+        let event = o["response"].as_str().unwrap();
+        let data = event
+            .strip_prefix("data: ")
+            .and_then(|e| e.strip_suffix("\n\n"))
+            .unwrap_or_else(|| panic!("not an SSE event: {event:?}"));
+        let chunk: Value = serde_json::from_str(data).unwrap();
+        assert_eq!(chunk["object"], "chat.completion.chunk");
+    }
     for entry in std::fs::read_dir(run_dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_file() {
@@ -257,6 +271,50 @@ fn open_loop_reports_latency_from_the_intended_send_time() {
         .dir
         .ends_with("inferperf-llm-openai-chat-request_rate200"));
     assert!(stdout.to_lowercase().contains("intended"), "{stdout}");
+    server.stop();
+}
+
+#[test]
+fn summary_files_are_named_after_the_profile_export_file() {
+    let server = start_llm(0, 0, 1);
+    let dir = temp_dir("profile-names");
+    let args = [
+        "--streaming",
+        "--request-count",
+        "3",
+        "--output-tokens-mean",
+        "2",
+        "--profile-export-file",
+        "my.json",
+    ];
+    let (outcomes, _) = profile(&server, &dir, &args).unwrap();
+    let run_dir = &outcomes[0].dir;
+    let mut names: Vec<String> = std::fs::read_dir(run_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    // GenAI-Perf's rule: `<stem>_genai_perf.json` and `.csv` beside the raw export.
+    assert_eq!(
+        names,
+        [
+            "inputs.json",
+            "my.json",
+            "my.jsonl",
+            "my_genai_perf.csv",
+            "my_genai_perf.json"
+        ]
+    );
+    let summary = read_json(&run_dir.join("my_genai_perf.json"));
+    assert_eq!(summary["request_count"]["avg"], 3.0);
+    let raw = read_json(&run_dir.join("my.json"));
+    assert_eq!(
+        raw["experiments"][0]["requests"].as_array().unwrap().len(),
+        3
+    );
+    // A path is refused, as GenAI-Perf refuses it: the directory is --artifact-dir's.
+    let err = profile(&server, &dir, &["--profile-export-file", "sub/my.json"]).unwrap_err();
+    assert!(err.to_string().contains("--profile-export-file"), "{err}");
     server.stop();
 }
 

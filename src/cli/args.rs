@@ -323,11 +323,17 @@ pub struct RunArgs {
     /// Extra CSV columns [default: off]
     #[arg(long, help_heading = REPORTS)]
     pub verbose_csv: bool,
+    /// Ours: append inferperf's own CSV columns after perf_analyzer's (min/max latency,
+    /// open-loop send lag and latency from the intended send time, client CPU use with
+    /// --collect-metrics); without it the CSV header is perf_analyzer's [default: off]
+    #[arg(long, help_heading = REPORTS)]
+    pub csv_extra_columns: bool,
     /// Write the per-request JSON export to this file, which must not exist [default: none]
     #[arg(long, value_name = "FILE", help_heading = REPORTS)]
     pub profile_export_file: Option<String>,
     /// Poll the server's Prometheus GPU metrics while measuring; adds them (and inferperf's
-    /// own CPU use) to the console and, with --verbose-csv, the CSV [default: off]
+    /// own CPU use) to the console and, with --verbose-csv, the GPU columns to the CSV
+    /// [default: off]
     #[arg(long, help_heading = REPORTS)]
     pub collect_metrics: bool,
     /// Prometheus metrics URL, [http://]host[:port][/path]

@@ -46,7 +46,7 @@ Notes (where inferperf differs from perf_analyzer):
      Prometheus parser; an unreachable metrics endpoint fails the run before any load
      (perf_analyzer fails after the first window); the default --metrics-url keeps the host
      of -u (perf_analyzer turns http://h:8000 into http:8002/metrics). Each point adds
-     inferperf's own CPU use in % of one core (the last column with --verbose-csv).
+     inferperf's own CPU use in % of one core (a CSV column with --csv-extra-columns).
 
 Exit codes: 0 success, 2 first point never stabilised, 3 no valid requests, 99 other errors.";
 

@@ -271,7 +271,12 @@ const FLAG_ROWS: &[(&[&str], Check)] = &[
     (&["-f", "out.csv"], |c| {
         c.csv_file == Some(PathBuf::from("out.csv"))
     }),
-    (&["--verbose-csv"], |c| c.verbose_csv),
+    (&["--verbose-csv"], |c| {
+        c.verbose_csv && !c.csv_extra_columns
+    }),
+    (&["--csv-extra-columns"], |c| {
+        c.csv_extra_columns && !c.verbose_csv
+    }),
 ];
 
 #[test]

@@ -392,6 +392,7 @@ fn apply_reports(args: &RunArgs, config: &mut Config) -> Result<()> {
         config.csv_file = Some(PathBuf::from(path));
     }
     config.verbose_csv = args.verbose_csv;
+    config.csv_extra_columns = args.csv_extra_columns;
     if let Some(path) = args.profile_export_file.as_deref() {
         if path.is_empty() {
             return Err(Error::usage(

@@ -170,7 +170,9 @@ pub struct ProfileArgs {
     /// Where the results go (one sub-directory per profile).
     #[arg(long, default_value = "artifacts")]
     pub artifact_dir: PathBuf,
-    /// Name of perf_analyzer's raw export inside each profile's directory.
+    /// Name of perf_analyzer's raw export inside each profile's directory (a file name, no
+    /// directory); the GenAI-Perf summaries are named after it: `my.json` gives
+    /// `my_genai_perf.json` and `my_genai_perf.csv`, and the per-request file `my.jsonl`.
     #[arg(long, default_value = "profile_export.json")]
     pub profile_export_file: String,
     /// Write TTFT, latency, TTFT-vs-ISL, ITL-by-position and ISL-vs-OSL plots (PNG and SVG).
@@ -265,6 +267,7 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
     };
     check_load(&args)?;
     check_tokens(&args)?;
+    super::export::check_export_file_name(&args.profile_export_file).map_err(Error::usage)?;
     if args.use_server_token_count && !endpoint_type.generates() {
         return Err(Error::usage(
             "profile: --use-server-token-count applies to chat, completions, kserve and generate",
@@ -557,6 +560,14 @@ mod tests {
             (&["-m", "x", "--no-such-flag"], "--no-such-flag"),
             (&["-m", "x", "--read-batch-us", "100001"], "--read-batch-us"),
             (&["-m", "x", "--read-batch-us", "lots"], "--read-batch-us"),
+            (
+                &["-m", "x", "--profile-export-file", "out/my.json"],
+                "--profile-export-file",
+            ),
+            (
+                &["-m", "x", "--profile-export-file", ""],
+                "--profile-export-file",
+            ),
         ];
         for (args, needle) in cases {
             let e = cfg(args).unwrap_err();

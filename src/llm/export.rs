@@ -10,6 +10,44 @@ use super::runner::PointRun;
 use crate::measure::record::framed_responses;
 use crate::measure::RequestRecord;
 
+/// The names of a profile's summary files, from `--profile-export-file` as GenAI-Perf
+/// derives them: the file name without its last extension, then `_genai_perf.json`,
+/// `_genai_perf.csv` and (AIPerf's per-record file) `.jsonl`. `profile_export.json` gives
+/// `profile_export_genai_perf.json`, `my.json` gives `my_genai_perf.json`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportNames {
+    pub genai_perf_json: String,
+    pub genai_perf_csv: String,
+    pub records_jsonl: String,
+}
+
+impl ExportNames {
+    pub fn from_export_file(name: &str) -> Self {
+        let stem = std::path::Path::new(name)
+            .file_stem()
+            .map_or_else(|| name.to_string(), |s| s.to_string_lossy().into_owned());
+        Self {
+            genai_perf_json: format!("{stem}_genai_perf.json"),
+            genai_perf_csv: format!("{stem}_genai_perf.csv"),
+            records_jsonl: format!("{stem}.jsonl"),
+        }
+    }
+}
+
+/// `--profile-export-file` names a file inside each profile's directory, as in GenAI-Perf,
+/// which refuses a path ("use artifact_directory"): a usage error otherwise.
+pub fn check_export_file_name(name: &str) -> Result<(), String> {
+    let path = std::path::Path::new(name);
+    let plain = path.file_name().is_some_and(|f| f == path.as_os_str());
+    if name.is_empty() || !plain || name == "." || name == ".." {
+        return Err(format!(
+            "profile: --profile-export-file '{name}' must be a file name (its directory is \
+             --artifact-dir's profile directory)"
+        ));
+    }
+    Ok(())
+}
+
 /// `{"data": [{"payload": [<body>]}, ...]}`.
 pub fn inputs_json(bodies: &[Value]) -> String {
     let data: Vec<Value> = bodies.iter().map(|b| json!({"payload": [b]})).collect();
@@ -19,8 +57,9 @@ pub fn inputs_json(bodies: &[Value]) -> String {
 }
 
 /// perf_analyzer's raw export for one point. `bodies[step]` is the payload of each request
-/// step; streamed events are written as `data: <event>` and the end marker as
-/// `data: [DONE]`, the form perf_analyzer stores and GenAI-Perf parses.
+/// step; streamed events are written as the server sent them, `data: <event>` and the
+/// blank line that ends the event, and the end marker as `data: [DONE]` with its blank line:
+/// the bytes perf_analyzer stores and GenAI-Perf parses.
 ///
 /// Written straight into one buffer (one response per event adds up to millions of values
 /// in a long run), with the keys in the sorted order `serde_json` gives a `Value`, so the
@@ -88,9 +127,9 @@ fn push_request(out: &mut Vec<u8>, run: &PointRun, r: &RequestRecord, payloads: 
                 b"{\"response\":"
             });
             if data.is_empty() {
-                push_str(out, "data: [DONE]");
+                push_str(out, "data: [DONE]\n\n");
             } else {
-                push_prefixed_str(out, "data: ", &String::from_utf8_lossy(data));
+                push_sse_event_str(out, &String::from_utf8_lossy(data));
             }
             out.push(b'}');
         }
@@ -123,12 +162,14 @@ fn push_str(out: &mut Vec<u8>, s: &str) {
     push_value(out, &s);
 }
 
-/// The JSON string of `prefix` followed by `text`, without joining them first; `prefix`
-/// needs no escaping.
-fn push_prefixed_str(out: &mut Vec<u8>, prefix: &str, text: &str) {
+/// The JSON string of the SSE event `data: <text>\n\n`, without joining them first.
+fn push_sse_event_str(out: &mut Vec<u8>, text: &str) {
     let open = out.len() + 1;
     push_str(out, text);
-    out.splice(open..open, prefix.bytes());
+    out.splice(open..open, b"data: ".iter().copied());
+    // Before the closing quote: the event's blank-line terminator, JSON-escaped.
+    let close = out.len() - 1;
+    out.splice(close..close, br"\n\n".iter().copied());
 }
 
 #[cfg(test)]
@@ -138,8 +179,8 @@ mod tests {
     use crate::measure::RequestRecord;
 
     /// The export as it was built before: a `Value` tree (the reference for byte equality). `bodies[step]` is the payload of each request
-    /// step; streamed events are written as `data: <event>` and the end marker as
-    /// `data: [DONE]`, the form perf_analyzer stores and GenAI-Perf parses.
+    /// step; streamed events are written as `data: <event>\n\n` and the end marker as
+    /// `data: [DONE]\n\n`, the bytes perf_analyzer stores and GenAI-Perf parses.
     fn profile_export_tree(
         run: &PointRun,
         point: LoadPoint,
@@ -192,9 +233,9 @@ mod tests {
 
     fn sse_text(data: &[u8]) -> String {
         if data.is_empty() {
-            "data: [DONE]".into()
+            "data: [DONE]\n\n".into()
         } else {
-            format!("data: {}", String::from_utf8_lossy(data))
+            format!("data: {}\n\n", String::from_utf8_lossy(data))
         }
     }
 
@@ -303,12 +344,37 @@ mod tests {
         assert_eq!(e["window_boundaries"], json!([5, 30]));
         let r = &e["requests"];
         assert_eq!(r[0]["response_timestamps"], json!([11, 12]));
-        assert_eq!(r[0]["response_outputs"][1]["response"], "data: [DONE]");
+        assert_eq!(r[0]["response_outputs"][1]["response"], "data: [DONE]\n\n");
         assert_eq!(r[0]["request_inputs"]["payload"], "{\"p\":0}");
         assert_eq!(r[1]["response_timestamps"], json!([25]));
         assert_eq!(r[1]["response_outputs"][0]["response"], "{\"x\":1}");
         assert_eq!(v["service_kind"], "openai");
         let inputs: Value = serde_json::from_str(&inputs_json(&[json!({"a": 1})])).unwrap();
         assert_eq!(inputs, json!({"data": [{"payload": [{"a": 1}]}]}));
+    }
+
+    #[test]
+    fn summary_file_names_follow_the_export_file_as_genai_perf_names_them() {
+        let n = ExportNames::from_export_file("profile_export.json");
+        assert_eq!(n.genai_perf_json, "profile_export_genai_perf.json");
+        assert_eq!(n.genai_perf_csv, "profile_export_genai_perf.csv");
+        assert_eq!(n.records_jsonl, "profile_export.jsonl");
+        let n = ExportNames::from_export_file("my.json");
+        assert_eq!(
+            (n.genai_perf_json.as_str(), n.genai_perf_csv.as_str()),
+            ("my_genai_perf.json", "my_genai_perf.csv")
+        );
+        // Only the last extension goes (Python's splitext / Path.stem); none is fine.
+        let n = ExportNames::from_export_file("run.v2.json");
+        assert_eq!(n.genai_perf_json, "run.v2_genai_perf.json");
+        assert_eq!(
+            ExportNames::from_export_file("noext").genai_perf_csv,
+            "noext_genai_perf.csv"
+        );
+        assert!(check_export_file_name("my.json").is_ok());
+        for bad in ["", "out/my.json", "./my.json", "/tmp/x.json", "..", "dir/"] {
+            let e = check_export_file_name(bad).unwrap_err();
+            assert!(e.contains("--profile-export-file"), "{bad}: {e}");
+        }
     }
 }

@@ -378,6 +378,7 @@ fn write_point(
     } else {
         "openai"
     };
+    let names = export::ExportNames::from_export_file(&cfg.args.profile_export_file);
     let files: Vec<(String, String)> = vec![
         ("inputs.json".into(), export::inputs_json(bodies)),
         (
@@ -385,15 +386,15 @@ fn write_point(
             export::profile_export(run, point, payloads, kind, &cfg.endpoint),
         ),
         (
-            "profile_export_genai_perf.json".into(),
+            names.genai_perf_json,
             crate::report::llm::genai_perf::json(metrics, &input_config(cfg, point)),
         ),
         (
-            "profile_export_genai_perf.csv".into(),
+            names.genai_perf_csv,
             crate::report::llm::genai_perf::csv(metrics, &report_options(cfg)),
         ),
         (
-            "profile_export.jsonl".into(),
+            names.records_jsonl,
             crate::report::llm::jsonl::records(requests),
         ),
     ];

@@ -3,7 +3,8 @@
 //! Layout is perf_analyzer's, line for line, so people and scripts that read its output can
 //! read ours. Two of its typos are fixed on purpose, because no known parser reads these
 //! lines (Model Analyzer reads the CSV, GenAI-Perf the export): "Stabilizing using
-//! p95throughput" gets its missing space, and "requests per seconds" becomes "per second".
+//! p95throughput" gets its missing space, and "requests per seconds" becomes "per second"
+//! (both listed in README's "What differs").
 //! Our one addition is the "Min latency: .., max latency: .." line after the percentiles.
 
 use super::fmt::{fmt_g, fmt_pct2, us};

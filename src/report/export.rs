@@ -95,7 +95,9 @@ fn write_experiment(
                 write!(w, ",\"intended_timestamp\":{}", r.intended_ns)?;
             }
             write!(w, ",\"request_inputs\":{inputs},\"response_timestamps\":[")?;
-            if framed || r.sse {
+            if r.sse {
+                write_framed(w, body, &|event| decode_outputs(&sse_event(event)))?;
+            } else if framed {
                 write_framed(w, body, decode_outputs)?;
             } else {
                 write!(
@@ -145,6 +147,19 @@ fn write_framed(
         w.write_all(decode_outputs(payload).as_bytes())?;
     }
     Ok(())
+}
+
+/// One Server-Sent Event as perf_analyzer keeps it in `response_outputs[].response`: the
+/// bytes the server sent, `data: <payload>` and the blank line that ends the event
+/// (GenAI-Perf's parser needs the prefix and splits merged events at the blank line); the
+/// end marker (an empty payload) as `data: [DONE]`.
+fn sse_event(payload: &[u8]) -> Vec<u8> {
+    let data: &[u8] = if payload.is_empty() {
+        b"[DONE]"
+    } else {
+        payload
+    };
+    [b"data: ", data, b"\n\n"].concat()
 }
 
 fn body_of<'a>(window: &'a WindowRecords, r: &RequestRecord) -> &'a [u8] {
@@ -329,7 +344,7 @@ mod tests {
     }
 
     #[test]
-    fn sse_records_are_framed_whatever_the_run_says() {
+    fn sse_records_are_framed_whatever_the_run_says_and_keep_the_sse_bytes() {
         let mut bodies = b"whole".to_vec();
         let framed_off = bodies.len() as u32;
         crate::measure::record::push_framed_response(&mut bodies, 21, b"e1");
@@ -378,8 +393,8 @@ mod tests {
         );
         assert!(
             text.contains(
-                "\"response_timestamps\":[21,22],\"response_outputs\":[{\"response\":\"e1\"},\
-                 {\"response\":\"\"}]}"
+                "\"response_timestamps\":[21,22],\"response_outputs\":[\
+                 {\"response\":\"data: e1\\n\\n\"},{\"response\":\"data: [DONE]\\n\\n\"}]}"
             ),
             "{text}"
         );

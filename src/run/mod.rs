@@ -283,6 +283,7 @@ fn write_reports(
             points,
             cfg.percentile,
             cfg.verbose_csv,
+            cfg.csv_extra_columns,
             stats_available,
         )
         .and_then(|_| w.flush())
