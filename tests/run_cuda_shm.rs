@@ -289,3 +289,54 @@ fn ctrl_c_frees_and_unregisters_our_regions() {
     assert_eq!(server.cuda_shm_traffic().0, 0, "regions unregistered");
     assert_eq!(leftovers(pid), Vec::<String>::new());
 }
+
+/// One HTTP/1.1 request on a fresh connection: (status, body).
+fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body.as_bytes()).unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text[9..12].parse().unwrap();
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_string())
+}
+
+#[test]
+fn a_handle_broken_into_lines_registers_over_http() {
+    use base64::Engine as _;
+    let Some(_) = stub() else { return };
+    let _one = one_at_a_time();
+    let server = start_grpc_server(Vec::new());
+    let addr = server.addr.to_string();
+    let region = inferperf::shm::cuda::CudaRegion::with_data("lines", 0, b"0123456789").unwrap();
+    // perf_analyzer's base64 encoder ends a line after every 72 characters.
+    let b64 = base64::engine::general_purpose::STANDARD.encode(region.raw_handle());
+    let lines: Vec<String> = b64
+        .as_bytes()
+        .chunks(72)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    assert!(lines.len() > 1);
+    let body = serde_json::json!({"raw_handle": {"b64": lines.join("\n") + "\n"},
+        "device_id": 0, "byte_size": 10});
+    let path = "/v2/cudasharedmemory/region/lines/register";
+    assert_eq!(
+        http(&addr, "POST", path, &body.to_string()),
+        (200, String::new())
+    );
+    let (status, text) = http(&addr, "GET", "/v2/cudasharedmemory/region/lines/status", "");
+    assert_eq!(status, 200, "{text}");
+    let listed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(listed[0]["name"], "lines");
+    assert_eq!(listed[0]["byte_size"], 10);
+    let unregister = "/v2/cudasharedmemory/region/lines/unregister";
+    assert_eq!(http(&addr, "POST", unregister, "").0, 200);
+}

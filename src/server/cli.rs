@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 
 use super::{model_names, parse_delay, parse_delay_value, start, ServeConfig, TlsFiles};
-use super::{Delay, OpenAiConfig, DEFAULT_OPENAI_MODEL};
+use super::{ControlMode, Delay, OpenAiConfig, DEFAULT_OPENAI_MODEL};
 use crate::error::{Error, Result};
 
 /// How often the main thread checks for a stop signal or the end of `--duration`.
@@ -79,6 +79,14 @@ struct ServeArgs {
     /// Stop after this many seconds (default: run until Ctrl-C/SIGTERM).
     #[arg(long, value_name = "SECONDS")]
     duration: Option<f64>,
+    /// Triton's model control mode: `none` loads every model and refuses load/unload
+    /// requests; `explicit` loads only --load-model models and lets clients load and unload
+    /// them (the model repository API).
+    #[arg(long, default_value = "none", value_parser = ["none", "explicit"], value_name = "MODE")]
+    model_control_mode: String,
+    /// With --model-control-mode explicit: a model to load at start (`*` = all). Repeatable.
+    #[arg(long = "load-model", value_name = "MODEL")]
+    load_model: Vec<String>,
 }
 
 /// What the command line asks for.
@@ -165,6 +173,12 @@ fn parse(args: Vec<OsString>) -> Result<Parsed> {
         tokens_per_chunk: flags.openai_tokens_per_chunk,
         usage_on_last: flags.openai_usage_on_last,
     };
+    let control_mode = ControlMode::parse(&flags.model_control_mode).unwrap_or_default();
+    if control_mode != ControlMode::Explicit && !flags.load_model.is_empty() {
+        return Err(Error::usage(
+            "--load-model needs --model-control-mode explicit (every model is loaded otherwise)",
+        ));
+    }
     let cfg = ServeConfig {
         addr,
         threads: flags.threads,
@@ -174,6 +188,8 @@ fn parse(args: Vec<OsString>) -> Result<Parsed> {
         grpc_addr,
         tls,
         openai,
+        control_mode,
+        load_models: flags.load_model,
     };
     Ok(Parsed::Run(Box::new(cfg), duration))
 }
@@ -255,6 +271,7 @@ fn tls_files(
 /// `inferperf serve [flags]`. `args` as the process got them (program name and the `serve`
 /// word are skipped if present). Returns the exit code: 0, or 99 with a one-line message.
 pub fn serve_main(args: Vec<OsString>) -> i32 {
+    keep_large_blocks_mapped();
     let result = parse(args).and_then(|parsed| match parsed {
         Parsed::Info(text) => {
             print!("{text}");
@@ -268,6 +285,19 @@ pub fn serve_main(args: Vec<OsString>) -> i32 {
             eprintln!("inferperf serve: {e}");
             e.exit_code()
         }
+    }
+}
+
+/// The server allocates tensors of a megabyte and more per request (gRPC messages and their
+/// decoded fields): from the heap they reuse pages already mapped, where a fresh mapping per
+/// block costs a page fault per 4 KiB on every request. So large blocks stay on the heap
+/// (threshold at glibc's maximum) and freed memory is kept for the next request.
+fn keep_large_blocks_mapped() {
+    // SAFETY: mallopt only changes allocator tuning; it runs before any server thread starts.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
     }
 }
 

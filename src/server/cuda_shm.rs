@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use base64::Engine as _;
 use serde_json::{json, Value};
 
 use crate::protocol::grpc::pb::inference as pb;
@@ -170,6 +169,35 @@ impl std::fmt::Debug for CudaRegions {
     }
 }
 
+/// Decodes base64 the way Triton's HTTP endpoint does (libb64): every character outside the
+/// alphabet (line breaks, spaces, `=` padding, anything else) is skipped, and bits of an
+/// incomplete last group are dropped. Clients such as perf_analyzer break the encoded handle
+/// into 72-character lines; a handle of the wrong length is refused by the caller.
+fn decode_b64_lenient(text: &str) -> Vec<u8> {
+    let sextet = |c: u8| -> Option<u32> {
+        match c {
+            b'A'..=b'Z' => Some(u32::from(c - b'A')),
+            b'a'..=b'z' => Some(u32::from(c - b'a') + 26),
+            b'0'..=b'9' => Some(u32::from(c - b'0') + 52),
+            b'+' => Some(62),
+            b'/' => Some(63),
+            _ => None,
+        }
+    };
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for value in text.bytes().filter_map(sextet) {
+        acc = (acc << 6) | value;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
 /// Register body: `{"raw_handle":{"b64":"..."},"device_id":N,"byte_size":S}`.
 fn register_json(regions: &CudaRegions, name: &str, body: &[u8]) -> Result<(), String> {
     let v: Value = serde_json::from_slice(body)
@@ -177,9 +205,7 @@ fn register_json(regions: &CudaRegions, name: &str, body: &[u8]) -> Result<(), S
     let b64 = v["raw_handle"]["b64"]
         .as_str()
         .ok_or("register request: 'raw_handle' must be {\"b64\": <string>}")?;
-    let handle = base64::engine::general_purpose::STANDARD
-        .decode(b64)
-        .map_err(|e| format!("register request: 'raw_handle.b64' is not base64: {e}"))?;
+    let handle = decode_b64_lenient(b64);
     let device_id = match &v["device_id"] {
         Value::Null => 0,
         d => d
@@ -247,6 +273,7 @@ mod tests {
     use super::*;
     use crate::server::shm::http_route;
     use crate::shm::cuda::{test_runtime, CudaRegion};
+    use base64::Engine as _;
 
     fn shm_ref(region: &str, offset: usize, byte_size: usize) -> ShmRef {
         ShmRef {
@@ -254,6 +281,47 @@ mod tests {
             offset,
             byte_size,
         }
+    }
+
+    #[test]
+    fn lenient_base64_skips_what_libb64_skips() {
+        let bytes: Vec<u8> = (0..64u32).map(|i| (i * 37 + 11) as u8).collect();
+        let plain = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        assert_eq!(plain.len(), 88);
+        assert_eq!(decode_b64_lenient(&plain), bytes);
+        // perf_analyzer's encoder: a line break after every 72 characters.
+        let broken = format!("{}\n{}\n", &plain[..72], &plain[72..]);
+        assert_eq!(decode_b64_lenient(&broken), bytes);
+        let spaced: String = plain.chars().flat_map(|c| [c, ' ', '\r']).collect();
+        assert_eq!(decode_b64_lenient(&spaced), bytes);
+        assert_eq!(decode_b64_lenient(plain.trim_end_matches('=')), bytes);
+        assert_eq!(decode_b64_lenient("TWFu"), b"Man");
+        assert_eq!(decode_b64_lenient("TWE="), b"Ma");
+        assert_eq!(decode_b64_lenient("TQ"), b"M");
+        assert_eq!(decode_b64_lenient("T"), b"");
+        assert_eq!(decode_b64_lenient("!!\u{e9}"), b"");
+    }
+
+    #[test]
+    fn line_broken_handle_registers() {
+        if test_runtime().is_none() {
+            return;
+        }
+        let client = CudaRegion::with_data("srv_lines", 0, b"abcd").unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(client.raw_handle());
+        let lines: Vec<&str> = b64
+            .as_bytes()
+            .chunks(72)
+            .map(|c| std::str::from_utf8(c).unwrap())
+            .collect();
+        let body = json!({"raw_handle": {"b64": lines.join("\n") + "\n"}, "byte_size": 4});
+        let regions = CudaRegions::default();
+        let body = body.to_string().into_bytes();
+        assert_eq!(
+            http_route(&regions, true, "/region/lines/register", &body),
+            Ok(None)
+        );
+        assert_eq!(regions.registered(), 1);
     }
 
     fn register_body(region: &CudaRegion, device: i64) -> Vec<u8> {
@@ -324,7 +392,7 @@ mod tests {
             ),
             (
                 br#"{"raw_handle":{"b64":"!!"},"byte_size":4}"#,
-                "not base64",
+                "must be 64 bytes",
             ),
             (
                 br#"{"raw_handle":{"b64":"AAAA"},"byte_size":4}"#,

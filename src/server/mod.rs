@@ -29,6 +29,7 @@ mod openai;
 mod openai_log;
 mod openai_request;
 mod openai_stream;
+mod repository;
 mod request_log;
 mod routes;
 mod sequence;
@@ -69,6 +70,7 @@ use mio::{Poll, Waker};
 use crate::error::{Error, Result};
 use worker::{Shared, Worker, WAKER};
 
+pub use repository::ControlMode;
 pub use request_log::ARRIVALS_KEPT;
 
 pub use cli::serve_main;
@@ -108,6 +110,11 @@ pub struct ServeConfig {
     pub tls: Option<TlsFiles>,
     /// The fake LLM behind the OpenAI-compatible `/v1/...` endpoints.
     pub openai: OpenAiConfig,
+    /// Triton's `--model-control-mode`: `None` loads every model and refuses load/unload.
+    pub control_mode: ControlMode,
+    /// In explicit mode, the models loaded at start (`*` = all); the others wait for a load
+    /// request.
+    pub load_models: Vec<String>,
 }
 
 impl Default for ServeConfig {
@@ -121,6 +128,8 @@ impl Default for ServeConfig {
             grpc_addr: None,
             tls: None,
             openai: OpenAiConfig::default(),
+            control_mode: ControlMode::None,
+            load_models: Vec::new(),
         }
     }
 }
@@ -399,6 +408,8 @@ pub fn start(cfg: ServeConfig) -> Result<ServerHandle> {
     };
     let mut shared = Shared::new(delays, serial);
     shared.openai = openai::OpenAiState::new(cfg.openai.clone())?;
+    shared.repo =
+        repository::Repository::new(cfg.control_mode, &cfg.load_models).map_err(Error::usage)?;
     let shared = Arc::new(shared);
     // If a later thread fails to start, dropping `handle` stops the ones already running.
     let mut handle = ServerHandle {

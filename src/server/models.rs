@@ -299,7 +299,7 @@ impl ModelDef {
             .map(|s| {
                 json!({"name": s.name, "data_type": config_type(s.datatype), "format": "FORMAT_NONE",
                     "dims": s.dims, "is_shape_tensor": false, "allow_ragged_batch": false,
-                    "optional": false})
+                    "optional": false, "is_non_linear_format_io": false})
             })
             .collect();
         let outputs: Vec<Value> = self
@@ -307,26 +307,38 @@ impl ModelDef {
             .iter()
             .map(|s| {
                 json!({"name": s.name, "data_type": config_type(s.datatype), "dims": s.dims,
-                    "label_filename": "", "is_shape_tensor": false})
+                    "label_filename": "", "is_shape_tensor": false,
+                    "is_non_linear_format_io": false})
             })
             .collect();
         let backend = if self.steps.is_empty() { PLATFORM } else { "" };
+        // The fields (and their order) of Triton 2.51's config JSON.
         let mut config = json!({
             "name": self.name,
             "platform": self.platform(),
             "backend": backend,
+            "runtime": "",
             "version_policy": {"latest": {"num_versions": 1}},
             "max_batch_size": self.max_batch_size,
             "input": inputs,
             "output": outputs,
-            "instance_group": [{"name": format!("{}_0", self.name), "kind": "KIND_CPU",
-                "count": 1, "gpus": []}],
+            "batch_input": [],
+            "batch_output": [],
             "default_model_filename": "",
+            "cc_model_filenames": {},
+            "metric_tags": {},
             "parameters": {},
             "model_warmup": [],
-            "response_cache": {"enable": false},
             "model_transaction_policy": {"decoupled": self.decoupled},
         });
+        if self.steps.is_empty() {
+            config["optimization"] = json!({"priority": "PRIORITY_DEFAULT",
+                "input_pinned_memory": {"enable": true}, "output_pinned_memory": {"enable": true},
+                "gather_kernel_buffer_threshold": 0, "eager_batching": false});
+            config["instance_group"] = json!([{"name": format!("{}_0", self.name),
+                "kind": "KIND_CPU", "count": 1, "gpus": [], "secondary_devices": [],
+                "profile": [], "passive": false, "host_policy": ""}]);
+        }
         if self.sequence {
             config["sequence_batching"] = json!({});
         }
@@ -336,7 +348,8 @@ impl ModelDef {
                     pairs.iter().map(|(k, v)| (k.to_string(), json!(v))).collect()
                 };
                 json!({"model_name": s.model, "model_version": -1,
-                    "input_map": map(s.input_map), "output_map": map(s.output_map)})
+                    "input_map": map(s.input_map), "output_map": map(s.output_map),
+                    "model_namespace": ""})
             }).collect::<Vec<_>>()});
         }
         config

@@ -8,12 +8,26 @@ use super::generate;
 use super::http::{write_error_json, Method};
 use super::infer::{infer, InferDone};
 use super::models::{find_model, MODELS, MODEL_VERSION};
+use super::repository;
 use super::trace::{settings_from_json, settings_to_json};
 
 pub const JSON: &str = "application/json";
 pub const BINARY: &str = "application/octet-stream";
-/// Protocol extensions the server metadata lists (HTTP `GET /v2` and gRPC ServerMetadata).
-pub const EXTENSIONS: [&str; 3] = ["binary_tensor_data", "statistics", "model_configuration"];
+/// Protocol extensions the server metadata lists (HTTP `GET /v2` and gRPC ServerMetadata):
+/// those of Triton's list that this server implements, in Triton's order (the same in every
+/// model control mode).
+pub const EXTENSIONS: [&str; 10] = [
+    "sequence",
+    "model_repository",
+    "model_repository(unload_dependents)",
+    "model_configuration",
+    "system_shared_memory",
+    "cuda_shared_memory",
+    "binary_tensor_data",
+    "parameters",
+    "statistics",
+    "trace",
+];
 
 /// What the connection layer needs to know about an answered request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +111,9 @@ pub fn route(req: &Request, env: &mut Env, out: &mut Vec<u8>) -> Reply {
             Err((status, msg)) => error_reply(out, status, &msg),
         };
     }
+    if let Some(rest) = path.strip_prefix("/v2/repository/") {
+        return repository_route(req, rest, env, out);
+    }
     let stats = &env.shared.stats;
     if req.method != Method::Get {
         return error_reply(out, 405, &format!("method not allowed for '{path}'"));
@@ -108,9 +125,47 @@ pub fn route(req: &Request, env: &mut Env, out: &mut Vec<u8>) -> Reply {
             &json!({"name": "inferperf", "version": env!("CARGO_PKG_VERSION"),
                 "extensions": EXTENSIONS}),
         ),
-        "/v2/models/stats" => json_reply(out, &stats.to_json(None)),
+        "/v2/models/stats" => {
+            let repo = &env.shared.repo;
+            let loaded = (0..MODELS.len()).filter(|&i| repo.is_ready(i));
+            json_reply(out, &stats.to_json_of(loaded))
+        }
         "/metrics" => super::metrics::reply(&stats.counters(), out),
         _ => error_reply(out, 404, "Not Found"),
+    }
+}
+
+/// The model repository extension: `POST index`, `POST models/{m}/load|unload`.
+fn repository_route(req: &Request, rest: &str, env: &mut Env, out: &mut Vec<u8>) -> Reply {
+    let repo = &env.shared.repo;
+    let action = match rest.split('/').collect::<Vec<_>>().as_slice() {
+        ["index"] => None,
+        ["models", m, a @ ("load" | "unload")] => Some((*m, *a)),
+        _ => return error_reply(out, 404, "Not Found"),
+    };
+    if req.method != Method::Post {
+        return error_reply(out, 405, "Method Not Allowed");
+    }
+    let result = match action {
+        None => {
+            return match repository::index_request(req.body) {
+                Ok(ready) => json_reply(out, &repo.index_json(ready)),
+                Err(msg) => error_reply(out, 500, &msg),
+            }
+        }
+        Some((model, "load")) => repository::load_request(req.body)
+            .map_err(|msg| (500, msg))
+            .and_then(|()| repo.load(model).map_err(|e| (e.http_status(), e.into()))),
+        Some((model, _)) => repository::unload_request(req.body)
+            .map_err(|msg| (500, msg))
+            .and_then(|deps| {
+                repo.unload(model, deps)
+                    .map_err(|e| (e.http_status(), e.into()))
+            }),
+    };
+    match result {
+        Ok(()) => Reply::plain(200),
+        Err((status, msg)) => error_reply(out, status, &msg),
     }
 }
 
@@ -162,17 +217,12 @@ fn model_route(req: &Request, rest: &str, env: &mut Env, out: &mut Vec<u8>) -> R
     if name == &*env.shared.openai.model {
         return llm_route(req, name, version, action, env, out);
     }
-    let Some(index) = find_model(name).filter(|_| !name.is_empty()) else {
-        return error_reply(
-            out,
-            404,
-            &format!("Request for unknown model: '{name}' is not found"),
-        );
-    };
-    if let Some(v) = version.filter(|v| *v != MODEL_VERSION) {
-        let msg = format!("Request for unknown model: '{name}' version {v} is not found");
-        return error_reply(out, 404, &msg);
+    if let Err((status, msg)) = check_model(name, version, &action, env) {
+        return error_reply(out, status, &msg);
     }
+    let Some(index) = find_model(name) else {
+        return error_reply(out, 404, "Not Found");
+    };
     let wanted = if matches!(action, Action::Infer) {
         Method::Post
     } else {
@@ -207,6 +257,41 @@ fn model_route(req: &Request, rest: &str, env: &mut Env, out: &mut Vec<u8>) -> R
                 reply
             }
         },
+    }
+}
+
+/// Triton's answers for a model that is unknown, of another version, or not loaded: readiness
+/// is 400 "not ready", statistics 400 "not available", everything else 404.
+fn check_model(
+    name: &str,
+    version: Option<&str>,
+    action: &Action,
+    env: &Env,
+) -> Result<(), (u16, String)> {
+    let index = find_model(name).filter(|_| !name.is_empty());
+    let other_version = version.filter(|v| *v != MODEL_VERSION);
+    let loaded = index.is_some_and(|i| env.shared.repo.is_ready(i));
+    match action {
+        Action::Ready if !loaded || other_version.is_some() => {
+            Err((400, repository::NOT_READY.to_string()))
+        }
+        Action::Stats if !loaded => Err((400, repository::not_available(name))),
+        Action::Stats if other_version.is_some() => Err((
+            400,
+            format!("requested model version is not available for model '{name}'"),
+        )),
+        _ if index.is_none() => Err((
+            404,
+            format!("Request for unknown model: '{name}' is not found"),
+        )),
+        _ if other_version.is_some() => {
+            let v = other_version.unwrap_or_default();
+            let msg = format!("Request for unknown model: '{name}' version {v} is not found");
+            Err((404, msg))
+        }
+        Action::Trace => Ok(()),
+        _ if !loaded => Err((404, repository::no_versions(name))),
+        _ => Ok(()),
     }
 }
 
@@ -309,8 +394,8 @@ mod tests {
             ),
             (
                 "/v2/models/simple/versions/2/stats",
-                404,
-                "'simple' version 2 is not found",
+                400,
+                "requested model version is not available for model 'simple'",
             ),
             ("/v2/models/simple/bogus", 404, "Not Found"),
             ("/v3", 404, "Not Found"),

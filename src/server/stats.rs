@@ -197,10 +197,12 @@ impl Stats {
 
     /// `{"model_stats":[...]}` for one model or (None) all of them.
     pub fn to_json(&self, only: Option<usize>) -> Value {
-        let entries: Vec<Value> = (0..MODELS.len())
-            .filter(|&i| only.is_none() || only == Some(i))
-            .map(|i| self.model_json(i))
-            .collect();
+        self.to_json_of((0..MODELS.len()).filter(|&i| only.is_none() || only == Some(i)))
+    }
+
+    /// The statistics JSON of the given models (indices into `MODELS`), in that order.
+    pub fn to_json_of(&self, models: impl Iterator<Item = usize>) -> Value {
+        let entries: Vec<Value> = models.map(|i| self.model_json(i)).collect();
         json!({ "model_stats": entries })
     }
 

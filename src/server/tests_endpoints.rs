@@ -51,7 +51,18 @@ fn every_metadata_endpoint() {
     assert_eq!(meta["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(
         meta["extensions"],
-        json!(["binary_tensor_data", "statistics", "model_configuration"])
+        json!([
+            "sequence",
+            "model_repository",
+            "model_repository(unload_dependents)",
+            "model_configuration",
+            "system_shared_memory",
+            "cuda_shared_memory",
+            "binary_tensor_data",
+            "parameters",
+            "statistics",
+            "trace"
+        ])
     );
     let simple = c.request(&get("/v2/models/simple")).json();
     assert_eq!(

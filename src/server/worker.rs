@@ -48,6 +48,8 @@ pub struct Shared {
     pub openai: OpenAiState,
     /// Registered system shared memory regions.
     pub shm: super::shm::ShmRegions,
+    /// Which models are loaded (the model repository extension).
+    pub repo: super::repository::Repository,
 }
 
 impl Shared {
@@ -64,6 +66,7 @@ impl Shared {
             clock: Clock::new(),
             openai: OpenAiState::default(),
             shm: Default::default(),
+            repo: Default::default(),
         }
     }
 

@@ -65,7 +65,7 @@ pub fn unary_refusal(name: &str) -> Status {
 pub fn ready(shared: &Shared, req: &pb::ModelReadyRequest) -> pb::ModelReadyResponse {
     let llm = is_llm(shared, &req.name) && check_version(&req.name, &req.version).is_ok();
     pb::ModelReadyResponse {
-        ready: llm || model_ready(req).ready,
+        ready: llm || model_ready(&shared.repo, req).ready,
     }
 }
 
@@ -75,7 +75,7 @@ pub fn metadata(
     req: &pb::ModelMetadataRequest,
 ) -> Result<pb::ModelMetadataResponse, Status> {
     if !is_llm(shared, &req.name) {
-        return model_metadata(req);
+        return model_metadata(&shared.repo, req);
     }
     check_version(&req.name, &req.version)?;
     let mut metadata = metadata_of(&LLM_MODEL);
@@ -89,7 +89,7 @@ pub fn config(
     req: &pb::ModelConfigRequest,
 ) -> Result<pb::ModelConfigResponse, Status> {
     if !is_llm(shared, &req.name) {
-        return model_config(req);
+        return model_config(&shared.repo, req);
     }
     check_version(&req.name, &req.version)?;
     let mut config = config_of(&LLM_MODEL);

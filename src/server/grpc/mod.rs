@@ -49,6 +49,10 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// MB arrives without waiting for window updates.
 const STREAM_WINDOW: u32 = 4 << 20;
 const CONNECTION_WINDOW: u32 = 16 << 20;
+/// Largest DATA frame a client may send (SETTINGS_MAX_FRAME_SIZE): a 1 MiB tensor arrives in
+/// one frame instead of 64 of the 16 KiB default, each of which costs the connection task a
+/// wake-up and a read.
+const MAX_FRAME: u32 = 1 << 20;
 
 /// What the runtime serves; listeners are bound (and their addresses known) by the caller.
 pub struct Endpoints {
@@ -178,6 +182,7 @@ where
     let handshake = h2::server::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_frame_size(MAX_FRAME)
         .handshake::<T, bytes::Bytes>(io);
     let Ok(mut conn) = handshake.await else {
         return;

@@ -138,7 +138,23 @@ impl Service {
             "ModelMetadata" => unary(&mut source, r, |q| llm::metadata(shared, &q)).await,
             "ModelConfig" => unary(&mut source, r, |q| llm::config(shared, &q)).await,
             "ModelStatistics" => {
-                unary(&mut source, r, |q| unary::model_statistics(stats, &q)).await
+                unary(&mut source, r, |q| {
+                    unary::model_statistics(stats, &shared.repo, &q)
+                })
+                .await
+            }
+            "RepositoryIndex" => {
+                let repo = &shared.repo;
+                unary(&mut source, r, |q| Ok(unary::repository_index(repo, &q))).await
+            }
+            "RepositoryModelLoad" => {
+                unary(&mut source, r, |q| unary::repository_load(&shared.repo, &q)).await
+            }
+            "RepositoryModelUnload" => {
+                unary(&mut source, r, |q| {
+                    unary::repository_unload(&shared.repo, &q)
+                })
+                .await
             }
             m if m.contains("SharedMemory") => shared_memory_call(m, &mut source, r, shared).await,
             "TraceSetting" => {
@@ -166,7 +182,7 @@ impl Service {
         if llm::is_llm(&self.shared, &req.model_name) {
             return Err(llm::unary_refusal(&req.model_name));
         }
-        let index = unary::lookup(&req.model_name, &req.model_version)?;
+        let index = unary::lookup_loaded(&self.shared.repo, &req.model_name, &req.model_version)?;
         self.shared.log_arrival(index, received);
         let model = &MODELS[index];
         let stats = &self.shared.stats;
@@ -259,16 +275,20 @@ impl Service {
         let mut last = start;
         for (i, (&value, &gap)) in values.iter().zip(&gaps).enumerate() {
             sleep_until(last + gap).await;
-            let is_final = !empty_final && i + 1 == values.len();
+            // As Triton's repeat model (final flag sent on its own, after the last element):
+            // no data response is final; the end shows only to clients that asked for the
+            // empty final response.
             let outputs = model.repeat_response(i as u32, value);
-            let response = build_response(model, &req.id, &chosen, &outputs, Some(is_final));
+            let response = build_response(model, &req.id, &chosen, &outputs, Some(false));
             last = Instant::now();
             if send_stream_response(send, Ok(response)).is_err() {
                 break; // The client went away; the execution still counts below.
             }
         }
-        if empty_final || values.is_empty() {
-            let response = build_response(model, &req.id, &[], &[], Some(true));
+        if empty_final {
+            // Triton's empty final response names the model but no version.
+            let mut response = build_response(model, &req.id, &[], &[], Some(true));
+            response.model_version.clear();
             let _ = send_stream_response(send, Ok(response));
         }
         let done = Instant::now();
@@ -307,7 +327,11 @@ impl Service {
                 }
                 Next::Message(req) => req,
             };
-            let result = match unary::lookup(&req.model_name, &req.model_version) {
+            let result = match unary::lookup_loaded(
+                &self.shared.repo,
+                &req.model_name,
+                &req.model_version,
+            ) {
                 // The LLM is not in MODELS (so not in statistics): its served name wins.
                 _ if llm::is_llm(&self.shared, &req.model_name) => {
                     llm::serve(&self.shared, &self.rng, &req, &mut send).await

@@ -198,10 +198,10 @@ fn error_statuses() {
             .await
             .unwrap_err();
         assert_eq!(err.0, code::NOT_FOUND);
-        let reply = c.call("RepositoryIndex", frame(&[], None), None).await;
+        let reply = c.call("RepositoryFrobnicate", frame(&[], None), None).await;
         assert_eq!(reply.status, code::UNIMPLEMENTED);
         assert!(
-            reply.message.contains("RepositoryIndex"),
+            reply.message.contains("RepositoryFrobnicate"),
             "{}",
             reply.message
         );

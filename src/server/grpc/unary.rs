@@ -10,7 +10,8 @@ use crate::server::stats::{StatDuration, Stats};
 use crate::server::trace::{Trace, TraceSettings};
 use crate::tensor::DataType;
 
-use super::wire::Status;
+use super::wire::{code, Status};
+use crate::server::repository::{self, RepoError, Repository};
 
 /// The model a request names (index into `MODELS`); an empty version means the latest.
 /// Messages match the HTTP side's 404 texts.
@@ -28,6 +29,16 @@ pub fn lookup(name: &str, version: &str) -> Result<usize, Status> {
     Ok(index)
 }
 
+/// Like [`lookup`], and the model must be loaded: one that is not has "no available versions"
+/// (NOT_FOUND), as in Triton.
+pub fn lookup_loaded(repo: &Repository, name: &str, version: &str) -> Result<usize, Status> {
+    let index = lookup(name, version)?;
+    if !repo.is_ready(index) {
+        return Err(Status::not_found(repository::no_versions(name)));
+    }
+    Ok(index)
+}
+
 pub fn server_metadata() -> pb::ServerMetadataResponse {
     pb::ServerMetadataResponse {
         name: "inferperf".into(),
@@ -37,14 +48,19 @@ pub fn server_metadata() -> pb::ServerMetadataResponse {
 }
 
 /// A model the name does not match is not ready (no error, like a health probe expects).
-pub fn model_ready(req: &pb::ModelReadyRequest) -> pb::ModelReadyResponse {
+pub fn model_ready(repo: &Repository, req: &pb::ModelReadyRequest) -> pb::ModelReadyResponse {
     pb::ModelReadyResponse {
-        ready: lookup(&req.name, &req.version).is_ok(),
+        ready: lookup_loaded(repo, &req.name, &req.version).is_ok(),
     }
 }
 
-pub fn model_metadata(req: &pb::ModelMetadataRequest) -> Result<pb::ModelMetadataResponse, Status> {
-    Ok(metadata_of(&MODELS[lookup(&req.name, &req.version)?]))
+pub fn model_metadata(
+    repo: &Repository,
+    req: &pb::ModelMetadataRequest,
+) -> Result<pb::ModelMetadataResponse, Status> {
+    Ok(metadata_of(
+        &MODELS[lookup_loaded(repo, &req.name, &req.version)?],
+    ))
 }
 
 /// The metadata of a model definition, the same facts as the HTTP metadata JSON.
@@ -169,11 +185,79 @@ pub fn trace_setting(
     })
 }
 
-pub fn model_config(req: &pb::ModelConfigRequest) -> Result<pb::ModelConfigResponse, Status> {
-    let model = &MODELS[lookup(&req.name, &req.version)?];
+pub fn model_config(
+    repo: &Repository,
+    req: &pb::ModelConfigRequest,
+) -> Result<pb::ModelConfigResponse, Status> {
+    let model = &MODELS[lookup_loaded(repo, &req.name, &req.version)?];
     Ok(pb::ModelConfigResponse {
         config: Some(config_of(model)),
     })
+}
+
+/// The model of a statistics request: unknown or unloaded models and other versions are
+/// INVALID_ARGUMENT with Triton's texts.
+fn stats_model(repo: &Repository, name: &str, version: &str) -> Result<usize, Status> {
+    let index = find_model(name)
+        .filter(|&i| !name.is_empty() && repo.is_ready(i))
+        .ok_or_else(|| Status::invalid(repository::not_available(name)))?;
+    if !version.is_empty() && version != MODEL_VERSION {
+        return Err(Status::invalid(format!(
+            "requested model version is not available for model '{name}'"
+        )));
+    }
+    Ok(index)
+}
+
+/// RepositoryIndex: Triton's index (name, and version/state/reason once loaded).
+pub fn repository_index(
+    repo: &Repository,
+    req: &pb::RepositoryIndexRequest,
+) -> pb::RepositoryIndexResponse {
+    let models = repo
+        .index(req.ready)
+        .into_iter()
+        .map(|e| pb::repository_index_response::ModelIndex {
+            name: e.name.into(),
+            version: e.version.unwrap_or_default().into(),
+            state: e.state.unwrap_or_default().into(),
+            reason: e.reason.unwrap_or_default().into(),
+        })
+        .collect();
+    pb::RepositoryIndexResponse { models }
+}
+
+fn repo_status(e: RepoError) -> Status {
+    match e {
+        RepoError::Unavailable(m) => Status::new(code::UNAVAILABLE, m),
+        RepoError::Internal(m) => Status::new(code::INTERNAL, m),
+    }
+}
+
+pub fn repository_load(
+    repo: &Repository,
+    req: &pb::RepositoryModelLoadRequest,
+) -> Result<pb::RepositoryModelLoadResponse, Status> {
+    repo.load(&req.model_name).map_err(repo_status)?;
+    Ok(pb::RepositoryModelLoadResponse {})
+}
+
+/// RepositoryModelUnload; the bool parameter `unload_dependents` unloads an ensemble's
+/// composing models too.
+pub fn repository_unload(
+    repo: &Repository,
+    req: &pb::RepositoryModelUnloadRequest,
+) -> Result<pb::RepositoryModelUnloadResponse, Status> {
+    use pb::model_repository_parameter::ParameterChoice;
+    let dependents = matches!(
+        req.parameters
+            .get("unload_dependents")
+            .and_then(|p| p.parameter_choice.as_ref()),
+        Some(ParameterChoice::BoolParam(true))
+    );
+    repo.unload(&req.model_name, dependents)
+        .map_err(repo_status)?;
+    Ok(pb::RepositoryModelUnloadResponse {})
 }
 
 fn duration(d: StatDuration) -> Option<pb::StatisticDuration> {
@@ -187,12 +271,13 @@ fn duration(d: StatDuration) -> Option<pb::StatisticDuration> {
 /// model.
 pub fn model_statistics(
     stats: &Stats,
+    repo: &Repository,
     req: &pb::ModelStatisticsRequest,
 ) -> Result<pb::ModelStatisticsResponse, Status> {
     let indices: Vec<usize> = if req.name.is_empty() {
-        (0..MODELS.len()).collect()
+        (0..MODELS.len()).filter(|&i| repo.is_ready(i)).collect()
     } else {
-        vec![lookup(&req.name, &req.version)?]
+        vec![stats_model(repo, &req.name, &req.version)?]
     };
     let model_stats = indices
         .into_iter()
@@ -286,7 +371,7 @@ mod tests {
             name: "identity_fp32".into(),
             version: String::new(),
         };
-        let proto = model_statistics(&stats, &req).unwrap();
+        let proto = model_statistics(&stats, &Repository::default(), &req).unwrap();
         let json = stats.to_json(Some(1));
         let (p, j) = (&proto.model_stats[0], &json["model_stats"][0]);
         assert_eq!(p.inference_count, j["inference_count"].as_u64().unwrap());
@@ -298,7 +383,10 @@ mod tests {
         assert_eq!(p.batch_stats[0].batch_size, 2);
         let all = pb::ModelStatisticsRequest::default();
         assert_eq!(
-            model_statistics(&stats, &all).unwrap().model_stats.len(),
+            model_statistics(&stats, &Repository::default(), &all)
+                .unwrap()
+                .model_stats
+                .len(),
             MODELS.len()
         );
     }

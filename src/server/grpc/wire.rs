@@ -9,7 +9,7 @@ use h2::{RecvStream, SendStream};
 use http::{HeaderMap, HeaderValue, Response};
 use prost::Message;
 
-use crate::protocol::grpc::message::{write_message, MessageReader};
+use crate::protocol::grpc::message::{write_message_prefix, MessageReader, MESSAGE_PREFIX_LEN};
 
 /// The gRPC status codes the server answers with.
 pub mod code {
@@ -18,6 +18,7 @@ pub mod code {
     pub const NOT_FOUND: u32 = 5;
     pub const UNIMPLEMENTED: u32 = 12;
     pub const INTERNAL: u32 = 13;
+    pub const UNAVAILABLE: u32 = 14;
 }
 
 /// Largest request message accepted, compressed or not (bytes); also caps decompression so a
@@ -142,14 +143,19 @@ impl MessageSource {
                 Status::new(code::INTERNAL, e.to_string())
             };
             if let Some(msg) = self.reader.next_message().map_err(framing)? {
-                let decoded = self
-                    .encoding
-                    .decode(msg.compressed, msg.data)
-                    .and_then(|bytes| {
-                        T::decode(bytes.as_slice()).map_err(|e| {
-                            Status::invalid(format!("cannot decode the request message: {e}"))
-                        })
-                    });
+                let parse = |bytes: &[u8]| {
+                    T::decode(bytes).map_err(|e| {
+                        Status::invalid(format!("cannot decode the request message: {e}"))
+                    })
+                };
+                // An uncompressed message decodes straight from the reader's buffer.
+                let decoded = if msg.compressed {
+                    self.encoding
+                        .decode(true, msg.data)
+                        .and_then(|bytes| parse(&bytes))
+                } else {
+                    parse(msg.data)
+                };
                 return Ok(match decoded {
                     Ok(m) => Next::Message(m),
                     Err(status) => Next::Bad(status),
@@ -215,10 +221,16 @@ pub fn start_response(respond: &mut SendResponse<Bytes>) -> Option<SendStream<By
 /// Frames one response message (uncompressed) and queues it (h2 buffers what the peer's
 /// window does not take yet).
 pub fn send_message(send: &mut SendStream<Bytes>, msg: &impl Message) -> Result<(), h2::Error> {
-    let mut framed = Vec::with_capacity(5 + msg.encoded_len());
+    let len = msg.encoded_len();
+    let mut framed = Vec::with_capacity(MESSAGE_PREFIX_LEN + len);
     // A message over 4 GiB cannot be framed (outputs mirror inputs of at most 64 MiB, so this
     // does not happen); reset the stream rather than send a broken one.
-    if write_message(&mut framed, &msg.encode_to_vec(), false).is_err() {
+    if write_message_prefix(&mut framed, len, false).is_err() {
+        send.send_reset(h2::Reason::INTERNAL_ERROR);
+        return Err(h2::Reason::INTERNAL_ERROR.into());
+    }
+    // Encoded in place after the prefix: one buffer, one copy of the tensor bytes.
+    if msg.encode(&mut framed).is_err() {
         send.send_reset(h2::Reason::INTERNAL_ERROR);
         return Err(h2::Reason::INTERNAL_ERROR.into());
     }
