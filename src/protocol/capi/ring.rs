@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::measure::RequestRecord;
 
 /// Entries per slot: at most this many finished requests wait for the worker.
-pub const RING_LEN: usize = 256;
+pub const RING_LEN: usize = 1024;
 
 /// One finished request as the worker receives it.
 #[derive(Debug, Default)]
