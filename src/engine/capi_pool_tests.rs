@@ -93,7 +93,13 @@ impl Rig {
 }
 
 fn feed(budget: Option<u64>) -> Feed {
-    Feed::new(Arc::new(vec![Vec::new(), Vec::new()]), 0, budget, None, None)
+    Feed::new(
+        Arc::new(vec![Vec::new(), Vec::new()]),
+        0,
+        budget,
+        None,
+        None,
+    )
 }
 
 #[test]
@@ -102,9 +108,19 @@ fn chains_spend_the_budget_exactly_with_the_slots_in_flight() {
         return;
     };
     let (mut feed, mut sink) = (feed(Some(500)), Sink::new(Vec::with_capacity(600), false));
-    rig.run(&mut feed, &mut sink, |_, s| s.completed == 500 && s.in_flight == 0);
-    assert_eq!(rig.counter(b"stub_infer_count"), 500, "the stub saw the budget");
-    assert_eq!(rig.counter(b"stub_max_inflight"), 3, "exactly the slots in flight");
+    rig.run(&mut feed, &mut sink, |_, s| {
+        s.completed == 500 && s.in_flight == 0
+    });
+    assert_eq!(
+        rig.counter(b"stub_infer_count"),
+        500,
+        "the stub saw the budget"
+    );
+    assert_eq!(
+        rig.counter(b"stub_max_inflight"),
+        3,
+        "exactly the slots in flight"
+    );
     assert_eq!(sink.records.len(), 500);
     assert!(sink.records.iter().all(|r| r.ok && r.responses == 1));
     assert_eq!(feed.sent, 500, "chained sends are counted as sent");
@@ -128,7 +144,10 @@ fn a_stop_ends_every_chain_and_every_record_arrives() {
     // Let any late callback land: nothing more may be sent after the chains stopped.
     rig.pool.close(rig.poll.registry());
     let sent = rig.counter(b"stub_infer_count");
-    assert_eq!(sink.completed, sent, "every request the stub took is one record");
+    assert_eq!(
+        sink.completed, sent,
+        "every request the stub took is one record"
+    );
     assert_eq!(feed.sent, sent);
     assert_eq!(rig.counter(b"stub_max_inflight"), 2);
     assert!(sink.records.iter().all(|r| r.ok && r.end_ns >= r.start_ns));

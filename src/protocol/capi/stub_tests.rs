@@ -174,7 +174,10 @@ fn a_request_parks_its_slot_with_the_record_and_outputs() {
         let json = decode_outputs_json(body, None).unwrap();
         assert!(json.starts_with("{\"OUTPUT0\":[0.0,1.0,2.0,"), "{json}");
         assert_eq!(&body[body.len() - 64..], &data[..], "outputs byte for byte");
-        assert!(wait_idle(std::slice::from_ref(&ctx), Duration::from_secs(5)));
+        assert!(wait_idle(
+            std::slice::from_ref(&ctx),
+            Duration::from_secs(5)
+        ));
     }
     let bad = ModelTarget {
         name: c"missing".into(),
@@ -233,5 +236,8 @@ fn decoupled_responses_are_framed_with_their_arrival() {
     }
     assert_eq!(frames[0].0, rec.recv_start_ns);
     assert_eq!(frames[2].0, rec.end_ns, "latency ends at the last response");
-    assert!(wait_idle(std::slice::from_ref(&ctx), Duration::from_secs(5)));
+    assert!(wait_idle(
+        std::slice::from_ref(&ctx),
+        Duration::from_secs(5)
+    ));
 }
