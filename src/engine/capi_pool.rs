@@ -77,6 +77,9 @@ pub struct CapiPool {
     parked: Receiver<usize>,
     /// Slots to create at open.
     initial: usize,
+    /// Boxed: a slot's address is its requests' `userp` and must not move when the Vec
+    /// grows (open loop adds slots).
+    #[allow(clippy::vec_box)]
     slots: Vec<Box<SlotCtx>>,
     /// Slots with nothing in the server, owned by the worker.
     free: Vec<usize>,
