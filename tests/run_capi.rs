@@ -52,10 +52,24 @@ impl StubCounter {
     }
 
     fn infer_count(&self) -> u64 {
-        // SAFETY: `stub_infer_count` is `uint64_t (void)` in the stub.
+        self.get(b"stub_infer_count")
+    }
+
+    /// Responses with outputs the stub delivered.
+    fn response_count(&self) -> u64 {
+        self.get(b"stub_response_count")
+    }
+
+    /// The most requests the stub held at once (accepted, final callback not yet made).
+    fn max_in_flight(&self) -> u64 {
+        self.get(b"stub_max_inflight")
+    }
+
+    fn get(&self, name: &[u8]) -> u64 {
+        // SAFETY: the stub's counters are `uint64_t (void)`.
         unsafe {
             let count: libloading::Symbol<unsafe extern "C" fn() -> u64> =
-                self.0.get(b"stub_infer_count").unwrap();
+                self.0.get(name).unwrap();
             count()
         }
     }
@@ -116,6 +130,14 @@ fn request_count_matches_the_stub_counter() {
         "the stub saw exactly the requests reported"
     );
     assert!(text.contains("Service Kind: TRITON_C_API"), "{text}");
+    assert_eq!(
+        counter.max_in_flight(),
+        2,
+        "closed loop: exactly -c requests in flight"
+    );
+    // perf_analyzer prints no client-library line for the C API, only its indent.
+    assert!(!text.contains("Avg HTTP time"), "{text}");
+    assert!(text.contains(" usec\n    \n  Server: \n"), "{text}");
     assert!(
         text.contains(&format!("    Request count: {n}\n")),
         "{text}"
@@ -249,4 +271,110 @@ fn missing_library_and_flags_are_clear_errors() {
         "{}",
         e.msg
     );
+}
+
+/// The export's requests: (timestamp, response timestamps, response outputs).
+fn export_requests(path: &Path) -> Vec<(u64, Vec<u64>, Vec<serde_json::Value>)> {
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut out = Vec::new();
+    for exp in json["experiments"].as_array().unwrap() {
+        for r in exp["requests"].as_array().unwrap() {
+            let stamps = r["response_timestamps"].as_array().unwrap();
+            out.push((
+                r["timestamp"].as_u64().unwrap(),
+                stamps.iter().map(|t| t.as_u64().unwrap()).collect(),
+                r["response_outputs"].as_array().unwrap().clone(),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn decoupled_export_keeps_every_response_of_every_request() {
+    let Some(dir) = build_stub("repeat-export", &[]) else {
+        return;
+    };
+    let data = dir.join("data.json");
+    std::fs::write(&data, r#"{"data":[{"IN":[3]}]}"#).unwrap();
+    let export = dir.join("export.json");
+    let args = [
+        "-m",
+        "repeat_int32",
+        "--async",
+        "--streaming",
+        "--concurrency-range",
+        "2",
+        "--request-count",
+        "40",
+        "--input-data",
+        data.to_str().unwrap(),
+    ];
+    let mut cfg = config(&dir, &args);
+    cfg.profile_export_file = Some(export.clone());
+    let counter = StubCounter::open(&dir);
+    let (res, _) = run(&cfg).expect("run succeeds");
+    assert!(res.error.is_none(), "{:?}", res.error);
+    let requests = export_requests(&export);
+    assert_eq!(requests.len(), 40);
+    assert_eq!(
+        counter.infer_count(),
+        40,
+        "the stub saw every exported request"
+    );
+    let responses: usize = requests.iter().map(|r| r.1.len()).sum();
+    assert_eq!(
+        responses as u64,
+        counter.response_count(),
+        "every response exported"
+    );
+    for (sent, stamps, outputs) in &requests {
+        assert_eq!(stamps.len(), 3, "three responses per request");
+        assert_eq!(outputs.len(), 3);
+        assert!(stamps[0] >= *sent && stamps.windows(2).all(|w| w[0] <= w[1]));
+        for (k, o) in outputs.iter().enumerate() {
+            assert_eq!(o["OUT"], serde_json::json!(k), "response {k}: {o}");
+        }
+    }
+    let r = res.points[0].client.responses.as_ref().unwrap();
+    assert_eq!(r.count, 120);
+    assert_eq!(counter.max_in_flight(), 2);
+}
+
+#[test]
+fn time_windows_keep_the_concurrency_and_every_record_reaches_its_window() {
+    let Some(dir) = build_stub("windows", &[]) else {
+        return;
+    };
+    let export = dir.join("export.json");
+    // A threshold no machine load can miss: the third window is stable, so the point is
+    // made of every measured window.
+    let args = [
+        "-m",
+        "identity_fp32",
+        "--concurrency-range",
+        "3",
+        "-p",
+        "150",
+        "-s",
+        "100000",
+        "--max-trials",
+        "3",
+    ];
+    let mut cfg = config(&dir, &args);
+    cfg.profile_export_file = Some(export.clone());
+    let counter = StubCounter::open(&dir);
+    let (res, _) = run(&cfg).expect("run succeeds");
+    assert!(res.error.is_none(), "{:?}", res.error);
+    let requests = export_requests(&export);
+    let p = &res.points[0];
+    assert_eq!(
+        p.client.request_count,
+        requests.len() as u64,
+        "the point counts exactly the exported records"
+    );
+    assert!(requests.len() as u64 <= counter.infer_count());
+    assert!(requests.iter().all(|r| r.1.len() == 1 && r.1[0] >= r.0));
+    assert_eq!(counter.max_in_flight(), 3, "exactly -c requests in flight");
 }

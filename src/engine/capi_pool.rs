@@ -1,24 +1,29 @@
 //! The C API pool: requests go straight into the in-process Triton server
 //! (`ServerInferAsync`), no sockets. A worker's concurrency is a number of slots; each slot
-//! has a boxed callback context whose address is its requests' `userp`.
+//! has a boxed callback context (`protocol::capi::slot`) whose address is its requests'
+//! `userp`.
 //!
-//! Completions come back on Triton's threads; the callbacks (`protocol::capi::infer`) send
-//! them over a channel and wake the worker's own `mio::Waker` (WAKE token). The worker calls
-//! [`Pool::fill`] after every wake-up, and `fill` first drains the channel, so every record
-//! is written on the worker thread and `worker.rs` needs no change.
+//! Finished requests reach the worker through each slot's ring. In closed loop the final
+//! callback of a request sends the slot's next one itself, so the server never waits for
+//! the worker; the worker collects the records at its tick (`TICK_EVERY`), before every
+//! window swap ([`Pool::flush`]) and when a ring is half full. In open loop, and whenever a
+//! chain stops, the callback parks the slot and wakes the worker (`mio::Waker`, WAKE token),
+//! which sends on schedule. Every record is written into the sink on the worker thread, in
+//! each slot's order.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{unbounded, Receiver};
-use mio::{Registry, Waker};
+use mio::{Registry, Token, Waker};
 
-use super::pool::{Cx, Pool, Ready, Send, Sink};
+use super::pool::{Cx, Feed, Pool, Ready, Send, Sink};
 use crate::clock::Clock;
 use crate::measure::RequestRecord;
 use crate::protocol::capi::{
-    infer_async, Completion, ModelTarget, Notifier, PreparedStep, SeqFields, Server, SlotCtx,
+    wait_idle, Done, ModelTarget, Notifier, PreparedStep, SeqFields, Server, SlotCtx, Target,
 };
+use crate::timerfd::DeadlineTimer;
 
 /// How long closing waits for callbacks the server still owes before it gives up and leaks
 /// the slot contexts (freeing them could let a late callback touch freed memory).
@@ -34,6 +39,8 @@ pub struct CapiWire {
     /// The model is decoupled: a request ends at the final flag, after any number of
     /// responses.
     pub decoupled: bool,
+    /// Keep every response of a request (`--streaming`), framed with its arrival time.
+    pub framed: bool,
 }
 
 impl std::fmt::Debug for CapiWire {
@@ -42,6 +49,7 @@ impl std::fmt::Debug for CapiWire {
             .field("model", &self.model)
             .field("steps", &self.steps.len())
             .field("decoupled", &self.decoupled)
+            .field("framed", &self.framed)
             .finish()
     }
 }
@@ -53,36 +61,37 @@ impl PartialEq for CapiWire {
             && Arc::ptr_eq(&self.steps, &other.steps)
             && self.model == other.model
             && self.decoupled == other.decoupled
+            && self.framed == other.framed
     }
 }
 impl Eq for CapiWire {}
 
-struct Slot {
-    ctx: Box<SlotCtx>,
-    /// A request is in the server (its final callback has not come yet).
-    busy: bool,
-    /// The request already ended in error; its remaining callbacks are only drained.
-    failed: bool,
-    rec: RequestRecord,
-    /// Outputs of the last response with outputs (kept for the export and validation).
-    body: Vec<u8>,
-    /// Arrival of the last response with outputs (ns).
-    last_output_ns: u64,
-}
+/// The closed-loop tick: how often the worker collects chained records (and so publishes
+/// its completed count) when nothing else wakes it.
+const TICK_EVERY: Duration = Duration::from_millis(2);
+/// The tick timer's token (the pool has no sockets).
+const TICK: usize = 0;
 
 pub struct CapiPool {
-    wire: CapiWire,
     notifier: Arc<Notifier>,
-    completions: Receiver<Completion>,
+    parked: Receiver<usize>,
     /// Slots to create at open.
     initial: usize,
-    slots: Vec<Slot>,
-    /// Slots with nothing in the server.
+    /// Boxed: a slot's address is its requests' `userp` and must not move when the Vec
+    /// grows (open loop adds slots).
+    #[allow(clippy::vec_box)]
+    slots: Vec<Box<SlotCtx>>,
+    /// Slots with nothing in the server, owned by the worker.
     free: Vec<usize>,
+    /// Closed loop, decided at the first `fill`: slots send their next request from the
+    /// callback (`Some(true)`), until stopped (`chain_on` false).
+    chaining: Option<bool>,
+    chain_on: bool,
+    tick: Option<DeadlineTimer>,
 }
 
 impl CapiPool {
-    /// `waker` is the worker's own (WAKE token): the callbacks wake the worker with it.
+    /// `waker` is the worker's own (WAKE token): parked slots wake the worker with it.
     /// `keep_outputs`: copy outputs out of every response (profile export, validation).
     pub fn new(
         wire: CapiWire,
@@ -92,27 +101,29 @@ impl CapiPool {
         slots: usize,
     ) -> CapiPool {
         let (tx, rx) = unbounded();
-        let notifier = Notifier::new(&wire.server, tx, waker, clock, keep_outputs);
+        let target = Target {
+            server: wire.server.clone(),
+            model: wire.model.clone(),
+            steps: wire.steps.clone(),
+            keep_outputs,
+            framed: wire.framed,
+            decoupled: wire.decoupled,
+        };
         CapiPool {
-            wire,
-            notifier,
-            completions: rx,
+            notifier: Arc::new(Notifier::new(target, tx, waker, clock)),
+            parked: rx,
             initial: slots,
             slots: Vec::with_capacity(slots),
             free: Vec::with_capacity(slots),
+            chaining: None,
+            chain_on: false,
+            tick: None,
         }
     }
 
     fn add_slot(&mut self) {
         let index = self.slots.len();
-        self.slots.push(Slot {
-            ctx: SlotCtx::new(self.notifier.clone(), index),
-            busy: false,
-            failed: false,
-            rec: RequestRecord::default(),
-            body: Vec::new(),
-            last_output_ns: 0,
-        });
+        self.slots.push(SlotCtx::new(self.notifier.clone(), index));
         self.free.push(index);
     }
 
@@ -131,121 +142,90 @@ impl CapiPool {
         wanted
     }
 
-    /// Hands one request to the server. A refused request is a failed record.
+    /// Hands one request from the feed to the server. A refused request is a failed record.
     fn start(&mut self, s: usize, send: Send, cx: &mut Cx<'_>) {
         let seq = send.seq.map(|q| SeqFields {
             correlation_id: q.fields.id,
             start: q.fields.start,
             end: q.fields.end,
         });
-        let slot = &mut self.slots[s];
-        let start_ns = cx.clock.now_ns();
-        let result = match self.wire.steps.get(send.step) {
-            Some(step) => infer_async(&self.wire.server, &self.wire.model, step, seq, &slot.ctx),
-            None => Err(format!("input step {} does not exist", send.step)),
-        };
-        // The C API's "send" is building the request and queueing it in the server.
-        let send_end_ns = cx.clock.now_ns();
-        slot.rec = RequestRecord {
-            start_ns,
-            send_end_ns,
-            step: send.step as u32,
-            ..RequestRecord::default()
-        };
-        send.stamp(&mut slot.rec);
-        slot.body.clear();
-        slot.last_output_ns = 0;
+        // SAFETY: slot `s` was free: the worker owns it.
+        let sent = unsafe { self.slots[s].launch(send.step, seq, |rec| send.stamp(rec)) };
         cx.sink.started();
-        match result {
-            Ok(()) => {
-                slot.busy = true;
-                slot.failed = false;
-            }
-            Err(msg) => {
-                slot.rec.end_ns = send_end_ns;
-                cx.sink.finish(slot.rec, &[]);
-                cx.sink.fail(msg);
-                self.free.push(s);
-            }
+        if let Err((rec, msg)) = sent {
+            self.refused(s, rec, msg, cx.sink);
         }
     }
 
-    fn drain(&mut self, sink: &mut Sink) {
-        while let Ok(done) = self.completions.try_recv() {
-            self.complete(done, sink);
+    /// Closed loop: sends the slot's next step (the chain's own, as its callback would).
+    fn restart(&mut self, s: usize, cx: &mut Cx<'_>) {
+        let ctx = &self.slots[s];
+        // SAFETY: slot `s` was free: the worker owns it.
+        let sent = unsafe { ctx.launch(ctx.next_step(), None, |_| {}) };
+        cx.sink.started();
+        cx.feed.sent += 1;
+        if let Err((rec, msg)) = sent {
+            self.refused(s, rec, msg, cx.sink);
         }
     }
 
-    /// One callback's news for a slot's request.
-    fn complete(&mut self, done: Completion, sink: &mut Sink) {
-        let Some(slot) = self.slots.get_mut(done.slot) else {
+    fn refused(&mut self, s: usize, rec: RequestRecord, msg: String, sink: &mut Sink) {
+        let rec = RequestRecord {
+            ok: false,
+            end_ns: rec.send_end_ns,
+            ..rec
+        };
+        sink.finish(rec, &[]);
+        sink.fail(msg);
+        self.free.push(s);
+    }
+
+    /// Moves slot `s`'s finished requests into the sink, in order; frees the slot when its
+    /// callbacks parked it.
+    fn drain_slot(&mut self, s: usize, cx: &mut Cx<'_>) {
+        let Some(ctx) = self.slots.get(s) else {
             return;
         };
-        if !slot.busy {
+        let mut parked = false;
+        let (sink, feed) = (&mut *cx.sink, &mut *cx.feed);
+        // SAFETY: the worker is the only consumer of its slots' rings.
+        while unsafe { ctx.ring.pop(|d| take(d, sink, feed, &mut parked)) } {}
+        if parked {
+            self.free.push(s);
+        }
+    }
+
+    fn drain_all(&mut self, cx: &mut Cx<'_>) {
+        for s in 0..self.slots.len() {
+            self.drain_slot(s, cx);
+        }
+    }
+
+    /// The first `fill`: sends the first requests, and in closed loop hands the rest of the
+    /// budget to the chains and starts the tick.
+    fn begin(&mut self, cx: &mut Cx<'_>) {
+        let chain = cx.feed.chainable();
+        self.chaining = Some(chain);
+        self.feed_slots(cx);
+        if !chain {
             return;
         }
-        if !slot.failed {
-            if let Some(msg) = done.error {
-                slot.failed = true;
-                slot.rec.end_ns = done.at_ns.max(slot.rec.start_ns);
-                slot.rec.ok = false;
-                sink.finish(slot.rec, &[]);
-                sink.fail(msg);
-            } else if done.has_response {
-                if slot.rec.responses == 0 {
-                    slot.rec.recv_start_ns = done.at_ns;
-                }
-                slot.rec.responses += 1;
-                slot.last_output_ns = done.at_ns;
-                if sink.keep_bodies {
-                    slot.body = done.body;
-                }
-                sink.response(slot.rec.responses);
+        let budget = cx.feed.take_budget();
+        self.notifier.set_chain(true, budget);
+        self.chain_on = true;
+        match DeadlineTimer::new(cx.registry, Token(TICK)) {
+            Ok(t) => {
+                let _ = t.arm(TICK_EVERY);
+                self.tick = Some(t);
             }
+            Err(e) => cx
+                .sink
+                .fail(format!("cannot create the C API tick timer: {e}")),
         }
-        if !done.last {
-            return;
-        }
-        slot.busy = false;
-        self.free.push(done.slot);
-        if slot.failed {
-            return;
-        }
-        // Latency runs to the last response with outputs; a decoupled request answered
-        // only by the final flag ends there.
-        slot.rec.end_ns = if slot.rec.responses > 0 {
-            slot.last_output_ns
-        } else {
-            done.at_ns
-        };
-        if slot.rec.recv_start_ns == 0 {
-            slot.rec.recv_start_ns = slot.rec.end_ns;
-        }
-        if !self.wire.decoupled && slot.rec.responses == 0 {
-            slot.rec.ok = false;
-            sink.finish(slot.rec, &[]);
-            sink.fail("the C API request ended without a response".into());
-            return;
-        }
-        slot.rec.ok = true;
-        sink.finish(slot.rec, &slot.body);
-    }
-}
-
-impl Pool for CapiPool {
-    fn open(&mut self, _registry: &Registry) -> Result<(), String> {
-        for _ in 0..self.initial {
-            self.add_slot();
-        }
-        Ok(())
     }
 
-    /// No sockets: completions arrive through the channel, drained in `fill`.
-    fn on_event(&mut self, _token: usize, _ready: Ready, _cx: &mut Cx<'_>) {}
-
-    fn fill(&mut self, cx: &mut Cx<'_>) {
-        // Completions that arrived since the last wake-up free their slots first.
-        self.drain(cx.sink);
+    /// Starts requests from the feed on free slots (and new ones, open loop).
+    fn feed_slots(&mut self, cx: &mut Cx<'_>) {
         let now_ns = cx.feed.now_if_paced(cx.clock);
         loop {
             let Some(&s) = self.free.last() else {
@@ -261,25 +241,96 @@ impl Pool for CapiPool {
             self.start(s, send, cx);
         }
     }
+}
+
+/// One finished request into the sink.
+fn take(d: &mut Done, sink: &mut Sink, feed: &mut Feed, parked: &mut bool) {
+    let mut rec = d.rec;
+    match d.error.take() {
+        Some(msg) => {
+            rec.ok = false;
+            sink.finish(rec, &[]);
+            sink.fail(msg);
+        }
+        None => {
+            // Periodic concurrency counts requests that reached their period.
+            sink.response(rec.responses.min(sink.period));
+            sink.finish(rec, &d.body);
+        }
+    }
+    if d.chained {
+        sink.started();
+        feed.sent += 1;
+    }
+    *parked |= d.parked;
+}
+
+impl Pool for CapiPool {
+    fn open(&mut self, _registry: &Registry) -> Result<(), String> {
+        for _ in 0..self.initial {
+            self.add_slot();
+        }
+        Ok(())
+    }
+
+    /// The closed-loop tick: collects the chains' records.
+    fn on_event(&mut self, token: usize, _ready: Ready, cx: &mut Cx<'_>) {
+        if token != TICK {
+            return;
+        }
+        if let Some(t) = &self.tick {
+            t.drain();
+            let _ = t.arm(TICK_EVERY);
+        }
+        self.drain_all(cx);
+    }
+
+    fn fill(&mut self, cx: &mut Cx<'_>) {
+        // Parked slots first: their records, then the slot is free.
+        while let Ok(s) = self.parked.try_recv() {
+            self.drain_slot(s, cx);
+        }
+        match self.chaining {
+            None => self.begin(cx),
+            Some(false) => self.feed_slots(cx),
+            Some(true) => {
+                if self.chain_on && (!cx.feed.running || cx.sink.failed) {
+                    self.chain_on = false;
+                    self.notifier.set_chain(false, None);
+                }
+                // A chain that parked (its ring was full) goes on from here.
+                while let Some(&s) = self.free.last() {
+                    if !self.chain_on || !self.notifier.may_chain() {
+                        break;
+                    }
+                    self.free.pop();
+                    self.restart(s, cx);
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self, cx: &mut Cx<'_>) {
+        self.drain_all(cx);
+    }
 
     fn close(&mut self, _registry: &Registry) {
-        self.notifier.wait_idle(CLOSE_WAIT);
+        self.notifier.set_chain(false, None);
+        wait_idle(&self.slots, CLOSE_WAIT);
     }
 }
 
 impl Drop for CapiPool {
     fn drop(&mut self) {
-        if self.notifier.owed() == 0 {
+        if self.slots.iter().all(|s| s.owed() == 0) {
             return;
         }
-        // The server still holds requests that point at our slot contexts and step data:
-        // leak them (and keep the server alive) rather than free memory a late callback
+        // The server still holds requests that point at our slot contexts (which hold the
+        // server and the step data): leak them rather than free memory a late callback
         // would touch.
         for slot in self.slots.drain(..) {
-            std::mem::forget(slot.ctx);
+            std::mem::forget(slot);
         }
-        std::mem::forget(self.wire.steps.clone());
-        std::mem::forget(self.wire.server.clone());
     }
 }
 

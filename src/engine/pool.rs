@@ -25,6 +25,9 @@ pub trait Pool: std::marker::Send + 'static {
     fn fill(&mut self, cx: &mut Cx<'_>);
     /// Unregisters every socket (the worker is exiting).
     fn close(&mut self, registry: &Registry);
+    /// Moves requests that finished off the worker thread into `cx.sink` (called before
+    /// every window swap, so the swap sees them).
+    fn flush(&mut self, _cx: &mut Cx<'_>) {}
 }
 
 /// What an event reports about a socket.
@@ -314,6 +317,22 @@ impl Feed {
                 r.update(sink.period_reached);
                 r.launched < r.allowed
             })
+    }
+
+    /// Closed loop with nothing decided per request but the input step (no schedule,
+    /// sequences, ramp, output slots or stride): a slot may send its next request itself.
+    pub fn chainable(&self) -> bool {
+        self.pace.is_none()
+            && self.seq.is_none()
+            && self.ramp.is_none()
+            && self.slots.is_none()
+            && self.stride == 1
+    }
+
+    /// Hands the rest of the request budget to the caller (`None`: no budget); the feed
+    /// itself then starts nothing more.
+    pub fn take_budget(&mut self) -> Option<u64> {
+        self.budget.as_mut().map(std::mem::take)
     }
 
     /// No request may start any more (budget spent, stopped, or a one-shot schedule used up).

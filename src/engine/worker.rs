@@ -285,6 +285,13 @@ impl<P: Pool> Worker<P> {
                     fresh,
                     fresh_bodies,
                 } => {
+                    let mut cx = Cx {
+                        registry: self.poll.registry(),
+                        clock: &self.clock,
+                        feed: &mut self.feed,
+                        sink: &mut self.sink,
+                    };
+                    self.pool.flush(&mut cx);
                     let batch = self.swap(until_ns, fresh, fresh_bodies);
                     let _ = self.out.send(batch);
                 }

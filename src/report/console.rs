@@ -159,11 +159,39 @@ pub fn pass_line(i: usize, w: &WindowStats, batch: u64, percentile: Option<u32>)
     }
 }
 
+/// Whose time the client block's library line reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientLibrary {
+    /// "Avg HTTP time".
+    Http,
+    /// "Avg gRPC time".
+    Grpc,
+    /// The in-process C API: perf_analyzer prints the line's indent alone.
+    InProcess,
+}
+
+/// `true`: HTTP, `false`: gRPC.
+impl From<bool> for ClientLibrary {
+    fn from(http: bool) -> ClientLibrary {
+        if http {
+            ClientLibrary::Http
+        } else {
+            ClientLibrary::Grpc
+        }
+    }
+}
+
 /// A point's "Client:" block, its "Server:" block when server stats exist, and the overhead
-/// warning. `verbose` is the `-v` count; `protocol_http` picks the HTTP or gRPC wording.
-pub fn point(p: &PointReport, percentile: Option<u32>, verbose: u8, protocol_http: bool) -> String {
+/// warning. `verbose` is the `-v` count; `library` picks the HTTP, gRPC or C API wording
+/// (`true`: HTTP, `false`: gRPC).
+pub fn point(
+    p: &PointReport,
+    percentile: Option<u32>,
+    verbose: u8,
+    library: impl Into<ClientLibrary>,
+) -> String {
     let composing = p.server.as_ref().map_or(&[][..], |s| &s.composing[..]);
-    point_with_composing(p, composing, percentile, verbose, protocol_http)
+    point_with_composing(p, composing, percentile, verbose, library)
 }
 
 /// [`point`] for an ensemble (or a BLS model with `--bls-composing-models`): the "Server:"
@@ -174,8 +202,9 @@ pub fn point_with_composing(
     composing: &[ComposingStats],
     percentile: Option<u32>,
     verbose: u8,
-    protocol_http: bool,
+    library: impl Into<ClientLibrary>,
 ) -> String {
+    let library = library.into();
     let c = &p.client;
     let mut out = String::from("  Client: \n");
     let _ = writeln!(out, "    Request count: {}", c.request_count);
@@ -224,7 +253,7 @@ pub fn point_with_composing(
                  {gap} usec"
             );
         }
-        None => out.push_str(&library_line(c, verbose >= 1, protocol_http)),
+        None => out.push_str(&library_line(c, verbose >= 1, library)),
     }
     if let Some(sched) = &c.schedule {
         out.push_str(&schedule_lines(sched));
@@ -282,7 +311,12 @@ fn schedule_lines(s: &ScheduleStats) -> String {
 
 /// "Avg HTTP time" / "Avg gRPC time": the client-side split of a request (µs, each average
 /// truncated first; response wait = request - send - receive).
-fn library_line(c: &ClientStats, verbose: bool, http: bool) -> String {
+fn library_line(c: &ClientStats, verbose: bool, library: ClientLibrary) -> String {
+    let http = match library {
+        ClientLibrary::Http => true,
+        ClientLibrary::Grpc => false,
+        ClientLibrary::InProcess => return "    \n".into(),
+    };
     let (request, send, recv) = (us(c.avg_request_ns), us(c.avg_send_ns), us(c.avg_recv_ns));
     let wait = request.saturating_sub(send).saturating_sub(recv);
     let split = match (http, verbose) {

@@ -411,6 +411,13 @@ fn point_with_server_block() {
         Avg request latency: 900 usec (overhead 85 usec + queue 100 usec + compute input 10 usec \
         + compute infer 700 usec + compute output 5 usec)\n\n[WARNING] Perf Analyzer";
     assert!(text.contains(want), "{text}");
+    // The C API has no client library: perf_analyzer prints the line's indent alone, with
+    // or without -v.
+    for verbose in [0, 1] {
+        let text = point(&p, None, verbose, ClientLibrary::InProcess);
+        assert!(text.contains(" usec\n    \n  Server: \n"), "{text}");
+        assert!(!text.contains("HTTP") && !text.contains("gRPC"), "{text}");
+    }
 }
 
 #[test]

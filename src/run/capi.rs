@@ -178,6 +178,7 @@ pub fn build_plan(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadP
         model: Arc::new(model_target(cfg, target)?),
         steps: Arc::new(steps),
         decoupled: target.config.decoupled,
+        framed: cfg.streaming,
     });
     Ok(plan)
 }

@@ -308,7 +308,9 @@ fn write_reports(
             Error::generic(format!("--profile-export-file {}: {e}", path.display()))
         };
         let mut w = BufWriter::new(File::create(path).map_err(err)?);
-        let framed = cfg.protocol == Protocol::Grpc && cfg.streaming;
+        // gRPC streams and the C API with --streaming keep every response of a request.
+        let framed = cfg.streaming
+            && (cfg.protocol == Protocol::Grpc || cfg.service_kind == ServiceKind::TritonCApi);
         let is_openai = cfg.service_kind == ServiceKind::OpenAi;
         let decode = |body: &[u8]| {
             if let Some(names) = &captured {
@@ -383,7 +385,10 @@ fn output_check(
     if expected.iter().all(Option::is_none) {
         return None;
     }
+    let capi = cfg.service_kind == ServiceKind::TritonCApi;
     let (format, framed) = match (cfg.protocol, cfg.streaming) {
+        // C API bodies are HTTP-style; with --streaming each response is framed.
+        _ if capi => (ResponseFormat::Http, cfg.streaming),
         (Protocol::Http, _) => (ResponseFormat::Http, false),
         (Protocol::Grpc, false) => (ResponseFormat::Grpc, false),
         (Protocol::Grpc, true) => (ResponseFormat::GrpcStream, true),
@@ -396,7 +401,9 @@ fn output_check(
             // Every response with outputs is checked against the request's expected data.
             for (_, payload) in framed_responses(body) {
                 // The empty final response of a decoupled model has no outputs to check.
-                let has_outputs = scan_stream_response(payload).map_or(true, |r| r.has_outputs);
+                // (C API frames hold only responses with outputs.)
+                let has_outputs =
+                    capi || scan_stream_response(payload).map_or(true, |r| r.has_outputs);
                 if has_outputs {
                     check_outputs(exp, payload, format)?;
                 }
@@ -413,6 +420,7 @@ fn export_outputs(cfg: &Config, body: &[u8]) -> String {
     use crate::protocol::grpc::pb::inference as pb;
     use prost::Message;
     match (cfg.protocol, cfg.streaming) {
+        _ if cfg.service_kind == ServiceKind::TritonCApi => decode_outputs_json(body, None).ok(),
         (Protocol::Http, _) => decode_outputs_json(body, None).ok(),
         (Protocol::Grpc, false) => pb::ModelInferResponse::decode(body)
             .ok()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::metrics::MetricsSource;
 use super::setup::{fetch_stats, Target};
-use crate::config::{Config, Distribution, LoadMode, MeasurementMode, Protocol};
+use crate::config::{Config, Distribution, LoadMode, MeasurementMode, Protocol, ServiceKind};
 use crate::engine::coordinator::{
     profile_periodic, profile_point, PointCtx, PointOutcome, PointStatus,
 };
@@ -290,8 +290,12 @@ impl Sweeper<'_> {
         );
         if verdict.keep {
             if let Some(r) = report {
-                let http = cfg.protocol == Protocol::Http;
-                let text = console::point(&r, cfg.percentile, cfg.verbose, http);
+                let library = if cfg.service_kind == ServiceKind::TritonCApi {
+                    console::ClientLibrary::InProcess
+                } else {
+                    (cfg.protocol == Protocol::Http).into()
+                };
+                let text = console::point(&r, cfg.percentile, cfg.verbose, library);
                 let _ = self.out.write_all(text.as_bytes());
                 self.result.points.push(r);
             }

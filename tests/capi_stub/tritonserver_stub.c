@@ -10,6 +10,10 @@
  *   STUB_API_MAJOR / STUB_API_MINOR  reported API version (default 1.34)
  *   STUB_FAIL_INFER_AFTER=n          InferAsync fails from the (n+1)-th call on
  *   STUB_OMIT_PRIORITY               leave out InferenceRequestSetPriorityUInt64
+ *
+ * Counters for the tests (exported): stub_infer_count (accepted requests),
+ * stub_response_count (responses with outputs), stub_max_inflight (most requests accepted
+ * and not yet given their final callback at once), stub_unload_count.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -97,6 +101,23 @@ typedef struct TRITONSERVER_Server {
 static uint64_t infer_calls;    /* every InferAsync call */
 static uint64_t infer_accepted; /* the ones that were queued */
 static uint64_t unload_calls;
+static uint64_t responses_sent; /* responses with outputs delivered */
+static int64_t in_flight;       /* accepted requests whose final callback has not come */
+static int64_t max_in_flight;
+
+EXPORT uint64_t stub_response_count(void) { return __atomic_load_n(&responses_sent, __ATOMIC_SEQ_CST); }
+EXPORT uint64_t stub_max_inflight(void) { return (uint64_t)__atomic_load_n(&max_in_flight, __ATOMIC_SEQ_CST); }
+
+/* A request is in flight from its acceptance until its final callback is made. */
+static void enter_flight(void) {
+  int64_t now = __atomic_add_fetch(&in_flight, 1, __ATOMIC_SEQ_CST);
+  int64_t seen = __atomic_load_n(&max_in_flight, __ATOMIC_SEQ_CST);
+  while (now > seen &&
+         !__atomic_compare_exchange_n(&max_in_flight, &seen, now, false, __ATOMIC_SEQ_CST,
+                                      __ATOMIC_SEQ_CST)) {
+  }
+}
+static void leave_flight(void) { __atomic_sub_fetch(&in_flight, 1, __ATOMIC_SEQ_CST); }
 
 EXPORT uint64_t stub_infer_count(void) { return __atomic_load_n(&infer_accepted, __ATOMIC_SEQ_CST); }
 EXPORT uint64_t stub_unload_count(void) { return __atomic_load_n(&unload_calls, __ATOMIC_SEQ_CST); }
@@ -236,7 +257,9 @@ static void respond(TRITONSERVER_InferenceRequest *r, const Tensor *src, uint32_
     if (src->size > 0) memcpy(buffer, src->data, src->size);
     out->data = buffer;
     resp->n_outputs = 1;
+    __atomic_add_fetch(&responses_sent, 1, __ATOMIC_SEQ_CST);
   }
+  if (flags & 1) leave_flight();
   r->response_fn(resp, flags, r->response_userp);
 }
 
@@ -251,6 +274,7 @@ static void serve(TRITONSERVER_Server *s, TRITONSERVER_InferenceRequest *r) {
       t.size = 4;
       respond(r, &t, 0);
     }
+    leave_flight();
     r->response_fn(NULL, 1, r->response_userp);
   } else {
     respond(r, &r->inputs[0], 1);
@@ -479,6 +503,7 @@ EXPORT TRITONSERVER_Error *TRITONSERVER_ServerInferAsync(TRITONSERVER_Server *s,
 #endif
   if (r->release_fn == NULL || r->response_fn == NULL) return err(3, "callbacks not set");
   __atomic_add_fetch(&infer_accepted, 1, __ATOMIC_SEQ_CST);
+  enter_flight();
   pthread_mutex_lock(&s->lock);
   r->next = NULL;
   if (s->tail) s->tail->next = r; else s->head = r;

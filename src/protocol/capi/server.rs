@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::ffi::{Api, TsAllocator, TsMessage, TsServer};
-use super::infer::{host_alloc, host_release};
+use super::outputs::{host_alloc, host_release};
 use crate::error::{Error, Result};
 
 /// perf_analyzer's CUDA memory pool for GPU 0: 1 GiB.

@@ -10,6 +10,7 @@ use mio::{Poll, Token, Waker};
 
 use super::*;
 use crate::clock::Clock;
+use crate::measure::RequestRecord;
 use crate::service::triton_http::{decode_outputs_json, parse_model_config, parse_model_metadata};
 use crate::tensor::{DataType, InputTensor};
 
@@ -101,17 +102,47 @@ fn version_and_symbol_problems_are_named() {
     );
 }
 
+/// A notifier and one slot for `model` (outputs kept; framed as asked).
+fn slot_for(
+    server: &Arc<Server>,
+    model: ModelTarget,
+    step: PreparedStep,
+    framed: bool,
+    waker: Arc<Waker>,
+) -> (Box<SlotCtx>, crossbeam_channel::Receiver<usize>) {
+    let (tx, rx) = unbounded();
+    let target = Target {
+        server: server.clone(),
+        model: Arc::new(model),
+        steps: Arc::new(vec![step]),
+        keep_outputs: true,
+        framed,
+        decoupled: framed,
+    };
+    let notifier = Arc::new(Notifier::new(target, tx, waker, Clock::new()));
+    (SlotCtx::new(notifier, 3), rx)
+}
+
+/// The slot's finished requests (the worker's side of the ring).
+fn drain(ctx: &SlotCtx) -> Vec<(RequestRecord, Vec<u8>, Option<String>, bool)> {
+    let mut out = Vec::new();
+    // SAFETY: this thread is the ring's only consumer.
+    while unsafe {
+        ctx.ring.pop(|d| {
+            out.push((d.rec, d.body.clone(), d.error.take(), d.parked));
+        })
+    } {}
+    out
+}
+
 #[test]
-fn requests_complete_through_the_channel_and_waker() {
+fn a_request_parks_its_slot_with_the_record_and_outputs() {
     let Some(dir) = build_stub("infer", &[]) else {
         return;
     };
     let server = Server::start(&options(dir)).unwrap();
     let mut poll = Poll::new().unwrap();
     let waker = Arc::new(Waker::new(poll.registry(), Token(7)).unwrap());
-    let (tx, rx) = unbounded();
-    let notifier = Notifier::new(&server, tx, waker, Clock::new(), true);
-    let ctx = SlotCtx::new(notifier.clone(), 3);
     let data: Vec<u8> = (0..16u32).flat_map(|v| (v as f32).to_le_bytes()).collect();
     let step = prepare_step(&[InputTensor {
         name: "INPUT0".into(),
@@ -125,51 +156,52 @@ fn requests_complete_through_the_channel_and_waker() {
         version: -1,
         outputs: vec![c"OUTPUT0".into()],
     };
-    infer_async(&server, &model, &step, None, &ctx).unwrap();
-    let mut events = mio::Events::with_capacity(4);
-    poll.poll(&mut events, Some(Duration::from_secs(5)))
-        .unwrap();
-    assert!(
-        events.iter().any(|e| e.token() == Token(7)),
-        "the waker fired"
-    );
-    let done = rx.recv_timeout(Duration::from_secs(5)).unwrap();
-    assert_eq!(
-        (done.slot, done.last, done.has_response, done.error.clone()),
-        (3, true, true, None)
-    );
-    let json = decode_outputs_json(&done.body, None).unwrap();
-    assert!(json.starts_with("{\"OUTPUT0\":[0.0,1.0,2.0,"), "{json}");
-    let n = done.body.len();
-    assert_eq!(
-        &done.body[n - 64..],
-        &data[..],
-        "outputs copied out byte for byte"
-    );
-    assert!(
-        notifier.wait_idle(Duration::from_secs(5)),
-        "release callback ran"
-    );
+    let (ctx, parked) = slot_for(&server, model.clone(), step, false, waker);
+    for round in 0..3u32 {
+        // SAFETY: the slot is parked (nothing of it is in the server).
+        unsafe { ctx.launch(0, None, |r| r.intended_ns = 9) }.unwrap();
+        let mut events = mio::Events::with_capacity(4);
+        poll.poll(&mut events, Some(Duration::from_secs(5)))
+            .unwrap();
+        assert!(events.iter().any(|e| e.token() == Token(7)), "woken");
+        assert_eq!(parked.recv_timeout(Duration::from_secs(5)).unwrap(), 3);
+        let got = drain(&ctx);
+        assert_eq!(got.len(), 1, "round {round}");
+        let (rec, body, error, was_parked) = &got[0];
+        assert!(rec.ok && error.is_none() && *was_parked);
+        assert_eq!((rec.responses, rec.intended_ns, rec.step), (1, 9, 0));
+        assert!(rec.start_ns <= rec.send_end_ns && rec.send_end_ns <= rec.end_ns);
+        let json = decode_outputs_json(body, None).unwrap();
+        assert!(json.starts_with("{\"OUTPUT0\":[0.0,1.0,2.0,"), "{json}");
+        assert_eq!(&body[body.len() - 64..], &data[..], "outputs byte for byte");
+        assert!(wait_idle(
+            std::slice::from_ref(&ctx),
+            Duration::from_secs(5)
+        ));
+    }
     let bad = ModelTarget {
         name: c"missing".into(),
         ..model
     };
-    let e = infer_async(&server, &bad, &step, None, &ctx).unwrap_err();
+    let (ctx, _parked) = slot_for(&server, bad, Vec::new(), false, ctx_waker(&poll));
+    // SAFETY: as above.
+    let (rec, e) = unsafe { ctx.launch(0, None, |_| {}) }.unwrap_err();
     assert!(e.contains("InferenceRequestNew"), "{e}");
-    assert_eq!(notifier.owed(), 0);
+    assert!(rec.start_ns > 0 && rec.send_end_ns >= rec.start_ns);
+    assert_eq!(ctx.owed(), 0);
+}
+
+fn ctx_waker(poll: &Poll) -> Arc<Waker> {
+    Arc::new(Waker::new(poll.registry(), Token(8)).unwrap())
 }
 
 #[test]
-fn decoupled_responses_then_a_final_flag() {
+fn decoupled_responses_are_framed_with_their_arrival() {
     let Some(dir) = build_stub("repeat", &[]) else {
         return;
     };
     let server = Server::start(&options(dir)).unwrap();
     let poll = Poll::new().unwrap();
-    let waker = Arc::new(Waker::new(poll.registry(), Token(1)).unwrap());
-    let (tx, rx) = unbounded();
-    let notifier = Notifier::new(&server, tx, waker, Clock::new(), false);
-    let ctx = SlotCtx::new(notifier.clone(), 0);
     let step = prepare_step(&[InputTensor {
         name: "IN".into(),
         datatype: DataType::I32,
@@ -182,22 +214,30 @@ fn decoupled_responses_then_a_final_flag() {
         version: -1,
         outputs: vec![c"OUT".into()],
     };
+    let (ctx, parked) = slot_for(&server, model, step, true, ctx_waker(&poll));
     let seq = SeqFields {
         correlation_id: 5,
         start: true,
         end: true,
     };
-    infer_async(&server, &model, &step, Some(seq), &ctx).unwrap();
-    let got: Vec<_> = (0..4)
-        .map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap())
-        .map(|c| (c.has_response, c.last, c.body.is_empty()))
-        .collect();
-    let want = [
-        (true, false, true),
-        (true, false, true),
-        (true, false, true),
-        (false, true, true),
-    ];
-    assert_eq!(got, want);
-    assert!(notifier.wait_idle(Duration::from_secs(5)));
+    // SAFETY: the slot is new.
+    unsafe { ctx.launch(0, Some(seq), |_| {}) }.unwrap();
+    parked.recv_timeout(Duration::from_secs(5)).unwrap();
+    let got = drain(&ctx);
+    let (rec, body, error, _) = &got[0];
+    assert!(rec.ok && error.is_none());
+    assert_eq!(rec.responses, 3);
+    let frames: Vec<(u64, &[u8])> = crate::measure::record::framed_responses(body).collect();
+    assert_eq!(frames.len(), 3, "one frame per response with outputs");
+    for (i, (at, payload)) in frames.iter().enumerate() {
+        let json = decode_outputs_json(payload, None).unwrap();
+        assert_eq!(json, format!("{{\"OUT\":{i}}}"), "a one-element output");
+        assert!(*at >= rec.recv_start_ns && *at <= rec.end_ns);
+    }
+    assert_eq!(frames[0].0, rec.recv_start_ns);
+    assert_eq!(frames[2].0, rec.end_ns, "latency ends at the last response");
+    assert!(wait_idle(
+        std::slice::from_ref(&ctx),
+        Duration::from_secs(5)
+    ));
 }
