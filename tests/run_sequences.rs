@@ -89,9 +89,19 @@ fn live_sequences_are_closed_when_a_level_ends() {
     assert_eq!(model_counters(&server, "accumulate_int32").failures, 0);
 }
 
-/// The export's requests of every experiment: (sequence_id, intended or send time, the
-/// INPUT value, the OUTPUT value).
-fn export_requests(path: &std::path::Path) -> Vec<(u64, u64, i64, i64)> {
+/// One request of the export.
+struct Exported {
+    id: u64,
+    /// Intended send time (open loop), else the send time.
+    at: u64,
+    sent: u64,
+    answered: u64,
+    input: i64,
+    output: i64,
+}
+
+/// The export's requests of every experiment, by intended (or actual) send time.
+fn export_requests(path: &std::path::Path) -> Vec<Exported> {
     let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let mut out = Vec::new();
     for e in v["experiments"].as_array().unwrap() {
@@ -99,18 +109,43 @@ fn export_requests(path: &std::path::Path) -> Vec<(u64, u64, i64, i64)> {
             let id = r["sequence_id"]
                 .as_u64()
                 .unwrap_or_else(|| panic!("a request without sequence_id: {r}"));
-            let at = r["intended_timestamp"]
-                .as_u64()
-                .unwrap_or_else(|| r["timestamp"].as_u64().unwrap());
+            let sent = r["timestamp"].as_u64().unwrap();
+            let at = r["intended_timestamp"].as_u64().unwrap_or(sent);
+            let answered = r["response_timestamps"][0].as_u64().unwrap();
             let input = scalar(&r["request_inputs"]["INPUT"]);
             let outs = r["response_outputs"].as_array().unwrap();
             assert_eq!(outs.len(), 1, "one response per request: {r}");
             let output = scalar(&outs[0]["OUTPUT"]);
-            out.push((id, at, input, output));
+            out.push(Exported {
+                id,
+                at,
+                sent,
+                answered,
+                input,
+                output,
+            });
         }
     }
-    out.sort_by_key(|r| r.1);
+    out.sort_by_key(|r| r.at);
     out
+}
+
+/// The client's side of the in-order rule: each request of a sequence id was sent after
+/// the previous one's response arrived (so no connection can deliver them swapped).
+fn assert_waited_for_previous(reqs: &[Exported], tag: &str) {
+    let mut answered: HashMap<u64, u64> = HashMap::new();
+    let mut by_send: Vec<&Exported> = reqs.iter().collect();
+    by_send.sort_by_key(|r| r.sent);
+    for r in by_send {
+        if let Some(prev) = answered.insert(r.id, r.answered) {
+            assert!(
+                r.sent >= prev,
+                "{tag}: id {} sent at {} before its previous step was answered at {prev}",
+                r.id,
+                r.sent
+            );
+        }
+    }
 }
 
 /// A one-element tensor as the export writes it: the number, or a one-number array.
@@ -168,7 +203,7 @@ fn export_names_the_sequence_the_server_summed_over_http_grpc_and_streams() {
         }
         let mut exported: HashMap<u64, usize> = HashMap::new();
         for r in &reqs {
-            *exported.entry(r.0).or_default() += 1;
+            *exported.entry(r.id).or_default() += 1;
         }
         for (id, n) in &exported {
             let got = received.get(id).copied().unwrap_or(0);
@@ -179,7 +214,10 @@ fn export_names_the_sequence_the_server_summed_over_http_grpc_and_streams() {
         // (wrapping INT32), or the input alone where a new sequence started on the id.
         let mut last: HashMap<u64, i64> = HashMap::new();
         let (mut chained, mut total) = (0, 0);
-        for &(id, _, input, output) in &reqs {
+        for &Exported {
+            id, input, output, ..
+        } in &reqs
+        {
             if let Some(prev) = last.insert(id, output) {
                 total += 1;
                 let sum = (prev + input) as i32 as i64;
@@ -215,8 +253,8 @@ fn rate_config(
 /// Sorted by intended send time, the export's requests go to the sequences round robin:
 /// request i + n is the next step of request i's sequence, or (where that sequence ended at
 /// i) the first of a fresh id. Returns how many requests were checked.
-fn assert_round_robin(reqs: &[(u64, u64, i64, i64)], n: usize, tag: &str) -> usize {
-    let ids: Vec<u64> = reqs.iter().map(|r| r.0).collect();
+fn assert_round_robin(reqs: &[Exported], n: usize, tag: &str) -> usize {
+    let ids: Vec<u64> = reqs.iter().map(|r| r.id).collect();
     for i in 0..ids.len().saturating_sub(n) {
         let (now, then) = (ids[i], ids[i + n]);
         if now == then {
@@ -250,6 +288,7 @@ fn rate_mode_deals_round_robin_in_order_over_http_and_grpc() {
         assert_eq!(server.counters().sequences_live, 0, "{tag}");
         let reqs = export_requests(&dir.join("out.json"));
         let checked = assert_round_robin(&reqs, sequences as usize, &tag);
+        assert_waited_for_previous(&reqs, &tag);
         assert!(checked >= 100, "{tag}: {checked} requests exported");
         // The server saw the same deal, up to sends of different sequences swapping on the
         // way (separate connections): most arrivals i + n continue arrival i's sequence.
@@ -299,6 +338,7 @@ fn above_capacity_steps_wait_for_their_sequence_and_none_is_refused() {
         assert_eq!(server.counters().sequences_live, 0, "{tag}");
         let reqs = export_requests(&dir.join("out.json"));
         assert_round_robin(&reqs, 4, &tag);
+        assert_waited_for_previous(&reqs, &tag);
     }
 }
 
