@@ -159,7 +159,10 @@ fn scalar(v: &Value) -> i64 {
 /// order (START first, no START inside a sequence, only START after END). Returns the log.
 fn assert_in_order(server: &server::ServerHandle, tag: &str) -> Vec<SeqArrival> {
     let log = server.sequence_arrivals("accumulate_int32");
-    assert!(!log.is_empty(), "{tag}: the server logged no sequence request");
+    assert!(
+        !log.is_empty(),
+        "{tag}: the server logged no sequence request"
+    );
     let mut live: HashSet<SeqId> = HashSet::new();
     for (i, a) in log.iter().enumerate() {
         assert!(a.ok, "{tag}: arrival {i} refused: {a:?}");
@@ -171,7 +174,11 @@ fn assert_in_order(server: &server::ServerHandle, tag: &str) -> Vec<SeqArrival> 
             live.insert(id);
         }
     }
-    assert_eq!(server.sequences_restarted(), 0, "{tag}: an id was reused while live");
+    assert_eq!(
+        server.sequences_restarted(),
+        0,
+        "{tag}: an id was reused while live"
+    );
     log
 }
 
@@ -207,7 +214,10 @@ fn export_names_the_sequence_the_server_summed_over_http_grpc_and_streams() {
         }
         for (id, n) in &exported {
             let got = received.get(id).copied().unwrap_or(0);
-            assert!(*n <= got, "{tag}: id {id} exported {n} times, received {got}");
+            assert!(
+                *n <= got,
+                "{tag}: id {id} exported {n} times, received {got}"
+            );
         }
         // The outputs are the server's running sums of the id the export names: after an
         // id's first exported request, each output is the previous one plus the input
@@ -228,7 +238,10 @@ fn export_names_the_sequence_the_server_summed_over_http_grpc_and_streams() {
                 chained += usize::from(output == sum);
             }
         }
-        assert!(chained * 2 > total, "{tag}: {chained} of {total} steps chained");
+        assert!(
+            chained * 2 > total,
+            "{tag}: {chained} of {total} steps chained"
+        );
     }
 }
 

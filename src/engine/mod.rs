@@ -140,7 +140,10 @@ fn worker_shares(spec: &EngineSpec, load: &Load) -> Vec<(usize, Option<Pace>)> {
             }
             // Sequence models: one lane of the schedule per sequence, and no worker without
             // a sequence (perf_analyzer: min(threads, sequences)).
-            let lanes = spec.sequences.as_ref().map_or(n, |p| p.open_loop_slots.max(1));
+            let lanes = spec
+                .sequences
+                .as_ref()
+                .map_or(n, |p| p.open_loop_slots.max(1));
             n = n.min(lanes);
             let origin_ns = spec.clock.now_ns() + PACED_LEAD_NS;
             let caps = max_inflight.map(|m| split(m.max(n as u64), n));

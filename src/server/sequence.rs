@@ -184,7 +184,8 @@ impl Sequences {
             Ok(step) => (step.started, step.restarted),
             Err(_) => (false, false),
         };
-        self.started.fetch_add(u64::from(started), Ordering::Relaxed);
+        self.started
+            .fetch_add(u64::from(started), Ordering::Relaxed);
         self.restarted
             .fetch_add(u64::from(restarted), Ordering::Relaxed);
         if result.is_ok() && ctl.end {
