@@ -1,11 +1,19 @@
-//! Sequence models end to end: the reference server's `accumulate_int32` refuses any
-//! protocol violation (no START, id reuse, unknown id), so a run without failures means the
-//! ids and flags were right; live sequences are closed when a level ends.
+//! Sequence models end to end: the reference server's `accumulate_int32` refuses what
+//! Triton's sequence batcher refuses (no id, a step without START on an id that is not
+//! live), so a run without failures means the ids and flags were right; live sequences are
+//! closed when a level ends; the export names each request's sequence; rate modes deal
+//! sends to the sequences round robin and never let a sequence's steps overtake each other.
 
 mod common;
 
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
 use common::*;
 use inferperf::config::{ConcurrencyRange, LoadMode, Protocol, RateRange};
+use inferperf::server::sequence::{SeqArrival, SeqId};
+use inferperf::server::{self, Delay, ServeConfig};
+use serde_json::Value;
 
 fn seq_config(server: &inferperf::server::ServerHandle, grpc: bool) -> inferperf::config::Config {
     let mut cfg = quick_config(server, "accumulate_int32", 50);
@@ -81,25 +89,270 @@ fn live_sequences_are_closed_when_a_level_ends() {
     assert_eq!(model_counters(&server, "accumulate_int32").failures, 0);
 }
 
+/// One request of the export.
+struct Exported {
+    id: u64,
+    /// Intended send time (open loop), else the send time.
+    at: u64,
+    sent: u64,
+    answered: u64,
+    input: i64,
+    output: i64,
+}
+
+/// The export's requests of every experiment, by intended (or actual) send time.
+fn export_requests(path: &std::path::Path) -> Vec<Exported> {
+    let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let mut out = Vec::new();
+    for e in v["experiments"].as_array().unwrap() {
+        for r in e["requests"].as_array().unwrap() {
+            let id = r["sequence_id"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("a request without sequence_id: {r}"));
+            let sent = r["timestamp"].as_u64().unwrap();
+            let at = r["intended_timestamp"].as_u64().unwrap_or(sent);
+            let answered = r["response_timestamps"][0].as_u64().unwrap();
+            let input = scalar(&r["request_inputs"]["INPUT"]);
+            let outs = r["response_outputs"].as_array().unwrap();
+            assert_eq!(outs.len(), 1, "one response per request: {r}");
+            let output = scalar(&outs[0]["OUTPUT"]);
+            out.push(Exported {
+                id,
+                at,
+                sent,
+                answered,
+                input,
+                output,
+            });
+        }
+    }
+    out.sort_by_key(|r| r.at);
+    out
+}
+
+/// The client's side of the in-order rule: each request of a sequence id was sent after
+/// the previous one's response arrived (so no connection can deliver them swapped).
+fn assert_waited_for_previous(reqs: &[Exported], tag: &str) {
+    let mut answered: HashMap<u64, u64> = HashMap::new();
+    let mut by_send: Vec<&Exported> = reqs.iter().collect();
+    by_send.sort_by_key(|r| r.sent);
+    for r in by_send {
+        if let Some(prev) = answered.insert(r.id, r.answered) {
+            assert!(
+                r.sent >= prev,
+                "{tag}: id {} sent at {} before its previous step was answered at {prev}",
+                r.id,
+                r.sent
+            );
+        }
+    }
+}
+
+/// A one-element tensor as the export writes it: the number, or a one-number array.
+fn scalar(v: &Value) -> i64 {
+    v.as_i64()
+        .or_else(|| v[0].as_i64())
+        .unwrap_or_else(|| panic!("not a one-element INT32 tensor: {v}"))
+}
+
+/// Checks the server's log of one sequence model: nothing refused, and each id's steps in
+/// order (START first, no START inside a sequence, only START after END). Returns the log.
+fn assert_in_order(server: &server::ServerHandle, tag: &str) -> Vec<SeqArrival> {
+    let log = server.sequence_arrivals("accumulate_int32");
+    assert!(
+        !log.is_empty(),
+        "{tag}: the server logged no sequence request"
+    );
+    let mut live: HashSet<SeqId> = HashSet::new();
+    for (i, a) in log.iter().enumerate() {
+        assert!(a.ok, "{tag}: arrival {i} refused: {a:?}");
+        let id = a.id.clone().expect("every request carries an id");
+        assert_eq!(a.start, !live.contains(&id), "{tag}: arrival {i} {a:?}");
+        if a.end {
+            live.remove(&id);
+        } else {
+            live.insert(id);
+        }
+    }
+    assert_eq!(
+        server.sequences_restarted(),
+        0,
+        "{tag}: an id was reused while live"
+    );
+    log
+}
+
 #[test]
-fn rate_mode_serial_sequences() {
-    let server = start_grpc_server(Vec::new());
-    let mut cfg = seq_config(&server, true);
+fn export_names_the_sequence_the_server_summed_over_http_grpc_and_streams() {
+    for (grpc, streaming) in [(false, false), (true, false), (true, true)] {
+        let tag = format!("grpc={grpc} streaming={streaming}");
+        let server = start_grpc_server(Vec::new());
+        let mut cfg = seq_config(&server, grpc);
+        cfg.streaming = streaming;
+        cfg.concurrency = ConcurrencyRange {
+            start: 3,
+            end: 3,
+            step: 1,
+        };
+        let dir = temp_dir(&format!("seq-export-{grpc}-{streaming}"));
+        cfg.profile_export_file = Some(dir.join("out.json"));
+        let (res, _) = run(&cfg);
+        assert!(res.error.is_none(), "{tag}: {:?}", res.error);
+        let log = assert_in_order(&server, &tag);
+        let reqs = export_requests(&dir.join("out.json"));
+        assert!(reqs.len() >= 50, "{tag}: {} requests", reqs.len());
+        // Every exported id is one the server received, at most as often.
+        let mut received: HashMap<u64, usize> = HashMap::new();
+        for a in &log {
+            if let Some(SeqId::Number(n)) = a.id {
+                *received.entry(n).or_default() += 1;
+            }
+        }
+        let mut exported: HashMap<u64, usize> = HashMap::new();
+        for r in &reqs {
+            *exported.entry(r.id).or_default() += 1;
+        }
+        for (id, n) in &exported {
+            let got = received.get(id).copied().unwrap_or(0);
+            assert!(
+                *n <= got,
+                "{tag}: id {id} exported {n} times, received {got}"
+            );
+        }
+        // The outputs are the server's running sums of the id the export names: after an
+        // id's first exported request, each output is the previous one plus the input
+        // (wrapping INT32), or the input alone where a new sequence started on the id.
+        let mut last: HashMap<u64, i64> = HashMap::new();
+        let (mut chained, mut total) = (0, 0);
+        for &Exported {
+            id, input, output, ..
+        } in &reqs
+        {
+            if let Some(prev) = last.insert(id, output) {
+                total += 1;
+                let sum = (prev + input) as i32 as i64;
+                assert!(
+                    output == sum || output == input,
+                    "{tag}: id {id}: {prev} + {input} gave {output}"
+                );
+                chained += usize::from(output == sum);
+            }
+        }
+        assert!(
+            chained * 2 > total,
+            "{tag}: {chained} of {total} steps chained"
+        );
+    }
+}
+
+/// A sequence run in request-rate mode on `server` with `sequences` sequences.
+fn rate_config(
+    server: &server::ServerHandle,
+    grpc: bool,
+    rate: f64,
+    sequences: u64,
+) -> inferperf::config::Config {
+    let mut cfg = seq_config(server, grpc);
     cfg.load_mode = LoadMode::RequestRate;
     cfg.request_rate = RateRange {
-        start: 500.0,
-        end: 500.0,
+        start: rate,
+        end: rate,
         step: 1.0,
     };
-    cfg.sequences.num_sequences = 4;
-    cfg.sequences.serial = true;
-    cfg.request_count = 140;
-    let (res, _) = run(&cfg);
-    assert!(res.error.is_none(), "{:?}", res.error);
-    let c = server.counters();
-    assert_eq!(model_counters(&server, "accumulate_int32").failures, 0);
-    assert_eq!(c.sequences_live, 0);
-    assert!(c.sequences_started >= 20, "{}", c.sequences_started);
+    cfg.sequences.num_sequences = sequences;
+    cfg
+}
+
+/// Sorted by intended send time, the export's requests go to the sequences round robin:
+/// request i + n is the next step of request i's sequence, or (where that sequence ended at
+/// i) the first of a fresh id. Returns how many requests were checked.
+fn assert_round_robin(reqs: &[Exported], n: usize, tag: &str) -> usize {
+    let ids: Vec<u64> = reqs.iter().map(|r| r.id).collect();
+    for i in 0..ids.len().saturating_sub(n) {
+        let (now, then) = (ids[i], ids[i + n]);
+        if now == then {
+            continue;
+        }
+        assert!(
+            !ids[i + 1..].contains(&now) && !ids[..i + n].contains(&then),
+            "{tag}: request {i} (id {now}) is not followed {n} sends later by its sequence: \
+             {:?}",
+            &ids[i..(i + 2 * n).min(ids.len())]
+        );
+    }
+    ids.len()
+}
+
+#[test]
+fn rate_mode_deals_round_robin_in_order_over_http_and_grpc() {
+    // 5 sequences over 2 workers: lanes 0, 2, 4 on one, 1, 3 on the other.
+    for (grpc, sequences, serial) in [(false, 4, false), (true, 5, true)] {
+        let tag = format!("grpc={grpc} sequences={sequences}");
+        let server = start_grpc_server(Vec::new());
+        let mut cfg = rate_config(&server, grpc, 400.0, sequences);
+        cfg.sequences.serial = serial;
+        cfg.max_threads = Some(2);
+        cfg.request_count = 120;
+        let dir = temp_dir(&format!("seq-rr-{grpc}"));
+        cfg.profile_export_file = Some(dir.join("out.json"));
+        let (res, _) = run(&cfg);
+        assert!(res.error.is_none(), "{tag}: {:?}", res.error);
+        let log = assert_in_order(&server, &tag);
+        assert_eq!(server.counters().sequences_live, 0, "{tag}");
+        let reqs = export_requests(&dir.join("out.json"));
+        let checked = assert_round_robin(&reqs, sequences as usize, &tag);
+        assert_waited_for_previous(&reqs, &tag);
+        assert!(checked >= 100, "{tag}: {checked} requests exported");
+        // The server saw the same deal, up to sends of different sequences swapping on the
+        // way (separate connections): most arrivals i + n continue arrival i's sequence.
+        let n = sequences as usize;
+        let follows = (0..log.len() - n)
+            .filter(|&i| log[i].end || log[i + n].id == log[i].id)
+            .count();
+        assert!(
+            follows * 10 >= (log.len() - n) * 9,
+            "{tag}: {follows} of {} arrivals followed round robin",
+            log.len() - n
+        );
+    }
+}
+
+#[test]
+fn above_capacity_steps_wait_for_their_sequence_and_none_is_refused() {
+    // One execution at a time, 3 ms each (about 330/s) against 3,000 sends/s: the sends
+    // fall behind the schedule, and a sequence's next step still waits for its answer.
+    for grpc in [false, true] {
+        let tag = format!("grpc={grpc}");
+        let server = server::start(ServeConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            grpc_addr: Some("127.0.0.1:0".parse().unwrap()),
+            delays: vec![(
+                "accumulate_int32".into(),
+                Delay::Fixed(Duration::from_millis(3)),
+            )],
+            serial: vec!["accumulate_int32".into()],
+            ..ServeConfig::default()
+        })
+        .unwrap();
+        let mut cfg = rate_config(&server, grpc, 3000.0, 4);
+        cfg.max_threads = Some(2);
+        cfg.request_count = 120;
+        let dir = temp_dir(&format!("seq-over-{grpc}"));
+        cfg.profile_export_file = Some(dir.join("out.json"));
+        let (res, _) = run(&cfg);
+        assert!(res.error.is_none(), "{tag}: {:?}", res.error);
+        assert_eq!(
+            model_counters(&server, "accumulate_int32").failures,
+            0,
+            "{tag}"
+        );
+        let log = assert_in_order(&server, &tag);
+        assert!(log.len() >= 120, "{tag}: {} arrivals", log.len());
+        assert_eq!(server.counters().sequences_live, 0, "{tag}");
+        let reqs = export_requests(&dir.join("out.json"));
+        assert_round_robin(&reqs, 4, &tag);
+        assert_waited_for_previous(&reqs, &tag);
+    }
 }
 
 #[test]

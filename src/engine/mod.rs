@@ -149,9 +149,16 @@ fn worker_shares(spec: &EngineSpec, load: &Load) -> Vec<(usize, Option<Pace>)> {
                 // that in all (which `m.max(n)` below would give when m < n).
                 n = n.min((*m).max(1) as usize);
             }
+            // Sequence models: one lane of the schedule per sequence, and no worker without
+            // a sequence (perf_analyzer: min(threads, sequences)).
+            let lanes = spec
+                .sequences
+                .as_ref()
+                .map_or(n, |p| p.open_loop_slots.max(1));
+            n = n.min(lanes);
             let origin_ns = spec.clock.now_ns() + PACED_LEAD_NS;
             let caps = max_inflight.map(|m| split(m.max(n as u64), n));
-            pace::deal(schedule, n)
+            pace::deal_lanes(schedule, n, lanes)
                 .into_iter()
                 .enumerate()
                 .map(|(i, plan)| {
@@ -196,7 +203,8 @@ fn slot_shares(
 }
 
 /// Sequence models: each worker's sequences (closed loop: one per slot; open loop:
-/// `--num-of-sequences` split over the workers).
+/// `--num-of-sequences` split over the workers, worker w holding the schedule's lanes w,
+/// w + workers, ... in that order, see `pace::deal_lanes`).
 fn seq_feeds(spec: &EngineSpec, shares: &[(usize, Option<Pace>)]) -> Result<Vec<SeqFeed>> {
     let Some(plan) = &spec.sequences else {
         return Ok(Vec::new());
@@ -220,6 +228,19 @@ pub fn split(total: u64, parts: usize) -> Vec<u64> {
     (0..parts)
         .map(|i| total / parts + u64::from(i < total % parts))
         .collect()
+}
+
+/// Splits `total` sends dealt round robin to `lanes` lanes, lane `l` on worker `l % parts`
+/// (see `pace::deal_lanes`): how many of the first `total` sends each worker makes.
+pub fn split_lanes(total: u64, parts: usize, lanes: usize) -> Vec<u64> {
+    let parts = parts.max(1);
+    let lanes = lanes.max(parts) as u64;
+    let per_lane = |l: u64| total / lanes + u64::from(l < total % lanes);
+    let mut out = vec![0u64; parts];
+    for l in 0..lanes {
+        out[(l % parts as u64) as usize] += per_lane(l);
+    }
+    out
 }
 
 /// Cores this process may run on (respects `taskset`).
@@ -252,7 +273,11 @@ impl Engine {
                 ..
             }
         );
-        let budgets = budget.map(|b| split(b, n));
+        let budgets = budget.map(|b| match (load, &spec.sequences) {
+            // Sequences in open loop: each worker sends for its lanes of the schedule.
+            (Load::Paced { .. }, Some(p)) => split_lanes(b, n, p.open_loop_slots.max(1)),
+            _ => split(b, n),
+        });
         let cores = available_cores();
         let (out_tx, out_rx) = unbounded();
         let mut workers = Vec::with_capacity(n);
@@ -569,5 +594,25 @@ mod tests {
         assert_eq!(split(1, 3), vec![1, 0, 0]);
         assert_eq!(split(7, 3), vec![3, 2, 2]);
         assert_eq!(split(0, 1), vec![0]);
+    }
+
+    #[test]
+    fn split_lanes_counts_each_workers_sends() {
+        // (total, workers, lanes, expected): send i goes to worker (i % lanes) % workers.
+        let rows: &[(u64, usize, usize, &[u64])] = &[
+            (120, 2, 5, &[72, 48]),
+            (7, 2, 5, &[4, 3]),
+            (10, 2, 4, &[5, 5]),
+            (9, 3, 3, &[3, 3, 3]),
+            (3, 1, 4, &[3]),
+        ];
+        for &(total, workers, lanes, want) in rows {
+            let brute = (0..total).fold(vec![0u64; workers], |mut acc, i| {
+                acc[(i as usize % lanes) % workers] += 1;
+                acc
+            });
+            assert_eq!(brute, want, "{total} {workers} {lanes}");
+            assert_eq!(split_lanes(total, workers, lanes), want);
+        }
     }
 }

@@ -147,8 +147,24 @@ fn lcm(a: usize, b: usize) -> usize {
 
 /// Deals the schedule round-robin to `workers` workers: send i goes to worker `i % workers`.
 pub fn deal(schedule: &Schedule, workers: usize) -> Vec<WorkerSchedule> {
+    deal_lanes(schedule, workers, workers)
+}
+
+/// Deals the schedule round-robin to `lanes` lanes (send i to lane `i % lanes`), lane `l`
+/// belonging to worker `l % workers`; `lanes` is at least `workers`. Sequence models use one
+/// lane per sequence, so every sequence gets every `lanes`-th send even when the sequences
+/// do not split evenly over the workers: worker w's sends then go to its lanes w, w +
+/// workers, ... in turn. With more lanes than workers a repeating schedule is cut to whole
+/// turns of the lanes, so each period deals the lanes alike.
+pub fn deal_lanes(schedule: &Schedule, workers: usize, lanes: usize) -> Vec<WorkerSchedule> {
     let workers = workers.max(1);
-    let (times, period) = global_times(schedule, workers);
+    let lanes = lanes.max(workers);
+    let (mut times, mut period) = global_times(schedule, lanes);
+    if lanes > workers && period.is_some() && times.len() > lanes {
+        times.truncate(times.len() - times.len() % lanes);
+        // Every repeating schedule's period ends at its last send.
+        period = times.last().copied();
+    }
     let mut out: Vec<WorkerSchedule> = (0..workers)
         .map(|_| WorkerSchedule {
             times: Vec::with_capacity(times.len() / workers + 1),
@@ -158,7 +174,7 @@ pub fn deal(schedule: &Schedule, workers: usize) -> Vec<WorkerSchedule> {
         })
         .collect();
     for (i, t) in times.into_iter().enumerate() {
-        out[i % workers].times.push(t);
+        out[(i % lanes) % workers].times.push(t);
     }
     // A repeating worker with no send in a period (fewer sends than workers) never sends.
     if period.is_some() {

@@ -134,3 +134,40 @@ fn poisson_repeats_after_the_horizon() {
         "keeps going past the horizon"
     );
 }
+
+#[test]
+fn lanes_get_every_nth_send_whatever_the_worker_split() {
+    // Worker w owns lanes w, w + workers, ... and deals its own sends to them in turn (as
+    // the sequence feed does); merged by time, the lanes must come round robin, across the
+    // repeat of the schedule too.
+    let schedules = [
+        Schedule::Constant { rate: 1000.0 },
+        Schedule::Poisson {
+            rate: 1000.0,
+            seed: 5,
+            horizon_ns: 20_000_000,
+        },
+        Schedule::Intervals(vec![100, 300, 200]),
+        Schedule::Fixed((1..=40).map(|i| i * 10).collect()),
+    ];
+    for (workers, lanes) in [(1, 4), (2, 4), (2, 5), (3, 7), (4, 4)] {
+        for s in &schedules {
+            let ws = deal_lanes(s, workers, lanes);
+            let mut sends: Vec<(u64, usize)> = Vec::new();
+            for (w, mut sched) in ws.into_iter().enumerate() {
+                let own: Vec<usize> = (w..lanes).step_by(workers).collect();
+                for (k, t) in take(&mut sched, 200).into_iter().enumerate() {
+                    sends.push((t, own[k % own.len()]));
+                }
+            }
+            sends.sort_unstable();
+            let n = sends.len().min(200);
+            let got: Vec<usize> = sends[..n].iter().map(|&(_, lane)| lane).collect();
+            let want: Vec<usize> = (0..n).map(|i| i % lanes).collect();
+            assert_eq!(got, want, "{workers} workers, {lanes} lanes, {s:?}");
+        }
+    }
+    // As many lanes as workers: the plain deal.
+    let s = Schedule::Constant { rate: 10.0 };
+    assert_eq!(deal_lanes(&s, 3, 3), deal(&s, 3));
+}

@@ -129,6 +129,7 @@ impl Send {
         rec.intended_ns = self.intended_ns;
         if let Some(s) = &self.seq {
             rec.seq_slot = s.slot as u32 + 1;
+            rec.seq_id = s.fields.id;
             rec.seq_end = s.fields.end;
         }
     }
@@ -272,7 +273,9 @@ impl Feed {
         !self.running && self.seq.as_ref().is_some_and(SeqFeed::has_live)
     }
 
-    /// Open loop: a send is due at `now_ns` (whether or not a slot is free for it).
+    /// Open loop: a send is due at `now_ns` (whether or not a slot is free for it) and,
+    /// for a sequence model, the sequence it is dealt to has no request in flight (it waits
+    /// for that response, so no connection needs to open for it).
     #[inline]
     pub fn due(&self, sink: &Sink, now_ns: u64) -> bool {
         self.running
@@ -283,6 +286,7 @@ impl Feed {
                 .as_ref()
                 .and_then(Pace::due_ns)
                 .is_some_and(|d| d <= now_ns)
+            && self.seq.as_ref().map_or(true, |s| s.ready(&sink.seq_busy))
     }
 
     /// The time `next` and `due` compare sends against: the clock when a schedule is

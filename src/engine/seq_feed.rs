@@ -33,8 +33,9 @@ pub struct SeqSend {
 pub struct SeqFeed {
     plan: Arc<SeqPlan>,
     seqs: Sequences,
-    /// Open loop: sequences are picked at random (`--serial-sequences`: among idle ones);
-    /// closed loop: each pool slot owns the sequence slot of the same index.
+    /// Open loop: sends are dealt to the sequences round robin, each waiting for its
+    /// sequence's previous response; closed loop: each pool slot owns the sequence slot of
+    /// the same index.
     open_loop: bool,
     /// The last prepared request's bytes.
     pub scratch: Vec<u8>,
@@ -63,10 +64,12 @@ impl SeqFeed {
     }
 
     /// The next request: on `pool_slot`'s sequence (closed loop) or a picked one (open loop);
-    /// `None` when no sequence may send (serial and all busy).
+    /// `None` when that sequence still has a request in flight.
     pub fn prepare(&mut self, pool_slot: usize, busy: &[bool]) -> Option<SeqSend> {
         let slot = if self.open_loop {
-            self.seqs.pick_slot(busy)?
+            let slot = self.seqs.pick_slot(busy)?;
+            self.seqs.advance_deal();
+            slot
         } else {
             let slot = pool_slot % self.seqs.slots().max(1);
             if busy.get(slot).copied().unwrap_or(false) {
@@ -86,6 +89,12 @@ impl SeqFeed {
             .find(|&s| !busy.get(s).copied().unwrap_or(false))?;
         let fields = self.seqs.finish(slot)?;
         Some(self.write(slot, fields))
+    }
+
+    /// Open loop: the sequence the next send is dealt to has no request in flight (a due
+    /// send waits for it otherwise). Always true in closed loop.
+    pub fn ready(&self, busy: &[bool]) -> bool {
+        !self.open_loop || self.seqs.pick_slot(busy).is_some()
     }
 
     /// Live sequences remain (the worker must not exit before closing them).

@@ -24,7 +24,8 @@ pub struct SeqConfig {
     pub length_given: bool,
     /// `--sequence-length-variation`, in percent of `length` (±).
     pub variation_pct: f64,
-    /// `--serial-sequences`: at most one request in flight per sequence (rate modes).
+    /// `--serial-sequences`: accepted for perf_analyzer's sake. Every mode already keeps at
+    /// most one request in flight per sequence, so its steps reach the server in order.
     pub serial: bool,
     /// Seed of the length, stream and slot draws; the same seed replays the same run.
     pub seed: u64,
@@ -80,10 +81,11 @@ pub struct Sequences {
     id_range: u64,
     /// Sequences started so far; the next id is `id_start + counter % id_range`.
     counter: u64,
+    /// Rate modes: sends dealt so far; the next goes to slot `dealt % slots`.
+    dealt: u64,
     base_length: u64,
     length_given: bool,
     variation_pct: f64,
-    serial: bool,
     /// Steps of each JSON data stream; empty without JSON data.
     stream_steps: Vec<usize>,
     rng: SplitMix64,
@@ -145,10 +147,10 @@ impl Sequences {
                 id_start: id_start + offset,
                 id_range: ids,
                 counter: 0,
+                dealt: 0,
                 base_length: cfg.length.max(1),
                 length_given: cfg.length_given,
                 variation_pct: cfg.variation_pct,
-                serial: cfg.serial,
                 stream_steps: stream_steps.to_vec(),
                 rng: SplitMix64::new(cfg.seed ^ (w as u64).wrapping_mul(0xA076_1D64_78BD_642F)),
                 warning: warning.clone(),
@@ -196,24 +198,23 @@ impl Sequences {
         Some(self.emit(slot, false))
     }
 
-    /// Rate modes: the slot of the next scheduled request, uniformly at random. With
-    /// `--serial-sequences` only slots with no request in flight (`busy[i]` false; missing
-    /// entries count as free) are candidates, and `None` means every slot is busy.
-    pub fn pick_slot(&mut self, busy: &[bool]) -> Option<usize> {
+    /// Rate modes: the slot the next scheduled request goes to. Sends are dealt to the
+    /// slots round robin (as perf_analyzer deals them when each thread holds one sequence),
+    /// and a slot with a request in flight (`busy[i]`; missing entries count as free) holds
+    /// the deal: `None` until its response is back, so a sequence's steps can never overtake
+    /// each other on the way to the server. `None` too with no slot at all.
+    pub fn pick_slot(&self, busy: &[bool]) -> Option<usize> {
         let n = self.slots.len();
         if n == 0 {
             return None;
         }
-        if !self.serial {
-            return Some(self.rng.below(n));
-        }
-        let is_free = |i: &usize| !busy.get(*i).copied().unwrap_or(false);
-        let free = (0..n).filter(is_free).count();
-        if free == 0 {
-            return None;
-        }
-        let k = self.rng.below(free);
-        (0..n).filter(is_free).nth(k)
+        let slot = (self.dealt % n as u64) as usize;
+        (!busy.get(slot).copied().unwrap_or(false)).then_some(slot)
+    }
+
+    /// Rate modes: the slot `pick_slot` gave was sent to; the deal moves on.
+    pub fn advance_deal(&mut self) {
+        self.dealt = self.dealt.wrapping_add(1);
     }
 
     fn emit(&mut self, slot: usize, start: bool) -> SeqFields {

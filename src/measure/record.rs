@@ -33,6 +33,8 @@ pub struct RequestRecord {
     pub intended_ns: u64,
     /// Sequence models: the worker's sequence slot + 1 (0: not a sequence request).
     pub seq_slot: u32,
+    /// Sequence models: the `sequence_id` the request carried (0: none), for the export.
+    pub seq_id: u64,
     /// Sequence models: the request carried `sequence_end`.
     pub seq_end: bool,
     /// The response was a Server-Sent Events stream (OpenAI `text/event-stream`): its body

@@ -163,6 +163,7 @@ fn put_record(w: &mut Writer, rec: &RequestRecord) {
         rec.recv_start_ns,
         rec.end_ns,
         rec.intended_ns,
+        rec.seq_id,
     ] {
         w.u64(v);
     }
@@ -187,6 +188,7 @@ fn get_record(r: &mut Reader) -> Result<RequestRecord> {
         recv_start_ns: r.u64()?,
         end_ns: r.u64()?,
         intended_ns: r.u64()?,
+        seq_id: r.u64()?,
         step: r.u32()?,
         body_off: r.u32()?,
         body_len: r.u32()?,
@@ -296,6 +298,7 @@ mod tests {
             responses: 6,
             intended_ns: 7,
             seq_slot: 8,
+            seq_id: 9,
             seq_end: true,
             sse: false,
         };

@@ -90,6 +90,10 @@ fn write_experiment(
                 .map_or("{}", String::as_str);
             let body = body_of(window, r);
             write!(w, "{{\"timestamp\":{}", r.start_ns)?;
+            if r.seq_id != 0 {
+                // Sequence models, as perf_analyzer: only when non-zero.
+                write!(w, ",\"sequence_id\":{}", r.seq_id)?;
+            }
             if r.intended_ns != 0 {
                 // Ours, open loop: when the schedule meant the request to go.
                 write!(w, ",\"intended_timestamp\":{}", r.intended_ns)?;

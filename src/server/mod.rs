@@ -32,7 +32,7 @@ mod openai_stream;
 mod repository;
 mod request_log;
 mod routes;
-mod sequence;
+pub mod sequence;
 mod shm;
 mod stats;
 mod tls;
@@ -243,6 +243,23 @@ impl ServerHandle {
             Some(index) => self.shared.arrivals.arrivals(index),
             None => Vec::new(),
         }
+    }
+
+    /// The requests of sequence model `model` the sequence table checked (accepted and
+    /// refused), in the order it checked them, with their id and flags; the last
+    /// [`sequence::SEQ_ARRIVALS_KEPT`] over all sequence models. Empty for an unknown model.
+    pub fn sequence_arrivals(&self, model: &str) -> Vec<sequence::SeqArrival> {
+        let Some(index) = models::find_model(model) else {
+            return Vec::new();
+        };
+        let mut all = self.shared.sequences.arrivals();
+        all.retain(|a| a.model == index);
+        all
+    }
+
+    /// STARTs on an id that was still live (Triton ends the old sequence early).
+    pub fn sequences_restarted(&self) -> u64 {
+        self.shared.sequences.restarted()
     }
 
     /// For each of the last [`TOKEN_LOG_REQUESTS`] LLM generation requests (OpenAI, Triton

@@ -2,10 +2,18 @@
 //!
 //! A request to a sequence model carries `sequence_id` (non-zero number or non-empty string),
 //! `sequence_start` on the first request of a sequence and `sequence_end` on the last. The
-//! table below holds every live sequence's state; we refuse what Triton's Oldest/Direct
-//! strategies would mishandle silently, so client bugs show up as errors in tests:
-//! no id, a first request without START, START on an id that is still live, and a request
-//! for an id that is not live (never started, or already ended).
+//! table below holds every live sequence's state, and the rules and error texts are those of
+//! Triton 2.51's sequence batcher (checked against the real server):
+//! - no id, or id 0 / "": refused, "must specify a non-zero or non-empty correlation ID";
+//! - a request without START for an id that is not live (never started, or already ended,
+//!   which is what a step overtaking its predecessor looks like): refused, "must specify
+//!   the START flag on the first request of the sequence";
+//! - START on an id that is still live: accepted; the old sequence ends early and a new one
+//!   starts (Triton logs the conflict as a warning), counted in `restarted`.
+//!
+//! Refusals are Triton's INVALID_ARG: HTTP 400, gRPC INVALID_ARGUMENT. Every request the
+//! table checks is logged in arrival order (`arrivals`), refused ones too, so tests can check
+//! the order a client's steps reached the server in.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,7 +32,7 @@ impl std::fmt::Display for SeqId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SeqId::Number(n) => write!(f, "{n}"),
-            SeqId::Text(s) => write!(f, "'{s}'"),
+            SeqId::Text(s) => write!(f, "{s}"),
         }
     }
 }
@@ -85,13 +93,50 @@ impl SeqId {
     }
 }
 
-/// Live sequences of every sequence model, and how many started and ended.
+/// One request the sequence table checked, in arrival order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeqArrival {
+    /// Index of the model (see `models::find_model`).
+    pub model: usize,
+    /// The correlation id (`None`: the request had none).
+    pub id: Option<SeqId>,
+    pub start: bool,
+    pub end: bool,
+    /// The request was accepted.
+    pub ok: bool,
+}
+
+/// Arrivals kept in the log (the oldest are dropped beyond this).
+pub const SEQ_ARRIVALS_KEPT: usize = 1 << 16;
+
+/// Live sequences of every sequence model, how many started and ended, and the last
+/// [`SEQ_ARRIVALS_KEPT`] arrivals.
 #[derive(Debug, Default)]
 pub struct Sequences {
-    /// (model index, id) -> the model's per-sequence state (the running sum).
-    live: Mutex<HashMap<(usize, SeqId), i32>>,
+    state: Mutex<State>,
     started: AtomicU64,
     ended: AtomicU64,
+    restarted: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// (model index, id) -> the model's per-sequence state (the running sum).
+    live: HashMap<(usize, SeqId), i32>,
+    /// Ring of arrivals; `next` is the oldest once it is full.
+    log: Vec<SeqArrival>,
+    next: usize,
+}
+
+impl State {
+    fn record(&mut self, arrival: SeqArrival) {
+        if self.log.len() < SEQ_ARRIVALS_KEPT {
+            self.log.push(arrival);
+        } else {
+            self.log[self.next] = arrival;
+            self.next = (self.next + 1) % SEQ_ARRIVALS_KEPT;
+        }
+    }
 }
 
 impl Sequences {
@@ -103,14 +148,26 @@ impl Sequences {
         )
     }
 
-    /// Sequences currently live.
-    pub fn live(&self) -> usize {
-        self.table().len()
+    /// STARTs that arrived while the id was still live (the old sequence ended early).
+    pub fn restarted(&self) -> u64 {
+        self.restarted.load(Ordering::Relaxed)
     }
 
-    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<(usize, SeqId), i32>> {
+    /// Sequences currently live.
+    pub fn live(&self) -> usize {
+        self.table().live.len()
+    }
+
+    /// The logged arrivals, oldest first.
+    pub fn arrivals(&self) -> Vec<SeqArrival> {
+        let t = self.table();
+        let (newer, older) = t.log.split_at(t.next);
+        older.iter().chain(newer).cloned().collect()
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, State> {
         // A poisoned lock means a panic elsewhere mid-update; the map itself is still valid.
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// One request of the accumulate model: checks the protocol, adds `value` to the running
@@ -121,44 +178,72 @@ impl Sequences {
         ctl: &SeqControl,
         value: i32,
     ) -> Result<i32, String> {
-        let (index, name) = model;
+        let mut table = self.table();
+        let result = Self::step(&mut table, model, ctl, value);
+        let (started, restarted) = match &result {
+            Ok(step) => (step.started, step.restarted),
+            Err(_) => (false, false),
+        };
+        self.started
+            .fetch_add(u64::from(started), Ordering::Relaxed);
+        self.restarted
+            .fetch_add(u64::from(restarted), Ordering::Relaxed);
+        if result.is_ok() && ctl.end {
+            self.ended.fetch_add(1, Ordering::Relaxed);
+        }
+        table.record(SeqArrival {
+            model: model.0,
+            id: ctl.id.clone(),
+            start: ctl.start,
+            end: ctl.end,
+            ok: result.is_ok(),
+        });
+        result.map(|step| step.sum)
+    }
+
+    fn step(
+        table: &mut State,
+        (index, name): (usize, &str),
+        ctl: &SeqControl,
+        value: i32,
+    ) -> Result<Step, String> {
         let Some(id) = ctl.id.clone() else {
             return Err(format!(
                 "inference request to model '{name}' must specify a non-zero or non-empty \
-                 correlation ID (parameter 'sequence_id')"
+                 correlation ID"
             ));
         };
-        let mut table = self.table();
         let key = (index, id);
-        let sum = match (ctl.start, table.get(&key)) {
-            (true, Some(_)) => {
-                return Err(format!(
-                    "sequence {} of model '{name}' is still live: START on an id that has not \
-                     ended (sequence id reused before its END)",
-                    key.1
-                ))
-            }
-            (true, None) => {
-                self.started.fetch_add(1, Ordering::Relaxed);
-                value
-            }
-            (false, Some(&sum)) => sum.wrapping_add(value),
+        let live = table.live.get(&key).copied();
+        let sum = match (ctl.start, live) {
+            (true, _) => value,
+            (false, Some(sum)) => sum.wrapping_add(value),
             (false, None) => {
                 return Err(format!(
-                    "sequence {} of model '{name}' is not live (never started, or already \
-                     ended): the first request of a sequence must set 'sequence_start'",
+                    "inference request for sequence {} to model '{name}' must specify the \
+                     START flag on the first request of the sequence",
                     key.1
                 ))
             }
         };
         if ctl.end {
-            table.remove(&key);
-            self.ended.fetch_add(1, Ordering::Relaxed);
+            table.live.remove(&key);
         } else {
-            table.insert(key, sum);
+            table.live.insert(key, sum);
         }
-        Ok(sum)
+        Ok(Step {
+            sum,
+            started: ctl.start,
+            restarted: ctl.start && live.is_some(),
+        })
     }
+}
+
+/// An accepted request: the new sum, and whether it started (or restarted) a sequence.
+struct Step {
+    sum: i32,
+    started: bool,
+    restarted: bool,
 }
 
 #[cfg(test)]
@@ -199,33 +284,57 @@ mod tests {
     }
 
     #[test]
-    fn protocol_violations() {
+    fn protocol_violations_have_tritons_texts() {
         let s = Sequences::default();
         let m = (0, "acc");
         s.accumulate(m, &ctl(3, true, false), 1).unwrap();
+        let no_start = "must specify the START flag on the first request of the sequence";
         let cases = [
             (
                 ctl(0, true, false),
-                "must specify a non-zero or non-empty correlation ID",
+                "inference request to model 'acc' must specify a non-zero or non-empty \
+                 correlation ID"
+                    .to_string(),
             ),
             (
                 ctl(4, false, false),
-                "sequence 4 of model 'acc' is not live",
-            ),
-            (
-                ctl(3, true, false),
-                "sequence 3 of model 'acc' is still live",
+                format!("inference request for sequence 4 to model 'acc' {no_start}"),
             ),
         ];
         for (c, want) in cases {
-            let err = s.accumulate(m, &c, 1).unwrap_err();
-            assert!(err.contains(want), "{c:?}: {err}");
+            assert_eq!(s.accumulate(m, &c, 1), Err(want), "{c:?}");
         }
         s.accumulate(m, &ctl(3, false, true), 1).unwrap();
+        // After END the id is not live: the next step must START again.
         let err = s.accumulate(m, &ctl(3, false, false), 1).unwrap_err();
-        assert!(err.contains("already ended"), "{err}");
-        // Refused requests change no counter.
+        assert!(err.contains(no_start), "{err}");
+        let text = SeqControl {
+            id: Some(SeqId::Text("abc".into())),
+            ..SeqControl::default()
+        };
+        let err = s.accumulate(m, &text, 1).unwrap_err();
+        assert!(err.contains("for sequence abc to model"), "{err}");
+        // Refused requests change no counter, and every request is logged in order.
         assert_eq!(s.started_ended(), (1, 1));
+        let log = s.arrivals();
+        assert_eq!(log.len(), 6);
+        let oks: Vec<bool> = log.iter().map(|a| a.ok).collect();
+        assert_eq!(oks, [true, false, false, true, false, false]);
+        assert_eq!(log[1].id, None);
+        assert_eq!(log[3].id, Some(SeqId::Number(3)));
+        assert!(log[3].end && !log[3].start);
+    }
+
+    #[test]
+    fn start_on_a_live_id_restarts_the_sequence() {
+        let s = Sequences::default();
+        let m = (0, "acc");
+        assert_eq!(s.accumulate(m, &ctl(5, true, false), 10), Ok(10));
+        assert_eq!(s.accumulate(m, &ctl(5, true, false), 2), Ok(2));
+        assert_eq!(s.accumulate(m, &ctl(5, false, true), 3), Ok(5));
+        assert_eq!(s.started_ended(), (2, 1));
+        assert_eq!(s.restarted(), 1);
+        assert_eq!(s.live(), 0);
     }
 
     #[test]

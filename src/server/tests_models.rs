@@ -67,11 +67,8 @@ fn accumulate_refuses_protocol_violations() {
         (seq(0, true, true), "non-zero or non-empty correlation ID"),
         (
             seq(4, false, false),
-            "sequence 4 of model 'accumulate_int32' is not live",
-        ),
-        (
-            seq(9, true, false),
-            "sequence 9 of model 'accumulate_int32' is still live",
+            "inference request for sequence 4 to model 'accumulate_int32' must specify the \
+             START flag on the first request of the sequence",
         ),
         (
             json!({"sequence_id": 9, "sequence_end": "yes"}),
@@ -85,18 +82,25 @@ fn accumulate_refuses_protocol_violations() {
     }
     assert_eq!(accumulate(&mut c, 1, seq(9, false, true)).status, 200);
     let after_end = accumulate(&mut c, 1, seq(9, false, false));
+    assert_eq!(after_end.status, 400);
     assert!(
-        after_end.error().contains("already ended"),
+        after_end.error().contains("must specify the START flag"),
         "{}",
         after_end.error()
     );
+    // START on a live id restarts it (Triton ends the old sequence early).
+    assert_eq!(accumulate(&mut c, 5, seq(9, true, false)).status, 200);
+    let restarted = accumulate(&mut c, 2, seq(9, true, true));
+    assert_eq!(restarted.status, 200);
+    assert_eq!(restarted.json()["outputs"][0]["data"], json!([2]));
+    assert_eq!(server.sequences_restarted(), 1);
     let counters = server.counters();
     assert_eq!(
         (counters.sequences_started, counters.sequences_ended),
-        (1, 1)
+        (3, 2)
     );
     let acc = counters.model("accumulate_int32").unwrap();
-    assert_eq!((acc.infer_requests, acc.failures), (8, 6));
+    assert_eq!((acc.infer_requests, acc.failures), (9, 5));
 }
 
 #[test]

@@ -65,7 +65,8 @@ fn accumulate_over_grpc() {
             (accumulate(1, None, true, false), "correlation ID"),
             (
                 accumulate(1, id(), false, false),
-                "sequence 42 of model 'accumulate_int32' is not live",
+                "inference request for sequence 42 to model 'accumulate_int32' must specify \
+                 the START flag on the first request of the sequence",
             ),
             (
                 accumulate(1, Some(ParameterChoice::Int64Param(-3)), true, false),
@@ -84,13 +85,12 @@ fn accumulate_over_grpc() {
             assert_eq!(status, code::INVALID_ARGUMENT, "{msg}");
             assert!(msg.contains(want), "{msg}");
         }
+        // START on a live id restarts it, as on Triton.
         let live = accumulate(1, Some(ParameterChoice::Uint64Param(8)), true, false);
         let _: pb::ModelInferResponse = c.unary("ModelInfer", &live).await.unwrap();
-        let (_, msg) = c
-            .unary::<_, pb::ModelInferResponse>("ModelInfer", &live)
-            .await
-            .unwrap_err();
-        assert!(msg.contains("is still live"), "{msg}");
+        let again = accumulate(6, Some(ParameterChoice::Uint64Param(8)), true, false);
+        let r: pb::ModelInferResponse = c.unary("ModelInfer", &again).await.unwrap();
+        assert_eq!(output(&r), 6);
     });
     let counters = server.counters();
     assert_eq!(
@@ -99,8 +99,9 @@ fn accumulate_over_grpc() {
             counters.sequences_ended,
             counters.sequences_live
         ),
-        (3, 2, 1)
+        (4, 2, 1)
     );
+    assert_eq!(server.sequences_restarted(), 1);
     assert_eq!(server.arrivals("accumulate_int32").len(), 11);
 }
 
