@@ -140,7 +140,8 @@ pub struct RunArgs {
     /// Sequence models: ids to use, START[:END] [default: 1: (unbounded)]
     #[arg(long, value_name = "START[:END]", help_heading = LOAD)]
     pub sequence_id_range: Option<String>,
-    /// Sequence models, open loop: at most one request in flight per sequence [default: off]
+    /// Sequence models, open loop: at most one request in flight per sequence (always so:
+    /// accepted for perf_analyzer's command lines)
     #[arg(long, help_heading = LOAD)]
     pub serial_sequences: bool,
     /// Async API: stabilise on throughput only [default: sync]

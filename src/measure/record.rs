@@ -130,9 +130,12 @@ pub fn framed_responses(mut body: &[u8]) -> impl Iterator<Item = (u64, &[u8])> {
 mod tests {
     use super::*;
 
+    /// Nine words: five times, four counters, the sequence slot and id, three flags. A record
+    /// is written per request and kept for the windows of a level, so growth shows up in
+    /// memory at high rates: this fails when a field is added.
     #[test]
-    fn a_record_fills_one_cache_line() {
-        assert_eq!(std::mem::size_of::<RequestRecord>(), 64);
+    fn a_record_is_nine_words() {
+        assert_eq!(std::mem::size_of::<RequestRecord>(), 72);
     }
 
     #[test]
