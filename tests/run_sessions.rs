@@ -88,12 +88,19 @@ fn sent_messages(request: &Value) -> Vec<Value> {
     body["messages"].as_array().unwrap().clone()
 }
 
+/// Each exported response's JSON: the export keeps an event's SSE bytes (`data: {...}` and
+/// its blank line), as perf_analyzer does; `[DONE]` and anything else that is not JSON are
+/// `Null`.
 fn outputs(request: &Value) -> Vec<Value> {
     request["response_outputs"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|o| serde_json::from_str(o["response"].as_str().unwrap()).unwrap_or(Value::Null))
+        .map(|o| {
+            let raw = o["response"].as_str().unwrap();
+            let json = raw.trim().strip_prefix("data:").unwrap_or(raw).trim();
+            serde_json::from_str(json).unwrap_or(Value::Null)
+        })
         .collect()
 }
 
@@ -232,7 +239,8 @@ fn streamed_replies_are_joined_from_their_deltas() {
             .last()
             .unwrap()
             .clone();
-        assert_eq!(last, json!({"response": ""}));
+        // The [DONE] event's bytes, as perf_analyzer exports them.
+        assert_eq!(last, json!({"response": "data: [DONE]\n\n"}));
     }
 }
 

@@ -206,13 +206,18 @@ impl CapiPool {
     fn begin(&mut self, cx: &mut Cx<'_>) {
         let chain = cx.feed.chainable();
         self.chaining = Some(chain);
-        self.feed_slots(cx);
         if !chain {
+            self.feed_slots(cx);
             return;
         }
-        let budget = cx.feed.take_budget();
-        self.notifier.set_chain(true, budget);
+        // Chains are on before the first sends: a request that completes while the other
+        // slots are still being started goes on by itself instead of parking, so every slot
+        // has its chain from the start (a parked slot would wait for the worker's next
+        // wake-up while the others spend the budget).
+        let rest = cx.feed.share_budget(self.free.len() as u64);
+        self.notifier.set_chain(true, rest);
         self.chain_on = true;
+        self.feed_slots(cx);
         match DeadlineTimer::new(cx.registry, Token(TICK)) {
             Ok(t) => {
                 let _ = t.arm(TICK_EVERY);

@@ -333,10 +333,14 @@ impl Feed {
             && self.stride == 1
     }
 
-    /// Hands the rest of the request budget to the caller (`None`: no budget); the feed
-    /// itself then starts nothing more.
-    pub fn take_budget(&mut self) -> Option<u64> {
-        self.budget.as_mut().map(std::mem::take)
+    /// Keeps at most `keep` requests of the budget for the feed's own next sends and hands
+    /// the rest to the caller (`None`: no budget).
+    pub fn share_budget(&mut self, keep: u64) -> Option<u64> {
+        self.budget.as_mut().map(|b| {
+            let rest = b.saturating_sub(keep);
+            *b -= rest;
+            rest
+        })
     }
 
     /// No request may start any more (budget spent, stopped, or a one-shot schedule used up).
