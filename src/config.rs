@@ -71,7 +71,8 @@ pub struct SequenceSettings {
     /// First sequence id, and the number of ids to cycle through.
     pub id_start: u64,
     pub id_range: Option<u64>,
-    /// Open loop: at most one request in flight per sequence.
+    /// `--serial-sequences`: accepted for perf_analyzer's command lines; every mode keeps at
+    /// most one request in flight per sequence, so nothing reads it.
     pub serial: bool,
 }
 

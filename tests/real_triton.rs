@@ -3,7 +3,7 @@
 //! `../shared/bench/setup-triton.sh` writes.
 //!
 //! It runs when `INFERPERF_TRITON_DIR` names that script's directory (the one holding
-//! `env.sh`), e.g. `INFERPERF_TRITON_DIR=/tmp/triton cargo test --release --test real_triton`;
+//! `env.sh`), e.g. `INFERPERF_TRITON_DIR=DIR cargo test --release --test real_triton`;
 //! otherwise it prints one line saying it skipped. With `INFERPERF_PERF_ANALYZER` naming the
 //! real perf_analyzer binary it also compares CSV headers with it, flag set by flag set.
 //!

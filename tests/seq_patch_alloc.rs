@@ -82,10 +82,7 @@ fn patching_and_drawing_fields_do_not_allocate() {
         grpc_template("m", "", &inputs, &outputs, &params, Compression::Gzip).unwrap(),
         grpc_template("m", "", &inputs, &outputs, &params, Compression::Deflate).unwrap(),
     ];
-    let cfg = SeqConfig {
-        serial: true,
-        ..SeqConfig::default()
-    };
+    let cfg = SeqConfig::default();
     for template in &templates {
         let mut seq = Sequences::new(&cfg, 8, &[3, 5]).unwrap();
         let mut out = vec![0u8; template.bytes.len()];

@@ -24,9 +24,6 @@ pub struct SeqConfig {
     pub length_given: bool,
     /// `--sequence-length-variation`, in percent of `length` (±).
     pub variation_pct: f64,
-    /// `--serial-sequences`: accepted for perf_analyzer's sake. Every mode already keeps at
-    /// most one request in flight per sequence, so its steps reach the server in order.
-    pub serial: bool,
     /// Seed of the length, stream and slot draws; the same seed replays the same run.
     pub seed: u64,
 }
@@ -39,7 +36,6 @@ impl Default for SeqConfig {
             length: 20,
             length_given: false,
             variation_pct: 20.0,
-            serial: false,
             seed: 0,
         }
     }

@@ -280,27 +280,22 @@ fn finish_closes_live_slots_with_the_last_step() {
 
 #[test]
 fn pick_slot_deals_round_robin_and_waits_for_a_busy_slot() {
-    for serial in [false, true] {
-        let c = SeqConfig {
-            serial,
-            ..cfg(1, 100, 5, 0.0)
-        };
-        let mut seq = Sequences::new(&c, 4, &[]).unwrap();
-        let mut order = Vec::new();
-        for _ in 0..10 {
-            let slot = seq.pick_slot(&[]).unwrap();
-            seq.advance_deal();
-            order.push(slot);
-        }
-        assert_eq!(order, [0, 1, 2, 3, 0, 1, 2, 3, 0, 1], "serial={serial}");
-        // Slot 2 is next; while it is busy the deal holds (no other slot is picked) and
-        // picking does not move it on.
-        let busy = [false, false, true, false];
-        assert_eq!(seq.pick_slot(&busy), None);
-        assert_eq!(seq.pick_slot(&busy), None);
-        assert_eq!(seq.pick_slot(&[false, true, false, true]), Some(2));
-        assert_eq!(seq.pick_slot(&[true; 4]), None);
+    let c = cfg(1, 100, 5, 0.0);
+    let mut seq = Sequences::new(&c, 4, &[]).unwrap();
+    let mut order = Vec::new();
+    for _ in 0..10 {
+        let slot = seq.pick_slot(&[]).unwrap();
+        seq.advance_deal();
+        order.push(slot);
     }
+    assert_eq!(order, [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]);
+    // Slot 2 is next; while it is busy the deal holds (no other slot is picked) and
+    // picking does not move it on.
+    let busy = [false, false, true, false];
+    assert_eq!(seq.pick_slot(&busy), None);
+    assert_eq!(seq.pick_slot(&busy), None);
+    assert_eq!(seq.pick_slot(&[false, true, false, true]), Some(2));
+    assert_eq!(seq.pick_slot(&[true; 4]), None);
     let empty = Sequences::new(&cfg(1, 100, 5, 0.0), 0, &[]).unwrap();
     assert_eq!(empty.pick_slot(&[]), None);
 }

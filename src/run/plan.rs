@@ -147,7 +147,6 @@ pub(crate) fn seq_plan(
             length: q.length,
             length_given: q.length_given,
             variation_pct: q.variation_pct,
-            serial: q.serial,
             seed: cfg.seed,
         },
         stream_steps: set.stream_steps(),
