@@ -1,30 +1,13 @@
 //! inferperf: a load generator and profiler for inference servers, a drop-in for Triton's
 //! perf_analyzer.
 //!
-//! Data flows one way: `cli` -> `Config` -> `engine` (workers speaking a `protocol`) ->
-//! `measure` (records to statistics) -> `report` (plain data to text). `llm` is the LLM
-//! benchmark (`inferperf profile`) on the same engine.
+//! This package is the `inferperf` command: [`app`] wires the measuring client
+//! (`inferperf-client`, re-exported here whole) and, with the `server` feature, the reference
+//! server (`inferperf-server`, as [`server`]).
+
+pub use inferperf_client::*;
 
 pub mod app;
-pub mod cli;
-pub mod clock;
-pub mod config;
-pub mod engine;
-pub mod error;
-pub mod inputs;
-pub mod llm;
-pub mod measure;
-pub mod mpi;
-pub mod protocol;
-pub mod report;
-pub mod run;
-pub mod server;
-pub mod service;
-pub mod shm;
-pub mod signal;
-pub mod tensor;
-pub mod timerfd;
-pub mod transport;
 
-/// The version string printed by `--version` and written into the profile export.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+#[cfg(feature = "server")]
+pub use inferperf_server as server;

@@ -1,0 +1,512 @@
+//! `inferperf profile`: the LLM benchmark (GenAI-Perf / AIPerf flags and outputs) on the same
+//! engine as the perf_analyzer mode.
+//!
+//! Flow: flags ([`cli`]) → prompts (synthetic of exact token length, or `--input-file`) →
+//! request bodies ([`payload`]) pre-encoded once → per load point: the engine runs them
+//! ([`runner`]), the stored events become [`LlmRequest`]s ([`convert`]), metrics are
+//! computed, printed and written ([`export`], `report::llm`, `report::plot`).
+
+pub mod cli;
+pub mod convert;
+pub mod events;
+pub mod export;
+pub mod input_file;
+pub mod kserve;
+pub mod payload;
+pub mod runner;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::clock::Clock;
+use crate::engine::wire::Wire;
+use crate::engine::EngineSpec;
+use crate::error::{Error, Result};
+use crate::inputs::prompts::PromptGen;
+use crate::inputs::tokenizer::Tokenizer;
+use crate::measure::llm::LlmRequest;
+use cli::{LoadPoint, ProfileConfig};
+use payload::Entry;
+
+/// `inferperf profile ...` (args[0] = "profile"); returns the exit code.
+pub fn profile_main(args: Vec<OsString>) -> i32 {
+    let cfg = match cli::parse(args) {
+        Ok(Ok(cfg)) => cfg,
+        Ok(Err(text)) => {
+            print!("{text}");
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return e.exit_code();
+        }
+    };
+    crate::signal::install();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match run(&cfg, &mut out) {
+        Ok(_) => 0,
+        Err(e) => {
+            let _ = out.flush();
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+/// What a finished point produced (for tests and callers that want the numbers).
+#[derive(Debug)]
+pub struct PointOutcome {
+    pub point: LoadPoint,
+    pub dir: PathBuf,
+    pub requests: Vec<LlmRequest>,
+}
+
+/// Runs every load point of `cfg`, printing each point's table to `out`.
+pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>> {
+    let tokenizer = Tokenizer::load(&cfg.args.tokenizer)?;
+    let entries = prepare_entries(cfg, &tokenizer)?;
+    let models = payload::pick_models(cfg, entries.len());
+    let bodies: Vec<Value> = entries
+        .iter()
+        .zip(&models)
+        .map(|(e, m)| payload::body(cfg, &cfg.models[*m as usize], e))
+        .collect();
+    let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
+    let grpc = cfg.endpoint_type == cli::EndpointType::Kserve;
+    let requests = encode_requests(cfg, &entries, &models, &payloads)?;
+    let spec = engine_spec(cfg, requests, grpc)?;
+    let goodput = crate::measure::llm::goodput::parse(&cfg.args.goodput)?;
+    let mut outcomes = Vec::new();
+    for &point in &cfg.points {
+        let run = runner::run_point(&spec, cfg, point)?;
+        let count = |t: &str| tokenizer.count(t) as u64;
+        let chunk_counts = ChunkCounts::default();
+        let count_chunk = |t: &str| chunk_counts.get(t, |t| tokenizer.count_chunk(t) as u64);
+        let cx = convert::Context {
+            entries: &entries,
+            models: &models,
+            count: &count,
+            count_chunk: &count_chunk,
+            server_counts: cfg.args.use_server_token_count,
+            needs_done: matches!(
+                cfg.endpoint_type,
+                cli::EndpointType::Chat | cli::EndpointType::Completions
+            ),
+            grpc,
+        };
+        let requests = convert::convert(&run, &cx);
+        let dir = point_dir(cfg, point);
+        let opts = crate::measure::llm::MetricOptions {
+            goodput: goodput.clone(),
+        };
+        let metrics = crate::measure::llm::compute(&requests, &opts);
+        let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
+        let _ = out.write_all(table.as_bytes());
+        let _ = out.write_all(overhead_line(&run, &requests).as_bytes());
+        if cfg.args.streaming {
+            let _ = out.write_all(shared_reads_line(&requests).as_bytes());
+        }
+        write_point(
+            cfg, point, &dir, &run, &payloads, &bodies, &requests, &metrics,
+        )?;
+        let _ = writeln!(out, "Results in {}", dir.display());
+        if !requests.is_empty() && requests.iter().all(|r| !r.ok()) {
+            let first = requests[0]
+                .error
+                .as_ref()
+                .map_or("", |e| e.message.as_str());
+            return Err(Error::generic(format!(
+                "every request at {} failed; the first: {first}",
+                point.label()
+            )));
+        }
+        let interrupted = run.interrupted;
+        outcomes.push(PointOutcome {
+            point,
+            dir,
+            requests,
+        });
+        if interrupted {
+            break;
+        }
+    }
+    Ok(outcomes)
+}
+
+/// The engine's view of a profile run: every request kept (bodies hold the stream), failures
+/// counted without stopping the run.
+fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Result<EngineSpec> {
+    let wire = if grpc {
+        kserve::wire(&cfg.address, &cfg.headers)
+    } else {
+        Wire::Http1
+    };
+    Ok(EngineSpec {
+        addr: crate::run::setup::resolve(&cfg.address)?,
+        requests: Arc::new(requests),
+        keep_bodies: true,
+        keep_going: true,
+        pin: true,
+        max_workers: cfg
+            .args
+            .max_workers
+            .unwrap_or_else(|| crate::engine::available_cores().len().max(1)),
+        clock: Clock::new(),
+        tls: None,
+        wire,
+        sequences: None,
+        slots: None,
+        // Reads are timed by the kernel's receive stamps; streams may gather between reads.
+        read_batch: Some({
+            let batch = if cfg.args.streaming {
+                cfg.args.read_batch_us
+            } else {
+                0
+            };
+            std::time::Duration::from_micros(batch)
+        }),
+    })
+}
+
+/// The client's own cost: load-worker CPU per output token and per chunk (llm.md §10.2).
+fn overhead_line(run: &runner::PointRun, requests: &[LlmRequest]) -> String {
+    let tokens: u64 = requests.iter().map(|r| r.osl).sum();
+    let chunks: usize = requests.iter().map(|r| r.chunks.len()).sum();
+    let cpu_s = run.worker_cpu_ns as f64 / 1e9;
+    let per = |n: f64| {
+        if n > 0.0 {
+            format!("{:.2}", run.worker_cpu_ns as f64 / 1e3 / n)
+        } else {
+            "n/a".into()
+        }
+    };
+    format!(
+        "Client load-worker CPU: {cpu_s:.3} s ({} us per output token, {} us per chunk, {} us per request)\n",
+        per(tokens as f64),
+        per(chunks as f64),
+        per(requests.len() as f64)
+    )
+}
+
+/// How finely the chunks were timed: a chunk that arrived in the same read as the next
+/// chunk of its stream carries that read's arrival time, so its own may have been earlier
+/// (the server wrote both at once, or the client read too late to tell them apart).
+fn shared_reads_line(requests: &[LlmRequest]) -> String {
+    let (shared, total) = shared_reads(requests);
+    if total == 0 {
+        return String::new();
+    }
+    format!(
+        "Chunks timed by a shared read: {shared} of {total} ({:.1} %) arrived in the same read as the next chunk of their stream and carry its time\n",
+        shared as f64 * 100.0 / total as f64
+    )
+}
+
+/// Chunks whose arrival time equals the next chunk's of the same request, and all chunks.
+pub fn shared_reads(requests: &[LlmRequest]) -> (usize, usize) {
+    let shared = requests
+        .iter()
+        .flat_map(|r| r.chunks.windows(2))
+        .filter(|w| w[0].arrival_ns == w[1].arrival_ns)
+        .count();
+    (shared, requests.iter().map(|r| r.chunks.len()).sum())
+}
+
+/// Which rows the tables show.
+fn report_options(cfg: &ProfileConfig) -> crate::report::llm::ReportOptions {
+    use crate::report::llm::ReportKind;
+    crate::report::llm::ReportOptions {
+        kind: match cfg.endpoint_type {
+            cli::EndpointType::Embeddings => ReportKind::Embeddings,
+            cli::EndpointType::Rankings => ReportKind::Rankings,
+            _ => ReportKind::Llm,
+        },
+        streaming: cfg.args.streaming,
+    }
+}
+
+/// Every request's bytes, pre-encoded once: HTTP/1.1 POSTs of the JSON bodies, or gRPC
+/// `ModelInferRequest` messages for kserve.
+fn encode_requests(
+    cfg: &ProfileConfig,
+    entries: &[Entry],
+    models: &[u32],
+    payloads: &[String],
+) -> Result<Vec<Vec<u8>>> {
+    let model = |m: u32| cfg.models[m as usize].as_str();
+    if cfg.endpoint_type == cli::EndpointType::Kserve {
+        return entries
+            .iter()
+            .zip(models)
+            .map(|(e, m)| kserve::encode(model(*m), e, cfg.args.streaming))
+            .collect();
+    }
+    Ok(payloads
+        .iter()
+        .zip(models)
+        .map(|(p, m)| {
+            let path = endpoint_for(cfg, model(*m));
+            crate::service::openai::encode_request(&cfg.address, &path, &cfg.headers, p.as_bytes())
+        })
+        .collect())
+}
+
+/// The request path for `model` (Triton generate paths carry the model name).
+fn endpoint_for(cfg: &ProfileConfig, model: &str) -> String {
+    match (&cfg.args.endpoint, cfg.endpoint_type) {
+        (None, cli::EndpointType::Generate) => {
+            let kind = if cfg.args.streaming {
+                "generate_stream"
+            } else {
+                "generate"
+            };
+            format!("v2/models/{model}/{kind}")
+        }
+        _ => cfg.endpoint.clone(),
+    }
+}
+
+/// The prompts: from `--input-file` (ISL counted by our tokenizer), else synthetic prompts
+/// of exact token length.
+fn prepare_entries(cfg: &ProfileConfig, tok: &Tokenizer) -> Result<Vec<Entry>> {
+    let args = &cfg.args;
+    let mut gen = PromptGen::new(tok.clone(), args.random_seed);
+    if let Some(path) = &args.input_file {
+        let mut entries = input_file::read(path)?;
+        for e in &mut entries {
+            e.isl = tok.count(&e.text) as u64;
+            if e.osl.is_none() {
+                e.osl = requested_osl(cfg, &mut gen);
+            }
+        }
+        return Ok(entries);
+    }
+    let mut mismatches = 0;
+    let mut entries = Vec::with_capacity(args.num_prompts as usize);
+    for _ in 0..args.num_prompts {
+        let len = gen.sample_len(
+            args.synthetic_input_tokens_mean as f64,
+            args.synthetic_input_tokens_stddev,
+        );
+        let p = gen.prompt(len);
+        mismatches += usize::from(p.mismatch);
+        let osl = requested_osl(cfg, &mut gen);
+        entries.push(Entry {
+            text: p.text,
+            isl: p.tokens as u64,
+            osl,
+            payload: None,
+        });
+    }
+    if mismatches > 0 {
+        eprintln!(
+            "warning: {mismatches} of {} synthetic prompts could not be made exactly the \
+             requested length; their true length is used as ISL",
+            args.num_prompts
+        );
+    }
+    Ok(entries)
+}
+
+fn requested_osl(cfg: &ProfileConfig, gen: &mut PromptGen) -> Option<u64> {
+    let mean = cfg.args.output_tokens_mean?;
+    Some(gen.sample_len(mean as f64, cfg.args.output_tokens_stddev) as u64)
+}
+
+/// `artifacts/<model>-<service kind>-<endpoint type>-<mode><value>`, as GenAI-Perf names it.
+fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
+    let model = cfg.models.join("_").replace(['/', '\\'], "_");
+    let kind = if cfg.endpoint_type == cli::EndpointType::Kserve {
+        "triton"
+    } else {
+        "openai"
+    };
+    cfg.args.artifact_dir.join(format!(
+        "{model}-{kind}-{}-{}",
+        cfg.endpoint_type.name(),
+        point.label()
+    ))
+}
+
+/// The effective settings, written into the summary JSON (no headers: they may hold keys).
+fn input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
+    let a = &cfg.args;
+    json!({
+        "model": cfg.models,
+        "endpoint_type": cfg.endpoint_type.name(),
+        "endpoint": cfg.endpoint,
+        "url": cfg.address,
+        "streaming": a.streaming,
+        "load": point.label(),
+        "request_count": a.request_count,
+        "warmup_request_count": a.warmup_request_count,
+        "benchmark_duration": a.benchmark_duration,
+        "synthetic_input_tokens_mean": a.synthetic_input_tokens_mean,
+        "synthetic_input_tokens_stddev": a.synthetic_input_tokens_stddev,
+        "output_tokens_mean": a.output_tokens_mean,
+        "output_tokens_stddev": a.output_tokens_stddev,
+        "num_prompts": a.num_prompts,
+        "random_seed": a.random_seed,
+        "tokenizer": a.tokenizer,
+        "use_server_token_count": a.use_server_token_count,
+        "goodput": a.goodput,
+        "extra_inputs": cfg.extra.iter().map(|(k, v)| json!({k: v})).collect::<Vec<_>>(),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_point(
+    cfg: &ProfileConfig,
+    point: LoadPoint,
+    dir: &Path,
+    run: &runner::PointRun,
+    payloads: &[String],
+    bodies: &[Value],
+    requests: &[LlmRequest],
+    metrics: &crate::measure::llm::LlmMetrics,
+) -> Result<()> {
+    let io =
+        |e: std::io::Error, p: &Path| Error::generic(format!("cannot write {}: {e}", p.display()));
+    std::fs::create_dir_all(dir).map_err(|e| io(e, dir))?;
+    let kind = if cfg.endpoint_type == cli::EndpointType::Kserve {
+        "triton"
+    } else {
+        "openai"
+    };
+    let names = export::ExportNames::from_export_file(&cfg.args.profile_export_file);
+    let files: Vec<(String, String)> = vec![
+        ("inputs.json".into(), export::inputs_json(bodies)),
+        (
+            cfg.args.profile_export_file.clone(),
+            export::profile_export(run, point, payloads, kind, &cfg.endpoint),
+        ),
+        (
+            names.genai_perf_json,
+            crate::report::llm::genai_perf::json(metrics, &input_config(cfg, point)),
+        ),
+        (
+            names.genai_perf_csv,
+            crate::report::llm::genai_perf::csv(metrics, &report_options(cfg)),
+        ),
+        (
+            names.records_jsonl,
+            crate::report::llm::jsonl::records(requests),
+        ),
+    ];
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| io(e, &path))?;
+    }
+    if cfg.args.generate_plots {
+        let plots = dir.join("plots");
+        std::fs::create_dir_all(&plots).map_err(|e| io(e, &plots))?;
+        crate::report::plot::write_run_plots_named(
+            requests,
+            &cfg.models,
+            &plots,
+            crate::report::plot::PLOT_SIZE,
+        )?;
+    }
+    Ok(())
+}
+
+/// Fuzz entry for everything `profile` decodes from a server or a file: a whole JSON
+/// response, framed SSE events, Triton `ModelStreamInferResponse` messages, and `--input-file`
+/// JSONL. Any bytes give results or errors, never a panic.
+/// Token counts of chunk texts already seen: streamed chunks are mostly single words that
+/// recur thousands of times, and a hash lookup is far cheaper than a BPE pass.
+#[derive(Default)]
+struct ChunkCounts(std::cell::RefCell<std::collections::HashMap<String, u64>>);
+
+/// Distinct chunk texts remembered at most (a run of unique chunks must not grow memory).
+const CHUNK_COUNTS_KEPT: usize = 1 << 16;
+
+impl ChunkCounts {
+    fn get(&self, text: &str, count: impl Fn(&str) -> u64) -> u64 {
+        if let Some(&n) = self.0.borrow().get(text) {
+            return n;
+        }
+        let n = count(text);
+        let mut seen = self.0.borrow_mut();
+        if seen.len() < CHUNK_COUNTS_KEPT {
+            seen.insert(text.to_string(), n);
+        }
+        n
+    }
+}
+
+pub fn fuzz_llm_responses(data: &[u8]) {
+    use crate::measure::record::framed_responses;
+    let whole = events::parse_whole(1, data);
+    let _ = whole.text();
+    let streamed = events::parse_events(framed_responses(data));
+    let _ = streamed.text();
+    // The typed fast path must read every message as the general `Value` path does.
+    let general = events::parse_events_general(framed_responses(data));
+    assert_eq!(streamed, general, "typed and general SSE parsing disagree");
+    let _ = kserve::parse_responses(framed_responses(data));
+    let _ = input_file::parse(&String::from_utf8_lossy(data));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_counts_are_remembered_and_bounded() {
+        let calls = std::cell::Cell::new(0);
+        let counts = ChunkCounts::default();
+        let count = |t: &str| {
+            calls.set(calls.get() + 1);
+            t.len() as u64
+        };
+        assert_eq!(counts.get(" word", count), 5);
+        assert_eq!(counts.get(" word", count), 5);
+        assert_eq!(counts.get("x", count), 1);
+        assert_eq!(calls.get(), 2, "the repeated chunk was counted once");
+        for i in 0..CHUNK_COUNTS_KEPT + 10 {
+            counts.get(&i.to_string(), |_| 0);
+        }
+        assert_eq!(counts.0.borrow().len(), CHUNK_COUNTS_KEPT);
+    }
+
+    #[test]
+    fn chunks_sharing_a_read_are_counted_per_stream() {
+        use crate::measure::llm::Chunk;
+        let request = |times: &[u64]| LlmRequest {
+            chunks: times
+                .iter()
+                .map(|&arrival_ns| Chunk {
+                    arrival_ns,
+                    tokens: 1,
+                })
+                .collect(),
+            ..LlmRequest::default()
+        };
+        // Two requests read at the same instant do not share a read with each other.
+        let requests = [request(&[10, 10, 10, 20]), request(&[20, 30])];
+        assert_eq!(shared_reads(&requests), (2, 6));
+        let line = shared_reads_line(&requests);
+        assert!(line.contains("2 of 6 (33.3 %)"), "{line}");
+        assert_eq!(shared_reads_line(&[request(&[])]), "");
+    }
+
+    /// The README's metric definitions are the ones `--help-metrics` prints, kept in sync.
+    #[test]
+    fn readme_has_the_metric_definitions() {
+        let readme = include_str!("../../../../README.md");
+        let table = crate::measure::llm::definitions::definitions_markdown();
+        if std::env::var_os("INFERPERF_PRINT_DEFINITIONS").is_some() {
+            println!("{table}");
+        }
+        assert!(
+            readme.contains(table.trim()),
+            "README.md lacks the current table:\n{table}"
+        );
+    }
+}

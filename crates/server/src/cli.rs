@@ -1,0 +1,505 @@
+//! `inferperf serve`: flags, the startup line, and running until a signal or `--duration`.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+
+use super::{model_names, parse_delay, parse_delay_value, start, ServeConfig, TlsFiles};
+use super::{ControlMode, Delay, OpenAiConfig, DEFAULT_OPENAI_MODEL};
+use inferperf_client::error::{Error, Result};
+
+/// How often the main thread checks for a stop signal or the end of `--duration`.
+const STOP_CHECK: Duration = Duration::from_millis(100);
+/// Triton's gRPC port.
+const DEFAULT_GRPC_PORT: u16 = 8001;
+
+/// Run the reference KServe v2 (Triton-compatible) HTTP and gRPC server with models simple,
+/// identity_fp32, identity_bytes, identity_int32, repeat_int32 (decoupled, gRPC stream only),
+/// accumulate_int32 (sequence model: running sum per sequence id) and ensemble_simple
+/// (simple, then identity_int32).
+#[derive(Parser, Debug)]
+#[command(name = "inferperf serve", version)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// HTTP port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// gRPC port to listen on, on the same host (0 picks a free one) [default: 8001, or 0
+    /// when --port is 0].
+    #[arg(long, value_name = "N")]
+    grpc_port: Option<u16>,
+    /// Do not serve gRPC.
+    #[arg(long)]
+    no_grpc: bool,
+    /// Serve TLS only, on both ports, with this PEM certificate chain (needs --tls-key).
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this PEM CA (needs --tls-cert and --tls-key).
+    #[arg(long, value_name = "FILE")]
+    tls_client_ca: Option<PathBuf>,
+    /// Server threads, each with its own event loop.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    threads: usize,
+    /// Pin server threads to these cores (round-robin).
+    #[arg(long, value_delimiter = ',', value_name = "CORE[,CORE]")]
+    pin: Vec<usize>,
+    /// Add a compute delay to a model: MODEL=2ms or MODEL=500us..3ms (uniform). Repeatable.
+    #[arg(long = "delay", value_name = "MODEL=SPEC")]
+    delays: Vec<String>,
+    /// Run MODEL's executions one at a time per server thread (a single model instance):
+    /// requests queue behind each other's delay, so latency grows with concurrency. Repeatable.
+    #[arg(long = "serial", value_name = "MODEL")]
+    serial: Vec<String>,
+    /// Model name of the OpenAI-compatible endpoints (/v1/models, /v1/chat/completions,
+    /// /v1/completions, /v1/embeddings).
+    #[arg(long, default_value = DEFAULT_OPENAI_MODEL, value_name = "NAME")]
+    openai_model: String,
+    /// OpenAI time to first token: 50ms, or 20ms..80ms (uniform) [default: 0ms].
+    #[arg(long, value_name = "SPEC")]
+    openai_ttft: Option<String>,
+    /// OpenAI gap between stream chunks: 5ms, or 2ms..8ms (uniform) [default: 0ms].
+    #[arg(long, value_name = "SPEC")]
+    openai_itl: Option<String>,
+    /// OpenAI tokens per stream chunk.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    openai_tokens_per_chunk: u32,
+    /// Put a stream's usage on its last content chunk instead of a final usage-only chunk.
+    #[arg(long)]
+    openai_usage_on_last: bool,
+    /// Stop after this many seconds (default: run until Ctrl-C/SIGTERM).
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Triton's model control mode: `none` loads every model and refuses load/unload
+    /// requests; `explicit` loads only --load-model models and lets clients load and unload
+    /// them (the model repository API).
+    #[arg(long, default_value = "none", value_parser = ["none", "explicit"], value_name = "MODE")]
+    model_control_mode: String,
+    /// With --model-control-mode explicit: a model to load at start (`*` = all). Repeatable.
+    #[arg(long = "load-model", value_name = "MODEL")]
+    load_model: Vec<String>,
+}
+
+/// What the command line asks for.
+#[derive(Debug, PartialEq)]
+enum Parsed {
+    /// `--help` / `--version` text to print on stdout.
+    Info(String),
+    Run(Box<ServeConfig>, Option<Duration>),
+}
+
+/// Drops the program name and the `serve` word, however the caller passed them.
+fn flag_args(args: Vec<OsString>) -> Vec<OsString> {
+    let mut rest = args.into_iter().peekable();
+    if rest
+        .peek()
+        .is_some_and(|a| !a.to_string_lossy().starts_with('-'))
+    {
+        rest.next();
+    }
+    if rest.peek().is_some_and(|a| a == "serve") {
+        rest.next();
+    }
+    rest.collect()
+}
+
+fn parse(args: Vec<OsString>) -> Result<Parsed> {
+    let argv = std::iter::once(OsString::from("inferperf serve")).chain(flag_args(args));
+    let flags = match ServeArgs::try_parse_from(argv) {
+        Ok(flags) => flags,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                return Ok(Parsed::Info(e.to_string()));
+            }
+            let text = e.to_string();
+            let line = text.lines().next().unwrap_or("invalid arguments");
+            return Err(Error::usage(line.trim_start_matches("error: ").to_string()));
+        }
+    };
+    let addr: SocketAddr = (flags.host.as_str(), flags.port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or_else(|| Error::usage(format!("--host '{}': cannot resolve", flags.host)))?;
+    let duration = match flags.duration {
+        None => None,
+        Some(secs) => Some(
+            Duration::try_from_secs_f64(secs)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| {
+                    Error::usage(format!(
+                        "--duration {secs}: expected a positive number of seconds"
+                    ))
+                })?,
+        ),
+    };
+    let delays = flags
+        .delays
+        .iter()
+        .map(|d| parse_delay(d))
+        .collect::<Result<Vec<_>>>()?;
+    let tls = tls_files(
+        flags.tls_cert.clone(),
+        flags.tls_key.clone(),
+        flags.tls_client_ca.clone(),
+    )?;
+    // `--port 0` asks for free ports: the gRPC port follows unless given, so two such servers
+    // never collide on the fixed default.
+    let grpc_port = flags.grpc_port.unwrap_or(if flags.port == 0 {
+        0
+    } else {
+        DEFAULT_GRPC_PORT
+    });
+    let grpc_addr = (!flags.no_grpc).then(|| SocketAddr::new(addr.ip(), grpc_port));
+    let pace = |flag: &str, value: &Option<String>| match value {
+        Some(v) => parse_delay_value(flag, v),
+        None => Ok(Delay::Fixed(Duration::ZERO)),
+    };
+    let openai = OpenAiConfig {
+        model: flags.openai_model,
+        ttft: pace("--openai-ttft", &flags.openai_ttft)?,
+        itl: pace("--openai-itl", &flags.openai_itl)?,
+        tokens_per_chunk: flags.openai_tokens_per_chunk,
+        usage_on_last: flags.openai_usage_on_last,
+    };
+    let control_mode = ControlMode::parse(&flags.model_control_mode).unwrap_or_default();
+    if control_mode != ControlMode::Explicit && !flags.load_model.is_empty() {
+        return Err(Error::usage(
+            "--load-model needs --model-control-mode explicit (every model is loaded otherwise)",
+        ));
+    }
+    let cfg = ServeConfig {
+        addr,
+        threads: flags.threads,
+        pin_cores: flags.pin,
+        delays,
+        serial: flags.serial,
+        grpc_addr,
+        tls,
+        openai,
+        control_mode,
+        load_models: flags.load_model,
+    };
+    Ok(Parsed::Run(Box::new(cfg), duration))
+}
+
+/// Set from the signal handler; read by the main thread's wait loop.
+static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_signal: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP_REQUESTED.store(true, Ordering::SeqCst);
+}
+
+fn install_stop_handlers() {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction is a valid starting point; the handler only stores to an
+        // atomic, which is async-signal-safe; SA_RESTART keeps the server threads' syscalls
+        // from failing with EINTR more than necessary (they retry anyway).
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_stop_signal as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+fn run(cfg: ServeConfig, duration: Option<Duration>) -> Result<()> {
+    let secure = cfg.tls.is_some();
+    let handle = start(cfg)?;
+    println!("{}", startup_line(&handle.addr, handle.grpc_addr, secure));
+    let _ = std::io::stdout().flush();
+    install_stop_handlers();
+    let started = Instant::now();
+    while !STOP_REQUESTED.load(Ordering::SeqCst) && duration.map_or(true, |d| started.elapsed() < d)
+    {
+        std::thread::sleep(STOP_CHECK);
+    }
+    handle.stop();
+    Ok(())
+}
+
+/// The line naming where the server listens, e.g. `... on http://127.0.0.1:8000 and gRPC
+/// 127.0.0.1:8001 (models: ...)`.
+fn startup_line(http: &SocketAddr, grpc: Option<SocketAddr>, tls: bool) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    let grpc = match grpc {
+        Some(addr) if tls => format!(" and gRPC over TLS {addr}"),
+        Some(addr) => format!(" and gRPC {addr}"),
+        None => String::new(),
+    };
+    format!(
+        "inferperf serve: listening on {scheme}://{http}{grpc} (models: {})",
+        model_names()
+    )
+}
+
+/// `--tls-cert`, `--tls-key` (both or neither) and `--tls-client-ca` (needs both).
+fn tls_files(
+    cert: Option<std::path::PathBuf>,
+    key: Option<std::path::PathBuf>,
+    client_ca: Option<std::path::PathBuf>,
+) -> Result<Option<TlsFiles>> {
+    match (cert, key) {
+        (Some(cert_chain), Some(key)) => Ok(Some(TlsFiles {
+            cert_chain,
+            key,
+            client_ca,
+        })),
+        (None, None) if client_ca.is_some() => Err(Error::usage(
+            "--tls-client-ca needs --tls-cert and --tls-key",
+        )),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(Error::usage("--tls-cert needs --tls-key")),
+        (None, Some(_)) => Err(Error::usage("--tls-key needs --tls-cert")),
+    }
+}
+
+/// `inferperf serve [flags]`. `args` as the process got them (program name and the `serve`
+/// word are skipped if present). Returns the exit code: 0, or 99 with a one-line message.
+pub fn serve_main(args: Vec<OsString>) -> i32 {
+    keep_large_blocks_mapped();
+    let result = parse(args).and_then(|parsed| match parsed {
+        Parsed::Info(text) => {
+            print!("{text}");
+            Ok(())
+        }
+        Parsed::Run(cfg, duration) => run(*cfg, duration),
+    });
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("inferperf serve: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+/// The server allocates tensors of a megabyte and more per request (gRPC messages and their
+/// decoded fields): from the heap they reuse pages already mapped, where a fresh mapping per
+/// block costs a page fault per 4 KiB on every request. So large blocks stay on the heap
+/// (threshold at glibc's maximum) and freed memory is kept for the next request.
+fn keep_large_blocks_mapped() {
+    // SAFETY: mallopt only changes allocator tuning; it runs before any server thread starts.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Delay;
+
+    fn args(line: &str) -> Vec<OsString> {
+        line.split_whitespace().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn parses_flags() {
+        let Parsed::Run(cfg, duration) = parse(args(
+            "inferperf serve --port 0 --threads 2 --pin 0,1 --delay simple=2ms --duration 0.5",
+        ))
+        .unwrap() else {
+            panic!("expected a run")
+        };
+        assert_eq!(cfg.addr.to_string(), "127.0.0.1:0");
+        assert_eq!((cfg.threads, cfg.pin_cores.clone()), (2, vec![0, 1]));
+        assert_eq!(
+            cfg.delays,
+            vec![("simple".to_string(), Delay::Fixed(Duration::from_millis(2)))]
+        );
+        assert_eq!(duration, Some(Duration::from_millis(500)));
+        let Parsed::Run(cfg, duration) = parse(args("serve")).unwrap() else {
+            panic!()
+        };
+        let default_grpc = SocketAddr::from(([127, 0, 0, 1], 8001));
+        assert_eq!(
+            (*cfg, duration),
+            (
+                ServeConfig {
+                    grpc_addr: Some(default_grpc),
+                    ..ServeConfig::default()
+                },
+                None
+            )
+        );
+        let Parsed::Run(cfg, _) = parse(args("--port 9")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(cfg.addr.port(), 9);
+    }
+
+    #[test]
+    fn grpc_and_tls_flags() {
+        let run = |line: &str| match parse(args(line)).unwrap() {
+            Parsed::Run(cfg, duration) => (cfg, duration),
+            Parsed::Info(_) => panic!("{line}"),
+        };
+        let (cfg, duration) = run("inferperf serve --grpc-port 0 --duration 0.5");
+        assert_eq!(cfg.grpc_addr, Some(SocketAddr::from(([127, 0, 0, 1], 0))));
+        assert_eq!(duration, Some(Duration::from_millis(500)));
+        let (cfg, _) = run("serve --host 0.0.0.0 --grpc-port 9001");
+        assert_eq!(cfg.grpc_addr.unwrap().to_string(), "0.0.0.0:9001");
+        assert_eq!(run("serve --port 0").0.grpc_addr.unwrap().port(), 0);
+        assert_eq!(
+            run("serve --port 0 --grpc-port 7")
+                .0
+                .grpc_addr
+                .unwrap()
+                .port(),
+            7
+        );
+        assert_eq!(run("serve --port 9000").0.grpc_addr.unwrap().port(), 8001);
+        assert_eq!(run("serve --no-grpc").0.grpc_addr, None);
+        let (cfg, _) = run("serve --tls-cert c.pem --tls-key k.pem --tls-client-ca ca.pem");
+        assert_eq!(
+            cfg.tls,
+            Some(TlsFiles {
+                cert_chain: "c.pem".into(),
+                key: "k.pem".into(),
+                client_ca: Some("ca.pem".into()),
+            })
+        );
+        for (line, want) in [
+            ("serve --tls-cert c.pem", "--tls-cert needs --tls-key"),
+            ("serve --tls-key k.pem", "--tls-key needs --tls-cert"),
+            ("serve --tls-client-ca a.pem", "--tls-client-ca needs"),
+            ("serve --grpc-port 70000", "--grpc-port"),
+        ] {
+            let err = parse(args(line)).unwrap_err();
+            assert!(err.msg.contains(want), "{line}: {}", err.msg);
+        }
+    }
+
+    #[test]
+    fn openai_flags() {
+        let line = "serve --openai-model llm --openai-ttft 50ms --openai-itl 2ms..8ms \
+                    --openai-tokens-per-chunk 3 --openai-usage-on-last";
+        let Parsed::Run(cfg, _) = parse(args(line)).unwrap() else {
+            panic!()
+        };
+        let ms = Duration::from_millis;
+        let want = OpenAiConfig {
+            model: "llm".into(),
+            ttft: Delay::Fixed(ms(50)),
+            itl: Delay::Uniform(ms(2), ms(8)),
+            tokens_per_chunk: 3,
+            usage_on_last: true,
+        };
+        assert_eq!(cfg.openai, want);
+        let Parsed::Run(cfg, _) = parse(args("serve")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(cfg.openai, OpenAiConfig::default());
+        for (line, want) in [
+            ("serve --openai-ttft 5", "--openai-ttft '5'"),
+            ("serve --openai-itl 3ms..1ms", "--openai-itl '3ms..1ms'"),
+            (
+                "serve --openai-tokens-per-chunk x",
+                "--openai-tokens-per-chunk",
+            ),
+        ] {
+            let err = parse(args(line)).unwrap_err();
+            assert!(err.msg.contains(want), "{line}: {}", err.msg);
+        }
+        let zero = "inferperf serve --port 0 --no-grpc --openai-tokens-per-chunk 0";
+        assert_eq!(serve_main(args(zero)), 99);
+    }
+
+    #[test]
+    fn startup_line_names_both_ports() {
+        let http = SocketAddr::from(([127, 0, 0, 1], 8000));
+        let grpc = Some(SocketAddr::from(([127, 0, 0, 1], 8001)));
+        let line = startup_line(&http, grpc, false);
+        assert!(
+            line.starts_with("inferperf serve: listening on http://127.0.0.1:8000 and gRPC 127.0.0.1:8001 (models: simple"),
+            "{line}"
+        );
+        assert!(
+            startup_line(&http, grpc, true).contains("https://127.0.0.1:8000 and gRPC over TLS")
+        );
+        assert!(!startup_line(&http, None, false).contains("gRPC"));
+    }
+
+    #[test]
+    fn errors_are_one_line_usage() {
+        for line in [
+            "inferperf serve --bogus",
+            "inferperf serve --port x",
+            "inferperf serve --delay simple",
+            "inferperf serve --duration -1",
+            "inferperf serve --host no.such.host.invalid",
+        ] {
+            let err = parse(args(line)).unwrap_err();
+            assert_eq!(err.exit_code(), 99, "{line}");
+            assert!(
+                !err.msg.contains('\n') && !err.msg.is_empty(),
+                "{line}: {:?}",
+                err.msg
+            );
+        }
+        assert_eq!(serve_main(args("inferperf serve --threads 0 --port 0")), 99);
+        let missing = "inferperf serve --port 0 --grpc-port 0 --tls-cert /nonexistent/c.pem \
+                       --tls-key /nonexistent/k.pem --duration 0.1";
+        assert_eq!(serve_main(args(missing)), 99);
+    }
+
+    #[test]
+    fn help_is_real() {
+        let Parsed::Info(text) = parse(args("inferperf serve --help")).unwrap() else {
+            panic!()
+        };
+        for flag in [
+            "--host",
+            "--port",
+            "--threads",
+            "--pin",
+            "--delay",
+            "--duration",
+            "--grpc-port",
+            "--no-grpc",
+            "--tls-cert",
+            "--tls-key",
+            "--tls-client-ca",
+            "--openai-model",
+            "--openai-ttft",
+            "--openai-itl",
+            "--openai-tokens-per-chunk",
+            "--openai-usage-on-last",
+        ] {
+            assert!(text.contains(flag), "{flag} missing from help");
+        }
+    }
+
+    #[test]
+    fn runs_for_duration() {
+        let started = Instant::now();
+        assert_eq!(
+            serve_main(args(
+                "inferperf serve --port 0 --grpc-port 0 --duration 0.2"
+            )),
+            0
+        );
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(200) && took < Duration::from_secs(3),
+            "{took:?}"
+        );
+    }
+}

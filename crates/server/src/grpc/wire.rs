@@ -1,0 +1,326 @@
+//! gRPC over HTTP/2 for the server side: status codes, request-message compression, reading
+//! length-prefixed messages from a request body, and the response head, messages and trailers.
+
+use std::io::Read;
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::{RecvStream, SendStream};
+use http::{HeaderMap, HeaderValue, Response};
+use prost::Message;
+
+use inferperf_client::protocol::grpc::message::{write_message_prefix, MessageReader, MESSAGE_PREFIX_LEN};
+
+/// The gRPC status codes the server answers with.
+pub mod code {
+    pub const OK: u32 = 0;
+    pub const INVALID_ARGUMENT: u32 = 3;
+    pub const NOT_FOUND: u32 = 5;
+    pub const UNIMPLEMENTED: u32 = 12;
+    pub const INTERNAL: u32 = 13;
+    pub const UNAVAILABLE: u32 = 14;
+}
+
+/// Largest request message accepted, compressed or not (bytes); also caps decompression so a
+/// small compressed message cannot expand without bound.
+pub const MAX_MESSAGE: usize = 64 << 20;
+
+/// A failed call: gRPC status code and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub code: u32,
+    pub message: String,
+}
+
+impl Status {
+    pub fn new(code: u32, message: impl Into<String>) -> Status {
+        Status {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Status {
+        Status::new(code::INVALID_ARGUMENT, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Status {
+        Status::new(code::NOT_FOUND, message)
+    }
+}
+
+/// The `grpc-encoding` of a call's request messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Identity,
+    Gzip,
+    /// gRPC's "deflate" is the zlib format (RFC 1950).
+    Deflate,
+}
+
+impl Encoding {
+    /// Reads `grpc-encoding`; an encoding we cannot decode is UNIMPLEMENTED (gRPC's rule).
+    pub fn from_headers(headers: &HeaderMap) -> Result<Encoding, Status> {
+        let Some(value) = headers.get("grpc-encoding") else {
+            return Ok(Encoding::Identity);
+        };
+        match value.to_str().unwrap_or("").trim() {
+            "identity" => Ok(Encoding::Identity),
+            "gzip" => Ok(Encoding::Gzip),
+            "deflate" => Ok(Encoding::Deflate),
+            other => Err(Status::new(
+                code::UNIMPLEMENTED,
+                format!("grpc-encoding '{other}' is not supported (identity, gzip, deflate)"),
+            )),
+        }
+    }
+
+    /// The message bytes after undoing the compression (when the message's flag says so).
+    fn decode(self, compressed: bool, data: &[u8]) -> Result<Vec<u8>, Status> {
+        if !compressed {
+            return Ok(data.to_vec());
+        }
+        let mut out = Vec::new();
+        let limit = MAX_MESSAGE as u64 + 1;
+        let read = match self {
+            Encoding::Identity => {
+                return Err(Status::new(
+                    code::INTERNAL,
+                    "message has the compressed flag set but the call has no grpc-encoding",
+                ))
+            }
+            Encoding::Gzip => flate2::read::GzDecoder::new(data)
+                .take(limit)
+                .read_to_end(&mut out),
+            Encoding::Deflate => flate2::read::ZlibDecoder::new(data)
+                .take(limit)
+                .read_to_end(&mut out),
+        };
+        match read {
+            Err(e) => Err(Status::new(
+                code::INTERNAL,
+                format!("cannot decompress the {self:?} request message: {e}"),
+            )),
+            Ok(n) if n > MAX_MESSAGE => Err(Status::new(
+                code::INTERNAL,
+                format!("decompressed request message exceeds {MAX_MESSAGE} bytes"),
+            )),
+            Ok(_) => Ok(out),
+        }
+    }
+}
+
+/// Reads a call's request messages from its HTTP/2 body.
+pub struct MessageSource {
+    body: RecvStream,
+    reader: MessageReader,
+    encoding: Encoding,
+}
+
+/// What the next read brought.
+pub enum Next<T> {
+    Message(T),
+    /// A message arrived but could not be decompressed or decoded; the stream goes on.
+    Bad(Status),
+    /// The client closed its side between messages.
+    End,
+}
+
+impl MessageSource {
+    pub fn new(body: RecvStream, encoding: Encoding) -> MessageSource {
+        MessageSource {
+            body,
+            reader: MessageReader::with_limit(MAX_MESSAGE),
+            encoding,
+        }
+    }
+
+    /// The next message decoded as `T`. `Err` means the stream itself is broken (framing, a
+    /// reset): no further message can be read.
+    pub async fn next<T: Message + Default>(&mut self) -> Result<Next<T>, Status> {
+        loop {
+            let framing = |e: inferperf_client::protocol::grpc::message::GrpcFramingError| {
+                Status::new(code::INTERNAL, e.to_string())
+            };
+            if let Some(msg) = self.reader.next_message().map_err(framing)? {
+                let parse = |bytes: &[u8]| {
+                    T::decode(bytes).map_err(|e| {
+                        Status::invalid(format!("cannot decode the request message: {e}"))
+                    })
+                };
+                // An uncompressed message decodes straight from the reader's buffer.
+                let decoded = if msg.compressed {
+                    self.encoding
+                        .decode(true, msg.data)
+                        .and_then(|bytes| parse(&bytes))
+                } else {
+                    parse(msg.data)
+                };
+                return Ok(match decoded {
+                    Ok(m) => Next::Message(m),
+                    Err(status) => Next::Bad(status),
+                });
+            }
+            match self.body.data().await {
+                Some(Ok(chunk)) => {
+                    // Give the window back at once: messages are bounded by MAX_MESSAGE.
+                    let _ = self.body.flow_control().release_capacity(chunk.len());
+                    self.reader.push(&chunk).map_err(framing)?;
+                }
+                Some(Err(e)) => {
+                    return Err(Status::new(code::INTERNAL, format!("request stream: {e}")))
+                }
+                None => {
+                    self.reader.finish().map_err(framing)?;
+                    return Ok(Next::End);
+                }
+            }
+        }
+    }
+
+    /// Exactly one request message, as a unary call carries.
+    pub async fn single<T: Message + Default>(&mut self) -> Result<T, Status> {
+        let first = match self.next::<T>().await? {
+            Next::Message(m) => m,
+            Next::Bad(status) => return Err(status),
+            Next::End => return Err(Status::invalid("the call carried no request message")),
+        };
+        match self.next::<T>().await? {
+            Next::End => Ok(first),
+            _ => Err(Status::invalid(
+                "a unary call carried more than one request message",
+            )),
+        }
+    }
+}
+
+/// Percent-encodes a `grpc-message` value: bytes outside printable ASCII, and `%`.
+pub fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for &b in text.as_bytes() {
+        if (0x20..=0x7e).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Starts the response: `:status 200`, `content-type: application/grpc`.
+pub fn start_response(respond: &mut SendResponse<Bytes>) -> Option<SendStream<Bytes>> {
+    let head = Response::builder()
+        .status(200)
+        .header("content-type", "application/grpc")
+        .header("grpc-accept-encoding", "identity,deflate,gzip")
+        .body(())
+        .ok()?;
+    respond.send_response(head, false).ok()
+}
+
+/// Frames one response message (uncompressed) and queues it (h2 buffers what the peer's
+/// window does not take yet).
+pub fn send_message(send: &mut SendStream<Bytes>, msg: &impl Message) -> Result<(), h2::Error> {
+    let len = msg.encoded_len();
+    let mut framed = Vec::with_capacity(MESSAGE_PREFIX_LEN + len);
+    // A message over 4 GiB cannot be framed (outputs mirror inputs of at most 64 MiB, so this
+    // does not happen); reset the stream rather than send a broken one.
+    if write_message_prefix(&mut framed, len, false).is_err() {
+        send.send_reset(h2::Reason::INTERNAL_ERROR);
+        return Err(h2::Reason::INTERNAL_ERROR.into());
+    }
+    // Encoded in place after the prefix: one buffer, one copy of the tensor bytes.
+    if msg.encode(&mut framed).is_err() {
+        send.send_reset(h2::Reason::INTERNAL_ERROR);
+        return Err(h2::Reason::INTERNAL_ERROR.into());
+    }
+    send.send_data(Bytes::from(framed), false)
+}
+
+/// Ends the call with its status in the trailers.
+pub fn send_status(send: &mut SendStream<Bytes>, status: &Status) {
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", HeaderValue::from(status.code));
+    if !status.message.is_empty() {
+        if let Ok(value) = HeaderValue::from_str(&percent_encode(&status.message)) {
+            trailers.insert("grpc-message", value);
+        }
+    }
+    let _ = send.send_trailers(trailers);
+}
+
+/// Answers a unary call: the message and OK, or no message and the error status.
+pub fn answer_unary(respond: &mut SendResponse<Bytes>, result: Result<impl Message, Status>) {
+    let Some(mut send) = start_response(respond) else {
+        return;
+    };
+    match result {
+        Ok(msg) => {
+            if send_message(&mut send, &msg).is_ok() {
+                send_status(&mut send, &Status::new(code::OK, ""));
+            }
+        }
+        Err(status) => send_status(&mut send, &status),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn percent_encoding() {
+        let cases = [
+            ("plain text", "plain text"),
+            ("50% off", "50%25 off"),
+            ("é\n", "%C3%A9%0A"),
+            ("", ""),
+        ];
+        for (text, want) in cases {
+            assert_eq!(percent_encode(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn encodings_from_headers() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(Encoding::from_headers(&headers), Ok(Encoding::Identity));
+        for (value, want) in [
+            ("gzip", Ok(Encoding::Gzip)),
+            ("deflate", Ok(Encoding::Deflate)),
+            ("identity", Ok(Encoding::Identity)),
+        ] {
+            headers.insert("grpc-encoding", HeaderValue::from_static(value));
+            assert_eq!(Encoding::from_headers(&headers), want);
+        }
+        headers.insert("grpc-encoding", HeaderValue::from_static("snappy"));
+        let err = Encoding::from_headers(&headers).unwrap_err();
+        assert_eq!(err.code, code::UNIMPLEMENTED);
+        assert!(err.message.contains("'snappy'"), "{}", err.message);
+    }
+
+    #[test]
+    fn decompression() {
+        let text = b"hello hello hello hello".to_vec();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&text).unwrap();
+        let gz = gz.finish().unwrap();
+        let mut zl = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        zl.write_all(&text).unwrap();
+        let zl = zl.finish().unwrap();
+        assert_eq!(Encoding::Gzip.decode(true, &gz).unwrap(), text);
+        assert_eq!(Encoding::Deflate.decode(true, &zl).unwrap(), text);
+        assert_eq!(Encoding::Gzip.decode(false, &text).unwrap(), text);
+        assert_eq!(
+            Encoding::Identity.decode(true, &text).unwrap_err().code,
+            code::INTERNAL
+        );
+        assert_eq!(
+            Encoding::Gzip.decode(true, b"not gzip").unwrap_err().code,
+            code::INTERNAL
+        );
+        // gzip bytes declared as deflate do not decode either.
+        assert!(Encoding::Deflate.decode(true, &gz).is_err());
+    }
+}

@@ -1,0 +1,257 @@
+//! One server thread: a mio event loop over the listener, its connections and a deadline heap
+//! (armed into a timerfd so sub-millisecond delays are honoured).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token};
+
+use super::conn::{abandon, pump, Conn, Ctx, Timers, READ_BUF};
+use super::models::MODELS;
+use super::openai::OpenAiState;
+use super::request_log::{ArrivalLog, ARRIVALS_KEPT};
+use super::sequence::Sequences;
+use super::stats::Stats;
+use super::trace::Trace;
+use super::Delay;
+use inferperf_client::clock::Clock;
+use inferperf_client::timerfd::DeadlineTimer;
+
+pub const LISTENER: Token = Token(0);
+pub const WAKER: Token = Token(1);
+const TIMER: Token = Token(2);
+const FIRST_CONN: usize = 3;
+
+/// What every server thread shares.
+#[derive(Debug)]
+pub struct Shared {
+    pub stats: Stats,
+    /// Per model (index into `MODELS`): its configured compute delay.
+    pub delays: Vec<Option<Delay>>,
+    /// Per model: executions are serialised (see `ServeConfig::serial`).
+    pub serial: Vec<bool>,
+    pub stop: AtomicBool,
+    /// Live sequences of the sequence models.
+    pub sequences: Sequences,
+    /// Arrival times of infer requests, per model.
+    pub arrivals: ArrivalLog,
+    /// Trace settings received.
+    pub trace: Trace,
+    /// The clock of the arrival times.
+    pub clock: Clock,
+    /// OpenAI endpoint settings and the token send log.
+    pub openai: OpenAiState,
+    /// Registered system shared memory regions.
+    pub shm: super::shm::ShmRegions,
+    /// Which models are loaded (the model repository extension).
+    pub repo: super::repository::Repository,
+}
+
+impl Shared {
+    /// Fresh state for the given per-model delays and serial flags (indexed like `MODELS`).
+    pub fn new(delays: Vec<Option<Delay>>, serial: Vec<bool>) -> Shared {
+        Shared {
+            stats: Stats::new(),
+            delays,
+            serial,
+            stop: AtomicBool::new(false),
+            sequences: Sequences::default(),
+            arrivals: ArrivalLog::new(MODELS.len(), ARRIVALS_KEPT),
+            trace: Trace::default(),
+            clock: Clock::new(),
+            openai: OpenAiState::default(),
+            shm: Default::default(),
+            repo: Default::default(),
+        }
+    }
+
+    /// Logs the arrival of an infer request for model `index` at `at`.
+    pub fn log_arrival(&self, index: usize, at: Instant) {
+        self.arrivals.record(index, self.clock.at_ns(at));
+    }
+}
+
+/// One server thread's state.
+pub struct Worker {
+    poll: Poll,
+    listener: TcpListener,
+    timer: Option<DeadlineTimer>,
+    /// The deadline the timer is armed for, to avoid re-arming it for the same one.
+    armed_for: Option<Instant>,
+    conns: Vec<Option<Conn>>,
+    free_slots: Vec<usize>,
+    next_generation: u64,
+    /// Deadlines of held delayed responses and of lingering closes, earliest first.
+    timers: Timers,
+    shared: Arc<Shared>,
+    body: Vec<u8>,
+    rng: u64,
+    /// Per model: when this thread's single instance is free again (serial models only).
+    busy_until: Vec<Instant>,
+}
+
+impl Worker {
+    /// `poll` must already have the waker registered under [`WAKER`].
+    pub fn new(
+        poll: Poll,
+        mut listener: TcpListener,
+        shared: Arc<Shared>,
+        seed: u64,
+    ) -> io::Result<Worker> {
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        // Without a timerfd, deadlines still fire through the (ms-rounded) poll timeout.
+        let timer = DeadlineTimer::new(poll.registry(), TIMER).ok();
+        Ok(Worker {
+            poll,
+            listener,
+            timer,
+            armed_for: None,
+            conns: Vec::new(),
+            free_slots: Vec::new(),
+            next_generation: 0,
+            timers: BinaryHeap::new(),
+            shared,
+            body: Vec::with_capacity(READ_BUF),
+            rng: seed | 1,
+            busy_until: vec![Instant::now(); super::models::MODELS.len()],
+        })
+    }
+
+    /// Runs until `shared.stop` is set (and the waker fires).
+    pub fn run(mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(256);
+        while !self.shared.stop.load(Ordering::Acquire) {
+            let timeout = self.next_timeout();
+            match self.poll.poll(&mut events, timeout) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept(),
+                    WAKER => {}
+                    TIMER => {
+                        if let Some(t) = &self.timer {
+                            t.drain();
+                        }
+                        self.armed_for = None;
+                    }
+                    Token(t) => {
+                        let slot = t - FIRST_CONN;
+                        if let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) {
+                            conn.read_ready |= event.is_readable() || event.is_read_closed();
+                        }
+                        self.drive(slot);
+                    }
+                }
+            }
+            self.fire_due();
+        }
+        Ok(())
+    }
+
+    /// Poll timeout for the earliest deadline; also arms the timerfd for it.
+    fn next_timeout(&mut self) -> Option<Duration> {
+        let Reverse((deadline, _, _)) = *self.timers.peek()?;
+        let wait = deadline.saturating_duration_since(Instant::now());
+        if wait.is_zero() {
+            return Some(wait);
+        }
+        if self.armed_for != Some(deadline) {
+            if let Some(t) = &self.timer {
+                if t.arm(wait).is_ok() {
+                    self.armed_for = Some(deadline);
+                }
+            }
+        }
+        Some(wait)
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let stream = match self.listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // WouldBlock: all taken (possibly by another thread); other errors (EMFILE, a
+                // peer that reset before accept) leave the listener usable for the next edge.
+                Err(_) => return,
+            };
+            let _ = stream.set_nodelay(true);
+            let slot = self.free_slots.pop().unwrap_or_else(|| {
+                self.conns.push(None);
+                self.conns.len() - 1
+            });
+            let mut conn = Conn::new(stream, self.next_generation);
+            self.next_generation += 1;
+            let interest = Interest::READABLE | Interest::WRITABLE;
+            if self
+                .poll
+                .registry()
+                .register(&mut conn.stream, Token(FIRST_CONN + slot), interest)
+                .is_err()
+            {
+                self.free_slots.push(slot);
+                continue;
+            }
+            self.conns[slot] = Some(conn);
+        }
+    }
+
+    /// Reads, answers and writes on one connection; closes it when done or broken.
+    fn drive(&mut self, slot: usize) {
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        let mut ctx = Ctx {
+            shared: &self.shared,
+            body: &mut self.body,
+            timers: &mut self.timers,
+            rng: &mut self.rng,
+            busy_until: &mut self.busy_until,
+            slot,
+        };
+        if !pump(conn, &mut ctx) {
+            self.close(slot);
+        }
+    }
+
+    fn close(&mut self, slot: usize) {
+        let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        abandon(&mut conn, &self.shared.stats);
+        self.free_slots.push(slot);
+    }
+
+    /// Releases every held response whose deadline has passed and writes it out.
+    fn fire_due(&mut self) {
+        let now = Instant::now();
+        while let Some(&Reverse((deadline, slot, generation))) = self.timers.peek() {
+            if deadline > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+                continue;
+            };
+            if conn.generation != generation {
+                continue;
+            }
+            if conn.lingering.is_some() {
+                // The peer had its time to read our answer; close for good.
+                self.close(slot);
+                continue;
+            }
+            conn.release_held(now, &self.shared, &mut self.timers, slot);
+            self.drive(slot);
+        }
+    }
+}
