@@ -1,5 +1,5 @@
 //! The DATA bytes of one gRPC response stream (length-prefixed messages). The seed corpus is
-//! also run by `tests/fuzz_corpus.rs` on stable.
+//! also run by `tests/it/fuzz_corpus.rs` on stable.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -1,5 +1,5 @@
 //! Bytes a server might send on one HTTP/2 connection (after the preface). The seed corpus is
-//! also run by `tests/fuzz_corpus.rs` on stable.
+//! also run by `tests/it/fuzz_corpus.rs` on stable.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

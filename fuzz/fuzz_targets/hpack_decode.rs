@@ -1,5 +1,5 @@
 //! One HPACK header block as a server might send it, decoded twice on one connection's
-//! decoder and once with a small table. The seed corpus is also run by `tests/fuzz_corpus.rs`
+//! decoder and once with a small table. The seed corpus is also run by `tests/it/fuzz_corpus.rs`
 //! on stable.
 #![no_main]
 

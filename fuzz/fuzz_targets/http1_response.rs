@@ -1,5 +1,5 @@
 //! Bytes a server might send on one HTTP/1.1 connection. The seed corpus is also run by
-//! `tests/fuzz_corpus.rs` on stable.
+//! `tests/it/fuzz_corpus.rs` on stable.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -1,7 +1,7 @@
 //! Bytes of an `--input-data` JSON file, read against a fixed model (every value form),
 //! then batched, and the same bytes as a response body for output validation. Any content
 //! must give data or an error, never a panic. The seed corpus is also run by
-//! `tests/fuzz_corpus.rs` on stable.
+//! `tests/it/fuzz_corpus.rs` on stable.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

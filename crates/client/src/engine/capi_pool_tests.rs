@@ -117,7 +117,7 @@ fn chains_spend_the_budget_exactly_with_the_slots_in_flight() {
         "the stub saw the budget"
     );
     // Never more than the slots. How many overlap depends on how the stand-in's one server
-    // thread and the chains interleave; tests/run_capi.rs checks that a time window keeps
+    // thread and the chains interleave; tests/it/run_capi.rs checks that a time window keeps
     // exactly `-c` in flight.
     let most = rig.counter(b"stub_max_inflight");
     assert!(

@@ -190,7 +190,7 @@ pub fn resolve_shape(meta: &TensorMeta, batched: bool, cfg: &Config) -> Result<V
 }
 
 /// Fuzz entry (`fuzz/fuzz_targets/input_json.rs`, also run on the seed corpus by
-/// `tests/fuzz_corpus.rs`): any file content must give data or an error, never a panic,
+/// `tests/it/fuzz_corpus.rs`): any file content must give data or an error, never a panic,
 /// through parsing, batching and output validation.
 pub fn fuzz_input_json(data: &[u8]) {
     for fixed_schedule in [false, true] {

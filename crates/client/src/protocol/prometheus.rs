@@ -348,7 +348,7 @@ fn parse_value(text: &str) -> Option<f64> {
     text.parse::<f64>().ok()
 }
 
-/// Fuzz entry point (`fuzz/fuzz_targets/prometheus.rs`, replayed by `tests/fuzz_corpus.rs`):
+/// Fuzz entry point (`fuzz/fuzz_targets/prometheus.rs`, replayed by `tests/it/fuzz_corpus.rs`):
 /// parsing must not panic, a strict success must agree with the lossy parse, and every sample
 /// read must have a valid name and unique label names.
 pub fn fuzz_prometheus(data: &[u8]) {

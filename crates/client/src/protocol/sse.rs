@@ -14,7 +14,7 @@
 //! are reused, so steady-state decoding does not allocate.
 //!
 //! ```
-//! use inferperf::protocol::sse::{SseDecoder, SseEvent};
+//! use inferperf_client::protocol::sse::{SseDecoder, SseEvent};
 //! let mut decoder = SseDecoder::new();
 //! let mut seen = Vec::new();
 //! let mut on = |event: SseEvent<'_>| seen.push(format!("{event:?}"));

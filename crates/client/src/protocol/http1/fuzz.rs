@@ -1,4 +1,4 @@
-//! Fuzz entry point for the response parser, shared by `fuzz/` and `tests/fuzz_corpus.rs`.
+//! Fuzz entry point for the response parser, shared by `fuzz/` and `tests/it/fuzz_corpus.rs`.
 
 use super::response::{Limits, ParseError, Progress, ResponseHead, ResponseReader};
 

@@ -4,7 +4,7 @@
 //! Hot-path use, per connection (the engine owns `buf`):
 //!
 //! ```
-//! use inferperf::protocol::http1::{Progress, ResponseReader};
+//! use inferperf_client::protocol::http1::{Progress, ResponseReader};
 //! let mut reader = ResponseReader::new();
 //! let mut buf = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi".to_vec();
 //! if let Progress::Done(head) = reader.advance(&buf).unwrap() {

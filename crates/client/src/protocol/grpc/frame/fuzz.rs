@@ -1,4 +1,4 @@
-//! Fuzz entry point for the frame parser, shared by `fuzz/` and `tests/fuzz_corpus.rs`.
+//! Fuzz entry point for the frame parser, shared by `fuzz/` and `tests/it/fuzz_corpus.rs`.
 
 use super::{
     parse_frame, write_data, write_goaway, write_headers, write_ping, write_ping_ack,

@@ -1,4 +1,4 @@
-//! Fuzz entry point for the session, shared by `fuzz/` and `tests/fuzz_corpus.rs`: server
+//! Fuzz entry point for the session, shared by `fuzz/` and `tests/it/fuzz_corpus.rs`: server
 //! bytes in, checked events and output out.
 
 use super::{ConnError, Event, Session, SessionConfig, StreamEnd};

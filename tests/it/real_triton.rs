@@ -10,7 +10,7 @@
 //! One test starts one tritonserver (bounded by `timeout`) and runs every case against it in
 //! turn, so the server is started once and always stopped.
 
-mod triton;
+use crate::triton;
 
 use serde_json::Value;
 use triton::{csv_header, export, ours, Triton, TritonEnv};

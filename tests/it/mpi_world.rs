@@ -3,7 +3,7 @@
 //! the stand-in libmpi (`tests/mpi_stub/`, needs gcc) and over Open MPI's `mpirun` when it is
 //! installed. Each case is skipped with a message when its tool is missing.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -2,7 +2,7 @@
 //! in-process reference server, which answers with what it received (the profile export
 //! carries those answers), plus the kinds' usage errors (exit 99 naming the flag or field).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! run over the stand-in libmpi that the tests build from C (`tests/mpi_stub/`); the last
 //! test repeats the scale-out run under the real `mpirun` when Open MPI is installed.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,6 +1,6 @@
 //! The `inferperf` binary as users run it: exit codes, one-line errors, `serve`, `demo`.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 

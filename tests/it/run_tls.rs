@@ -1,7 +1,7 @@
 //! End-to-end TLS: the library runs HTTPS and gRPC over TLS against the reference server with
 //! a certificate generated here, and fails clearly on the wrong CA or a plain-text server.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! closed when a level ends; the export names each request's sequence; rate modes deal
 //! sends to the sequences round robin and never let a sequence's steps overtake each other.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! (unary and streaming, decoupled included), and the report must agree with what the
 //! server counted.
 
-mod common;
+use crate::common;
 
 use common::*;
 use inferperf::config::{Compression, ConcurrencyRange, ParamValue, Protocol};

@@ -2,7 +2,7 @@
 //! send times exactly on the grid, the server sees the target rate), and when the client
 //! cannot keep it the report says so and the corrected latency shows the cost.
 
-mod common;
+use crate::common;
 
 use common::*;
 use inferperf::config::{Distribution, LoadMode, RateRange};

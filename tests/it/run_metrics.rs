@@ -3,7 +3,7 @@
 //! and the console block, the verbose CSV columns and the client CPU figure must agree with
 //! what the server would have reported.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

@@ -1,48 +1,17 @@
 //! Proves that patching sequence fields into a request copy and drawing the next sequence
-//! fields allocate nothing: a counting global allocator (counting on this thread only, so
-//! the test harness does not interfere) sees zero allocations across thousands of calls.
+//! fields allocate nothing: the binary's counting allocator (counting on this thread only,
+//! so the test harness does not interfere) sees zero allocations across thousands of calls.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
+use crate::counting;
 use inferperf::config::{Compression, ParamValue, TensorFormat};
 use inferperf::engine::sequence::{SeqConfig, Sequences};
 use inferperf::service::seq_patch::{grpc_template, http_template, SeqTemplate};
 use inferperf::tensor::{DataType, InputTensor};
 
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count() {
-    // `try_with`: the slot may be gone while the thread shuts down.
-    let _ = ALLOCS.try_with(|n| n.set(n.get() + 1));
-}
-
-// SAFETY: forwards to the system allocator; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count();
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count();
-        System.realloc(p, l, n)
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
 fn allocations(f: impl FnOnce()) -> u64 {
-    let before = ALLOCS.with(Cell::get);
+    let before = counting::thread_allocs();
     f();
-    ALLOCS.with(Cell::get) - before
+    counting::thread_allocs() - before
 }
 
 /// Sends `n` requests the way the engine would: next fields, copy, patch.
@@ -58,6 +27,7 @@ fn drive(template: &SeqTemplate, seq: &mut Sequences, out: &mut [u8], n: usize) 
 
 #[test]
 fn patching_and_drawing_fields_do_not_allocate() {
+    let _serial = counting::serial();
     let inputs = [InputTensor {
         name: "INPUT".into(),
         datatype: DataType::I32,

@@ -4,7 +4,7 @@
 //! regions are unregistered and gone from /dev/shm after success, after a server error,
 //! and after Ctrl-C (once, and twice) of the binary.
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;

@@ -1,36 +1,12 @@
-//! Proves the per-request path does not allocate: a counting global allocator sees about the
+//! Proves the per-request path does not allocate: the binary's counting allocator sees about the
 //! same number of allocations for 1,000 requests as for 20,000. The reference server runs as
 //! a separate process so that only the client's allocations are counted.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-mod common;
-
+use crate::{common, counting};
 use inferperf::config::{ConcurrencyRange, Config, MeasurementMode, Protocol};
-
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        System.realloc(p, l, n)
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 fn allocations_for(addr: &str, requests: u64) -> u64 {
     allocations_with(addr, Protocol::Http, false, requests)
@@ -56,9 +32,9 @@ fn allocations_with(addr: &str, protocol: Protocol, streaming: bool, requests: u
         ..Config::default()
     };
     let mut out = Vec::with_capacity(1 << 16);
-    let before = ALLOCS.load(Ordering::SeqCst);
+    let before = counting::process_allocs();
     let res = inferperf::run::run(&cfg, &mut out, Arc::new(AtomicBool::new(false))).unwrap();
-    let used = ALLOCS.load(Ordering::SeqCst) - before;
+    let used = counting::process_allocs() - before;
     assert!(res.error.is_none());
     assert_eq!(res.points[0].client.request_count, requests);
     used
@@ -66,6 +42,7 @@ fn allocations_with(addr: &str, protocol: Protocol, streaming: bool, requests: u
 
 #[test]
 fn allocations_do_not_grow_with_requests() {
+    let _serial = counting::serial();
     let (mut child, addr, grpc) = common::spawn_serve_grpc();
     let small = allocations_for(&addr, 1_000);
     let large = allocations_for(&addr, 20_000);

@@ -8,7 +8,7 @@
 //! at the end and after Ctrl-C (no live stub allocation, nothing left in /dev/shm), and the
 //! errors for a missing device, a missing library and a server without CUDA.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -1,49 +1,14 @@
 //! Proves the HTTP/2 session's per-call path does not allocate: after a warm-up, 10,000 calls
 //! (four in flight at a time) against scripted server bytes cost zero allocations on the
-//! calling thread. A counting global allocator counts only while this thread enables it.
+//! calling thread. The binary's counting allocator counts per thread.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
+use crate::counting;
 use inferperf::protocol::grpc::frame::{
     write_data, write_headers, write_settings, write_window_update, FRAME_HEADER_LEN,
 };
 use inferperf::protocol::grpc::hpack::Encoder;
 use inferperf::protocol::grpc::message::write_message;
 use inferperf::protocol::grpc::session::{Event, Session, SessionConfig};
-
-thread_local! {
-    /// Whether allocations on this thread are counted, and how many were.
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count_one() {
-    let counting = COUNTING.try_with(Cell::get).unwrap_or(false);
-    if counting {
-        let _ = ALLOCS.try_with(|n| n.set(n.get() + 1));
-    }
-}
-
-struct Counting;
-
-// SAFETY: forwards to the system allocator; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count_one();
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count_one();
-        System.realloc(p, l, n)
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 /// Calls answered per round.
 const IN_FLIGHT: usize = 4;
@@ -110,6 +75,7 @@ fn round(
 
 #[test]
 fn ten_thousand_calls_allocate_nothing_after_warm_up() {
+    let _serial = counting::serial();
     let mut request = Vec::new();
     write_message(&mut request, &[1; 200], false).unwrap();
     let template = response_template(u32::try_from(request.len()).unwrap());
@@ -130,13 +96,13 @@ fn ten_thousand_calls_allocate_nothing_after_warm_up() {
             IN_FLIGHT
         );
     }
-    COUNTING.with(|c| c.set(true));
+    let before = counting::thread_allocs();
     let mut ok = 0;
     for _ in 0..10_000 / IN_FLIGHT {
         ok += round(&mut session, &request, &template, &mut replies);
     }
-    COUNTING.with(|c| c.set(false));
+    let used = counting::thread_allocs() - before;
     assert_eq!(ok, 10_000);
-    assert_eq!(ALLOCS.with(Cell::get), 0, "allocations in steady state");
+    assert_eq!(used, 0, "allocations in steady state");
     assert_eq!(session.open_streams(), 0);
 }

@@ -2,7 +2,7 @@
 //! reference server, whose chat endpoint counts the words of every message as prompt tokens,
 //! so the server's own `usage.prompt_tokens` shows the history each turn carried.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,7 +1,7 @@
 //! Measurement rules end to end: latency threshold sweeps, stability failures and their exit
 //! codes, warm-up, percentiles, against the reference server with known compute delays.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -225,9 +225,9 @@ fn ensemble_reports_its_composing_models_and_their_csvs() {
 
 #[test]
 fn binary_search_over_concurrency_finds_the_latency_limit() {
-    // One execution at a time, 2 ms each: latency is about 2 ms x concurrency, so a 5 ms limit
-    // passes at 1 and 2 and fails from 3 on.
-    let srv = serial_server(Delay::Fixed(Duration::from_millis(2)));
+    // One execution at a time, 10 ms each: latency is about 10 ms x concurrency, so a 25 ms
+    // limit passes at 1 and 2 and fails from 3 on, with 5 ms to spare on a loaded machine.
+    let srv = serial_server(Delay::Fixed(Duration::from_millis(10)));
     let mut cfg = quick_config(&srv, "simple", 20);
     cfg.concurrency = ConcurrencyRange {
         start: 1,
@@ -235,7 +235,7 @@ fn binary_search_over_concurrency_finds_the_latency_limit() {
         step: 1,
     };
     cfg.binary_search = true;
-    cfg.latency_threshold_ms = 5;
+    cfg.latency_threshold_ms = 25;
     let (res, text) = run(&cfg);
     assert!(res.error.is_none(), "{:?}", res.error);
     let loads: Vec<LoadValue> = res.points.iter().map(|p| p.load).collect();

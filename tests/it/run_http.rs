@@ -1,7 +1,7 @@
 //! End-to-end: the library drives the in-process reference server over HTTP, and the report
 //! must agree with what the server counted.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! directory over HTTP and gRPC. The profile export's `request_inputs` shows which steps went
 //! out in which order; output validation runs on real responses of the server.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

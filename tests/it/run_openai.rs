@@ -1,7 +1,7 @@
 //! End-to-end `--service-kind openai`: the library drives the in-process reference server's
 //! OpenAI endpoints, and the profile export must agree with what the server logged.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;

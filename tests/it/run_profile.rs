@@ -2,7 +2,7 @@
 //! the report says must agree with what the server sent (token counts, chunk counts, its own
 //! send times), and the artifacts must be complete and free of secrets.
 
-mod common;
+use crate::common;
 
 use std::ffi::OsString;
 use std::path::Path;

@@ -1,0 +1,31 @@
+//! The integration tests, one binary: each module runs the library or the built `inferperf`
+//! binary against the in-process reference server (or a stand-in peer) on an ephemeral port.
+//! `tests/alloc` holds the tests that need their own counting global allocator.
+
+mod common;
+mod triton;
+
+mod binary;
+mod fuzz_corpus;
+mod grpc_faults;
+mod input_data;
+mod mpi_ranks;
+mod mpi_world;
+mod real_triton;
+mod reconnect;
+mod run_capi;
+mod run_cuda_shm;
+mod run_grpc;
+mod run_http;
+mod run_kinds;
+mod run_metrics;
+mod run_modes;
+mod run_mpi;
+mod run_openai;
+mod run_profile;
+mod run_rate;
+mod run_sequences;
+mod run_sessions;
+mod run_shm;
+mod run_tls;
+mod serve_repository;
