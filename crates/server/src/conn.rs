@@ -34,9 +34,9 @@ pub const READ_BUF: usize = 16 * 1024;
 const MAX_RAW_REQUEST: usize = MAX_HEAD_BYTES + MAX_BODY_BYTES + 1024 * 1024;
 /// Stop reading from a connection while this many response bytes wait to be written.
 const MAX_PENDING_WRITE: usize = 4 * 1024 * 1024;
-/// After answering and half-closing a connection we refuse to read from, keep discarding what
-/// the peer still sends for up to this long / this many bytes, so closing with unread input
-/// does not reset the connection and destroy the answer before the peer has read it.
+/// After answering and half-closing a connection the server has stopped reading from, keep
+/// discarding what the peer still sends for up to this long / this many bytes, so closing with
+/// unread input does not reset the connection and destroy the answer before the peer has read it.
 pub const LINGER: Duration = Duration::from_secs(1);
 const LINGER_BYTES: usize = 4 * 1024 * 1024;
 
@@ -481,7 +481,7 @@ fn process(conn: &mut Conn, ctx: &mut Ctx) {
     }
 }
 
-/// Answers a request we will not process and stops reading from the connection.
+/// Answers a request the server will not process and stops reading from the connection.
 fn refuse(conn: &mut Conn, ctx: &mut Ctx, status: u16, msg: &str) {
     let mut body = Vec::new();
     write_error_json(&mut body, msg);
@@ -531,7 +531,7 @@ pub fn pump(conn: &mut Conn, ctx: &mut Ctx) -> bool {
     if conn.read_eof {
         return false;
     }
-    // We stopped reading (Connection: close or a refused request): half-close and linger.
+    // Reading has stopped (Connection: close or a refused request): half-close and linger.
     let _ = conn.stream.shutdown(Shutdown::Write);
     conn.lingering = Some(0);
     conn.read_ready = true;

@@ -2,7 +2,7 @@
 //! gRPC `CudaSharedMemoryRegister/Unregister`): a client's IPC handle is opened through
 //! libcudart on register (the loader of `inferperf_client::shm::cuda_ffi`, so tests can point it at
 //! the stand-in); infer requests then copy inputs out of and outputs into the device memory
-//! with cudaMemcpy. The memory stays the client's: unregister only closes our mapping.
+//! with cudaMemcpy. The memory stays the client's: unregister only closes the server's mapping.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -100,7 +100,7 @@ fn run_ensemble<'a>(
         let step_inputs = step_inputs(model, step, composing, &pool)?;
         let input_bytes = step_inputs.iter().map(|t| t.data.len() as u64).sum();
         let computed = Instant::now();
-        // Composing models get no sequence control: none of ours is stateful.
+        // Composing models get no sequence control: none of the server's models is stateful.
         let ran = execute(
             env,
             composing,

@@ -8,9 +8,9 @@ use std::io::Write;
 
 use super::chunked::ChunkedDecoder;
 
-/// Largest request head (request line + headers) we buffer, in bytes.
+/// Largest request head (request line + headers) the server buffers, in bytes.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
-/// Largest request body we accept, in bytes (after chunked decoding).
+/// Largest request body the server accepts, in bytes (after chunked decoding).
 pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 /// Largest header count per request.
 const MAX_HEADERS: usize = 48;
@@ -47,7 +47,7 @@ pub struct Head {
     pub framing: Framing,
 }
 
-/// A request we refuse: the status to answer with and why. The connection closes after it.
+/// A request the server refuses: the status to answer with and why. The connection closes after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpError {
     pub status: u16,

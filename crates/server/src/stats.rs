@@ -152,7 +152,7 @@ impl Stats {
     }
 
     /// A poisoned lock only means another thread panicked mid-update; the numbers are still
-    /// the best we have, so keep serving them.
+    /// the best available, so keep serving them.
     fn model(&self, index: usize) -> MutexGuard<'_, ModelStats> {
         self.models[index].lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -246,7 +246,7 @@ impl Worker {
                 continue;
             }
             if conn.lingering.is_some() {
-                // The peer had its time to read our answer; close for good.
+                // The peer had its time to read the answer; close for good.
                 self.close(slot);
                 continue;
             }

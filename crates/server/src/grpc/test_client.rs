@@ -254,7 +254,7 @@ impl Stream {
             .expect("send");
     }
 
-    /// Ends our side of the stream.
+    /// Ends the client's side of the stream.
     pub fn close(&mut self) {
         self.send.send_data(Bytes::new(), true).expect("close");
     }

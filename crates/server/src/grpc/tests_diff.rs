@@ -10,8 +10,8 @@ use super::test_client::{block_on, connect, frame, grpc_server, infer_request};
 use inferperf_client::protocol::grpc::blocking::GrpcClient;
 use inferperf_client::protocol::grpc::pb::inference as pb;
 
-/// Calls `method` with `req` on both clients; returns (h2's reply, ours) as decoded messages
-/// or (status, message) / our error text.
+/// Calls `method` with `req` on both clients; returns (h2's reply, inferperf's reply) as decoded
+/// messages or (status, message) / inferperf's error text.
 fn both<Req: Message, Resp: Message + Default>(
     addr: std::net::SocketAddr,
     method: &str,

@@ -61,7 +61,7 @@ pub enum Encoding {
 }
 
 impl Encoding {
-    /// Reads `grpc-encoding`; an encoding we cannot decode is UNIMPLEMENTED (gRPC's rule).
+    /// Reads `grpc-encoding`; an encoding the server cannot decode is UNIMPLEMENTED (gRPC's rule).
     pub fn from_headers(headers: &HeaderMap) -> Result<Encoding, Status> {
         let Some(value) = headers.get("grpc-encoding") else {
             return Ok(Encoding::Identity);
