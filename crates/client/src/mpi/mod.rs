@@ -7,7 +7,7 @@
 //! Everything above the bindings talks to [`Collective`], so the coordination logic is tested
 //! with an in-process implementation and runs unchanged over libmpi.
 //!
-//! The libmpi bindings ([`ffi`], [`world`]) come with the `mpi` feature; without it the
+//! The libmpi bindings (`ffi`, `world`) come with the `mpi` feature; without it the
 //! coordination logic stays and `--enable-mpi` is refused with a usage error.
 
 pub mod codec;
