@@ -9,21 +9,49 @@ use std::sync::Arc;
 
 use crate::cli::{parse_run_args, Parsed};
 use crate::error::Error;
-use crate::server::{self, ServeConfig};
 
 /// Runs the command line `args` (argv, including the program name) and returns the exit code.
 pub fn main_with_args(args: Vec<OsString>) -> i32 {
-    match args.get(1).and_then(|a| a.to_str()) {
-        Some("serve") => server::serve_main(args[1..].to_vec()),
-        Some("demo") => demo(args),
-        Some("profile") => crate::llm::profile_main(args[1..].to_vec()),
-        Some("compare") => crate::report::plot::compare::compare_main(args[1..].to_vec()),
-        Some("mpi-probe") => crate::mpi::world::probe_main(args[1..].to_vec()),
+    let cmd = args.get(1).and_then(|a| a.to_str()).unwrap_or_default();
+    if let Some(e) = feature_error(cmd, &BUILT_FEATURES) {
+        return fail(&e);
+    }
+    match cmd {
+        #[cfg(feature = "server")]
+        "serve" => crate::server::serve_main(args[1..].to_vec()),
+        #[cfg(feature = "server")]
+        "demo" => crate::demo::demo(args),
+        #[cfg(feature = "llm")]
+        "profile" => crate::llm::profile_main(args[1..].to_vec()),
+        #[cfg(feature = "llm")]
+        "compare" => crate::report::plot::compare::compare_main(args[1..].to_vec()),
+        #[cfg(feature = "mpi")]
+        "mpi-probe" => crate::mpi::world::probe_main(args[1..].to_vec()),
         _ => run_cli(args),
     }
 }
 
-fn run_cli(args: Vec<OsString>) -> i32 {
+/// The optional features and whether this build has each.
+const BUILT_FEATURES: [(&str, bool); 3] = [
+    ("server", cfg!(feature = "server")),
+    ("llm", cfg!(feature = "llm")),
+    ("mpi", cfg!(feature = "mpi")),
+];
+
+/// The usage error for subcommand `cmd` when `built` lacks the feature it needs.
+fn feature_error(cmd: &str, built: &[(&str, bool)]) -> Option<Error> {
+    let feature = match cmd {
+        "serve" | "demo" => "server",
+        "profile" | "compare" => "llm",
+        "mpi-probe" => "mpi",
+        _ => return None,
+    };
+    let have = built.iter().any(|&(f, on)| f == feature && on);
+    (!have).then(|| Error::without_feature(cmd, feature))
+}
+
+/// perf_analyzer mode: parses the flags and runs the measurement.
+pub(crate) fn run_cli(args: Vec<OsString>) -> i32 {
     let cfg = match parse_run_args(args) {
         Ok(Parsed::Run(cfg)) => cfg,
         Ok(Parsed::Exit {
@@ -61,112 +89,45 @@ fn run_cli(args: Vec<OsString>) -> i32 {
     }
 }
 
-fn fail(e: &Error) -> i32 {
+pub(crate) fn fail(e: &Error) -> i32 {
     eprintln!("error: {e}");
     e.exit_code()
 }
 
-/// Flags the demo sets before the user's own (which override them): the `simple` model, 1 s
-/// windows and a 20 % stability band, so the demo finishes quickly on a small, noisy machine.
-const DEMO_PRESETS: [&str; 7] = ["inferperf", "-m", "simple", "-p", "1000", "-s", "20"];
-
-/// Starts the reference server in-process on a free loopback port (pinned to the last core
-/// when there are several) and measures it with the given perf_analyzer flags.
-fn demo(args: Vec<OsString>) -> i32 {
-    let cores = crate::engine::available_cores();
-    let server_core: Vec<usize> = if cores.len() > 1 {
-        vec![cores[cores.len() - 1].id]
-    } else {
-        vec![]
-    };
-    let cfg = ServeConfig {
-        addr: "127.0.0.1:0".parse().expect("literal address"),
-        threads: 1,
-        pin_cores: server_core.clone(),
-        grpc_addr: Some("127.0.0.1:0".parse().expect("literal address")),
-        ..ServeConfig::default()
-    };
-    let handle = match server::start(cfg) {
-        Ok(h) => h,
-        Err(e) => return fail(&e),
-    };
-    if let Some(&core) = server_core.first() {
-        // Keep the client's workers off the server's core.
-        let rest: Vec<_> = cores.iter().filter(|c| c.id != core).copied().collect();
-        restrict_affinity(&rest);
-    }
-    let grpc = handle.grpc_addr.map(|a| a.to_string()).unwrap_or_default();
-    println!(
-        "inferperf demo: reference server on http://{} and gRPC {grpc} (models {})",
-        handle.addr,
-        server::model_names()
-    );
-    let user: Vec<OsString> = args.into_iter().skip(2).collect();
-    let url = if wants_grpc(&user) {
-        grpc
-    } else {
-        handle.addr.to_string()
-    };
-    let mut argv: Vec<OsString> = DEMO_PRESETS.iter().map(OsString::from).collect();
-    argv.extend(user);
-    argv.push("-u".into());
-    argv.push(url.into());
-    let code = run_cli(argv);
-    handle.stop();
-    code
-}
-
-/// The user's flags choose gRPC (`-i grpc`, `-igrpc`, `-i=grpc`; the last one wins).
-fn wants_grpc(args: &[OsString]) -> bool {
-    let mut grpc = false;
-    let mut iter = args.iter().map(|a| a.to_string_lossy());
-    while let Some(arg) = iter.next() {
-        let value = match arg.strip_prefix("-i") {
-            Some("") => iter.next().map(|v| v.to_string()),
-            Some(rest) => Some(rest.trim_start_matches('=').to_string()),
-            None => None,
-        };
-        if let Some(v) = value {
-            grpc = v.eq_ignore_ascii_case("grpc");
-        }
-    }
-    grpc
-}
-
-/// Limits the calling thread (and the threads it starts later) to `cores`.
-fn restrict_affinity(cores: &[core_affinity::CoreId]) {
-    if cores.is_empty() {
-        return;
-    }
-    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write into it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        for c in cores {
-            libc::CPU_SET(c.id, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::wants_grpc;
-    use std::ffi::OsString;
+    use super::{feature_error, BUILT_FEATURES};
+
+    const SUBCOMMANDS: [(&str, &str); 5] = [
+        ("serve", "server"),
+        ("demo", "server"),
+        ("profile", "llm"),
+        ("compare", "llm"),
+        ("mpi-probe", "mpi"),
+    ];
 
     #[test]
-    fn demo_protocol_follows_the_last_i_flag() {
-        let cases: [(&[&str], bool); 6] = [
-            (&[], false),
-            (&["-i", "gRPC"], true),
-            (&["-igrpc"], true),
-            (&["-i=grpc"], true),
-            (&["-i", "grpc", "-i", "http"], false),
-            (&["--concurrency-range", "1:2"], false),
-        ];
-        for (args, want) in cases {
-            let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-            assert_eq!(wants_grpc(&args), want, "{args:?}");
+    #[cfg(all(feature = "server", feature = "llm", feature = "mpi"))]
+    fn the_default_build_has_every_subcommand() {
+        for (cmd, _) in SUBCOMMANDS {
+            assert!(feature_error(cmd, &BUILT_FEATURES).is_none(), "{cmd}");
+        }
+    }
+
+    #[test]
+    fn a_subcommand_without_its_feature_is_a_usage_error() {
+        for (cmd, feature) in SUBCOMMANDS {
+            let built = BUILT_FEATURES.map(|(f, _)| (f, f != feature));
+            let e = feature_error(cmd, &built).expect(cmd);
+            assert_eq!(e.exit_code(), 99);
+            assert_eq!(
+                e.to_string(),
+                format!("inferperf was built without the `{feature}` feature; `{cmd}` needs it")
+            );
+        }
+        let none = BUILT_FEATURES.map(|(f, _)| (f, false));
+        for cmd in ["", "-m", "simple", "--enable-mpi"] {
+            assert!(feature_error(cmd, &none).is_none(), "{cmd}");
         }
     }
 }

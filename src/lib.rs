@@ -8,6 +8,8 @@
 pub use inferperf_client::*;
 
 pub mod app;
+#[cfg(feature = "server")]
+mod demo;
 
 #[cfg(feature = "server")]
 pub use inferperf_server as server;

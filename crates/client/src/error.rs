@@ -40,6 +40,12 @@ impl Error {
             msg: msg.into(),
         }
     }
+    /// `what` (a subcommand or flag) in a build without the Cargo feature it needs.
+    pub fn without_feature(what: &str, feature: &str) -> Self {
+        Error::usage(format!(
+            "inferperf was built without the `{feature}` feature; `{what}` needs it"
+        ))
+    }
     pub fn no_valid_requests() -> Self {
         Error {
             kind: ErrorKind::NoValidRequests,

@@ -11,6 +11,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod inputs;
+#[cfg(feature = "llm")]
 pub mod llm;
 pub mod measure;
 pub mod mpi;

@@ -13,7 +13,9 @@ mod generate;
 mod json;
 pub mod model;
 pub mod openai;
+#[cfg(feature = "llm")]
 pub mod prompts;
+#[cfg(feature = "llm")]
 pub mod tokenizer;
 pub(crate) mod validation;
 mod value;

@@ -6,14 +6,19 @@
 //!
 //! Everything above the bindings talks to [`Collective`], so the coordination logic is tested
 //! with an in-process implementation and runs unchanged over libmpi.
+//!
+//! The libmpi bindings (`ffi`, `world`) come with the `mpi` feature; without it the
+//! coordination logic stays and `--enable-mpi` is refused with a usage error.
 
 pub mod codec;
 pub mod coord;
+#[cfg(feature = "mpi")]
 pub mod ffi;
 #[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
 pub mod local;
 pub mod run;
+#[cfg(feature = "mpi")]
 pub mod world;
 
 pub use run::rank_config;

@@ -118,9 +118,16 @@ pub fn run_rank(
 }
 
 /// `inferperf --enable-mpi ...` from the command line: MPI_Init through libmpi, then the run.
+#[cfg(feature = "mpi")]
 pub fn main_mpi(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<RunResult> {
     check_config(cfg)?;
     crate::signal::install_term();
     let world = super::world::MpiWorld::init()?;
     run_rank(cfg, Box::new(world), out, stop)
+}
+
+/// `--enable-mpi` in a build without the `mpi` feature: a usage error.
+#[cfg(not(feature = "mpi"))]
+pub fn main_mpi(_: &Config, _: &mut dyn Write, _: Arc<AtomicBool>) -> Result<RunResult> {
+    Err(Error::without_feature("--enable-mpi", "mpi"))
 }

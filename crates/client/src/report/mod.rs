@@ -8,6 +8,7 @@ pub mod export;
 pub mod fmt;
 pub mod llm;
 pub mod metrics;
+#[cfg(feature = "llm")]
 pub mod plot;
 mod server;
 #[cfg(test)]
