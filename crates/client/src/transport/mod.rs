@@ -16,6 +16,7 @@ pub mod blocking;
 pub mod rx_stamp;
 mod session;
 mod stream;
+pub mod tcp;
 pub mod tls;
 
 use std::io::{self, Read, Write};

@@ -18,7 +18,7 @@ use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStor
 use rustls::{SignatureScheme, ALL_VERSIONS};
 
 use crate::error::{Error, Result};
-use crate::protocol::tcp::os_message;
+use super::tcp::os_message;
 
 /// The system CA bundle used when no CA file is given and `SSL_CERT_FILE` is not set.
 pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use super::message::{write_message, DEFAULT_MAX_MESSAGE_LEN};
 use super::session::{Session, SessionConfig};
 use crate::error::{Error, Result};
-use crate::protocol::tcp::os_message;
-use crate::service::triton_grpc::call_headers;
+use crate::transport::tcp::os_message;
+use super::request::call_headers;
 use crate::transport::{connect_blocking, BlockingStream, TlsClient};
 
 mod call;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::request::{check_header, write_request};
 use super::response::{ParseError, Progress, ResponseReader};
 use crate::error::{Error, Result};
-use crate::protocol::tcp::os_message;
+use crate::transport::tcp::os_message;
 use crate::transport::{connect_blocking, BlockingStream, TlsClient};
 
 /// Bytes read from the socket per `read` call.
