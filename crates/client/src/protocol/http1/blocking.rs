@@ -6,7 +6,8 @@ use std::io::{ErrorKind, Read, Write};
 use std::time::Duration;
 
 use super::request::{check_header, write_request};
-use super::response::{ParseError, Progress, ResponseReader};
+use super::error::ParseError;
+use super::response::{Progress, ResponseReader};
 use crate::error::{Error, Result};
 use crate::transport::tcp::os_message;
 use crate::transport::{connect_blocking, BlockingStream, TlsClient};
