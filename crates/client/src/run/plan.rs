@@ -13,12 +13,12 @@ use std::sync::Arc;
 use crate::config::{Compression, Config, ParamValue, Protocol, TensorFormat};
 use crate::engine::seq_feed::SeqPlan;
 use crate::engine::sequence::{SeqConfig, UNBOUNDED_ID_RANGE};
+use crate::engine::slots::OutputSlots;
 use crate::engine::wire::{GrpcWire, Wire};
 use crate::error::{Error, Result};
-use crate::engine::slots::OutputSlots;
-use crate::inputs::{batch, batch_expected, InputSet, TensorValue};
 /// Also named here for the kinds' plans.
 pub use crate::inputs::request_starts;
+use crate::inputs::{batch, batch_expected, InputSet, TensorValue};
 use crate::protocol::grpc::compress::encoding_name;
 use crate::protocol::grpc::request::call_headers;
 use crate::service::seq_patch::{self, SeqTemplate};

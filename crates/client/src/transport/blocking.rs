@@ -7,9 +7,9 @@ use std::time::Duration;
 use rustls::{ClientConnection, StreamOwned};
 
 use super::session::{drive_handshake, tls_error};
+use super::tcp;
 use super::tls::TlsClient;
 use crate::error::{Error, Result};
-use super::tcp;
 
 /// A blocking connection with read and write timeouts.
 #[derive(Debug)]

@@ -9,6 +9,6 @@ pub mod request;
 pub mod stats;
 
 pub use metrics::{compute, LlmMetrics, MetricOptions};
-pub use request::RequestMetrics;
 pub use record::{Chunk, LlmRequest, RequestError, Usage};
+pub use request::RequestMetrics;
 pub use stats::Stats;

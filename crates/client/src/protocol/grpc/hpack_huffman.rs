@@ -4,7 +4,6 @@
 
 use std::sync::OnceLock;
 
-
 /// Why a Huffman string could not be decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HuffmanError {

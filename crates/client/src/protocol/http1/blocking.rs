@@ -5,8 +5,8 @@
 use std::io::{ErrorKind, Read, Write};
 use std::time::Duration;
 
-use super::request::{check_header, write_request};
 use super::error::ParseError;
+use super::request::{check_header, write_request};
 use super::response::{Progress, ResponseReader};
 use crate::error::{Error, Result};
 use crate::transport::tcp::os_message;

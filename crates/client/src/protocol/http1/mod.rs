@@ -21,7 +21,7 @@ mod fuzz;
 mod request;
 mod response;
 
+pub use error::ParseError;
 pub use fuzz::fuzz_response;
 pub use request::{check_header, write_request};
-pub use error::ParseError;
 pub use response::{Framing, Limits, Progress, ResponseHead, ResponseReader, MAX_HEADERS};
