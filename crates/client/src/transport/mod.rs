@@ -154,6 +154,3 @@ impl Transport {
 #[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
 pub mod test_pki;
-
-#[cfg(test)]
-mod tests;
