@@ -16,7 +16,7 @@ use inferperf::protocol::grpc::frame::{
     write_data, write_headers, write_rst_stream, write_settings, ErrorCode, DEFAULT_MAX_FRAME_SIZE,
 };
 use inferperf::protocol::grpc::hpack::Encoder;
-use inferperf::service::triton_grpc::call_headers;
+use inferperf::protocol::grpc::request::call_headers;
 
 /// Accepts one connection, lets `script` talk on it, then closes it. Scripts that speak
 /// HTTP/2 start with `send_settings` (the client opens no stream before the server's

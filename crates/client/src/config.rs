@@ -136,6 +136,16 @@ pub struct MetricsConfig {
     pub interval_ms: u64,
 }
 
+impl MetricsConfig {
+    /// The normalised URL split into (`host:port`, `/path`).
+    pub fn address_and_path(&self) -> (&str, &str) {
+        match self.url.find('/') {
+            Some(i) => (&self.url[..i], &self.url[i..]),
+            None => (&self.url, "/"),
+        }
+    }
+}
+
 /// How a measurement window ends (`--measurement-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MeasurementMode {
@@ -394,5 +404,24 @@ impl Default for Config {
             metrics: None,
             ready_timeout_s: 10,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MetricsConfig;
+
+    #[test]
+    fn metrics_url_splits_into_address_and_path() {
+        let split = |url: &str| {
+            let cfg = MetricsConfig {
+                url: url.into(),
+                interval_ms: 1,
+            };
+            let (address, path) = cfg.address_and_path();
+            (address.to_string(), path.to_string())
+        };
+        assert_eq!(split("h:1/a/b"), ("h:1".into(), "/a/b".into()));
+        assert_eq!(split("h:1"), ("h:1".into(), "/".into()));
     }
 }

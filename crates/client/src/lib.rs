@@ -4,6 +4,12 @@
 //! Data flows one way: `cli` -> `Config` -> `engine` (workers speaking a `protocol`) ->
 //! `measure` (records to statistics) -> `report` (plain data to text). `llm` is the LLM
 //! benchmark (`inferperf profile`) on the same engine.
+//!
+//! Layers, top to bottom; a folder imports only folders below it: `cli`; `run`, `llm` (a
+//! run mode) and `mpi` (multi-rank runs); `shm`; `engine`; `report`; `inputs`; `service`
+//! (one module per service kind); `protocol` (HTTP/1, HTTP/2 + gRPC, SSE, Prometheus text,
+//! the C API); `transport` (TCP and TLS connections); then the foundation: `measure`,
+//! `tensor`, `config`, `clock`, `error`, `signal`, `timerfd`.
 
 pub mod cli;
 pub mod clock;

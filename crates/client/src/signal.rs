@@ -1,18 +1,35 @@
 //! Ctrl-C handling as perf_analyzer does it: the first SIGINT asks the run to finish the
 //! current window and report what it measured; a second one exits at once.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// The function the second Ctrl-C runs before exiting (null: none), stored as a pointer so
+/// the handler can read it with one atomic load.
+static EXIT_HOOK: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+
 extern "C" fn on_sigint(_: libc::c_int) {
     if INTERRUPTED.swap(true, Ordering::SeqCst) {
-        // Second Ctrl-C: leave now, without destructors, so unlink our shared memory
-        // regions first (async-signal-safe). _exit is async-signal-safe.
-        crate::shm::system::unlink_live_regions();
+        // Second Ctrl-C: leave now, without destructors, so run the exit hook first (it
+        // frees what destructors would, e.g. shared memory regions). _exit is
+        // async-signal-safe.
+        let hook = EXIT_HOOK.load(Ordering::Acquire);
+        if !hook.is_null() {
+            // SAFETY: only `on_hard_exit` stores here, and it stores a `fn()`.
+            let hook: fn() = unsafe { std::mem::transmute::<*mut (), fn()>(hook) };
+            hook();
+        }
         // SAFETY: _exit never returns and touches no Rust state.
         unsafe { libc::_exit(130) };
     }
+}
+
+/// Sets the function a second Ctrl-C runs before the process exits without destructors
+/// (the last one set wins). It runs inside the signal handler, so it must be
+/// async-signal-safe: no allocation, no locks.
+pub fn on_hard_exit(hook: fn()) {
+    EXIT_HOOK.store(hook as *mut (), Ordering::Release);
 }
 
 /// Installs the SIGINT handler (idempotent).

@@ -158,7 +158,7 @@ fn family(page: &mut String, name: &str, kind: &str, help: &str) {
 mod tests {
     use super::*;
     use crate::stats::ModelCounters;
-    use inferperf_client::measure::metrics::GpuMetrics;
+    use inferperf_client::measure::metrics::{GpuMetrics, GPU_LABEL};
     use inferperf_client::protocol::prometheus::parse;
 
     fn counters(per_model: &[(&str, u64, u64)]) -> Counters {
@@ -203,7 +203,7 @@ mod tests {
         let r = reply(&c, &mut out);
         assert_eq!((r.status, r.content_type), (200, PROMETHEUS_TEXT));
         let exposition = parse(&out).expect("our page parses");
-        let m = GpuMetrics::from_exposition(&exposition);
+        let m = GpuMetrics::from_samples(exposition.samples_by_label(GPU_LABEL));
         assert_eq!(m.utilization[FAKE_GPU_UUIDS[0]], 0.37);
         assert_eq!(m.utilization[FAKE_GPU_UUIDS[1]], 0.0);
         assert_eq!(m.power_watts[FAKE_GPU_UUIDS[0]], 142.5);

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::args::RunArgs;
-use super::validate::parse_at_least;
+use super::number::parse_at_least;
 use crate::config::{Config, Distribution, LoadMode, RateRange};
 use crate::error::{Error, Result};
 

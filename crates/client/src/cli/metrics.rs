@@ -103,14 +103,6 @@ pub fn normalize_metrics_url(raw: &str) -> Result<String> {
     Ok(format!("{authority}{path}"))
 }
 
-/// Splits a normalised metrics URL into (`host:port`, `/path`).
-pub fn split_metrics_url(url: &str) -> (&str, &str) {
-    match url.find('/') {
-        Some(i) => (&url[..i], &url[i..]),
-        None => (url, "/"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,7 +224,5 @@ mod tests {
         ] {
             assert!(normalize_metrics_url(raw).is_err(), "{raw}");
         }
-        assert_eq!(split_metrics_url("h:1/a/b"), ("h:1", "/a/b"));
-        assert_eq!(split_metrics_url("h:1"), ("h:1", "/"));
     }
 }

@@ -2,7 +2,7 @@
 //! spec §1.11 and §7.1, in its words with the flag named).
 
 use super::args::RunArgs;
-use super::validate::parse_at_least;
+use super::number::parse_at_least;
 use crate::config::{Config, InputData, LoadMode, Protocol, ServiceKind};
 use crate::error::{Error, Result};
 

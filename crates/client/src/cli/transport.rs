@@ -47,7 +47,7 @@ pub fn apply_transport(args: &RunArgs, config: &mut Config) -> Result<()> {
         .map(|h| parse_header(h))
         .collect::<Result<_>>()?;
     if let Some(raw) = args.ready_timeout.as_deref() {
-        config.ready_timeout_s = super::validate::parse_at_least("--ready-timeout", raw, 0)?;
+        config.ready_timeout_s = super::number::parse_at_least("--ready-timeout", raw, 0)?;
     }
     apply_grpc_options(args, config)?;
     config.trace_settings = trace_settings(args)?;
@@ -162,7 +162,7 @@ fn trace_settings(args: &RunArgs) -> Result<Vec<(String, String)>> {
     ];
     for (flag, key, raw, min) in numbers {
         if let Some(raw) = raw.as_deref() {
-            let v: i64 = super::validate::parse_at_least(flag, raw, min)?;
+            let v: i64 = super::number::parse_at_least(flag, raw, min)?;
             out.push((key.to_string(), v.to_string()));
         }
     }

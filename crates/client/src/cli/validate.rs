@@ -2,12 +2,11 @@
 //!
 //! Every error is `Error::usage` (exit 99) and names the flag and the offending value.
 
-use std::fmt::Display;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use super::args::RunArgs;
 use super::help::not_supported;
+use super::number::{parse_at_least, parse_number};
 use super::transport::apply_transport;
 use crate::config::{
     ConcurrencyRange, Config, InputData, MeasurementMode, ServiceKind, SharedMemory, TensorFormat,
@@ -446,36 +445,6 @@ fn check_cross_options(config: &Config) -> Result<()> {
     Ok(())
 }
 
-/// Parses a number, naming the flag and the value on failure.
-fn parse_number<T: FromStr>(flag: &str, raw: &str) -> Result<T> {
-    raw.trim().parse::<T>().map_err(|_| {
-        Error::usage(format!(
-            "Failed to parse {flag}. '{raw}' is not a valid integer."
-        ))
-    })
-}
-
-/// Parses an integer that must be `>= min`; negative input gets the range message, not a
-/// syntax one.
-pub(super) fn parse_at_least<T>(flag: &str, raw: &str, min: i64) -> Result<T>
-where
-    T: TryFrom<i128> + Display,
-{
-    let value: i128 = parse_number(flag, raw)?;
-    let requirement = if min == 1 {
-        "> 0".to_string()
-    } else {
-        format!(">= {min}")
-    };
-    if value < i128::from(min) {
-        return Err(Error::usage(format!(
-            "Failed to parse {flag}. The value must be {requirement} (got '{raw}')."
-        )));
-    }
-    T::try_from(value)
-        .map_err(|_| Error::usage(format!("Failed to parse {flag}. '{raw}' is too large.")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,27 +530,6 @@ mod tests {
             assert!(
                 err.msg.contains("--shape") && err.msg.contains(raw),
                 "{raw}: {}",
-                err.msg
-            );
-        }
-    }
-
-    #[test]
-    fn bounded_integers() {
-        assert_eq!(parse_at_least::<u64>("-b", "7", 1).unwrap(), 7);
-        assert_eq!(parse_at_least::<u64>("-l", "0", 0).unwrap(), 0);
-        assert_eq!(parse_at_least::<u32>("-r", " 3 ", 1).unwrap(), 3);
-        let cases = [
-            ("0", 1, "must be > 0"),
-            ("-2", 0, "must be >= 0"),
-            ("x", 1, "not a valid integer"),
-            ("99999999999", 1, "too large"),
-        ];
-        for (raw, min, needle) in cases {
-            let err = parse_at_least::<u32>("--flag", raw, min).unwrap_err();
-            assert!(
-                err.msg.contains(needle) && err.msg.contains("--flag"),
-                "{}",
                 err.msg
             );
         }

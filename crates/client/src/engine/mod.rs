@@ -523,6 +523,9 @@ impl Drop for Engine {
 }
 
 #[cfg(test)]
+mod tls_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

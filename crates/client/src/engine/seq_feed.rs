@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use super::sequence::{SeqConfig, SeqFields, Sequences};
+use super::sequence::{SeqConfig, Sequences};
 use crate::error::Result;
-use crate::service::seq_patch::SeqTemplate;
+use crate::service::seq_patch::{SeqFields, SeqTemplate};
 
 /// The sequence requests of a run (shared by the workers).
 #[derive(Debug)]

@@ -7,6 +7,7 @@
 //! workers disjoint blocks of the id range so they never need to share state.
 
 use crate::error::{Error, Result};
+use crate::service::seq_patch::SeqFields;
 
 /// The id range when `--sequence-id-range` has no end (perf_analyzer uses UINT32_MAX).
 pub const UNBOUNDED_ID_RANGE: u64 = u32::MAX as u64;
@@ -39,21 +40,6 @@ impl Default for SeqConfig {
             seed: 0,
         }
     }
-}
-
-/// What one request of a sequence carries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SeqFields {
-    /// `sequence_id` parameter.
-    pub id: u64,
-    /// `sequence_start`: first request of the sequence.
-    pub start: bool,
-    /// `sequence_end`: last request of the sequence.
-    pub end: bool,
-    /// Input-data stream of the sequence (0 without JSON data).
-    pub stream: usize,
-    /// Step of that stream to send.
-    pub step: usize,
 }
 
 /// One concurrent sequence. `id` 0 means the slot never started a sequence (ids are ≥ 1).

@@ -1,10 +1,31 @@
 //! Batching (spec §2.13): a request of batch `b` concatenates steps `first..first+b-1`
 //! (wrapping around) of one stream. The steps must agree on shapes; a batch dim `b` is
 //! prepended when the model batches. Shape tensors are sent once, unbatched.
+//!
+//! Order (spec §2.13): request k is the batch that starts at step `(k * b) % steps`, as
+//! perf_analyzer's `data_step_id * batch_size`; the pattern repeats after
+//! `steps / gcd(steps, b)` requests.
 
 use super::{InputSet, Step, TensorValue};
 use crate::error::{Error, Result};
 use crate::tensor::InputTensor;
+
+/// The first step of each pre-encoded request: `(k * b) % steps` for k until it repeats.
+pub fn request_starts(steps: usize, b: usize) -> Vec<usize> {
+    if steps == 0 {
+        return Vec::new();
+    }
+    let b = b.max(1);
+    let count = steps / gcd(steps, b);
+    (0..count).map(|k| (k * b) % steps).collect()
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
 
 /// The input tensors of one request: steps `first_step..first_step+b-1 (mod steps)` of
 /// `stream`, concatenated. `batched`: the model has `max_batch_size > 0`.
@@ -232,5 +253,22 @@ mod tests {
             .unwrap_err()
             .msg
             .contains("stream 7"));
+    }
+
+    #[test]
+    fn request_order_follows_data_step_times_batch() {
+        let rows: &[(usize, usize, &[usize])] = &[
+            (1, 1, &[0]),
+            (1, 4, &[0]),
+            (3, 1, &[0, 1, 2]),
+            (3, 2, &[0, 2, 1]),
+            (4, 2, &[0, 2]),
+            (6, 4, &[0, 4, 2]),
+            (5, 5, &[0]),
+            (0, 1, &[]),
+        ];
+        for (steps, b, want) in rows {
+            assert_eq!(request_starts(*steps, *b), *want, "steps {steps} b {b}");
+        }
     }
 }

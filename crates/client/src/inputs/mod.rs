@@ -22,7 +22,7 @@ mod value;
 
 use std::path::PathBuf;
 
-pub use batch::{batch, batch_expected};
+pub use batch::{batch, batch_expected, request_starts};
 pub use generate::Rng;
 pub use validation::{check_outputs, ResponseFormat};
 

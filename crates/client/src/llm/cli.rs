@@ -267,7 +267,7 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
     };
     check_load(&args)?;
     check_tokens(&args)?;
-    super::export::check_export_file_name(&args.profile_export_file).map_err(Error::usage)?;
+    check_export_file_name(&args.profile_export_file).map_err(Error::usage)?;
     if args.use_server_token_count && !endpoint_type.generates() {
         return Err(Error::usage(
             "profile: --use-server-token-count applies to chat, completions, kserve and generate",
@@ -459,120 +459,20 @@ fn parse_extra(e: &str) -> Result<(String, serde_json::Value)> {
     Ok((name.to_string(), value))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cfg(args: &[&str]) -> Result<ProfileConfig> {
-        let mut v: Vec<OsString> = vec!["profile".into()];
-        v.extend(args.iter().map(OsString::from));
-        match parse(v)? {
-            Ok(c) => Ok(c),
-            Err(text) => Err(Error::generic(text)),
-        }
+/// `--profile-export-file` names a file inside each profile's directory, as in GenAI-Perf,
+/// which refuses a path ("use artifact_directory"): a usage error otherwise.
+pub fn check_export_file_name(name: &str) -> std::result::Result<(), String> {
+    let path = std::path::Path::new(name);
+    let plain = path.file_name().is_some_and(|f| f == path.as_os_str());
+    if name.is_empty() || !plain || name == "." || name == ".." {
+        return Err(format!(
+            "profile: --profile-export-file '{name}' must be a file name (its directory is \
+             --artifact-dir's profile directory)"
+        ));
     }
-
-    #[test]
-    fn defaults_and_lists() {
-        let c = cfg(&["-m", "llm", "--concurrency", "1,4,8"]).unwrap();
-        assert_eq!(c.endpoint, "v1/chat/completions");
-        assert_eq!(c.address, "localhost:8000");
-        assert_eq!(
-            c.points,
-            vec![
-                LoadPoint::Concurrency(1),
-                LoadPoint::Concurrency(4),
-                LoadPoint::Concurrency(8)
-            ]
-        );
-        let c = cfg(&[
-            "-m",
-            "a",
-            "b",
-            "--request-rate",
-            "2.5",
-            "-u",
-            "http://h:9/x",
-        ])
-        .unwrap();
-        assert_eq!(c.models, vec!["a", "b"]);
-        assert_eq!(c.points, vec![LoadPoint::RequestRate(2.5)]);
-        assert_eq!(c.address, "h:9");
-        assert_eq!(c.points[0].label(), "request_rate2.5");
-        let c = cfg(&["-m", "t", "--service-kind", "triton"]).unwrap();
-        assert_eq!(c.endpoint_type, EndpointType::Kserve);
-        assert_eq!(c.address, "localhost:8001");
-    }
-
-    #[test]
-    fn extra_inputs_and_headers_parse() {
-        let c = cfg(&[
-            "-m",
-            "x",
-            "--extra-inputs",
-            "ignore_eos:true",
-            "--extra-inputs",
-            "temperature:0.5",
-            "--extra-inputs",
-            "stop:end",
-            "-H",
-            "Authorization: Bearer k",
-        ])
-        .unwrap();
-        assert_eq!(c.extra[0], ("ignore_eos".into(), serde_json::json!(true)));
-        assert_eq!(c.extra[1], ("temperature".into(), serde_json::json!(0.5)));
-        assert_eq!(c.extra[2], ("stop".into(), serde_json::json!("end")));
-        assert_eq!(c.headers[0], ("Authorization".into(), "Bearer k".into()));
-    }
-
-    #[test]
-    fn bad_flags_are_usage_errors_naming_the_flag() {
-        let cases: &[(&[&str], &str)] = &[
-            (&["--concurrency", "1"], "--model"),
-            (&["-m", "x", "--concurrency", "0"], "--concurrency"),
-            (
-                &["-m", "x", "--concurrency", "1", "--request-rate", "2"],
-                "not both",
-            ),
-            (&["-m", "x", "--request-rate=-1"], "--request-rate"),
-            (&["-m", "x", "--extra-inputs", "novalue"], "--extra-inputs"),
-            (&["-m", "x", "-H", "bad header"], "-H"),
-            (
-                &["-m", "x", "--service-kind", "tfserving"],
-                "--service-kind",
-            ),
-            (
-                &["-m", "x", "--output-tokens-mean-deterministic"],
-                "--output-tokens-mean",
-            ),
-            (
-                &[
-                    "-m",
-                    "x",
-                    "--endpoint-type",
-                    "embeddings",
-                    "--use-server-token-count",
-                ],
-                "--use-server-token-count",
-            ),
-            (&["-m", "x", "--goodput", "nonsense:1"], "nonsense"),
-            (&["-m", "x", "-u", "https://h:1"], "https"),
-            (&["-m", "x", "--no-such-flag"], "--no-such-flag"),
-            (&["-m", "x", "--read-batch-us", "100001"], "--read-batch-us"),
-            (&["-m", "x", "--read-batch-us", "lots"], "--read-batch-us"),
-            (
-                &["-m", "x", "--profile-export-file", "out/my.json"],
-                "--profile-export-file",
-            ),
-            (
-                &["-m", "x", "--profile-export-file", ""],
-                "--profile-export-file",
-            ),
-        ];
-        for (args, needle) in cases {
-            let e = cfg(args).unwrap_err();
-            assert_eq!(e.exit_code(), 99, "{args:?}");
-            assert!(e.msg.contains(needle), "{args:?}: {}", e.msg);
-        }
-    }
+    Ok(())
 }
+
+#[cfg(test)]
+#[path = "cli_tests.rs"]
+mod tests;

@@ -10,7 +10,8 @@ use crate::config::Compression;
 use crate::engine::wire::{GrpcWire, Wire};
 use crate::error::Result;
 use crate::protocol::grpc::pb::inference as pb;
-use crate::service::triton_grpc::{call_headers, encode_infer_request};
+use crate::protocol::grpc::request::call_headers;
+use crate::service::triton_grpc::encode_infer_request;
 use crate::tensor::{DataType, InputTensor};
 
 /// The output tensor holding generated text.

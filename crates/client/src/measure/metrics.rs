@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 
 use crate::clock::Clock;
-use crate::protocol::prometheus::Exposition;
 
 /// The Prometheus metrics perf_analyzer reads, each one sample per `gpu_uuid` label.
 pub const GPU_UTILIZATION: &str = "nv_gpu_utilization";
@@ -28,26 +27,28 @@ pub struct GpuMetrics {
 }
 
 impl GpuMetrics {
-    /// Picks the four metrics out of one scrape by their `gpu_uuid` label (other labels may
-    /// be present, in any order). Samples without the label, non-finite values and negative
+    /// Picks the four metrics out of one scrape's samples, each given as (metric name, its
+    /// `gpu_uuid` label, value). Samples without the label, non-finite values and negative
     /// byte counts are skipped; the first sample of a GPU wins.
-    pub fn from_exposition(exposition: &Exposition) -> GpuMetrics {
+    pub fn from_samples<'a>(
+        samples: impl IntoIterator<Item = (&'a str, Option<&'a str>, f64)>,
+    ) -> GpuMetrics {
         let mut m = GpuMetrics::default();
-        for s in &exposition.samples {
-            let Some(uuid) = s.label(GPU_LABEL) else {
+        for (name, uuid, value) in samples {
+            let Some(uuid) = uuid else {
                 continue;
             };
-            if !s.value.is_finite() {
+            if !value.is_finite() {
                 continue;
             }
-            let bytes = (s.value >= 0.0).then(|| s.value.round() as u64);
+            let bytes = (value >= 0.0).then(|| value.round() as u64);
             let uuid = uuid.to_string();
-            match (s.name.as_str(), bytes) {
+            match (name, bytes) {
                 (GPU_UTILIZATION, _) => {
-                    m.utilization.entry(uuid).or_insert(s.value);
+                    m.utilization.entry(uuid).or_insert(value);
                 }
                 (GPU_POWER_USAGE, _) => {
-                    m.power_watts.entry(uuid).or_insert(s.value);
+                    m.power_watts.entry(uuid).or_insert(value);
                 }
                 (GPU_MEMORY_USED, Some(b)) => {
                     m.memory_used_bytes.entry(uuid).or_insert(b);

@@ -1,5 +1,4 @@
 use super::*;
-use crate::protocol::prometheus::parse;
 
 fn map<T: Copy>(pairs: &[(&str, T)]) -> BTreeMap<String, T> {
     pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
@@ -12,29 +11,6 @@ fn gpu(util: &[(&str, f64)], power: &[(&str, f64)], used: &[(&str, u64)]) -> Gpu
         memory_used_bytes: map(used),
         memory_total_bytes: map(&[("GPU-a", 1000), ("GPU-b", 2000)]),
     }
-}
-
-#[test]
-fn picks_the_four_metrics_by_gpu_uuid() {
-    let body = "# TYPE nv_gpu_utilization gauge\n\
-        nv_gpu_utilization{gpu_uuid=\"GPU-b\"} 0.25\n\
-        nv_gpu_utilization{gpu_uuid=\"GPU-a\"} 5e-1\n\
-        nv_gpu_power_usage{node=\"n1\",gpu_uuid=\"GPU-a\"} 123.5\n\
-        nv_gpu_memory_used_bytes{gpu_uuid=\"GPU-a\"} 1.5e9 1712345678000\n\
-        nv_gpu_memory_total_bytes{gpu_uuid=\"GPU-a\"} 85899345920\n\
-        nv_gpu_memory_used_bytes{gpu_uuid=\"GPU-a\"} 7\n\
-        nv_gpu_power_usage{gpu_uuid=\"GPU-c\"} NaN\n\
-        nv_gpu_memory_total_bytes{gpu_uuid=\"GPU-c\"} -1\n\
-        nv_gpu_utilization 0.9\n\
-        nv_inference_count{model=\"simple\",version=\"1\"} 42\n";
-    let m = GpuMetrics::from_exposition(&parse(body.as_bytes()).unwrap());
-    assert_eq!(m.utilization, map(&[("GPU-a", 0.5), ("GPU-b", 0.25)]));
-    // Sorted by uuid, as perf_analyzer prints them.
-    assert_eq!(m.utilization.keys().collect::<Vec<_>>(), ["GPU-a", "GPU-b"]);
-    assert_eq!(m.power_watts, map(&[("GPU-a", 123.5)]));
-    assert_eq!(m.memory_used_bytes, map(&[("GPU-a", 1_500_000_000)]));
-    assert_eq!(m.memory_total_bytes, map(&[("GPU-a", 85_899_345_920)]));
-    assert!(m.missing().is_empty());
 }
 
 #[test]

@@ -1,39 +1,7 @@
 //! Open loop: how well the client kept its send schedule, and latency measured from the
 //! intended send time (what perf_analyzer's "delayed" warning only hints at; spec §8.2).
 
-use super::stats::{mean_ns, per_second, percentile_ns, WindowStats};
-
-/// A send this late (ns) counts as late, as perf_analyzer's "delayed" flag does (1 ms).
-pub const LATE_NS: u64 = 1_000_000;
-/// The schedule counts as kept when at most this share of sends (%) was late.
-pub const LATE_PCT_LIMIT: f64 = 1.0;
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ScheduleStats {
-    /// Requests sent per second (mean of the windows' rates, as perf_analyzer).
-    pub send_rate: f64,
-    /// Send lag (actual minus intended send time) percentiles and maximum, ns.
-    pub lag_p50_ns: u64,
-    pub lag_p90_ns: u64,
-    pub lag_p99_ns: u64,
-    pub lag_max_ns: u64,
-    /// Sends more than `LATE_NS` late, and their share (%).
-    pub late_count: u64,
-    pub late_pct: f64,
-    /// Latency from the intended send time (corrected for coordinated omission), ns.
-    pub corrected_avg_ns: u64,
-    pub corrected_p50_ns: u64,
-    pub corrected_p90_ns: u64,
-    pub corrected_p99_ns: u64,
-    pub corrected_max_ns: u64,
-}
-
-impl ScheduleStats {
-    /// The client sent on time: at most 1 % of sends over 1 ms late.
-    pub fn kept(&self) -> bool {
-        self.late_pct <= LATE_PCT_LIMIT
-    }
-}
+use super::stats::{mean_ns, per_second, percentile_ns, ScheduleStats, WindowStats, LATE_NS};
 
 /// Pools the windows' lags and corrected latencies; `None` in closed loop (no lags).
 pub fn schedule_stats(windows: &[WindowStats]) -> Option<ScheduleStats> {

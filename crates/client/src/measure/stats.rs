@@ -189,9 +189,42 @@ pub struct ClientStats {
     /// Decoupled models only: what the many responses per request add up to.
     pub responses: Option<ResponseStats>,
     /// Open loop only: how well the schedule was kept, and latency from the intended time.
-    pub schedule: Option<super::schedule::ScheduleStats>,
+    pub schedule: Option<ScheduleStats>,
     /// Sequence models: sequences completed (requests with `sequence_end`) and their rate.
     pub sequences: Option<(u64, f64)>,
+}
+
+/// A send this late (ns) counts as late, as perf_analyzer's "delayed" flag does (1 ms).
+pub const LATE_NS: u64 = 1_000_000;
+/// The schedule counts as kept when at most this share of sends (%) was late.
+pub const LATE_PCT_LIMIT: f64 = 1.0;
+
+/// How well an open-loop point kept its send schedule (`schedule::schedule_stats`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ScheduleStats {
+    /// Requests sent per second (mean of the windows' rates, as perf_analyzer).
+    pub send_rate: f64,
+    /// Send lag (actual minus intended send time) percentiles and maximum, ns.
+    pub lag_p50_ns: u64,
+    pub lag_p90_ns: u64,
+    pub lag_p99_ns: u64,
+    pub lag_max_ns: u64,
+    /// Sends more than `LATE_NS` late, and their share (%).
+    pub late_count: u64,
+    pub late_pct: f64,
+    /// Latency from the intended send time (corrected for coordinated omission), ns.
+    pub corrected_avg_ns: u64,
+    pub corrected_p50_ns: u64,
+    pub corrected_p90_ns: u64,
+    pub corrected_p99_ns: u64,
+    pub corrected_max_ns: u64,
+}
+
+impl ScheduleStats {
+    /// The client sent on time: at most 1 % of sends over 1 ms late.
+    pub fn kept(&self) -> bool {
+        self.late_pct <= LATE_PCT_LIMIT
+    }
 }
 
 /// The responses of a decoupled model's requests (latency runs to the last one).

@@ -63,6 +63,18 @@ pub struct Exposition {
     pub types: Vec<(String, MetricType)>,
 }
 
+impl Exposition {
+    /// Every sample as (metric name, value of label `label` if it has one, value).
+    pub fn samples_by_label<'a>(
+        &'a self,
+        label: &'a str,
+    ) -> impl Iterator<Item = (&'a str, Option<&'a str>, f64)> + 'a {
+        self.samples
+            .iter()
+            .map(move |s| (s.name.as_str(), s.label(label), s.value))
+    }
+}
+
 /// Why a line could not be read; `line` is 1-based.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParseError {

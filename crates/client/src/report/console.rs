@@ -10,8 +10,8 @@
 use super::fmt::{fmt_g, fmt_pct2, us};
 use super::server::server_block_with_composing;
 use super::{Banner, LoadValue, PointReport, RateBanner};
-use crate::measure::schedule::ScheduleStats;
 use crate::measure::server_stats::ComposingStats;
+use crate::measure::stats::ScheduleStats;
 use crate::measure::stats::{ClientStats, WindowStats};
 use std::fmt::Write as _;
 

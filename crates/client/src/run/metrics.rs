@@ -14,15 +14,15 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
 
-use crate::cli::metrics::split_metrics_url;
 use crate::clock::Clock;
 use crate::config::{Config, MetricsConfig};
 use crate::error::{Error, Result};
 use crate::measure::metrics::{
     cpu_pct_in_span, merge_gpu, samples_in_span, CpuMark, GpuMetrics, GpuSample, PointMetrics,
+    GPU_LABEL,
 };
 use crate::protocol::http1::blocking::BlockingClient;
-use crate::protocol::prometheus::parse_lossy;
+use crate::protocol::prometheus::{parse_lossy, Exposition};
 
 /// Connect/read timeout of one scrape: a hung endpoint must not hold the run for long.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -49,7 +49,7 @@ impl MetricsSource {
 
     /// Checks the endpoint with one scrape, so a wrong URL fails before any load.
     pub fn connect(cfg: &MetricsConfig) -> Result<Arc<MetricsSource>> {
-        let (address, path) = split_metrics_url(&cfg.url);
+        let (address, path) = cfg.address_and_path();
         let source = Arc::new(MetricsSource {
             url: cfg.url.clone(),
             address: address.to_string(),
@@ -143,7 +143,7 @@ impl MetricsSource {
                 );
             }
         }
-        let metrics = GpuMetrics::from_exposition(&exposition);
+        let metrics = gpu_metrics(&exposition);
         let missing = metrics.missing();
         if !missing.is_empty() && !self.warned_missing.swap(true, Ordering::Relaxed) {
             for name in missing {
@@ -152,6 +152,12 @@ impl MetricsSource {
         }
         Ok(metrics)
     }
+}
+
+/// The four GPU metrics of one scrape, picked by their `gpu_uuid` label (other labels may be
+/// present, in any order).
+pub fn gpu_metrics(exposition: &Exposition) -> GpuMetrics {
+    GpuMetrics::from_samples(exposition.samples_by_label(GPU_LABEL))
 }
 
 /// What one point's polling gathered.

@@ -4,6 +4,7 @@ use std::sync::atomic::AtomicU64;
 
 use super::*;
 use crate::error::ErrorKind;
+use crate::protocol::prometheus::parse;
 
 /// A tiny metrics endpoint on 127.0.0.1: answers every request with `status` and a page
 /// whose GPU utilization is `scrape number / 100` (first scrape 0.01). Stops when dropped.
@@ -183,4 +184,31 @@ fn endpoint_going_away_mid_point_is_the_error_at_finish() {
         e.msg.contains("Unable to connect to Metrics endpoint"),
         "{e}"
     );
+}
+
+fn map<T: Copy>(pairs: &[(&str, T)]) -> std::collections::BTreeMap<String, T> {
+    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+#[test]
+fn picks_the_four_metrics_by_gpu_uuid() {
+    let body = "# TYPE nv_gpu_utilization gauge\n\
+        nv_gpu_utilization{gpu_uuid=\"GPU-b\"} 0.25\n\
+        nv_gpu_utilization{gpu_uuid=\"GPU-a\"} 5e-1\n\
+        nv_gpu_power_usage{node=\"n1\",gpu_uuid=\"GPU-a\"} 123.5\n\
+        nv_gpu_memory_used_bytes{gpu_uuid=\"GPU-a\"} 1.5e9 1712345678000\n\
+        nv_gpu_memory_total_bytes{gpu_uuid=\"GPU-a\"} 85899345920\n\
+        nv_gpu_memory_used_bytes{gpu_uuid=\"GPU-a\"} 7\n\
+        nv_gpu_power_usage{gpu_uuid=\"GPU-c\"} NaN\n\
+        nv_gpu_memory_total_bytes{gpu_uuid=\"GPU-c\"} -1\n\
+        nv_gpu_utilization 0.9\n\
+        nv_inference_count{model=\"simple\",version=\"1\"} 42\n";
+    let m = gpu_metrics(&parse(body.as_bytes()).unwrap());
+    assert_eq!(m.utilization, map(&[("GPU-a", 0.5), ("GPU-b", 0.25)]));
+    // Sorted by uuid, as perf_analyzer prints them.
+    assert_eq!(m.utilization.keys().collect::<Vec<_>>(), ["GPU-a", "GPU-b"]);
+    assert_eq!(m.power_watts, map(&[("GPU-a", 123.5)]));
+    assert_eq!(m.memory_used_bytes, map(&[("GPU-a", 1_500_000_000)]));
+    assert_eq!(m.memory_total_bytes, map(&[("GPU-a", 85_899_345_920)]));
+    assert!(m.missing().is_empty());
 }

@@ -178,8 +178,8 @@ fn build_plan(
         return Ok((capi::build_plan(cfg, target, &inputs)?, None, None));
     }
     if cfg.shared_memory != SharedMemory::None {
-        let shm = crate::shm::plan::build(cfg, target, &inputs)?;
-        return Ok((shm.plan, Some(shm.session), Some(shm.slots)));
+        let (plan, session, slots) = plan::build_shm(cfg, target, &inputs)?;
+        return Ok((plan, Some(session), Some(slots)));
     }
     Ok((plan::build(cfg, target, &inputs)?, None, None))
 }

@@ -13,12 +13,18 @@ use std::sync::Arc;
 use crate::config::{Compression, Config, ParamValue, Protocol, TensorFormat};
 use crate::engine::seq_feed::SeqPlan;
 use crate::engine::sequence::{SeqConfig, UNBOUNDED_ID_RANGE};
+use crate::engine::slots::OutputSlots;
 use crate::engine::wire::{GrpcWire, Wire};
 use crate::error::{Error, Result};
+/// Also named here for the kinds' plans.
+pub use crate::inputs::request_starts;
 use crate::inputs::{batch, batch_expected, InputSet, TensorValue};
 use crate::protocol::grpc::compress::encoding_name;
+use crate::protocol::grpc::request::call_headers;
 use crate::service::seq_patch::{self, SeqTemplate};
 use crate::service::{triton_grpc, triton_http};
+use crate::shm::client::ShmSession;
+use crate::shm::plan::ShmTarget;
 use crate::tensor::InputTensor;
 
 use super::setup::Target;
@@ -41,21 +47,29 @@ pub struct LoadPlan {
     pub sequences: Option<Arc<SeqPlan>>,
 }
 
-/// The first step of each pre-encoded request: `(k * b) % steps` for k until it repeats.
-pub fn request_starts(steps: usize, b: usize) -> Vec<usize> {
-    if steps == 0 {
-        return Vec::new();
-    }
-    let b = b.max(1);
-    let count = steps / gcd(steps, b);
-    (0..count).map(|k| (k * b) % steps).collect()
-}
-
-fn gcd(mut a: usize, mut b: usize) -> usize {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
+/// The plan of a `--shared-memory` run, whose requests reference regions registered with
+/// the server: with it the session holding them and the engine's output slots.
+pub fn build_shm(
+    cfg: &Config,
+    target: &Target,
+    set: &InputSet,
+) -> Result<(LoadPlan, ShmSession, Arc<OutputSlots>)> {
+    let shm_target = ShmTarget {
+        host: &target.host,
+        tls: target.tls.as_ref(),
+        meta: &target.meta,
+        config: &target.config,
+    };
+    let shm = crate::shm::plan::build(cfg, &shm_target, set)?;
+    let plan = LoadPlan {
+        requests: shm.requests,
+        wire: wire(cfg, target),
+        step_inputs: shm.step_inputs,
+        expected: shm.expected,
+        timestamps_ms: shm.timestamps_ms,
+        sequences: None,
+    };
+    Ok((plan, shm.session, shm.slots))
 }
 
 pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan> {
@@ -245,7 +259,7 @@ pub(crate) fn wire(cfg: &Config, target: &Target) -> Wire {
             } else {
                 "ModelInfer"
             };
-            let headers = triton_grpc::call_headers(
+            let headers = call_headers(
                 &target.host,
                 method,
                 &cfg.headers,
@@ -257,28 +271,6 @@ pub(crate) fn wire(cfg: &Config, target: &Target) -> Wire {
                 streaming: cfg.streaming,
                 decoupled: target.config.decoupled,
             })
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::request_starts;
-
-    #[test]
-    fn request_order_follows_data_step_times_batch() {
-        let rows: &[(usize, usize, &[usize])] = &[
-            (1, 1, &[0]),
-            (1, 4, &[0]),
-            (3, 1, &[0, 1, 2]),
-            (3, 2, &[0, 2, 1]),
-            (4, 2, &[0, 2]),
-            (6, 4, &[0, 4, 2]),
-            (5, 5, &[0]),
-            (0, 1, &[]),
-        ];
-        for (steps, b, want) in rows {
-            assert_eq!(request_starts(*steps, *b), *want, "steps {steps} b {b}");
         }
     }
 }

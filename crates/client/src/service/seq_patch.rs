@@ -21,10 +21,24 @@ use flate2::{Compress, FlushCompress};
 
 use super::{triton_grpc, triton_http};
 use crate::config::{Compression, ParamValue, TensorFormat};
-use crate::engine::sequence::SeqFields;
 use crate::error::{Error, Result};
 use crate::protocol::grpc::message::{write_message_prefix, MESSAGE_PREFIX_LEN};
 use crate::tensor::InputTensor;
+
+/// What one request of a sequence carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeqFields {
+    /// `sequence_id` parameter.
+    pub id: u64,
+    /// `sequence_start`: first request of the sequence.
+    pub start: bool,
+    /// `sequence_end`: last request of the sequence.
+    pub end: bool,
+    /// Input-data stream of the sequence (0 without JSON data).
+    pub stream: usize,
+    /// Step of that stream to send.
+    pub step: usize,
+}
 
 /// Request parameter names of the sequence fields.
 pub const SEQUENCE_ID: &str = "sequence_id";

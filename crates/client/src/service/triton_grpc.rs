@@ -9,13 +9,11 @@ use crate::config::{Compression, ParamValue};
 use crate::error::{Error, Result};
 use crate::measure::{ModelStats, StatDuration};
 use crate::protocol::grpc::compress::compress;
-use crate::protocol::grpc::hpack::Encoder;
 use crate::protocol::grpc::message::write_message;
 use crate::protocol::grpc::pb::inference as pb;
 use crate::tensor::{DataType, InputTensor};
 
-/// Path prefix of Triton's gRPC methods (`/<package>.<service>/<method>`).
-pub const SERVICE_PATH: &str = "/inference.GRPCInferenceService/";
+pub use crate::protocol::grpc::request::call_headers;
 
 /// The request parameter perf_analyzer always sets, so that decoupled models end every
 /// request with an empty response flagged `triton_final_response`.
@@ -92,55 +90,6 @@ pub fn encode_infer_request(
     write_message(&mut out, &payload, compressed)
         .map_err(|e| Error::generic(format!("ModelInfer request: {e}")))?;
     Ok(out)
-}
-
-/// The HPACK block of a request's HEADERS frame, encoded once: pseudo-headers, the gRPC
-/// content type, `te: trailers`, and `-H` headers as metadata (names lower-cased).
-pub fn request_headers(authority: &str, method: &str, metadata: &[(String, String)]) -> Vec<u8> {
-    call_headers(authority, method, metadata, false, None)
-}
-
-/// `request_headers` for a load call: `:scheme https` over TLS, and `grpc-encoding` when
-/// request messages are compressed.
-pub fn call_headers(
-    authority: &str,
-    method: &str,
-    metadata: &[(String, String)],
-    tls: bool,
-    encoding: Option<&str>,
-) -> Vec<u8> {
-    let enc = Encoder::new();
-    let mut block = Vec::new();
-    // A method starting with '/' is a full call path (another service: TF Serving,
-    // dynamic_grpc); otherwise it names one of Triton's RPCs.
-    let path = if method.starts_with('/') {
-        method.to_string()
-    } else {
-        format!("{SERVICE_PATH}{method}")
-    };
-    let scheme = if tls { "https" } else { "http" };
-    let mut fields = vec![
-        (":method", "POST"),
-        (":scheme", scheme),
-        (":path", path.as_str()),
-        (":authority", authority),
-        ("content-type", "application/grpc"),
-        ("te", "trailers"),
-    ];
-    if let Some(encoding) = encoding {
-        fields.push(("grpc-encoding", encoding));
-    }
-    for (name, value) in fields {
-        enc.encode_literal_without_indexing(&mut block, name.as_bytes(), value.as_bytes());
-    }
-    for (name, value) in metadata {
-        enc.encode_literal_without_indexing(
-            &mut block,
-            name.to_ascii_lowercase().as_bytes(),
-            value.as_bytes(),
-        );
-    }
-    block
 }
 
 /// Outputs of a `ModelInferResponse` as the profile export writes them (same value rules as

@@ -1,5 +1,4 @@
 use super::*;
-use crate::protocol::grpc::hpack::Decoder;
 use crate::protocol::grpc::message::MessageReader;
 
 fn tensor(name: &str, dt: DataType, shape: Vec<i64>, data: Vec<u8>) -> InputTensor {
@@ -74,62 +73,6 @@ fn infer_request_carries_parameters_and_compresses() {
         // A user's value wins over the default, as the last setting does in perf_analyzer.
         assert_eq!(choice(EMPTY_FINAL_RESPONSE), Some(P::BoolParam(false)));
     }
-}
-
-#[test]
-fn call_headers_name_scheme_and_encoding() {
-    let block = call_headers("h:1", "ModelStreamInfer", &[], true, Some("gzip"));
-    let mut got = Vec::new();
-    Decoder::new()
-        .decode(&block, |n, v| {
-            got.push((n.to_vec(), v.to_vec()));
-        })
-        .unwrap();
-    let has = |n: &[u8], v: &[u8]| got.iter().any(|(a, b)| a == n && b == v);
-    assert!(has(b":scheme", b"https"));
-    assert!(has(
-        b":path",
-        b"/inference.GRPCInferenceService/ModelStreamInfer"
-    ));
-    assert!(has(b"grpc-encoding", b"gzip"));
-    let plain = call_headers("h:1", "ModelInfer", &[], false, None);
-    let mut names = Vec::new();
-    Decoder::new()
-        .decode(&plain, |n, _| names.push(n.to_vec()))
-        .unwrap();
-    assert!(!names.iter().any(|n| n == b"grpc-encoding"));
-}
-
-#[test]
-fn request_headers_decode_to_grpc_headers_and_metadata() {
-    let block = request_headers(
-        "127.0.0.1:8001",
-        "ModelInfer",
-        &[("X-Token".into(), "abc".into())],
-    );
-    let mut got = Vec::new();
-    Decoder::new()
-        .decode(&block, |n, v| {
-            got.push((
-                String::from_utf8_lossy(n).into_owned(),
-                String::from_utf8_lossy(v).into_owned(),
-            ))
-        })
-        .unwrap();
-    let want = [
-        (":method", "POST"),
-        (":scheme", "http"),
-        (":path", "/inference.GRPCInferenceService/ModelInfer"),
-        (":authority", "127.0.0.1:8001"),
-        ("content-type", "application/grpc"),
-        ("te", "trailers"),
-        ("x-token", "abc"),
-    ];
-    let want: Vec<(String, String)> = want
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
-    assert_eq!(got, want);
 }
 
 #[test]

@@ -3,14 +3,18 @@
 //! unlinked, CUDA regions' device memory freed). We never unregister regions we did not
 //! register, unlike perf_analyzer's "unregister all" (spec §6.1 quirk).
 
+use std::time::Duration;
+
 use base64::Engine as _;
 
-use crate::config::{Config, SharedMemory};
+use crate::config::{Config, Protocol, SharedMemory};
 use crate::error::{Error, Result};
+use crate::protocol::grpc::blocking::GrpcClient;
 use crate::protocol::grpc::pb::inference as pb;
-use crate::run::setup::SetupClient;
+use crate::protocol::http1::blocking::BlockingClient;
 use crate::service::triton_grpc::decode;
 use crate::service::triton_http::error_message;
+use crate::transport::TlsClient;
 use prost::Message;
 
 use super::cuda::CudaRegion;
@@ -43,6 +47,30 @@ impl RegionKind {
             RegionKind::System => "system",
             RegionKind::Cuda { .. } => "cuda",
         }
+    }
+}
+
+/// Connect and per-call timeout of the registration connection (as the setup connection's).
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The connection regions are registered and unregistered on: Triton's shared memory
+/// extension over HTTP or gRPC, on a connection of its own (not the setup one).
+pub enum Control {
+    Http(Box<BlockingClient>),
+    Grpc(GrpcClient),
+}
+
+impl Control {
+    /// Connects to `host` in the run's protocol.
+    pub fn connect(host: &str, cfg: &Config, tls: Option<&TlsClient>) -> Result<Control> {
+        Ok(match cfg.protocol {
+            Protocol::Http => Control::Http(Box::new(BlockingClient::connect_tls(
+                host,
+                CONTROL_TIMEOUT,
+                tls,
+            )?)),
+            Protocol::Grpc => Control::Grpc(GrpcClient::connect_tls(host, CONTROL_TIMEOUT, tls)?),
+        })
     }
 }
 
@@ -83,7 +111,7 @@ impl SessionRegion {
 
 /// The regions of a run and the connection that registered them.
 pub struct ShmSession {
-    control: SetupClient,
+    control: Control,
     kind: RegionKind,
     regions: Vec<SessionRegion>,
     /// Names registered with the server (a prefix of `regions`' names, in order).
@@ -91,14 +119,13 @@ pub struct ShmSession {
 }
 
 impl ShmSession {
-    /// A system shared memory session registering through `control` (its own connection,
-    /// not the setup one).
-    pub fn new(control: SetupClient) -> ShmSession {
+    /// A system shared memory session registering through `control`.
+    pub fn new(control: Control) -> ShmSession {
         ShmSession::with_kind(control, RegionKind::System)
     }
 
     /// A session of regions of `kind`.
-    pub fn with_kind(control: SetupClient, kind: RegionKind) -> ShmSession {
+    pub fn with_kind(control: Control, kind: RegionKind) -> ShmSession {
         ShmSession {
             control,
             kind,
@@ -109,15 +136,10 @@ impl ShmSession {
 
     /// The session `cfg.shared_memory` asks for. For CUDA this loads the runtime and checks
     /// `--cuda-device` first, so a missing library or device fails before any region.
-    pub fn for_run(control: SetupClient, cfg: &Config) -> Result<ShmSession> {
+    pub fn for_run(control: Control, cfg: &Config) -> Result<ShmSession> {
         let kind = RegionKind::of(cfg)
             .ok_or_else(|| Error::usage("--shared-memory none: no shared memory session"))?;
         if let RegionKind::Cuda { device } = kind {
-            if matches!(control, SetupClient::Capi(_)) {
-                return Err(Error::usage(
-                    "--shared-memory cuda is not supported with --service-kind triton_c_api",
-                ));
-            }
             super::cuda_ffi::runtime()?.use_device(device, super::cuda::DEVICE_FLAG)?;
         }
         Ok(ShmSession::with_kind(control, kind))
@@ -179,14 +201,14 @@ impl Drop for ShmSession {
 }
 
 /// `POST /v2/systemsharedmemory/region/<name>/register` or gRPC SystemSharedMemoryRegister.
-pub fn register(control: &mut SetupClient, name: &str, key: &str, len: usize) -> Result<()> {
+pub fn register(control: &mut Control, name: &str, key: &str, len: usize) -> Result<()> {
     let fail = |why: String| {
         Error::generic(format!(
             "registering system shared memory region '{name}': {why}"
         ))
     };
     match control {
-        SetupClient::Http(c) => {
+        Control::Http(c) => {
             let body = serde_json::json!({"key": key, "offset": 0, "byte_size": len}).to_string();
             let path = format!("/v2/systemsharedmemory/region/{name}/register");
             let headers = [("Content-Type".to_string(), "application/json".to_string())];
@@ -196,7 +218,7 @@ pub fn register(control: &mut SetupClient, name: &str, key: &str, len: usize) ->
                 Err(e) => Err(fail(e.msg)),
             }
         }
-        SetupClient::Grpc(c) => {
+        Control::Grpc(c) => {
             let req = pb::SystemSharedMemoryRegisterRequest {
                 name: name.into(),
                 key: key.into(),
@@ -208,20 +230,19 @@ pub fn register(control: &mut SetupClient, name: &str, key: &str, len: usize) ->
                 .map(|_| ())
                 .map_err(|e| fail(e.msg))
         }
-        SetupClient::Capi(_) => Err(fail("not supported with the C API".into())),
     }
 }
 
 /// `POST /v2/{system|cuda}sharedmemory/region/<name>/unregister`, or gRPC
 /// SystemSharedMemoryUnregister / CudaSharedMemoryUnregister.
-pub fn unregister(control: &mut SetupClient, name: &str, kind: RegionKind) -> Result<()> {
+pub fn unregister(control: &mut Control, name: &str, kind: RegionKind) -> Result<()> {
     let (what, extension) = match kind {
         RegionKind::System => ("region", "systemsharedmemory"),
         RegionKind::Cuda { .. } => ("CUDA region", "cudasharedmemory"),
     };
     let fail = |why: String| Error::generic(format!("{what} '{name}': {why}"));
     match control {
-        SetupClient::Http(c) => {
+        Control::Http(c) => {
             let path = format!("/v2/{extension}/region/{name}/unregister");
             match c.post(&path, &[], b"") {
                 Ok((200, _)) => Ok(()),
@@ -229,7 +250,7 @@ pub fn unregister(control: &mut SetupClient, name: &str, kind: RegionKind) -> Re
                 Err(e) => Err(fail(e.msg)),
             }
         }
-        SetupClient::Grpc(c) => {
+        Control::Grpc(c) => {
             let sent = match kind {
                 RegionKind::System => {
                     let req = pb::SystemSharedMemoryUnregisterRequest { name: name.into() };
@@ -242,13 +263,12 @@ pub fn unregister(control: &mut SetupClient, name: &str, kind: RegionKind) -> Re
             };
             sent.map(|_| ()).map_err(|e| fail(e.msg))
         }
-        SetupClient::Capi(_) => Ok(()),
     }
 }
 
 /// `POST /v2/cudasharedmemory/region/<name>/register` with the base64 IPC handle, or gRPC
 /// CudaSharedMemoryRegister with the raw 64 bytes.
-pub fn register_cuda(control: &mut SetupClient, region: &CudaRegion) -> Result<()> {
+pub fn register_cuda(control: &mut Control, region: &CudaRegion) -> Result<()> {
     let name = region.name();
     let fail = |why: String| {
         Error::generic(format!(
@@ -256,7 +276,7 @@ pub fn register_cuda(control: &mut SetupClient, region: &CudaRegion) -> Result<(
         ))
     };
     match control {
-        SetupClient::Http(c) => {
+        Control::Http(c) => {
             let b64 = base64::engine::general_purpose::STANDARD.encode(region.raw_handle());
             let body = serde_json::json!({
                 "raw_handle": {"b64": b64},
@@ -272,7 +292,7 @@ pub fn register_cuda(control: &mut SetupClient, region: &CudaRegion) -> Result<(
                 Err(e) => Err(fail(e.msg)),
             }
         }
-        SetupClient::Grpc(c) => {
+        Control::Grpc(c) => {
             let req = pb::CudaSharedMemoryRegisterRequest {
                 name: name.into(),
                 raw_handle: region.raw_handle().to_vec(),
@@ -284,14 +304,9 @@ pub fn register_cuda(control: &mut SetupClient, region: &CudaRegion) -> Result<(
                 .map(|_| ())
                 .map_err(|e| fail(e.msg))
         }
-        SetupClient::Capi(_) => Err(fail("not supported with the C API".into())),
     }
 }
 
-fn grpc<Q: Message>(
-    c: &mut crate::protocol::grpc::blocking::GrpcClient,
-    method: &str,
-    req: &Q,
-) -> Result<Vec<u8>> {
+fn grpc<Q: Message>(c: &mut GrpcClient, method: &str, req: &Q) -> Result<Vec<u8>> {
     c.unary(method, &req.encode_to_vec())
 }

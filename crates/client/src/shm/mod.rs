@@ -1,6 +1,9 @@
 //! Shared memory tensor transport (`--shared-memory system|cuda`, spec §6): POSIX regions,
 //! CUDA device regions, the client's registered regions of a run, and requests that
 //! reference them.
+//!
+//! Layer: above `engine` (it stages the engine's request variants and output slots) and
+//! below `run` (which hands it the server and model as a `plan::ShmTarget`).
 
 pub mod client;
 pub mod cuda;

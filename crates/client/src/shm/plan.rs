@@ -16,27 +16,43 @@ use std::sync::Arc;
 use crate::config::{Config, LoadMode, Protocol, SharedMemory};
 use crate::engine::slots::{OutputSlots, OutputView};
 use crate::error::{Error, Result};
-use crate::inputs::{batch, batch_expected, InputSet};
-use crate::run::plan::{request_starts, wire, LoadPlan};
-use crate::run::setup::{SetupClient, Target};
-use crate::service::triton_http::{self, TensorMeta};
+use crate::inputs::{batch, batch_expected, request_starts, InputSet, TensorValue};
+use crate::service::triton_http::{self, ModelConfig, ModelMetadata, TensorMeta};
 use crate::tensor::{DataType, InputTensor};
+use crate::transport::TlsClient;
 
-use super::client::{SessionRegion, ShmSession};
+use super::client::{Control, SessionRegion, ShmSession};
 use super::encode::{encode_grpc, encode_http, TensorRef};
 use super::system::region_name;
 
-/// The stream non-sequence models read (as `run::plan`).
+/// The stream non-sequence models read (as in a plan without shared memory).
 const STREAM: usize = 0;
 
 /// Most in-flight slots a run may have: each costs one registered region per output.
 pub const MAX_SLOTS: usize = 16_384;
 
-/// What `build` hands the run: the plan, the session holding its registered regions (it must
-/// live until the load has stopped: dropping it unregisters and unlinks them), and the
-/// slots the engine picks request variants by.
+/// The server and model the regions are set up for.
+pub struct ShmTarget<'a> {
+    /// `host:port` of the server.
+    pub host: &'a str,
+    pub tls: Option<&'a TlsClient>,
+    pub meta: &'a ModelMetadata,
+    pub config: &'a ModelConfig,
+}
+
+/// What `build` hands the run: the requests and, per input entry, what the reports and
+/// validation need (as a load plan has them), the session holding the registered regions
+/// (it must live until the load has stopped: dropping it unregisters and unlinks them),
+/// and the slots the engine picks request variants by.
 pub struct ShmPlan {
-    pub plan: LoadPlan,
+    /// K variants per input entry: variant k of entry e at `e * K + k`.
+    pub requests: Vec<Vec<u8>>,
+    /// The export's `request_inputs` object of each entry.
+    pub step_inputs: Vec<String>,
+    /// Validation data of each entry's batch.
+    pub expected: Vec<Option<Vec<TensorValue>>>,
+    /// `--fixed-schedule` send time of each entry, in ms.
+    pub timestamps_ms: Vec<Option<u64>>,
     pub session: ShmSession,
     pub slots: Arc<OutputSlots>,
 }
@@ -72,8 +88,8 @@ pub fn slot_count(cfg: &Config) -> Result<usize> {
     }
 }
 
-/// Builds the plan, registers its regions and sets up the slots.
-pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<ShmPlan> {
+/// Builds the requests, registers their regions and sets up the slots.
+pub fn build(cfg: &Config, target: &ShmTarget<'_>, set: &InputSet) -> Result<ShmPlan> {
     if target.config.sequence_batching {
         return Err(Error::usage(
             "--shared-memory system is not supported yet for sequence models (inferperf)",
@@ -107,34 +123,32 @@ pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<ShmPlan> {
              device memory (inferperf); remove the validation data or use --shared-memory system",
         ));
     }
-    let control = SetupClient::connect(&target.host, cfg, target.tls.as_ref())?;
+    let control = Control::connect(target.host, cfg, target.tls)?;
     let mut session = ShmSession::for_run(control, cfg)?;
     let SlotRegions {
         refs: slot_refs,
         views,
     } = output_slots(cfg, target, &mut session, k, validate)?;
-    let mut plan = LoadPlan {
-        requests: Vec::with_capacity(entries.len() * k),
-        wire: wire(cfg, target),
-        step_inputs: Vec::with_capacity(entries.len()),
-        expected: Vec::with_capacity(entries.len()),
-        timestamps_ms: Vec::with_capacity(entries.len()),
-        sequences: None,
-    };
+    let mut requests = Vec::with_capacity(entries.len() * k);
+    let mut step_inputs = Vec::with_capacity(entries.len());
+    let mut expected_outputs = Vec::with_capacity(entries.len());
+    let mut timestamps_ms = Vec::with_capacity(entries.len());
     for (first, inputs, expected) in entries {
         let in_refs = stage_inputs(&mut session, first, &inputs)?;
         // Variant k of this entry at index entry * K + k (`OutputSlots::request_index`).
         for out_refs in &slot_refs {
-            plan.requests
-                .push(encode(cfg, target, &inputs, &in_refs, out_refs)?);
+            requests.push(encode(cfg, target.host, &inputs, &in_refs, out_refs)?);
         }
-        plan.step_inputs.push(triton_http::inputs_json(&inputs));
-        plan.expected.push(expected);
-        plan.timestamps_ms.push(steps[first].timestamp_ms);
+        step_inputs.push(triton_http::inputs_json(&inputs));
+        expected_outputs.push(expected);
+        timestamps_ms.push(steps[first].timestamp_ms);
     }
     let slots = Arc::new(OutputSlots::new(k, views)?);
     Ok(ShmPlan {
-        plan,
+        requests,
+        step_inputs,
+        expected: expected_outputs,
+        timestamps_ms,
         session,
         slots,
     })
@@ -142,13 +156,13 @@ pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<ShmPlan> {
 
 fn encode(
     cfg: &Config,
-    target: &Target,
+    host: &str,
     inputs: &[InputTensor],
     in_refs: &[TensorRef],
     out_refs: &[TensorRef],
 ) -> Result<Vec<u8>> {
     match cfg.protocol {
-        Protocol::Http => encode_http(cfg, &target.host, inputs, in_refs, out_refs),
+        Protocol::Http => encode_http(cfg, host, inputs, in_refs, out_refs),
         Protocol::Grpc => encode_grpc(cfg, inputs, in_refs, out_refs),
     }
 }
@@ -179,7 +193,7 @@ struct SlotRegions {
 /// `capture`, read-only views of them for the workers.
 fn output_slots(
     cfg: &Config,
-    target: &Target,
+    target: &ShmTarget<'_>,
     session: &mut ShmSession,
     k: usize,
     capture: bool,

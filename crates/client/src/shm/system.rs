@@ -3,7 +3,8 @@
 //! `O_EXCL` refuses to reuse an existing one, and dropping it unmaps and `shm_unlink`s it.
 //!
 //! Every live region is also listed in a lock-free list that `unlink_live_regions` walks
-//! from the second-Ctrl-C signal handler, which exits without running destructors.
+//! from the second-Ctrl-C signal handler, which exits without running destructors (the
+//! region list registers it as the hook `signal::on_hard_exit` runs).
 
 use std::ffi::CString;
 use std::fs::File;
@@ -52,6 +53,7 @@ struct LiveNode {
 static LIVE_HEAD: AtomicPtr<LiveNode> = AtomicPtr::new(ptr::null_mut());
 
 fn push_live(key: CString) -> &'static LiveNode {
+    crate::signal::on_hard_exit(unlink_live_regions);
     let node = Box::leak(Box::new(LiveNode {
         key,
         live: AtomicBool::new(true),

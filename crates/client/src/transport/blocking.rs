@@ -7,9 +7,9 @@ use std::time::Duration;
 use rustls::{ClientConnection, StreamOwned};
 
 use super::session::{drive_handshake, tls_error};
+use super::tcp;
 use super::tls::TlsClient;
 use crate::error::{Error, Result};
-use crate::protocol::tcp;
 
 /// A blocking connection with read and write timeouts.
 #[derive(Debug)]
@@ -79,7 +79,7 @@ fn clarify(e: io::Error) -> io::Error {
     tls.unwrap_or(e)
 }
 
-/// Connects to `address` (`host:port`) like [`crate::protocol::tcp::connect_blocking`]
+/// Connects to `address` (`host:port`) like [`tcp::connect_blocking`]
 /// (timeout on connect and on every read and write, Nagle off) and, with `tls`, completes
 /// the TLS handshake so a certificate problem is reported here. Errors read
 /// "cannot connect to {what} at {address}: {reason}".

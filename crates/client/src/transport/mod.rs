@@ -16,6 +16,7 @@ pub mod blocking;
 pub mod rx_stamp;
 mod session;
 mod stream;
+pub mod tcp;
 pub mod tls;
 
 use std::io::{self, Read, Write};
@@ -153,6 +154,3 @@ impl Transport {
 #[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
 pub mod test_pki;
-
-#[cfg(test)]
-mod tests;

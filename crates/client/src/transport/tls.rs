@@ -17,8 +17,8 @@ use rustls::sign::CertifiedKey;
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore};
 use rustls::{SignatureScheme, ALL_VERSIONS};
 
+use super::tcp::os_message;
 use crate::error::{Error, Result};
-use crate::protocol::tcp::os_message;
 
 /// The system CA bundle used when no CA file is given and `SSL_CERT_FILE` is not set.
 pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";

@@ -6,7 +6,7 @@
 //! except ITL and per-user throughput on a request with a single output token or a single
 //! chunk, which pass (vLLM counts TPOT as 0 there).
 
-use super::metrics::RequestMetrics;
+use super::request::RequestMetrics;
 use crate::error::{Error, Result};
 
 /// The metrics a goodput constraint can name.

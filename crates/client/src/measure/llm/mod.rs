@@ -5,8 +5,10 @@ pub mod definitions;
 pub mod goodput;
 pub mod metrics;
 pub mod record;
+pub mod request;
 pub mod stats;
 
-pub use metrics::{compute, LlmMetrics, MetricOptions, RequestMetrics};
+pub use metrics::{compute, LlmMetrics, MetricOptions};
 pub use record::{Chunk, LlmRequest, RequestError, Usage};
+pub use request::RequestMetrics;
 pub use stats::Stats;

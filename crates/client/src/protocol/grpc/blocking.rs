@@ -11,10 +11,10 @@ use std::io::{ErrorKind, Read, Write};
 use std::time::{Duration, Instant};
 
 use super::message::{write_message, DEFAULT_MAX_MESSAGE_LEN};
+use super::request::call_headers;
 use super::session::{Session, SessionConfig};
 use crate::error::{Error, Result};
-use crate::protocol::tcp::os_message;
-use crate::service::triton_grpc::call_headers;
+use crate::transport::tcp::os_message;
 use crate::transport::{connect_blocking, BlockingStream, TlsClient};
 
 mod call;

@@ -13,7 +13,6 @@ use prost::Message;
 
 use super::{percent_decode, GrpcClient};
 use crate::protocol::grpc::pb::inference as pb;
-use crate::service::triton_grpc::decode;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 /// Size of the large response's raw output (bytes): well past 1 MiB and any window we test.
@@ -143,7 +142,7 @@ fn calls_decode_and_reuse_one_connection() {
     assert_eq!(client.address(), addr);
     for _ in 0..2 {
         let bytes = client.unary("ServerMetadata", b"").unwrap();
-        let reply: pb::ServerMetadataResponse = decode(&bytes, "ServerMetadata").unwrap();
+        let reply = pb::ServerMetadataResponse::decode(&bytes[..]).unwrap();
         assert_eq!(reply.name, "triton");
         assert_eq!(reply.version, "2.50.0");
         assert_eq!(reply.extensions, ["statistics"]);
@@ -194,7 +193,7 @@ fn large_messages_flow_in_both_directions() {
         let mut client = GrpcClient::connect_with_window(&addr, TIMEOUT, window, None).unwrap();
         for _ in 0..2 {
             let bytes = client.unary("ModelInfer", &request).unwrap();
-            let reply: pb::ModelInferResponse = decode(&bytes, "ModelInfer").unwrap();
+            let reply = pb::ModelInferResponse::decode(&bytes[..]).unwrap();
             assert_eq!(reply.id, (request.len() + 5).to_string(), "window {window}");
             assert_eq!(reply.raw_output_contents, [pattern(LARGE_OUTPUT)]);
         }

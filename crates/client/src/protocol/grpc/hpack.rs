@@ -141,6 +141,15 @@ impl fmt::Display for HpackError {
 
 impl std::error::Error for HpackError {}
 
+impl From<hpack_huffman::HuffmanError> for HpackError {
+    fn from(e: hpack_huffman::HuffmanError) -> Self {
+        match e {
+            hpack_huffman::HuffmanError::Eos => HpackError::HuffmanEos,
+            hpack_huffman::HuffmanError::Padding => HpackError::HuffmanPadding,
+        }
+    }
+}
+
 impl From<HpackError> for crate::error::Error {
     fn from(e: HpackError) -> Self {
         crate::error::Error::generic(e.to_string())

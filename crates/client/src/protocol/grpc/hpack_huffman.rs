@@ -4,7 +4,14 @@
 
 use std::sync::OnceLock;
 
-use super::hpack::HpackError;
+/// Why a Huffman string could not be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HuffmanError {
+    /// The string contains the EOS symbol.
+    Eos,
+    /// More than 7 bits of padding, or padding that is not all ones.
+    Padding,
+}
 
 /// `(code, bit length)` for symbols 0..=255 and EOS (256), codes right-aligned (RFC 7541
 /// Appendix B). Row comments give the first symbol of the row.
@@ -173,14 +180,14 @@ fn machine() -> &'static Machine {
 
 /// Appends the Huffman decoding of `src` to `out`. Rejects EOS inside the string and padding
 /// longer than 7 bits or not all ones.
-pub(crate) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HpackError> {
+pub(crate) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
     let machine = machine();
     let mut state = 0usize;
     for &byte in src {
         for nibble in [byte >> 4, byte & 0x0f] {
             let step = machine.steps[state][usize::from(nibble)];
             if step.flags & FAIL != 0 {
-                return Err(HpackError::HuffmanEos);
+                return Err(HuffmanError::Eos);
             }
             if step.flags & EMIT != 0 {
                 out.push(step.symbol);
@@ -191,7 +198,7 @@ pub(crate) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HpackError> {
     if machine.accepting[state] {
         Ok(())
     } else {
-        Err(HpackError::HuffmanPadding)
+        Err(HuffmanError::Padding)
     }
 }
 
@@ -221,10 +228,13 @@ pub(crate) fn encode(src: &[u8], out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::grpc::hpack::HpackError;
 
     fn decoded(src: &[u8]) -> Result<Vec<u8>, HpackError> {
         let mut out = Vec::new();
-        decode(src, &mut out).map(|()| out)
+        decode(src, &mut out)
+            .map(|()| out)
+            .map_err(HpackError::from)
     }
 
     #[test]

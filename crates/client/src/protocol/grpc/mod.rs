@@ -8,6 +8,7 @@ pub mod hpack;
 mod hpack_huffman;
 pub mod message;
 pub mod pb;
+pub mod request;
 pub mod session;
 
 #[cfg(test)]

@@ -5,10 +5,11 @@
 use std::io::{ErrorKind, Read, Write};
 use std::time::Duration;
 
+use super::error::ParseError;
 use super::request::{check_header, write_request};
-use super::response::{ParseError, Progress, ResponseReader};
+use super::response::{Progress, ResponseReader};
 use crate::error::{Error, Result};
-use crate::protocol::tcp::os_message;
+use crate::transport::tcp::os_message;
 use crate::transport::{connect_blocking, BlockingStream, TlsClient};
 
 /// Bytes read from the socket per `read` call.

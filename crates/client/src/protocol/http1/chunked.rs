@@ -3,7 +3,7 @@
 //! The decoder keeps its position in the caller's buffer, so bytes already decoded are never
 //! looked at again when more data arrives. Line endings may be CRLF or a bare LF.
 
-use super::response::ParseError;
+use super::error::ParseError;
 
 /// Longest accepted chunk-size line, extensions included (bytes). Real servers send a few hex
 /// digits; the limit stops a peer from making us buffer an endless extension.

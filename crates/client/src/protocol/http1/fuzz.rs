@@ -1,6 +1,7 @@
 //! Fuzz entry point for the response parser, shared by `fuzz/` and `tests/it/fuzz_corpus.rs`.
 
-use super::response::{Limits, ParseError, Progress, ResponseHead, ResponseReader};
+use super::error::ParseError;
+use super::response::{Limits, Progress, ResponseHead, ResponseReader};
 
 /// What one connection's bytes turned into: responses in order, ending with an error or not.
 #[derive(Debug, PartialEq, Eq)]

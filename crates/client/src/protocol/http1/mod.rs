@@ -16,12 +16,12 @@
 
 pub mod blocking;
 mod chunked;
+mod error;
 mod fuzz;
 mod request;
 mod response;
 
+pub use error::ParseError;
 pub use fuzz::fuzz_response;
 pub use request::{check_header, write_request};
-pub use response::{
-    Framing, Limits, ParseError, Progress, ResponseHead, ResponseReader, MAX_HEADERS,
-};
+pub use response::{Framing, Limits, Progress, ResponseHead, ResponseReader, MAX_HEADERS};

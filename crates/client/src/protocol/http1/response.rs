@@ -6,9 +6,8 @@
 //! its bytes. No allocation happens in steady state: headers are parsed into a stack array and
 //! chunked bodies are decoded into one `Vec` that keeps its capacity across responses.
 
-use std::fmt;
-
 use super::chunked::ChunkedDecoder;
+use super::error::ParseError;
 
 /// Most header fields accepted in one response head (the `httparse` array lives on the stack).
 pub const MAX_HEADERS: usize = 64;
@@ -70,61 +69,6 @@ pub struct ResponseHead {
 pub enum Progress {
     NeedMore,
     Done(ResponseHead),
-}
-
-/// Why a response could not be parsed. Every variant is final for the connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParseError {
-    /// The status line or a header field is malformed (or there are too many fields).
-    Head(httparse::Error),
-    HeadTooLarge,
-    /// 101: we never ask for an upgrade.
-    SwitchingProtocols,
-    BadContentLength,
-    BadInferenceHeaderLength,
-    BadChunkSize,
-    ChunkSizeOverflow,
-    ChunkLineTooLong,
-    BadChunkEnd,
-    BadTrailer,
-    TrailersTooLarge,
-    BodyTooLarge,
-    /// The peer closed the connection before sending any byte of a response.
-    ClosedBeforeResponse,
-    /// The peer closed the connection in the middle of a response.
-    Truncated,
-}
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let text = match self {
-            ParseError::Head(e) => return write!(f, "malformed HTTP response head: {e}"),
-            ParseError::HeadTooLarge => "HTTP response head exceeds the size limit",
-            ParseError::SwitchingProtocols => "unexpected HTTP 101 Switching Protocols",
-            ParseError::BadContentLength => "invalid or conflicting Content-Length header",
-            ParseError::BadInferenceHeaderLength => {
-                "invalid Inference-Header-Content-Length header"
-            }
-            ParseError::BadChunkSize => "invalid chunk size line in chunked body",
-            ParseError::ChunkSizeOverflow => "chunk size does not fit in 64 bits",
-            ParseError::ChunkLineTooLong => "chunk size line exceeds the size limit",
-            ParseError::BadChunkEnd => "chunk data not followed by CRLF",
-            ParseError::BadTrailer => "malformed trailer field in chunked body",
-            ParseError::TrailersTooLarge => "chunked body trailers exceed the size limit",
-            ParseError::BodyTooLarge => "HTTP response body exceeds the size limit",
-            ParseError::ClosedBeforeResponse => "connection closed by server before a response",
-            ParseError::Truncated => "connection closed by server in the middle of a response",
-        };
-        f.write_str(text)
-    }
-}
-
-impl std::error::Error for ParseError {}
-
-impl From<ParseError> for crate::error::Error {
-    fn from(e: ParseError) -> Self {
-        crate::error::Error::generic(e.to_string())
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::json_text::{num, Node};
-use crate::measure::llm::metrics::{chunk_gaps, request_metrics};
+use crate::measure::llm::request::{chunk_gaps, request_metrics};
 use crate::measure::llm::LlmRequest;
 
 /// ns → ms.

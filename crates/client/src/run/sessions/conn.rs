@@ -15,8 +15,8 @@ use crate::measure::record::{framed_responses, push_framed_response};
 use crate::measure::RequestRecord;
 use crate::protocol::http1::{ParseError, Progress, ResponseHead, ResponseReader};
 use crate::protocol::sse::{SseDecoder, SseEvent};
-use crate::protocol::tcp::os_message;
 use crate::service::openai::{error_message, stream_error_message};
+use crate::transport::tcp::os_message;
 use crate::transport::{connect_blocking, BlockingStream, TlsClient};
 
 /// Bytes asked of the socket per read.

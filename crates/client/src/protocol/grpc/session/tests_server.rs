@@ -14,7 +14,7 @@ use bytes::Bytes;
 use super::fuzz::Owned;
 use super::tests::{data, msg, ok_response, settings, status_200};
 use super::*;
-use crate::service::triton_grpc::request_headers;
+use crate::protocol::grpc::request::request_headers;
 
 /// Bound on every wait in these tests.
 const DEADLINE: Duration = Duration::from_secs(20);

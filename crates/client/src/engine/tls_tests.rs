@@ -1,15 +1,15 @@
-//! End-to-end tests over 127.0.0.1: the blocking client, the load engine, and the handshake
+//! TLS end to end over 127.0.0.1: the blocking client, the load engine, and the handshake
 //! failures a user meets (unknown CA, wrong name, plain-text server, missing client cert).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::test_pki::{Pki, TlsServer, BODY};
-use super::*;
+use super::{Engine, EngineSpec};
 use crate::clock::Clock;
-use crate::engine::{Engine, EngineSpec};
 use crate::measure::WindowRecords;
 use crate::protocol::http1::blocking::BlockingClient;
+use crate::transport::test_pki::{Pki, TlsServer, BODY};
+use crate::transport::{connect_blocking, PemOrDer, TlsClient, TlsOptions, NOT_TLS};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 

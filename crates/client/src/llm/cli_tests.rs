@@ -1,0 +1,123 @@
+use super::*;
+
+fn cfg(args: &[&str]) -> Result<ProfileConfig> {
+    let mut v: Vec<OsString> = vec!["profile".into()];
+    v.extend(args.iter().map(OsString::from));
+    match parse(v)? {
+        Ok(c) => Ok(c),
+        Err(text) => Err(Error::generic(text)),
+    }
+}
+
+#[test]
+fn defaults_and_lists() {
+    let c = cfg(&["-m", "llm", "--concurrency", "1,4,8"]).unwrap();
+    assert_eq!(c.endpoint, "v1/chat/completions");
+    assert_eq!(c.address, "localhost:8000");
+    assert_eq!(
+        c.points,
+        vec![
+            LoadPoint::Concurrency(1),
+            LoadPoint::Concurrency(4),
+            LoadPoint::Concurrency(8)
+        ]
+    );
+    let c = cfg(&[
+        "-m",
+        "a",
+        "b",
+        "--request-rate",
+        "2.5",
+        "-u",
+        "http://h:9/x",
+    ])
+    .unwrap();
+    assert_eq!(c.models, vec!["a", "b"]);
+    assert_eq!(c.points, vec![LoadPoint::RequestRate(2.5)]);
+    assert_eq!(c.address, "h:9");
+    assert_eq!(c.points[0].label(), "request_rate2.5");
+    let c = cfg(&["-m", "t", "--service-kind", "triton"]).unwrap();
+    assert_eq!(c.endpoint_type, EndpointType::Kserve);
+    assert_eq!(c.address, "localhost:8001");
+}
+
+#[test]
+fn extra_inputs_and_headers_parse() {
+    let c = cfg(&[
+        "-m",
+        "x",
+        "--extra-inputs",
+        "ignore_eos:true",
+        "--extra-inputs",
+        "temperature:0.5",
+        "--extra-inputs",
+        "stop:end",
+        "-H",
+        "Authorization: Bearer k",
+    ])
+    .unwrap();
+    assert_eq!(c.extra[0], ("ignore_eos".into(), serde_json::json!(true)));
+    assert_eq!(c.extra[1], ("temperature".into(), serde_json::json!(0.5)));
+    assert_eq!(c.extra[2], ("stop".into(), serde_json::json!("end")));
+    assert_eq!(c.headers[0], ("Authorization".into(), "Bearer k".into()));
+}
+
+#[test]
+fn bad_flags_are_usage_errors_naming_the_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--concurrency", "1"], "--model"),
+        (&["-m", "x", "--concurrency", "0"], "--concurrency"),
+        (
+            &["-m", "x", "--concurrency", "1", "--request-rate", "2"],
+            "not both",
+        ),
+        (&["-m", "x", "--request-rate=-1"], "--request-rate"),
+        (&["-m", "x", "--extra-inputs", "novalue"], "--extra-inputs"),
+        (&["-m", "x", "-H", "bad header"], "-H"),
+        (
+            &["-m", "x", "--service-kind", "tfserving"],
+            "--service-kind",
+        ),
+        (
+            &["-m", "x", "--output-tokens-mean-deterministic"],
+            "--output-tokens-mean",
+        ),
+        (
+            &[
+                "-m",
+                "x",
+                "--endpoint-type",
+                "embeddings",
+                "--use-server-token-count",
+            ],
+            "--use-server-token-count",
+        ),
+        (&["-m", "x", "--goodput", "nonsense:1"], "nonsense"),
+        (&["-m", "x", "-u", "https://h:1"], "https"),
+        (&["-m", "x", "--no-such-flag"], "--no-such-flag"),
+        (&["-m", "x", "--read-batch-us", "100001"], "--read-batch-us"),
+        (&["-m", "x", "--read-batch-us", "lots"], "--read-batch-us"),
+        (
+            &["-m", "x", "--profile-export-file", "out/my.json"],
+            "--profile-export-file",
+        ),
+        (
+            &["-m", "x", "--profile-export-file", ""],
+            "--profile-export-file",
+        ),
+    ];
+    for (args, needle) in cases {
+        let e = cfg(args).unwrap_err();
+        assert_eq!(e.exit_code(), 99, "{args:?}");
+        assert!(e.msg.contains(needle), "{args:?}: {}", e.msg);
+    }
+}
+
+#[test]
+fn export_file_must_be_a_plain_name() {
+    assert!(check_export_file_name("my.json").is_ok());
+    for bad in ["", "out/my.json", "./my.json", "/tmp/x.json", "..", "dir/"] {
+        let e = check_export_file_name(bad).unwrap_err();
+        assert!(e.contains("--profile-export-file"), "{bad}: {e}");
+    }
+}
