@@ -160,7 +160,7 @@ pub enum MeasurementMode {
 pub enum InputData {
     Random,
     Zero,
-    /// JSON file(s) or a directory: parsed by later work (issue 4); rejected for now by the CLI.
+    /// JSON file(s) or a directory (`--input-data FILE.json|DIR`), read by `inputs`.
     Files(Vec<PathBuf>),
 }
 

@@ -346,7 +346,7 @@ pub struct RunArgs {
     pub metrics_interval: Option<String>,
 }
 
-/// The full command: `RunArgs` plus the perf_analyzer flags of later work.
+/// The full command: `RunArgs` plus the recognised but unimplemented flags.
 pub fn command() -> clap::Command {
     RunArgs::command().args(PLANNED_FLAGS.iter().map(|flag| {
         let arg = Arg::new(flag.long)
@@ -367,7 +367,7 @@ pub fn command() -> clap::Command {
     }))
 }
 
-/// The first flag of later work given on the command line, as `--name`.
+/// The first unimplemented flag given on the command line, as `--name`.
 pub fn first_planned_flag(matches: &ArgMatches) -> Option<String> {
     PLANNED_FLAGS
         .iter()

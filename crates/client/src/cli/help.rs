@@ -1,5 +1,5 @@
 //! Help headings, the honest notes printed after `--help`, and the table of perf_analyzer flags
-//! that inferperf recognises but does not implement yet.
+//! that inferperf recognises but does not implement (empty: every flag is implemented).
 
 /// Help headings, in the order of perf_analyzer.md §1.
 pub const GENERAL: &str = "General";
@@ -61,11 +61,11 @@ pub struct PlannedFlag {
     pub help: &'static str,
 }
 
-/// perf_analyzer flags of later work, in the order of perf_analyzer.md §1 (none left: every
+/// perf_analyzer flags recognised but not implemented, in the order of perf_analyzer.md §1 (none left: every
 /// perf_analyzer flag is implemented).
 pub const PLANNED_FLAGS: &[PlannedFlag] = &[];
 
-/// The error for a recognised flag (or flag value) of later work.
+/// The error for a recognised flag (or flag value) that is not implemented.
 pub fn not_supported(what: &str) -> crate::error::Error {
     crate::error::Error::usage(format!(
         "{what} is not supported yet by inferperf (planned)"

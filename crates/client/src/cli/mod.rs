@@ -1,7 +1,7 @@
 //! The perf_analyzer-compatible command line: argv to a validated `Config`.
 //!
 //! `args` holds the clap definitions, `validate` turns raw values into a `Config`, `help` holds
-//! the headings, notes and the flags of later work.
+//! the headings, notes and the table of unimplemented flags (empty).
 
 pub mod args;
 pub mod help;

@@ -1,4 +1,4 @@
-//! `--help`, `--version` and the flags of later work: recognised, documented, rejected.
+//! `--help`, `--version` and unimplemented flags: recognised, documented, rejected.
 
 use super::tests::{error, parse};
 use super::*;

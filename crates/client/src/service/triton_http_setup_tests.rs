@@ -1,6 +1,6 @@
 use super::*;
 
-// The nginx reference server's files (/work/shared/bench/nginx/), verbatim.
+// The nginx reference server's files (`../shared/bench/nginx/` beside the repository), verbatim.
 const NGINX_CONFIG: &str = r#"{"name":"identity","platform":"","backend":"identity","max_batch_size":0,"input":[{"name":"INPUT0","data_type":"TYPE_FP32","dims":[16]}],"output":[{"name":"OUTPUT0","data_type":"TYPE_FP32","dims":[16]}]}"#;
 const NGINX_METADATA: &str = r#"{"name":"identity","versions":["1"],"platform":"identity","inputs":[{"name":"INPUT0","datatype":"FP32","shape":[16]}],"outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[16]}]}"#;
 const NGINX_SERVER: &str = r#"{"name":"nginx-fixed","version":"0","extensions":[]}"#;

@@ -1,5 +1,6 @@
-//! Groundwork for gRPC over a hand-rolled HTTP/2 client (issue 3): the codecs, tested and
-//! fuzzed on their own. The session that drives them over mio comes next.
+//! gRPC over inferperf's own HTTP/2 client: the frame codec, HPACK, message framing with
+//! gzip/deflate, the sans-IO `Session` the engine drives over mio, the prost messages and a
+//! blocking unary client on the same `Session` for setup calls.
 
 pub mod blocking;
 pub mod compress;
