@@ -61,8 +61,8 @@ pub struct PlannedFlag {
     pub help: &'static str,
 }
 
-/// perf_analyzer flags recognised but not implemented, in the order of perf_analyzer.md §1 (none left: every
-/// perf_analyzer flag is implemented).
+/// perf_analyzer flags recognised but not implemented, in the order of perf_analyzer.md §1
+/// (empty: every perf_analyzer flag is implemented).
 pub const PLANNED_FLAGS: &[PlannedFlag] = &[];
 
 /// The error for a recognised flag (or flag value) that is not implemented.
