@@ -6,10 +6,12 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use super::cli::{Distribution, LoadPoint, ProfileConfig};
-use crate::engine::pace::Schedule;
+use crate::config;
 use crate::engine::{Engine, EngineSpec, Load};
 use crate::error::{Error, Result};
 use crate::measure::{RequestRecord, WindowRecords};
+use crate::report::LoadValue;
+use crate::run::load::LoadDesc;
 
 /// Requests measured per point when neither a count nor a duration is given.
 pub const DEFAULT_REQUEST_COUNT: u64 = 100;
@@ -34,22 +36,26 @@ pub struct PointRun {
     pub worker_cpu_ns: u64,
 }
 
+/// How long a `profile` Poisson schedule runs before it repeats (ns).
+const POISSON_HORIZON_NS: u64 = 60_000_000_000;
+
 /// The engine's load for a point.
 pub fn load(cfg: &ProfileConfig, point: LoadPoint) -> Load {
-    match point {
-        LoadPoint::Concurrency(c) => Load::Concurrency(c),
-        LoadPoint::RequestRate(rate) => Load::Paced {
-            schedule: match cfg.args.request_distribution {
-                Distribution::Constant => Schedule::Constant { rate },
-                Distribution::Poisson => Schedule::Poisson {
-                    rate,
-                    seed: cfg.args.random_seed,
-                    horizon_ns: 60_000_000_000,
-                },
-            },
-            max_inflight: cfg.args.max_inflight,
+    let value = match point {
+        LoadPoint::Concurrency(c) => LoadValue::Concurrency(c),
+        LoadPoint::RequestRate(rate) => LoadValue::RequestRate(rate),
+    };
+    LoadDesc {
+        distribution: match cfg.args.request_distribution {
+            Distribution::Constant => config::Distribution::Constant,
+            Distribution::Poisson => config::Distribution::Poisson,
         },
+        seed: cfg.args.random_seed,
+        poisson_horizon_ns: POISSON_HORIZON_NS,
+        max_inflight: cfg.args.max_inflight,
+        ..LoadDesc::simple(value)
     }
+    .engine_load()
 }
 
 /// Warm-up (not measured), then the measured run.
@@ -193,6 +199,51 @@ fn progress_line(label: &str, done: u64, total: Option<u64>, elapsed: Duration) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::pace::Schedule;
+
+    fn cfg(args: &[&str]) -> ProfileConfig {
+        let mut v: Vec<std::ffi::OsString> = vec!["profile".into()];
+        v.extend(args.iter().map(Into::into));
+        super::super::cli::parse(v).unwrap().unwrap()
+    }
+
+    #[test]
+    fn points_map_to_the_engine_load() {
+        let c = cfg(&["-m", "llm", "--concurrency", "3"]);
+        assert_eq!(load(&c, LoadPoint::Concurrency(3)), Load::Concurrency(3));
+        let args = [
+            "-m",
+            "llm",
+            "--request-rate",
+            "2.5",
+            "--request-distribution",
+            "poisson",
+            "--random-seed",
+            "7",
+            "--max-inflight",
+            "4",
+        ];
+        let c = cfg(&args);
+        assert_eq!(
+            load(&c, LoadPoint::RequestRate(2.5)),
+            Load::Paced {
+                schedule: Schedule::Poisson {
+                    rate: 2.5,
+                    seed: 7,
+                    horizon_ns: 60_000_000_000
+                },
+                max_inflight: Some(4)
+            }
+        );
+        let c = cfg(&["-m", "llm", "--request-rate", "2"]);
+        assert_eq!(
+            load(&c, LoadPoint::RequestRate(2.0)),
+            Load::Paced {
+                schedule: Schedule::Constant { rate: 2.0 },
+                max_inflight: None
+            }
+        );
+    }
 
     #[test]
     fn progress_line_shapes() {

@@ -2,6 +2,7 @@
 
 pub mod capi;
 mod kinds;
+pub mod load;
 mod metrics;
 mod openai;
 pub(crate) mod plan;
