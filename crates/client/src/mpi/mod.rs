@@ -13,6 +13,7 @@ pub mod ffi;
 #[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
 pub mod local;
+mod peers;
 pub mod run;
 pub mod world;
 

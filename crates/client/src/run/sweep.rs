@@ -6,18 +6,16 @@ use std::io::Write;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use super::coordinator::{profile_periodic, profile_point, PointCtx, PointOutcome, PointStatus};
 use super::load::LoadDesc;
 use super::metrics::MetricsSource;
+use super::peers::{Alone, Peers};
 use super::setup::{fetch_stats, Target};
 use crate::config::{Config, LoadMode, MeasurementMode, Protocol, ServiceKind};
-use crate::engine::coordinator::{
-    profile_periodic, profile_point, PointCtx, PointOutcome, PointStatus,
-};
 use crate::engine::pace::{nominal_rate, Schedule};
 use crate::engine::window::OutputCheck;
 use crate::engine::EngineSpec;
 use crate::error::{Error, Result};
-use crate::mpi::coord::MpiCoord;
 use crate::report::export::ExportExperiment;
 use crate::report::{console, LoadValue, PointReport};
 
@@ -40,8 +38,8 @@ pub struct Sweeper<'a> {
     pub check: Option<&'a OutputCheck<'a>>,
     /// `--collect-metrics`: the endpoint polled while each point is measured.
     pub metrics: Option<&'a Arc<MetricsSource>>,
-    /// `--enable-mpi`: the other ranks (scale-out splits each level's load across them).
-    pub mpi: Option<&'a mut MpiCoord>,
+    /// The other processes (`--enable-mpi`; scale-out splits each level's load across them).
+    pub peers: &'a mut dyn Peers,
     pub result: SweepResult,
 }
 
@@ -83,7 +81,7 @@ impl Sweeper<'_> {
                 check: self.check,
                 stop: self.stop,
                 out: &mut *self.out,
-                mpi: None,
+                peers: &mut Alone,
             };
             profile_periodic(&mut ctx, &load)?
         };
@@ -118,10 +116,9 @@ impl Sweeper<'_> {
 
     /// The part of a level this rank generates: all of it, or its share in scale-out.
     fn rank_value(&self, value: LoadValue) -> LoadValue {
-        match (self.mpi.as_deref(), value) {
-            (Some(m), LoadValue::Concurrency(c)) => LoadValue::Concurrency(m.share(c)),
-            (Some(m), LoadValue::RequestRate(r)) => LoadValue::RequestRate(m.share_rate(r)),
-            (None, v) => v,
+        match value {
+            LoadValue::Concurrency(c) => LoadValue::Concurrency(self.peers.share(c)),
+            LoadValue::RequestRate(r) => LoadValue::RequestRate(self.peers.share_rate(r)),
         }
     }
 
@@ -213,7 +210,7 @@ impl Sweeper<'_> {
                 check: self.check,
                 stop: self.stop,
                 out: &mut *self.out,
-                mpi: self.mpi.as_deref_mut(),
+                peers: &mut *self.peers,
             };
             profile_point(&mut ctx, &load)?
         };
@@ -245,7 +242,7 @@ impl Sweeper<'_> {
         });
         let first_linear = first && !cfg.binary_search;
         // Scale-out ranks other than 0 report nothing, not even the warnings.
-        let quiet = self.mpi.as_deref().is_some_and(|m| !m.reports());
+        let quiet = !self.peers.reports();
         let verdict = judge(
             cfg,
             &status,

@@ -6,16 +6,16 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::window::{OutputCheck, WindowAcc, PULL_EVERY};
-use super::{Engine, EngineSpec, Load};
+use super::peers::Peers;
 use crate::config::{Config, MeasurementMode};
+use crate::engine::window::{OutputCheck, WindowAcc, PULL_EVERY};
+use crate::engine::{Engine, EngineSpec, Load};
 use crate::error::{Error, Result};
 use crate::measure::schedule::schedule_stats;
 use crate::measure::server_stats::{composing_deltas, ComposingModel};
 use crate::measure::stability::{is_stable, over_latency_threshold, throughput_stable, Trial};
 use crate::measure::stats::{merge, merge_server, response_stats};
 use crate::measure::{ClientStats, ModelStats, ServerStats, WindowRecords, WindowStats};
-use crate::mpi::coord::MpiCoord;
 
 /// How long in-flight requests may take to finish when a level ends.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -79,8 +79,8 @@ pub struct PointCtx<'a> {
     pub stop: &'a AtomicBool,
     /// Where `-v` pass lines go.
     pub out: &'a mut dyn Write,
-    /// `--enable-mpi`: the other ranks this level is measured with.
-    pub mpi: Option<&'a mut MpiCoord>,
+    /// The other processes this level is measured with ([`super::peers::Alone`]: none).
+    pub peers: &'a mut dyn Peers,
 }
 
 impl PointCtx<'_> {
@@ -106,9 +106,7 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
     // the level is sent, so the server-side deltas cover exactly the measured requests.
     let server_start = (ctx.stats)()?;
     // Every rank starts its load together (perf_analyzer's barrier before profiling).
-    if let Some(mpi) = ctx.mpi.as_deref_mut() {
-        mpi.barrier("barrier before the level")?;
-    }
+    ctx.peers.start_level()?;
     let window_start = ctx.spec.clock.now_ns();
     let mut engine = Engine::start_load(ctx.spec, load, budget)?;
     let max_trials = if budget.is_some() {
@@ -129,11 +127,7 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
         let end = measure_window(ctx, &mut engine, &mut m)?;
         let last_trial = trial == max_trials;
         let mut verdict = window_verdict(ctx, end, budget.is_some(), &m.trials, last_trial);
-        if let Some(mpi) = ctx.mpi.as_deref_mut() {
-            let since = Instant::now();
-            verdict = mpi.decide(verdict);
-            mpi.note_overhead(since);
-        }
+        verdict = ctx.peers.agree(verdict);
         if let Some(s) = verdict {
             status = s;
             break;
@@ -172,9 +166,7 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
 /// Scale-out ranks other than 0: rank 0 judges the merged windows, so this rank's own
 /// windows decide nothing (and print no warning about them).
 fn is_follower(ctx: &PointCtx) -> bool {
-    ctx.mpi
-        .as_deref()
-        .is_some_and(|m| m.scale_out() && !m.is_root())
+    ctx.peers.scale_out() && !ctx.peers.reports()
 }
 
 /// This rank's verdict after a window: `None` to measure another one.
@@ -262,13 +254,11 @@ fn measure_window(
     let mut end = wait_window(ctx, engine, &mut m.acc)?;
     // Scale-out: every rank's window ends at the same barrier, so the merged window is one
     // span of wall time.
-    let scale_out = ctx.mpi.as_deref().is_some_and(MpiCoord::scale_out);
-    if let Some(mpi) = ctx.mpi.as_deref_mut().filter(|m| m.scale_out()) {
-        let since = Instant::now();
-        if let Err(e) = mpi.barrier("barrier at the window's end") {
+    let scale_out = ctx.peers.scale_out();
+    if scale_out {
+        if let Err(e) = ctx.peers.end_window() {
             end = WindowEnd::Failed(e.to_string());
         }
-        mpi.add_overhead(since);
     }
     let t_end = ctx.spec.clock.now_ns();
     m.acc.pull(engine, t_end)?;
@@ -287,14 +277,12 @@ fn measure_window(
         }
     };
     let (mut ws, mut records) = m.acc.finish(t_end, cfg.request_count > 0);
-    if let Some(mpi) = ctx.mpi.as_deref_mut().filter(|_| scale_out) {
-        let since = Instant::now();
-        if let Err(e) = mpi.merge_window(&mut ws, &mut records) {
+    if scale_out {
+        if let Err(e) = ctx.peers.merge_window(&mut ws, &mut records) {
             if matches!(end, WindowEnd::Full | WindowEnd::Interrupted) {
                 end = WindowEnd::Failed(e.to_string());
             }
         }
-        mpi.add_overhead(since);
     }
     ws.server = server_delta(
         &server_now,
@@ -338,7 +326,7 @@ fn threshold_hit(cfg: &Config, trials: &[Trial]) -> bool {
 
 /// This rank's part of a count (all of it without scale-out).
 fn share(ctx: &PointCtx, total: u64) -> u64 {
-    ctx.mpi.as_deref().map_or(total, |m| m.share(total))
+    ctx.peers.share(total)
 }
 
 /// Waits until the window should end, watching Ctrl-C and worker errors, and pulls records
