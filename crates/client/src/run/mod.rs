@@ -2,6 +2,7 @@
 
 pub mod capi;
 pub mod coordinator;
+pub mod driver;
 mod kinds;
 pub mod load;
 mod metrics;

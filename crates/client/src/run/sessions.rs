@@ -134,7 +134,7 @@ struct SessionRun<'a> {
 
 impl SessionRun<'_> {
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed) || crate::signal::interrupted()
+        super::driver::stopped(self.stop)
     }
 
     /// Sessions started so far.
