@@ -115,11 +115,13 @@ mod tests {
 
     #[test]
     fn each_mode_maps_to_its_engine_load() {
-        let mut cfg = Config::default();
-        cfg.request_intervals_ns = vec![5, 7];
-        cfg.fixed_schedule_ns = vec![10, 20];
-        cfg.max_inflight = Some(3);
-        cfg.seed = 9;
+        let mut cfg = Config {
+            request_intervals_ns: vec![5, 7],
+            fixed_schedule_ns: vec![10, 20],
+            max_inflight: Some(3),
+            seed: 9,
+            ..Config::default()
+        };
         let rate = LoadValue::RequestRate(50.0);
         let load = |cfg: &Config, mode, value| {
             let cfg = Config {
