@@ -7,8 +7,8 @@ use std::thread;
 
 use inferperf::config::{ConcurrencyRange, Config, MeasurementMode};
 use inferperf::mpi::local::LocalWorld;
-use inferperf::mpi::run::run_rank;
 use inferperf::mpi::Collective;
+use inferperf::mpi::run::run_rank;
 use inferperf::server::{self, ServeConfig};
 
 fn config(url: &str, concurrency: u64) -> Config {

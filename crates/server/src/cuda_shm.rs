@@ -272,8 +272,8 @@ pub fn grpc_status(
 mod tests {
     use super::*;
     use crate::shm::http_route;
-    use base64::Engine as _;
     use inferperf_client::shm::cuda::{test_runtime, CudaRegion};
+    use base64::Engine as _;
 
     fn shm_ref(region: &str, offset: usize, byte_size: usize) -> ShmRef {
         ShmRef {

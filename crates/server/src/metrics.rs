@@ -157,9 +157,9 @@ fn family(page: &mut String, name: &str, kind: &str, help: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::ModelCounters;
     use inferperf_client::measure::metrics::GpuMetrics;
     use inferperf_client::protocol::prometheus::parse;
+    use crate::stats::ModelCounters;
 
     fn counters(per_model: &[(&str, u64, u64)]) -> Counters {
         Counters {

@@ -139,8 +139,8 @@ impl std::fmt::Debug for CudaRegion {
 pub fn test_runtime() -> Option<&'static CudaRuntime> {
     static LOADED: std::sync::OnceLock<Option<&'static CudaRuntime>> = std::sync::OnceLock::new();
     *LOADED.get_or_init(|| {
-        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/cuda_stub/cudart_stub.c");
+        let src =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/cuda_stub/cudart_stub.c");
         let dir =
             std::env::temp_dir().join(format!("inferperf-cudastub-unit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).ok()?;

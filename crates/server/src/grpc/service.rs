@@ -25,6 +25,7 @@ use super::wire::{
     answer_unary, code, send_message, send_status, start_response, Encoding, MessageSource, Next,
     Status,
 };
+use inferperf_client::protocol::grpc::pb::inference as pb;
 use crate::conn::sample_delay;
 use crate::cuda_shm;
 use crate::execute::{execute, Env};
@@ -34,7 +35,6 @@ use crate::sequence::SeqControl;
 use crate::shm;
 use crate::stats::InferTiming;
 use crate::worker::Shared;
-use inferperf_client::protocol::grpc::pb::inference as pb;
 
 const SERVICE_PREFIX: &str = "/inference.GRPCInferenceService/";
 

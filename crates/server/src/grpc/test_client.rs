@@ -14,8 +14,8 @@ use prost::Message;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-use crate::{start, Delay, ServeConfig, ServerHandle};
 use inferperf_client::protocol::grpc::pb::inference as pb;
+use crate::{start, Delay, ServeConfig, ServerHandle};
 
 /// Not a gRPC status: the call failed below gRPC (connection reset, TLS alert).
 pub const TRANSPORT: u32 = u32::MAX;

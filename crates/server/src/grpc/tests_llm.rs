@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::test_client::*;
-use crate::{start, Delay, OpenAiConfig, ServeConfig, ServerHandle};
 use inferperf_client::protocol::grpc::pb::inference as pb;
+use crate::{start, Delay, OpenAiConfig, ServeConfig, ServerHandle};
 
 const LLM: &str = "inferperf-llm";
 
@@ -102,7 +102,10 @@ fn stream_sends_one_response_per_chunk_with_the_final_flag() {
             assert_eq!(flags, want);
             let text = joined(&got);
             assert_eq!(text.split_whitespace().count(), max_tokens as usize);
-            assert_eq!(text, crate::openai_stream::token_text(0, max_tokens as u32));
+            assert_eq!(
+                text,
+                crate::openai_stream::token_text(0, max_tokens as u32)
+            );
         }
         s.close();
         assert!(s.next().await.is_none());

@@ -17,9 +17,9 @@ use http::HeaderMap;
 use prost::Message;
 
 use super::wire::{answer_unary, code, send_status, start_response, Status, MAX_MESSAGE};
-use crate::models::{find_model, ModelDef, MODELS, MODEL_VERSION};
 use inferperf_client::protocol::grpc::compress::decompress;
 use inferperf_client::protocol::grpc::message::{write_message, MessageReader};
+use crate::models::{find_model, ModelDef, MODELS, MODEL_VERSION};
 use inferperf_client::service::tfserving::{
     model_spec, pb, to_tf, SERVICE_PATH, SIGNATURE_DEF, SIGNATURE_DEF_MAP_URL,
 };

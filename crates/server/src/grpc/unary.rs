@@ -2,12 +2,12 @@
 
 use std::collections::HashMap;
 
+use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_client::protocol::grpc::pb::inference::model_config::SchedulingChoice;
 use crate::models::{find_model, ModelDef, TensorSpec, MODELS, MODEL_VERSION, PLATFORM};
 use crate::routes::EXTENSIONS;
 use crate::stats::{StatDuration, Stats};
 use crate::trace::{Trace, TraceSettings};
-use inferperf_client::protocol::grpc::pb::inference as pb;
-use inferperf_client::protocol::grpc::pb::inference::model_config::SchedulingChoice;
 use inferperf_client::tensor::DataType;
 
 use super::wire::{code, Status};

@@ -9,9 +9,7 @@ use h2::{RecvStream, SendStream};
 use http::{HeaderMap, HeaderValue, Response};
 use prost::Message;
 
-use inferperf_client::protocol::grpc::message::{
-    write_message_prefix, MessageReader, MESSAGE_PREFIX_LEN,
-};
+use inferperf_client::protocol::grpc::message::{write_message_prefix, MessageReader, MESSAGE_PREFIX_LEN};
 
 /// The gRPC status codes the server answers with.
 pub mod code {

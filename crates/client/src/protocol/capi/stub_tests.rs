@@ -17,8 +17,7 @@ use crate::tensor::{DataType, InputTensor};
 /// Builds the stub with `defines` into its own directory (`<dir>/lib/libtritonserver.so`);
 /// `None` when gcc is missing.
 pub(crate) fn build_stub(tag: &str, defines: &[&str]) -> Option<PathBuf> {
-    let src =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/capi_stub/tritonserver_stub.c");
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/capi_stub/tritonserver_stub.c");
     let dir =
         std::env::temp_dir().join(format!("inferperf-capi-unit-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(dir.join("lib")).ok()?;
