@@ -3,7 +3,6 @@
 
 pub mod capi_pool;
 pub mod conn;
-pub mod coordinator;
 pub mod grpc_pool;
 mod grpc_streams;
 pub mod http_pool;

@@ -6,10 +6,14 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use super::cli::{Distribution, LoadPoint, ProfileConfig};
-use crate::engine::pace::Schedule;
+use crate::config;
 use crate::engine::{Engine, EngineSpec, Load};
 use crate::error::{Error, Result};
 use crate::measure::{RequestRecord, WindowRecords};
+use crate::report::LoadValue;
+use crate::run::driver::{self, End, Phase, Watch};
+use crate::run::load::LoadDesc;
+use std::sync::atomic::AtomicBool;
 
 /// Requests measured per point when neither a count nor a duration is given.
 pub const DEFAULT_REQUEST_COUNT: u64 = 100;
@@ -34,22 +38,26 @@ pub struct PointRun {
     pub worker_cpu_ns: u64,
 }
 
+/// How long a `profile` Poisson schedule runs before it repeats (ns).
+const POISSON_HORIZON_NS: u64 = 60_000_000_000;
+
 /// The engine's load for a point.
 pub fn load(cfg: &ProfileConfig, point: LoadPoint) -> Load {
-    match point {
-        LoadPoint::Concurrency(c) => Load::Concurrency(c),
-        LoadPoint::RequestRate(rate) => Load::Paced {
-            schedule: match cfg.args.request_distribution {
-                Distribution::Constant => Schedule::Constant { rate },
-                Distribution::Poisson => Schedule::Poisson {
-                    rate,
-                    seed: cfg.args.random_seed,
-                    horizon_ns: 60_000_000_000,
-                },
-            },
-            max_inflight: cfg.args.max_inflight,
+    let value = match point {
+        LoadPoint::Concurrency(c) => LoadValue::Concurrency(c),
+        LoadPoint::RequestRate(rate) => LoadValue::RequestRate(rate),
+    };
+    LoadDesc {
+        distribution: match cfg.args.request_distribution {
+            Distribution::Constant => config::Distribution::Constant,
+            Distribution::Poisson => config::Distribution::Poisson,
         },
+        seed: cfg.args.random_seed,
+        poisson_horizon_ns: POISSON_HORIZON_NS,
+        max_inflight: cfg.args.max_inflight,
+        ..LoadDesc::simple(value)
     }
+    .engine_load()
 }
 
 /// Warm-up (not measured), then the measured run.
@@ -85,46 +93,83 @@ fn drive(
     quiet: bool,
 ) -> Result<PointRun> {
     let mut engine = Engine::start_load(spec, load, count)?;
-    let started = Instant::now();
-    let mut run = PointRun {
-        start_ns: spec.clock.now_ns(),
-        ..PointRun::default()
+    let mut point = Gather {
+        spec,
+        run: PointRun {
+            start_ns: spec.clock.now_ns(),
+            ..PointRun::default()
+        },
+        window: WindowRecords::default(),
+        progress: Progress::new(label, count, quiet),
+        started: Instant::now(),
+        until: duration,
+        finished: false,
     };
-    let mut window = WindowRecords::default();
-    let mut progress = Progress::new(label, count, quiet);
-    let mut halted_at: Option<Instant> = None;
-    loop {
-        std::thread::sleep(TICK);
-        // Read before collecting: a worker that finishes after its batch was taken would
-        // leave its last records out of the run.
-        let finished = engine.all_finished();
-        let now_ns = spec.clock.now_ns();
-        engine.collect(now_ns, &mut window)?;
-        run.records.extend_from_slice(&window.records);
-        run.worker_cpu_ns += window.client_cpu_ns;
-        rebase(&mut run, &window);
-        run.end_ns = now_ns;
-        progress.show(run.records.len() as u64, started.elapsed());
-        if finished {
-            break;
-        }
-        if halted_at.is_none() {
-            let out_of_time = duration.is_some_and(|d| started.elapsed() >= d);
-            run.interrupted = crate::signal::interrupted();
-            if out_of_time || run.interrupted {
-                engine.halt();
-                halted_at = Some(Instant::now());
-            }
-        } else if halted_at.is_some_and(|h| h.elapsed() >= DRAIN) {
-            break;
-        }
+    // Failed requests stay in the records; Ctrl-C is watched through the signal alone.
+    let never = AtomicBool::new(false);
+    let mut watch = Watch {
+        stop: Some(&never),
+        fail_on_error: false,
+        gather_every: TICK,
+    };
+    let end = driver::drive(watch, &mut engine, &mut point)?;
+    if !point.finished {
+        // Out of time or interrupted: nothing new is sent; what is in flight may finish.
+        point.run.interrupted = end == End::Interrupted;
+        engine.halt();
+        point.until = Some(point.started.elapsed() + DRAIN);
+        watch.stop = None;
+        driver::drive(watch, &mut engine, &mut point)?;
     }
+    point.gather(&mut engine)?;
+    let Gather {
+        run, mut progress, ..
+    } = point;
     progress.finish();
     engine.stop(Duration::from_millis(100));
     if run.records.is_empty() && !run.interrupted {
         return Err(Error::no_valid_requests());
     }
     Ok(run)
+}
+
+/// The measured run as a driver phase: keeps every record and shows the progress line.
+struct Gather<'a> {
+    spec: &'a EngineSpec,
+    run: PointRun,
+    window: WindowRecords,
+    progress: Progress,
+    started: Instant,
+    /// The phase ends this long after the start (the duration, or the end of the drain).
+    until: Option<Duration>,
+    /// Every worker had finished when the phase ended.
+    finished: bool,
+}
+
+impl Phase for Gather<'_> {
+    fn done(&mut self, engine: &Engine) -> bool {
+        // Read before the last gather: a worker that finishes after its batch was taken
+        // would leave its last records out of the run.
+        self.finished = engine.all_finished();
+        self.finished || self.until.is_some_and(|d| self.started.elapsed() >= d)
+    }
+
+    fn gather(&mut self, engine: &mut Engine) -> Result<Option<String>> {
+        let now_ns = self.spec.clock.now_ns();
+        engine.collect(now_ns, &mut self.window)?;
+        let run = &mut self.run;
+        run.records.extend_from_slice(&self.window.records);
+        run.worker_cpu_ns += self.window.client_cpu_ns;
+        rebase(run, &self.window);
+        run.end_ns = now_ns;
+        let done = run.records.len() as u64;
+        self.progress.show(done, self.started.elapsed());
+        Ok(None)
+    }
+
+    fn nap(&self) -> Duration {
+        TICK
+    }
 }
 
 /// Moves the window's bodies into the run, fixing the offsets of the records just added.
@@ -193,6 +238,51 @@ fn progress_line(label: &str, done: u64, total: Option<u64>, elapsed: Duration) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::pace::Schedule;
+
+    fn cfg(args: &[&str]) -> ProfileConfig {
+        let mut v: Vec<std::ffi::OsString> = vec!["profile".into()];
+        v.extend(args.iter().map(Into::into));
+        super::super::cli::parse(v).unwrap().unwrap()
+    }
+
+    #[test]
+    fn points_map_to_the_engine_load() {
+        let c = cfg(&["-m", "llm", "--concurrency", "3"]);
+        assert_eq!(load(&c, LoadPoint::Concurrency(3)), Load::Concurrency(3));
+        let args = [
+            "-m",
+            "llm",
+            "--request-rate",
+            "2.5",
+            "--request-distribution",
+            "poisson",
+            "--random-seed",
+            "7",
+            "--max-inflight",
+            "4",
+        ];
+        let c = cfg(&args);
+        assert_eq!(
+            load(&c, LoadPoint::RequestRate(2.5)),
+            Load::Paced {
+                schedule: Schedule::Poisson {
+                    rate: 2.5,
+                    seed: 7,
+                    horizon_ns: 60_000_000_000
+                },
+                max_inflight: Some(4)
+            }
+        );
+        let c = cfg(&["-m", "llm", "--request-rate", "2"]);
+        assert_eq!(
+            load(&c, LoadPoint::RequestRate(2.0)),
+            Load::Paced {
+                schedule: Schedule::Constant { rate: 2.0 },
+                max_inflight: None
+            }
+        );
+    }
 
     #[test]
     fn progress_line_shapes() {

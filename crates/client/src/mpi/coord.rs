@@ -12,10 +12,10 @@ use super::codec::{
     get_window_records, get_window_stats, put_window_records, put_window_stats, Reader, Writer,
 };
 use super::Collective;
-use crate::engine::coordinator::PointStatus;
 use crate::error::{Error, Result};
 use crate::measure::stats::finish_window;
 use crate::measure::{WindowRecords, WindowStats};
+use crate::run::coordinator::PointStatus;
 
 /// How the ranks share the work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

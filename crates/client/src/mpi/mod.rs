@@ -17,6 +17,7 @@ pub mod ffi;
 #[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
 pub mod local;
+mod peers;
 pub mod run;
 #[cfg(feature = "mpi")]
 pub mod world;

@@ -104,7 +104,7 @@ pub fn run_rank(
     let mut coord = MpiCoord::new(world, mode, timeout(cfg), &|| clock.now_ns())?;
     // A rank whose run fails before its levels leaves the others waiting at a barrier; the
     // error ends this process and MPI (or the others' timeout) ends the job.
-    let result = crate::run::run_with(cfg, out, stop, Some(&mut coord))?;
+    let result = crate::run::run_with(cfg, out, stop, &mut coord)?;
     let _ = out.flush();
     if !coord.is_broken() {
         // perf_analyzer's barrier after profiling: no rank finalizes while another measures.

@@ -1,9 +1,13 @@
 //! A whole perf_analyzer run: setup, the concurrency sweep, and the three reports.
 
 pub mod capi;
+pub mod coordinator;
+pub mod driver;
 mod kinds;
+pub mod load;
 mod metrics;
 mod openai;
+pub mod peers;
 pub(crate) mod plan;
 mod sessions;
 pub mod setup;
@@ -25,7 +29,6 @@ use crate::error::{Error, Result};
 use crate::inputs::{check_outputs, load_inputs_with, InputOptions, ResponseFormat, TensorValue};
 use crate::measure::record::framed_responses;
 use crate::measure::RequestRecord;
-use crate::mpi::coord::MpiCoord;
 use crate::report::export::ExportExperiment;
 use crate::report::{console, csv, export, Banner, PointReport, RateBanner};
 use crate::service::stream_scan::scan_stream_response;
@@ -45,24 +48,22 @@ pub struct RunResult {
 /// Runs the measurement described by `cfg`, printing perf_analyzer's console report to `out`.
 /// `stop` ends the run after the current window, like Ctrl-C.
 pub fn run(cfg: &Config, out: &mut dyn Write, stop: Arc<AtomicBool>) -> Result<RunResult> {
-    run_with(cfg, out, stop, None)
+    run_with(cfg, out, stop, &mut peers::Alone)
 }
 
-/// [`run`] as one rank of an `--enable-mpi` run: levels are measured together with the other
-/// ranks, and in scale-out mode only rank 0 prints and writes reports (of the merged windows).
+/// [`run`] measured together with `peers` (the other ranks of an `--enable-mpi` run): in
+/// scale-out mode only the reporting process prints and writes reports (of the merged
+/// windows).
 pub fn run_with(
     cfg: &Config,
     out: &mut dyn Write,
     stop: Arc<AtomicBool>,
-    mpi: Option<&mut MpiCoord>,
+    peers: &mut dyn peers::Peers,
 ) -> Result<RunResult> {
     let mut silent = std::io::sink();
-    let reports = mpi.as_deref().map_or(true, MpiCoord::reports);
+    let reports = peers.reports();
     let out: &mut dyn Write = if reports { out } else { &mut silent };
-    let rank_cfg = mpi
-        .as_deref()
-        .filter(|m| m.scale_out())
-        .map(|m| crate::mpi::rank_config(cfg, m));
+    let rank_cfg = peers.local_config(cfg);
     let cfg = rank_cfg.as_ref().unwrap_or(cfg);
     if cfg.session_concurrency > 0 {
         return sessions::run(cfg, out, &stop);
@@ -104,7 +105,7 @@ pub fn run_with(
         step_inputs: &step_inputs,
         check: check.as_ref().map(|c| c as &OutputCheck),
         metrics: metrics.as_ref(),
-        mpi,
+        peers,
         result: sweep::SweepResult::default(),
     };
     sweeper.run()?;

@@ -9,7 +9,8 @@
 //! window spans `[0, u64::MAX]`, holding every answered turn with its per-event timestamps.
 //! The console gets one summary line. A failed turn ends its conversation (the later turns
 //! would carry a broken history); Ctrl-C stops starting turns, and the export is written
-//! either way.
+//! either way. The threads are the request source of the run's driver loop
+//! ([`super::driver`]), which watches Ctrl-C and the stop flag and tells them to halt.
 
 mod conn;
 
@@ -18,6 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use self::conn::{Dest, SessionConn, TurnResult};
+use super::driver::{self, End, Source, UntilFinished, Watch};
 use super::RunResult;
 use crate::clock::Clock;
 use crate::config::{Config, InputData};
@@ -63,16 +65,20 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: &AtomicBool) -> Result<RunRe
         sessions: &sessions,
         next: AtomicUsize::new(0),
         stop,
+        halt: AtomicBool::new(false),
+        finished: AtomicUsize::new(0),
     };
     let mut turns: Vec<TurnDone> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads).map(|_| scope.spawn(|| run.worker())).collect();
+        run.drive(threads);
         workers
             .into_iter()
             .flat_map(|w| w.join().unwrap_or_default())
             .collect()
     });
     turns.sort_by_key(|t| t.result.record.start_ns);
-    let summary = Summary::of(&sessions, &turns, run.started(), run.stopped());
+    let interrupted = run.stopped() || driver::stopped(stop);
+    let summary = Summary::of(&sessions, &turns, run.started(), interrupted);
     let _ = out.write_all(summary.line(threads).as_bytes());
     let _ = out.flush();
     let error = summary.error(&turns);
@@ -130,11 +136,59 @@ struct SessionRun<'a> {
     /// The next session nobody has started.
     next: AtomicUsize,
     stop: &'a AtomicBool,
+    /// Set by the driver loop when the run is stopped: no new turn starts.
+    halt: AtomicBool,
+    /// Threads that have ended.
+    finished: AtomicUsize,
+}
+
+/// The session threads as the driver's request source. A failed turn ends only its
+/// conversation, so there is no error that ends the run.
+struct Threads<'r, 'a> {
+    run: &'r SessionRun<'a>,
+    count: usize,
+}
+
+impl Source for Threads<'_, '_> {
+    fn first_error(&self) -> Option<(usize, String)> {
+        None
+    }
+    fn all_finished(&self) -> bool {
+        self.run.finished.load(Ordering::Acquire) >= self.count
+    }
+}
+
+/// Counts its thread as ended when dropped (a panicking thread included).
+struct Ended<'a>(&'a AtomicUsize);
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Release);
+    }
 }
 
 impl SessionRun<'_> {
+    /// Drives the `threads` session threads until they have all ended; a stop (Ctrl-C or
+    /// the flag) tells them to halt.
+    fn drive(&self, threads: usize) {
+        let watch = Watch {
+            stop: Some(self.stop),
+            fail_on_error: false,
+            gather_every: Duration::MAX,
+        };
+        let mut source = Threads {
+            run: self,
+            count: threads,
+        };
+        let mut phase = UntilFinished(NAP);
+        // Waiting for the threads gathers nothing, so it cannot fail.
+        if let Ok(End::Interrupted) = driver::drive(watch, &mut source, &mut phase) {
+            self.halt.store(true, Ordering::Relaxed);
+        }
+    }
+
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed) || crate::signal::interrupted()
+        self.halt.load(Ordering::Relaxed)
     }
 
     /// Sessions started so far.
@@ -144,6 +198,7 @@ impl SessionRun<'_> {
 
     /// One thread: sessions one after another on one keep-alive connection.
     fn worker(&self) -> Vec<TurnDone> {
+        let _ended = Ended(&self.finished);
         let mut conn = SessionConn::new(self.dest.clone());
         let mut done = Vec::new();
         while !self.stopped() {

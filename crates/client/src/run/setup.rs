@@ -4,8 +4,8 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use super::coordinator::StatsSnapshot;
 use crate::config::{Config, Protocol};
-use crate::engine::coordinator::StatsSnapshot;
 use crate::error::{Error, Result};
 use crate::measure::server_stats::{bls_composing_models, composing_tree, ComposingModel};
 use crate::service::triton_http::{ModelConfig, ModelMetadata};

@@ -6,22 +6,18 @@ use std::io::Write;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use super::coordinator::{profile_periodic, profile_point, PointCtx, PointOutcome, PointStatus};
+use super::load::LoadDesc;
 use super::metrics::MetricsSource;
+use super::peers::{Alone, Peers};
 use super::setup::{fetch_stats, Target};
-use crate::config::{Config, Distribution, LoadMode, MeasurementMode, Protocol, ServiceKind};
-use crate::engine::coordinator::{
-    profile_periodic, profile_point, PointCtx, PointOutcome, PointStatus,
-};
+use crate::config::{Config, LoadMode, MeasurementMode, Protocol, ServiceKind};
 use crate::engine::pace::{nominal_rate, Schedule};
 use crate::engine::window::OutputCheck;
-use crate::engine::{EngineSpec, Load};
+use crate::engine::EngineSpec;
 use crate::error::{Error, Result};
-use crate::mpi::coord::MpiCoord;
 use crate::report::export::ExportExperiment;
 use crate::report::{console, LoadValue, PointReport};
-
-/// Shortest span of a generated Poisson schedule before it repeats (ns).
-const MIN_POISSON_HORIZON_NS: u64 = 10_000_000_000;
 
 /// What the sweep produced.
 #[derive(Default)]
@@ -42,34 +38,9 @@ pub struct Sweeper<'a> {
     pub check: Option<&'a OutputCheck<'a>>,
     /// `--collect-metrics`: the endpoint polled while each point is measured.
     pub metrics: Option<&'a Arc<MetricsSource>>,
-    /// `--enable-mpi`: the other ranks (scale-out splits each level's load across them).
-    pub mpi: Option<&'a mut MpiCoord>,
+    /// The other processes (`--enable-mpi`; scale-out splits each level's load across them).
+    pub peers: &'a mut dyn Peers,
     pub result: SweepResult,
-}
-
-/// The engine load for a level.
-pub fn load_for(cfg: &Config, value: LoadValue) -> Load {
-    let schedule = match (cfg.load_mode, value) {
-        (_, LoadValue::Concurrency(c)) => return Load::Concurrency(c),
-        (LoadMode::Intervals, _) => Schedule::Intervals(cfg.request_intervals_ns.clone()),
-        (LoadMode::FixedSchedule, _) => Schedule::Fixed(cfg.fixed_schedule_ns.clone()),
-        (_, LoadValue::RequestRate(rate)) => match cfg.distribution {
-            Distribution::Constant => Schedule::Constant { rate },
-            Distribution::Poisson => {
-                let window_ns = cfg.measurement_interval_ms.saturating_mul(1_000_000);
-                let horizon = window_ns.saturating_mul(u64::from(cfg.max_trials.max(1)));
-                Schedule::Poisson {
-                    rate,
-                    seed: cfg.seed,
-                    horizon_ns: horizon.max(MIN_POISSON_HORIZON_NS),
-                }
-            }
-        },
-    };
-    Load::Paced {
-        schedule,
-        max_inflight: cfg.max_inflight,
-    }
 }
 
 impl Sweeper<'_> {
@@ -95,13 +66,7 @@ impl Sweeper<'_> {
     /// experiment `{concurrency, 1}` with every request.
     fn periodic(&mut self) -> Result<()> {
         let cfg = self.cfg;
-        let p = cfg.periodic;
-        let load = Load::Periodic {
-            start: p.start,
-            end: p.end,
-            step: p.step,
-            period: cfg.request_period,
-        };
+        let load = LoadDesc::of_config(cfg, LoadValue::Concurrency(1)).engine_load();
         let outcome = {
             let target = &mut *self.target;
             let mut fetch = || Ok(None);
@@ -116,7 +81,7 @@ impl Sweeper<'_> {
                 check: self.check,
                 stop: self.stop,
                 out: &mut *self.out,
-                mpi: None,
+                peers: &mut Alone,
             };
             profile_periodic(&mut ctx, &load)?
         };
@@ -151,10 +116,9 @@ impl Sweeper<'_> {
 
     /// The part of a level this rank generates: all of it, or its share in scale-out.
     fn rank_value(&self, value: LoadValue) -> LoadValue {
-        match (self.mpi.as_deref(), value) {
-            (Some(m), LoadValue::Concurrency(c)) => LoadValue::Concurrency(m.share(c)),
-            (Some(m), LoadValue::RequestRate(r)) => LoadValue::RequestRate(m.share_rate(r)),
-            (None, v) => v,
+        match value {
+            LoadValue::Concurrency(c) => LoadValue::Concurrency(self.peers.share(c)),
+            LoadValue::RequestRate(r) => LoadValue::RequestRate(self.peers.share_rate(r)),
         }
     }
 
@@ -227,7 +191,7 @@ impl Sweeper<'_> {
     fn level(&mut self, value: LoadValue, first: bool) -> Result<bool> {
         let cfg = self.cfg;
         let _ = self.out.write_all(console::point_header(&value).as_bytes());
-        let load = load_for(cfg, self.rank_value(value));
+        let load = LoadDesc::of_config(cfg, self.rank_value(value)).engine_load();
         let collector = self.metrics.map(|m| m.start(self.spec.clock));
         let outcome = {
             let target = &mut *self.target;
@@ -246,7 +210,7 @@ impl Sweeper<'_> {
                 check: self.check,
                 stop: self.stop,
                 out: &mut *self.out,
-                mpi: self.mpi.as_deref_mut(),
+                peers: &mut *self.peers,
             };
             profile_point(&mut ctx, &load)?
         };
@@ -278,7 +242,7 @@ impl Sweeper<'_> {
         });
         let first_linear = first && !cfg.binary_search;
         // Scale-out ranks other than 0 report nothing, not even the warnings.
-        let quiet = self.mpi.as_deref().is_some_and(|m| !m.reports());
+        let quiet = !self.peers.reports();
         let verdict = judge(
             cfg,
             &status,

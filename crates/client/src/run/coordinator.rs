@@ -3,23 +3,24 @@
 
 use std::collections::VecDeque;
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use super::window::{OutputCheck, WindowAcc, PULL_EVERY};
-use super::{Engine, EngineSpec, Load};
+use super::driver::{drive, End, Phase, UntilFinished, Watch};
+use super::peers::Peers;
 use crate::config::{Config, MeasurementMode};
+use crate::engine::window::{OutputCheck, WindowAcc, PULL_EVERY};
+use crate::engine::{Engine, EngineSpec, Load};
 use crate::error::{Error, Result};
 use crate::measure::schedule::schedule_stats;
 use crate::measure::server_stats::{composing_deltas, ComposingModel};
 use crate::measure::stability::{is_stable, over_latency_threshold, throughput_stable, Trial};
 use crate::measure::stats::{merge, merge_server, response_stats};
 use crate::measure::{ClientStats, ModelStats, ServerStats, WindowRecords, WindowStats};
-use crate::mpi::coord::MpiCoord;
 
 /// How long in-flight requests may take to finish when a level ends.
 const DRAIN: Duration = Duration::from_secs(5);
-/// How often the coordinator looks at Ctrl-C, worker errors and counts while a window runs.
+/// How often the driver looks at Ctrl-C, worker errors and counts while a window runs.
 const TICK: Duration = Duration::from_millis(5);
 
 /// Fetches the model's cumulative server statistics (`None` when the server has none).
@@ -79,20 +80,19 @@ pub struct PointCtx<'a> {
     pub stop: &'a AtomicBool,
     /// Where `-v` pass lines go.
     pub out: &'a mut dyn Write,
-    /// `--enable-mpi`: the other ranks this level is measured with.
-    pub mpi: Option<&'a mut MpiCoord>,
+    /// The other processes this level is measured with ([`super::peers::Alone`]: none).
+    pub peers: &'a mut dyn Peers,
 }
 
 impl PointCtx<'_> {
-    fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed) || crate::signal::interrupted()
+    /// The driver's watch: Ctrl-C, the stop flag and worker errors end a phase.
+    fn watch(&self, gather_every: Duration) -> Watch<'_> {
+        Watch {
+            stop: Some(self.stop),
+            fail_on_error: true,
+            gather_every,
+        }
     }
-}
-
-enum WindowEnd {
-    Full,
-    Interrupted,
-    Failed(String),
 }
 
 /// Measures one load level.
@@ -106,9 +106,7 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
     // the level is sent, so the server-side deltas cover exactly the measured requests.
     let server_start = (ctx.stats)()?;
     // Every rank starts its load together (perf_analyzer's barrier before profiling).
-    if let Some(mpi) = ctx.mpi.as_deref_mut() {
-        mpi.barrier("barrier before the level")?;
-    }
+    ctx.peers.start_level()?;
     let window_start = ctx.spec.clock.now_ns();
     let mut engine = Engine::start_load(ctx.spec, load, budget)?;
     let max_trials = if budget.is_some() {
@@ -129,11 +127,7 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
         let end = measure_window(ctx, &mut engine, &mut m)?;
         let last_trial = trial == max_trials;
         let mut verdict = window_verdict(ctx, end, budget.is_some(), &m.trials, last_trial);
-        if let Some(mpi) = ctx.mpi.as_deref_mut() {
-            let since = Instant::now();
-            verdict = mpi.decide(verdict);
-            mpi.note_overhead(since);
-        }
+        verdict = ctx.peers.agree(verdict);
         if let Some(s) = verdict {
             status = s;
             break;
@@ -172,35 +166,33 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
 /// Scale-out ranks other than 0: rank 0 judges the merged windows, so this rank's own
 /// windows decide nothing (and print no warning about them).
 fn is_follower(ctx: &PointCtx) -> bool {
-    ctx.mpi
-        .as_deref()
-        .is_some_and(|m| m.scale_out() && !m.is_root())
+    ctx.peers.scale_out() && !ctx.peers.reports()
 }
 
 /// This rank's verdict after a window: `None` to measure another one.
 fn window_verdict(
     ctx: &mut PointCtx,
-    end: WindowEnd,
+    end: End,
     budget: bool,
     trials: &[Trial],
     last_trial: bool,
 ) -> Option<PointStatus> {
     let cfg = ctx.cfg;
     match end {
-        WindowEnd::Interrupted => Some(PointStatus::Interrupted),
-        WindowEnd::Failed(msg) => Some(PointStatus::Failed(msg)),
-        WindowEnd::Full if budget || is_stable(trials, cfg.stability_threshold) => {
+        End::Interrupted => Some(PointStatus::Interrupted),
+        End::Failed(msg) => Some(PointStatus::Failed(msg)),
+        End::Done if budget || is_stable(trials, cfg.stability_threshold) => {
             Some(PointStatus::Stable)
         }
-        WindowEnd::Full if threshold_hit(cfg, trials) => Some(PointStatus::OverThreshold),
-        WindowEnd::Full if last_trial => {
+        End::Done if threshold_hit(cfg, trials) => Some(PointStatus::OverThreshold),
+        End::Done if last_trial => {
             if !is_follower(ctx) && relax_async(ctx, trials) {
                 Some(PointStatus::Stable)
             } else {
                 Some(PointStatus::Unstable)
             }
         }
-        WindowEnd::Full => None,
+        End::Done => None,
     }
 }
 
@@ -211,24 +203,13 @@ pub fn profile_periodic(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome>
         return Err(Error::generic("periodic profiling needs a periodic load"));
     };
     let mut engine = Engine::start_load(ctx.spec, load, Some(*end))?;
-    let mut acc = WindowAcc::new(0, true);
-    let mut pulled_at = Instant::now();
-    let status = loop {
-        if ctx.stopped() {
-            break PointStatus::Interrupted;
-        }
-        if let Some((i, msg)) = engine.first_error() {
-            break PointStatus::Failed(format!("Thread [{i}] had error: {msg}"));
-        }
-        if engine.all_finished() {
-            break PointStatus::Stable;
-        }
-        if pulled_at.elapsed() >= PULL_EVERY {
-            acc.pull(&mut engine, u64::MAX)?;
-            pulled_at = Instant::now();
-        }
-        std::thread::sleep(TICK);
+    let mut ramp = Ramp(WindowAcc::new(0, true));
+    let status = match drive(ctx.watch(PULL_EVERY), &mut engine, &mut ramp)? {
+        End::Interrupted => PointStatus::Interrupted,
+        End::Failed(msg) => PointStatus::Failed(msg),
+        End::Done => PointStatus::Stable,
     };
+    let mut acc = ramp.0;
     acc.pull(&mut engine, u64::MAX)?;
     let (_, window) = acc.finish(u64::MAX, false);
     engine.stop(DRAIN);
@@ -239,6 +220,22 @@ pub fn profile_periodic(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome>
         windows: window.into_iter().collect(),
         span_ns: None,
     })
+}
+
+/// The periodic ramp's phase: every record into one window, until every worker is done.
+struct Ramp(WindowAcc);
+
+impl Phase for Ramp {
+    fn done(&mut self, engine: &Engine) -> bool {
+        engine.all_finished()
+    }
+    fn gather(&mut self, engine: &mut Engine) -> Result<Option<String>> {
+        self.0.pull(engine, u64::MAX)?;
+        Ok(None)
+    }
+    fn nap(&self) -> Duration {
+        TICK
+    }
 }
 
 /// The state of one level's measurement across its windows.
@@ -253,48 +250,40 @@ struct Measurement {
 }
 
 /// Runs one window to its end and records its statistics and trial.
-fn measure_window(
-    ctx: &mut PointCtx,
-    engine: &mut Engine,
-    m: &mut Measurement,
-) -> Result<WindowEnd> {
+fn measure_window(ctx: &mut PointCtx, engine: &mut Engine, m: &mut Measurement) -> Result<End> {
     let cfg = ctx.cfg;
     let mut end = wait_window(ctx, engine, &mut m.acc)?;
     // Scale-out: every rank's window ends at the same barrier, so the merged window is one
     // span of wall time.
-    let scale_out = ctx.mpi.as_deref().is_some_and(MpiCoord::scale_out);
-    if let Some(mpi) = ctx.mpi.as_deref_mut().filter(|m| m.scale_out()) {
-        let since = Instant::now();
-        if let Err(e) = mpi.barrier("barrier at the window's end") {
-            end = WindowEnd::Failed(e.to_string());
+    let scale_out = ctx.peers.scale_out();
+    if scale_out {
+        if let Err(e) = ctx.peers.end_window() {
+            end = End::Failed(e.to_string());
         }
-        mpi.add_overhead(since);
     }
     let t_end = ctx.spec.clock.now_ns();
     m.acc.pull(engine, t_end)?;
     if let Some(msg) = ctx.check.and_then(|c| m.acc.check_outputs(c)) {
-        end = WindowEnd::Failed(msg);
+        end = End::Failed(msg);
     }
     // A server that stops answering statistics mid-run has usually died: keep what the
     // window measured and end the level with that error (unless a worker saw one first).
     let server_now = match (ctx.stats)() {
         Ok(s) => s,
         Err(e) => {
-            if matches!(end, WindowEnd::Full | WindowEnd::Interrupted) {
-                end = WindowEnd::Failed(format!("server statistics: {e}"));
+            if matches!(end, End::Done | End::Interrupted) {
+                end = End::Failed(format!("server statistics: {e}"));
             }
             None
         }
     };
     let (mut ws, mut records) = m.acc.finish(t_end, cfg.request_count > 0);
-    if let Some(mpi) = ctx.mpi.as_deref_mut().filter(|_| scale_out) {
-        let since = Instant::now();
-        if let Err(e) = mpi.merge_window(&mut ws, &mut records) {
-            if matches!(end, WindowEnd::Full | WindowEnd::Interrupted) {
-                end = WindowEnd::Failed(e.to_string());
+    if scale_out {
+        if let Err(e) = ctx.peers.merge_window(&mut ws, &mut records) {
+            if matches!(end, End::Done | End::Interrupted) {
+                end = End::Failed(e.to_string());
             }
         }
-        mpi.add_overhead(since);
     }
     ws.server = server_delta(
         &server_now,
@@ -338,62 +327,81 @@ fn threshold_hit(cfg: &Config, trials: &[Trial]) -> bool {
 
 /// This rank's part of a count (all of it without scale-out).
 fn share(ctx: &PointCtx, total: u64) -> u64 {
-    ctx.mpi.as_deref().map_or(total, |m| m.share(total))
+    ctx.peers.share(total)
 }
 
-/// Waits until the window should end, watching Ctrl-C and worker errors, and pulls records
-/// from the workers every `PULL_EVERY` meanwhile. A count window ends at the first whole
-/// second of its time at which it holds its count.
-fn wait_window(ctx: &PointCtx, engine: &mut Engine, acc: &mut WindowAcc) -> Result<WindowEnd> {
+/// Runs the window until it should end, watching Ctrl-C and worker errors, and pulls
+/// records from the workers every `PULL_EVERY` meanwhile.
+fn wait_window(ctx: &PointCtx, engine: &mut Engine, acc: &mut WindowAcc) -> Result<End> {
     let cfg = ctx.cfg;
-    let started = Instant::now();
-    let mut pulled_at = started;
-    let interval = Duration::from_millis(cfg.measurement_interval_ms);
-    let done_before = acc.pulled_before_window();
-    let count_share = share(ctx, cfg.measurement_request_count);
     // Count windows look at their count every `count_check_ms` (a second, as perf_analyzer):
     // a window lasts whole steps, at least one, however fast its requests complete.
     let count_step = Duration::from_millis(cfg.count_check_ms.max(1));
-    let mut count_check = count_step;
-    loop {
-        if ctx.stopped() {
-            return Ok(WindowEnd::Interrupted);
-        }
-        if let Some((i, msg)) = engine.first_error() {
-            return Ok(WindowEnd::Failed(format!("Thread [{i}] had error: {msg}")));
-        }
-        let full = if cfg.request_count > 0 {
+    let mut window = Window {
+        ctx,
+        acc,
+        started: Instant::now(),
+        interval: Duration::from_millis(cfg.measurement_interval_ms),
+        done_before: 0,
+        count_share: share(ctx, cfg.measurement_request_count),
+        count_step,
+        count_check: count_step,
+    };
+    window.done_before = window.acc.pulled_before_window();
+    drive(ctx.watch(PULL_EVERY), engine, &mut window)
+}
+
+/// One window as a driver phase. A count window ends at the first whole step of its time at
+/// which it holds its count.
+struct Window<'c, 'a> {
+    ctx: &'c PointCtx<'a>,
+    acc: &'c mut WindowAcc,
+    started: Instant,
+    interval: Duration,
+    /// Requests pulled before the window started.
+    done_before: u64,
+    count_share: u64,
+    count_step: Duration,
+    count_check: Duration,
+}
+
+impl Phase for Window<'_, '_> {
+    fn done(&mut self, engine: &Engine) -> bool {
+        let cfg = self.ctx.cfg;
+        if cfg.request_count > 0 {
             engine.all_finished()
         } else if cfg.measurement_mode == MeasurementMode::CountWindows {
-            if started.elapsed() < count_check {
+            if self.started.elapsed() < self.count_check {
                 false
             } else {
-                count_check += count_step;
-                engine.completed().saturating_sub(done_before) >= count_share
+                self.count_check += self.count_step;
+                engine.completed().saturating_sub(self.done_before) >= self.count_share
             }
         } else {
-            started.elapsed() >= interval
-        };
-        if full {
-            return Ok(WindowEnd::Full);
+            self.started.elapsed() >= self.interval
         }
-        if pulled_at.elapsed() >= PULL_EVERY {
-            acc.pull(engine, ctx.spec.clock.now_ns())?;
-            if let Some(msg) = ctx.check.and_then(|c| acc.check_outputs(c)) {
-                return Ok(WindowEnd::Failed(msg));
-            }
-            pulled_at = Instant::now();
-        }
-        // `--request-count` ends within one tick of its last response; its duration is
-        // measured, so the tick moves where the boundary falls, not the figures.
-        let sleep = if cfg.request_count > 0 {
+    }
+
+    fn gather(&mut self, engine: &mut Engine) -> Result<Option<String>> {
+        self.acc.pull(engine, self.ctx.spec.clock.now_ns())?;
+        Ok(self.ctx.check.and_then(|c| self.acc.check_outputs(c)))
+    }
+
+    /// `--request-count` ends within one tick of its last response; its duration is
+    /// measured, so the tick moves where the boundary falls, not the figures.
+    fn nap(&self) -> Duration {
+        let cfg = self.ctx.cfg;
+        if cfg.request_count > 0 {
             TICK
         } else if cfg.measurement_mode == MeasurementMode::TimeWindows {
-            interval.saturating_sub(started.elapsed()).min(TICK)
+            self.interval
+                .saturating_sub(self.started.elapsed())
+                .min(TICK)
         } else {
-            count_check.saturating_sub(started.elapsed()).min(TICK)
-        };
-        std::thread::sleep(sleep);
+            self.count_check
+                .saturating_sub(self.started.elapsed())
+                .min(TICK)
+        }
     }
 }
 
@@ -413,17 +421,14 @@ fn warm_up(ctx: &mut PointCtx, load: &Load) -> Result<()> {
         }
         paced => paced.clone(),
     };
-    let engine = Engine::start_load(ctx.spec, &load, Some(w))?;
-    loop {
-        if let Some((i, msg)) = engine.first_error() {
-            return Err(Error::generic(format!(
-                "warm-up failed: Thread [{i}] had error: {msg}"
-            )));
-        }
-        if engine.all_finished() || ctx.stopped() {
-            break;
-        }
-        std::thread::sleep(TICK);
+    let mut engine = Engine::start_load(ctx.spec, &load, Some(w))?;
+    let end = drive(
+        ctx.watch(Duration::MAX),
+        &mut engine,
+        &mut UntilFinished(TICK),
+    )?;
+    if let End::Failed(msg) = end {
+        return Err(Error::generic(format!("warm-up failed: {msg}")));
     }
     engine.stop(DRAIN);
     Ok(())
