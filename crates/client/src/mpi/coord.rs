@@ -8,9 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::codec::{
-    get_window_records, get_window_stats, put_window_records, put_window_stats, Reader, Writer,
-};
+use super::codec::{decode_report, put_window_records, put_window_stats, Reader, Writer};
 use super::Collective;
 use crate::error::{Error, Result};
 use crate::measure::stats::finish_window;
@@ -395,17 +393,6 @@ fn shift_records(recs: &mut WindowRecords, offset_ns: i64) {
         r.end_ns = mv(r.end_ns);
         r.intended_ns = mv(r.intended_ns);
     }
-}
-
-/// Decodes one rank's per-window message: statistics, then its records when it sent any.
-pub fn decode_report(bytes: &[u8]) -> Result<(WindowStats, Option<WindowRecords>)> {
-    let mut r = Reader::new(bytes);
-    let stats = get_window_stats(&mut r)?;
-    let records = match r.u8()? {
-        0 => None,
-        _ => Some(get_window_records(&mut r)?),
-    };
-    Ok((stats, records))
 }
 
 fn put_status(w: &mut Writer, s: Option<&PointStatus>) {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::driver::{drive, End, Phase, UntilFinished, Watch};
 use super::peers::Peers;
+pub use super::peers::PointStatus;
 use crate::config::{Config, MeasurementMode};
 use crate::engine::window::{OutputCheck, WindowAcc, PULL_EVERY};
 use crate::engine::{Engine, EngineSpec, Load};
@@ -33,22 +34,6 @@ pub struct StatsSnapshot {
     pub model: ModelStats,
     /// Every model's entries; empty unless composing models are reported.
     pub all: Vec<ModelStats>,
-}
-
-/// How a level ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PointStatus {
-    Stable,
-    /// Not stable within `-r` windows.
-    Unstable,
-    /// Stable, but its latency reached `-l`.
-    OverThreshold,
-    /// Ctrl-C: the last windows are reported as they are.
-    Interrupted,
-    /// A request failed (server error, connection lost); what was measured is reported.
-    Failed(String),
-    /// No valid request in the windows that count (exit code 3).
-    NoValidRequests,
 }
 
 pub struct PointOutcome {

@@ -2,7 +2,6 @@
 //! sees them: a few agreements per level and per window. A run on its own uses [`Alone`],
 //! for which every agreement is immediate.
 
-use super::coordinator::PointStatus;
 use crate::config::Config;
 use crate::error::Result;
 use crate::measure::{WindowRecords, WindowStats};
@@ -72,4 +71,20 @@ impl Peers for Alone {
     fn agree(&mut self, local: Option<PointStatus>) -> Option<PointStatus> {
         local
     }
+}
+
+/// How a level ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PointStatus {
+    Stable,
+    /// Not stable within `-r` windows.
+    Unstable,
+    /// Stable, but its latency reached `-l`.
+    OverThreshold,
+    /// Ctrl-C: the last windows are reported as they are.
+    Interrupted,
+    /// A request failed (server error, connection lost); what was measured is reported.
+    Failed(String),
+    /// No valid request in the windows that count (exit code 3).
+    NoValidRequests,
 }
