@@ -6,9 +6,10 @@ use std::io::Write;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use super::kinds::Service;
 use super::metrics::MetricsSource;
-use super::setup::{fetch_stats, Target};
-use crate::config::{Config, Distribution, LoadMode, MeasurementMode, Protocol, ServiceKind};
+use super::setup::Target;
+use crate::config::{Config, Distribution, LoadMode, MeasurementMode};
 use crate::engine::coordinator::{
     profile_periodic, profile_point, PointCtx, PointOutcome, PointStatus,
 };
@@ -33,6 +34,8 @@ pub struct SweepResult {
 
 pub struct Sweeper<'a> {
     pub cfg: &'a Config,
+    /// The run's service kind (server statistics, report wording).
+    pub service: &'a dyn Service,
     pub spec: &'a EngineSpec,
     pub target: &'a mut Target,
     pub stop: &'a AtomicBool,
@@ -234,7 +237,8 @@ impl Sweeper<'_> {
             let cache_enabled = target.config.response_cache;
             let decoupled = target.config.decoupled;
             let composing = target.composing.clone();
-            let mut fetch = || fetch_stats(target, cfg);
+            let service = self.service;
+            let mut fetch = || service.server_stats(cfg, target);
             let mut ctx = PointCtx {
                 cfg,
                 spec: self.spec,
@@ -290,11 +294,7 @@ impl Sweeper<'_> {
         );
         if verdict.keep {
             if let Some(r) = report {
-                let library = if cfg.service_kind == ServiceKind::TritonCApi {
-                    console::ClientLibrary::InProcess
-                } else {
-                    (cfg.protocol == Protocol::Http).into()
-                };
+                let library = self.service.labels().library;
                 let text = console::point(&r, cfg.percentile, cfg.verbose, library);
                 let _ = self.out.write_all(text.as_bytes());
                 self.result.points.push(r);

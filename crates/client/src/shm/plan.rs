@@ -15,9 +15,10 @@ use std::sync::Arc;
 
 use crate::config::{Config, LoadMode, Protocol, SharedMemory};
 use crate::engine::slots::{OutputSlots, OutputView};
+use crate::engine::wire::Wire;
 use crate::error::{Error, Result};
 use crate::inputs::{batch, batch_expected, InputSet};
-use crate::run::plan::{request_starts, wire, LoadPlan};
+use crate::run::plan::{request_starts, LoadPlan};
 use crate::run::setup::{SetupClient, Target};
 use crate::service::triton_http::{self, TensorMeta};
 use crate::tensor::{DataType, InputTensor};
@@ -72,8 +73,8 @@ pub fn slot_count(cfg: &Config) -> Result<usize> {
     }
 }
 
-/// Builds the plan, registers its regions and sets up the slots.
-pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<ShmPlan> {
+/// Builds the plan, registers its regions and sets up the slots; the requests go on `wire`.
+pub fn build(cfg: &Config, target: &Target, set: &InputSet, wire: Wire) -> Result<ShmPlan> {
     if target.config.sequence_batching {
         return Err(Error::usage(
             "--shared-memory system is not supported yet for sequence models (inferperf)",
@@ -107,7 +108,7 @@ pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<ShmPlan> {
              device memory (inferperf); remove the validation data or use --shared-memory system",
         ));
     }
-    let control = SetupClient::connect(&target.host, cfg, target.tls.as_ref())?;
+    let control = SetupClient::connect(&target.host, cfg.protocol, target.tls.as_ref())?;
     let mut session = ShmSession::for_run(control, cfg)?;
     let SlotRegions {
         refs: slot_refs,
@@ -115,7 +116,7 @@ pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<ShmPlan> {
     } = output_slots(cfg, target, &mut session, k, validate)?;
     let mut plan = LoadPlan {
         requests: Vec::with_capacity(entries.len() * k),
-        wire: wire(cfg, target),
+        wire,
         step_inputs: Vec::with_capacity(entries.len()),
         expected: Vec::with_capacity(entries.len()),
         timestamps_ms: Vec::with_capacity(entries.len()),

@@ -4,23 +4,58 @@
 
 use std::time::{Duration, Instant};
 
-use super::plan::LoadPlan;
-use super::setup::{host_of, resolve, tls_client, SetupClient, Target};
-use crate::config::{Config, InputData, LoadMode};
+use super::{ExportDecoder, Labels, Planned, Service};
+use crate::config::{Config, InputData, LoadMode, Protocol};
+use crate::engine::slots::OutputSlots;
 use crate::engine::wire::Wire;
 use crate::error::{Error, Result};
 use crate::inputs::openai::{load_payloads, PayloadOptions};
-use crate::service::openai::{encode_request, request_inputs_json};
+use crate::report::console::ClientLibrary;
+use crate::run::plan::LoadPlan;
+use crate::run::setup::{host_of, resolve, tls_client, SetupClient, Target};
+use crate::service::openai::{encode_request, request_inputs_json, response_outputs_json};
 use crate::service::triton_http::{ModelConfig, ModelMetadata};
 
-/// The server, reachable over TCP (and TLS) within `--ready-timeout`; nothing is asked of it.
-pub fn prepare(cfg: &Config) -> Result<Target> {
+pub struct OpenAi;
+
+impl Service for OpenAi {
+    fn labels(&self) -> Labels {
+        Labels {
+            banner: "OPENAI",
+            export: "openai",
+            library: ClientLibrary::Http,
+            always_shows_batch: false,
+            framed_streams: false,
+        }
+    }
+
+    fn prepare(&self, cfg: &Config) -> Result<Target> {
+        connect(cfg, Protocol::Http)
+    }
+
+    fn plan(&self, cfg: &Config, target: &Target) -> Result<Planned> {
+        Ok(build_plan(cfg, target)?.into())
+    }
+
+    fn export_decoder(
+        &self,
+        _cfg: &Config,
+        _target: &Target,
+        _slots: Option<&OutputSlots>,
+    ) -> ExportDecoder {
+        Box::new(response_outputs_json)
+    }
+}
+
+/// The server, reachable over `protocol` (and TLS) within `--ready-timeout`; nothing is asked
+/// of it.
+pub(super) fn connect(cfg: &Config, protocol: Protocol) -> Result<Target> {
     let host = host_of(&cfg.url).to_string();
     let addr = resolve(&host)?;
-    let tls = tls_client(cfg, &host)?;
+    let tls = tls_client(cfg, &host, protocol)?;
     let deadline = Instant::now() + Duration::from_secs(cfg.ready_timeout_s);
     let client = loop {
-        match SetupClient::connect(&host, cfg, tls.as_ref()) {
+        match SetupClient::connect(&host, protocol, tls.as_ref()) {
             Ok(c) => break c,
             Err(e) if Instant::now() >= deadline => {
                 return Err(Error::generic(format!("server at {host}: {}", e.msg)))
@@ -41,7 +76,7 @@ pub fn prepare(cfg: &Config) -> Result<Target> {
 }
 
 /// One pre-encoded request per payload, in data order.
-pub fn build_plan(cfg: &Config, target: &Target) -> Result<LoadPlan> {
+fn build_plan(cfg: &Config, target: &Target) -> Result<LoadPlan> {
     let InputData::Files(paths) = &cfg.input_data else {
         return Err(Error::usage(
             "Must supply --input-data for OpenAI service kind.",
@@ -67,10 +102,4 @@ pub fn build_plan(cfg: &Config, target: &Target) -> Result<LoadPlan> {
         plan.timestamps_ms.push(e.timestamp_ms);
     }
     Ok(plan)
-}
-
-/// One response as the export's `response_outputs` object (see
-/// [`crate::service::openai::response_outputs_json`]).
-pub fn export_outputs(body: &[u8]) -> String {
-    crate::service::openai::response_outputs_json(body)
 }
