@@ -2,6 +2,7 @@
 //! them (`super::kinds`), and the statistics read from it between windows.
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::{Duration, Instant};
 
 use crate::config::{Config, Protocol};
 use crate::engine::coordinator::StatsSnapshot;
@@ -58,6 +59,34 @@ pub fn resolve(host: &str) -> Result<SocketAddr> {
 /// run's service kind does.
 pub fn prepare(cfg: &Config) -> Result<Target> {
     super::kinds::pick(cfg).prepare(cfg)
+}
+
+/// The server, reachable over `protocol` (and TLS) within `--ready-timeout`; nothing is asked
+/// of it.
+pub(super) fn reach(cfg: &Config, protocol: Protocol) -> Result<Target> {
+    let host = host_of(&cfg.url).to_string();
+    let addr = resolve(&host)?;
+    let tls = tls_client(cfg, &host, protocol)?;
+    let deadline = Instant::now() + Duration::from_secs(cfg.ready_timeout_s);
+    let client = loop {
+        match SetupClient::connect(&host, protocol, tls.as_ref()) {
+            Ok(c) => break c,
+            Err(e) if Instant::now() >= deadline => {
+                return Err(Error::generic(format!("server at {host}: {}", e.msg)))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
+    Ok(Target {
+        addr,
+        host,
+        meta: ModelMetadata::default(),
+        config: ModelConfig::default(),
+        stats_available: false,
+        client,
+        tls,
+        composing: Vec::new(),
+    })
 }
 
 /// The TLS client for `--ssl-*` / `https://` settings: ALPN `h2` for gRPC, `http/1.1` for

@@ -2,8 +2,6 @@
 //! calls (an OpenAI-compatible server may have none of Triton's API); the requests are the
 //! input data's payloads, POSTed to `--endpoint`.
 
-use std::time::{Duration, Instant};
-
 use super::{ExportDecoder, Labels, Planned, Service};
 use crate::config::{Config, InputData, LoadMode, Protocol};
 use crate::engine::slots::OutputSlots;
@@ -12,9 +10,8 @@ use crate::error::{Error, Result};
 use crate::inputs::openai::{load_payloads, PayloadOptions};
 use crate::report::console::ClientLibrary;
 use crate::run::plan::LoadPlan;
-use crate::run::setup::{host_of, resolve, tls_client, SetupClient, Target};
+use crate::run::setup::{reach, Target};
 use crate::service::openai::{encode_request, request_inputs_json, response_outputs_json};
-use crate::service::triton_http::{ModelConfig, ModelMetadata};
 
 pub struct OpenAi;
 
@@ -30,7 +27,7 @@ impl Service for OpenAi {
     }
 
     fn prepare(&self, cfg: &Config) -> Result<Target> {
-        connect(cfg, Protocol::Http)
+        reach(cfg, Protocol::Http)
     }
 
     fn plan(&self, cfg: &Config, target: &Target) -> Result<Planned> {
@@ -45,34 +42,6 @@ impl Service for OpenAi {
     ) -> ExportDecoder {
         Box::new(response_outputs_json)
     }
-}
-
-/// The server, reachable over `protocol` (and TLS) within `--ready-timeout`; nothing is asked
-/// of it.
-pub(super) fn connect(cfg: &Config, protocol: Protocol) -> Result<Target> {
-    let host = host_of(&cfg.url).to_string();
-    let addr = resolve(&host)?;
-    let tls = tls_client(cfg, &host, protocol)?;
-    let deadline = Instant::now() + Duration::from_secs(cfg.ready_timeout_s);
-    let client = loop {
-        match SetupClient::connect(&host, protocol, tls.as_ref()) {
-            Ok(c) => break c,
-            Err(e) if Instant::now() >= deadline => {
-                return Err(Error::generic(format!("server at {host}: {}", e.msg)))
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
-        }
-    };
-    Ok(Target {
-        addr,
-        host,
-        meta: ModelMetadata::default(),
-        config: ModelConfig::default(),
-        stats_available: false,
-        client,
-        tls,
-        composing: Vec::new(),
-    })
 }
 
 /// One pre-encoded request per payload, in data order.

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::inputs::InputSet;
 use crate::protocol::grpc::compress::encoding_name;
 use crate::run::plan::LoadPlan;
-use crate::run::setup::Target;
+use crate::run::setup::{reach, Target};
 use crate::service::triton_grpc::call_headers;
 use crate::service::triton_http::{ModelMetadata, TensorMeta};
 use crate::tensor::{split_bytes_elements, DataType};
@@ -21,7 +21,7 @@ pub(super) const STREAM: usize = 0;
 /// The server, reachable over `protocol` within `--ready-timeout`, with `input` as the
 /// model's one pseudo-input.
 pub(super) fn connect_with_input(cfg: &Config, protocol: Protocol, input: &str) -> Result<Target> {
-    let mut target = super::openai::connect(cfg, protocol)?;
+    let mut target = reach(cfg, protocol)?;
     target.meta = pseudo_model(cfg, input);
     Ok(target)
 }

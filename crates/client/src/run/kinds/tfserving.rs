@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::inputs::{batch, InputSet};
 use crate::report::console::ClientLibrary;
 use crate::run::plan::{request_starts, LoadPlan};
-use crate::run::setup::{SetupClient, Target};
+use crate::run::setup::{reach, SetupClient, Target};
 use crate::service::tfserving::{self, SERVICE_PATH};
 use crate::service::triton_http::{self, ModelConfig, ModelMetadata};
 
@@ -28,7 +28,7 @@ impl Service for TfServing {
     }
 
     fn prepare(&self, cfg: &Config) -> Result<Target> {
-        let mut target = super::openai::connect(cfg, Protocol::Grpc)?;
+        let mut target = reach(cfg, Protocol::Grpc)?;
         let (meta, config) = tfserving_model(cfg, &mut target.client)?;
         target.meta = meta;
         target.config = config;
@@ -54,8 +54,8 @@ impl Service for TfServing {
 /// [`tfserving::model_from_metadata`]).
 fn tfserving_model(cfg: &Config, client: &mut SetupClient) -> Result<(ModelMetadata, ModelConfig)> {
     let SetupClient::Grpc(grpc) = client else {
-        return Err(Error::usage(
-            "-i http: --service-kind tfserving speaks gRPC only (-i grpc).",
+        return Err(Error::generic(
+            "--service-kind tfserving: the setup connection is not gRPC",
         ));
     };
     let request = tfserving::metadata_request(
