@@ -58,7 +58,7 @@ pub fn run_with(
         return sessions::run(cfg, out, &stop);
     }
     let service = kinds::pick(cfg);
-    crate::shm::check_service(cfg)?;
+    crate::shm::check_service(cfg, service.shared_memory())?;
     let mut target = service.prepare(cfg)?;
     // Sequence models default to async unless --sync was given (perf_analyzer).
     let adjusted =

@@ -100,6 +100,11 @@ pub trait Service {
         slots: Option<&OutputSlots>,
     ) -> ExportDecoder;
 
+    /// The kind can send tensors through `--shared-memory` regions.
+    fn shared_memory(&self) -> bool {
+        false
+    }
+
     /// The model's cumulative server statistics (`None`: the kind or server has none).
     fn server_stats(&self, _cfg: &Config, _target: &mut Target) -> Result<Option<StatsSnapshot>> {
         Ok(None)
@@ -189,6 +194,36 @@ mod tests {
             assert_eq!(labels.library, library, "{service_kind:?}");
             let triton = matches!(service_kind, ServiceKind::Triton | ServiceKind::TritonCApi);
             assert_eq!(labels.always_shows_batch, triton, "{service_kind:?}");
+            let shm = service_kind == ServiceKind::Triton;
+            assert_eq!(pick(&cfg).shared_memory(), shm, "{service_kind:?}");
+        }
+    }
+
+    #[test]
+    fn only_triton_kinds_take_shared_memory_and_others_fail_before_connecting() {
+        use crate::config::SharedMemory;
+        use crate::error::ErrorKind;
+        for service_kind in [ServiceKind::OpenAi, ServiceKind::TorchServe] {
+            let cfg = Config {
+                service_kind,
+                shared_memory: SharedMemory::System,
+                // Nothing listens there: the error must come before any connection.
+                url: "127.0.0.1:1".into(),
+                ..Config::default()
+            };
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let err = match crate::run::run(&cfg, &mut Vec::new(), stop) {
+                Ok(_) => panic!("{service_kind:?}: --shared-memory accepted"),
+                Err(e) => e,
+            };
+            assert_eq!(err.kind, ErrorKind::Usage, "{}", err.msg);
+            assert!(
+                err.msg.contains(
+                    "--shared-memory system is supported with --service-kind triton only"
+                ),
+                "{}",
+                err.msg
+            );
         }
     }
 }

@@ -96,6 +96,10 @@ impl Service for TritonGrpc {
         Box::new(move |body| decoded(body).unwrap_or_else(|| "{}".into()))
     }
 
+    fn shared_memory(&self) -> bool {
+        true
+    }
+
     fn server_stats(&self, cfg: &Config, target: &mut Target) -> Result<Option<StatsSnapshot>> {
         fetch_stats(target, cfg)
     }

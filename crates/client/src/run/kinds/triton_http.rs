@@ -71,6 +71,10 @@ impl Service for TritonHttp {
         }
     }
 
+    fn shared_memory(&self) -> bool {
+        true
+    }
+
     fn server_stats(&self, cfg: &Config, target: &mut Target) -> Result<Option<StatsSnapshot>> {
         fetch_stats(target, cfg)
     }
