@@ -1,12 +1,10 @@
 //! A whole perf_analyzer run: setup, the concurrency sweep, and the three reports.
 
-pub mod capi;
 pub mod coordinator;
 pub mod driver;
 mod kinds;
 pub mod load;
 mod metrics;
-mod openai;
 pub mod peers;
 pub(crate) mod plan;
 mod sessions;
@@ -19,24 +17,16 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::config::{
-    Config, Distribution, LoadMode, MeasurementMode, Protocol, ServiceKind, SharedMemory,
-};
+use crate::config::{Config, Distribution, LoadMode, MeasurementMode};
 use crate::engine::slots::OutputSlots;
 use crate::engine::window::OutputCheck;
 use crate::engine::{available_cores, EngineSpec};
 use crate::error::{Error, Result};
-use crate::inputs::{check_outputs, load_inputs_with, InputOptions, ResponseFormat, TensorValue};
-use crate::measure::record::framed_responses;
-use crate::measure::RequestRecord;
 use crate::report::export::ExportExperiment;
 use crate::report::{console, csv, export, Banner, PointReport, RateBanner};
-use crate::service::stream_scan::scan_stream_response;
-use crate::service::triton_grpc::outputs_json;
-use crate::service::triton_http::decode_outputs_json;
-use crate::shm::client::ShmSession;
+use kinds::{ExportDecoder, Labels, Planned};
 use plan::LoadPlan;
-use setup::{prepare, Target};
+use setup::Target;
 
 /// What a finished run produced (the CLI prints it; tests inspect it).
 pub struct RunResult {
@@ -68,8 +58,9 @@ pub fn run_with(
     if cfg.session_concurrency > 0 {
         return sessions::run(cfg, out, &stop);
     }
-    crate::shm::check_service(cfg)?;
-    let mut target = prepare_target(cfg)?;
+    let service = kinds::pick(cfg);
+    crate::shm::check_service(cfg, service.shared_memory())?;
+    let mut target = service.prepare(cfg)?;
     // Sequence models default to async unless --sync was given (perf_analyzer).
     let adjusted =
         (target.config.sequence_batching && !cfg.sync_given && !cfg.async_mode).then(|| Config {
@@ -78,7 +69,11 @@ pub fn run_with(
         });
     let cfg = adjusted.as_ref().unwrap_or(cfg);
     // Registered regions; dropped (unregistered, unlinked) on every way out of this function.
-    let (mut plan, shm_session, shm_slots) = build_plan(cfg, &target)?;
+    let Planned {
+        mut plan,
+        shm: shm_session,
+        slots: shm_slots,
+    } = service.plan(cfg, &target)?;
     let scheduled = match cfg.load_mode {
         LoadMode::FixedSchedule => Some(fixed_schedule(cfg, &plan.timestamps_ms)?),
         _ => None,
@@ -91,13 +86,15 @@ pub fn run_with(
     }
     let spec = engine_spec(cfg, &target, &mut plan, shm_slots.clone());
     let decoupled = target.config.decoupled;
-    let _ = out.write_all(banner_text(cfg, decoupled).as_bytes());
+    let labels = service.labels();
+    let _ = out.write_all(banner_text(cfg, &labels, decoupled).as_bytes());
     let step_inputs = plan.step_inputs;
-    let check = validation(cfg, &target, shm_slots.as_deref(), plan.expected);
+    let check = service.output_check(cfg, &target, shm_slots.as_deref(), plan.expected);
     let stats_available = target.stats_available;
     let metrics = metrics::MetricsSource::for_run(cfg)?;
     let mut sweeper = sweep::Sweeper {
         cfg,
+        service: &*service,
         spec: &spec,
         target: &mut target,
         stop: &stop,
@@ -119,70 +116,17 @@ pub fn run_with(
     }
     let _ = out.flush();
     if reports {
-        // Shared memory with validation: kept bodies hold the response and the output regions.
-        let captured = shm_slots
-            .filter(|s| s.captures())
-            .map(|_| output_names(&target));
-        write_reports(cfg, &points, &exps, stats_available, captured)?;
+        let decode = service.export_decoder(cfg, &target, shm_slots.as_deref());
+        write_reports(cfg, &labels, &points, &exps, stats_available, &decode)?;
     }
     drop(shm_session);
     Ok(RunResult { points, error })
 }
 
-/// The check of responses against expected outputs, if the input data gave any; with shared
-/// memory output slots it reads the outputs from the regions.
-fn validation(
-    cfg: &Config,
-    target: &Target,
-    slots: Option<&OutputSlots>,
-    expected: Vec<Option<Vec<TensorValue>>>,
-) -> Option<Box<OutputCheck<'static>>> {
-    match slots {
-        Some(s) if s.captures() => {
-            crate::shm::validate::output_check(cfg, &target.meta.outputs, expected)
-        }
-        _ => output_check(cfg, expected),
-    }
-}
-
-fn output_names(target: &Target) -> Vec<String> {
-    target.meta.outputs.iter().map(|o| o.name.clone()).collect()
-}
-
-/// Readiness, metadata and config of the model, by service kind.
-fn prepare_target(cfg: &Config) -> Result<Target> {
-    match cfg.service_kind {
-        ServiceKind::OpenAi => openai::prepare(cfg),
-        ServiceKind::TritonCApi => capi::prepare(cfg),
-        _ if kinds::handles(cfg) => kinds::prepare(cfg),
-        _ => prepare(cfg),
-    }
-}
-
-/// The pre-encoded requests of the run; with shared memory also the registered regions
-/// (unregistered when dropped) and the output slots.
-fn build_plan(
-    cfg: &Config,
-    target: &Target,
-) -> Result<(LoadPlan, Option<ShmSession>, Option<Arc<OutputSlots>>)> {
-    if cfg.service_kind == ServiceKind::OpenAi {
-        return Ok((openai::build_plan(cfg, target)?, None, None));
-    }
-    if kinds::handles(cfg) {
-        return Ok((kinds::build_plan(cfg, target)?, None, None));
-    }
-    let opts = InputOptions {
-        fixed_schedule: cfg.load_mode == LoadMode::FixedSchedule,
-    };
-    let inputs = load_inputs_with(&target.meta, &target.config, cfg, opts)?;
-    if cfg.service_kind == ServiceKind::TritonCApi {
-        return Ok((capi::build_plan(cfg, target, &inputs)?, None, None));
-    }
-    if cfg.shared_memory != SharedMemory::None {
-        let (plan, session, slots) = plan::build_shm(cfg, target, &inputs)?;
-        return Ok((plan, Some(session), Some(slots)));
-    }
-    Ok((plan::build(cfg, target, &inputs)?, None, None))
+/// Connects, waits until the server is ready, and reads what the run needs from it, as the
+/// run's service kind does.
+pub fn prepare(cfg: &Config) -> Result<Target> {
+    kinds::pick(cfg).prepare(cfg)
 }
 
 /// The engine's view of the run: where to send what, on how many pinned workers (the
@@ -212,8 +156,8 @@ fn engine_spec(
 }
 
 /// The settings banner; open-loop modes add the rate lines, Poisson the seed to repeat it.
-fn banner_text(cfg: &Config, decoupled: bool) -> String {
-    let mut b = banner(cfg, decoupled);
+fn banner_text(cfg: &Config, labels: &Labels, decoupled: bool) -> String {
+    let mut b = banner(cfg, labels, decoupled);
     if cfg.load_mode == LoadMode::Concurrency {
         return console::banner(&b);
     }
@@ -240,20 +184,15 @@ fn banner_text(cfg: &Config, decoupled: bool) -> String {
     text
 }
 
-fn banner(cfg: &Config, decoupled: bool) -> Banner {
-    let not_triton = cfg.service_kind == ServiceKind::OpenAi || kinds::handles(cfg);
+fn banner(cfg: &Config, labels: &Labels, decoupled: bool) -> Banner {
     Banner {
         // perf_analyzer prints the batch size for Triton, or when -b is given (0: no line).
-        batch_size: if not_triton && !cfg.batch_size_given {
-            0
-        } else {
+        batch_size: if labels.always_shows_batch || cfg.batch_size_given {
             cfg.batch_size
+        } else {
+            0
         },
-        service_kind: match cfg.service_kind {
-            ServiceKind::OpenAi => "OPENAI",
-            ServiceKind::TritonCApi => "TRITON_C_API",
-            kind => kinds::names(kind).map_or("TRITON", |(banner, _)| banner),
-        },
+        service_kind: labels.banner,
         warmup_request_count: cfg.warmup_request_count,
         request_count: cfg.request_count,
         count_windows: cfg.measurement_mode == MeasurementMode::CountWindows,
@@ -270,10 +209,11 @@ fn banner(cfg: &Config, decoupled: bool) -> Banner {
 
 fn write_reports(
     cfg: &Config,
+    labels: &Labels,
     points: &[PointReport],
     exps: &[ExportExperiment],
     stats_available: bool,
-    captured: Option<Vec<String>>,
+    decode: &ExportDecoder,
 ) -> Result<()> {
     if let (Some(path), false) = (&cfg.csv_file, points.is_empty()) {
         let f = File::create(path)
@@ -309,38 +249,15 @@ fn write_reports(
             Error::generic(format!("--profile-export-file {}: {e}", path.display()))
         };
         let mut w = BufWriter::new(File::create(path).map_err(err)?);
-        // gRPC streams and the C API with --streaming keep every response of a request.
-        let framed = cfg.streaming
-            && (cfg.protocol == Protocol::Grpc || cfg.service_kind == ServiceKind::TritonCApi);
-        let is_openai = cfg.service_kind == ServiceKind::OpenAi;
-        let decode = |body: &[u8]| {
-            if let Some(names) = &captured {
-                let format = match cfg.protocol {
-                    Protocol::Http => ResponseFormat::Http,
-                    Protocol::Grpc => ResponseFormat::Grpc,
-                };
-                crate::shm::validate::captured_outputs_json(names, body, format)
-            } else if is_openai {
-                openai::export_outputs(body)
-            } else if kinds::handles(cfg) {
-                kinds::export_outputs(cfg, body)
-            } else {
-                export_outputs(cfg, body)
-            }
-        };
         let meta = export::ExportMeta {
             version: crate::VERSION,
-            service_kind: match cfg.service_kind {
-                ServiceKind::OpenAi => "openai",
-                ServiceKind::TritonCApi => "triton_c_api",
-                ServiceKind::Triton => "triton",
-                kind => kinds::names(kind).map_or("triton", |(_, export)| export),
-            },
+            service_kind: labels.export,
             endpoint: &cfg.endpoint,
-            framed,
+            // gRPC streams and the C API with --streaming keep every response of a request.
+            framed: cfg.streaming && labels.framed_streams,
             seed: (cfg.load_mode != LoadMode::Concurrency).then_some(cfg.seed),
         };
-        export::write_export(&mut w, exps, &meta, &decode)
+        export::write_export(&mut w, exps, &meta, decode)
             .and_then(|_| w.flush())
             .map_err(err)?;
     }
@@ -376,62 +293,6 @@ fn fixed_schedule(cfg: &Config, timestamps_ms: &[Option<u64>]) -> Result<Config>
         fixed_schedule_ns: offsets,
         ..cfg.clone()
     })
-}
-
-/// The validation-data check of a run's responses (`None` without validation data).
-fn output_check(
-    cfg: &Config,
-    expected: Vec<Option<Vec<TensorValue>>>,
-) -> Option<Box<OutputCheck<'static>>> {
-    if expected.iter().all(Option::is_none) {
-        return None;
-    }
-    let capi = cfg.service_kind == ServiceKind::TritonCApi;
-    let (format, framed) = match (cfg.protocol, cfg.streaming) {
-        // C API bodies are HTTP-style; with --streaming each response is framed.
-        _ if capi => (ResponseFormat::Http, cfg.streaming),
-        (Protocol::Http, _) => (ResponseFormat::Http, false),
-        (Protocol::Grpc, false) => (ResponseFormat::Grpc, false),
-        (Protocol::Grpc, true) => (ResponseFormat::GrpcStream, true),
-    };
-    Some(Box::new(move |rec: &RequestRecord, body: &[u8]| {
-        let Some(Some(exp)) = expected.get(rec.step as usize) else {
-            return Ok(());
-        };
-        if framed {
-            // Every response with outputs is checked against the request's expected data.
-            for (_, payload) in framed_responses(body) {
-                // The empty final response of a decoupled model has no outputs to check.
-                // (C API frames hold only responses with outputs.)
-                let has_outputs =
-                    capi || scan_stream_response(payload).map_or(true, |r| r.has_outputs);
-                if has_outputs {
-                    check_outputs(exp, payload, format)?;
-                }
-            }
-            return Ok(());
-        }
-        check_outputs(exp, body, format)
-    }))
-}
-
-/// One response body as the export's `response_outputs` object (`{}` when it cannot be
-/// read, or for a decoupled model's empty final response).
-fn export_outputs(cfg: &Config, body: &[u8]) -> String {
-    use crate::protocol::grpc::pb::inference as pb;
-    use prost::Message;
-    match (cfg.protocol, cfg.streaming) {
-        _ if cfg.service_kind == ServiceKind::TritonCApi => decode_outputs_json(body, None).ok(),
-        (Protocol::Http, _) => decode_outputs_json(body, None).ok(),
-        (Protocol::Grpc, false) => pb::ModelInferResponse::decode(body)
-            .ok()
-            .map(|r| outputs_json(&r)),
-        (Protocol::Grpc, true) => pb::ModelStreamInferResponse::decode(body)
-            .ok()
-            .and_then(|r| r.infer_response)
-            .map(|r| outputs_json(&r)),
-    }
-    .unwrap_or_else(|| "{}".into())
 }
 
 /// `-v -v`: the request every worker sends, for debugging. Binary tensor bytes (after the

@@ -1,5 +1,5 @@
-//! The bytes a run sends: the input data cut into batches, each pre-encoded once in the
-//! run's protocol. The engine cycles through `LoadPlan::requests` (worker i starts at entry i
+//! The bytes a run sends: the input data cut into batches, each pre-encoded once by the
+//! run's service kind. The engine cycles through `LoadPlan::requests` (worker i starts at entry i
 //! and takes the next entry for each request it sends).
 //!
 //! Order (spec §2.13): request k is the batch that starts at step `(k * b) % steps`, so
@@ -10,19 +10,15 @@
 
 use std::sync::Arc;
 
-use crate::config::{Compression, Config, ParamValue, Protocol, TensorFormat};
+use crate::config::Config;
 use crate::engine::seq_feed::SeqPlan;
 use crate::engine::sequence::{SeqConfig, UNBOUNDED_ID_RANGE};
 use crate::engine::slots::OutputSlots;
-use crate::engine::wire::{GrpcWire, Wire};
+use crate::engine::wire::Wire;
 use crate::error::{Error, Result};
-/// Also named here for the kinds' plans.
-pub use crate::inputs::request_starts;
-use crate::inputs::{batch, batch_expected, InputSet, TensorValue};
-use crate::protocol::grpc::compress::encoding_name;
-use crate::protocol::grpc::request::call_headers;
-use crate::service::seq_patch::{self, SeqTemplate};
-use crate::service::{triton_grpc, triton_http};
+use crate::inputs::{batch, batch_expected, request_starts, InputSet, TensorValue};
+use crate::service::seq_patch::SeqTemplate;
+use crate::service::triton_http;
 use crate::shm::client::ShmSession;
 use crate::shm::plan::ShmTarget;
 use crate::tensor::InputTensor;
@@ -53,6 +49,7 @@ pub fn build_shm(
     cfg: &Config,
     target: &Target,
     set: &InputSet,
+    wire: Wire,
 ) -> Result<(LoadPlan, ShmSession, Arc<OutputSlots>)> {
     let shm_target = ShmTarget {
         host: &target.host,
@@ -63,7 +60,7 @@ pub fn build_shm(
     let shm = crate::shm::plan::build(cfg, &shm_target, set)?;
     let plan = LoadPlan {
         requests: shm.requests,
-        wire: wire(cfg, target),
+        wire,
         step_inputs: shm.step_inputs,
         expected: shm.expected,
         timestamps_ms: shm.timestamps_ms,
@@ -72,9 +69,15 @@ pub fn build_shm(
     Ok((plan, shm.session, shm.slots))
 }
 
-pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan> {
+/// The Triton requests of a run, encoded by `enc`.
+pub(crate) fn build(
+    cfg: &Config,
+    target: &Target,
+    set: &InputSet,
+    enc: &dyn Encoder,
+) -> Result<LoadPlan> {
     if target.config.sequence_batching {
-        return build_sequences(cfg, target, set);
+        return build_sequences(cfg, target, set, enc);
     }
     let outputs: Vec<String> = target.meta.outputs.iter().map(|o| o.name.clone()).collect();
     let batched = target.config.max_batch_size > 0;
@@ -90,7 +93,7 @@ pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan> 
     }
     let mut plan = LoadPlan {
         requests: Vec::with_capacity(starts.len()),
-        wire: wire(cfg, target),
+        wire: enc.wire(cfg, target),
         step_inputs: Vec::with_capacity(starts.len()),
         expected: Vec::with_capacity(starts.len()),
         timestamps_ms: Vec::with_capacity(starts.len()),
@@ -98,7 +101,8 @@ pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan> 
     };
     for first in starts {
         let inputs = batch(set, NON_SEQUENCE_STREAM, first, b, batched)?;
-        plan.requests.push(encode(cfg, target, &inputs, &outputs)?);
+        plan.requests
+            .push(enc.encode(cfg, target, &inputs, &outputs)?);
         plan.step_inputs.push(triton_http::inputs_json(&inputs));
         let expected = batch_expected(set, NON_SEQUENCE_STREAM, first, b, batched)?;
         plan.expected.push(expected);
@@ -109,12 +113,17 @@ pub fn build(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan> 
 
 /// Sequence models (batch 1): one template per stream and step, the step's own bytes as the
 /// plain request list, and the sequence settings.
-fn build_sequences(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan> {
+fn build_sequences(
+    cfg: &Config,
+    target: &Target,
+    set: &InputSet,
+    enc: &dyn Encoder,
+) -> Result<LoadPlan> {
     let outputs: Vec<String> = target.meta.outputs.iter().map(|o| o.name.clone()).collect();
     let batched = target.config.max_batch_size > 0;
     let mut plan = LoadPlan {
         requests: Vec::new(),
-        wire: wire(cfg, target),
+        wire: enc.wire(cfg, target),
         step_inputs: Vec::new(),
         expected: Vec::new(),
         timestamps_ms: Vec::new(),
@@ -126,9 +135,10 @@ fn build_sequences(cfg: &Config, target: &Target, set: &InputSet) -> Result<Load
         let (mut ts, mut flat) = (Vec::new(), Vec::new());
         for (k, step) in steps.iter().enumerate() {
             let inputs = batch(set, s, k, 1, batched)?;
-            ts.push(template(cfg, target, &inputs, &outputs)?);
+            ts.push(enc.template(cfg, target, &inputs, &outputs)?);
             flat.push(plan.requests.len() as u32);
-            plan.requests.push(encode(cfg, target, &inputs, &outputs)?);
+            plan.requests
+                .push(enc.encode(cfg, target, &inputs, &outputs)?);
             plan.step_inputs.push(triton_http::inputs_json(&inputs));
             plan.expected.push(batch_expected(set, s, k, 1, batched)?);
             plan.timestamps_ms.push(step.timestamp_ms);
@@ -168,109 +178,26 @@ pub(crate) fn seq_plan(
     })
 }
 
-/// A sequence request template in the run's protocol.
-fn template(
-    cfg: &Config,
-    target: &Target,
-    inputs: &[InputTensor],
-    outputs: &[String],
-) -> Result<SeqTemplate> {
-    in_protocol(
-        cfg,
-        target,
-        inputs,
-        outputs,
-        seq_patch::http_template,
-        seq_patch::grpc_template,
-    )
-}
+/// How one protocol encodes Triton inference requests (the Triton HTTP and gRPC kinds).
+pub(crate) trait Encoder {
+    /// One request's bytes.
+    fn encode(
+        &self,
+        cfg: &Config,
+        target: &Target,
+        inputs: &[InputTensor],
+        outputs: &[String],
+    ) -> Result<Vec<u8>>;
 
-/// One request's bytes in the run's protocol.
-fn encode(
-    cfg: &Config,
-    target: &Target,
-    inputs: &[InputTensor],
-    outputs: &[String],
-) -> Result<Vec<u8>> {
-    in_protocol(
-        cfg,
-        target,
-        inputs,
-        outputs,
-        triton_http::encode_infer_request,
-        triton_grpc::encode_infer_request,
-    )
-}
+    /// A sequence request template, patched per request by the engine's sequence feed.
+    fn template(
+        &self,
+        cfg: &Config,
+        target: &Target,
+        inputs: &[InputTensor],
+        outputs: &[String],
+    ) -> Result<SeqTemplate>;
 
-/// An HTTP encoder: host, path, inputs, outputs, tensor formats, extra headers.
-type HttpEncoder<T> = fn(
-    &str,
-    &str,
-    &[InputTensor],
-    &[String],
-    TensorFormat,
-    TensorFormat,
-    &[(String, String)],
-) -> Result<T>;
-/// A gRPC encoder: model, version, inputs, outputs, request parameters, compression.
-type GrpcEncoder<T> =
-    fn(&str, &str, &[InputTensor], &[String], &[(String, ParamValue)], Compression) -> Result<T>;
-
-/// Calls the encoder of the run's protocol with the run's settings.
-fn in_protocol<T>(
-    cfg: &Config,
-    target: &Target,
-    inputs: &[InputTensor],
-    outputs: &[String],
-    http: HttpEncoder<T>,
-    grpc: GrpcEncoder<T>,
-) -> Result<T> {
-    match cfg.protocol {
-        Protocol::Http => {
-            let path = triton_http::infer_path(&cfg.model_name, &cfg.model_version);
-            http(
-                &target.host,
-                &path,
-                inputs,
-                outputs,
-                cfg.input_tensor_format,
-                cfg.output_tensor_format,
-                &cfg.headers,
-            )
-        }
-        Protocol::Grpc => grpc(
-            &cfg.model_name,
-            &cfg.model_version,
-            inputs,
-            outputs,
-            &cfg.request_parameters,
-            cfg.compression,
-        ),
-    }
-}
-
-/// How the load connections carry the requests.
-pub(crate) fn wire(cfg: &Config, target: &Target) -> Wire {
-    match cfg.protocol {
-        Protocol::Http => Wire::Http1,
-        Protocol::Grpc => {
-            let method = if cfg.streaming {
-                "ModelStreamInfer"
-            } else {
-                "ModelInfer"
-            };
-            let headers = call_headers(
-                &target.host,
-                method,
-                &cfg.headers,
-                cfg.tls.is_some(),
-                encoding_name(cfg.compression),
-            );
-            Wire::Grpc(GrpcWire {
-                headers,
-                streaming: cfg.streaming,
-                decoupled: target.config.decoupled,
-            })
-        }
-    }
+    /// How the load connections carry the requests.
+    fn wire(&self, cfg: &Config, target: &Target) -> Wire;
 }

@@ -51,7 +51,9 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: &AtomicBool) -> Result<RunRe
              which was not given."
         );
     }
-    let target = super::openai::prepare(cfg)?;
+    // Sessions are an openai-kind feature (the flags were checked against the kind).
+    let service = super::kinds::pick(cfg);
+    let target = service.prepare(cfg)?;
     let run = SessionRun {
         cfg,
         host: &target.host,
@@ -83,7 +85,8 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: &AtomicBool) -> Result<RunRe
     let _ = out.flush();
     let error = summary.error(&turns);
     let experiment = export_experiment(turns);
-    super::write_reports(cfg, &[], &[experiment], false, None)?;
+    let decode = service.export_decoder(cfg, &target, None);
+    super::write_reports(cfg, &service.labels(), &[], &[experiment], false, &decode)?;
     Ok(RunResult {
         points: Vec::new(),
         error,

@@ -1,5 +1,5 @@
-//! Before the load: find the server, wait until it is ready, read the model's metadata and
-//! config, and decide whether server statistics are available.
+//! Before the load: the server and model a run targets, as its service kind's setup found
+//! them (`super::kinds`, through `super::prepare`), and the statistics read from it between windows.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::coordinator::StatsSnapshot;
 use crate::config::{Config, Protocol};
 use crate::error::{Error, Result};
-use crate::measure::server_stats::{bls_composing_models, composing_tree, ComposingModel};
+use crate::measure::server_stats::ComposingModel;
 use crate::service::triton_http::{ModelConfig, ModelMetadata};
 use crate::transport::tls::host_of as tls_host_of;
 use crate::transport::{TlsClient, TlsOptions};
@@ -55,105 +55,50 @@ pub fn resolve(host: &str) -> Result<SocketAddr> {
         .ok_or_else(|| Error::generic(format!("-u {host}: address resolves to nothing")))
 }
 
-/// Connects, waits until the server is ready, and reads what the run needs from it.
-pub fn prepare(cfg: &Config) -> Result<Target> {
+/// The server, reachable over `protocol` (and TLS) within `--ready-timeout`; nothing is asked
+/// of it.
+pub(super) fn reach(cfg: &Config, protocol: Protocol) -> Result<Target> {
     let host = host_of(&cfg.url).to_string();
     let addr = resolve(&host)?;
-    let tls = tls_client(cfg, &host)?;
-    let mut client = wait_ready(&host, cfg, tls.as_ref())?;
-    if !cfg.trace_settings.is_empty() {
-        client.trace_setting(&cfg.trace_settings)?;
-    }
-    let stats_available = client
-        .server_extensions()
-        .is_ok_and(|ext| ext.iter().any(|e| e == "statistics"));
-    let meta = client.model_metadata(cfg)?;
-    let config = client.model_config(cfg)?;
-    check_supported(cfg, &config)?;
-    let composing = composing_models(cfg, &config, &mut client)?;
+    let tls = tls_client(cfg, &host, protocol)?;
+    let deadline = Instant::now() + Duration::from_secs(cfg.ready_timeout_s);
+    let client = loop {
+        match SetupClient::connect(&host, protocol, tls.as_ref()) {
+            Ok(c) => break c,
+            Err(e) if Instant::now() >= deadline => {
+                return Err(Error::generic(format!("server at {host}: {}", e.msg)))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
     Ok(Target {
         addr,
         host,
-        meta,
-        config,
-        stats_available,
+        meta: ModelMetadata::default(),
+        config: ModelConfig::default(),
+        stats_available: false,
         client,
         tls,
-        composing,
-    })
-}
-
-/// The composing models the Server section reports: an ensemble's steps (recursively), or
-/// the `--bls-composing-models` list.
-fn composing_models(
-    cfg: &Config,
-    config: &ModelConfig,
-    client: &mut SetupClient,
-) -> Result<Vec<ComposingModel>> {
-    if let Some(spec) = &cfg.bls_composing_models {
-        return bls_composing_models(spec);
-    }
-    if !config.is_ensemble {
-        return Ok(Vec::new());
-    }
-    composing_tree(&cfg.model_name, &mut |name, version| {
-        client.model_config_json(name, version)
+        composing: Vec::new(),
     })
 }
 
 /// The TLS client for `--ssl-*` / `https://` settings: ALPN `h2` for gRPC, `http/1.1` for
 /// HTTPS.
-pub(super) fn tls_client(cfg: &Config, host: &str) -> Result<Option<TlsClient>> {
+pub(super) fn tls_client(
+    cfg: &Config,
+    host: &str,
+    protocol: Protocol,
+) -> Result<Option<TlsClient>> {
     let Some(settings) = &cfg.tls else {
         return Ok(None);
     };
-    let alpn: &[&[u8]] = match cfg.protocol {
+    let alpn: &[&[u8]] = match protocol {
         Protocol::Grpc => &[b"h2"],
         Protocol::Http => &[b"http/1.1"],
     };
     let opts = TlsOptions::from_config(settings, alpn);
     Ok(Some(TlsClient::new(&opts, tls_host_of(host))?))
-}
-
-fn check_supported(cfg: &Config, config: &ModelConfig) -> Result<()> {
-    if config.decoupled && !(cfg.protocol == Protocol::Grpc && cfg.streaming) {
-        return Err(Error::usage(format!(
-            "model '{}' is decoupled: it must be run with -i grpc --async --streaming",
-            cfg.model_name
-        )));
-    }
-    if config.sequence_batching && cfg.batch_size > 1 {
-        return Err(Error::usage(format!(
-            "-b {}: model '{}' is a sequence model, which takes batch size 1 only",
-            cfg.batch_size, cfg.model_name
-        )));
-    }
-    Ok(())
-}
-
-/// Polls the server's readiness until it says ready or `--ready-timeout` passes (one try
-/// when 0).
-fn wait_ready(host: &str, cfg: &Config, tls: Option<&TlsClient>) -> Result<SetupClient> {
-    let timeout_s = cfg.ready_timeout_s;
-    let deadline = Instant::now() + Duration::from_secs(timeout_s);
-    loop {
-        let last = match SetupClient::connect(host, cfg, tls) {
-            Ok(mut c) => match c.ready() {
-                Ok(()) => return Ok(c),
-                Err(e) => e.msg,
-            },
-            Err(e) => e.msg,
-        };
-        if Instant::now() >= deadline {
-            let waited = if timeout_s > 0 {
-                format!(" (waited {timeout_s} s)")
-            } else {
-                String::new()
-            };
-            return Err(Error::generic(format!("{last}{waited}")));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Reads the model's cumulative statistics (every model's too, when composing models are

@@ -1,5 +1,6 @@
 //! The blocking client of the setup calls (readiness, server and model metadata, model config,
-//! statistics), over whichever protocol the run uses. Never used for the measured load.
+//! statistics), over the protocol the run's service kind speaks. Never used for the measured
+//! load.
 
 use std::time::Duration;
 
@@ -29,12 +30,13 @@ pub enum SetupClient {
     Http(Box<BlockingClient>),
     Grpc(GrpcClient),
     /// `--service-kind triton_c_api`: the in-process server answers.
-    Capi(crate::run::capi::CapiSetup),
+    Capi(crate::run::kinds::CapiSetup),
 }
 
 impl SetupClient {
-    pub fn connect(host: &str, cfg: &Config, tls: Option<&TlsClient>) -> Result<SetupClient> {
-        Ok(match cfg.protocol {
+    /// A setup connection to `host` over `protocol`.
+    pub fn connect(host: &str, protocol: Protocol, tls: Option<&TlsClient>) -> Result<SetupClient> {
+        Ok(match protocol {
             Protocol::Http => SetupClient::Http(Box::new(BlockingClient::connect_tls(
                 host,
                 SETUP_TIMEOUT,

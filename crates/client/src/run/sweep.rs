@@ -7,11 +7,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use super::coordinator::{profile_periodic, profile_point, PointCtx, PointOutcome, PointStatus};
+use super::kinds::Service;
 use super::load::LoadDesc;
 use super::metrics::MetricsSource;
 use super::peers::{Alone, Peers};
-use super::setup::{fetch_stats, Target};
-use crate::config::{Config, LoadMode, MeasurementMode, Protocol, ServiceKind};
+use super::setup::Target;
+use crate::config::{Config, LoadMode, MeasurementMode};
 use crate::engine::pace::{nominal_rate, Schedule};
 use crate::engine::window::OutputCheck;
 use crate::engine::EngineSpec;
@@ -29,6 +30,8 @@ pub struct SweepResult {
 
 pub struct Sweeper<'a> {
     pub cfg: &'a Config,
+    /// The run's service kind (server statistics, report wording).
+    pub service: &'a dyn Service,
     pub spec: &'a EngineSpec,
     pub target: &'a mut Target,
     pub stop: &'a AtomicBool,
@@ -198,7 +201,8 @@ impl Sweeper<'_> {
             let cache_enabled = target.config.response_cache;
             let decoupled = target.config.decoupled;
             let composing = target.composing.clone();
-            let mut fetch = || fetch_stats(target, cfg);
+            let service = self.service;
+            let mut fetch = || service.server_stats(cfg, target);
             let mut ctx = PointCtx {
                 cfg,
                 spec: self.spec,
@@ -254,11 +258,7 @@ impl Sweeper<'_> {
         );
         if verdict.keep {
             if let Some(r) = report {
-                let library = if cfg.service_kind == ServiceKind::TritonCApi {
-                    console::ClientLibrary::InProcess
-                } else {
-                    (cfg.protocol == Protocol::Http).into()
-                };
+                let library = self.service.labels().library;
                 let text = console::point(&r, cfg.percentile, cfg.verbose, library);
                 let _ = self.out.write_all(text.as_bytes());
                 self.result.points.push(r);

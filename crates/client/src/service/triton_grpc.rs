@@ -13,8 +13,6 @@ use crate::protocol::grpc::message::write_message;
 use crate::protocol::grpc::pb::inference as pb;
 use crate::tensor::{DataType, InputTensor};
 
-pub use crate::protocol::grpc::request::call_headers;
-
 /// The request parameter perf_analyzer always sets, so that decoupled models end every
 /// request with an empty response flagged `triton_final_response`.
 pub const EMPTY_FINAL_RESPONSE: &str = "triton_enable_empty_final_response";

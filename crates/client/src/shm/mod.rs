@@ -13,13 +13,14 @@ pub mod plan;
 pub mod system;
 pub mod validate;
 
-use crate::config::{Config, ServiceKind};
+use crate::config::Config;
 use crate::error::{Error, Result};
 
-/// Shared memory is a Triton (HTTP or gRPC) feature here.
-pub fn check_service(cfg: &Config) -> Result<()> {
+/// Shared memory is a Triton (HTTP or gRPC) feature here: `supported` says whether the run's
+/// service kind has it.
+pub fn check_service(cfg: &Config, supported: bool) -> Result<()> {
     if let Some(kind) = client::RegionKind::of(cfg) {
-        if cfg.service_kind != ServiceKind::Triton {
+        if !supported {
             return Err(Error::usage(format!(
                 "--shared-memory {} is supported with --service-kind triton only",
                 kind.flag_value()

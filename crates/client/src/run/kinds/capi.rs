@@ -8,24 +8,86 @@ use std::ffi::CString;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
-use super::plan::{request_starts, seq_plan, LoadPlan};
-use super::setup::{SetupClient, Target};
+use super::triton::{self, Responses};
+use super::{Expected, ExportDecoder, Labels, Planned, Service};
 use crate::config::{Config, TensorFormat};
 use crate::engine::capi_pool::CapiWire;
 use crate::engine::seq_feed::SeqPlan;
+use crate::engine::slots::OutputSlots;
+use crate::engine::window::OutputCheck;
 use crate::engine::wire::Wire;
 use crate::error::{Error, Result};
-use crate::inputs::{batch, batch_expected, InputSet};
+use crate::inputs::request_starts;
+use crate::inputs::{batch, batch_expected, InputSet, ResponseFormat};
 use crate::measure::server_stats::{bls_composing_models, composing_tree, parse_stats};
 use crate::measure::ModelStats;
 use crate::protocol::capi::server::version_number;
 use crate::protocol::capi::{prepare_step, ModelTarget, Server, ServerOptions};
+use crate::report::console::ClientLibrary;
+use crate::run::coordinator::StatsSnapshot;
+use crate::run::plan::{seq_plan, LoadPlan};
+use crate::run::setup::{fetch_stats, SetupClient, Target};
 use crate::service::seq_patch::{self, SeqTemplate};
 use crate::service::triton_http::{
     self, parse_model_config, parse_model_metadata, parse_server_metadata, ModelConfig,
     ModelMetadata,
 };
 use crate::tensor::InputTensor;
+
+pub struct Capi;
+
+impl Service for Capi {
+    fn labels(&self) -> Labels {
+        Labels {
+            banner: "TRITON_C_API",
+            export: "triton_c_api",
+            library: ClientLibrary::InProcess,
+            always_shows_batch: true,
+            framed_streams: true,
+        }
+    }
+
+    fn prepare(&self, cfg: &Config) -> Result<Target> {
+        prepare(cfg)
+    }
+
+    fn plan(&self, cfg: &Config, target: &Target) -> Result<Planned> {
+        let inputs = triton::load_inputs(cfg, target)?;
+        Ok(build_plan(cfg, target, &inputs)?.into())
+    }
+
+    fn output_check(
+        &self,
+        cfg: &Config,
+        _target: &Target,
+        _slots: Option<&OutputSlots>,
+        expected: Expected,
+    ) -> Option<Box<OutputCheck<'static>>> {
+        // Bodies are HTTP-style; with --streaming each response is framed, and the frames
+        // hold only responses with outputs.
+        let responses = Responses {
+            format: ResponseFormat::Http,
+            framed: cfg.streaming,
+            frames_have_outputs: true,
+        };
+        triton::response_check(expected, responses)
+    }
+
+    fn export_decoder(
+        &self,
+        _cfg: &Config,
+        _target: &Target,
+        _slots: Option<&OutputSlots>,
+    ) -> ExportDecoder {
+        Box::new(|body| {
+            triton_http::decode_outputs_json(body, None).unwrap_or_else(|_| "{}".into())
+        })
+    }
+
+    fn server_stats(&self, cfg: &Config, target: &mut Target) -> Result<Option<StatsSnapshot>> {
+        fetch_stats(target, cfg)
+    }
+}
 
 /// The setup calls of a C API run, answered by the in-process server.
 pub struct CapiSetup {
@@ -70,7 +132,7 @@ impl CapiSetup {
 }
 
 /// Starts the in-process server and reads what the run needs from it.
-pub fn prepare(cfg: &Config) -> Result<Target> {
+fn prepare(cfg: &Config) -> Result<Target> {
     let repository = cfg.model_repository.clone().ok_or_else(|| {
         Error::usage("--model-repository is required with --service-kind triton_c_api.")
     })?;
@@ -135,7 +197,7 @@ fn check_supported(cfg: &Config, config: &ModelConfig) -> Result<()> {
 
 /// The input steps as C API requests; `requests` hold each step's inputs as JSON (what `-v -v`
 /// prints), the engine sends the prepared steps of the wire.
-pub fn build_plan(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan> {
+fn build_plan(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan> {
     let SetupClient::Capi(setup) = &target.client else {
         return Err(Error::generic("the C API plan needs the in-process server"));
     };
