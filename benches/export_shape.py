@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Structural difference of two profile exports (perf_analyzer's first, inferperf's second).
 
-    python3 benches/export_shape.py pa.json ours.json
+    python3 benches/export_shape.py pa.json inferperf.json
 
 Prints the field paths (with JSON types) that only one of them has, over the top level, the
 experiments and every request, e.g. `-requests[].sequence_id:int` (only perf_analyzer writes
-it) or `+requests[].intended_timestamp:int` (only ours). Prints `same` when they agree. Values
+it) or `+requests[].intended_timestamp:int` (only inferperf). Prints `same` when they agree. Values
 are not compared: the two tools send different data at different times.
 """
 import json

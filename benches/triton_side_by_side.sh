@@ -8,10 +8,10 @@
 #
 #   bash benches/triton_side_by_side.sh [MODEL ...]        (run from the repo root)
 #
-# Env: TRITON (/tmp/triton, from setup-triton.sh), PA (/tmp/peers/bin/perf_analyzer, from
-# setup-peers.sh), CONC (1: the concurrency), FLAGS (-p 2000 -s 10 --max-trials 10), KINDS
-# (http grpc capi). The server is started on free loopback ports and stopped at the end; each
-# run is bounded by `timeout 300`.
+# Env: TRITON (the DIR given to setup-triton.sh, same default), PA (the wrapper path
+# setup-peers.sh prints, same default), CONC (1: the concurrency), FLAGS (-p 2000 -s 10
+# --max-trials 10), KINDS (http grpc capi). The server is started on free loopback ports and
+# stopped at the end; each run is bounded by `timeout 300`.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=${BENCH:-$ROOT/../shared/bench}

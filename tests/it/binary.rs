@@ -175,7 +175,7 @@ fn ctrl_c_ends_the_window_and_still_writes_reports() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    // SAFETY: sending a signal to our own child process.
+    // SAFETY: sending a signal to a child process this test spawned.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     let o = child.wait_with_output().unwrap();
     let _ = server.kill();
@@ -254,7 +254,7 @@ const PA_SERVER_COLS: &str = "Client Send,Network+Server Send/Recv,Server Queue,
 #[test]
 fn csv_header_is_perf_analyzers_unless_extra_columns_are_asked_for() {
     // Each flag set with the header perf_analyzer 2.50 writes for it (seen against
-    // tritonserver 2.51); our own columns only with --csv-extra-columns, after its columns.
+    // tritonserver 2.51); inferperf's own columns only with --csv-extra-columns, after its columns.
     let (mut child, http, grpc) = common::spawn_serve_grpc();
     let dir = common::temp_dir("bin-csv-header");
     let cases: Vec<(Vec<&str>, String)> = vec![

@@ -67,7 +67,7 @@ fn json_steps_go_out_in_order_over_http() {
     assert_eq!(first_input0(&requests), vec![1, 2, 3, 1, 2, 3]);
     let r = &requests[1];
     assert_eq!(r["request_inputs"]["INPUT1"], json!(vec![20; 16]));
-    // The server computed OUTPUT0 = INPUT0 + INPUT1 from the values we sent.
+    // The server computed OUTPUT0 = INPUT0 + INPUT1 from the values the client sent.
     assert_eq!(r["response_outputs"][0]["OUTPUT0"], json!(vec![22; 16]));
     assert_eq!(model_counters(&server, "simple").infer_requests, 6);
 }

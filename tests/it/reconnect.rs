@@ -13,7 +13,7 @@ const METADATA: &str = r#"{"name":"m","versions":["1"],"platform":"x","inputs":[
 const CONFIG: &str = r#"{"name":"m","max_batch_size":0,"input":[{"name":"IN","data_type":"TYPE_FP32","dims":[4]}],"output":[{"name":"OUT","data_type":"TYPE_FP32","dims":[4]}]}"#;
 const INFER: &str = r#"{"model_name":"m","outputs":[{"name":"OUT","datatype":"FP32","shape":[4],"data":[1.0,2.0,3.0,4.0]}]}"#;
 
-/// Serves one connection; returns when the client or we close it.
+/// Serves one connection; returns when the client or this server closes it.
 fn serve_conn(stream: TcpStream, infers: &AtomicU64) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut out = stream;

@@ -1,10 +1,10 @@
 //! `--shared-memory cuda` end to end, without a GPU: `tests/cuda_stub/cudart_stub.c` is
 //! built with gcc (tests skip without it) and both the client and the reference server load
 //! it through `INFERPERF_CUDART_LIB`. The stub's "device memory" is a POSIX object per
-//! allocation, so the server really opens our IPC handles and copies through them.
+//! allocation, so the server really opens the client's IPC handles and copies through them.
 //!
 //! Checked: the server read every staged input and wrote every output through the regions
-//! (HTTP and gRPC, in process and from the binary), our regions are unregistered and freed
+//! (HTTP and gRPC, in process and from the binary), the client's regions are unregistered and freed
 //! at the end and after Ctrl-C (no live stub allocation, nothing left in /dev/shm), and the
 //! errors for a missing device, a missing library and a server without CUDA.
 
@@ -111,7 +111,8 @@ fn run_succeeds_with(protocol: Protocol) {
     assert!(served.inferences >= 40, "{served:?}");
     assert_eq!(served.failures, 0);
     let (registered, read, written) = server.cuda_shm_traffic();
-    // Every request's inputs came out of our device regions and its outputs went into them.
+    // Every request's inputs came out of the client's device regions and its outputs went into
+    // them.
     assert_eq!(read, served.inferences * SIMPLE_BYTES, "{protocol:?}");
     assert_eq!(written, served.inferences * SIMPLE_BYTES, "{protocol:?}");
     assert_eq!(served.input_bytes, read);
@@ -271,7 +272,7 @@ fn ctrl_c_frees_and_unregisters_our_regions() {
         server.cuda_shm_traffic().0 > 0,
         "the run registered no regions"
     );
-    // SAFETY: sending a signal to our own child process.
+    // SAFETY: sending a signal to a child process this test spawned.
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
     let limit = Instant::now() + Duration::from_secs(30);
     let code = loop {

@@ -75,7 +75,7 @@ fn console_block_csv_columns_and_predictable_values() {
     let cpu = m.client_cpu_pct.expect("client CPU measured");
     assert!(cpu > 0.0, "{cpu}");
 
-    // Console: perf_analyzer's block after the Server section, then our CPU line.
+    // Console: perf_analyzer's block after the Server section, then inferperf's CPU line.
     let block = format!("  Server Prometheus Metrics: \n    Avg GPU Utilization:\n      {BUSY} : ");
     assert!(text.contains(&block), "{text}");
     for line in [

@@ -139,7 +139,7 @@ fn streamed_chat_has_one_response_per_event_and_the_null_final() {
         assert_eq!(stamps.len(), 1 + sent.len() + 1, "{outs:?}");
         assert_eq!(outs.len(), stamps.len());
         // perf_analyzer keeps each event's bytes as the server sent them, and GenAI-Perf's
-        // parser needs the `data: ` prefix: so does our export, `[DONE]` included.
+        // parser needs the `data: ` prefix: so does inferperf's export, `[DONE]` included.
         assert_eq!(outs.last().unwrap(), "data: [DONE]\n\n");
         assert!(stamps.windows(2).all(|w| w[0] <= w[1]));
         assert!(stamps[0] >= r["timestamp"].as_u64().unwrap());

@@ -611,7 +611,7 @@ fn ctrl_c_still_writes_what_was_measured() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: sending a signal to our own child process.
+    // SAFETY: sending a signal to a child process this test spawned.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
     assert!(

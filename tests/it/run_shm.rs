@@ -1,7 +1,7 @@
 //! `--shared-memory system` end to end against the reference server: the server reads the
-//! inputs we staged and writes the outputs into our regions, over HTTP and gRPC; each
-//! request in flight has its own output regions, so validation data is checked; our
-//! regions are unregistered and gone from /dev/shm after success, after a server error,
+//! inputs the client staged and writes the outputs into its regions, over HTTP and gRPC; each
+//! request in flight has its own output regions, so validation data is checked; the
+//! client's regions are unregistered and gone from /dev/shm after success, after a server error,
 //! and after Ctrl-C (once, and twice) of the binary.
 
 use crate::common;
@@ -27,7 +27,7 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 /// Bytes of one `simple` request's inputs (two INT32[16], batch 1); its outputs are as big.
 const SIMPLE_BYTES: u64 = 2 * 16 * 4;
 
-/// Our regions (of process `pid`) still in /dev/shm.
+/// The client's regions (of process `pid`) still in /dev/shm.
 fn leftovers(pid: u32) -> Vec<String> {
     let prefix = format!("inferperf_{pid}_");
     std::fs::read_dir("/dev/shm")
@@ -65,7 +65,7 @@ fn run_succeeds_with(protocol: Protocol) {
     assert!(served.inferences >= 40, "{served:?}");
     assert_eq!(served.failures, 0);
     let (registered, read, written) = server.shm_traffic();
-    // Every request's inputs came out of our regions and its outputs went into them.
+    // Every request's inputs came out of the client's regions and its outputs went into them.
     assert_eq!(read, served.inferences * SIMPLE_BYTES, "{protocol:?}");
     assert_eq!(written, served.inferences * SIMPLE_BYTES, "{protocol:?}");
     assert_eq!(served.input_bytes, read);
@@ -260,7 +260,7 @@ fn interrupted_binary(presses: u32) -> (Option<i32>, Vec<String>) {
     assert!(!leftovers(pid).is_empty(), "the run created no regions");
     std::thread::sleep(Duration::from_millis(500));
     for _ in 0..presses {
-        // SAFETY: sending a signal to our own child process.
+        // SAFETY: sending a signal to a child process this test spawned.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -1,8 +1,8 @@
 //! Wall-clock nanoseconds from a monotonic source.
 //!
 //! perf_analyzer stamps requests with `system_clock` (ns since the Unix epoch) and the profile
-//! export carries those values. We take one wall-clock reading at start and add monotonic
-//! elapsed time to it, so timestamps are epoch-based but never jump with NTP adjustments.
+//! export carries those values. One wall-clock reading at start plus monotonic elapsed time
+//! gives the stamps, so timestamps are epoch-based but never jump with NTP adjustments.
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 

@@ -310,7 +310,7 @@ pub struct Config {
     // --- reports ---
     pub csv_file: Option<PathBuf>,
     pub verbose_csv: bool,
-    /// `--csv-extra-columns` (ours): inferperf's columns after perf_analyzer's in `-f`.
+    /// `--csv-extra-columns` (inferperf only): inferperf's columns after perf_analyzer's in `-f`.
     pub csv_extra_columns: bool,
     pub profile_export_file: Option<PathBuf>,
     /// `--collect-metrics` (with `--metrics-url`, `--metrics-interval`); `None`: off.

@@ -45,7 +45,7 @@ fn arm_fd(fd: &OwnedFd, after: Duration) -> io::Result<()> {
             tv_nsec: after.subsec_nanos() as libc::c_long,
         },
     };
-    // SAFETY: the fd is ours and open; `spec` is a valid itimerspec; old value not wanted.
+    // SAFETY: the fd is owned here and open; `spec` is a valid itimerspec; old value not wanted.
     let rc = unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
@@ -75,7 +75,7 @@ impl DeadlineTimer {
     /// Consumes the expiry count so the next expiry produces a new readiness edge.
     pub fn drain(&self) {
         let mut count = [0u8; 8];
-        // SAFETY: reading 8 bytes into an 8-byte buffer from our own non-blocking fd; a
+        // SAFETY: reading 8 bytes into an 8-byte buffer from this timer's own non-blocking fd; a
         // WouldBlock result just means there was nothing to consume.
         let _ = unsafe { libc::read(self.fd.as_raw_fd(), count.as_mut_ptr().cast(), count.len()) };
     }

@@ -81,7 +81,7 @@ pub fn run_bounded(command: Command, timeout: Duration) -> Output {
 }
 
 /// A started process whose stdout and stderr are drained by threads (so a chatty process
-/// cannot block on a full pipe while we wait for it).
+/// cannot block on a full pipe while the test waits for it).
 struct Rank {
     child: Child,
     stdout: JoinHandle<Vec<u8>>,

@@ -1,5 +1,6 @@
 //! A real tritonserver for the optional test tier: its install (from `env.sh`), one server
-//! process on free loopback ports, and the runs of our binary (and perf_analyzer's) against it.
+//! process on free loopback ports, and the runs of the inferperf binary (and perf_analyzer's)
+//! against it.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -194,7 +195,7 @@ pub fn text(out: &Output) -> String {
     )
 }
 
-/// Runs `bin` (ours when `None`) with `args`, pointed at `triton` unless the args choose the
+/// Runs `bin` (inferperf when `None`) with `args`, pointed at `triton` unless the args choose the
 /// C API, bounded by `timeout`.
 fn run_tool(triton: &Triton, bin: Option<&Path>, args: &[&str]) -> Output {
     let ours = PathBuf::from(env!("CARGO_BIN_EXE_inferperf"));
@@ -212,7 +213,7 @@ pub fn ours(triton: &Triton, args: &[&str]) -> Output {
     run_tool(triton, None, args)
 }
 
-/// Runs ours on `model` with `args` then `load`, writing a profile export; returns the parsed
+/// Runs inferperf on `model` with `args` then `load`, writing a profile export; returns the parsed
 /// export and the console text. The run must exit 0.
 pub fn export(triton: &Triton, model: &str, args: &[&str], load: &[&str]) -> (Value, String) {
     let dir = temp_dir(&format!("export-{model}"));
@@ -229,7 +230,8 @@ pub fn export(triton: &Triton, model: &str, args: &[&str], load: &[&str]) -> (Va
     (doc, console)
 }
 
-/// The first line of the `-f` CSV that `bin` (ours when `None`) writes for `model` and `flags`.
+/// The first line of the `-f` CSV that `bin` (inferperf when `None`) writes for `model` and
+/// `flags`.
 pub fn csv_header(triton: &Triton, bin: Option<&Path>, model: &str, flags: &[&str]) -> String {
     let dir = temp_dir(&format!("csv-{model}"));
     let file = dir.join("out.csv");

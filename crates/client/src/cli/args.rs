@@ -324,7 +324,7 @@ pub struct RunArgs {
     /// Extra CSV columns [default: off]
     #[arg(long, help_heading = REPORTS)]
     pub verbose_csv: bool,
-    /// Ours: append inferperf's own CSV columns after perf_analyzer's (min/max latency,
+    /// inferperf only: append its own CSV columns after perf_analyzer's (min/max latency,
     /// open-loop send lag and latency from the intended send time, client CPU use with
     /// --collect-metrics); without it the CSV header is perf_analyzer's [default: off]
     #[arg(long, help_heading = REPORTS)]

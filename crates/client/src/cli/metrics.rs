@@ -54,7 +54,7 @@ pub fn apply_metrics(args: &RunArgs, config: &mut Config) -> Result<()> {
 
 /// `<host of -u>:8002/metrics`. `server` is `-u` after the transport flags (`host:port`, no
 /// scheme). perf_analyzer keeps the text before the first ':', which turns
-/// `http://h:8000` into `http:8002/metrics` and breaks IPv6 hosts; we keep the host.
+/// `http://h:8000` into `http:8002/metrics` and breaks IPv6 hosts; inferperf keeps the host.
 pub fn default_metrics_url(server: &str) -> String {
     let host = match server.rfind(':') {
         // `[::1]:8000`: the colon after the bracket is the port's.

@@ -67,7 +67,7 @@ pub fn check(config: &Config) -> Result<()> {
             "-i grpc: the OpenAI service kind speaks HTTP only (-i http).",
         ));
     }
-    // perf_analyzer refuses to run without --async rather than implying it; so do we, so
+    // perf_analyzer refuses to run without --async rather than implying it; so does inferperf, so
     // that a command line works the same with both tools.
     if !config.async_mode {
         return Err(Error::usage(

@@ -330,7 +330,7 @@ impl Drop for CapiPool {
         if self.slots.iter().all(|s| s.owed() == 0) {
             return;
         }
-        // The server still holds requests that point at our slot contexts (which hold the
+        // The server still holds requests that point at the pool's slot contexts (which hold the
         // server and the step data): leak them rather than free memory a late callback
         // would touch.
         for slot in self.slots.drain(..) {

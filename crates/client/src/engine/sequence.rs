@@ -21,7 +21,7 @@ pub struct SeqConfig {
     pub id_range: u64,
     /// `--sequence-length`: base number of requests per sequence.
     pub length: u64,
-    /// `--sequence-length` was given: JSON data then no longer sets the length.
+    /// `--sequence-length` was given: JSON data then does not set the length.
     pub length_given: bool,
     /// `--sequence-length-variation`, in percent of `length` (±).
     pub variation_pct: f64,

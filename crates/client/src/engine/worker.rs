@@ -384,7 +384,7 @@ pub fn thread_cpu_ns() -> u64 {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: clock_gettime only writes into the timespec we pass.
+    // SAFETY: clock_gettime only writes into the timespec passed in.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     if rc != 0 {
         return 0;

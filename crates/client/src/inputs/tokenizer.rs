@@ -130,8 +130,8 @@ impl Tokenizer {
     /// Why not `count(text)`: a chunk alone is tokenized as the start of a text. Tokenizers
     /// with a SentencePiece-style `Metaspace`/`add_prefix_space` step then add a word-start
     /// marker before it, so its first word splits differently than it does mid-stream.
-    /// GenAI-Perf prepends `"!"` and drops the first token. We prepend a newline instead and
-    /// drop the leading tokens that lie wholly inside it (byte offsets for tokenizer.json,
+    /// GenAI-Perf prepends `"!"` and drops the first token. This prepends a newline instead and
+    /// drops the leading tokens that lie wholly inside it (byte offsets for tokenizer.json,
     /// decoded token bytes for tiktoken); a token straddling the boundary holds chunk text
     /// and is counted. Why a newline: GPT-style pre-tokenizers glue `"!"` to a chunk that
     /// starts with punctuation (`"!'s"` → `"!'"`,`"s"`; `"!-t"` → `"!"`,`"-"`,`"t"`), which

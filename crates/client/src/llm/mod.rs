@@ -271,7 +271,7 @@ fn endpoint_for(cfg: &ProfileConfig, model: &str) -> String {
     }
 }
 
-/// The prompts: from `--input-file` (ISL counted by our tokenizer), else synthetic prompts
+/// The prompts: from `--input-file` (ISL counted by the client tokenizer), else synthetic prompts
 /// of exact token length.
 fn prepare_entries(cfg: &ProfileConfig, tok: &Tokenizer) -> Result<Vec<Entry>> {
     let args = &cfg.args;

@@ -4,7 +4,7 @@ use serde_json::{json, Map, Value};
 
 use super::cli::{EndpointType, ProfileConfig};
 
-/// One prompt to send: its text (or a verbatim payload) and what we know of its lengths.
+/// One prompt to send: its text (or a verbatim payload) and what is known of its lengths.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     /// The prompt text (empty for a verbatim payload).

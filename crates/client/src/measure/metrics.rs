@@ -1,6 +1,6 @@
 //! `--collect-metrics` figures (perf_analyzer.md §3.4): the server's GPU metrics read from its
 //! Prometheus endpoint, merged over the windows a point reports, and inferperf's own CPU use
-//! over the same windows (ours; perf_analyzer#326 asks for client CPU metrics).
+//! over the same windows (inferperf only; perf_analyzer#326 asks for client CPU metrics).
 
 use std::collections::BTreeMap;
 
@@ -179,7 +179,7 @@ pub fn process_cpu_ns() -> u64 {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: clock_gettime only writes into the timespec we pass.
+    // SAFETY: clock_gettime only writes into the timespec passed in.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
     if rc != 0 {
         return 0;

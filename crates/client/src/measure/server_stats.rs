@@ -190,9 +190,9 @@ fn counter(v: Option<&Value>, field: impl Fn() -> String) -> Result<u64> {
 /// The window delta of the profiled model between two snapshots.
 ///
 /// With an explicit `version`, that version is used (a version missing from `start` counts
-/// from zero). Without one, the server picks: like perf_analyzer we take the highest version
-/// whose queue count grew during the window; if none grew (an idle window) we fall back to
-/// the highest version listed, where perf_analyzer would fail.
+/// from zero). Without one, the server picks: as in perf_analyzer, the highest version
+/// whose queue count grew during the window is taken; if none grew (an idle window), the
+/// highest version listed is used, where perf_analyzer would fail.
 pub fn model_delta(
     start: &[ModelStats],
     end: &[ModelStats],

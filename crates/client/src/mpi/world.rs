@@ -123,7 +123,7 @@ impl MpiWorld {
         if flag != 0 {
             return Ok(());
         }
-        // SAFETY: no request of ours is pending (every collective completed).
+        // SAFETY: no request of this rank is pending (every collective completed).
         self.mpi
             .check("MPI_Finalize", unsafe { (self.mpi.finalize)() })
     }

@@ -1,11 +1,11 @@
 //! The console report (spec §3.1): settings banner, per-point blocks and the final summary.
 //!
 //! Layout is perf_analyzer's, line for line, so people and scripts that read its output can
-//! read ours. Two of its typos are fixed on purpose, because no known parser reads these
+//! read inferperf's. Two of its typos are fixed on purpose, because no known parser reads these
 //! lines (Model Analyzer reads the CSV, GenAI-Perf the export): "Stabilizing using
 //! p95throughput" gets its missing space, and "requests per seconds" becomes "per second"
 //! (both listed in README's "What differs").
-//! Our one addition is the "Min latency: .., max latency: .." line after the percentiles.
+//! The one addition is the "Min latency: .., max latency: .." line after the percentiles.
 
 use super::fmt::{fmt_g, fmt_pct2, us};
 use super::server::server_block_with_composing;
@@ -16,9 +16,9 @@ use crate::measure::stats::{ClientStats, WindowStats};
 use std::fmt::Write as _;
 
 /// Above this client overhead (%) the numbers may be limited by the load generator itself.
-/// perf_analyzer warns at 50 % of a crude "not idle" time; ours is the workers' real CPU time,
-/// and a worker at 50-90 % CPU still sends each request as soon as it can, so we warn only
-/// when the workers are close to saturated.
+/// perf_analyzer warns at 50 % of a crude "not idle" time; inferperf's is the workers' real CPU
+/// time, and a worker at 50-90 % CPU still sends each request as soon as it can, so the warning
+/// appears only when the workers are close to saturated.
 pub const OVERHEAD_WARNING_PCT: f64 = 90.0;
 
 /// The "*** Measurement Settings ***" banner, ending with a blank line (concurrency mode).
@@ -49,7 +49,7 @@ pub fn banner_with_rate(b: &Banner, rate: Option<&RateBanner>) -> String {
         stabilization_lines(&mut out, b);
     }
     // perf_analyzer keys these on "end != 1" because a single `--concurrency-range 4` leaves
-    // its end at the default 1; our CLI stores end = start there, so a single value (or
+    // its end at the default 1; inferperf's CLI stores end = start there, so a single value (or
     // `2:2`, where perf_analyzer would print them) shows no sweep limits.
     if b.concurrency_end != 1 && b.concurrency_end != b.concurrency_start {
         let _ = writeln!(out, "  Latency limit: {} msec", b.latency_threshold_ms);
@@ -77,7 +77,7 @@ pub fn banner_with_rate(b: &Banner, rate: Option<&RateBanner>) -> String {
     let _ = writeln!(out, "  Using {calls} calls for inference");
     if b.decoupled {
         // perf_analyzer says "using the first response" here but measures to the last one;
-        // we say what we measure.
+        // the banner says what is measured.
         out.push_str(
             "  Detected decoupled model, using the last response with outputs for measuring \
              latency\n",
@@ -244,7 +244,7 @@ pub fn point_with_composing(
     let _ = writeln!(out, "    Min latency: {min} usec, max latency: {max} usec");
     match &c.responses {
         // Decoupled: perf_analyzer leaves out the library line (no per-call timing on a
-        // stream); we state the two latencies it leaves to offline tools instead.
+        // stream); the two latencies it leaves to offline tools are printed instead.
         Some(r) => {
             let (first, gap) = (us(r.avg_first_response_ns), us(r.avg_response_gap_ns));
             let _ = writeln!(

@@ -5,14 +5,14 @@ use crate::measure::server_stats::{ComposingStats, ModelStats, ServerStats, Stat
 use crate::measure::stats::{percentile_set, ClientStats, WindowStats};
 use crate::report::test_samples::*;
 
-/// The sample text with the two typos we fix (see the module comment).
+/// The sample text with the two typos inferperf fixes (see the module comment).
 fn fixed_typos(sample: &str) -> String {
     sample
         .replace("requests per seconds", "requests per second")
         .replace("p95throughput", "p95 throughput")
 }
 
-/// Our text without our documented addition, to compare with perf_analyzer's.
+/// inferperf's text without its documented addition, to compare with perf_analyzer's.
 fn without_min_max(text: &str) -> String {
     text.lines()
         .filter(|l| !l.starts_with("    Min latency: "))

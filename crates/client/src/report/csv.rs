@@ -1,6 +1,6 @@
 //! The CSV latency report (`-f`, spec §3.2). Model Analyzer and user scripts parse this
 //! file by column name, so by default its header, column order and number formats are
-//! perf_analyzer's exactly for the same flags. Our additions appear only with
+//! perf_analyzer's exactly for the same flags. inferperf's additions appear only with
 //! `--csv-extra-columns`, after all of perf_analyzer's columns: `Min latency,Max latency`,
 //! the open-loop schedule columns, and with `--collect-metrics` the client CPU column.
 
@@ -55,8 +55,8 @@ pub fn write_csv(
     Ok(())
 }
 
-/// Open loop, `--csv-extra-columns` (ours): send lag and latency from the intended send time, in
-/// µs, and the share of sends over 1 ms late in %.
+/// Open loop, `--csv-extra-columns` (inferperf only): send lag and latency from the intended send
+/// time, in µs, and the share of sends over 1 ms late in %.
 const SCHEDULE_COLUMNS: [&str; 6] = [
     "Send lag p50",
     "Send lag p99",
@@ -68,7 +68,8 @@ const SCHEDULE_COLUMNS: [&str; 6] = [
 
 /// The client-library split of a request as the CSV shows it (ns). A decoupled model's
 /// request has no single send/receive exchange, and perf_analyzer writes 0 for all three
-/// (so its whole latency beyond the server's time is `Network+Server Send/Recv`); so do we.
+/// (so its whole latency beyond the server's time is `Network+Server Send/Recv`); so does
+/// inferperf.
 struct LibraryTimes {
     send_ns: u64,
     recv_ns: u64,
@@ -107,7 +108,7 @@ struct Layout {
     /// Open loop with `--csv-extra-columns`: send lag and latency from the intended send time.
     schedule: bool,
     /// `--collect-metrics`: perf_analyzer's GPU columns after `response wait` (with
-    /// `--verbose-csv`), and with `--csv-extra-columns` our client CPU column last.
+    /// `--verbose-csv`), and with `--csv-extra-columns` inferperf's client CPU column last.
     metrics: bool,
     cache: bool,
 }
@@ -226,7 +227,7 @@ impl Layout {
         cells.join(",")
     }
 
-    /// `--csv-extra-columns` (ours): min/max latency, the open-loop schedule, client CPU.
+    /// `--csv-extra-columns` (inferperf only): min/max latency, the open-loop schedule, client CPU.
     fn extra_cells(&self, cells: &mut Vec<String>, p: &PointReport, metrics: &PointMetrics) {
         let c = &p.client;
         cells.push(us(c.min_latency_ns).to_string());

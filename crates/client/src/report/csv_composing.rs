@@ -2,8 +2,8 @@
 //! spec §3.2: the server-side split of that model at every point.
 //!
 //! perf_analyzer names the file by gluing `<model>_v<version>.` to the whole `-f` path, so
-//! `-f out/x.csv` writes `model_v1.out/x.csv` (a directory that usually does not exist). We put
-//! the prefix on the file name instead: `out/model_v1.x.csv`, beside the main file.
+//! `-f out/x.csv` writes `model_v1.out/x.csv` (a directory that usually does not exist). inferperf
+//! puts the prefix on the file name instead: `out/model_v1.x.csv`, beside the main file.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};

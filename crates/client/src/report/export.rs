@@ -56,7 +56,7 @@ pub struct ExportMeta<'a> {
     /// Bodies hold every response of a streamed request (see `framed_responses`); records
     /// with `sse` set are framed either way.
     pub framed: bool,
-    /// Ours: the schedule's seed (open loop), to repeat the run.
+    /// inferperf only: the schedule's seed (open loop), to repeat the run.
     pub seed: Option<u64>,
 }
 
@@ -95,7 +95,7 @@ fn write_experiment(
                 write!(w, ",\"sequence_id\":{}", r.seq_id)?;
             }
             if r.intended_ns != 0 {
-                // Ours, open loop: when the schedule meant the request to go.
+                // inferperf only, open loop: when the schedule meant the request to go.
                 write!(w, ",\"intended_timestamp\":{}", r.intended_ns)?;
             }
             write!(w, ",\"request_inputs\":{inputs},\"response_timestamps\":[")?;

@@ -12,7 +12,7 @@ pub fn fmt_g(v: f64) -> String {
         return if v > 0.0 { "inf".into() } else { "-inf".into() };
     }
     if v == 0.0 {
-        // C++ prints -0.0 as "-0"; nothing we report is negative zero on purpose.
+        // C++ prints -0.0 as "-0"; nothing reported is negative zero on purpose.
         return "0".into();
     }
     // Round to 6 significant digits first: the exponent after rounding decides the style

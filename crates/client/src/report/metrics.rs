@@ -1,6 +1,6 @@
 //! `--collect-metrics` in the reports (perf_analyzer.md §3.1, §3.2): the console's "Server
 //! Prometheus Metrics" block and the four verbose-CSV GPU columns, in perf_analyzer's format,
-//! plus our client CPU line and, with `--csv-extra-columns`, its CSV column.
+//! plus inferperf's client CPU line and, with `--csv-extra-columns`, its CSV column.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -19,7 +19,7 @@ pub const GPU_CSV_COLUMNS: [&str; 4] = [
     "Total GPU Memory",
 ];
 
-/// Ours: inferperf's CPU use, the last `--csv-extra-columns` column.
+/// inferperf only: its CPU use, the last `--csv-extra-columns` column.
 pub const CLIENT_CPU_CSV_COLUMN: &str = "Client CPU Usage (% of one core)";
 
 /// The console block that follows a point's "Server:" block.

@@ -54,7 +54,7 @@ pub struct PointReport {
     /// Server-side deltas summed over the merged windows; `None` when the server has no
     /// `statistics` extension.
     pub server: Option<ServerStats>,
-    /// `--collect-metrics`: the server's GPU metrics and our CPU use over the same windows.
+    /// `--collect-metrics`: the server's GPU metrics and inferperf's CPU use over the same windows.
     pub metrics: Option<PointMetrics>,
 }
 

@@ -22,7 +22,7 @@ pub(crate) struct ServerAverages {
 }
 
 impl ServerAverages {
-    /// perf_analyzer fails when the three compute counts differ; we divide by the
+    /// perf_analyzer fails when the three compute counts differ; this divides by the
     /// compute-input count (the same number whenever the server is consistent).
     pub(crate) fn of(s: &ServerStats) -> ServerAverages {
         Self::of_model(&s.model)

@@ -4,7 +4,7 @@
 //! merges what fell inside the windows the point reports.
 //!
 //! Like perf_analyzer, an endpoint that cannot be reached or answers non-200 fails the run
-//! (exit 99); we check it once before any load, so a wrong URL fails at once instead of
+//! (exit 99); it is checked once before any load, so a wrong URL fails at once instead of
 //! after the first window. Missing metrics and a slow endpoint are one-time warnings.
 
 use std::sync::atomic::{AtomicBool, Ordering};

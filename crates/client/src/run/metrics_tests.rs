@@ -24,7 +24,7 @@ impl FakeEndpoint {
         let stop = Arc::new(AtomicBool::new(false));
         let (count, done) = (Arc::clone(&scrapes), Arc::clone(&stop));
         let thread = std::thread::spawn(move || {
-            // Bounded: a test that forgets to stop us still ends within 30 s.
+            // Bounded: a test that forgets to stop the endpoint still ends within 30 s.
             let deadline = Instant::now() + Duration::from_secs(30);
             while !done.load(Ordering::Relaxed) && Instant::now() < deadline {
                 match listener.accept() {

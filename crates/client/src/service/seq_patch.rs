@@ -174,7 +174,7 @@ pub fn http_template(
 }
 
 /// `triton_grpc::encode_infer_request` with the sequence fields as `parameters` entries.
-/// `--request-parameter` values named like a sequence field are dropped (ours win).
+/// `--request-parameter` values named like a sequence field are dropped (the sequence fields win).
 pub fn grpc_template(
     model: &str,
     version: &str,

@@ -166,7 +166,8 @@ pub fn fuzz_stream_scan(data: &[u8]) {
     let scanned = scan_stream_response(data);
     if let Ok(full) = pb::ModelStreamInferResponse::decode(data) {
         let Ok(s) = scanned else {
-            // prost skips groups (wire types 3/4) that we refuse; nothing to compare then.
+            // prost skips groups (wire types 3/4) that the scanner refuses; nothing to compare
+            // then.
             return;
         };
         let resp = full.infer_response.unwrap_or_default();

@@ -72,8 +72,8 @@ fn push_escaped(out: &mut String, segment: &str) {
 ///
 /// `outputs`: every model output, requested as `{"binary_data":true|false}` per
 /// `output_format`; when empty, binary output is asked for with the request parameter
-/// `binary_data_output`. User headers come after ours, and one with the same name as ours
-/// (`Content-Type`, `Host`) replaces it.
+/// `binary_data_output`. User headers come after inferperf's, and one with the same name as one of
+/// inferperf's (`Content-Type`, `Host`) replaces it.
 pub fn encode_infer_request(
     host: &str,
     path: &str,
@@ -88,7 +88,7 @@ pub fn encode_infer_request(
 }
 
 /// The HTTP/1.1 request around an infer request's JSON part (from `infer_request_json`):
-/// our headers, then the user's, then the JSON and, in binary format, the input data.
+/// inferperf's headers, then the user's, then the JSON and, in binary format, the input data.
 pub fn assemble_infer_request(
     host: &str,
     path: &str,

@@ -146,7 +146,7 @@ fn request_errors_name_the_input_or_header() {
 
 #[test]
 fn encoded_requests_frame_correctly() {
-    // What we write, an HTTP parser reads back with the right body length.
+    // What the encoder writes, an HTTP parser reads back with the right body length.
     let inputs = [int32_input("A", &[1, 2, 3])];
     let bytes = encode_infer_request(
         "h",

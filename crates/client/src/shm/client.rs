@@ -1,7 +1,7 @@
 //! The client's regions for one run: created, filled, registered with the server, and on
 //! drop (every exit path of the run) unregistered by name and freed (POSIX regions
-//! unlinked, CUDA regions' device memory freed). We never unregister regions we did not
-//! register, unlike perf_analyzer's "unregister all" (spec §6.1 quirk).
+//! unlinked, CUDA regions' device memory freed). Regions this run did not register are
+//! never unregistered, unlike perf_analyzer's "unregister all" (spec §6.1 quirk).
 
 use std::time::Duration;
 
@@ -180,7 +180,7 @@ impl ShmSession {
         &self.regions
     }
 
-    /// Unregisters our regions. Stops at the first failure: a server that is gone or
+    /// Unregisters this run's regions. Stops at the first failure: a server that is gone or
     /// hung would otherwise cost a timeout per region.
     pub fn unregister_all(&mut self) -> Result<()> {
         for name in std::mem::take(&mut self.registered) {
@@ -192,7 +192,7 @@ impl ShmSession {
 
 impl Drop for ShmSession {
     /// Best effort: the server may be gone; the regions are freed either way (after
-    /// unregistering, so the server never holds a handle to freed memory of ours).
+    /// unregistering, so the server never holds a handle to freed client memory).
     fn drop(&mut self) {
         if let Err(e) = self.unregister_all() {
             eprintln!("warning: unregistering shared memory: {e}");

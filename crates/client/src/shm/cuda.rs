@@ -46,7 +46,8 @@ impl CudaRegion {
         };
         // cudaMalloc(0) may return a null pointer, which has no IPC handle: keep one byte.
         let device_ptr = cuda.malloc(len.max(1)).map_err(fail)?;
-        // From here on the memory is ours: build the region so a failure below frees it.
+        // From here on the memory is this process's to free: build the region so a failure below
+        // frees it.
         let mut region = CudaRegion {
             name: name.to_string(),
             device,

@@ -1,6 +1,7 @@
 //! POSIX shared memory regions (spec §6.2): `shm_open` + `ftruncate`, mapped read-write and
-//! shared. A region we create is ours alone: its name carries our pid and a per-run nonce,
-//! `O_EXCL` refuses to reuse an existing one, and dropping it unmaps and `shm_unlink`s it.
+//! shared. A region created here belongs to this process alone: its name carries the pid and
+//! a per-run nonce, `O_EXCL` refuses to reuse an existing one, and dropping it unmaps and
+//! `shm_unlink`s it.
 //!
 //! Every live region is also listed in a lock-free list that `unlink_live_regions` walks
 //! from the second-Ctrl-C signal handler, which exits without running destructors (the
@@ -17,7 +18,7 @@ use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use crate::error::{Error, Result};
 
-/// Prefix of every region name we create (then `<pid>_<nonce>_`).
+/// Prefix of every region name this client creates (then `<pid>_<nonce>_`).
 pub const NAME_PREFIX: &str = "inferperf_";
 
 /// The prefix of this process's region names: `inferperf_<pid>_<nonce>_`. The nonce tells
@@ -69,7 +70,7 @@ fn push_live(key: CString) -> &'static LiveNode {
     }
 }
 
-/// Unlinks every region of ours still alive. Async-signal-safe: no allocation, no locks,
+/// Unlinks every region of this process still alive. Async-signal-safe: no allocation, no locks,
 /// only `shm_unlink` (an `unlink` under `/dev/shm`).
 pub fn unlink_live_regions() {
     let mut at = LIVE_HEAD.load(Ordering::Acquire);
@@ -120,8 +121,8 @@ impl Region {
         let mapped = file
             .set_len(mapped_len as u64)
             .map_err(|e| fail("ftruncate", e))
-            // SAFETY: the file is ours (O_EXCL); another process mapping it can only change
-            // bytes, which we treat as plain data.
+            // SAFETY: the file was created here (O_EXCL); another process mapping it can only
+            // change bytes, which are treated as plain data.
             .and_then(|_| {
                 unsafe { MmapOptions::new().len(mapped_len).map_mut(&file) }
                     .map_err(|e| fail("mmap", e))

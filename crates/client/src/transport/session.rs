@@ -53,7 +53,7 @@ pub fn push<S: Write>(session: &mut ClientConnection, socket: &mut S) -> io::Res
 }
 
 /// Decrypts the records read so far. On error, a last alert goes out (best effort) so the
-/// server logs why we hung up.
+/// server logs why the client hung up.
 pub fn process<S: Write>(session: &mut ClientConnection, socket: &mut S) -> io::Result<()> {
     let during_handshake = session.is_handshaking();
     match session.process_new_packets() {

@@ -1,4 +1,4 @@
-//! The metric dictionary: what every LLM figure we print means, its unit and direction, and
+//! The metric dictionary: what every printed LLM figure means, its unit and direction, and
 //! what vLLM bench, GenAI-Perf, AIPerf and GuideLLM call the same quantity. One table feeds
 //! `profile --help-metrics`, the README and the console's tool-name line, so they agree.
 
@@ -26,7 +26,7 @@ impl Direction {
 /// One metric. Tool columns hold that tool's name for the same quantity, or "-".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MetricDef {
-    /// Our key in `profile_export_genai_perf.json` (GenAI-Perf's where it has one).
+    /// The key in `profile_export_genai_perf.json` (GenAI-Perf's where it has one).
     pub tag: &'static str,
     /// The console row name.
     pub name: &'static str,
@@ -63,7 +63,7 @@ const fn def(
 
 use Direction::{Higher, Lower, Neutral};
 
-/// Every LLM metric we report. Per-request times are taken from the arrival time of the
+/// Every LLM metric reported. Per-request times are taken from the arrival time of the
 /// network read that delivered each content chunk (ns), before any parsing.
 #[rustfmt::skip]
 pub const METRICS: &[MetricDef] = &[
@@ -201,7 +201,7 @@ pub fn definitions_markdown() -> String {
     out
 }
 
-/// The console's one-line map from other tools' names to our rows (the quantities whose
+/// The console's one-line map from other tools' names to inferperf's rows (the quantities whose
 /// names clash between tools).
 pub fn tool_name_mapping() -> String {
     let name = |tag: &str| find(tag).map_or("?", |d| d.name);

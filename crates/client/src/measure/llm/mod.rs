@@ -1,5 +1,5 @@
 //! LLM metrics: from per-request records ([`record::LlmRequest`]) to the statistics GenAI-Perf
-//! and AIPerf report, with our definitions written out.
+//! and AIPerf report, with inferperf's definitions written out.
 
 pub mod definitions;
 pub mod goodput;

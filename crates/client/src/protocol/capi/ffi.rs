@@ -35,8 +35,8 @@ opaque!(
 pub type ErrPtr = *mut TsError;
 
 /// The API version this binding was written against: the major must match the library's, and
-/// the library's minor must be at least ours (1.23 added `SetPriorityUInt64`, the newest entry
-/// point bound here).
+/// the library's minor must be at least this binding's (1.23 added `SetPriorityUInt64`, the newest
+/// entry point bound here).
 pub const API_MAJOR: u32 = 1;
 pub const API_MINOR: u32 = 23;
 

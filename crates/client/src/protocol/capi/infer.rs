@@ -75,7 +75,7 @@ pub unsafe fn submit(
         .map_err(|e| format!("TRITONSERVER_InferenceRequestNew: {e}"))?;
     let setup = fill_request(api, server.allocator, request, model, step, seq, &callbacks);
     if let Err(e) = setup {
-        // The server never saw the request; we still own it.
+        // The server never saw the request; it is still the caller's to delete.
         let _ = api.check((api.request_delete)(request));
         return Err(e);
     }

@@ -117,7 +117,7 @@ impl Server {
     /// `TRITONSERVER_ServerMetadata` as JSON.
     pub fn metadata_json(&self) -> Result<String> {
         let mut msg = std::ptr::null_mut();
-        // SAFETY: `raw` is live; `msg` receives a message we own.
+        // SAFETY: `raw` is live; `msg` receives a message the caller owns.
         let err = unsafe { (self.api.server_metadata)(self.raw, &mut msg) };
         self.message("TRITONSERVER_ServerMetadata", err, msg)
     }
@@ -126,7 +126,8 @@ impl Server {
     pub fn model_metadata_json(&self, model: &str, version: &str) -> Result<String> {
         let (name, v) = (c_string(model, "-m")?, version_number(version)?);
         let mut msg = std::ptr::null_mut();
-        // SAFETY: `raw` is live; `name` outlives the call; `msg` receives a message we own.
+        // SAFETY: `raw` is live; `name` outlives the call; `msg` receives a message the caller
+        // owns.
         let err = unsafe { (self.api.server_model_metadata)(self.raw, name.as_ptr(), v, &mut msg) };
         self.message(&format!("model '{model}' metadata"), err, msg)
     }
@@ -163,7 +164,7 @@ impl Server {
             )));
         }
         let (mut base, mut len): (*const c_char, usize) = (std::ptr::null(), 0);
-        // SAFETY: `msg` is a live message we own; `base[..len]` stays valid until it is
+        // SAFETY: `msg` is a live message owned here; `base[..len]` stays valid until it is
         // deleted, and is copied before that.
         let text = unsafe {
             let err = (self.api.message_serialize_to_json)(msg, &mut base, &mut len);
@@ -212,7 +213,7 @@ fn create(api: &Api, opts: &ServerOptions) -> Result<*mut TsServer> {
     let agents = c_string(&path_text(&opts.server_dir.join("repoagents"), flag)?, flag)?;
     let fail = |call: &str, e: String| Error::generic(format!("TRITONSERVER_{call}: {e}"));
     let mut options = std::ptr::null_mut();
-    // SAFETY: `options` receives an object we own and delete below.
+    // SAFETY: `options` receives an object owned here and deleted below.
     api.check(unsafe { (api.options_new)(&mut options) })
         .map_err(|e| fail("ServerOptionsNew", e))?;
     // SAFETY: `options` is live until deleted at the end; the strings outlive every call.
@@ -260,7 +261,7 @@ fn create(api: &Api, opts: &ServerOptions) -> Result<*mut TsServer> {
     }
     let mut server = std::ptr::null_mut();
     if first_error.is_none() {
-        // SAFETY: `options` is complete; `server` receives a server we own.
+        // SAFETY: `options` is complete; `server` receives a server owned here.
         if let Err(e) = api.check(unsafe { (api.server_new)(&mut server, options) }) {
             first_error = Some(fail("ServerNew", e));
         }

@@ -362,7 +362,7 @@ unsafe extern "C" fn on_release(request: *mut TsRequest, flags: u32, userp: *mut
         // SAFETY: `userp` is the slot context given at setup, alive while callbacks are owed.
         let ctx = unsafe { &*userp.cast::<SlotCtx>() };
         let api = &ctx.notifier.api;
-        // SAFETY: the server released the request: it is ours to delete.
+        // SAFETY: the server released the request: it is the slot's to delete.
         let _ = api.check(unsafe { (api.request_delete)(request) });
         ctx.owed.fetch_sub(1, Ordering::AcqRel);
     }));
@@ -379,7 +379,7 @@ unsafe extern "C" fn on_response(
             return;
         }
         // SAFETY: the slot context given at setup, alive while callbacks are owed; the
-        // response is ours until deleted, which `respond` does once.
+        // response belongs to the slot until deleted, which `respond` does once.
         unsafe { (*userp.cast::<SlotCtx>()).respond(response, flags) };
     }));
 }

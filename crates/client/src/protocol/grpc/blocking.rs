@@ -22,7 +22,7 @@ mod call;
 use call::percent_decode;
 use call::{Call, Failure};
 
-/// Receive window we advertise for each stream and for the connection (bytes): large, so a
+/// Receive window advertised for each stream and for the connection (bytes): large, so a
 /// metadata or statistics response rarely waits for a WINDOW_UPDATE.
 const RECV_WINDOW: u32 = 16 << 20;
 /// Flow-control window every HTTP/2 connection and stream starts with (bytes).
@@ -35,7 +35,7 @@ pub struct GrpcClient {
     address: String,
     /// Connect, read and write timeout; also the bound on one whole call.
     timeout: Duration,
-    /// Receive window we advertise (bytes); `RECV_WINDOW` except in tests.
+    /// Receive window advertised (bytes); `RECV_WINDOW` except in tests.
     recv_window: u32,
     /// TLS settings (`None`: cleartext HTTP/2, prior knowledge).
     tls: Option<TlsClient>,
@@ -58,8 +58,8 @@ impl std::fmt::Debug for Connection {
 }
 
 impl GrpcClient {
-    /// Connects to `addr` (`host:port`) and sends the HTTP/2 preface and our SETTINGS, so an
-    /// unreachable server is reported at once. `timeout` bounds the connect and each call.
+    /// Connects to `addr` (`host:port`) and sends the HTTP/2 preface and the client's SETTINGS, so
+    /// an unreachable server is reported at once. `timeout` bounds the connect and each call.
     pub fn connect(addr: &str, timeout: Duration) -> Result<Self> {
         Self::connect_with_window(addr, timeout, RECV_WINDOW, None)
     }

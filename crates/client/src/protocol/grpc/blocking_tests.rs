@@ -15,7 +15,7 @@ use super::{percent_decode, GrpcClient};
 use crate::protocol::grpc::pb::inference as pb;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
-/// Size of the large response's raw output (bytes): well past 1 MiB and any window we test.
+/// Size of the large response's raw output (bytes): well past 1 MiB and any window tested here.
 const LARGE_OUTPUT: usize = 3 << 20;
 
 /// What the test server saw: connections accepted and the stream id of each request.
@@ -179,7 +179,7 @@ fn error_statuses_name_the_method_and_message() {
 }
 
 /// A 400 KiB request (past the server's 64 KiB default window) and a 3 MiB response, with
-/// our default window and with a minimal one that needs many WINDOW_UPDATEs.
+/// the client's default window and with a minimal one that needs many WINDOW_UPDATEs.
 #[test]
 fn large_messages_flow_in_both_directions() {
     let request = pb::ModelInferRequest {
@@ -238,7 +238,7 @@ fn raw_server(reply: &'static [u8]) -> (String, thread::JoinHandle<()>) {
         let (mut socket, _) = listener.accept().unwrap();
         socket.set_read_timeout(Some(TIMEOUT)).unwrap();
         socket.write_all(reply).unwrap();
-        // Our side is done: an empty reply becomes a plain close.
+        // The client's side is done: an empty reply becomes a plain close.
         socket.shutdown(std::net::Shutdown::Write).unwrap();
         let mut sink = Vec::new();
         let _ = socket.read_to_end(&mut sink);

@@ -2,8 +2,8 @@
 //!
 //! `Decoder` reads the response HEADERS blocks a server sends: static and dynamic table,
 //! integers with overflow checks, plain and Huffman string literals, every representation, and
-//! table size updates bounded by our SETTINGS_HEADER_TABLE_SIZE. It calls back with borrowed
-//! name/value slices, so the only allocations are dynamic table inserts (and the reusable
+//! table size updates bounded by the client's SETTINGS_HEADER_TABLE_SIZE. It calls back with
+//! borrowed name/value slices, so the only allocations are dynamic table inserts (and the reusable
 //! Huffman scratch buffer growing to its high-water mark).
 //!
 //! `Encoder` is deliberately minimal: requests are encoded once, up front, with indexed fields
@@ -21,7 +21,7 @@ pub const DEFAULT_HEADER_TABLE_SIZE: usize = 4096;
 pub const DEFAULT_MAX_HEADER_LIST_SIZE: usize = 64 * 1024;
 /// Per-entry overhead added to name + value lengths (RFC 7541 §4.1), in bytes.
 const ENTRY_OVERHEAD: usize = 32;
-/// Largest integer we accept; anything larger cannot be a valid index, length or size.
+/// Largest integer the decoder accepts; anything larger cannot be a valid index, length or size.
 const MAX_INTEGER: u64 = u32::MAX as u64;
 
 /// The static table, RFC 7541 Appendix A; index 1 is the first element.
@@ -244,7 +244,7 @@ enum Indexing {
 /// connection state).
 pub struct Decoder {
     table: DynamicTable,
-    /// Our SETTINGS_HEADER_TABLE_SIZE, in bytes: the ceiling for size updates.
+    /// The client's SETTINGS_HEADER_TABLE_SIZE, in bytes: the ceiling for size updates.
     settings_table_size: usize,
     /// Bound on one decoded header list, in bytes (name + value + 32 per field).
     max_header_list_size: usize,
@@ -264,7 +264,7 @@ impl Decoder {
         Decoder::with_limits(DEFAULT_HEADER_TABLE_SIZE, DEFAULT_MAX_HEADER_LIST_SIZE)
     }
 
-    /// A decoder for a connection where we advertise SETTINGS_HEADER_TABLE_SIZE =
+    /// A decoder for a connection that advertises SETTINGS_HEADER_TABLE_SIZE =
     /// `header_table_size` bytes, rejecting header lists over `max_header_list_size` bytes.
     pub fn with_limits(header_table_size: usize, max_header_list_size: usize) -> Self {
         Decoder {
@@ -275,7 +275,7 @@ impl Decoder {
         }
     }
 
-    /// Applies a new SETTINGS_HEADER_TABLE_SIZE of ours, in bytes, once the peer has
+    /// Applies a new SETTINGS_HEADER_TABLE_SIZE of the client's, in bytes, once the peer has
     /// acknowledged it. A smaller value shrinks the table at once (the peer must follow with a
     /// size update anyway); a larger one only raises the ceiling for later size updates.
     pub fn set_header_table_size(&mut self, bytes: usize) {
@@ -358,7 +358,7 @@ impl Decoder {
                     &mut on_header,
                 )?;
             } else {
-                // 0000xxxx without indexing, 0001xxxx never indexed: same decoding for us.
+                // 0000xxxx without indexing, 0001xxxx never indexed: same decoding here.
                 list_size = self.decode_literal(
                     block,
                     &mut pos,

@@ -1,6 +1,7 @@
-//! Differential tests: our HPACK decoder against `loona-hpack` (a dev-dependency only) on the
-//! RFC 7541 Appendix C blocks, on thousands of generated blocks (loona's encoder, and our own
-//! generator covering Huffman, every representation and size updates), and on mutated blocks.
+//! Differential tests: inferperf's HPACK decoder against `loona-hpack` (a dev-dependency only) on
+//! the RFC 7541 Appendix C blocks, on thousands of generated blocks (loona's encoder, and
+//! inferperf's own generator covering Huffman, every representation and size updates), and on
+//! mutated blocks.
 
 use super::hpack::{Decoder, HpackError};
 use super::hpack_huffman;
@@ -25,7 +26,7 @@ impl Rng {
     }
 }
 
-/// Our decoder and loona's, fed the same blocks of one connection.
+/// inferperf's decoder and loona's, fed the same blocks of one connection.
 struct Pair {
     ours: Decoder,
     theirs: loona_hpack::Decoder<'static>,
@@ -49,7 +50,7 @@ impl Pair {
         Ok(fields)
     }
 
-    /// Decodes with both; returns (ours, loona's) results.
+    /// Decodes with both; returns (inferperf's, loona's) results.
     fn both(&mut self, block: &[u8]) -> (Result<Fields, HpackError>, Result<Fields, String>) {
         let ours = self.ours(block);
         let theirs = self.theirs.decode(block).map_err(|e| e.to_string());
@@ -262,8 +263,8 @@ fn generated_huffman_blocks_agree() {
 }
 
 /// Mutated blocks: whenever both decoders accept, they must agree on the fields. Outright
-/// disagreement on acceptance is allowed only where our decoder is the stricter one by design
-/// (size update position, integer width, header list bound), so it is counted, not asserted.
+/// disagreement on acceptance is allowed only where inferperf's decoder is the stricter one by
+/// design (size update position, integer width, header list bound), so it is counted, not asserted.
 #[test]
 fn mutated_blocks_agree_when_both_accept() {
     let mut rng = Rng(0xfeed_f00d_dead_beef);

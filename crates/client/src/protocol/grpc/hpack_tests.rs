@@ -437,8 +437,8 @@ fn encoder_output_decodes_back() {
 
 #[test]
 fn encoder_integers_match_rfc_c1() {
-    // C.1.1/C.1.2 use a 5-bit prefix; ours are 4- and 7-bit, so check the same arithmetic on
-    // those: 1337 with a 7-bit prefix is 7f + (1337 - 127 = 1210 = 0x4ba) -> ba 09.
+    // C.1.1/C.1.2 use a 5-bit prefix; the prefixes used here are 4- and 7-bit, so check the same
+    // arithmetic on those: 1337 with a 7-bit prefix is 7f + (1337 - 127 = 1210 = 0x4ba) -> ba 09.
     let encoder = Encoder::new();
     let mut out = Vec::new();
     encoder.encode_indexed(&mut out, 1337);

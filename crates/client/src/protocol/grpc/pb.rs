@@ -19,8 +19,8 @@ mod tests {
     use super::inference::*;
     use prost::Message;
 
-    /// Field numbers are what make us wire compatible with Triton: pin the ones the client
-    /// depends on through the bytes they encode to (key byte = field << 3 | wire type).
+    /// Field numbers are what make the messages wire compatible with Triton: pin the ones the
+    /// client depends on through the bytes they encode to (key byte = field << 3 | wire type).
     #[test]
     fn field_numbers_match_triton() {
         let req = ModelInferRequest {
@@ -69,8 +69,8 @@ mod tests {
 
     #[test]
     fn decodes_unknown_fields_by_skipping_them() {
-        // ModelConfig with a field we do not model (26: model_metrics, an empty message) and
-        // the sequence_batching oneof (13).
+        // ModelConfig with a field these messages do not model (26: model_metrics, an empty
+        // message) and the sequence_batching oneof (13).
         let bytes = [0x0a, 1, b'x', 0xd2, 0x01, 0, 0x6a, 0];
         let c = ModelConfig::decode(&bytes[..]).unwrap();
         assert_eq!(c.name, "x");

@@ -35,7 +35,7 @@ use streams::StreamTable;
 
 /// Flow-control window every HTTP/2 connection and stream starts with (bytes, RFC 9113 §6.9.2).
 const INITIAL_WINDOW: u32 = 65_535;
-/// Size of the input buffer (bytes): several whole frames, since we advertise the default
+/// Size of the input buffer (bytes): several whole frames, since the session advertises the default
 /// 16 KiB SETTINGS_MAX_FRAME_SIZE. It never grows.
 const INPUT_BUFFER: usize = 64 * 1024;
 /// Highest client stream id (odd, 31 bits); past it the connection cannot open streams.
@@ -49,10 +49,10 @@ const COMPACT_OUTPUT_AT: usize = 64 * 1024;
 /// What a connection advertises and accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionConfig {
-    /// Window we advertise per stream and for the connection (bytes), clamped to
+    /// Window advertised per stream and for the connection (bytes), clamped to
     /// 65535..=2^31-1; e.g. 16 MiB so responses rarely wait for a WINDOW_UPDATE.
     pub recv_window: u32,
-    /// Largest response message we accept (bytes); a longer one fails its stream.
+    /// Largest response message accepted (bytes); a longer one fails its stream.
     pub max_message: usize,
 }
 
@@ -95,8 +95,8 @@ pub enum StreamEnd {
     Refused,
     /// The response `:status` was not 200 (gRPC treats it as a transport error).
     Http(u16),
-    /// The server broke HTTP/2 or gRPC rules on this stream (we reset it), or the connection
-    /// failed with a protocol error.
+    /// The server broke HTTP/2 or gRPC rules on this stream (the session resets it), or the
+    /// connection failed with a protocol error.
     Protocol(String),
     /// The server closed the connection before the stream ended.
     Disconnected,
@@ -158,7 +158,7 @@ impl From<ConnError> for crate::error::Error {
 pub enum SendError {
     /// No stream may be opened now (see `can_open`).
     CannotOpen,
-    /// The stream is not open for sending: never opened, ended, cancelled, or our side is
+    /// The stream is not open for sending: never opened, ended, cancelled, or the client's side is
     /// already finished.
     NotOpen(u32),
 }
@@ -205,20 +205,20 @@ struct Conn {
     next_stream: u32,
     /// Whether the server's first frame (its SETTINGS) has arrived.
     peer_settings_seen: bool,
-    /// The server's SETTINGS_MAX_FRAME_SIZE (bytes): the longest frame we may send.
+    /// The server's SETTINGS_MAX_FRAME_SIZE (bytes): the longest frame the client may send.
     peer_max_frame: u32,
     /// The server's SETTINGS_INITIAL_WINDOW_SIZE (bytes): each new stream's send window.
     peer_initial_window: i64,
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS (unlimited until it says otherwise).
     peer_max_streams: u32,
     /// Set when the server lowers SETTINGS_HEADER_TABLE_SIZE below the 4096-byte default:
-    /// our next header block starts with a size update to 0 (we never index anyway).
+    /// the next header block starts with a size update to 0 (the encoder never indexes anyway).
     table_update_due: bool,
     /// Whether that size update was already sent (later changes need none).
     table_update_sent: bool,
-    /// Bytes we may still send on the connection (negative after a SETTINGS shrink).
+    /// Bytes the client may still send on the connection (negative after a SETTINGS shrink).
     send_window: i64,
-    /// Bytes the server may still send on the connection before our next WINDOW_UPDATE.
+    /// Bytes the server may still send on the connection before the client's next WINDOW_UPDATE.
     recv_remaining: i64,
     /// A header block whose CONTINUATIONs are still arriving (`block_stream` != 0).
     block: Vec<u8>,
@@ -237,7 +237,7 @@ struct Conn {
 }
 
 impl Session {
-    /// A session whose output starts with the preface, our SETTINGS (push off, our stream
+    /// A session whose output starts with the preface, the client's SETTINGS (push off, its stream
     /// window) and a WINDOW_UPDATE raising the connection window to `cfg.recv_window`.
     pub fn new(cfg: SessionConfig) -> Session {
         let cfg = SessionConfig {
@@ -378,7 +378,7 @@ impl Session {
 
     /// Opens a stream: HEADERS (+CONTINUATION beyond the server's max frame size), then
     /// `body` (length-prefixed messages) as DATA within the flow-control windows; the rest
-    /// waits in the stream's buffer until WINDOW_UPDATE. `end_stream` false keeps our side
+    /// waits in the stream's buffer until WINDOW_UPDATE. `end_stream` false keeps the client's side
     /// open for more `send`s (bidirectional streaming). Returns the stream id.
     pub fn open(
         &mut self,
@@ -397,7 +397,7 @@ impl Session {
         self.conn.send(stream, body, end_stream)
     }
 
-    /// Ends our side of `stream` (END_STREAM after any pending data).
+    /// Ends the client's side of `stream` (END_STREAM after any pending data).
     pub fn finish(&mut self, stream: u32) -> Result<(), SendError> {
         self.conn.send(stream, &[], true)
     }

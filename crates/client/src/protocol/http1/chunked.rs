@@ -6,7 +6,7 @@
 use super::error::ParseError;
 
 /// Longest accepted chunk-size line, extensions included (bytes). Real servers send a few hex
-/// digits; the limit stops a peer from making us buffer an endless extension.
+/// digits; the limit stops a peer from making the parser buffer an endless extension.
 const MAX_CHUNK_LINE: usize = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

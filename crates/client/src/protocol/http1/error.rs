@@ -8,7 +8,7 @@ pub enum ParseError {
     /// The status line or a header field is malformed (or there are too many fields).
     Head(httparse::Error),
     HeadTooLarge,
-    /// 101: we never ask for an upgrade.
+    /// 101: the client never asks for an upgrade.
     SwitchingProtocols,
     BadContentLength,
     BadInferenceHeaderLength,

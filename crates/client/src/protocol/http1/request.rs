@@ -62,7 +62,7 @@ fn push_decimal(out: &mut Vec<u8>, n: usize) {
 }
 
 /// Checks a user header (`-H name:value`): a valid token as name, no control characters in the
-/// value, and not one of the fields that frame the message (we set those ourselves).
+/// value, and not one of the fields that frame the message (the writer sets those itself).
 pub fn check_header(name: &str, value: &str) -> Result<()> {
     const TOKEN_SPECIALS: &[u8] = b"!#$%&'*+-.^_`|~";
     let name_ok = !name.is_empty()

@@ -1,7 +1,7 @@
 //! The console report: GenAI-Perf's table (box-drawn, columns Statistic / avg / min / max /
-//! p99 / p90 / p75, numbers as `1,234.56`), then our extra lines: errors by kind, goodput
+//! p99 / p90 / p75, numbers as `1,234.56`), then inferperf's extra lines: errors by kind, goodput
 //! fraction, per-chunk and per-token gaps, GuideLLM's TPOT, open-loop latencies from the
-//! intended send time, same-read events, and which of our rows other tools' names mean.
+//! intended send time, same-read events, and which of inferperf's rows other tools' names mean.
 
 use super::{extra_rows, fmt_num, genai_perf_rows, system_rows, ReportKind, ReportOptions};
 use crate::measure::llm::definitions;
@@ -132,7 +132,7 @@ fn stats_line(label: &str, s: &Option<Stats>) -> String {
     )
 }
 
-/// Our lines under the table.
+/// inferperf's lines under the table.
 fn extra_lines(m: &LlmMetrics, opts: &ReportOptions) -> String {
     let mut out = String::new();
     if m.errors_by_kind.is_empty() {

@@ -1,6 +1,6 @@
 //! `profile_export_genai_perf.json` and `.csv` in GenAI-Perf's layout, so scripts and
-//! dashboards written for GenAI-Perf read ours. GenAI-Perf's keys and rows keep their names
-//! and order; our extra metrics follow under their own keys and rows.
+//! dashboards written for GenAI-Perf read inferperf's. GenAI-Perf's keys and rows keep their names
+//! and order; inferperf's extra metrics follow under their own keys and rows.
 //!
 //! JSON: one object per metric, `{"unit": .., "avg": .., "min": .., "max": .., "p1": ..,
 //! .., "p99": .., "std": ..}` (run-level values carry only `unit` and `avg`, as in
@@ -95,14 +95,14 @@ pub fn json(m: &LlmMetrics, input_config: &Value) -> String {
     text
 }
 
-/// Our keys after GenAI-Perf's.
+/// inferperf's keys after GenAI-Perf's.
 fn push_extras(root: &mut Node, m: &LlmMetrics) {
     let all = ReportOptions {
         streaming: true,
         ..ReportOptions::default()
     };
     let mut extras = extra_rows(m, &all);
-    // extra_rows lists the open-loop rows only when open loop; that is what we want here.
+    // extra_rows lists the open-loop rows only when open loop; that is what this table needs.
     extras.retain(|r| r.stats.is_some());
     push_rows(root, &extras);
     for (tag, v) in [

@@ -1,6 +1,6 @@
 //! A JSON tree that keeps its keys in insertion order, so exports list metrics in
 //! GenAI-Perf's order and stats as avg, min, max, p1..p99, std (serde_json's map sorts keys
-//! unless a feature we do not control is on).
+//! unless a feature outside this crate's control is on).
 
 use serde_json::Value;
 
@@ -65,7 +65,7 @@ impl Node {
         match self {
             Node::Leaf(v) => {
                 let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into());
-                // Nested lines of a caller's object follow our indentation.
+                // Nested lines of a caller's object follow this writer's indentation.
                 out.push_str(&text.replace('\n', &format!("\n{}", pad(depth))));
             }
             Node::Obj(entries) if entries.is_empty() => out.push_str("{}"),

@@ -1,4 +1,4 @@
-//! LLM reports: the console table (GenAI-Perf's layout plus our extra lines), GenAI-Perf's
+//! LLM reports: the console table (GenAI-Perf's layout plus inferperf's extra lines), GenAI-Perf's
 //! `profile_export_genai_perf.{json,csv}`, and an AIPerf-like per-request
 //! `profile_export.jsonl`. Plain data in, text out.
 
@@ -85,7 +85,7 @@ pub(crate) fn genai_perf_rows(m: &LlmMetrics, opts: &ReportOptions) -> Vec<StatR
     rows
 }
 
-/// Our per-request distributions beyond GenAI-Perf's, for this kind of run.
+/// inferperf's per-request distributions beyond GenAI-Perf's, for this kind of run.
 pub(crate) fn extra_rows(m: &LlmMetrics, opts: &ReportOptions) -> Vec<StatRow> {
     let llm = opts.kind == ReportKind::Llm;
     let streamed = llm && opts.streaming;

@@ -48,7 +48,7 @@ pub(crate) trait Figure {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>;
 }
 
-/// Turns a plotters error into ours; the caller adds which file it was drawing.
+/// Turns a plotters error into an `Error`; the caller adds which file it was drawing.
 pub(crate) fn plot_err<E: std::fmt::Display>(e: E) -> Error {
     Error::generic(e.to_string())
 }

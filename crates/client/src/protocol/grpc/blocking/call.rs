@@ -28,7 +28,7 @@ impl Call {
         }
     }
 
-    /// Takes the events of our stream; others (none expected) are ignored.
+    /// Takes the events of this call's stream; others (none expected) are ignored.
     pub(super) fn on_event(&mut self, event: Event<'_>) {
         match event {
             Event::Message {

@@ -63,7 +63,8 @@ fn parse_stream<'a>(data: &'a [u8], steps: &[usize], max_frame_size: u32) -> Vec
     outcomes
 }
 
-/// Re-encodes frames that our writers can produce and checks they parse back unchanged.
+/// Re-encodes frames that the writers in `frame::write` can produce and checks they parse back
+/// unchanged.
 fn check_round_trip(frame: &Frame<'_>) {
     let max = MAX_FRAME_SIZE_LIMIT;
     let mut out = Vec::new();

@@ -1,6 +1,6 @@
 //! Frame writers: each appends whole frames to the connection's write buffer. Arguments come
-//! from our own session (not from the peer), so out-of-range values are caller bugs: they are
-//! caught by debug assertions and clamped or masked in release builds rather than panicking.
+//! from the client's own session (not from the peer), so out-of-range values are caller bugs: they
+//! are caught by debug assertions and clamped or masked in release builds rather than panicking.
 
 use super::{
     ErrorCode, FrameType, ACK, DEFAULT_MAX_FRAME_SIZE, END_HEADERS, END_STREAM, FRAME_HEADER_LEN,

@@ -80,7 +80,7 @@ fn run(data: &[u8], steps: &[usize]) -> Vec<Owned> {
     events
 }
 
-/// Our output must be whole, valid frames.
+/// The session's output must be whole, valid frames.
 fn check_output(out: &[u8]) {
     let mut rest = out;
     while !rest.is_empty() {

@@ -13,8 +13,8 @@ pub(super) struct Head {
     pub(super) grpc_status: Option<Result<u32, ()>>,
 }
 
-/// Decodes `block` (keeping the HPACK context in step even for streams we no longer track);
-/// the raw `grpc-message` value lands in `grpc_message` (cleared first).
+/// Decodes `block` (keeping the HPACK context in step even for streams the session has stopped
+/// tracking); the raw `grpc-message` value lands in `grpc_message` (cleared first).
 pub(super) fn decode_head(
     hpack: &mut Decoder,
     block: &[u8],

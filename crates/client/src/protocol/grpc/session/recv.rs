@@ -38,7 +38,7 @@ impl Conn {
         if !self.peer_settings_seen {
             match frame {
                 Frame::Settings { ack: false, .. } => self.peer_settings_seen = true,
-                // A server turning us away may say why before its SETTINGS; the reason is
+                // A server turning the client away may say why before its SETTINGS; the reason is
                 // worth more to the user than "bad preface".
                 Frame::GoAway { .. } => {}
                 _ => return protocol_error("server preface does not start with SETTINGS"),
@@ -114,7 +114,7 @@ impl Conn {
         }
     }
 
-    /// Idle streams (never opened by us; servers cannot open any with push off) may not
+    /// Idle streams (never opened by the client; servers cannot open any with push off) may not
     /// carry this frame type (RFC 9113 §5.1).
     fn check_not_idle(&self, id: u32, kind: &str) -> Result<(), ConnError> {
         if id % 2 == 0 || id >= self.next_stream {
@@ -293,7 +293,7 @@ impl Conn {
             }
             other => {
                 if !end_stream {
-                    // We will not read the rest of this response.
+                    // The rest of this response will not be read.
                     write_rst_stream(&mut self.out, id, ErrorCode::Cancel);
                 }
                 self.end_stream(id, StreamEnd::Http(other), on);
@@ -301,8 +301,8 @@ impl Conn {
         }
     }
 
-    /// The server finished stream `id`; our side is reset if it is still sending (gRPC ends
-    /// the call with the server's status).
+    /// The server finished stream `id`; the client's side is reset if it is still sending (gRPC
+    /// ends the call with the server's status).
     fn end_stream(&mut self, id: u32, end: StreamEnd, on: On<'_>) {
         let Some(stream) = self.streams.get_mut(id) else {
             return;
@@ -328,7 +328,8 @@ impl Conn {
             match id {
                 SETTINGS_MAX_FRAME_SIZE => self.peer_max_frame = value.max(DEFAULT_MAX_FRAME_SIZE),
                 SETTINGS_MAX_CONCURRENT_STREAMS => self.peer_max_streams = value,
-                // Our encoder never indexes, so only a shrink below the default needs a word.
+                // The session's encoder never indexes, so only a shrink below the default needs a
+                // word.
                 SETTINGS_HEADER_TABLE_SIZE if (value as usize) < DEFAULT_HEADER_TABLE_SIZE => {
                     self.table_update_due = true;
                 }

@@ -56,7 +56,7 @@ impl Conn {
     }
 
     /// Writes the HEADERS block, prefixed once with a table size update if the server shrank
-    /// SETTINGS_HEADER_TABLE_SIZE below the default our (non-indexing) encoder assumed.
+    /// SETTINGS_HEADER_TABLE_SIZE below the default the (non-indexing) encoder assumed.
     fn write_request_headers(&mut self, id: u32, block: &[u8], end_stream: bool) {
         let max_frame = self.peer_max_frame;
         if self.table_update_due && !self.table_update_sent {

@@ -21,11 +21,11 @@ pub(super) struct Stream {
     /// The slot holds an open stream (false while on the free list).
     in_use: bool,
     pub(super) phase: Phase,
-    /// The caller ended our side (END_STREAM sent, or owed after `pending`).
+    /// The caller ended the client's side (END_STREAM sent, or owed after `pending`).
     pub(super) local_done: bool,
-    /// Bytes we may still send on this stream (negative after a SETTINGS shrink).
+    /// Bytes the client may still send on this stream (negative after a SETTINGS shrink).
     pub(super) send_window: i64,
-    /// Bytes the server may still send on this stream before our next WINDOW_UPDATE.
+    /// Bytes the server may still send on this stream before the client's next WINDOW_UPDATE.
     pub(super) recv_remaining: i64,
     /// Request bytes the windows did not admit yet; `pending[pending_sent..]` is unsent.
     pub(super) pending: Vec<u8>,

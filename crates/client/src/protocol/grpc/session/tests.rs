@@ -1,5 +1,5 @@
 //! Scripted-server tests of the session: server frames built with the frame writers and the
-//! HPACK encoder, fed as bytes; our output parsed back into frames. This file holds the
+//! HPACK encoder, fed as bytes; the session's output parsed back into frames. This file holds the
 //! harness and the normal call flows; `tests_errors` and `tests_flow` hold the rest.
 
 use super::fuzz::Owned;
@@ -15,7 +15,7 @@ use crate::protocol::grpc::message::write_message;
 /// A request HEADERS block; its content does not matter to the session.
 pub(super) const REQ: &[u8] = b"\x83\x86\x84";
 
-/// One frame of our output, copied.
+/// One frame of the session's output, copied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Out {
     pub(super) kind: FrameType,
@@ -81,7 +81,7 @@ impl Harness {
         std::mem::take(&mut self.events)
     }
 
-    /// Our output so far as frames, marked written.
+    /// The session's output so far as frames, marked written.
     pub(super) fn out(&mut self) -> Vec<Out> {
         let bytes = self.s.output().to_vec();
         self.s.written(bytes.len());

@@ -72,7 +72,7 @@ fn goaway_refuses_streams_above_last_and_lets_the_rest_finish() {
 
 #[test]
 fn bad_response_heads_end_the_stream() {
-    /// Response fields, END_STREAM, how the stream ends, and the RST_STREAM code we send.
+    /// Response fields, END_STREAM, how the stream ends, and the RST_STREAM code the session sends.
     type Case<'a> = (&'a [(&'a str, &'a str)], bool, StreamEnd, Option<ErrorCode>);
     let cases: &[Case] = &[
         (
