@@ -257,7 +257,22 @@ fn csv_header_is_perf_analyzers_unless_extra_columns_are_asked_for() {
     // tritonserver 2.51); inferperf's own columns only with --csv-extra-columns, after its columns.
     let (mut child, http, grpc) = common::spawn_serve_grpc();
     let dir = common::temp_dir("bin-csv-header");
-    let cases: Vec<(Vec<&str>, String)> = vec![
+    let cases = csv_header_cases(&http, &grpc);
+    let results: Vec<_> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (args, _))| run_with_csv(&dir.join(format!("{i}.csv")), args))
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    for ((args, want), (o, csv)) in cases.iter().zip(&results) {
+        check_csv_header(args, want, o, csv);
+    }
+}
+
+/// Flag sets (against the server's HTTP or gRPC address) and the header each must write.
+fn csv_header_cases<'a>(http: &'a str, grpc: &'a str) -> Vec<(Vec<&'a str>, String)> {
+    vec![
         (
             vec!["-m", "simple", "-u", &http],
             format!("Concurrency,Inferences/Second,{PA_SERVER_COLS}"),
@@ -323,43 +338,45 @@ fn csv_header_is_perf_analyzers_unless_extra_columns_are_asked_for() {
             vec!["-m", "simple", "-u", &http, "--csv-extra-columns"],
             format!("Concurrency,Inferences/Second,{PA_SERVER_COLS},Min latency,Max latency"),
         ),
-    ];
-    let mut results = Vec::new();
-    for (i, (args, _)) in cases.iter().enumerate() {
-        let csv = dir.join(format!("{i}.csv"));
-        let mut all = args.clone();
-        all.extend([
-            "--measurement-mode",
-            "count_windows",
-            "--measurement-request-count",
-            "40",
-            "-s",
-            "1000",
-            "--no-pin",
-            "-f",
-            csv.to_str().unwrap(),
-        ]);
-        let o = run(&all);
-        results.push((o, std::fs::read_to_string(&csv).unwrap_or_default()));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    for ((args, want), (o, csv)) in cases.iter().zip(&results) {
-        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(o));
-        let mut lines = csv.lines();
-        assert_eq!(lines.next(), Some(want.as_str()), "{args:?}");
-        let row = lines.next().expect("one row");
-        assert_eq!(
-            row.split(',').count(),
-            want.split(',').count(),
-            "{args:?}: {row}"
-        );
-        // The first cell is the load level the run was given.
-        let level = if args.contains(&"--request-rate-range") {
-            "400"
-        } else {
-            "1"
-        };
-        assert_eq!(row.split(',').next(), Some(level), "{args:?}: {row}");
-    }
+    ]
+}
+
+/// Runs one short count-window measurement with `args`, writing the CSV to `csv`: the
+/// process output and the CSV text (empty when none was written).
+fn run_with_csv(csv: &std::path::Path, args: &[&str]) -> (Output, String) {
+    let mut all = args.to_vec();
+    all.extend([
+        "--measurement-mode",
+        "count_windows",
+        "--measurement-request-count",
+        "40",
+        "-s",
+        "1000",
+        "--no-pin",
+        "-f",
+        csv.to_str().unwrap(),
+    ]);
+    let o = run(&all);
+    (o, std::fs::read_to_string(csv).unwrap_or_default())
+}
+
+/// The run succeeded, its CSV starts with `want` and one row of as many cells, led by the
+/// load level the run was given.
+fn check_csv_header(args: &[&str], want: &str, o: &Output, csv: &str) {
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(o));
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some(want), "{args:?}");
+    let row = lines.next().expect("one row");
+    assert_eq!(
+        row.split(',').count(),
+        want.split(',').count(),
+        "{args:?}: {row}"
+    );
+    // The first cell is the load level the run was given.
+    let level = if args.contains(&"--request-rate-range") {
+        "400"
+    } else {
+        "1"
+    };
+    assert_eq!(row.split(',').next(), Some(level), "{args:?}: {row}");
 }

@@ -69,7 +69,15 @@ fn simple_infer_body() -> String {
 fn explicit_mode_over_http() {
     let server = start(ControlMode::Explicit, &["identity_fp32"]);
     let mut c = http(&server);
-    let (status, index) = post(&mut c, "/v2/repository/index", "");
+    index_lists_the_repository(&mut c);
+    unloaded_model_answers_not_found(&mut c);
+    load_and_unload(&mut c, &server);
+    repository_errors(&mut c);
+}
+
+/// The index lists every model of the repository; `ready` keeps the loaded one only.
+fn index_lists_the_repository(c: &mut BlockingClient) {
+    let (status, index) = post(c, "/v2/repository/index", "");
     assert_eq!(status, 200);
     let index: Value = serde_json::from_str(&index).unwrap();
     let rows = index.as_array().unwrap();
@@ -80,50 +88,56 @@ fn explicit_mode_over_http() {
         fp32,
         &json!({"name": "identity_fp32", "version": "1", "state": "READY"})
     );
-    let (_, ready_only) = post(&mut c, "/v2/repository/index", r#"{"ready":true}"#);
+    let (_, ready_only) = post(c, "/v2/repository/index", r#"{"ready":true}"#);
     assert_eq!(
         serde_json::from_str::<Value>(&ready_only).unwrap(),
         json!([{"name": "identity_fp32", "version": "1", "state": "READY"}])
     );
+}
 
-    // simple is in the repository but not loaded.
+/// A model in the repository but not loaded: Triton's answers on every endpoint.
+fn unloaded_model_answers_not_found(c: &mut BlockingClient) {
     let no_versions = error("Request for unknown model: 'simple' has no available versions");
     assert_eq!(
-        get(&mut c, "/v2/models/simple/ready"),
+        get(c, "/v2/models/simple/ready"),
         (400, error("Model version not ready"))
     );
-    assert_eq!(get(&mut c, "/v2/models/simple"), (404, no_versions.clone()));
+    assert_eq!(get(c, "/v2/models/simple"), (404, no_versions.clone()));
     assert_eq!(
-        get(&mut c, "/v2/models/simple/config"),
+        get(c, "/v2/models/simple/config"),
         (404, no_versions.clone())
     );
     let infer = simple_infer_body();
     assert_eq!(
-        post(&mut c, "/v2/models/simple/infer", &infer),
+        post(c, "/v2/models/simple/infer", &infer),
         (404, no_versions)
     );
     assert_eq!(
-        get(&mut c, "/v2/models/simple/stats"),
+        get(c, "/v2/models/simple/stats"),
         (400, error("requested model 'simple' is not available"))
     );
-    let (_, all) = get(&mut c, "/v2/models/stats");
+    let (_, all) = get(c, "/v2/models/stats");
     let all: Value = serde_json::from_str(&all).unwrap();
     assert_eq!(all["model_stats"].as_array().unwrap().len(), 1, "{all}");
+}
 
+/// Loading makes the model serve; unloading marks it UNAVAILABLE and it stops serving.
+fn load_and_unload(c: &mut BlockingClient, server: &ServerHandle) {
+    let infer = simple_infer_body();
     assert_eq!(
-        post(&mut c, "/v2/repository/models/simple/load", ""),
+        post(c, "/v2/repository/models/simple/load", ""),
         (200, String::new())
     );
-    assert_eq!(get(&mut c, "/v2/models/simple/ready").0, 200);
-    let (status, body) = post(&mut c, "/v2/models/simple/infer", &infer);
+    assert_eq!(get(c, "/v2/models/simple/ready").0, 200);
+    let (status, body) = post(c, "/v2/models/simple/infer", &infer);
     assert_eq!(status, 200, "{body}");
     assert_eq!(server.counters().model("simple").unwrap().inferences, 1);
 
     assert_eq!(
-        post(&mut c, "/v2/repository/models/simple/unload", "{}"),
+        post(c, "/v2/repository/models/simple/unload", "{}"),
         (200, String::new())
     );
-    let (_, index) = post(&mut c, "/v2/repository/index", "{}");
+    let (_, index) = post(c, "/v2/repository/index", "{}");
     let index: Value = serde_json::from_str(&index).unwrap();
     let simple = index
         .as_array()
@@ -137,28 +151,30 @@ fn explicit_mode_over_http() {
             "reason": "unloaded"})
         )
     );
-    assert_eq!(post(&mut c, "/v2/models/simple/infer", &infer).0, 404);
+    assert_eq!(post(c, "/v2/models/simple/infer", &infer).0, 404);
     assert_eq!(server.counters().model("simple").unwrap().infer_requests, 1);
+}
 
-    // Errors: an unknown model, bad JSON, the wrong method.
+/// Errors: an unknown model, bad JSON, the wrong method.
+fn repository_errors(c: &mut BlockingClient) {
     assert_eq!(
-        post(&mut c, "/v2/repository/models/nosuch/load", ""),
+        post(c, "/v2/repository/models/nosuch/load", ""),
         (
             500,
             error("failed to load 'nosuch', failed to poll from model repository")
         )
     );
     assert_eq!(
-        post(&mut c, "/v2/repository/models/nosuch/unload", ""),
+        post(c, "/v2/repository/models/nosuch/unload", ""),
         (200, String::new())
     );
-    let (status, text) = post(&mut c, "/v2/repository/index", "xx");
+    let (status, text) = post(c, "/v2/repository/index", "xx");
     assert_eq!(status, 500);
     assert!(
         text.contains("failed to parse the request JSON buffer"),
         "{text}"
     );
-    assert_eq!(get(&mut c, "/v2/repository/index").0, 405);
+    assert_eq!(get(c, "/v2/repository/index").0, 405);
 }
 
 #[test]

@@ -58,6 +58,15 @@ pub struct RateRange {
     pub step: f64,
 }
 
+impl RateRange {
+    /// The range holding the single rate 1 (`--request-rate-range 1`).
+    const ONE: RateRange = RateRange {
+        start: 1.0,
+        end: 1.0,
+        step: 1.0,
+    };
+}
+
 /// Sequence (stateful) model settings (`--num-of-sequences`, `--sequence-*`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SequenceSettings {
@@ -186,6 +195,15 @@ pub struct ConcurrencyRange {
     pub start: u64,
     pub end: u64,
     pub step: u64,
+}
+
+impl ConcurrencyRange {
+    /// The range holding the single value 1 (`--concurrency-range 1`).
+    const ONE: ConcurrencyRange = ConcurrencyRange {
+        start: 1,
+        end: 1,
+        step: 1,
+    };
 }
 
 #[derive(Debug, Clone)]
@@ -334,22 +352,10 @@ impl Default for Config {
             grpc_method: String::new(),
             model_signature_name: "serving_default".into(),
             load_mode: LoadMode::Concurrency,
-            concurrency: ConcurrencyRange {
-                start: 1,
-                end: 1,
-                step: 1,
-            },
-            periodic: ConcurrencyRange {
-                start: 1,
-                end: 1,
-                step: 1,
-            },
+            concurrency: ConcurrencyRange::ONE,
+            periodic: ConcurrencyRange::ONE,
             request_period: 10,
-            request_rate: RateRange {
-                start: 1.0,
-                end: 1.0,
-                step: 1.0,
-            },
+            request_rate: RateRange::ONE,
             distribution: Distribution::Constant,
             request_intervals_ns: Vec::new(),
             fixed_schedule_ns: Vec::new(),

@@ -10,11 +10,14 @@ pub mod pace;
 pub mod pool;
 pub mod seq_feed;
 pub mod sequence;
+mod share;
 pub mod slots;
 pub mod timer;
 pub mod window;
 pub mod wire;
 pub mod worker;
+
+pub use share::{split, split_lanes};
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -33,9 +36,9 @@ use capi_pool::CapiPool;
 use grpc_pool::GrpcPool;
 use http_pool::HttpPool;
 use pace::Schedule;
-use pool::{Pace, Pool, Ramp};
-use seq_feed::{SeqFeed, SeqPlan};
-use slots::{OutputSlots, SlotShare};
+use pool::Pool;
+use seq_feed::SeqPlan;
+use slots::OutputSlots;
 use wire::Wire;
 use worker::{Batch, Command, Shared, Worker, WorkerParams, WAKE};
 
@@ -121,127 +124,6 @@ pub enum Load {
     },
 }
 
-/// Connections (or gRPC slots) a paced worker opens before its first send; more open as
-/// sends come due with none free.
-const PACED_INITIAL_SLOTS: usize = 4;
-/// Sends start this long after the engine starts, so every worker is ready for the first.
-const PACED_LEAD_NS: u64 = 2_000_000;
-
-/// Each worker's initial slots and, when paced, its schedule.
-fn worker_shares(spec: &EngineSpec, load: &Load) -> Vec<(usize, Option<Pace>)> {
-    match load {
-        Load::Periodic { start, .. } => vec![(*start as usize, None)],
-        Load::Concurrency(c) => {
-            let n = (*c as usize).clamp(1, spec.max_workers.max(1));
-            split(*c, n)
-                .into_iter()
-                .map(|s| (s as usize, None))
-                .collect()
-        }
-        Load::Paced {
-            schedule,
-            max_inflight,
-        } => {
-            let mut n = spec.max_workers.max(1);
-            if let (Some(m), Some(_)) = (max_inflight, &spec.slots) {
-                // Slots are sized to --max-inflight: no worker may get a share of more than
-                // that in all (which `m.max(n)` below would give when m < n).
-                n = n.min((*m).max(1) as usize);
-            }
-            // Sequence models: one lane of the schedule per sequence, and no worker without
-            // a sequence (perf_analyzer: min(threads, sequences)).
-            let lanes = spec
-                .sequences
-                .as_ref()
-                .map_or(n, |p| p.open_loop_slots.max(1));
-            n = n.min(lanes);
-            let origin_ns = spec.clock.now_ns() + PACED_LEAD_NS;
-            let caps = max_inflight.map(|m| split(m.max(n as u64), n));
-            pace::deal_lanes(schedule, n, lanes)
-                .into_iter()
-                .enumerate()
-                .map(|(i, plan)| {
-                    let cap = caps.as_ref().map(|c| c[i] as usize);
-                    let slots = cap.map_or(PACED_INITIAL_SLOTS, |c| c.min(PACED_INITIAL_SLOTS));
-                    (slots, Some(Pace::new(plan, origin_ns, cap)))
-                })
-                .collect()
-        }
-    }
-}
-
-/// Output slots: each worker's share (its first global slot), from the most requests each
-/// worker may have in flight; all `None` without slots.
-fn slot_shares(
-    spec: &EngineSpec,
-    load: &Load,
-    shares: &[(usize, Option<Pace>)],
-) -> Result<Vec<Option<SlotShare>>> {
-    let Some(slots) = &spec.slots else {
-        return Ok(vec![None; shares.len()]);
-    };
-    let most = shares
-        .iter()
-        .map(|(initial, pace)| match (load, pace) {
-            (Load::Periodic { end, .. }, _) => Ok(*end as usize),
-            (_, Some(p)) => p.max_inflight.ok_or_else(|| {
-                Error::usage("shared memory output slots need --max-inflight in rate modes")
-            }),
-            (_, None) => Ok(*initial),
-        })
-        .collect::<Result<Vec<usize>>>()?;
-    Ok(slots::bases(&most, slots.count())?
-        .into_iter()
-        .map(|base| {
-            Some(SlotShare {
-                slots: slots.clone(),
-                base,
-            })
-        })
-        .collect())
-}
-
-/// Sequence models: each worker's sequences (closed loop: one per slot; open loop:
-/// `--num-of-sequences` split over the workers, worker w holding the schedule's lanes w,
-/// w + workers, ... in that order, see `pace::deal_lanes`).
-fn seq_feeds(spec: &EngineSpec, shares: &[(usize, Option<Pace>)]) -> Result<Vec<SeqFeed>> {
-    let Some(plan) = &spec.sequences else {
-        return Ok(Vec::new());
-    };
-    let open_loop = shares.iter().any(|(_, pace)| pace.is_some());
-    let slots: Vec<usize> = if open_loop {
-        split(plan.open_loop_slots as u64, shares.len())
-            .into_iter()
-            .map(|s| s.max(1) as usize)
-            .collect()
-    } else {
-        shares.iter().map(|(slots, _)| *slots).collect()
-    };
-    SeqFeed::split(plan, &slots, open_loop)
-}
-
-/// Splits `total` into `parts` shares the way perf_analyzer splits concurrency over threads:
-/// `total / parts` each, one more for the first `total % parts`.
-pub fn split(total: u64, parts: usize) -> Vec<u64> {
-    let parts = parts.max(1) as u64;
-    (0..parts)
-        .map(|i| total / parts + u64::from(i < total % parts))
-        .collect()
-}
-
-/// Splits `total` sends dealt round robin to `lanes` lanes, lane `l` on worker `l % parts`
-/// (see `pace::deal_lanes`): how many of the first `total` sends each worker makes.
-pub fn split_lanes(total: u64, parts: usize, lanes: usize) -> Vec<u64> {
-    let parts = parts.max(1);
-    let lanes = lanes.max(parts) as u64;
-    let per_lane = |l: u64| total / lanes + u64::from(l < total % lanes);
-    let mut out = vec![0u64; parts];
-    for l in 0..lanes {
-        out[(l % parts as u64) as usize] += per_lane(l);
-    }
-    out
-}
-
 /// Cores this process may run on (respects `taskset`).
 pub fn available_cores() -> Vec<core_affinity::CoreId> {
     core_affinity::get_core_ids().unwrap_or_default()
@@ -261,76 +143,14 @@ impl Engine {
         if spec.requests.is_empty() {
             return Err(Error::generic("no request to send (empty input data)"));
         }
-        let shares = worker_shares(spec, load);
-        let n = shares.len();
-        let mut slot_shares = slot_shares(spec, load, &shares)?.into_iter();
-        let mut seq_feeds = seq_feeds(spec, &shares)?.into_iter();
-        let fixed = matches!(
-            load,
-            Load::Paced {
-                schedule: Schedule::Fixed(_),
-                ..
-            }
-        );
-        let budgets = budget.map(|b| match (load, &spec.sequences) {
-            // Sequences in open loop: each worker sends for its lanes of the schedule.
-            (Load::Paced { .. }, Some(p)) => split_lanes(b, n, p.open_loop_slots.max(1)),
-            _ => split(b, n),
-        });
+        let plans = share::worker_plans(spec, load, budget)?;
+        let n = plans.len();
         let cores = available_cores();
         let (out_tx, out_rx) = unbounded();
         let mut workers = Vec::with_capacity(n);
-        for (i, (slots, pace)) in shares.into_iter().enumerate() {
-            let params = WorkerParams {
-                index: i,
-                requests: spec.requests.clone(),
-                budget: budgets.as_ref().map(|b| b[i]),
-                keep_bodies: spec.keep_bodies,
-                keep_going: spec.keep_going,
-                clock: spec.clock,
-                records: Vec::with_capacity(RECORDS_PER_WORKER),
-                first_step: i,
-                pace,
-                seq: seq_feeds.next(),
-                stride: if fixed { n } else { 1 },
-                ramp: match load {
-                    Load::Periodic {
-                        start,
-                        end,
-                        step,
-                        period,
-                    } => Some(Ramp::new(
-                        *start as usize,
-                        *end as usize,
-                        *step as usize,
-                        *period,
-                    )),
-                    _ => None,
-                },
-                slots: slot_shares.next().flatten(),
-                read_batch: spec.read_batch,
-            };
-            let core = (spec.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
-            let (addr, tls) = (spec.addr, spec.tls.clone());
-            let handle = match &spec.wire {
-                Wire::Http1 => {
-                    let pool =
-                        HttpPool::new(addr, tls, slots).with_rx_stamps(spec.read_batch.is_some());
-                    spawn_worker(params, pool, core, &out_tx)?
-                }
-                Wire::Grpc(wire) => {
-                    let pool = GrpcPool::new(addr, tls, wire.clone(), slots)
-                        .with_rx_stamps(spec.read_batch.is_some());
-                    spawn_worker(params, pool, core, &out_tx)?
-                }
-                Wire::Capi(wire) => {
-                    let (poll, waker) = worker_poll()?;
-                    let keep = spec.keep_bodies;
-                    let pool = CapiPool::new(wire.clone(), waker.clone(), spec.clock, keep, slots);
-                    spawn_worker_on(params, pool, (poll, waker), core, &out_tx)?
-                }
-            };
-            workers.push(handle);
+        for (params, slots) in plans {
+            let core = (spec.pin && !cores.is_empty()).then(|| cores[params.index % cores.len()]);
+            workers.push(spawn_for_wire(spec, params, slots, core, &out_tx)?);
         }
         let spare = (0..n)
             .map(|_| (Vec::with_capacity(RECORDS_PER_WORKER), Vec::new()))
@@ -469,6 +289,35 @@ impl Engine {
     }
 }
 
+/// Starts one worker thread driving the pool of `spec`'s wire, opening `slots` connections
+/// (or streams) first.
+fn spawn_for_wire(
+    spec: &EngineSpec,
+    params: WorkerParams,
+    slots: usize,
+    core: Option<core_affinity::CoreId>,
+    out: &Sender<Batch>,
+) -> Result<WorkerHandle> {
+    let (addr, tls) = (spec.addr, spec.tls.clone());
+    match &spec.wire {
+        Wire::Http1 => {
+            let pool = HttpPool::new(addr, tls, slots).with_rx_stamps(spec.read_batch.is_some());
+            spawn_worker(params, pool, core, out)
+        }
+        Wire::Grpc(wire) => {
+            let pool = GrpcPool::new(addr, tls, wire.clone(), slots)
+                .with_rx_stamps(spec.read_batch.is_some());
+            spawn_worker(params, pool, core, out)
+        }
+        Wire::Capi(wire) => {
+            let (poll, waker) = worker_poll()?;
+            let keep = spec.keep_bodies;
+            let pool = CapiPool::new(wire.clone(), waker.clone(), spec.clock, keep, slots);
+            spawn_worker_on(params, pool, (poll, waker), core, out)
+        }
+    }
+}
+
 /// A worker's event loop and the waker of its WAKE token.
 fn worker_poll() -> Result<(Poll, Arc<Waker>)> {
     let poll = Poll::new()?;
@@ -523,98 +372,3 @@ impl Drop for Engine {
 
 #[cfg(test)]
 mod tls_tests;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec_with_slots(max_workers: usize, slots: usize) -> EngineSpec {
-        EngineSpec {
-            addr: "127.0.0.1:1".parse().unwrap(),
-            requests: Arc::new(vec![vec![0]; slots]),
-            keep_bodies: false,
-            keep_going: false,
-            pin: false,
-            max_workers,
-            clock: Clock::new(),
-            tls: None,
-            wire: Wire::Http1,
-            sequences: None,
-            slots: Some(Arc::new(OutputSlots::new(slots, Vec::new()).unwrap())),
-            read_batch: None,
-        }
-    }
-
-    fn bases_for(spec: &EngineSpec, load: &Load) -> Result<Vec<usize>> {
-        let shares = worker_shares(spec, load);
-        let out = slot_shares(spec, load, &shares)?;
-        Ok(out
-            .into_iter()
-            .map(|s| s.map_or(usize::MAX, |s| s.base))
-            .collect())
-    }
-
-    #[test]
-    fn workers_own_disjoint_slot_ranges() {
-        let paced = |max_inflight| Load::Paced {
-            schedule: pace::Schedule::Constant { rate: 100.0 },
-            max_inflight,
-        };
-        let periodic = Load::Periodic {
-            start: 1,
-            end: 6,
-            step: 1,
-            period: 2,
-        };
-        // (workers, slots, load, bases or None for an error)
-        let rows: Vec<(usize, usize, Load, Option<Vec<usize>>)> = vec![
-            (2, 5, Load::Concurrency(5), Some(vec![0, 3])),
-            (4, 8, Load::Concurrency(3), Some(vec![0, 1, 2])),
-            (2, 4, Load::Concurrency(5), None),
-            (2, 3, paced(Some(3)), Some(vec![0, 2])),
-            // Fewer slots than workers: only as many workers as slots.
-            (4, 1, paced(Some(1)), Some(vec![0])),
-            (2, 3, paced(None), None),
-            (2, 6, periodic, Some(vec![0])),
-        ];
-        for (workers, slots, load, want) in rows {
-            let spec = spec_with_slots(workers, slots);
-            assert_eq!(bases_for(&spec, &load).ok(), want, "{load:?} {workers}");
-        }
-        let mut plain = spec_with_slots(2, 1);
-        plain.slots = None;
-        assert_eq!(
-            bases_for(&plain, &Load::Concurrency(4)).unwrap(),
-            vec![usize::MAX; 2]
-        );
-    }
-
-    #[test]
-    fn split_matches_perf_analyzer() {
-        assert_eq!(split(4, 2), vec![2, 2]);
-        assert_eq!(split(5, 2), vec![3, 2]);
-        assert_eq!(split(1, 3), vec![1, 0, 0]);
-        assert_eq!(split(7, 3), vec![3, 2, 2]);
-        assert_eq!(split(0, 1), vec![0]);
-    }
-
-    #[test]
-    fn split_lanes_counts_each_workers_sends() {
-        // (total, workers, lanes, expected): send i goes to worker (i % lanes) % workers.
-        let rows: &[(u64, usize, usize, &[u64])] = &[
-            (120, 2, 5, &[72, 48]),
-            (7, 2, 5, &[4, 3]),
-            (10, 2, 4, &[5, 5]),
-            (9, 3, 3, &[3, 3, 3]),
-            (3, 1, 4, &[3]),
-        ];
-        for &(total, workers, lanes, want) in rows {
-            let brute = (0..total).fold(vec![0u64; workers], |mut acc, i| {
-                acc[(i as usize % lanes) % workers] += 1;
-                acc
-            });
-            assert_eq!(brute, want, "{total} {workers} {lanes}");
-            assert_eq!(split_lanes(total, workers, lanes), want);
-        }
-    }
-}

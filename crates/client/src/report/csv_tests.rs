@@ -265,10 +265,28 @@ fn case_points(c: Case) -> Vec<PointReport> {
 /// statistics extension (spec §3.2; every row was seen from the real perf_analyzer against
 /// tritonserver 2.51). Open-loop points carry schedule data and points of a metrics run
 /// carry metrics: neither may add a column by default.
+///
+/// Checks each `(case, header)`: the CSV's first line is `header` and the next row has
+/// one cell per column.
+fn check_default_headers(table: Vec<(Case, String)>) {
+    for (case, want) in table {
+        let text = render(&case_points(case), case.pct, case.verbose, true);
+        let mut lines = text.lines();
+        assert_eq!(lines.next().unwrap(), want);
+        // Every row has exactly one cell per column; empty GPU cells stay empty as
+        // perf_analyzer writes them on a server without GPU gauges.
+        let row = lines.next().unwrap();
+        assert_eq!(row.split(',').count(), want.split(',').count(), "{row}");
+        if case.metrics && case.verbose {
+            assert!(row.ends_with(",,,,"), "{row}");
+        }
+    }
+}
+
 #[test]
-fn default_header_is_perf_analyzers_for_each_flag_combination() {
+fn default_header_for_concurrency_and_rate() {
     let v = true;
-    let table: Vec<(Case, String)> = vec![
+    check_default_headers(vec![
         (
             Case::default(),
             format!("Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS}"),
@@ -287,7 +305,7 @@ fn default_header_is_perf_analyzers_for_each_flag_combination() {
             },
             format!(
                 "Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS},Avg latency,\
-             request/response,response wait"
+                     request/response,response wait"
             ),
         ),
         (
@@ -298,9 +316,16 @@ fn default_header_is_perf_analyzers_for_each_flag_combination() {
             },
             format!(
                 "Request Rate,Inferences/Second,{SERVER_COLS},{P4_COLS},Avg latency,\
-             request/response,response wait"
+                     request/response,response wait"
             ),
         ),
+    ]);
+}
+
+#[test]
+fn default_header_with_a_percentile() {
+    let v = true;
+    check_default_headers(vec![
         (
             Case {
                 pct: Some(95),
@@ -316,7 +341,7 @@ fn default_header_is_perf_analyzers_for_each_flag_combination() {
             },
             format!(
                 "Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS},request/response,\
-             response wait"
+                     response wait"
             ),
         ),
         (
@@ -327,9 +352,16 @@ fn default_header_is_perf_analyzers_for_each_flag_combination() {
             },
             format!(
                 "Concurrency,Inferences/Second,{SERVER_COLS},p50 latency,p75 latency,\
-             p90 latency,p95 latency,p99 latency,request/response,response wait"
+                     p90 latency,p95 latency,p99 latency,request/response,response wait"
             ),
         ),
+    ]);
+}
+
+#[test]
+fn default_header_of_a_metrics_run() {
+    let v = true;
+    check_default_headers(vec![
         (
             Case {
                 metrics: true,
@@ -345,7 +377,7 @@ fn default_header_is_perf_analyzers_for_each_flag_combination() {
             },
             format!(
                 "Concurrency,Inferences/Second,{SERVER_COLS},{P4_COLS},Avg latency,\
-             request/response,response wait,{GPU_COLS}"
+                     request/response,response wait,{GPU_COLS}"
             ),
         ),
         (
@@ -358,9 +390,16 @@ fn default_header_is_perf_analyzers_for_each_flag_combination() {
             },
             format!(
                 "Request Rate,Inferences/Second,{SERVER_COLS},{P4_COLS},\
-             request/response,response wait,{GPU_COLS}"
+                     request/response,response wait,{GPU_COLS}"
             ),
         ),
+    ]);
+}
+
+#[test]
+fn default_header_of_a_decoupled_model() {
+    let v = true;
+    check_default_headers(vec![
         (
             Case {
                 decoupled: true,
@@ -376,22 +415,10 @@ fn default_header_is_perf_analyzers_for_each_flag_combination() {
             },
             format!(
                 "Concurrency,Inferences/Second,Response Throughput,{SERVER_COLS},{P4_COLS},\
-             Avg latency,request/response,response wait"
+                     Avg latency,request/response,response wait"
             ),
         ),
-    ];
-    for (case, want) in table {
-        let text = render(&case_points(case), case.pct, case.verbose, true);
-        let mut lines = text.lines();
-        assert_eq!(lines.next().unwrap(), want);
-        // Every row has exactly one cell per column; empty GPU cells stay empty as
-        // perf_analyzer writes them on a server without GPU gauges.
-        let row = lines.next().unwrap();
-        assert_eq!(row.split(',').count(), want.split(',').count(), "{row}");
-        if case.metrics && case.verbose {
-            assert!(row.ends_with(",,,,"), "{row}");
-        }
-    }
+    ]);
 }
 
 #[test]

@@ -105,86 +105,90 @@ fn parses_triton_style_configs() {
     assert_eq!(parse_model_config(b"{}").unwrap(), ModelConfig::default());
 }
 
-#[test]
-fn errors_name_the_document_and_field() {
-    type Parser = fn(&[u8]) -> crate::error::Result<()>;
-    let server: Parser = |b| parse_server_metadata(b).map(|_| ());
-    let meta: Parser = |b| parse_model_metadata(b).map(|_| ());
-    let config: Parser = |b| parse_model_config(b).map(|_| ());
-    let cases: &[(Parser, &str, &str)] = &[
-        (
-            server,
-            "not json",
-            "server metadata from the server is not valid JSON",
-        ),
-        (
-            server,
-            "[]",
-            "server metadata from the server: the document is not an object",
-        ),
-        (
-            server,
-            r#"{"extensions":"x"}"#,
-            "field 'extensions' is not an array",
-        ),
-        (
-            meta,
-            r#"{"inputs":[],"outputs":[]}"#,
-            "model metadata from the server: field 'name' is missing",
-        ),
-        (
-            meta,
-            r#"{"name":"m","outputs":[]}"#,
-            "field 'inputs' is missing",
-        ),
-        (
-            meta,
-            r#"{"name":"m","inputs":[{"name":"a","shape":[1]}],"outputs":[]}"#,
-            "field 'inputs[0].datatype' is missing",
-        ),
-        (
-            meta,
-            r#"{"name":"m","inputs":[{"name":"a","datatype":"FP32"}],"outputs":[]}"#,
-            "field 'inputs[0].shape' is missing",
-        ),
-        (
-            meta,
-            r#"{"name":"m","inputs":[],"outputs":[{"name":"o","datatype":"FP9","shape":[]}]}"#,
-            "field 'outputs[0].datatype' is invalid",
-        ),
-        (
-            meta,
-            r#"{"name":"m","inputs":[{"name":"a","datatype":"FP32","shape":["x"]}],"outputs":[]}"#,
-            "field 'inputs[0].shape' holds a non-integer",
-        ),
-        (
-            config,
-            r#"{"max_batch_size":-1}"#,
-            "field 'max_batch_size' is negative",
-        ),
-        (
-            config,
-            r#"{"max_batch_size":1.5}"#,
-            "field 'max_batch_size' is not an integer",
-        ),
-        (
-            config,
-            r#"{"input":[{"dims":[1]}]}"#,
-            "model config from the server: field 'input[0].name' is missing",
-        ),
-        (
-            config,
-            r#"{"model_transaction_policy":{"decoupled":"yes"}}"#,
-            "field 'model_transaction_policy.decoupled' is not a boolean",
-        ),
-        (
-            config,
-            r#"{"ensemble_scheduling":{"step":[{}]}}"#,
-            "field 'ensemble_scheduling.step[0].model_name' is missing",
-        ),
-    ];
-    for (parse, body, want) in cases {
+/// Checks each `(body, want)`: `parse` fails on `body` with a message containing `want`.
+fn check_errors(parse: fn(&[u8]) -> crate::error::Result<()>, cases: &[(&str, &str)]) {
+    for (body, want) in cases {
         let err = parse(body.as_bytes()).unwrap_err();
         assert!(err.msg.contains(want), "{body}: {}", err.msg);
     }
+}
+
+#[test]
+fn server_metadata_errors_name_the_document_and_field() {
+    check_errors(
+        |b| parse_server_metadata(b).map(|_| ()),
+        &[
+            (
+                "not json",
+                "server metadata from the server is not valid JSON",
+            ),
+            (
+                "[]",
+                "server metadata from the server: the document is not an object",
+            ),
+            (
+                r#"{"extensions":"x"}"#,
+                "field 'extensions' is not an array",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn model_metadata_errors_name_the_document_and_field() {
+    check_errors(
+        |b| parse_model_metadata(b).map(|_| ()),
+        &[
+            (
+                r#"{"inputs":[],"outputs":[]}"#,
+                "model metadata from the server: field 'name' is missing",
+            ),
+            (r#"{"name":"m","outputs":[]}"#, "field 'inputs' is missing"),
+            (
+                r#"{"name":"m","inputs":[{"name":"a","shape":[1]}],"outputs":[]}"#,
+                "field 'inputs[0].datatype' is missing",
+            ),
+            (
+                r#"{"name":"m","inputs":[{"name":"a","datatype":"FP32"}],"outputs":[]}"#,
+                "field 'inputs[0].shape' is missing",
+            ),
+            (
+                r#"{"name":"m","inputs":[],"outputs":[{"name":"o","datatype":"FP9","shape":[]}]}"#,
+                "field 'outputs[0].datatype' is invalid",
+            ),
+            (
+                r#"{"name":"m","inputs":[{"name":"a","datatype":"FP32","shape":["x"]}],"outputs":[]}"#,
+                "field 'inputs[0].shape' holds a non-integer",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn model_config_errors_name_the_document_and_field() {
+    check_errors(
+        |b| parse_model_config(b).map(|_| ()),
+        &[
+            (
+                r#"{"max_batch_size":-1}"#,
+                "field 'max_batch_size' is negative",
+            ),
+            (
+                r#"{"max_batch_size":1.5}"#,
+                "field 'max_batch_size' is not an integer",
+            ),
+            (
+                r#"{"input":[{"dims":[1]}]}"#,
+                "model config from the server: field 'input[0].name' is missing",
+            ),
+            (
+                r#"{"model_transaction_policy":{"decoupled":"yes"}}"#,
+                "field 'model_transaction_policy.decoupled' is not a boolean",
+            ),
+            (
+                r#"{"ensemble_scheduling":{"step":[{}]}}"#,
+                "field 'ensemble_scheduling.step[0].model_name' is missing",
+            ),
+        ],
+    );
 }

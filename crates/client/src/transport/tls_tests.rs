@@ -1,5 +1,6 @@
 use super::*;
 use crate::transport::test_pki::Pki;
+use std::path::{Path, PathBuf};
 
 fn https(pki: &Pki) -> TlsOptions {
     TlsOptions {
@@ -61,19 +62,75 @@ fn with(base: &TlsOptions, edit: impl FnOnce(&mut TlsOptions)) -> TlsOptions {
     opts
 }
 
+const NO_FILE: &str = "cannot read: No such file or directory";
+
+/// A PKI and three bad files beside it: one missing, one PEM without a certificate, one
+/// that is not DER.
+struct BadFiles {
+    pki: Pki,
+    missing: PathBuf,
+    empty: PathBuf,
+    garbage: PathBuf,
+}
+
+impl BadFiles {
+    fn new(name: &str) -> BadFiles {
+        let pki = Pki::new(name);
+        let missing = pki.dir.join("missing.pem");
+        let empty = pki.dir.join("empty.pem");
+        std::fs::write(&empty, "# nothing here\n").unwrap();
+        let garbage = pki.dir.join("garbage.der");
+        std::fs::write(&garbage, b"\x01\x02\x03 not der").unwrap();
+        BadFiles {
+            pki,
+            missing,
+            empty,
+            garbage,
+        }
+    }
+}
+
+fn file(path: &Path, kind: PemOrDer) -> Option<(PathBuf, PemOrDer)> {
+    Some((path.to_path_buf(), kind))
+}
+
+/// Checks each `(options, want)`: building a client fails with a message starting `want`.
+fn check_errors(cases: Vec<(TlsOptions, String)>) {
+    for (opts, want) in cases {
+        let got = error_of(&opts);
+        assert!(got.starts_with(&want), "got:  {got}\nwant: {want}");
+    }
+}
+
 #[test]
-fn config_errors_name_the_flag_and_the_file() {
-    let pki = Pki::new("errors");
-    let missing = pki.dir.join("missing.pem");
-    let empty = pki.dir.join("empty.pem");
-    std::fs::write(&empty, "# nothing here\n").unwrap();
-    let garbage = pki.dir.join("garbage.der");
-    std::fs::write(&garbage, b"\x01\x02\x03 not der").unwrap();
-    let (m, e, g) = (missing.display(), empty.display(), garbage.display());
-    let (client, server) = (&pki.client, &pki.server);
-    let file = |path: &Path, kind| Some((path.to_path_buf(), kind));
-    let base = https(&pki);
+fn ca_file_errors_name_the_flag_and_the_file() {
+    let bad = BadFiles::new("errors-ca");
+    let (m, e) = (bad.missing.display(), bad.empty.display());
+    let base = https(&bad.pki);
     let grpc = with(&base, |o| o.flag_prefix = "--ssl-grpc");
+    check_errors(vec![
+        (
+            with(&base, |o| o.ca_file = Some(bad.missing.clone())),
+            format!("--ssl-https-ca-certificates-file {m}: {NO_FILE}"),
+        ),
+        (
+            with(&base, |o| o.ca_file = Some(bad.empty.clone())),
+            format!("--ssl-https-ca-certificates-file {e}: no certificate found"),
+        ),
+        (
+            with(&grpc, |o| o.ca_file = Some(bad.empty.clone())),
+            format!("--ssl-grpc-root-certifications-file {e}: no certificate found"),
+        ),
+    ]);
+}
+
+#[test]
+fn client_identity_errors_name_the_flag_and_the_file() {
+    let bad = BadFiles::new("errors-identity");
+    let (missing, empty, garbage) = (&bad.missing, &bad.empty, &bad.garbage);
+    let (m, e, g) = (missing.display(), empty.display(), garbage.display());
+    let (client, server) = (&bad.pki.client, &bad.pki.server);
+    let base = https(&bad.pki);
     let pem_pair = with(&base, |o| {
         o.client_cert = file(&client.cert_pem, PemOrDer::Pem);
         o.client_key = file(&client.key_pem, PemOrDer::Pem);
@@ -82,31 +139,18 @@ fn config_errors_name_the_flag_and_the_file() {
         o.client_cert = file(&client.cert_der, PemOrDer::Der);
         o.client_key = file(&client.key_der, PemOrDer::Der);
     });
-    let no_file = "cannot read: No such file or directory";
-    let cases: Vec<(TlsOptions, String)> = vec![
-        (
-            with(&base, |o| o.ca_file = Some(missing.clone())),
-            format!("--ssl-https-ca-certificates-file {m}: {no_file}"),
-        ),
-        (
-            with(&base, |o| o.ca_file = Some(empty.clone())),
-            format!("--ssl-https-ca-certificates-file {e}: no certificate found"),
-        ),
-        (
-            with(&grpc, |o| o.ca_file = Some(empty.clone())),
-            format!("--ssl-grpc-root-certifications-file {e}: no certificate found"),
-        ),
+    check_errors(vec![
         (
             with(&pem_pair, |o| {
                 o.flag_prefix = "--ssl-grpc";
-                o.client_key = file(&missing, PemOrDer::Pem);
+                o.client_key = file(missing, PemOrDer::Pem);
             }),
-            format!("--ssl-grpc-private-key-file {m}: {no_file}"),
+            format!("--ssl-grpc-private-key-file {m}: {NO_FILE}"),
         ),
         (
             with(&pem_pair, |o| {
                 o.flag_prefix = "--ssl-grpc";
-                o.client_cert = file(&empty, PemOrDer::Pem);
+                o.client_cert = file(empty, PemOrDer::Pem);
             }),
             format!("--ssl-grpc-certificate-chain-file {e}: no certificate found"),
         ),
@@ -120,11 +164,11 @@ fn config_errors_name_the_flag_and_the_file() {
             ),
         ),
         (
-            with(&der_pair, |o| o.client_key = file(&garbage, PemOrDer::Der)),
+            with(&der_pair, |o| o.client_key = file(garbage, PemOrDer::Der)),
             format!("--ssl-https-private-key-file {g}: bad DER: "),
         ),
         (
-            with(&der_pair, |o| o.client_cert = file(&garbage, PemOrDer::Der)),
+            with(&der_pair, |o| o.client_cert = file(garbage, PemOrDer::Der)),
             format!("--ssl-https-client-certificate-file {g}: not a usable certificate: "),
         ),
         (
@@ -143,11 +187,7 @@ fn config_errors_name_the_flag_and_the_file() {
              given together"
                 .to_string(),
         ),
-    ];
-    for (opts, want) in cases {
-        let got = error_of(&opts);
-        assert!(got.starts_with(&want), "got:  {got}\nwant: {want}");
-    }
+    ]);
 }
 
 #[test]

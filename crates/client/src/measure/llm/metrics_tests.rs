@@ -64,13 +64,37 @@ fn check_opt(name: &str, case: &str, got: Option<f64>, want: Option<f64>) {
     }
 }
 
+/// Checks each `(case, request, want)`: the request's metrics are `want`, its token counts
+/// are the request's and, closed loop, there is no TTFT from the intended start.
+fn check_request_metrics(cases: Vec<(&str, LlmRequest, Want)>) {
+    for (case, r, want) in cases {
+        let m = request_metrics(&r).unwrap_or_else(|| panic!("{case}: no metrics"));
+        let ms = |v: Option<u64>| v.map(|ns| ns as f64 / 1e6);
+        check_opt("ttft", case, ms(m.ttft_ns), want.ttft);
+        check_opt("ttst", case, ms(m.ttst_ns), want.ttst);
+        assert!(
+            close(m.e2e_ns as f64 / 1e6, want.e2e),
+            "{case}: e2e {}",
+            m.e2e_ns
+        );
+        check_opt("itl", case, m.itl_ns.map(|v| v / 1e6), want.itl);
+        check_opt("tps", case, m.tps_per_user, want.tps);
+        check_opt(
+            "tpot",
+            case,
+            m.guidellm_tpot_ns.map(|v| v / 1e6),
+            want.tpot_guidellm,
+        );
+        assert_eq!(m.chunks, want.chunks, "{case}");
+        assert_eq!(m.same_read_events, want.same_read, "{case}");
+        assert_eq!((m.isl, m.osl), (r.isl, r.osl), "{case}");
+        assert_eq!(m.ttft_from_intended_ns, None, "{case}: closed loop");
+    }
+}
+
 #[test]
-fn per_request_metrics_table() {
-    let mut osl_one = req(0, &[(100, 1), (105, 0)], 5);
-    osl_one.osl = 1;
-    let mut no_chunks = req(0, &[], 7);
-    no_chunks.end_ns = BASE + 40 * MS;
-    let cases: Vec<(&str, LlmRequest, Want)> = vec![
+fn per_request_metrics_of_streams() {
+    check_request_metrics(vec![
         (
             "one chunk",
             req(0, &[(50, 10)], 5),
@@ -113,6 +137,16 @@ fn per_request_metrics_table() {
                 same_read: 0,
             },
         ),
+    ]);
+}
+
+#[test]
+fn per_request_metrics_of_edge_cases() {
+    let mut osl_one = req(0, &[(100, 1), (105, 0)], 5);
+    osl_one.osl = 1;
+    let mut no_chunks = req(0, &[], 7);
+    no_chunks.end_ns = BASE + 40 * MS;
+    check_request_metrics(vec![
         (
             "osl 1",
             osl_one,
@@ -155,30 +189,7 @@ fn per_request_metrics_table() {
                 same_read: 1,
             },
         ),
-    ];
-    for (case, r, want) in cases {
-        let m = request_metrics(&r).unwrap_or_else(|| panic!("{case}: no metrics"));
-        let ms = |v: Option<u64>| v.map(|ns| ns as f64 / 1e6);
-        check_opt("ttft", case, ms(m.ttft_ns), want.ttft);
-        check_opt("ttst", case, ms(m.ttst_ns), want.ttst);
-        assert!(
-            close(m.e2e_ns as f64 / 1e6, want.e2e),
-            "{case}: e2e {}",
-            m.e2e_ns
-        );
-        check_opt("itl", case, m.itl_ns.map(|v| v / 1e6), want.itl);
-        check_opt("tps", case, m.tps_per_user, want.tps);
-        check_opt(
-            "tpot",
-            case,
-            m.guidellm_tpot_ns.map(|v| v / 1e6),
-            want.tpot_guidellm,
-        );
-        assert_eq!(m.chunks, want.chunks, "{case}");
-        assert_eq!(m.same_read_events, want.same_read, "{case}");
-        assert_eq!((m.isl, m.osl), (r.isl, r.osl), "{case}");
-        assert_eq!(m.ttft_from_intended_ns, None, "{case}: closed loop");
-    }
+    ]);
 }
 
 #[test]

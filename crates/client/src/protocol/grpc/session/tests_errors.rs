@@ -206,8 +206,40 @@ fn bad_bodies_and_trailers_end_the_stream() {
     }
 }
 
+/// Feeds `bytes` to a session with two open streams and checks the connection error: it
+/// carries `code`, fails both streams, queues a GOAWAY, repeats on later input and leaves
+/// the session closed.
+fn check_connection_error(name: &str, bytes: &[u8], code: ErrorCode) {
+    let mut h = Harness::new();
+    h.s.open(REQ, &[], true).unwrap();
+    h.s.open(REQ, &[], true).unwrap();
+    h.out();
+    let err = h.feed(bytes).expect_err(name);
+    assert_eq!(err.code, code, "{name}: {err}");
+    let events = h.take();
+    assert_eq!(events.len(), 2, "{name}: {events:?}");
+    assert!(events
+        .iter()
+        .all(|e| protocol_mentions(e, "connection error")));
+    let frames = h.out();
+    assert_eq!(
+        frames.last().map(|f| f.kind),
+        Some(FrameType::GoAway),
+        "{name}"
+    );
+    assert_eq!(
+        h.feed(&settings(&[])),
+        Err(err.clone()),
+        "{name}: error repeats"
+    );
+    assert_eq!(h.s.failure(), Some(&err));
+    assert!(!h.s.can_open());
+    assert_eq!(h.s.send(1, b"", true), Err(SendError::NotOpen(1)));
+    assert!(h.s.is_done());
+}
+
 #[test]
-fn connection_errors_close_everything_and_queue_goaway() {
+fn header_block_errors_close_everything_and_queue_goaway() {
     let big = vec![0u8; 70_000];
     let huge_block = [frame(FrameType::Headers, 0, 1, &big[..16_000])]
         .into_iter()
@@ -240,6 +272,25 @@ fn connection_errors_close_everything_and_queue_goaway() {
             ErrorCode::ProtocolError,
         ),
         (
+            "hpack garbage",
+            frame(
+                FrameType::Headers,
+                END_HEADERS,
+                1,
+                &[0xff, 0xff, 0xff, 0xff, 0xff, 0x7f],
+            ),
+            ErrorCode::CompressionError,
+        ),
+    ];
+    for (name, bytes, code) in cases {
+        check_connection_error(name, &bytes, code);
+    }
+}
+
+#[test]
+fn stream_state_errors_close_everything_and_queue_goaway() {
+    let cases: Vec<(&str, Vec<u8>, ErrorCode)> = vec![
+        (
             "data on an idle stream",
             data(7, b"x", false),
             ErrorCode::ProtocolError,
@@ -264,16 +315,16 @@ fn connection_errors_close_everything_and_queue_goaway() {
             frame(FrameType::PushPromise, END_HEADERS, 1, &[0, 0, 0, 2]),
             ErrorCode::ProtocolError,
         ),
-        (
-            "hpack garbage",
-            frame(
-                FrameType::Headers,
-                END_HEADERS,
-                1,
-                &[0xff, 0xff, 0xff, 0xff, 0xff, 0x7f],
-            ),
-            ErrorCode::CompressionError,
-        ),
+    ];
+    for (name, bytes, code) in cases {
+        check_connection_error(name, &bytes, code);
+    }
+}
+
+#[test]
+fn connection_frame_errors_close_everything_and_queue_goaway() {
+    let big = vec![0u8; 16_385];
+    let cases: Vec<(&str, Vec<u8>, ErrorCode)> = vec![
         (
             "frame over 16 KiB",
             frame(FrameType::Data, 0, 1, &big[..16_385]),
@@ -291,32 +342,7 @@ fn connection_errors_close_everything_and_queue_goaway() {
         ),
     ];
     for (name, bytes, code) in cases {
-        let mut h = Harness::new();
-        h.s.open(REQ, &[], true).unwrap();
-        h.s.open(REQ, &[], true).unwrap();
-        h.out();
-        let err = h.feed(&bytes).expect_err(name);
-        assert_eq!(err.code, code, "{name}: {err}");
-        let events = h.take();
-        assert_eq!(events.len(), 2, "{name}: {events:?}");
-        assert!(events
-            .iter()
-            .all(|e| protocol_mentions(e, "connection error")));
-        let frames = h.out();
-        assert_eq!(
-            frames.last().map(|f| f.kind),
-            Some(FrameType::GoAway),
-            "{name}"
-        );
-        assert_eq!(
-            h.feed(&settings(&[])),
-            Err(err.clone()),
-            "{name}: error repeats"
-        );
-        assert_eq!(h.s.failure(), Some(&err));
-        assert!(!h.s.can_open());
-        assert_eq!(h.s.send(1, b"", true), Err(SendError::NotOpen(1)));
-        assert!(h.s.is_done());
+        check_connection_error(name, &bytes, code);
     }
 }
 
