@@ -7,11 +7,11 @@
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use super::conn::sample_delay;
+use super::delay::sample_delay;
 use super::models::{find_model, Compute, EnsembleStep, ModelDef, TensorData, MODELS};
 use super::sequence::SeqControl;
+use super::state::Shared;
 use super::stats::InferTiming;
-use super::worker::Shared;
 
 /// What running a model needs besides its inputs.
 pub struct Env<'a> {

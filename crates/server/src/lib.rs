@@ -17,6 +17,7 @@ mod chunked;
 mod cli;
 mod conn;
 mod cuda_shm;
+mod delay;
 mod execute;
 mod generate;
 mod grpc;
@@ -28,12 +29,15 @@ mod models;
 mod openai;
 mod openai_log;
 mod openai_request;
+mod openai_state;
 mod openai_stream;
+mod reply;
 mod repository;
 mod request_log;
 mod routes;
 pub mod sequence;
 mod shm;
+mod state;
 mod stats;
 mod tls;
 mod torchserve;
@@ -63,30 +67,24 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use mio::{Poll, Waker};
 
 use inferperf_client::error::{Error, Result};
-use worker::{Shared, Worker, WAKER};
+use state::Shared;
+use worker::{Worker, WAKER};
 
 pub use repository::ControlMode;
 pub use request_log::ARRIVALS_KEPT;
 
 pub use cli::serve_main;
-pub use openai::{OpenAiConfig, DEFAULT_OPENAI_MODEL};
+pub use delay::{parse_delay, parse_delay_value, Delay};
 pub use openai_log::TOKEN_LOG_REQUESTS;
+pub use openai_state::{OpenAiConfig, DEFAULT_OPENAI_MODEL};
 pub use stats::{Counters, ModelCounters};
 pub use tls::TlsFiles;
 pub use trace::{TraceSettings, TraceUpdate};
-
-/// A model's compute delay, added to its real compute time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delay {
-    Fixed(Duration),
-    /// Uniformly random between the two bounds (inclusive).
-    Uniform(Duration, Duration),
-}
 
 /// How to run the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,62 +130,6 @@ impl Default for ServeConfig {
             load_models: Vec::new(),
         }
     }
-}
-
-/// Parses `2ms`, `1.5s`, `500us` (also `µs`), `750ns` into a duration.
-fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number.parse().ok()?;
-    let ns_per_unit = match unit {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        _ => return None,
-    };
-    let ns = value * ns_per_unit;
-    (ns.is_finite() && ns <= 3.6e12).then(|| Duration::from_nanos(ns.round() as u64))
-}
-
-/// Parses a `--delay` value: `MODEL=DURATION` or `MODEL=LOW..HIGH` (uniformly random).
-pub fn parse_delay(spec: &str) -> Result<(String, Delay)> {
-    let bad = |why: &str| Error::usage(format!("--delay '{spec}': {why}"));
-    let (model, value) = spec
-        .split_once('=')
-        .ok_or_else(|| bad("expected MODEL=SPEC"))?;
-    let model = model.trim();
-    if model.is_empty() {
-        return Err(bad("missing model name"));
-    }
-    Ok((model.to_string(), delay_value(value, bad)?))
-}
-
-/// Parses a delay flag's value without a model (e.g. `--openai-ttft 50ms` or `1ms..3ms`);
-/// `flag` names the flag in the error.
-pub fn parse_delay_value(flag: &str, value: &str) -> Result<Delay> {
-    delay_value(value, |why| {
-        Error::usage(format!("{flag} '{value}': {why}"))
-    })
-}
-
-/// `DURATION` or `LOW..HIGH`; `bad` builds the error from the reason.
-fn delay_value(value: &str, bad: impl Fn(&str) -> Error) -> Result<Delay> {
-    let duration = |text: &str| {
-        parse_duration(text).ok_or_else(|| bad("durations look like 2ms, 500us, 1.5s or 750ns"))
-    };
-    let delay = match value.split_once("..") {
-        None => Delay::Fixed(duration(value)?),
-        Some((low, high)) => {
-            let (low, high) = (duration(low)?, duration(high)?);
-            if low > high {
-                return Err(bad("the low end of the range is above the high end"));
-            }
-            Delay::Uniform(low, high)
-        }
-    };
-    Ok(delay)
 }
 
 /// A running server; stopping it (or dropping it) stops and joins its threads.
@@ -424,7 +366,7 @@ pub fn start(cfg: ServeConfig) -> Result<ServerHandle> {
         None => None,
     };
     let mut shared = Shared::new(delays, serial);
-    shared.openai = openai::OpenAiState::new(cfg.openai.clone())?;
+    shared.openai = openai_state::OpenAiState::new(cfg.openai.clone())?;
     shared.repo =
         repository::Repository::new(cfg.control_mode, &cfg.load_models).map_err(Error::usage)?;
     let shared = Arc::new(shared);
@@ -496,48 +438,7 @@ pub fn model_names() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn delay_specs() {
-        let ms = Duration::from_millis;
-        let us = Duration::from_micros;
-        let ok: [(&str, &str, Delay); 6] = [
-            ("simple=2ms", "simple", Delay::Fixed(ms(2))),
-            (
-                "simple=500us..3ms",
-                "simple",
-                Delay::Uniform(us(500), ms(3)),
-            ),
-            (
-                "identity_fp32=1.5s",
-                "identity_fp32",
-                Delay::Fixed(ms(1500)),
-            ),
-            ("x=750ns", "x", Delay::Fixed(Duration::from_nanos(750))),
-            ("x=10µs", "x", Delay::Fixed(us(10))),
-            (" y =0ms..0ms", "y", Delay::Uniform(ms(0), ms(0))),
-        ];
-        for (spec, model, delay) in ok {
-            assert_eq!(
-                parse_delay(spec).unwrap(),
-                (model.to_string(), delay),
-                "{spec}"
-            );
-        }
-        for bad in [
-            "simple",
-            "=2ms",
-            "simple=2",
-            "simple=ms",
-            "simple=3ms..1ms",
-            "simple=2h",
-            "s=1e9s",
-        ] {
-            let err = parse_delay(bad).unwrap_err();
-            assert_eq!(err.exit_code(), 99, "{bad}");
-            assert!(err.msg.starts_with("--delay"), "{bad}: {}", err.msg);
-        }
-    }
+    use std::time::Duration;
 
     #[test]
     fn start_rejects_bad_config() {

@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::conn::sample_delay;
+use super::delay::sample_delay;
+use super::delay::Delay;
 use super::models::MODEL_VERSION;
 use super::openai_request::{Endpoint, GenRequest};
-use super::Delay;
 
 /// The message of the injected mid-stream error (`"inferperf_fault": "error_event"`).
 const FAULT_MESSAGE: &str = "injected fault (inferperf_fault=error_event)";

@@ -38,8 +38,8 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio_rustls::TlsAcceptor;
 
+use super::state::Shared;
 use super::tls;
-use super::worker::Shared;
 use inferperf_client::error::{Error, Result};
 use service::Service;
 

@@ -25,15 +25,15 @@ use super::wire::{
     answer_unary, code, send_message, send_status, start_response, Encoding, MessageSource, Next,
     Status,
 };
-use crate::conn::sample_delay;
 use crate::cuda_shm;
+use crate::delay::sample_delay;
 use crate::execute::{execute, Env};
 use crate::infer::decoupled_refusal;
 use crate::models::MODELS;
 use crate::sequence::SeqControl;
 use crate::shm;
+use crate::state::Shared;
 use crate::stats::InferTiming;
-use crate::worker::Shared;
 use inferperf_client::protocol::grpc::pb::inference as pb;
 
 const SERVICE_PREFIX: &str = "/inference.GRPCInferenceService/";
