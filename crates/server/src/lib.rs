@@ -13,10 +13,8 @@
 //! `generate` (the same LLM through Triton's generate extension; `grpc` serves it too),
 //! `metrics` (`GET /metrics`: Triton-style Prometheus gauges of two fake GPUs).
 
-mod chunked;
 mod cli;
 mod conn;
-mod cuda_shm;
 mod delay;
 mod execute;
 mod generate;

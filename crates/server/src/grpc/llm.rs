@@ -15,10 +15,9 @@ use bytes::Bytes;
 use h2::SendStream;
 
 use super::convert::{bool_param, EMPTY_FINAL, FINAL_RESPONSE};
-use super::service::send_stream_response;
 use super::sleep::sleep_until;
 use super::unary::{config_of, metadata_of, model_config, model_metadata, model_ready};
-use super::wire::Status;
+use super::wire::{send_stream_response, Status};
 use crate::delay::sample_delay;
 use crate::generate::{optional_input, LLM_MODEL, MAX_TOKENS, STREAM, TEXT_INPUT, TEXT_OUTPUT};
 use crate::models::MODEL_VERSION;

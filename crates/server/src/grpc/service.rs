@@ -22,16 +22,15 @@ use super::llm;
 use super::sleep::sleep_until;
 use super::unary;
 use super::wire::{
-    answer_unary, code, send_message, send_status, start_response, Encoding, MessageSource, Next,
-    Status,
+    answer_unary, code, send_message, send_status, send_stream_response, start_response, Encoding,
+    MessageSource, Next, Status,
 };
-use crate::cuda_shm;
 use crate::delay::sample_delay;
 use crate::execute::{execute, Env};
 use crate::infer::decoupled_refusal;
 use crate::models::MODELS;
 use crate::sequence::SeqControl;
-use crate::shm;
+use crate::shm::{self, cuda as cuda_shm};
 use crate::state::Shared;
 use crate::stats::InferTiming;
 use inferperf_client::protocol::grpc::pb::inference as pb;
@@ -354,24 +353,6 @@ impl Service {
         }
         send_status(&mut send, &Status::new(code::OK, ""));
     }
-}
-
-/// Sends a response or an error on the stream.
-pub(super) fn send_stream_response(
-    send: &mut SendStream<Bytes>,
-    result: Result<pb::ModelInferResponse, String>,
-) -> Result<(), h2::Error> {
-    let msg = match result {
-        Ok(response) => pb::ModelStreamInferResponse {
-            error_message: String::new(),
-            infer_response: Some(response),
-        },
-        Err(error_message) => pb::ModelStreamInferResponse {
-            error_message,
-            infer_response: None,
-        },
-    };
-    send_message(send, &msg)
 }
 
 /// An error for one stream request: `error_message`, plus the request's model and id so the
