@@ -6,7 +6,7 @@
 //! (pipelined ones in order); a response whose model has a delay is held in the connection's
 //! queue until its deadline, and everything behind it waits too, so responses stay in order
 //! without ever blocking the loop. An OpenAI event stream sits in the same queue and re-arms
-//! its own deadline for each event (see `openai_stream`).
+//! its own deadline for each event (see `llm::stream`).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -18,11 +18,11 @@ use mio::net::TcpStream;
 
 use super::delay::sample_delay;
 use super::execute::Env;
-use super::generate;
 use super::http::{write_error_json, write_head, BodyAt, Progress, RequestReader, CONTINUE_100};
 use super::http::{MAX_BODY_BYTES, MAX_HEAD_BYTES};
-use super::openai::{self, OaiReply};
-use super::openai_stream::SseStream;
+use super::llm::generate;
+use super::llm::openai::{self, OaiReply};
+use super::llm::stream::SseStream;
 use super::reply::InferDone;
 use super::reply::{Outcome, Request, JSON};
 use super::routes::route;

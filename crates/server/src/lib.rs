@@ -5,30 +5,33 @@
 //! with the default single thread (the benchmark setup) that is exactly one pinned loop. With
 //! several threads every loop sees the accept edge and the kernel hands each connection to one.
 //!
-//! Roles: `conn` (event loop, connections, deadlines), `http` (request parsing, response
-//! framing), `routes` (URL routing, metadata endpoints), `infer` (infer requests), `models`
-//! (model definitions and compute), `stats` (counters and their JSON), `cli` (`serve_main`),
-//! `grpc` (the gRPC endpoint on a tokio runtime thread), `tls` (PEM loading, HTTPS front),
-//! `openai*` (the OpenAI-compatible `/v1/...` endpoints of a fake LLM, streamed over SSE),
-//! `generate` (the same LLM through Triton's generate extension; `grpc` serves it too),
-//! `metrics` (`GET /metrics`: Triton-style Prometheus gauges of two fake GPUs).
+//! Layers, each importing only from those below it:
+//! - front ends: `cli` (`serve_main`), `worker` (one thread's mio loop) over `conn` (reads,
+//!   held answers, writes); `grpc` (gRPC, TF Serving and the HTTPS front on a tokio runtime
+//!   thread) with `tls` (PEM loading, handshakes);
+//! - dispatch: `routes` (HTTP URL routing, health, metadata, statistics, trace settings);
+//! - endpoints: `infer` (KServe v2 infer requests), `llm` (the fake LLM behind the OpenAI
+//!   `/v1/...` endpoints and Triton's generate extension), `torchserve`, `metrics`
+//!   (Triton-style Prometheus gauges of two fake GPUs);
+//! - model core: `execute` (running a model or an ensemble) over `state` (what every thread
+//!   shares);
+//! - stores and shared types: `models` (definitions and compute), `sequence`, `repository`,
+//!   `stats`, `trace`, `request_log`, `shm` (system and CUDA shared memory regions, with their
+//!   HTTP and gRPC calls), `llm::state` (the LLM settings and token log), `json_data`, `reply`
+//!   (what an endpoint hands the connection), `delay`, `http` (request parsing, limits,
+//!   response framing).
 
 mod cli;
 mod conn;
 mod delay;
 mod execute;
-mod generate;
 mod grpc;
 mod http;
 mod infer;
 mod json_data;
+mod llm;
 mod metrics;
 mod models;
-mod openai;
-mod openai_log;
-mod openai_request;
-mod openai_state;
-mod openai_stream;
 mod reply;
 mod repository;
 mod request_log;
@@ -78,8 +81,8 @@ pub use request_log::ARRIVALS_KEPT;
 
 pub use cli::serve_main;
 pub use delay::{parse_delay, parse_delay_value, Delay};
-pub use openai_log::TOKEN_LOG_REQUESTS;
-pub use openai_state::{OpenAiConfig, DEFAULT_OPENAI_MODEL};
+pub use llm::log::TOKEN_LOG_REQUESTS;
+pub use llm::state::{OpenAiConfig, DEFAULT_OPENAI_MODEL};
 pub use stats::{Counters, ModelCounters};
 pub use tls::TlsFiles;
 pub use trace::{TraceSettings, TraceUpdate};
@@ -364,7 +367,7 @@ pub fn start(cfg: ServeConfig) -> Result<ServerHandle> {
         None => None,
     };
     let mut shared = Shared::new(delays, serial);
-    shared.openai = openai_state::OpenAiState::new(cfg.openai.clone())?;
+    shared.openai = llm::state::OpenAiState::new(cfg.openai.clone())?;
     shared.repo =
         repository::Repository::new(cfg.control_mode, &cfg.load_models).map_err(Error::usage)?;
     let shared = Arc::new(shared);

@@ -4,9 +4,9 @@
 use serde_json::json;
 
 use super::execute::Env;
-use super::generate;
 use super::http::Method;
 use super::infer::infer;
+use super::llm::generate;
 use super::models::{find_model, MODELS, MODEL_VERSION};
 use super::reply::{error_reply, json_reply, Outcome, Reply, Request, BINARY, JSON};
 use super::repository;

@@ -5,8 +5,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use super::delay::Delay;
+use super::llm::state::OpenAiState;
 use super::models::MODELS;
-use super::openai_state::OpenAiState;
 use super::repository::Repository;
 use super::request_log::{ArrivalLog, ARRIVALS_KEPT};
 use super::sequence::Sequences;

@@ -3,8 +3,8 @@
 //! `POST /v1/embeddings`, backed by a fake model with exact output lengths and configurable
 //! pacing, so LLM-metric clients can be tested against known TTFT, ITL and token counts.
 //!
-//! Roles: this file (settings, routing, whole answers), `openai_request` (request bodies,
-//! error body), `openai_stream` (the SSE stream), `openai_log` (when tokens were sent).
+//! This file routes and writes whole answers; `request` parses bodies, `stream` writes the
+//! SSE stream, `state` holds the settings and `log` when tokens were sent.
 //! The connection layer (`conn`) paces both kinds of answer on its deadline queue.
 
 use std::sync::Arc;
@@ -12,12 +12,12 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use super::delay::{next_random, sample_delay};
-use super::http::Method;
-use super::openai_request::{parse_embeddings, parse_generation, ApiError, Endpoint, GenRequest};
-use super::openai_state::OpenAiState;
-use super::openai_stream::{full_answer_delay, Answer, Pace, SseStream, UsageLayout};
-use super::reply::Request;
+use super::request::{parse_embeddings, parse_generation, ApiError, Endpoint, GenRequest};
+use super::state::OpenAiState;
+use super::stream::{full_answer_delay, Answer, Pace, SseStream, UsageLayout};
+use crate::delay::{next_random, sample_delay};
+use crate::http::Method;
+use crate::reply::Request;
 
 /// How the connection must send an OpenAI answer.
 #[derive(Debug)]
@@ -208,7 +208,7 @@ fn embeddings(body: &[u8], state: &OpenAiState, out: &mut Vec<u8>) -> OaiReply {
 mod tests {
     use super::*;
     use crate::delay::Delay;
-    use crate::openai_state::OpenAiConfig;
+    use crate::llm::state::OpenAiConfig;
     use std::time::Duration;
 
     fn call(method: Method, path: &str, body: &str, state: &OpenAiState) -> (OaiReply, Value) {

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::delay::Delay;
-use super::openai_log::{TokenLog, TOKEN_LOG_REQUESTS};
+use super::log::{TokenLog, TOKEN_LOG_REQUESTS};
+use crate::delay::Delay;
 use inferperf_client::error::{Error, Result};
 
 /// Model name `/v1/models` lists and requests must use, unless configured.

@@ -8,14 +8,14 @@
 
 use serde_json::{json, Map, Value};
 
-use super::http::{write_error_json, Method};
-use super::models::{find_model, Compute, ModelDef, TensorSpec, MODEL_VERSION};
 use super::openai::{start_generation, OaiReply};
-use super::openai_request::{
+use super::request::{
     faults, object, output_tokens, words, ApiError, Endpoint, GenRequest, DEFAULT_MAX_TOKENS,
 };
-use super::openai_state::{OpenAiState, DEFAULT_OPENAI_MODEL};
-use super::reply::Request;
+use super::state::{OpenAiState, DEFAULT_OPENAI_MODEL};
+use crate::http::{write_error_json, Method};
+use crate::models::{find_model, Compute, ModelDef, TensorSpec, MODEL_VERSION};
+use crate::reply::Request;
 use inferperf_client::tensor::DataType;
 
 /// Input carrying the prompt: BYTES, one element.
