@@ -9,8 +9,11 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
-use super::{model_names, parse_delay, parse_delay_value, start, ServeConfig, TlsFiles};
-use super::{ControlMode, Delay, OpenAiConfig, DEFAULT_OPENAI_MODEL};
+use super::delay::{parse_delay, parse_delay_value, Delay};
+use super::llm::state::{OpenAiConfig, DEFAULT_OPENAI_MODEL};
+use super::repository::ControlMode;
+use super::serve::{model_names, start, ServeConfig};
+use super::tls::TlsFiles;
 use inferperf_client::error::{Error, Result};
 
 /// How often the main thread checks for a stop signal or the end of `--duration`.
@@ -309,7 +312,7 @@ fn keep_large_blocks_mapped() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Delay;
+    use crate::delay::Delay;
 
     fn args(line: &str) -> Vec<OsString> {
         line.split_whitespace().map(OsString::from).collect()

@@ -194,8 +194,8 @@ fn ensemble_outputs<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::delay::Delay;
     use crate::sequence::SeqId;
-    use crate::Delay;
 
     fn i32s(v: &[i32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()

@@ -443,7 +443,7 @@ async fn unary<Req: Message + Default, Resp: Message>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Delay;
+    use crate::delay::Delay;
 
     fn service(serial: bool) -> Service {
         let shared = Arc::new(Shared::new(
