@@ -9,8 +9,11 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
-use super::{model_names, parse_delay, parse_delay_value, start, ServeConfig, TlsFiles};
-use super::{ControlMode, Delay, OpenAiConfig, DEFAULT_OPENAI_MODEL};
+use super::delay::{parse_delay, parse_delay_value, Delay};
+use super::llm::state::{OpenAiConfig, DEFAULT_OPENAI_MODEL};
+use super::repository::ControlMode;
+use super::serve::{model_names, start, ServeConfig};
+use super::tls::TlsFiles;
 use inferperf_client::error::{Error, Result};
 
 /// How often the main thread checks for a stop signal or the end of `--duration`.
@@ -112,6 +115,33 @@ fn flag_args(args: Vec<OsString>) -> Vec<OsString> {
     rest.collect()
 }
 
+/// `--duration SECS`: a positive number of seconds.
+fn run_duration(secs: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            Error::usage(format!(
+                "--duration {secs}: expected a positive number of seconds"
+            ))
+        })
+}
+
+/// The fake LLM's settings from the `--openai-*` flags.
+fn openai_config(flags: &ServeArgs) -> Result<OpenAiConfig> {
+    let pace = |flag: &str, value: &Option<String>| match value {
+        Some(v) => parse_delay_value(flag, v),
+        None => Ok(Delay::Fixed(Duration::ZERO)),
+    };
+    Ok(OpenAiConfig {
+        model: flags.openai_model.clone(),
+        ttft: pace("--openai-ttft", &flags.openai_ttft)?,
+        itl: pace("--openai-itl", &flags.openai_itl)?,
+        tokens_per_chunk: flags.openai_tokens_per_chunk,
+        usage_on_last: flags.openai_usage_on_last,
+    })
+}
+
 fn parse(args: Vec<OsString>) -> Result<Parsed> {
     let argv = std::iter::once(OsString::from("inferperf serve")).chain(flag_args(args));
     let flags = match ServeArgs::try_parse_from(argv) {
@@ -131,19 +161,7 @@ fn parse(args: Vec<OsString>) -> Result<Parsed> {
         .ok()
         .and_then(|mut addrs| addrs.next())
         .ok_or_else(|| Error::usage(format!("--host '{}': cannot resolve", flags.host)))?;
-    let duration = match flags.duration {
-        None => None,
-        Some(secs) => Some(
-            Duration::try_from_secs_f64(secs)
-                .ok()
-                .filter(|d| !d.is_zero())
-                .ok_or_else(|| {
-                    Error::usage(format!(
-                        "--duration {secs}: expected a positive number of seconds"
-                    ))
-                })?,
-        ),
-    };
+    let duration = flags.duration.map(run_duration).transpose()?;
     let delays = flags
         .delays
         .iter()
@@ -162,17 +180,7 @@ fn parse(args: Vec<OsString>) -> Result<Parsed> {
         DEFAULT_GRPC_PORT
     });
     let grpc_addr = (!flags.no_grpc).then(|| SocketAddr::new(addr.ip(), grpc_port));
-    let pace = |flag: &str, value: &Option<String>| match value {
-        Some(v) => parse_delay_value(flag, v),
-        None => Ok(Delay::Fixed(Duration::ZERO)),
-    };
-    let openai = OpenAiConfig {
-        model: flags.openai_model,
-        ttft: pace("--openai-ttft", &flags.openai_ttft)?,
-        itl: pace("--openai-itl", &flags.openai_itl)?,
-        tokens_per_chunk: flags.openai_tokens_per_chunk,
-        usage_on_last: flags.openai_usage_on_last,
-    };
+    let openai = openai_config(&flags)?;
     let control_mode = ControlMode::parse(&flags.model_control_mode).unwrap_or_default();
     if control_mode != ControlMode::Explicit && !flags.load_model.is_empty() {
         return Err(Error::usage(
@@ -304,7 +312,7 @@ fn keep_large_blocks_mapped() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Delay;
+    use crate::delay::Delay;
 
     fn args(line: &str) -> Vec<OsString> {
         line.split_whitespace().map(OsString::from).collect()

@@ -6,7 +6,7 @@
 //! (pipelined ones in order); a response whose model has a delay is held in the connection's
 //! queue until its deadline, and everything behind it waits too, so responses stay in order
 //! without ever blocking the loop. An OpenAI event stream sits in the same queue and re-arms
-//! its own deadline for each event (see `openai_stream`).
+//! its own deadline for each event (see `llm::stream`).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -16,17 +16,18 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 
+use super::delay::sample_delay;
 use super::execute::Env;
-use super::generate;
 use super::http::{write_error_json, write_head, BodyAt, Progress, RequestReader, CONTINUE_100};
 use super::http::{MAX_BODY_BYTES, MAX_HEAD_BYTES};
-use super::infer::InferDone;
-use super::openai::{self, OaiReply};
-use super::openai_stream::SseStream;
-use super::routes::{route, Outcome, Request, JSON};
+use super::llm::generate;
+use super::llm::openai::{self, OaiReply};
+use super::llm::stream::SseStream;
+use super::reply::InferDone;
+use super::reply::{Outcome, Request, JSON};
+use super::routes::route;
+use super::state::Shared;
 use super::stats::{InferTiming, Stats};
-use super::worker::Shared;
-use super::Delay;
 
 /// Initial (and idle) read buffer per connection, bytes; it grows for larger requests.
 pub const READ_BUF: usize = 16 * 1024;
@@ -241,31 +242,6 @@ pub struct Ctx<'a> {
     pub busy_until: &'a mut [Instant],
     /// The connection's slot in the worker (for its timers).
     pub slot: usize,
-}
-
-/// xorshift64*: a small, fast generator for uniform delays (quality is ample for jitter).
-pub(super) fn next_random(state: &mut u64) -> u64 {
-    let mut x = *state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-}
-
-pub(super) fn sample_delay(delay: &Delay, rng: &mut u64) -> Duration {
-    match *delay {
-        Delay::Fixed(d) => d,
-        Delay::Uniform(lo, hi) => {
-            let span = nanos(hi.saturating_sub(lo));
-            let offset = if span == 0 {
-                0
-            } else {
-                next_random(rng) % (span + 1)
-            };
-            lo + Duration::from_nanos(offset)
-        }
-    }
 }
 
 /// Writes a framed response (produced by `write`) straight out, or holds it behind earlier
@@ -567,31 +543,5 @@ pub fn abandon(conn: &mut Conn, stats: &Stats) {
         if let Some(c) = held.commit {
             commit(stats, &c, now);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn uniform_delay_stays_in_range() {
-        let mut rng = 12345u64;
-        let (lo, hi) = (Duration::from_micros(500), Duration::from_millis(3));
-        let samples: Vec<Duration> = (0..1000)
-            .map(|_| sample_delay(&Delay::Uniform(lo, hi), &mut rng))
-            .collect();
-        assert!(samples.iter().all(|d| *d >= lo && *d <= hi));
-        let below_mid = samples
-            .iter()
-            .filter(|d| **d < Duration::from_micros(1750))
-            .count();
-        assert!(
-            (350..650).contains(&below_mid),
-            "{below_mid} of 1000 below the midpoint"
-        );
-        let fixed = Delay::Fixed(Duration::from_millis(2));
-        assert_eq!(sample_delay(&fixed, &mut rng), Duration::from_millis(2));
-        assert_eq!(sample_delay(&Delay::Uniform(lo, lo), &mut rng), lo);
     }
 }

@@ -7,11 +7,11 @@
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use super::conn::sample_delay;
+use super::delay::sample_delay;
 use super::models::{find_model, Compute, EnsembleStep, ModelDef, TensorData, MODELS};
 use super::sequence::SeqControl;
+use super::state::Shared;
 use super::stats::InferTiming;
-use super::worker::Shared;
 
 /// What running a model needs besides its inputs.
 pub struct Env<'a> {
@@ -194,8 +194,8 @@ fn ensemble_outputs<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::delay::Delay;
     use crate::sequence::SeqId;
-    use crate::Delay;
 
     fn i32s(v: &[i32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()

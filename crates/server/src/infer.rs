@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::execute::{execute, Env};
 use super::json_data::{json_to_bytes, write_json_data};
 use super::models::{ModelDef, TensorData, TensorSpec, MODEL_VERSION};
+use super::reply::InferDone;
 use super::sequence::SeqControl;
 use super::shm::{ShmRef, ShmRegions};
 use inferperf_client::tensor::{split_bytes_elements, DataType};
@@ -71,25 +72,6 @@ impl TensorParams {
         );
         ShmRef::parse(tensor, region, size, self.shared_memory_offset)
     }
-}
-
-/// A successful inference: what the statistics need, and how the response was framed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InferDone {
-    pub batch_size: usize,
-    /// Tensor data bytes of all inputs.
-    pub input_bytes: u64,
-    /// Parsing and validating the request, ns.
-    pub input_ns: u64,
-    /// The model's compute (without any configured delay), ns.
-    pub infer_ns: u64,
-    /// Encoding the response, ns.
-    pub output_ns: u64,
-    /// JSON bytes before the binary output data, when any output is binary.
-    pub header_len: Option<usize>,
-    /// Configured delays of the composing models an ensemble ran: the response waits for
-    /// them on top of the model's own delay.
-    pub composing_delay: Duration,
 }
 
 fn elapsed_ns(since: Instant) -> u64 {

@@ -1,7 +1,7 @@
 //! Tests of `infer`: request decoding, execution and response encoding.
 use super::*;
 use crate::models::{find_model, MODELS};
-use crate::worker::Shared;
+use crate::state::Shared;
 
 fn model(name: &str) -> &'static ModelDef {
     &MODELS[find_model(name).unwrap()]

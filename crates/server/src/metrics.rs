@@ -13,7 +13,7 @@
 
 use std::fmt::Write as _;
 
-use super::routes::{Outcome, Reply};
+use super::reply::{Outcome, Reply};
 use super::stats::Counters;
 
 /// The exposition format's content type (version 0.0.4).

@@ -1,18 +1,17 @@
 //! URL routing and the non-infer endpoints (health, server/model metadata, config, stats,
 //! trace settings).
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::execute::Env;
-use super::generate;
-use super::http::{write_error_json, Method};
-use super::infer::{infer, InferDone};
+use super::http::Method;
+use super::infer::infer;
+use super::llm::generate;
 use super::models::{find_model, MODELS, MODEL_VERSION};
+use super::reply::{error_reply, json_reply, Outcome, Reply, Request, BINARY, JSON};
 use super::repository;
 use super::trace::{settings_from_json, settings_to_json};
 
-pub const JSON: &str = "application/json";
-pub const BINARY: &str = "application/octet-stream";
 /// Protocol extensions the server metadata lists (HTTP `GET /v2` and gRPC ServerMetadata):
 /// those of Triton's list that this server implements, in Triton's order (the same in every
 /// model control mode).
@@ -28,57 +27,6 @@ pub const EXTENSIONS: [&str; 10] = [
     "statistics",
     "trace",
 ];
-
-/// What the connection layer needs to know about an answered request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Not an inference (metadata, health, stats, or an error before a model was found).
-    Plain,
-    /// A successful inference on model `model` (index into `MODELS`).
-    Inferred { model: usize, done: InferDone },
-    /// A failed inference on a known model.
-    InferFailed { model: usize },
-}
-
-/// A response: status, framing and outcome; its body was written into the caller's buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reply {
-    pub status: u16,
-    pub content_type: &'static str,
-    pub inference_header_len: Option<usize>,
-    pub outcome: Outcome,
-}
-
-impl Reply {
-    fn plain(status: u16) -> Reply {
-        Reply {
-            status,
-            content_type: JSON,
-            inference_header_len: None,
-            outcome: Outcome::Plain,
-        }
-    }
-}
-
-fn json_reply(out: &mut Vec<u8>, value: &Value) -> Reply {
-    // Serialising a Value into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, value);
-    Reply::plain(200)
-}
-
-fn error_reply(out: &mut Vec<u8>, status: u16, msg: &str) -> Reply {
-    out.clear();
-    write_error_json(out, msg);
-    Reply::plain(status)
-}
-
-/// The request parts routing needs.
-pub struct Request<'a> {
-    pub method: Method,
-    pub path: &'a str,
-    pub inference_header_len: Option<usize>,
-    pub body: &'a [u8],
-}
 
 /// Answers one request, writing the response body into `out` (which must be empty).
 pub fn route(req: &Request, env: &mut Env, out: &mut Vec<u8>) -> Reply {
@@ -339,7 +287,8 @@ fn llm_route(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::worker::Shared;
+    use crate::state::Shared;
+    use serde_json::Value;
 
     fn shared() -> Shared {
         Shared::new(vec![None; MODELS.len()], vec![false; MODELS.len()])

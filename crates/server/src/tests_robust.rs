@@ -4,8 +4,8 @@ use super::execute::Env;
 use super::http::{Progress, RequestReader};
 use super::infer::infer;
 use super::models::MODELS;
+use super::state::Shared;
 use super::test_client::*;
-use super::worker::Shared;
 
 /// A small deterministic generator so failures reproduce.
 fn lcg(state: &mut u64) -> u64 {

@@ -8,6 +8,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -16,8 +17,10 @@ use rustls::{RootCertStore, ServerConfig};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
-use super::grpc::HANDSHAKE_TIMEOUT;
 use inferperf_client::error::{Error, Result};
+
+/// A TLS handshake that has not finished after this long is dropped.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// PEM files for TLS on both ports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,7 +104,7 @@ pub async fn front_http(listener: TcpListener, acceptor: TlsAcceptor, backend: S
         let tcp = match listener.accept().await {
             Ok((tcp, _)) => tcp,
             Err(_) => {
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
         };

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::http::{write_error_json, Method};
 use super::models::{find_model, MODEL_VERSION};
-use super::routes::{Outcome, Reply, Request, JSON};
+use super::reply::{Outcome, Reply, Request, JSON};
 
 /// The form parts TorchServe takes the input from.
 const INPUT_PARTS: [&str; 2] = ["data", "body"];

@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,68 +13,14 @@ use mio::{Events, Interest, Poll, Token};
 
 use super::conn::{abandon, pump, Conn, Ctx, Timers, READ_BUF};
 use super::models::MODELS;
-use super::openai::OpenAiState;
-use super::request_log::{ArrivalLog, ARRIVALS_KEPT};
-use super::sequence::Sequences;
-use super::stats::Stats;
-use super::trace::Trace;
-use super::Delay;
-use inferperf_client::clock::Clock;
+
+use super::state::Shared;
 use inferperf_client::timerfd::DeadlineTimer;
 
 pub const LISTENER: Token = Token(0);
 pub const WAKER: Token = Token(1);
 const TIMER: Token = Token(2);
 const FIRST_CONN: usize = 3;
-
-/// What every server thread shares.
-#[derive(Debug)]
-pub struct Shared {
-    pub stats: Stats,
-    /// Per model (index into `MODELS`): its configured compute delay.
-    pub delays: Vec<Option<Delay>>,
-    /// Per model: executions are serialised (see `ServeConfig::serial`).
-    pub serial: Vec<bool>,
-    pub stop: AtomicBool,
-    /// Live sequences of the sequence models.
-    pub sequences: Sequences,
-    /// Arrival times of infer requests, per model.
-    pub arrivals: ArrivalLog,
-    /// Trace settings received.
-    pub trace: Trace,
-    /// The clock of the arrival times.
-    pub clock: Clock,
-    /// OpenAI endpoint settings and the token send log.
-    pub openai: OpenAiState,
-    /// Registered system shared memory regions.
-    pub shm: super::shm::ShmRegions,
-    /// Which models are loaded (the model repository extension).
-    pub repo: super::repository::Repository,
-}
-
-impl Shared {
-    /// Fresh state for the given per-model delays and serial flags (indexed like `MODELS`).
-    pub fn new(delays: Vec<Option<Delay>>, serial: Vec<bool>) -> Shared {
-        Shared {
-            stats: Stats::new(),
-            delays,
-            serial,
-            stop: AtomicBool::new(false),
-            sequences: Sequences::default(),
-            arrivals: ArrivalLog::new(MODELS.len(), ARRIVALS_KEPT),
-            trace: Trace::default(),
-            clock: Clock::new(),
-            openai: OpenAiState::default(),
-            shm: Default::default(),
-            repo: Default::default(),
-        }
-    }
-
-    /// Logs the arrival of an infer request for model `index` at `at`.
-    pub fn log_arrival(&self, index: usize, at: Instant) {
-        self.arrivals.record(index, self.clock.at_ns(at));
-    }
-}
 
 /// One server thread's state.
 pub struct Worker {
@@ -119,7 +65,7 @@ impl Worker {
             shared,
             body: Vec::with_capacity(READ_BUF),
             rng: seed | 1,
-            busy_until: vec![Instant::now(); super::models::MODELS.len()],
+            busy_until: vec![Instant::now(); MODELS.len()],
         })
     }
 

@@ -15,17 +15,18 @@ use bytes::Bytes;
 use h2::SendStream;
 
 use super::convert::{bool_param, EMPTY_FINAL, FINAL_RESPONSE};
-use super::service::send_stream_response;
 use super::sleep::sleep_until;
 use super::unary::{config_of, metadata_of, model_config, model_metadata, model_ready};
-use super::wire::Status;
-use crate::conn::sample_delay;
-use crate::generate::{optional_input, LLM_MODEL, MAX_TOKENS, STREAM, TEXT_INPUT, TEXT_OUTPUT};
+use super::wire::{send_stream_response, Status};
+use crate::delay::sample_delay;
+use crate::llm::generate::{
+    optional_input, LLM_MODEL, MAX_TOKENS, STREAM, TEXT_INPUT, TEXT_OUTPUT,
+};
+use crate::llm::openai::sample_seed;
+use crate::llm::request::{words, Endpoint, GenRequest, DEFAULT_MAX_TOKENS, MAX_OUTPUT_TOKENS};
+use crate::llm::stream::{full_answer_delay, token_text, Pace};
 use crate::models::MODEL_VERSION;
-use crate::openai::sample_seed;
-use crate::openai_request::{words, Endpoint, GenRequest, DEFAULT_MAX_TOKENS, MAX_OUTPUT_TOKENS};
-use crate::openai_stream::{full_answer_delay, token_text, Pace};
-use crate::worker::Shared;
+use crate::state::Shared;
 use inferperf_client::protocol::grpc::pb::inference as pb;
 use inferperf_client::protocol::grpc::pb::inference::infer_parameter::ParameterChoice;
 use inferperf_client::protocol::grpc::pb::inference::model_infer_request::InferInputTensor;

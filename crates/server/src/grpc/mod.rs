@@ -38,13 +38,11 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio_rustls::TlsAcceptor;
 
-use super::tls;
-use super::worker::Shared;
+use super::state::Shared;
+use super::tls::{self, HANDSHAKE_TIMEOUT};
 use inferperf_client::error::{Error, Result};
 use service::Service;
 
-/// A TLS handshake that has not finished after this long is dropped.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Per-stream and per-connection receive windows, bytes: large enough that a request of a few
 /// MB arrives without waiting for window updates.
 const STREAM_WINDOW: u32 = 4 << 20;

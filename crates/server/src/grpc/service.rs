@@ -22,18 +22,17 @@ use super::llm;
 use super::sleep::sleep_until;
 use super::unary;
 use super::wire::{
-    answer_unary, code, send_message, send_status, start_response, Encoding, MessageSource, Next,
-    Status,
+    answer_unary, code, send_message, send_status, send_stream_response, start_response, Encoding,
+    MessageSource, Next, Status,
 };
-use crate::conn::sample_delay;
-use crate::cuda_shm;
+use crate::delay::sample_delay;
 use crate::execute::{execute, Env};
 use crate::infer::decoupled_refusal;
 use crate::models::MODELS;
 use crate::sequence::SeqControl;
-use crate::shm;
+use crate::shm::{self, cuda as cuda_shm};
+use crate::state::Shared;
 use crate::stats::InferTiming;
-use crate::worker::Shared;
 use inferperf_client::protocol::grpc::pb::inference as pb;
 
 const SERVICE_PREFIX: &str = "/inference.GRPCInferenceService/";
@@ -106,7 +105,6 @@ impl Service {
         let method = path.strip_prefix(SERVICE_PREFIX).unwrap_or("");
         let r = &mut respond;
         let shared = &*self.shared;
-        let stats = &shared.stats;
         match method {
             "ModelStreamInfer" => self.stream(source, respond).await,
             "ModelInfer" => {
@@ -116,50 +114,63 @@ impl Service {
                 };
                 answer_unary(r, result)
             }
+            m if m.contains("SharedMemory") => shared_memory_call(m, &mut source, r, shared).await,
+            _ => self.plain_call(method, path, &mut source, r).await,
+        }
+    }
+
+    /// Answers a health, metadata, statistics, repository or trace call (and an unknown
+    /// method with UNIMPLEMENTED).
+    async fn plain_call(
+        &self,
+        method: &str,
+        path: &str,
+        source: &mut MessageSource,
+        r: &mut SendResponse<Bytes>,
+    ) {
+        let shared = &*self.shared;
+        let stats = &shared.stats;
+        match method {
             "ServerLive" => {
-                unary(&mut source, r, |_: pb::ServerLiveRequest| {
+                unary(source, r, |_: pb::ServerLiveRequest| {
                     Ok(pb::ServerLiveResponse { live: true })
                 })
                 .await
             }
             "ServerReady" => {
-                unary(&mut source, r, |_: pb::ServerReadyRequest| {
+                unary(source, r, |_: pb::ServerReadyRequest| {
                     Ok(pb::ServerReadyResponse { ready: true })
                 })
                 .await
             }
-            "ModelReady" => unary(&mut source, r, |q| Ok(llm::ready(shared, &q))).await,
+            "ModelReady" => unary(source, r, |q| Ok(llm::ready(shared, &q))).await,
             "ServerMetadata" => {
-                unary(&mut source, r, |_: pb::ServerMetadataRequest| {
+                unary(source, r, |_: pb::ServerMetadataRequest| {
                     Ok(unary::server_metadata())
                 })
                 .await
             }
-            "ModelMetadata" => unary(&mut source, r, |q| llm::metadata(shared, &q)).await,
-            "ModelConfig" => unary(&mut source, r, |q| llm::config(shared, &q)).await,
+            "ModelMetadata" => unary(source, r, |q| llm::metadata(shared, &q)).await,
+            "ModelConfig" => unary(source, r, |q| llm::config(shared, &q)).await,
             "ModelStatistics" => {
-                unary(&mut source, r, |q| {
+                unary(source, r, |q| {
                     unary::model_statistics(stats, &shared.repo, &q)
                 })
                 .await
             }
             "RepositoryIndex" => {
                 let repo = &shared.repo;
-                unary(&mut source, r, |q| Ok(unary::repository_index(repo, &q))).await
+                unary(source, r, |q| Ok(unary::repository_index(repo, &q))).await
             }
             "RepositoryModelLoad" => {
-                unary(&mut source, r, |q| unary::repository_load(&shared.repo, &q)).await
+                unary(source, r, |q| unary::repository_load(&shared.repo, &q)).await
             }
             "RepositoryModelUnload" => {
-                unary(&mut source, r, |q| {
-                    unary::repository_unload(&shared.repo, &q)
-                })
-                .await
+                unary(source, r, |q| unary::repository_unload(&shared.repo, &q)).await
             }
-            m if m.contains("SharedMemory") => shared_memory_call(m, &mut source, r, shared).await,
             "TraceSetting" => {
                 let trace = &self.shared.trace;
-                unary(&mut source, r, |q| unary::trace_setting(trace, q)).await
+                unary(source, r, |q| unary::trace_setting(trace, q)).await
             }
             _ => answer_unary(
                 r,
@@ -356,24 +367,6 @@ impl Service {
     }
 }
 
-/// Sends a response or an error on the stream.
-pub(super) fn send_stream_response(
-    send: &mut SendStream<Bytes>,
-    result: Result<pb::ModelInferResponse, String>,
-) -> Result<(), h2::Error> {
-    let msg = match result {
-        Ok(response) => pb::ModelStreamInferResponse {
-            error_message: String::new(),
-            infer_response: Some(response),
-        },
-        Err(error_message) => pb::ModelStreamInferResponse {
-            error_message,
-            infer_response: None,
-        },
-    };
-    send_message(send, &msg)
-}
-
 /// An error for one stream request: `error_message`, plus the request's model and id so the
 /// client can tell which request failed.
 fn stream_error(
@@ -450,7 +443,7 @@ async fn unary<Req: Message + Default, Resp: Message>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Delay;
+    use crate::delay::Delay;
 
     fn service(serial: bool) -> Service {
         let shared = Arc::new(Shared::new(

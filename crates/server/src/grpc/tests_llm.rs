@@ -102,7 +102,7 @@ fn stream_sends_one_response_per_chunk_with_the_final_flag() {
             assert_eq!(flags, want);
             let text = joined(&got);
             assert_eq!(text.split_whitespace().count(), max_tokens as usize);
-            assert_eq!(text, crate::openai_stream::token_text(0, max_tokens as u32));
+            assert_eq!(text, crate::llm::stream::token_text(0, max_tokens as u32));
         }
         s.close();
         assert!(s.next().await.is_none());

@@ -12,6 +12,7 @@ use prost::Message;
 use inferperf_client::protocol::grpc::message::{
     write_message_prefix, MessageReader, MESSAGE_PREFIX_LEN,
 };
+use inferperf_client::protocol::grpc::pb::inference as pb;
 
 /// The gRPC status codes the server answers with.
 pub mod code {
@@ -264,6 +265,24 @@ pub fn answer_unary(respond: &mut SendResponse<Bytes>, result: Result<impl Messa
         }
         Err(status) => send_status(&mut send, &status),
     }
+}
+
+/// Sends a response or an error on the stream.
+pub fn send_stream_response(
+    send: &mut SendStream<Bytes>,
+    result: Result<pb::ModelInferResponse, String>,
+) -> Result<(), h2::Error> {
+    let msg = match result {
+        Ok(response) => pb::ModelStreamInferResponse {
+            error_message: String::new(),
+            infer_response: Some(response),
+        },
+        Err(error_message) => pb::ModelStreamInferResponse {
+            error_message,
+            infer_response: None,
+        },
+    };
+    send_message(send, &msg)
 }
 
 #[cfg(test)]

@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::conn::sample_delay;
-use super::models::MODEL_VERSION;
-use super::openai_request::{Endpoint, GenRequest};
-use super::Delay;
+use super::request::{Endpoint, GenRequest};
+use crate::delay::sample_delay;
+use crate::delay::Delay;
+use crate::models::MODEL_VERSION;
 
 /// The message of the injected mid-stream error (`"inferperf_fault": "error_event"`).
 const FAULT_MESSAGE: &str = "injected fault (inferperf_fault=error_event)";

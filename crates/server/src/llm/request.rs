@@ -88,7 +88,7 @@ impl ApiError {
     }
 }
 
-pub(super) fn object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+pub(crate) fn object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(ApiError::invalid(
@@ -114,7 +114,7 @@ fn check_model(req: &Map<String, Value>, served: &str) -> Result<(), ApiError> {
     }
 }
 
-pub(super) fn words(text: &str) -> u64 {
+pub(crate) fn words(text: &str) -> u64 {
     text.split_whitespace().count() as u64
 }
 
@@ -193,7 +193,7 @@ fn max_tokens(req: &Map<String, Value>) -> Result<u32, ApiError> {
 }
 
 /// An output-length field `name`: an integer in 1..=[`MAX_OUTPUT_TOKENS`].
-pub(super) fn output_tokens(name: &'static str, value: &Value) -> Result<u32, ApiError> {
+pub(crate) fn output_tokens(name: &'static str, value: &Value) -> Result<u32, ApiError> {
     value
         .as_u64()
         .filter(|n| (1..=u64::from(MAX_OUTPUT_TOKENS)).contains(n))
@@ -227,7 +227,7 @@ fn include_usage(req: &Map<String, Value>) -> Result<bool, ApiError> {
 }
 
 /// The test faults: `inferperf_fault` and `stall_ms`.
-pub(super) fn faults(req: &Map<String, Value>) -> Result<(bool, Duration), ApiError> {
+pub(crate) fn faults(req: &Map<String, Value>) -> Result<(bool, Duration), ApiError> {
     let error_event = match req.get("inferperf_fault") {
         None | Some(Value::Null) => false,
         Some(Value::String(f)) if f == "error_event" => true,

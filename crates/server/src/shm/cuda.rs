@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use inferperf_client::protocol::grpc::pb::inference as pb;
 use inferperf_client::shm::cuda_ffi::{runtime, CudaRuntime, IPC_HANDLE_BYTES};
 
-use super::shm::{remove_named, status_of, RegionTable, ShmRef};
+use super::table::{remove_named, status_entries, status_of, RegionTable, ShmRef};
 
 /// One registered region: the client's allocation opened in this process.
 struct Opened {
@@ -255,7 +255,7 @@ pub fn grpc_status(
 ) -> Result<pb::CudaSharedMemoryStatusResponse, String> {
     use pb::cuda_shared_memory_status_response::RegionStatus;
     let list = regions.status((!q.name.is_empty()).then_some(q.name.as_str()))?;
-    let regions = super::shm::status_entries(&list)
+    let regions = status_entries(&list)
         .map(|e| {
             let status = RegionStatus {
                 name: e.str("name"),

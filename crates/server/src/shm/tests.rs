@@ -5,8 +5,9 @@ use super::*;
 use crate::execute::Env;
 use crate::http::Method;
 use crate::models::MODELS;
-use crate::routes::{route, Request};
-use crate::worker::Shared;
+use crate::reply::Request;
+use crate::routes::route;
+use crate::state::Shared;
 use inferperf_client::shm::system::{region_name, test_lock, Region};
 
 fn shared() -> Shared {

@@ -1,6 +1,6 @@
 //! Decoding `Transfer-Encoding: chunked` request bodies incrementally, across reads.
 
-use super::http::{HttpError, MAX_BODY_BYTES};
+use super::error::{HttpError, MAX_BODY_BYTES};
 
 /// Longest chunk-size or trailer line, in bytes.
 const MAX_CHUNK_LINE: usize = 1024;

@@ -8,13 +8,14 @@
 
 use serde_json::{json, Map, Value};
 
-use super::http::{write_error_json, Method};
-use super::models::{find_model, Compute, ModelDef, TensorSpec, MODEL_VERSION};
-use super::openai::{start_generation, OaiReply, OpenAiState, DEFAULT_OPENAI_MODEL};
-use super::openai_request::{
+use super::openai::{start_generation, OaiReply};
+use super::request::{
     faults, object, output_tokens, words, ApiError, Endpoint, GenRequest, DEFAULT_MAX_TOKENS,
 };
-use super::routes::Request;
+use super::state::{OpenAiState, DEFAULT_OPENAI_MODEL};
+use crate::http::{write_error_json, Method};
+use crate::models::{find_model, Compute, ModelDef, TensorSpec, MODEL_VERSION};
+use crate::reply::Request;
 use inferperf_client::tensor::DataType;
 
 /// Input carrying the prompt: BYTES, one element.
@@ -300,74 +301,35 @@ mod tests {
 
     #[test]
     fn routing_table() {
+        use Method::{Get, Post};
         let state = OpenAiState::default();
         let ok = r#"{"text_input":"hi","max_tokens":3}"#;
+        // Paths after `/v2/models/`.
         let cases: [(Method, &str, &str, u16, &str); 9] = [
+            (Post, "inferperf-llm/generate", ok, 200, " and"),
+            (Post, "inferperf-llm/versions/1/generate", ok, 200, " the"),
+            (Post, "inferperf-llm/generate_stream", ok, 200, ""),
+            (Post, "nope/generate", ok, 404, "'nope' is not found"),
+            (Post, "simple/generate", ok, 400, "generate extension"),
             (
-                Method::Post,
-                "/v2/models/inferperf-llm/generate",
-                ok,
-                200,
-                " and",
-            ),
-            (
-                Method::Post,
-                "/v2/models/inferperf-llm/versions/1/generate",
-                ok,
-                200,
-                " the",
-            ),
-            (
-                Method::Post,
-                "/v2/models/inferperf-llm/generate_stream",
-                ok,
-                200,
-                "",
-            ),
-            (
-                Method::Post,
-                "/v2/models/nope/generate",
-                ok,
-                404,
-                "'nope' is not found",
-            ),
-            (
-                Method::Post,
-                "/v2/models/simple/generate",
-                ok,
-                400,
-                "generate extension",
-            ),
-            (
-                Method::Post,
-                "/v2/models/inferperf-llm/versions/2/generate",
+                Post,
+                "inferperf-llm/versions/2/generate",
                 ok,
                 404,
                 "version 2",
             ),
+            (Get, "inferperf-llm/generate", "", 405, "not allowed"),
             (
-                Method::Get,
-                "/v2/models/inferperf-llm/generate",
-                "",
-                405,
-                "not allowed",
-            ),
-            (
-                Method::Post,
-                "/v2/models/inferperf-llm/generate_stream",
+                Post,
+                "inferperf-llm/generate_stream",
                 "{}",
                 400,
                 "text_input",
             ),
-            (
-                Method::Post,
-                "/v2/models/a/b/generate",
-                ok,
-                404,
-                "Not Found",
-            ),
+            (Post, "a/b/generate", ok, 404, "Not Found"),
         ];
-        for (method, path, body, want, needle) in cases {
+        for (method, rest, body, want, needle) in cases {
+            let path = &format!("/v2/models/{rest}");
             let (reply, value) = call(method, path, body, &state);
             assert_eq!(status(&reply), want, "{path}: {value}");
             let text = value["text_output"].as_str().or(value["error"].as_str());
