@@ -12,6 +12,7 @@ pub mod seq_feed;
 pub mod sequence;
 pub mod slots;
 pub mod timer;
+pub mod turns;
 pub mod window;
 pub mod wire;
 pub mod worker;
@@ -36,6 +37,7 @@ use pace::Schedule;
 use pool::{Pace, Pool, Ramp};
 use seq_feed::{SeqFeed, SeqPlan};
 use slots::{OutputSlots, SlotShare};
+use turns::{TurnFeed, TurnSource};
 use wire::Wire;
 use worker::{Batch, Command, Shared, Worker, WorkerParams, WAKE};
 
@@ -113,6 +115,9 @@ pub enum Load {
         step: u64,
         period: u32,
     },
+    /// `--session-concurrency`: `slots` connections, each running one conversation at a
+    /// time, its requests composed by `turns` when they may go (see `turns.rs`).
+    Sessions { slots: u64, turns: TurnSource },
     /// Open loop: sends at the schedule's times, whatever is in flight.
     Paced {
         schedule: Schedule,
@@ -131,7 +136,7 @@ const PACED_LEAD_NS: u64 = 2_000_000;
 fn worker_shares(spec: &EngineSpec, load: &Load) -> Vec<(usize, Option<Pace>)> {
     match load {
         Load::Periodic { start, .. } => vec![(*start as usize, None)],
-        Load::Concurrency(c) => {
+        Load::Concurrency(c) | Load::Sessions { slots: c, .. } => {
             let n = (*c as usize).clamp(1, spec.max_workers.max(1));
             split(*c, n)
                 .into_iter()
@@ -309,6 +314,10 @@ impl Engine {
                 },
                 slots: slot_shares.next().flatten(),
                 read_batch: spec.read_batch,
+                turns: match load {
+                    Load::Sessions { turns, .. } => Some(TurnFeed::new(turns.0.worker(slots))),
+                    _ => None,
+                },
             };
             let core = (spec.pin && !cores.is_empty()).then(|| cores[i % cores.len()]);
             let (addr, tls) = (spec.addr, spec.tls.clone());
