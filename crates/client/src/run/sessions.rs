@@ -154,7 +154,7 @@ fn check_enough(slots: usize, sessions: usize) -> Result<()> {
 }
 
 /// What one turn gave.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct TurnResult {
     /// Times (ns since the epoch), `ok`, `sse` and `responses` set; body offsets not yet.
     record: RequestRecord,
@@ -343,9 +343,54 @@ mod tests {
                 },
                 body: b"body".to_vec(),
                 error: error.map(str::to_string),
-                ..TurnResult::default()
             },
         }
+    }
+
+    #[test]
+    fn records_meet_their_turns_and_a_turn_in_flight_at_a_stop_failed() {
+        let logged = |session, error: Option<&str>| Logged {
+            session,
+            inputs: format!("in{session}"),
+            composed_ns: 7,
+            error: error.map(str::to_string),
+        };
+        let log = [
+            logged(0, None),
+            logged(1, Some("HTTP 500: boom")),
+            logged(0, None),
+        ];
+        let mut window = WindowRecords::default();
+        let answered = RequestRecord {
+            step: 0,
+            start_ns: 10,
+            ok: true,
+            body_len: 6,
+            ..RequestRecord::default()
+        };
+        let failed = RequestRecord {
+            step: 1,
+            start_ns: 20,
+            ..RequestRecord::default()
+        };
+        window.append_records(&[answered, failed], b"answer");
+        let turns = turns_done(&log, &window, 99);
+        assert_eq!(turns.len(), 3);
+        assert_eq!(turns[0].result.body, b"answer");
+        assert_eq!(
+            turns[0].result.record.body_len, 0,
+            "offsets are set by the export"
+        );
+        assert!(turns[0].result.error.is_none());
+        assert_eq!(turns[1].result.error.as_deref(), Some("HTTP 500: boom"));
+        assert_eq!((turns[1].session, turns[1].inputs.as_str()), (1, "in1"));
+        let cut = &turns[2].result;
+        assert_eq!(
+            cut.error.as_deref(),
+            Some("interrupted before the answer was complete")
+        );
+        assert_eq!((cut.record.start_ns, cut.record.end_ns), (7, 99));
+        assert!(!cut.record.ok);
     }
 
     #[test]
