@@ -195,8 +195,9 @@ impl Feed {
     /// The next request if one may start at `now_ns` on the pool's slot `pool_slot`,
     /// counting it as sent; `None` when stopped, out of budget, after a failure
     /// (`sink.failed`), (open loop) when the next send is not due yet, or (sequences) when
-    /// the sequence cannot take a request now. After a stop, sequence models still get the
-    /// END requests of their live sequences.
+    /// the sequence cannot take a request now, or (session turns) when the slot's next turn
+    /// cannot go yet. After a stop, sequence models still get the END requests of their live
+    /// sequences.
     #[inline]
     pub fn next(&mut self, sink: &mut Sink, now_ns: u64, pool_slot: usize) -> Option<Send> {
         if sink.failed {
@@ -325,8 +326,9 @@ impl Feed {
             && self.seq.as_ref().map_or(true, |s| s.ready(&sink.seq_busy))
     }
 
-    /// The time `next` and `due` compare sends against: the clock when a schedule is
-    /// followed, else 0 (closed loop sends whenever a slot frees; no clock read needed).
+    /// The time `next` and `due` compare sends against: the clock when sends wait for a
+    /// time (a schedule, a session turn's delay), else 0 (closed loop sends whenever a slot
+    /// frees; no clock read needed).
     #[inline]
     pub fn now_if_paced(&self, clock: &Clock) -> u64 {
         if self.timed() {

@@ -3,7 +3,8 @@
 //! one, so it is written only when the slot may send it. The source of the requests (which
 //! conversation, how the history is merged) lives with its caller behind [`Turns`]; the
 //! engine only asks it for bytes and tells it how each request ended. A composed request is
-//! allocated per send: these runs are not on perf_analyzer mode's hot path.
+//! allocated per send: these runs are not on perf_analyzer mode's hot path. Only the HTTP/1.1
+//! pool, where pool slot `i` is connection `i`, reports how turns ended.
 
 use std::sync::Arc;
 
@@ -102,5 +103,71 @@ impl TurnFeed {
 
     pub fn exhausted(&self) -> bool {
         self.turns.exhausted()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::pool::{Feed, Sink};
+    use super::*;
+
+    /// Slot 0 sends `left` turns, each due 10 ns after the last one ended.
+    struct Countdown {
+        left: u32,
+        due_ns: u64,
+        in_flight: bool,
+    }
+
+    impl Turns for Countdown {
+        fn compose(&mut self, slot: usize, now_ns: u64, out: &mut Vec<u8>) -> Option<u32> {
+            if slot != 0 || self.left == 0 || self.in_flight || now_ns < self.due_ns {
+                return None;
+            }
+            self.left -= 1;
+            self.in_flight = true;
+            out.extend_from_slice(format!("turn {}", self.left).as_bytes());
+            Some(self.left)
+        }
+        fn ended(&mut self, _slot: usize, end: TurnEnd<'_>) {
+            self.in_flight = false;
+            self.due_ns = end.now_ns + 10;
+        }
+        fn next_due_ns(&self) -> Option<u64> {
+            (!self.in_flight && self.left > 0).then_some(self.due_ns)
+        }
+        fn exhausted(&self) -> bool {
+            self.left == 0 && !self.in_flight
+        }
+    }
+
+    #[test]
+    fn the_feed_sends_composed_turns_when_the_source_allows() {
+        let mut feed = Feed::new(Arc::new(vec![b"unused".to_vec()]), 0, None, None, None);
+        let turns = Countdown {
+            left: 2,
+            due_ns: 0,
+            in_flight: false,
+        };
+        feed.set_turns(TurnFeed::new(Box::new(turns)));
+        assert!(feed.timed());
+        let mut sink = Sink::new(Vec::new(), true);
+        assert_eq!(feed.next(&mut sink, 0, 1), None, "slot 1 has nothing");
+        let send = feed.next(&mut sink, 0, 0).unwrap();
+        assert!(send.owned);
+        assert_eq!(send.step, 1, "the record's step is the turn's id");
+        assert_eq!(feed.bytes(&send), b"turn 1");
+        assert_eq!(feed.next(&mut sink, 5, 0), None, "in flight");
+        let clock = Clock::new();
+        let rec = RequestRecord::default();
+        feed.turns().unwrap().ended(0, &rec, b"", None, &clock);
+        let due = feed.next_due_ns().unwrap();
+        assert!(due > 10);
+        assert_eq!(feed.next(&mut sink, due - 1, 0), None, "still waiting");
+        assert_eq!(feed.next(&mut sink, due, 0).map(|s| s.step), Some(0));
+        assert!(!feed.exhausted());
+        feed.turns().unwrap().ended(0, &rec, b"", None, &clock);
+        assert!(feed.exhausted());
+        assert_eq!(feed.sent, 2);
+        assert!(!feed.chainable());
     }
 }
