@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 use mio::{Registry, Token};
 
 use super::conn::{Conn, Outcome};
-use super::pool::{Cx, Pool, Ready};
+use super::pool::{Cx, Pool, Ready, Send};
+use crate::measure::RequestRecord;
 use crate::service::openai::{error_message, stream_error_message};
 use crate::transport::TlsClient;
 
@@ -22,6 +23,8 @@ pub struct HttpPool {
     connecting: usize,
     /// Time responses by kernel receive stamps (see `Conn::use_rx_stamps`).
     rx_stamps: bool,
+    /// Session turns: why the connection could not be opened, for its slot's next turn.
+    broken: Vec<Option<String>>,
 }
 
 /// Open loop: connections opened at once, at most, when sends are due and none is free.
@@ -37,6 +40,7 @@ impl HttpPool {
             idle: Vec::with_capacity(count),
             connecting: 0,
             rx_stamps: false,
+            broken: vec![None; count],
         }
     }
 
@@ -86,16 +90,24 @@ impl HttpPool {
             Outcome::Completed => {
                 let conn = &mut self.conns[i];
                 let rec = conn.rec;
-                if !rec.ok && !cx.sink.failed {
+                let turns = cx.feed.turns();
+                let session = turns.is_some();
+                if !rec.ok && (!cx.sink.failed || session) {
                     let msg = match conn.stream_error() {
                         Some(data) => stream_error_message(data),
                         None => error_message(conn.status, conn.body()),
                     };
+                    if let Some(t) = turns {
+                        t.ended(i, &rec, conn.body(), Some(&msg), cx.clock);
+                    }
                     cx.sink.fail(msg);
+                } else if let Some(t) = turns {
+                    t.ended(i, &rec, conn.body(), None, cx.clock);
                 }
                 cx.sink.finish_in_slot(rec, conn.body(), i);
                 conn.release();
-                if conn.must_reconnect {
+                // Session turns replace a closed connection before its next send.
+                if conn.must_reconnect && !session {
                     self.reconnect(i, cx);
                 } else {
                     self.idle.push(i);
@@ -103,13 +115,106 @@ impl HttpPool {
             }
             Outcome::Failed { msg, request_lost } => {
                 if request_lost {
-                    cx.sink.finish(self.conns[i].rec, &[]);
+                    let rec = self.conns[i].rec;
+                    if let Some(t) = cx.feed.turns() {
+                        t.ended(i, &rec, &[], Some(&msg), cx.clock);
+                    }
+                    cx.sink.finish(rec, &[]);
+                }
+                if cx.feed.turns().is_some() {
+                    // The slot goes on with its next conversation (see `fill_turns`).
+                    if !request_lost {
+                        self.broken[i] = Some(msg.clone());
+                    }
+                    self.idle.push(i);
                 }
                 // perf_analyzer stops the run at the first failed request; the coordinator
                 // sees the error at the next check and ends the measurement.
                 cx.sink.fail(msg);
             }
         }
+    }
+
+    /// Starts `send` on the idle connection `i`.
+    #[inline]
+    fn send(&mut self, i: usize, send: Send, cx: &mut Cx<'_>) {
+        cx.sink.started();
+        let conn = &mut self.conns[i];
+        conn.keep_bodies = cx.sink.keep_bodies;
+        let out = if send.owned {
+            // Made for this send: the connection keeps its own copy until it is written.
+            conn.start_owned(cx.feed.bytes(&send), send.step, cx.clock, cx.registry)
+        } else {
+            // The connection keeps the request index to write the rest from.
+            conn.start(
+                &cx.feed.requests[send.request],
+                send.request,
+                cx.clock,
+                cx.registry,
+            )
+        };
+        send.stamp(&mut conn.rec);
+        self.handle(i, out, cx);
+    }
+
+    /// Session turns: connection `i` is slot `i`, so every idle connection is asked for its
+    /// slot's next turn (one still waiting out its delay does not hold the others back). A
+    /// connection the server closed, or that lost a request, reconnects first; one that
+    /// could not connect fails its slot's next turn with that reason, so a server that is
+    /// gone ends each conversation at its first turn instead of stalling the slot.
+    fn fill_turns(&mut self, cx: &mut Cx<'_>) {
+        let now_ns = cx.clock.now_ns();
+        let mut k = 0;
+        while let Some(&i) = self.idle.get(k) {
+            if let Some(msg) = self.broken[i].take() {
+                let Some(send) = cx.feed.next(cx.sink, now_ns, i) else {
+                    self.broken[i] = Some(msg);
+                    k += 1;
+                    continue;
+                };
+                self.fail_turn(i, send, msg, now_ns, cx);
+                self.conns[i].must_reconnect = true;
+                continue;
+            }
+            if self.conns[i].must_reconnect {
+                let conn = &mut self.conns[i];
+                match conn.reconnect(self.addr, cx.registry, self.tls.as_ref()) {
+                    // Back among the idle ones once connected.
+                    Ok(()) => {
+                        self.idle.swap_remove(k);
+                    }
+                    Err(e) => {
+                        conn.must_reconnect = false;
+                        self.broken[i] = Some(format!("cannot reconnect to {}: {e}", self.addr));
+                    }
+                }
+                continue;
+            }
+            let Some(send) = cx.feed.next(cx.sink, now_ns, i) else {
+                k += 1;
+                continue;
+            };
+            self.idle.swap_remove(k);
+            self.send(i, send, cx);
+        }
+    }
+
+    /// Session turns: `send` on connection `i` fails at once with `msg` (the connection
+    /// could not be opened).
+    fn fail_turn(&mut self, i: usize, send: Send, msg: String, now_ns: u64, cx: &mut Cx<'_>) {
+        let mut rec = RequestRecord {
+            start_ns: now_ns,
+            send_end_ns: now_ns,
+            end_ns: now_ns,
+            ..RequestRecord::default()
+        };
+        send.stamp(&mut rec);
+        cx.sink.started();
+        if let Some(t) = cx.feed.turns() {
+            t.ended(i, &rec, &[], Some(&msg), cx.clock);
+        }
+        cx.sink.finish(rec, &[]);
+        cx.sink.fail(msg);
     }
 
     fn reconnect(&mut self, i: usize, cx: &mut Cx<'_>) {
@@ -145,6 +250,9 @@ impl Pool for HttpPool {
     }
 
     fn fill(&mut self, cx: &mut Cx<'_>) {
+        if cx.feed.turns().is_some() {
+            return self.fill_turns(cx);
+        }
         let now_ns = cx.feed.now_if_paced(cx.clock);
         loop {
             let Some(&i) = self.idle.last() else {
@@ -154,23 +262,7 @@ impl Pool for HttpPool {
                 return;
             };
             self.idle.pop();
-            cx.sink.started();
-            let conn = &mut self.conns[i];
-            conn.keep_bodies = cx.sink.keep_bodies;
-            let out = if send.seq.is_some() {
-                // Patched per request: the connection keeps its own copy until it is written.
-                conn.start_owned(cx.feed.bytes(&send), send.step, cx.clock, cx.registry)
-            } else {
-                // The connection keeps the request index to write the rest from.
-                conn.start(
-                    &cx.feed.requests[send.request],
-                    send.request,
-                    cx.clock,
-                    cx.registry,
-                )
-            };
-            send.stamp(&mut conn.rec);
-            self.handle(i, out, cx);
+            self.send(i, send, cx);
         }
     }
 

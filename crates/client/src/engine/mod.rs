@@ -13,6 +13,7 @@ pub mod sequence;
 mod share;
 pub mod slots;
 pub mod timer;
+pub mod turns;
 pub mod window;
 pub mod wire;
 pub mod worker;
@@ -39,6 +40,7 @@ use pace::Schedule;
 use pool::Pool;
 use seq_feed::SeqPlan;
 use slots::OutputSlots;
+use turns::TurnSource;
 use wire::Wire;
 use worker::{Batch, Command, Shared, Worker, WorkerParams, WAKE};
 
@@ -116,6 +118,9 @@ pub enum Load {
         step: u64,
         period: u32,
     },
+    /// `--session-concurrency`: `slots` connections, each running one conversation at a
+    /// time, its requests composed by `turns` when they may go (see `turns.rs`).
+    Sessions { slots: u64, turns: TurnSource },
     /// Open loop: sends at the schedule's times, whatever is in flight.
     Paced {
         schedule: Schedule,

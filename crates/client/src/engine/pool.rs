@@ -10,6 +10,7 @@ use mio::Registry;
 use super::pace::WorkerSchedule;
 use super::seq_feed::{SeqFeed, SeqSend};
 use super::slots::SlotShare;
+use super::turns::TurnFeed;
 use crate::clock::Clock;
 use crate::measure::RequestRecord;
 
@@ -118,6 +119,9 @@ pub struct Send {
     pub request: usize,
     pub intended_ns: u64,
     pub seq: Option<SeqSend>,
+    /// The bytes were composed for this send (sequence patch or session turn): they are
+    /// `Feed::bytes`, valid until the next `next`, and the connection keeps its own copy.
+    pub owned: bool,
 }
 
 impl Send {
@@ -154,6 +158,8 @@ pub struct Feed {
     seq: Option<SeqFeed>,
     /// Periodic concurrency: how many requests may have been launched by now.
     pub ramp: Option<Ramp>,
+    /// Session turns: requests composed per slot at send time (see `turns.rs`).
+    turns: Option<TurnFeed>,
     /// Cleared by the coordinator's Stop: nothing new starts.
     pub running: bool,
     /// Requests started since the last window swap.
@@ -180,6 +186,7 @@ impl Feed {
             pace,
             seq,
             ramp: None,
+            turns: None,
             running: true,
             sent: 0,
         }
@@ -188,8 +195,9 @@ impl Feed {
     /// The next request if one may start at `now_ns` on the pool's slot `pool_slot`,
     /// counting it as sent; `None` when stopped, out of budget, after a failure
     /// (`sink.failed`), (open loop) when the next send is not due yet, or (sequences) when
-    /// the sequence cannot take a request now. After a stop, sequence models still get the
-    /// END requests of their live sequences.
+    /// the sequence cannot take a request now, or (session turns) when the slot's next turn
+    /// cannot go yet. After a stop, sequence models still get the END requests of their live
+    /// sequences.
     #[inline]
     pub fn next(&mut self, sink: &mut Sink, now_ns: u64, pool_slot: usize) -> Option<Send> {
         if sink.failed {
@@ -201,6 +209,17 @@ impl Feed {
         }
         if self.budget == Some(0) {
             return None;
+        }
+        if let Some(t) = &mut self.turns {
+            let id = t.compose(pool_slot, now_ns)?;
+            self.sent += 1;
+            return Some(Send {
+                step: id as usize,
+                request: 0,
+                intended_ns: 0,
+                seq: None,
+                owned: true,
+            });
         }
         if let Some(r) = &mut self.ramp {
             r.update(sink.period_reached);
@@ -243,6 +262,7 @@ impl Feed {
             request,
             intended_ns,
             seq: None,
+            owned: false,
         })
     }
 
@@ -262,10 +282,27 @@ impl Feed {
     /// The bytes of `send` (valid until the next `next`).
     #[inline]
     pub fn bytes(&self, send: &Send) -> &[u8] {
-        match (&send.seq, &self.seq) {
-            (Some(_), Some(feed)) => &feed.scratch,
+        match (&send.seq, &self.seq, &self.turns) {
+            (Some(_), Some(feed), _) => &feed.scratch,
+            (None, _, Some(turns)) if send.owned => &turns.scratch,
             _ => &self.requests[send.request],
         }
+    }
+
+    /// Session turns: the slots' requests are composed at send time by `turns`.
+    pub fn set_turns(&mut self, turns: TurnFeed) {
+        self.turns = Some(turns);
+    }
+
+    /// Session turns: their source, to be told how each request ended.
+    #[inline]
+    pub fn turns(&mut self) -> Option<&mut TurnFeed> {
+        self.turns.as_mut()
+    }
+
+    /// Sends wait for a time (a schedule or a turn's delay), so the worker needs a timer.
+    pub fn timed(&self) -> bool {
+        self.pace.is_some() || self.turns.is_some()
     }
 
     /// After a stop, live sequences still wait for their END request.
@@ -289,21 +326,26 @@ impl Feed {
             && self.seq.as_ref().map_or(true, |s| s.ready(&sink.seq_busy))
     }
 
-    /// The time `next` and `due` compare sends against: the clock when a schedule is
-    /// followed, else 0 (closed loop sends whenever a slot frees; no clock read needed).
+    /// The time `next` and `due` compare sends against: the clock when sends wait for a
+    /// time (a schedule, a session turn's delay), else 0 (closed loop sends whenever a slot
+    /// frees; no clock read needed).
     #[inline]
     pub fn now_if_paced(&self, clock: &Clock) -> u64 {
-        if self.pace.is_some() {
+        if self.timed() {
             clock.now_ns()
         } else {
             0
         }
     }
 
-    /// Open loop: clock ns of the next send (for the worker's timer).
+    /// Open loop: clock ns of the next send (for the worker's timer); session turns: of the
+    /// first slot whose delay ends.
     pub fn next_due_ns(&self) -> Option<u64> {
         if !self.running || self.budget == Some(0) {
             return None;
+        }
+        if let Some(t) = &self.turns {
+            return t.next_due_ns();
         }
         self.pace.as_ref().and_then(Pace::due_ns)
     }
@@ -330,6 +372,7 @@ impl Feed {
             && self.seq.is_none()
             && self.ramp.is_none()
             && self.slots.is_none()
+            && self.turns.is_none()
             && self.stride == 1
     }
 
@@ -348,6 +391,7 @@ impl Feed {
         !self.running
             || self.budget == Some(0)
             || self.pace.as_ref().is_some_and(|p| p.due_ns().is_none())
+            || self.turns.as_ref().is_some_and(TurnFeed::exhausted)
     }
 }
 
@@ -361,6 +405,7 @@ fn seq_send(seq: SeqSend, intended_ns: u64, sink: &mut Sink) -> Send {
         request: seq.flat_step as usize,
         intended_ns,
         seq: Some(seq),
+        owned: true,
     }
 }
 

@@ -7,6 +7,7 @@ use super::pace::{self, Schedule};
 use super::pool::{Pace, Ramp};
 use super::seq_feed::SeqFeed;
 use super::slots::{self, SlotShare};
+use super::turns::TurnFeed;
 use super::worker::WorkerParams;
 use super::{EngineSpec, Load, RECORDS_PER_WORKER};
 
@@ -48,6 +49,10 @@ pub(super) fn worker_plans(
             ramp: ramp(load),
             slots: slot_shares.next().flatten(),
             read_batch: spec.read_batch,
+            turns: match load {
+                Load::Sessions { turns, .. } => Some(TurnFeed::new(turns.0.worker(slots))),
+                _ => None,
+            },
         };
         (params, slots)
     });
@@ -82,7 +87,7 @@ const PACED_LEAD_NS: u64 = 2_000_000;
 fn worker_shares(spec: &EngineSpec, load: &Load) -> Vec<(usize, Option<Pace>)> {
     match load {
         Load::Periodic { start, .. } => vec![(*start as usize, None)],
-        Load::Concurrency(c) => {
+        Load::Concurrency(c) | Load::Sessions { slots: c, .. } => {
             let n = (*c as usize).clamp(1, spec.max_workers.max(1));
             split(*c, n)
                 .into_iter()

@@ -15,6 +15,7 @@ use super::pool::{Cx, Feed, Pace, Pool, Ramp, Ready, Sink};
 use super::seq_feed::SeqFeed;
 use super::slots::SlotShare;
 use super::timer::Timer;
+use super::turns::TurnFeed;
 use crate::clock::Clock;
 use crate::measure::RequestRecord;
 
@@ -90,6 +91,8 @@ pub struct WorkerParams {
     pub slots: Option<SlotShare>,
     /// Reads timed by kernel stamps: the shortest time between wake-ups (see `gather`).
     pub read_batch: Option<Duration>,
+    /// Session turns: this worker's slots' requests, composed at send time.
+    pub turns: Option<TurnFeed>,
 }
 
 pub struct Worker<P: Pool> {
@@ -139,6 +142,9 @@ impl<P: Pool> Worker<P> {
                 if let Some(share) = slots {
                     feed.set_slots(share);
                 }
+                if let Some(turns) = p.turns {
+                    feed.set_turns(turns);
+                }
                 feed
             },
             sink,
@@ -156,7 +162,7 @@ impl<P: Pool> Worker<P> {
         if let Err(msg) = self.pool.open(self.poll.registry()) {
             self.sink.fail(msg);
         }
-        if self.feed.open_loop().is_some() {
+        if self.feed.timed() {
             match Timer::new(self.poll.registry(), TIMER) {
                 Ok(t) => self.timer = Some(t),
                 Err(e) => self.sink.fail(format!("cannot create the send timer: {e}")),

@@ -1,9 +1,9 @@
 //! The one loop that drives a running load: it watches Ctrl-C (and the run's stop flag),
 //! worker errors and the caller's end condition, and hands the workers' records to the
-//! caller on a tick. Its users are the level coordinator (windows, stability, warm-up, the
-//! periodic ramp) and `profile` (every record kept, a progress line), both on the engine,
-//! and the multi-turn sessions (on their own threads). What differs between them is the
-//! [`Source`] of requests and a [`Phase`]: when to stop and what to do with gathered records.
+//! caller on a tick. Its users, all on the engine, are the level coordinator (windows,
+//! stability, warm-up, the periodic ramp), `profile` (every record kept, a progress line) and
+//! the multi-turn sessions (every conversation to its end). What differs between them is the
+//! engine's request source and a [`Phase`]: when to stop and what to do with gathered records.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -22,7 +22,7 @@ pub enum End {
     Failed(String),
 }
 
-/// What sends the requests: the engine's workers, or the session threads.
+/// What sends the requests: the engine's workers (a stand-in in tests).
 pub trait Source {
     /// The first worker error: the worker's index and the message.
     fn first_error(&self) -> Option<(usize, String)>;

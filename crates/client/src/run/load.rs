@@ -1,9 +1,10 @@
 //! One load level as a run describes it, and the engine load that produces it: the one
-//! mapping from concurrency, rate, intervals, fixed schedule and periodic ramp to
-//! [`Load`] that perf_analyzer mode and `profile` share.
+//! mapping from concurrency, rate, intervals, fixed schedule, periodic ramp and sessions to
+//! [`Load`] that perf_analyzer mode, `profile` and `--session-concurrency` share.
 
 use crate::config::{ConcurrencyRange, Config, Distribution, LoadMode};
 use crate::engine::pace::Schedule;
+use crate::engine::turns::TurnSource;
 use crate::engine::Load;
 use crate::report::LoadValue;
 
@@ -32,6 +33,9 @@ pub struct LoadDesc<'a> {
     pub request_period: u32,
     /// `--max-inflight` of a paced load.
     pub max_inflight: Option<u64>,
+    /// `--session-concurrency`: the conversations' turns; `value` is then the number of
+    /// slots, each running one conversation at a time.
+    pub sessions: Option<TurnSource>,
 }
 
 impl LoadDesc<'_> {
@@ -57,6 +61,15 @@ impl LoadDesc<'_> {
             },
             request_period: 1,
             max_inflight: None,
+            sessions: None,
+        }
+    }
+
+    /// `--session-concurrency slots`: each slot runs one conversation of `turns` at a time.
+    pub fn sessions(slots: u64, turns: TurnSource) -> LoadDesc<'static> {
+        LoadDesc {
+            sessions: Some(turns),
+            ..LoadDesc::simple(LoadValue::Concurrency(slots))
         }
     }
 
@@ -76,11 +89,18 @@ impl LoadDesc<'_> {
             periodic: cfg.periodic,
             request_period: cfg.request_period,
             max_inflight: cfg.max_inflight,
+            sessions: None,
         }
     }
 
     /// The engine load that produces this level.
     pub fn engine_load(&self) -> Load {
+        if let (Some(turns), LoadValue::Concurrency(slots)) = (&self.sessions, self.value) {
+            return Load::Sessions {
+                slots,
+                turns: turns.clone(),
+            };
+        }
         let schedule = match (self.mode, self.value) {
             (LoadMode::Periodic, _) => {
                 return Load::Periodic {
@@ -180,6 +200,21 @@ mod tests {
             panic!("a Poisson schedule");
         };
         assert_eq!(horizon_ns, MIN_POISSON_HORIZON_NS);
+    }
+
+    #[test]
+    fn sessions_map_to_their_slots() {
+        struct NoTurns;
+        impl crate::engine::turns::TurnPlan for NoTurns {
+            fn worker(&self, _slots: usize) -> Box<dyn crate::engine::turns::Turns> {
+                unreachable!("not started")
+            }
+        }
+        let turns = TurnSource(std::sync::Arc::new(NoTurns));
+        assert_eq!(
+            LoadDesc::sessions(3, turns.clone()).engine_load(),
+            Load::Sessions { slots: 3, turns }
+        );
     }
 
     #[test]

@@ -1,50 +1,50 @@
 //! `--session-concurrency N` (spec §2.9): multi-turn chat over the openai service kind.
 //!
-//! The input data's entries are grouped into conversations by `session_id`. N threads each
-//! run one conversation at a time, turn by turn: send (with the history so far merged into
-//! `messages`), read the whole answer, sleep the turn's `delay`, send the next turn. When a
-//! conversation ends its thread starts the next one nobody has started, until all ran.
+//! The input data's entries are grouped into conversations by `session_id`. The engine runs
+//! N slots (connections), each running one conversation at a time, turn by turn: send (with
+//! the history so far merged into `messages`), read the whole answer, wait the turn's
+//! `delay`, send the next turn. When a conversation ends its slot starts the next one nobody
+//! has started, until all ran. The conversations are the engine's request source
+//! ([`source`]); the run's driver loop ([`super::driver`]) waits for them and watches Ctrl-C.
 //!
 //! The only report is the profile export: one experiment `{request_rate, 0.0}` whose one
 //! window spans `[0, u64::MAX]`, holding every answered turn with its per-event timestamps.
 //! The console gets one summary line. A failed turn ends its conversation (the later turns
-//! would carry a broken history); Ctrl-C stops starting turns, and the export is written
-//! either way. The threads are the request source of the run's driver loop
-//! ([`super::driver`]), which watches Ctrl-C and the stop flag and tells them to halt.
+//! would carry a broken history); Ctrl-C stops starting turns (a turn still in flight counts
+//! as failed), and the export is written either way.
 
-mod conn;
+mod source;
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
 
-use self::conn::{Dest, SessionConn, TurnResult};
-use super::driver::{self, End, Source, UntilFinished, Watch};
+use self::source::{Book, Logged, Plan};
+use super::driver::{self, End, UntilFinished, Watch};
+use super::load::LoadDesc;
 use super::RunResult;
 use crate::clock::Clock;
 use crate::config::{Config, InputData};
+use crate::engine::turns::TurnSource;
+use crate::engine::wire::Wire;
+use crate::engine::{available_cores, Engine, EngineSpec};
 use crate::error::{Error, Result};
-use crate::inputs::openai::sessions::{group_sessions, History, Session};
+use crate::inputs::openai::sessions::{group_sessions, Session};
 use crate::inputs::openai::{load_payloads, PayloadOptions};
 use crate::measure::record::WindowRecords;
-use crate::protocol::http1::blocking::server_address_for;
+use crate::measure::RequestRecord;
 use crate::report::export::ExportExperiment;
 use crate::report::LoadValue;
-use crate::service::openai::{encode_request, request_inputs_json};
 
-/// Connect (and write) timeout of a session's connection.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// A turn whose server sends nothing for this long fails (10 min: long prompts on a busy
-/// server can take minutes to their first token).
-const IDLE_LIMIT: Duration = Duration::from_secs(600);
-/// Longest nap of a turn's delay between looks at the stop flag.
+/// How often the driver loop looks at the slots and the stop flag.
 const NAP: Duration = Duration::from_millis(50);
 
 /// Runs the sessions, writes the export and prints the summary line to `out`.
 pub fn run(cfg: &Config, out: &mut dyn Write, stop: &AtomicBool) -> Result<RunResult> {
     let sessions = load_sessions(cfg)?;
-    let threads = usize::try_from(cfg.session_concurrency).unwrap_or(usize::MAX);
-    check_enough(threads, sessions.len())?;
+    let slots = usize::try_from(cfg.session_concurrency).unwrap_or(usize::MAX);
+    check_enough(slots, sessions.len())?;
     if cfg.profile_export_file.is_none() {
         eprintln!(
             "Warning: --session-concurrency reports only through --profile-export-file, \
@@ -54,34 +54,29 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: &AtomicBool) -> Result<RunRe
     // Sessions are an openai-kind feature (the flags were checked against the kind).
     let service = super::kinds::pick(cfg);
     let target = service.prepare(cfg)?;
-    let run = SessionRun {
-        cfg,
-        host: &target.host,
-        dest: Dest {
-            address: server_address_for(&target.host, target.tls.is_some())?,
-            tls: target.tls.clone(),
-            connect_timeout: CONNECT_TIMEOUT,
-            idle_limit: IDLE_LIMIT,
-        },
-        clock: Clock::new(),
-        sessions: &sessions,
-        next: AtomicUsize::new(0),
-        stop,
-        halt: AtomicBool::new(false),
-        finished: AtomicUsize::new(0),
-    };
-    let mut turns: Vec<TurnDone> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads).map(|_| scope.spawn(|| run.worker())).collect();
-        run.drive(threads);
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_default())
-            .collect()
-    });
+    let headers = cfg.headers.clone();
+    let book = Arc::new(Book::new(
+        target.host.clone(),
+        cfg.endpoint.clone(),
+        headers,
+        sessions,
+    ));
+    let spec = engine_spec(cfg, &target);
+    let load = LoadDesc::sessions(
+        cfg.session_concurrency,
+        TurnSource(Arc::new(Plan(book.clone()))),
+    );
+    let mut engine = Engine::start_load(&spec, &load.engine_load(), None)?;
+    let stopped = wait(&mut engine, stop);
+    let mut window = WindowRecords::default();
+    let collected = engine.collect(u64::MAX, &mut window);
+    drop(engine);
+    collected?;
+    let mut turns = turns_done(&book.take_log(), &window, spec.clock.now_ns());
     turns.sort_by_key(|t| t.result.record.start_ns);
-    let interrupted = run.stopped() || driver::stopped(stop);
-    let summary = Summary::of(&sessions, &turns, run.started(), interrupted);
-    let _ = out.write_all(summary.line(threads).as_bytes());
+    let interrupted = stopped || driver::stopped(stop);
+    let summary = Summary::of(&book.sessions, &turns, book.started(), interrupted);
+    let _ = out.write_all(summary.line(slots).as_bytes());
     let _ = out.flush();
     let error = summary.error(&turns);
     let experiment = export_experiment(turns);
@@ -91,6 +86,45 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: &AtomicBool) -> Result<RunRe
         points: Vec::new(),
         error,
     })
+}
+
+/// The engine for the slots: plain HTTP/1.1 connections, every answer kept (the history
+/// needs it, and so does the export), a failed turn no reason to stop.
+fn engine_spec(cfg: &Config, target: &super::setup::Target) -> EngineSpec {
+    let cores = available_cores().len().max(1);
+    EngineSpec {
+        addr: target.addr,
+        // Unused: every request is composed at send time.
+        requests: Arc::new(vec![Vec::new()]),
+        keep_bodies: true,
+        keep_going: true,
+        pin: cfg.pin_threads,
+        max_workers: cfg.max_threads.unwrap_or(cores).min(cores),
+        clock: Clock::new(),
+        tls: target.tls.clone(),
+        wire: Wire::Http1,
+        sequences: None,
+        slots: None,
+        read_batch: None,
+    }
+}
+
+/// Waits until every conversation ran, or the run is stopped (then no new turn starts);
+/// `true` when stopped.
+fn wait(engine: &mut Engine, stop: &AtomicBool) -> bool {
+    let watch = Watch {
+        stop: Some(stop),
+        fail_on_error: false,
+        gather_every: Duration::MAX,
+    };
+    let mut phase = UntilFinished(NAP);
+    // Waiting gathers nothing, so it cannot fail.
+    let end = driver::drive(watch, engine, &mut phase);
+    let stopped = matches!(end, Ok(End::Interrupted));
+    if stopped {
+        engine.halt();
+    }
+    stopped
 }
 
 /// The data's conversations; a usage error names the file or entry at fault.
@@ -108,158 +142,79 @@ fn load_sessions(cfg: &Config) -> Result<Vec<Session>> {
     group_sessions(load_payloads(paths, opts)?)
 }
 
-/// N threads need at least N conversations.
-fn check_enough(threads: usize, sessions: usize) -> Result<()> {
-    if sessions < threads {
+/// N slots need at least N conversations.
+fn check_enough(slots: usize, sessions: usize) -> Result<()> {
+    if sessions < slots {
         return Err(Error::usage(format!(
-            "--session-concurrency {threads}: the input data has only {sessions} unique \
-             session(s) (by \"session_id\"); at least {threads} are needed."
+            "--session-concurrency {slots}: the input data has only {sessions} unique \
+             session(s) (by \"session_id\"); at least {slots} are needed."
         )));
     }
     Ok(())
 }
 
+/// What one turn gave.
+#[derive(Debug, Clone)]
+struct TurnResult {
+    /// Times (ns since the epoch), `ok`, `sse` and `responses` set; body offsets not yet.
+    record: RequestRecord,
+    /// The export body: the whole answer, or the framed events of a streamed one.
+    body: Vec<u8>,
+    /// Why the turn failed.
+    error: Option<String>,
+}
+
 /// One sent turn.
 struct TurnDone {
-    /// Session index (data order) and turn index within it.
+    /// Session index (data order).
     session: usize,
     /// The export's `request_inputs` object: the body as sent, history included.
     inputs: String,
     result: TurnResult,
 }
 
-/// What every session thread shares.
-struct SessionRun<'a> {
-    cfg: &'a Config,
-    /// `Host` header value.
-    host: &'a str,
-    dest: Dest,
-    clock: Clock,
-    sessions: &'a [Session],
-    /// The next session nobody has started.
-    next: AtomicUsize,
-    stop: &'a AtomicBool,
-    /// Set by the driver loop when the run is stopped: no new turn starts.
-    halt: AtomicBool,
-    /// Threads that have ended.
-    finished: AtomicUsize,
-}
-
-/// The session threads as the driver's request source. A failed turn ends only its
-/// conversation, so there is no error that ends the run.
-struct Threads<'r, 'a> {
-    run: &'r SessionRun<'a>,
-    count: usize,
-}
-
-impl Source for Threads<'_, '_> {
-    fn first_error(&self) -> Option<(usize, String)> {
-        None
-    }
-    fn all_finished(&self) -> bool {
-        self.run.finished.load(Ordering::Acquire) >= self.count
-    }
-}
-
-/// Counts its thread as ended when dropped (a panicking thread included).
-struct Ended<'a>(&'a AtomicUsize);
-
-impl Drop for Ended<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::Release);
-    }
-}
-
-impl SessionRun<'_> {
-    /// Drives the `threads` session threads until they have all ended; a stop (Ctrl-C or
-    /// the flag) tells them to halt.
-    fn drive(&self, threads: usize) {
-        let watch = Watch {
-            stop: Some(self.stop),
-            fail_on_error: false,
-            gather_every: Duration::MAX,
+/// Every composed turn with its record from the engine (`step` is the turn's id in `log`).
+/// A turn without a record was still in flight when the run was stopped: it failed, and
+/// ends at `now_ns`.
+fn turns_done(log: &[Logged], window: &WindowRecords, now_ns: u64) -> Vec<TurnDone> {
+    let mut results: Vec<Option<TurnResult>> = vec![None; log.len()];
+    for rec in &window.records {
+        let Some(slot) = results.get_mut(rec.step as usize) else {
+            continue;
         };
-        let mut source = Threads {
-            run: self,
-            count: threads,
+        let (off, len) = (rec.body_off as usize, rec.body_len as usize);
+        let body = window.bodies.get(off..off + len).unwrap_or(&[]).to_vec();
+        let record = RequestRecord {
+            body_off: 0,
+            body_len: 0,
+            ..*rec
         };
-        let mut phase = UntilFinished(NAP);
-        // Waiting for the threads gathers nothing, so it cannot fail.
-        if let Ok(End::Interrupted) = driver::drive(watch, &mut source, &mut phase) {
-            self.halt.store(true, Ordering::Relaxed);
-        }
+        let error = log[rec.step as usize].error.clone();
+        let error = error.or_else(|| (!rec.ok).then(|| "the request failed".to_string()));
+        *slot = Some(TurnResult {
+            record,
+            body,
+            error,
+        });
     }
-
-    fn stopped(&self) -> bool {
-        self.halt.load(Ordering::Relaxed)
-    }
-
-    /// Sessions started so far.
-    fn started(&self) -> usize {
-        self.next.load(Ordering::Relaxed).min(self.sessions.len())
-    }
-
-    /// One thread: sessions one after another on one keep-alive connection.
-    fn worker(&self) -> Vec<TurnDone> {
-        let _ended = Ended(&self.finished);
-        let mut conn = SessionConn::new(self.dest.clone());
-        let mut done = Vec::new();
-        while !self.stopped() {
-            let k = self.next.fetch_add(1, Ordering::Relaxed);
-            let Some(session) = self.sessions.get(k) else {
-                break;
-            };
-            self.run_session(k, session, &mut conn, &mut done);
-        }
-        done
-    }
-
-    /// The turns of session `k` in order, until one fails or the run is stopped.
-    fn run_session(
-        &self,
-        k: usize,
-        session: &Session,
-        conn: &mut SessionConn,
-        done: &mut Vec<TurnDone>,
-    ) {
-        let cfg = self.cfg;
-        let stop = || self.stopped();
-        let mut history = History::default();
-        for (t, turn) in session.turns.iter().enumerate() {
-            if t > 0 && self.stopped() {
-                return;
-            }
-            let body = history.compose(&turn.payload);
-            let request = encode_request(self.host, &cfg.endpoint, &cfg.headers, &body.body);
-            let result = conn.exchange(&request, &self.clock, &stop);
-            let failed = result.error.is_some();
-            let reply = result.reply.clone();
-            done.push(TurnDone {
-                session: k,
-                inputs: request_inputs_json(&body.body),
-                result,
-            });
-            if failed {
-                return;
-            }
-            history.commit(body, &reply);
-            if t + 1 < session.turns.len() {
-                self.pause(Duration::from_millis(turn.delay_ms));
-            }
-        }
-    }
-
-    /// Sleeps `delay`, waking early when the run is stopped.
-    fn pause(&self, delay: Duration) {
-        let until = Instant::now() + delay;
-        while !self.stopped() {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return;
-            }
-            std::thread::sleep(left.min(NAP));
-        }
-    }
+    log.iter()
+        .zip(results)
+        .map(|(turn, result)| TurnDone {
+            session: turn.session,
+            inputs: turn.inputs.clone(),
+            result: result.unwrap_or_else(|| TurnResult {
+                record: RequestRecord {
+                    start_ns: turn.composed_ns,
+                    send_end_ns: turn.composed_ns,
+                    end_ns: now_ns.max(turn.composed_ns),
+                    ok: false,
+                    ..RequestRecord::default()
+                },
+                body: Vec::new(),
+                error: Some("interrupted before the answer was complete".into()),
+            }),
+        })
+        .collect()
 }
 
 /// The counts of the console line.
@@ -388,9 +343,54 @@ mod tests {
                 },
                 body: b"body".to_vec(),
                 error: error.map(str::to_string),
-                ..TurnResult::default()
             },
         }
+    }
+
+    #[test]
+    fn records_meet_their_turns_and_a_turn_in_flight_at_a_stop_failed() {
+        let logged = |session, error: Option<&str>| Logged {
+            session,
+            inputs: format!("in{session}"),
+            composed_ns: 7,
+            error: error.map(str::to_string),
+        };
+        let log = [
+            logged(0, None),
+            logged(1, Some("HTTP 500: boom")),
+            logged(0, None),
+        ];
+        let mut window = WindowRecords::default();
+        let answered = RequestRecord {
+            step: 0,
+            start_ns: 10,
+            ok: true,
+            body_len: 6,
+            ..RequestRecord::default()
+        };
+        let failed = RequestRecord {
+            step: 1,
+            start_ns: 20,
+            ..RequestRecord::default()
+        };
+        window.append_records(&[answered, failed], b"answer");
+        let turns = turns_done(&log, &window, 99);
+        assert_eq!(turns.len(), 3);
+        assert_eq!(turns[0].result.body, b"answer");
+        assert_eq!(
+            turns[0].result.record.body_len, 0,
+            "offsets are set by the export"
+        );
+        assert!(turns[0].result.error.is_none());
+        assert_eq!(turns[1].result.error.as_deref(), Some("HTTP 500: boom"));
+        assert_eq!((turns[1].session, turns[1].inputs.as_str()), (1, "in1"));
+        let cut = &turns[2].result;
+        assert_eq!(
+            cut.error.as_deref(),
+            Some("interrupted before the answer was complete")
+        );
+        assert_eq!((cut.record.start_ns, cut.record.end_ns), (7, 99));
+        assert!(!cut.record.ok);
     }
 
     #[test]
