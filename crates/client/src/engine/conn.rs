@@ -176,7 +176,6 @@ impl Conn {
         self.write_more(req, clock, registry)
     }
 
-    /// Writes until the request is out or the socket is full.
     /// `start` with request bytes made for this send: they are copied into the connection,
     /// which writes them from there (`on_event_owned`).
     pub fn start_owned(
@@ -190,6 +189,17 @@ impl Conn {
         own.clear();
         own.extend_from_slice(req);
         let out = self.start(&own, step, clock, registry);
+        self.own = own;
+        self.owned = true;
+        out
+    }
+
+    /// Sends the connection's own copy of the request (see `start_owned`) again, from its
+    /// first byte, as a new request with the same step: for a request lost on a connection
+    /// the server had closed, once this connection has reconnected.
+    pub fn restart_owned(&mut self, clock: &Clock, registry: &Registry) -> Outcome {
+        let own = std::mem::take(&mut self.own);
+        let out = self.start(&own, self.step, clock, registry);
         self.own = own;
         self.owned = true;
         out
@@ -214,6 +224,7 @@ impl Conn {
         out
     }
 
+    /// Writes until the request is out or the socket is full.
     pub fn write_more(&mut self, req: &[u8], clock: &Clock, registry: &Registry) -> Outcome {
         while self.written < req.len() {
             match self.stream.write(&req[self.written..]) {
@@ -533,6 +544,11 @@ impl Conn {
             msg,
             request_lost: in_flight,
         }
+    }
+
+    /// A byte of the response to the current (or failed) request has arrived.
+    pub fn response_begun(&self) -> bool {
+        self.rlen > 0
     }
 
     /// True when a request is on the wire.

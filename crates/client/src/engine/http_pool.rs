@@ -25,6 +25,35 @@ pub struct HttpPool {
     rx_stamps: bool,
     /// Session turns: why the connection could not be opened, for its slot's next turn.
     broken: Vec<Option<String>>,
+    /// Session turns: what each connection's socket has served (see `retry_stale`).
+    reuse: Vec<Reuse>,
+}
+
+/// Session turns: what a connection's current socket has carried. A socket that is idle
+/// and not to be replaced has answered every request sent on it (a failure replaces it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Reuse {
+    /// Nothing sent on it yet.
+    #[default]
+    Fresh,
+    /// Its first request was sent on it.
+    Used,
+    /// The request in flight (or the last one) followed an answered one on it, so the
+    /// server may have closed it while it was idle.
+    Reused,
+    /// It was opened to send again the turn that a reused socket lost; the turn is still in
+    /// flight.
+    Retrying,
+}
+
+impl Reuse {
+    /// The socket is about to carry another request.
+    fn next(self) -> Reuse {
+        match self {
+            Reuse::Fresh => Reuse::Used,
+            _ => Reuse::Reused,
+        }
+    }
 }
 
 /// Open loop: connections opened at once, at most, when sends are due and none is free.
@@ -41,6 +70,7 @@ impl HttpPool {
             connecting: 0,
             rx_stamps: false,
             broken: vec![None; count],
+            reuse: vec![Reuse::Fresh; count],
         }
     }
 
@@ -85,6 +115,10 @@ impl HttpPool {
             Outcome::Pending => {}
             Outcome::Connected => {
                 self.connecting = self.connecting.saturating_sub(1);
+                if self.reuse.get(i) == Some(&Reuse::Retrying) {
+                    let out = self.conns[i].restart_owned(cx.clock, cx.registry);
+                    return self.handle(i, out, cx);
+                }
                 self.idle.push(i);
             }
             Outcome::Completed => {
@@ -113,25 +147,64 @@ impl HttpPool {
                     self.idle.push(i);
                 }
             }
-            Outcome::Failed { msg, request_lost } => {
-                if request_lost {
-                    let rec = self.conns[i].rec;
-                    if let Some(t) = cx.feed.turns() {
-                        t.ended(i, &rec, &[], Some(&msg), cx.clock);
-                    }
-                    cx.sink.finish(rec, &[]);
-                }
-                if cx.feed.turns().is_some() {
-                    // The slot goes on with its next conversation (see `fill_turns`).
-                    if !request_lost {
-                        self.broken[i] = Some(msg.clone());
-                    }
-                    self.idle.push(i);
-                }
-                // perf_analyzer stops the run at the first failed request; the coordinator
-                // sees the error at the next check and ends the measurement.
-                cx.sink.fail(msg);
+            Outcome::Failed { msg, request_lost } => self.failed(i, msg, request_lost, cx),
+        }
+    }
+
+    /// Connection `i` failed; `request_lost`: with the request it had in flight.
+    fn failed(&mut self, i: usize, mut msg: String, mut request_lost: bool, cx: &mut Cx<'_>) {
+        if cx.feed.turns().is_some() {
+            match self.retry_stale(i, request_lost, cx) {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(why) => msg = why,
             }
+            // The connection opened for a retry failed: the turn it was to carry is lost.
+            request_lost |= self.reuse[i] == Reuse::Retrying;
+            self.reuse[i] = Reuse::Fresh;
+        }
+        if request_lost {
+            let rec = self.conns[i].rec;
+            if let Some(t) = cx.feed.turns() {
+                t.ended(i, &rec, &[], Some(&msg), cx.clock);
+            }
+            cx.sink.finish(rec, &[]);
+        }
+        if cx.feed.turns().is_some() {
+            // The slot goes on with its next conversation (see `fill_turns`).
+            if !request_lost {
+                self.broken[i] = Some(msg.clone());
+            }
+            self.idle.push(i);
+        }
+        // perf_analyzer stops the run at the first failed request; the coordinator sees the
+        // error at the next check and ends the measurement.
+        cx.sink.fail(msg);
+    }
+
+    /// Session turns: a turn lost before any byte of its answer, on a socket that had
+    /// already answered a request, was most likely sent on a connection the server closed
+    /// while it was idle (the close was not seen before the send). Such a turn is sent once
+    /// more, on a new connection, and its failure is not reported. `Ok(true)`: the retry is
+    /// under way; `Ok(false)`: the turn is not one to retry; `Err`: the new connection could
+    /// not be opened, why.
+    fn retry_stale(
+        &mut self,
+        i: usize,
+        request_lost: bool,
+        cx: &mut Cx<'_>,
+    ) -> Result<bool, String> {
+        let conn = &mut self.conns[i];
+        if !request_lost || self.reuse[i] != Reuse::Reused || conn.response_begun() {
+            return Ok(false);
+        }
+        match conn.reconnect(self.addr, cx.registry, self.tls.as_ref()) {
+            // The turn goes again once connected (see `handle`).
+            Ok(()) => {
+                self.reuse[i] = Reuse::Retrying;
+                Ok(true)
+            }
+            Err(e) => Err(format!("cannot reconnect to {}: {e}", self.addr)),
         }
     }
 
@@ -177,6 +250,7 @@ impl HttpPool {
                 continue;
             }
             if self.conns[i].must_reconnect {
+                self.reuse[i] = Reuse::Fresh;
                 let conn = &mut self.conns[i];
                 match conn.reconnect(self.addr, cx.registry, self.tls.as_ref()) {
                     // Back among the idle ones once connected.
@@ -195,6 +269,7 @@ impl HttpPool {
                 continue;
             };
             self.idle.swap_remove(k);
+            self.reuse[i] = self.reuse[i].next();
             self.send(i, send, cx);
         }
     }
@@ -240,12 +315,13 @@ impl Pool for HttpPool {
         let Some(conn) = self.conns.get_mut(token) else {
             return;
         };
-        let out = if conn.owns_request() {
-            conn.on_event_owned(ready.writable, ready.readable, cx.clock, cx.registry)
-        } else {
-            let req = &cx.feed.requests[conn.step];
-            conn.on_event(ready.writable, ready.readable, req, cx.clock, cx.registry)
-        };
+        let mut out = conn_event(conn, ready, cx);
+        // Session turns: the peer's FIN came with this event's data, so no later event will
+        // report it; the response cut short must still end (read on to the EOF).
+        if ready.closed && out == Outcome::Pending && conn.in_flight() && cx.feed.turns().is_some()
+        {
+            out = conn_event(conn, ready, cx);
+        }
         self.handle(token, out, cx);
     }
 
@@ -270,5 +346,16 @@ impl Pool for HttpPool {
         for c in &mut self.conns {
             c.deregister(registry);
         }
+    }
+}
+
+/// Hands a readiness event to `conn`, with the bytes of the request it is sending.
+#[inline]
+fn conn_event(conn: &mut Conn, ready: Ready, cx: &mut Cx<'_>) -> Outcome {
+    if conn.owns_request() {
+        conn.on_event_owned(ready.writable, ready.readable, cx.clock, cx.registry)
+    } else {
+        let req = &cx.feed.requests[conn.step];
+        conn.on_event(ready.writable, ready.readable, req, cx.clock, cx.registry)
     }
 }

@@ -62,18 +62,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: &AtomicBool) -> Result<RunRe
         sessions,
     ));
     let spec = engine_spec(cfg, &target);
-    let load = LoadDesc::sessions(
-        cfg.session_concurrency,
-        TurnSource(Arc::new(Plan(book.clone()))),
-    );
-    let mut engine = Engine::start_load(&spec, &load.engine_load(), None)?;
-    let stopped = wait(&mut engine, stop);
-    let mut window = WindowRecords::default();
-    let collected = engine.collect(u64::MAX, &mut window);
-    drop(engine);
-    collected?;
-    let mut turns = turns_done(&book.take_log(), &window, spec.clock.now_ns());
-    turns.sort_by_key(|t| t.result.record.start_ns);
+    let (turns, stopped) = run_turns(&spec, &book, cfg.session_concurrency, stop)?;
     let interrupted = stopped || driver::stopped(stop);
     let summary = Summary::of(&book.sessions, &turns, book.started(), interrupted);
     let _ = out.write_all(summary.line(slots).as_bytes());
@@ -107,6 +96,27 @@ fn engine_spec(cfg: &Config, target: &super::setup::Target) -> EngineSpec {
         slots: None,
         read_batch: None,
     }
+}
+
+/// Runs the book's conversations on `slots` engine slots until every one ran or `stop` is
+/// set: every composed turn with its result, in start order, and whether the run was
+/// stopped.
+fn run_turns(
+    spec: &EngineSpec,
+    book: &Arc<Book>,
+    slots: u64,
+    stop: &AtomicBool,
+) -> Result<(Vec<TurnDone>, bool)> {
+    let load = LoadDesc::sessions(slots, TurnSource(Arc::new(Plan(book.clone()))));
+    let mut engine = Engine::start_load(spec, &load.engine_load(), None)?;
+    let stopped = wait(&mut engine, stop);
+    let mut window = WindowRecords::default();
+    let collected = engine.collect(u64::MAX, &mut window);
+    drop(engine);
+    collected?;
+    let mut turns = turns_done(&book.take_log(), &window, spec.clock.now_ns());
+    turns.sort_by_key(|t| t.result.record.start_ns);
+    Ok((turns, stopped))
 }
 
 /// Waits until every conversation ran, or the run is stopped (then no new turn starts);
@@ -310,6 +320,9 @@ fn export_experiment(turns: Vec<TurnDone>) -> ExportExperiment {
         step_inputs,
     }
 }
+
+#[cfg(test)]
+mod conn_tests;
 
 #[cfg(test)]
 mod tests {
