@@ -6,17 +6,17 @@
 # export), export requests and responses, CSV header equality, how each run ended, and the
 # export fields that only one of the two tools writes (benches/export_shape.py).
 #
-#   bash benches/triton_side_by_side.sh [MODEL ...]        (run from the repo root)
+#   TRITON=DIR PA=PATH bash benches/triton_side_by_side.sh [MODEL ...]   (from the repo root)
 #
-# Env: TRITON (the DIR given to setup-triton.sh, same default), PA (the wrapper path
-# setup-peers.sh prints, same default), CONC (1: the concurrency), FLAGS (-p 2000 -s 10
+# Env: TRITON (required: the DIR given to setup-triton.sh), PA (required: the perf_analyzer
+# wrapper path setup-peers.sh prints), CONC (1: the concurrency), FLAGS (-p 2000 -s 10
 # --max-trials 10), KINDS (http grpc capi). The server is started on free loopback ports and
 # stopped at the end; each run is bounded by `timeout 300`.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=${BENCH:-$ROOT/../shared/bench}
-TRITON=${TRITON:-/tmp/triton}
-PA=${PA:-/tmp/peers/bin/perf_analyzer}
+TRITON=${TRITON:?set TRITON to the DIR given to setup-triton.sh}
+PA=${PA:?set PA to the perf_analyzer path setup-peers.sh prints}
 INFERPERF=${INFERPERF:-$ROOT/target/release/inferperf}
 CONC=${CONC:-1}
 FLAGS=${FLAGS:--p 2000 -s 10 --max-trials 10}
