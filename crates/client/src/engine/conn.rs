@@ -546,6 +546,11 @@ impl Conn {
         }
     }
 
+    /// Gives up on the request in flight (its connection is replaced before the next one).
+    pub fn expire(&mut self, msg: String) -> Outcome {
+        self.fail(msg)
+    }
+
     /// A byte of the response to the current (or failed) request has arrived.
     pub fn response_begun(&self) -> bool {
         self.rlen > 0

@@ -27,6 +27,8 @@ pub struct HttpPool {
     broken: Vec<Option<String>>,
     /// Session turns: what each connection's socket has served (see `retry_stale`).
     reuse: Vec<Reuse>,
+    /// Session turns: when a byte last moved on each connection (clock ns).
+    last_io_ns: Vec<u64>,
 }
 
 /// Session turns: what a connection's current socket has carried. A socket that is idle
@@ -71,6 +73,7 @@ impl HttpPool {
             rx_stamps: false,
             broken: vec![None; count],
             reuse: vec![Reuse::Fresh; count],
+            last_io_ns: vec![0; count],
         }
     }
 
@@ -237,6 +240,7 @@ impl HttpPool {
     /// gone ends each conversation at its first turn instead of stalling the slot.
     fn fill_turns(&mut self, cx: &mut Cx<'_>) {
         let now_ns = cx.clock.now_ns();
+        self.expire_silent(now_ns, cx);
         let mut k = 0;
         while let Some(&i) = self.idle.get(k) {
             if let Some(msg) = self.broken[i].take() {
@@ -270,8 +274,42 @@ impl HttpPool {
             };
             self.idle.swap_remove(k);
             self.reuse[i] = self.reuse[i].next();
+            self.last_io_ns[i] = now_ns;
             self.send(i, send, cx);
         }
+        self.watch_silent(cx);
+    }
+
+    /// Session turns: a request whose connection has moved no byte for the source's idle
+    /// limit fails with that reason; its connection is replaced and the slot goes on.
+    fn expire_silent(&mut self, now_ns: u64, cx: &mut Cx<'_>) {
+        let Some(limit) = cx.feed.turns().map(|t| t.idle_limit_ns()) else {
+            return;
+        };
+        for i in 0..self.conns.len() {
+            let due = self.last_io_ns[i].saturating_add(limit);
+            if self.conns[i].in_flight() && now_ns >= due {
+                // A silent server is not a stale connection: the turn is not sent again.
+                self.reuse[i] = Reuse::Fresh;
+                let secs = std::time::Duration::from_nanos(limit).as_secs_f64();
+                let out = self.conns[i].expire(format!("no answer byte for {secs} s"));
+                self.handle(i, out, cx);
+            }
+        }
+    }
+
+    /// Session turns: tells the feed when the first request in flight reaches its idle
+    /// limit, so the worker wakes to end it.
+    fn watch_silent(&self, cx: &mut Cx<'_>) {
+        let Some(t) = cx.feed.turns() else {
+            return;
+        };
+        let limit = t.idle_limit_ns();
+        let due = (0..self.conns.len())
+            .filter(|&i| self.conns[i].in_flight())
+            .map(|i| self.last_io_ns[i].saturating_add(limit))
+            .min();
+        t.watch(due);
     }
 
     /// Session turns: `send` on connection `i` fails at once with `msg` (the connection
@@ -315,6 +353,9 @@ impl Pool for HttpPool {
         let Some(conn) = self.conns.get_mut(token) else {
             return;
         };
+        if cx.feed.turns().is_some() {
+            self.last_io_ns[token] = cx.clock.now_ns();
+        }
         let mut out = conn_event(conn, ready, cx);
         // Session turns: the peer's FIN came with this event's data, so no later event will
         // report it; the response cut short must still end (read on to the EOF).

@@ -35,7 +35,15 @@ pub trait Turns: std::marker::Send {
     fn next_due_ns(&self) -> Option<u64>;
     /// No slot will send again.
     fn exhausted(&self) -> bool;
+    /// How long (ns) a request may wait with no byte moving on its connection before it
+    /// fails with "no answer byte".
+    fn idle_limit_ns(&self) -> u64 {
+        DEFAULT_IDLE_LIMIT_NS
+    }
 }
+
+/// A request in flight fails after this long with no byte moving (ten minutes).
+pub const DEFAULT_IDLE_LIMIT_NS: u64 = 600_000_000_000;
 
 /// Makes each worker's [`Turns`] for the pool slots it owns.
 pub trait TurnPlan: std::marker::Send + Sync {
@@ -62,6 +70,8 @@ impl PartialEq for TurnSource {
 pub struct TurnFeed {
     turns: Box<dyn Turns>,
     pub scratch: Vec<u8>,
+    /// When the pool must look again at its requests in flight (their idle limit).
+    watch_ns: Option<u64>,
 }
 
 impl TurnFeed {
@@ -69,6 +79,7 @@ impl TurnFeed {
         TurnFeed {
             turns,
             scratch: Vec::new(),
+            watch_ns: None,
         }
     }
 
@@ -97,8 +108,23 @@ impl TurnFeed {
         self.turns.ended(slot, end);
     }
 
+    /// The next time the worker must wake: a slot's turn comes due, or a request in flight
+    /// reaches its idle limit.
     pub fn next_due_ns(&self) -> Option<u64> {
-        self.turns.next_due_ns()
+        match (self.turns.next_due_ns(), self.watch_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// See [`Turns::idle_limit_ns`].
+    pub fn idle_limit_ns(&self) -> u64 {
+        self.turns.idle_limit_ns()
+    }
+
+    /// The earliest idle deadline of the requests in flight (`None`: none in flight).
+    pub fn watch(&mut self, at_ns: Option<u64>) {
+        self.watch_ns = at_ns;
     }
 
     pub fn exhausted(&self) -> bool {

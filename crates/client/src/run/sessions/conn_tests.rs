@@ -1,7 +1,8 @@
 //! Session turns on the engine's connections, against a loopback server answering scripted
 //! bytes: keep-alive reuse, one stamped response per streamed event, failures that name their
-//! cause, the one retry of a turn lost on a connection the server closed while idle, a stop
-//! in the middle of a turn, and a refused connect.
+//! cause, the one retry of a turn lost on a connection the server closed while idle, the idle
+//! limit of a turn the server never answers, a stop in the middle of a turn, and a refused
+//! connect.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -109,12 +110,17 @@ fn conversation(turns: usize, delay_ms: u64) -> Vec<Session> {
 
 /// Runs `sessions` on one slot against `addr` until they ran or `stop` is set.
 fn run_on(addr: SocketAddr, sessions: Vec<Session>, stop: &AtomicBool) -> Vec<TurnDone> {
-    let book = Arc::new(Book::new(
+    let book = Book::new(
         addr.to_string(),
         "v1/chat/completions".into(),
         Vec::new(),
         sessions,
-    ));
+    );
+    run_book(addr, Arc::new(book), stop)
+}
+
+/// Runs `book`'s conversations on one slot against `addr`.
+fn run_book(addr: SocketAddr, book: Arc<Book>, stop: &AtomicBool) -> Vec<TurnDone> {
     let spec = EngineSpec {
         addr,
         requests: Arc::new(vec![Vec::new()]),
@@ -325,6 +331,24 @@ fn a_retried_turn_that_is_lost_again_fails() {
     );
     assert!(!turns[1].result.record.ok);
     assert_eq!(server.join().unwrap(), 3);
+}
+
+#[test]
+fn a_turn_with_no_answer_byte_for_the_idle_limit_fails() {
+    // The server reads the first turn and says nothing; it hangs up only after PATIENCE.
+    let (addr, server) = serve(vec![vec![answer(&[]), answer(&[])]]);
+    let book = Book::new(
+        addr.to_string(),
+        "v1/chat/completions".into(),
+        Vec::new(),
+        conversation(2, 0),
+    )
+    .with_idle_limit(Duration::from_millis(300));
+    let turns = run_book(addr, Arc::new(book), &AtomicBool::new(false));
+    // A failed turn ends its conversation: the second turn is never sent.
+    assert_eq!(turns.len(), 1);
+    assert_eq!(error_of(&turns, 0), "no answer byte for 0.3 s");
+    assert_eq!(server.join().unwrap(), 1);
 }
 
 #[test]

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::engine::turns::{TurnEnd, TurnPlan, Turns};
+use crate::engine::turns::{TurnEnd, TurnPlan, Turns, DEFAULT_IDLE_LIMIT_NS};
 use crate::inputs::openai::sessions::{reply_of_body, reply_of_event, History, Session, TurnBody};
 use crate::measure::record::framed_responses;
 use crate::service::openai::{encode_request, request_inputs_json};
@@ -37,6 +37,8 @@ pub struct Book {
     /// The next conversation nobody has started.
     next: AtomicUsize,
     log: Mutex<Vec<Logged>>,
+    /// How long a turn may wait with no byte moving (see `Turns::idle_limit_ns`).
+    idle_limit_ns: u64,
 }
 
 impl Book {
@@ -53,7 +55,16 @@ impl Book {
             sessions,
             next: AtomicUsize::new(0),
             log: Mutex::new(Vec::new()),
+            idle_limit_ns: DEFAULT_IDLE_LIMIT_NS,
         }
+    }
+
+    /// A turn fails after `limit` with no byte moving on its connection (default: ten
+    /// minutes; tests shorten it).
+    #[cfg(test)]
+    pub fn with_idle_limit(mut self, limit: std::time::Duration) -> Book {
+        self.idle_limit_ns = u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX);
+        self
     }
 
     /// Conversations started so far.
@@ -117,6 +128,10 @@ struct Slots {
 }
 
 impl Turns for Slots {
+    fn idle_limit_ns(&self) -> u64 {
+        self.book.idle_limit_ns
+    }
+
     fn compose(&mut self, slot: usize, now_ns: u64, out: &mut Vec<u8>) -> Option<u32> {
         let book = &self.book;
         let current = self.slots.get_mut(slot)?;
