@@ -31,7 +31,7 @@ Notes (where inferperf differs from perf_analyzer):
      another machine (--pin / --no-pin to choose): a server on this machine shares the cores.
   4. Before measuring, inferperf waits until GET /v2/health/ready answers 200 (gRPC:
      ServerReady; 404 or UNIMPLEMENTED, i.e. no health endpoint, counts as ready), for at most
-     --ready-timeout seconds (default 10; 0 checks once without retrying).
+     --ready-timeout seconds (default 10, at most 86400; 0 checks once without retrying).
   5. Decoupled models (-i grpc --streaming): latency runs to the last response with outputs,
      and the banner says so (perf_analyzer's says 'first response' but measures the last).
      Each point adds Response Throughput, the time to the first response and the time

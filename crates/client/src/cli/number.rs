@@ -35,9 +35,31 @@ where
         .map_err(|_| Error::usage(format!("Failed to parse {flag}. '{raw}' is too large.")))
 }
 
+/// Parses an integer that must be in `min..=max`.
+pub(super) fn parse_in_range(flag: &str, raw: &str, min: i64, max: u64) -> Result<u64> {
+    let value: u64 = parse_at_least(flag, raw, min)?;
+    if value > max {
+        return Err(Error::usage(format!(
+            "Failed to parse {flag}. The value must be <= {max} (got '{raw}')."
+        )));
+    }
+    Ok(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integers_in_a_range() {
+        assert_eq!(parse_in_range("--t", "86400", 0, 86_400).unwrap(), 86_400);
+        let err = parse_in_range("--t", "18446744073709551615", 0, 86_400).unwrap_err();
+        assert_eq!(
+            err.msg,
+            "Failed to parse --t. The value must be <= 86400 (got '18446744073709551615')."
+        );
+        assert!(parse_in_range("--t", "-1", 0, 86_400).is_err());
+    }
 
     #[test]
     fn bounded_integers() {

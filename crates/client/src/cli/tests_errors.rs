@@ -103,6 +103,10 @@ const ERROR_ROWS: &[(&[&str], &[&str])] = &[
         &["-m", "m", "--ready-timeout", "x"],
         &["--ready-timeout", "'x'"],
     ),
+    (
+        &["-m", "m", "--ready-timeout", "18446744073709551615"],
+        &["--ready-timeout", "<= 86400"],
+    ),
     (&["-m", "m", "--sync", "--async"], &["--async", "--sync"]),
     (&["-m", "m", "-i", "udp"], &["-i", "'udp'"]),
     (&["-m", "m", "--streaming"], &["--streaming", "-i grpc"]),

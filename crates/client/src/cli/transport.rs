@@ -7,6 +7,9 @@ use super::net::{parse_header, parse_url};
 use crate::config::{CertFormat, Compression, Config, ParamValue, Protocol, TlsConfig};
 use crate::error::{Error, Result};
 
+/// The longest `--ready-timeout` (one day): beyond it the deadline is not a wait but a typo.
+const MAX_READY_TIMEOUT_S: u64 = 86_400;
+
 /// perf_analyzer's default server addresses per protocol.
 const DEFAULT_HTTP_URL: &str = "localhost:8000";
 const DEFAULT_GRPC_URL: &str = "localhost:8001";
@@ -47,7 +50,8 @@ pub fn apply_transport(args: &RunArgs, config: &mut Config) -> Result<()> {
         .map(|h| parse_header(h))
         .collect::<Result<_>>()?;
     if let Some(raw) = args.ready_timeout.as_deref() {
-        config.ready_timeout_s = super::number::parse_at_least("--ready-timeout", raw, 0)?;
+        config.ready_timeout_s =
+            super::number::parse_in_range("--ready-timeout", raw, 0, MAX_READY_TIMEOUT_S)?;
     }
     apply_grpc_options(args, config)?;
     config.trace_settings = trace_settings(args)?;
