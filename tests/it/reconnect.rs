@@ -15,6 +15,12 @@ const INFER: &str = r#"{"model_name":"m","outputs":[{"name":"OUT","datatype":"FP
 
 /// Serves one connection; returns when the client or this server closes it.
 fn serve_conn(stream: TcpStream, infers: &AtomicU64) {
+    serve_conn_with(stream, infers, false)
+}
+
+/// Serves one connection; with `cut`, every infer reply stops halfway through its body and
+/// the connection closes, so the FIN arrives with the data.
+fn serve_conn_with(stream: TcpStream, infers: &AtomicU64, cut: bool) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut out = stream;
     let mut answered = 0u32;
@@ -56,6 +62,10 @@ fn serve_conn(stream: TcpStream, infers: &AtomicU64) {
             "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{conn}\r\n{reply}",
             reply.len()
         );
+        if cut && path.ends_with("/infer") {
+            let _ = out.write_all(&msg.as_bytes()[..msg.len() - reply.len() / 2]);
+            return;
+        }
         if out.write_all(msg.as_bytes()).is_err() || close {
             return;
         }
@@ -93,4 +103,45 @@ fn closed_connections_are_replaced_and_counts_stay_exact() {
     assert!(res.error.is_none(), "{:?}", res.error);
     assert_eq!(res.points[0].client.request_count, 300);
     assert_eq!(infers.load(Ordering::SeqCst), 300);
+}
+
+#[test]
+fn a_reply_cut_short_by_a_close_ends_the_run_with_its_cause() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let infers = Arc::new(AtomicU64::new(0));
+    let counter = infers.clone();
+    std::thread::spawn(move || {
+        for s in listener.incoming().flatten() {
+            let c = counter.clone();
+            std::thread::spawn(move || serve_conn_with(s, &c, true));
+        }
+    });
+    let cfg = Config {
+        model_name: "m".into(),
+        url: addr.to_string(),
+        measurement_mode: MeasurementMode::CountWindows,
+        request_count: 20,
+        concurrency: ConcurrencyRange {
+            start: 1,
+            end: 1,
+            step: 1,
+        },
+        pin_threads: false,
+        ready_timeout_s: 2,
+        ..Config::default()
+    };
+    // The run must end by itself; a connection waiting forever on the cut reply would not.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let res = inferperf::run::run(&cfg, &mut out, Arc::new(AtomicBool::new(false)));
+        let _ = tx.send(res.map(|r| r.error.map(|e| e.msg)));
+    });
+    let res = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the run ends");
+    let error = res.unwrap().expect("the cut reply is an error");
+    assert!(error.contains("closed the connection"), "{error}");
+    assert!(infers.load(Ordering::SeqCst) >= 1);
 }

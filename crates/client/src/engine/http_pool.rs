@@ -357,10 +357,9 @@ impl Pool for HttpPool {
             self.last_io_ns[token] = cx.clock.now_ns();
         }
         let mut out = conn_event(conn, ready, cx);
-        // Session turns: the peer's FIN came with this event's data, so no later event will
-        // report it; the response cut short must still end (read on to the EOF).
-        if ready.closed && out == Outcome::Pending && conn.in_flight() && cx.feed.turns().is_some()
-        {
+        // The peer's FIN came with this event's data, so no later event will report it; the
+        // response cut short must still end (read on to the EOF).
+        if ready.closed && out == Outcome::Pending && conn.in_flight() {
             out = conn_event(conn, ready, cx);
         }
         self.handle(token, out, cx);
