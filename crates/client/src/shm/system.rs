@@ -249,8 +249,7 @@ impl Drop for Region {
 
 /// Serialises the tests that create regions with the ones that unlink every live region.
 #[cfg(any(test, feature = "test-support"))]
-#[doc(hidden)]
-pub static TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
