@@ -1,5 +1,7 @@
 //! What the engine hands to measurement: one record per finished request, grouped by window.
 
+use super::fail::FailKind;
+
 /// One finished (or failed) request. All times are ns since the Unix epoch (see `clock`).
 ///
 /// Client-library timing follows perf_analyzer's six timers: send = `start_ns..send_end_ns`
@@ -41,6 +43,8 @@ pub struct RequestRecord {
     /// region holds one framed response per event (see [`framed_responses`]), `[DONE]` as
     /// an empty payload.
     pub sse: bool,
+    /// Why the request failed ([`FailKind::None`] when `ok`).
+    pub fail: FailKind,
 }
 
 impl RequestRecord {
@@ -130,7 +134,8 @@ pub fn framed_responses(mut body: &[u8]) -> impl Iterator<Item = (u64, &[u8])> {
 mod tests {
     use super::*;
 
-    /// Nine words: five times, four counters, the sequence slot and id, three flags. A record
+    /// Nine words: five times, four counters, the sequence slot and id, three flags and the
+    /// failure kind. A record
     /// is written per request and kept for the windows of a level, so growth shows up in
     /// memory at high rates: this fails when a field is added.
     #[test]

@@ -3,7 +3,7 @@
 //! length against what is left, so a torn or hostile message is an error, never a panic.
 
 use crate::error::{Error, Result};
-use crate::measure::{RequestRecord, WindowRecords, WindowStats};
+use crate::measure::{FailKind, RequestRecord, WindowRecords, WindowStats};
 
 /// Appends fixed-width integers and length-prefixed runs to a byte buffer.
 #[derive(Default)]
@@ -154,7 +154,7 @@ pub fn get_window_stats(r: &mut Reader) -> Result<WindowStats> {
 }
 
 /// Bytes of one encoded record.
-const RECORD_BYTES: usize = 8 * 5 + 4 * 5 + 3;
+const RECORD_BYTES: usize = 8 * 6 + 4 * 5 + 4;
 
 fn put_record(w: &mut Writer, rec: &RequestRecord) {
     for v in [
@@ -179,6 +179,7 @@ fn put_record(w: &mut Writer, rec: &RequestRecord) {
     for v in [rec.ok, rec.seq_end, rec.sse] {
         w.u8(u8::from(v));
     }
+    w.u8(rec.fail as u8);
 }
 
 fn get_record(r: &mut Reader) -> Result<RequestRecord> {
@@ -197,6 +198,7 @@ fn get_record(r: &mut Reader) -> Result<RequestRecord> {
         ok: r.u8()? != 0,
         seq_end: r.u8()? != 0,
         sse: r.u8()? != 0,
+        fail: FailKind::from_u8(r.u8()?),
     })
 }
 
@@ -312,6 +314,7 @@ mod tests {
             seq_id: 9,
             seq_end: true,
             sse: false,
+            fail: FailKind::Timeout,
         };
         WindowRecords {
             start_ns: 10,
