@@ -337,6 +337,9 @@ pub struct Config {
     // --- run control ---
     /// Seconds to wait for `/v2/health/ready` before giving up.
     pub ready_timeout_s: u64,
+    /// `--request-timeout`: a request with no progress for this long fails as timed out;
+    /// `None`: max(30 s, 10x the slowest request completed so far).
+    pub request_timeout: Option<std::time::Duration>,
 }
 
 impl Default for Config {
@@ -409,6 +412,7 @@ impl Default for Config {
             profile_export_file: None,
             metrics: None,
             ready_timeout_s: 10,
+            request_timeout: None,
         }
     }
 }

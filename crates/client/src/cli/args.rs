@@ -299,6 +299,11 @@ pub struct RunArgs {
     /// Seconds to wait for /v2/health/ready before giving up; 0 = check once [default: 10]
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, help_heading = TRANSPORT)]
     pub ready_timeout: Option<String>,
+    /// Milliseconds a request may go without a response byte (or a connect without
+    /// finishing) before it fails as timed out, at most 86400000
+    /// [default: max(30 s, 10x the slowest request so far)]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true, help_heading = TRANSPORT)]
+    pub request_timeout: Option<String>,
 
     /// Models whose server statistics the Server section adds, e.g. "a,b:2" (BLS models)
     /// [default: none]

@@ -268,6 +268,10 @@ const FLAG_ROWS: &[(&[&str], Check)] = &[
     }),
     (&["--ready-timeout", "3"], |c| c.ready_timeout_s == 3),
     (&["--ready-timeout", "0"], |c| c.ready_timeout_s == 0),
+    (&["--request-timeout", "300"], |c| {
+        c.request_timeout == Some(std::time::Duration::from_millis(300))
+    }),
+    (&["-m", "m"], |c| c.request_timeout.is_none()),
     (&["-f", "out.csv"], |c| {
         c.csv_file == Some(PathBuf::from("out.csv"))
     }),

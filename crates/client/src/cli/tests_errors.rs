@@ -107,6 +107,14 @@ const ERROR_ROWS: &[(&[&str], &[&str])] = &[
         &["-m", "m", "--ready-timeout", "18446744073709551615"],
         &["--ready-timeout", "<= 86400"],
     ),
+    (
+        &["-m", "m", "--request-timeout", "18446744073709551615"],
+        &["--request-timeout", "<= 86400000"],
+    ),
+    (
+        &["-m", "m", "--request-timeout", "0"],
+        &["--request-timeout", "> 0"],
+    ),
     (&["-m", "m", "--sync", "--async"], &["--async", "--sync"]),
     (&["-m", "m", "-i", "udp"], &["-i", "'udp'"]),
     (&["-m", "m", "--streaming"], &["--streaming", "-i grpc"]),

@@ -1,11 +1,12 @@
 //! The gRPC pool's per-stream side: what each session event does to the request in its
 //! slot (response counting, stamps, completion, failure).
 
+use super::deadline::{mark, Waiting, Watch};
 use super::pool::Sink;
 use super::wire::GrpcWire;
 use crate::clock::Clock;
 use crate::measure::record::push_framed_response;
-use crate::measure::RequestRecord;
+use crate::measure::{FailKind, RequestRecord};
 use crate::protocol::grpc::session::{Event, StreamEnd};
 use crate::service::stream_scan::scan_stream_response;
 
@@ -19,6 +20,8 @@ pub(super) struct Slot {
     pub(super) body: Vec<u8>,
     /// Streaming: arrival of the last response with outputs (ns).
     pub(super) last_output_ns: u64,
+    /// The request timeout's view of the request in flight (see `deadline.rs`).
+    pub(super) watch: Watch,
 }
 
 impl Slot {
@@ -30,7 +33,27 @@ impl Slot {
             rec: RequestRecord::default(),
             body: Vec::new(),
             last_output_ns: 0,
+            watch: Watch::default(),
         }
+    }
+
+    /// What the request in flight waits for and a mark of its progress (its start, its
+    /// response headers, its responses and kept bytes).
+    pub(super) fn progress(&self) -> (u64, Waiting) {
+        let rec = &self.rec;
+        let begun = rec.recv_start_ns != 0 || rec.responses != 0;
+        let waiting = if begun {
+            Waiting::NextResponse
+        } else {
+            Waiting::FirstResponse
+        };
+        let parts = [
+            rec.start_ns,
+            rec.recv_start_ns,
+            u64::from(rec.responses),
+            self.body.len() as u64,
+        ];
+        (mark(parts), waiting)
     }
 }
 
@@ -55,6 +78,8 @@ pub(super) struct StreamCx<'a> {
     wire: &'a GrpcWire,
     sink: &'a mut Sink,
     when: When<'a>,
+    /// Why the connection went down, for its streams that end `Disconnected`.
+    cause: Option<(FailKind, &'a str)>,
 }
 
 impl<'a> StreamCx<'a> {
@@ -71,7 +96,14 @@ impl<'a> StreamCx<'a> {
             wire,
             sink,
             when,
+            cause: None,
         }
+    }
+
+    /// Streams that end because the connection went down fail with this kind and message.
+    pub(super) fn with_cause(mut self, kind: FailKind, msg: &'a str) -> StreamCx<'a> {
+        self.cause = Some((kind, msg));
+        self
     }
 
     /// One session event on a connection with `streams` in flight: stamps, response
@@ -116,10 +148,11 @@ impl<'a> StreamCx<'a> {
         let now = self.when.now_ns();
         let resp = match scan_stream_response(data) {
             Ok(r) => r,
-            Err(e) => return self.fail(s, now, e.to_string()),
+            Err(e) => return self.fail(s, now, FailKind::NotProtobuf, e.to_string()),
         };
         if let Some(err) = resp.error {
-            return self.fail(s, now, String::from_utf8_lossy(err).into_owned());
+            let msg = String::from_utf8_lossy(err).into_owned();
+            return self.fail(s, now, FailKind::Status, msg);
         }
         let (slot, sink) = (&mut self.slots[s], &mut *self.sink);
         if sink.keep_bodies {
@@ -146,19 +179,22 @@ impl<'a> StreamCx<'a> {
             }
             slot.rec.ok = true;
             slot.busy = false;
+            slot.watch.reset();
             sink.finish(slot.rec, &slot.body);
             self.free.push(s);
         }
     }
 
     /// The request in slot `s` failed at `now` with `msg`.
-    fn fail(&mut self, s: usize, now: u64, msg: String) {
+    pub(super) fn fail(&mut self, s: usize, now: u64, kind: FailKind, msg: String) {
         let slot = &mut self.slots[s];
         slot.rec.end_ns = now.max(slot.rec.start_ns);
         slot.rec.ok = false;
+        slot.rec.fail = kind;
         slot.busy = false;
+        slot.watch.reset();
         self.sink.finish(slot.rec, &[]);
-        self.sink.fail(msg);
+        self.sink.fail(kind, msg);
         self.free.push(s);
     }
 
@@ -178,12 +214,15 @@ impl<'a> StreamCx<'a> {
             return;
         }
         if self.wire.streaming || !end.is_ok() {
-            let why = if end.is_ok() {
-                "the stream ended before the request's final response".to_string()
-            } else {
-                end.to_string()
+            let (kind, why) = match (end, self.cause) {
+                (StreamEnd::Ok, _) => (
+                    FailKind::Closed,
+                    "the stream ended before the request's final response".to_string(),
+                ),
+                (StreamEnd::Disconnected, Some((kind, why))) => (kind, why.to_string()),
+                (end, _) => (end.kind(), end.to_string()),
             };
-            return self.fail(s, now, why);
+            return self.fail(s, now, kind, why);
         }
         slot.rec.end_ns = now;
         if slot.rec.recv_start_ns == 0 {
@@ -192,6 +231,7 @@ impl<'a> StreamCx<'a> {
         slot.rec.ok = true;
         slot.rec.responses = 1;
         slot.busy = false;
+        slot.watch.reset();
         self.sink.finish_in_slot(slot.rec, &slot.body, s);
         self.free.push(s);
     }

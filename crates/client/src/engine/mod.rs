@@ -3,6 +3,7 @@
 
 pub mod capi_pool;
 pub mod conn;
+pub mod deadline;
 pub mod grpc_pool;
 mod grpc_streams;
 pub mod http_pool;
@@ -31,7 +32,7 @@ use mio::{Poll, Waker};
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::measure::{RequestRecord, WindowRecords};
+use crate::measure::{FailTally, RequestRecord, WindowRecords};
 use crate::transport::TlsClient;
 use capi_pool::CapiPool;
 use grpc_pool::GrpcPool;
@@ -80,6 +81,9 @@ pub struct EngineSpec {
     /// data gather for up to this long between polls, so a wake-up reads several streams'
     /// tokens; `None`: read as soon as data arrives, timed at the read.
     pub read_batch: Option<Duration>,
+    /// `--request-timeout`: a request with no progress for this long fails as timed out;
+    /// `None`: max(30 s, 10x the slowest request completed so far) (see `deadline.rs`).
+    pub request_timeout: Option<Duration>,
 }
 
 struct WorkerHandle {
@@ -195,6 +199,20 @@ impl Engine {
             let msg = w.shared.error.lock().ok().and_then(|m| m.clone());
             Some((i, msg.unwrap_or_else(|| "unknown error".into())))
         })
+    }
+
+    /// Every worker's failures by kind (as of their last swap, first failure or exit), and
+    /// the requests they had completed then (failed ones included).
+    pub fn fail_tally(&self) -> (FailTally, u64) {
+        let mut all = FailTally::default();
+        let mut completed = 0;
+        for w in &self.workers {
+            if let Ok(t) = w.shared.tally.lock() {
+                all.merge(&t.0);
+                completed += t.1;
+            }
+        }
+        (all, completed)
     }
 
     /// Ends a window at `until_ns`: gathers every record that ended by then into `window`

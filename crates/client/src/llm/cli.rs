@@ -3,6 +3,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{ArgAction, Parser, ValueEnum};
 
@@ -121,6 +122,14 @@ pub struct ProfileArgs {
     /// Stop sending after this many seconds (requests in flight are waited for).
     #[arg(long)]
     pub benchmark_duration: Option<f64>,
+    /// Milliseconds a request may go without a response byte (or a connect without
+    /// finishing) before it fails as timed out and its connection is replaced (default
+    /// 600000, AIPerf's 600 s).
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    pub request_timeout: Option<String>,
+    /// AIPerf's spelling of --request-timeout, in seconds (default 600).
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    pub request_timeout_seconds: Option<String>,
     /// Synthetic prompts: mean input length in tokens.
     #[arg(long, visible_alias = "isl", default_value_t = 550)]
     pub synthetic_input_tokens_mean: u64,
@@ -231,6 +240,8 @@ pub struct ProfileConfig {
     pub headers: Vec<(String, String)>,
     /// `--extra-inputs`, parsed.
     pub extra: Vec<(String, serde_json::Value)>,
+    /// `--request-timeout` / `--request-timeout-seconds` (default 600 s).
+    pub request_timeout: Duration,
 }
 
 /// Parses `argv` (args[0] = "profile"). `Ok(None)`: help or metric definitions were printed.
@@ -290,7 +301,9 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
         None => endpoint_type.default_path(&models[0]),
     };
     let address = server_address(args.url.as_deref(), endpoint_type)?;
+    let request_timeout = request_timeout(&args)?;
     Ok(ProfileConfig {
+        request_timeout,
         points: load_points(&args),
         args,
         models,
@@ -300,6 +313,46 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
         headers,
         extra,
     })
+}
+
+/// AIPerf's default request timeout.
+const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+/// The longest request timeout (one day).
+const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(86_400);
+
+/// `--request-timeout MS` or `--request-timeout-seconds S` (not both), within one day.
+fn request_timeout(args: &ProfileArgs) -> Result<Duration> {
+    let limit = match (&args.request_timeout, &args.request_timeout_seconds) {
+        (Some(_), Some(_)) => {
+            return Err(Error::usage(
+                "profile: give --request-timeout (ms) or --request-timeout-seconds, not both",
+            ))
+        }
+        (Some(ms), None) => match ms.trim().parse::<u64>() {
+            Ok(ms) if ms > 0 && ms <= MAX_REQUEST_TIMEOUT.as_millis() as u64 => {
+                Duration::from_millis(ms)
+            }
+            _ => {
+                return Err(Error::usage(format!(
+                    "profile: --request-timeout must be a whole number of ms from 1 to \
+                     86400000 (got '{ms}')"
+                )))
+            }
+        },
+        (None, Some(secs)) => match secs.trim().parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 && s <= MAX_REQUEST_TIMEOUT.as_secs_f64() => {
+                Duration::from_secs_f64(s)
+            }
+            _ => {
+                return Err(Error::usage(format!(
+                    "profile: --request-timeout-seconds must be a number of seconds above 0 \
+                     and at most 86400 (got '{secs}')"
+                )))
+            }
+        },
+        (None, None) => DEFAULT_REQUEST_TIMEOUT,
+    };
+    Ok(limit)
 }
 
 /// The load flags: how much, how fast, on how many workers.

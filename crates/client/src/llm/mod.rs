@@ -115,7 +115,11 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
             cfg, point, &dir, &run, &payloads, &bodies, &requests, &metrics,
         )?;
         let _ = writeln!(out, "Results in {}", dir.display());
+        let summary = run.fails.summary(run.records.len() as u64);
         if !requests.is_empty() && requests.iter().all(|r| !r.ok()) {
+            if let Some(line) = summary {
+                return Err(Error::generic(line));
+            }
             let first = requests[0]
                 .error
                 .as_ref()
@@ -124,6 +128,9 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
                 "every request at {} failed; the first: {first}",
                 point.label()
             )));
+        }
+        if let Some(line) = summary {
+            eprintln!("Warning: {}: {line}", point.label());
         }
         let interrupted = run.interrupted;
         outcomes.push(PointOutcome {
@@ -161,6 +168,7 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         wire,
         sequences: None,
         slots: None,
+        request_timeout: Some(cfg.request_timeout),
         // Reads are timed by the kernel's receive stamps; streams may gather between reads.
         read_batch: Some({
             let batch = if cfg.args.streaming {

@@ -152,6 +152,7 @@ fn engine_spec(
         sequences: plan.sequences.clone(),
         slots,
         read_batch: None,
+        request_timeout: cfg.request_timeout,
     }
 }
 
