@@ -161,9 +161,7 @@ fn a_stall_before_the_head_times_out_and_ends_the_run() {
     );
     let error = pa_run(addr, 20).expect("the stalled request is an error");
     assert!(
-        error.contains(
-            "Thread [0] had error: timed out after 0.3 s waiting for the response head"
-        ),
+        error.contains("Thread [0] had error: timed out after 0.3 s waiting for the response head"),
         "{error}"
     );
     // The summary line names the kind: 1 of the 3 requests that ended failed.
