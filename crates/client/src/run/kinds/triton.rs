@@ -101,6 +101,11 @@ fn wait_ready(
             },
             Err(e) => e.msg,
         };
+        if crate::signal::interrupted() {
+            return Err(Error::generic(format!(
+                "interrupted while waiting for the server: {last}"
+            )));
+        }
         if Instant::now() >= deadline {
             let waited = if timeout_s > 0 {
                 format!(" (waited {timeout_s} s)")
