@@ -23,6 +23,7 @@ use super::wire::GrpcWire;
 use crate::clock::Clock;
 use crate::measure::RequestRecord;
 use crate::protocol::grpc::session::{Event, Session, SessionConfig};
+use crate::service::reply_check::ReplyCheck;
 use crate::transport::{TlsClient, Transport};
 
 /// Slots (requests in flight) per HTTP/2 connection; more slots open more connections.
@@ -64,6 +65,8 @@ pub struct GrpcPool {
     free: Vec<usize>,
     /// Time responses by kernel receive stamps (plain TCP).
     rx_stamps: bool,
+    /// What a successful reply must be.
+    check: ReplyCheck,
 }
 
 impl GrpcPool {
@@ -80,7 +83,14 @@ impl GrpcPool {
             slots,
             free,
             rx_stamps: false,
+            check: ReplyCheck::None,
         }
+    }
+
+    /// Checks every successful reply with `check` (a failed check fails the request).
+    pub fn with_reply_check(mut self, check: ReplyCheck) -> GrpcPool {
+        self.check = check;
+        self
     }
 
     /// Times every read by when its data arrived (the kernel's receive stamp of its last
@@ -148,6 +158,7 @@ impl GrpcPool {
             slot.busy = true;
             slot.body.clear();
             slot.last_output_ns = 0;
+            slot.reply = None;
             slot.rec = RequestRecord {
                 start_ns,
                 send_end_ns,
@@ -216,6 +227,7 @@ impl GrpcPool {
             slots,
             free,
             wire,
+            check,
             ..
         } = self;
         let H2Conn {
@@ -232,7 +244,8 @@ impl GrpcPool {
             let cap = space.len();
             let (read, at) = read_timed(transport, space, *stamped, clock, streams, slots);
             let mut on = |ev: Event<'_>| {
-                StreamCx::new(slots, free, wire, sink, When { clock, at }).event(ev, streams)
+                StreamCx::new(slots, free, (wire, check), sink, When { clock, at })
+                    .event(ev, streams)
             };
             match read {
                 Ok(0) => {
@@ -267,6 +280,7 @@ impl GrpcPool {
             slots,
             free,
             wire,
+            check,
             ..
         } = self;
         let H2Conn {
@@ -274,7 +288,9 @@ impl GrpcPool {
         } = &mut conns[i];
         let (sink, clock) = (&mut *cx.sink, cx.clock);
         let when = When { clock, at: None };
-        session.eof(&mut |ev| StreamCx::new(slots, free, wire, sink, when).event(ev, streams));
+        session.eof(&mut |ev| {
+            StreamCx::new(slots, free, (wire, check), sink, when).event(ev, streams)
+        });
         cx.sink
             .fail(format!("gRPC connection to {}: {msg}", self.addr));
     }

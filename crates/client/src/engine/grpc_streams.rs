@@ -4,9 +4,11 @@
 use super::pool::Sink;
 use super::wire::GrpcWire;
 use crate::clock::Clock;
+use crate::measure::fail::FailKind;
 use crate::measure::record::push_framed_response;
 use crate::measure::RequestRecord;
 use crate::protocol::grpc::session::{Event, StreamEnd};
+use crate::service::reply_check::{Bad, ReplyCheck};
 use crate::service::stream_scan::scan_stream_response;
 
 pub(super) struct Slot {
@@ -19,6 +21,8 @@ pub(super) struct Slot {
     pub(super) body: Vec<u8>,
     /// Streaming: arrival of the last response with outputs (ns).
     pub(super) last_output_ns: u64,
+    /// Unary, with a reply check: the verdict on the reply message (`None`: none came yet).
+    pub(super) reply: Option<Result<(), Bad>>,
 }
 
 impl Slot {
@@ -30,6 +34,7 @@ impl Slot {
             rec: RequestRecord::default(),
             body: Vec::new(),
             last_output_ns: 0,
+            reply: None,
         }
     }
 }
@@ -53,6 +58,7 @@ pub(super) struct StreamCx<'a> {
     slots: &'a mut [Slot],
     free: &'a mut Vec<usize>,
     wire: &'a GrpcWire,
+    check: &'a ReplyCheck,
     sink: &'a mut Sink,
     when: When<'a>,
 }
@@ -61,7 +67,7 @@ impl<'a> StreamCx<'a> {
     pub(super) fn new(
         slots: &'a mut [Slot],
         free: &'a mut Vec<usize>,
-        wire: &'a GrpcWire,
+        (wire, check): (&'a GrpcWire, &'a ReplyCheck),
         sink: &'a mut Sink,
         when: When<'a>,
     ) -> StreamCx<'a> {
@@ -69,6 +75,7 @@ impl<'a> StreamCx<'a> {
             slots,
             free,
             wire,
+            check,
             sink,
             when,
         }
@@ -93,10 +100,22 @@ impl<'a> StreamCx<'a> {
                     rec.recv_start_ns = self.when.now_ns();
                 }
             }
-            Event::Message { data, .. } => {
+            Event::Message {
+                data, compressed, ..
+            } => {
                 if self.wire.streaming {
-                    self.response(s, data);
-                } else if self.sink.keep_bodies {
+                    return self.response(s, data);
+                }
+                if !self.check.is_none() {
+                    // A compressed reply is not decoded on the hot path: it is taken as is.
+                    let verdict = if compressed {
+                        Ok(())
+                    } else {
+                        self.check.grpc(data)
+                    };
+                    self.slots[s].reply = Some(verdict);
+                }
+                if self.sink.keep_bodies {
                     self.slots[s].body.clear();
                     self.slots[s].body.extend_from_slice(data);
                 }
@@ -119,7 +138,12 @@ impl<'a> StreamCx<'a> {
             Err(e) => return self.fail(s, now, e.to_string()),
         };
         if let Some(err) = resp.error {
+            self.slots[s].rec.fail = FailKind::Status;
             return self.fail(s, now, String::from_utf8_lossy(err).into_owned());
+        }
+        if let Err(bad) = self.check.grpc_stream(data) {
+            self.slots[s].rec.fail = bad.kind;
+            return self.fail(s, now, bad.msg);
         }
         let (slot, sink) = (&mut self.slots[s], &mut *self.sink);
         if sink.keep_bodies {
@@ -185,6 +209,11 @@ impl<'a> StreamCx<'a> {
             };
             return self.fail(s, now, why);
         }
+        if let Some(bad) = self.refused_reply(s) {
+            self.slots[s].rec.fail = bad.kind;
+            return self.fail(s, now, bad.msg);
+        }
+        let slot = &mut self.slots[s];
         slot.rec.end_ns = now;
         if slot.rec.recv_start_ns == 0 {
             slot.rec.recv_start_ns = now;
@@ -194,5 +223,20 @@ impl<'a> StreamCx<'a> {
         slot.busy = false;
         self.sink.finish_in_slot(slot.rec, &slot.body, s);
         self.free.push(s);
+    }
+
+    /// Unary, with a reply check: why the call's reply is refused (a refused message, or
+    /// none at all before an OK status).
+    fn refused_reply(&mut self, s: usize) -> Option<Bad> {
+        if self.check.is_none() {
+            return None;
+        }
+        match self.slots[s].reply.take() {
+            Some(verdict) => verdict.err(),
+            None => Some(Bad::new(
+                FailKind::NotProtobuf,
+                "reply has no message (grpc-status 0 without a response)",
+            )),
+        }
     }
 }

@@ -32,6 +32,7 @@ use mio::{Poll, Waker};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::measure::{RequestRecord, WindowRecords};
+use crate::service::reply_check::ReplyCheck;
 use crate::transport::TlsClient;
 use capi_pool::CapiPool;
 use grpc_pool::GrpcPool;
@@ -80,6 +81,8 @@ pub struct EngineSpec {
     /// data gather for up to this long between polls, so a wake-up reads several streams'
     /// tokens; `None`: read as soon as data arrives, timed at the read.
     pub read_batch: Option<Duration>,
+    /// What every successful reply must be (`ReplyCheck::None`: nothing is checked).
+    pub reply_check: ReplyCheck,
 }
 
 struct WorkerHandle {
@@ -306,12 +309,15 @@ fn spawn_for_wire(
     let (addr, tls) = (spec.addr, spec.tls.clone());
     match &spec.wire {
         Wire::Http1 => {
-            let pool = HttpPool::new(addr, tls, slots).with_rx_stamps(spec.read_batch.is_some());
+            let pool = HttpPool::new(addr, tls, slots)
+                .with_rx_stamps(spec.read_batch.is_some())
+                .with_reply_check(spec.reply_check.clone());
             spawn_worker(params, pool, core, out)
         }
         Wire::Grpc(wire) => {
             let pool = GrpcPool::new(addr, tls, wire.clone(), slots)
-                .with_rx_stamps(spec.read_batch.is_some());
+                .with_rx_stamps(spec.read_batch.is_some())
+                .with_reply_check(spec.reply_check.clone());
             spawn_worker(params, pool, core, out)
         }
         Wire::Capi(wire) => {

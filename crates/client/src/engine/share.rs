@@ -220,6 +220,7 @@ mod tests {
             sequences: None,
             slots: Some(Arc::new(OutputSlots::new(slots, Vec::new()).unwrap())),
             read_batch: None,
+            reply_check: Default::default(),
         }
     }
 

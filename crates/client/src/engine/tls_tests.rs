@@ -64,6 +64,7 @@ fn run_engine(
         sequences: None,
         slots: None,
         read_batch: None,
+        reply_check: Default::default(),
     };
     let mut engine = Engine::start(&spec, concurrency, Some(total)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -84,7 +84,10 @@ pub fn run_with(
             eprintln!("{}", printable_request(request));
         }
     }
-    let spec = engine_spec(cfg, &target, &mut plan, shm_slots.clone());
+    let spec = EngineSpec {
+        reply_check: service.reply_check(cfg, &target),
+        ..engine_spec(cfg, &target, &mut plan, shm_slots.clone())
+    };
     let decoupled = target.config.decoupled;
     let labels = service.labels();
     let _ = out.write_all(banner_text(cfg, &labels, decoupled).as_bytes());
@@ -152,6 +155,7 @@ fn engine_spec(
         sequences: plan.sequences.clone(),
         slots,
         read_batch: None,
+        reply_check: Default::default(),
     }
 }
 
