@@ -453,6 +453,15 @@ fn grpc_reply_contradicting_the_request_is_invalid() {
         ..simple()
     };
     check_infer_response(&shm, &none.encode_to_vec()).unwrap();
+    // Outputs in shared memory leave their raw entries empty.
+    let mut empty = simple_grpc();
+    empty.raw_output_contents = vec![Vec::new(), Vec::new()];
+    check_infer_response(&shm, &empty.encode_to_vec()).unwrap();
+    let bad = grpc_err(&simple(), &empty.encode_to_vec());
+    assert_eq!(
+        bad.msg,
+        "output OUTPUT0 has shape [1,16] (64 bytes as INT32) but 0 bytes of data"
+    );
 }
 
 #[test]
