@@ -20,6 +20,7 @@ use super::deadline::{mark, Waiting, Watch};
 use crate::clock::Clock;
 use crate::measure::{FailKind, RequestRecord};
 use crate::protocol::http1::{Progress, ResponseHead, ResponseReader};
+use crate::service::reply_check::ReplyCheck;
 use crate::transport::{TlsClient, Transport};
 use sse::SseState;
 
@@ -83,6 +84,8 @@ pub struct Conn {
     pub must_reconnect: bool,
     /// HTTP status of the last completed response.
     pub status: u16,
+    /// `Inference-Header-Content-Length` of the last completed response.
+    header_len: Option<usize>,
     /// Keep what the export needs of each response (the framed SSE events).
     pub keep_bodies: bool,
     /// Server-Sent Events decoding of an event-stream response.
@@ -119,6 +122,7 @@ impl Conn {
             rec: RequestRecord::default(),
             must_reconnect: false,
             status: 0,
+            header_len: None,
             keep_bodies: false,
             sse: SseState::default(),
             rx_stamps: false,
@@ -482,6 +486,7 @@ impl Conn {
         } else {
             clock.now_ns()
         };
+        self.header_len = head.inference_header_len;
         let out = self.complete(head.status, head.keep_alive, head.consumed, end_ns);
         if self.sse.active {
             // Latency runs to the last event with data; `[DONE]` (perf_analyzer's null final
@@ -524,6 +529,20 @@ impl Conn {
             return &self.sse.framed;
         }
         self.reader.body(&self.rbuf[..self.rlen])
+    }
+
+    /// Applies `check` to the successful reply that just completed (an event stream is
+    /// checked as it is decoded): a refused reply marks the request failed, with its kind,
+    /// and gives the message.
+    pub fn check_reply(&mut self, check: &ReplyCheck) -> Option<String> {
+        if check.is_none() || !self.rec.ok || self.sse.active {
+            return None;
+        }
+        let body = self.reader.body(&self.rbuf[..self.rlen]);
+        let bad = check.http(body, self.header_len).err()?;
+        self.rec.ok = false;
+        self.rec.fail = bad.kind;
+        Some(bad.msg)
     }
 
     /// Why the request that just completed is not ok, when the response says more than its

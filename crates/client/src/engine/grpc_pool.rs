@@ -24,6 +24,7 @@ use super::wire::GrpcWire;
 use crate::clock::Clock;
 use crate::measure::{FailKind, RequestRecord};
 use crate::protocol::grpc::session::{Event, Session, SessionConfig};
+use crate::service::reply_check::ReplyCheck;
 use crate::transport::{TlsClient, Transport};
 
 /// Slots (requests in flight) per HTTP/2 connection; more slots open more connections.
@@ -69,6 +70,8 @@ pub struct GrpcPool {
     free: Vec<usize>,
     /// Time responses by kernel receive stamps (plain TCP).
     rx_stamps: bool,
+    /// What a successful reply must be.
+    check: ReplyCheck,
 }
 
 impl GrpcPool {
@@ -85,7 +88,14 @@ impl GrpcPool {
             slots,
             free,
             rx_stamps: false,
+            check: ReplyCheck::None,
         }
+    }
+
+    /// Checks every successful reply with `check` (a failed check fails the request).
+    pub fn with_reply_check(mut self, check: ReplyCheck) -> GrpcPool {
+        self.check = check;
+        self
     }
 
     /// Times every read by when its data arrived (the kernel's receive stamp of its last
@@ -156,6 +166,7 @@ impl GrpcPool {
             slot.busy = true;
             slot.body.clear();
             slot.last_output_ns = 0;
+            slot.reply = None;
             slot.rec = RequestRecord {
                 start_ns,
                 send_end_ns,
@@ -224,6 +235,7 @@ impl GrpcPool {
             slots,
             free,
             wire,
+            check,
             ..
         } = self;
         let H2Conn {
@@ -242,7 +254,8 @@ impl GrpcPool {
             let cap = space.len();
             let (read, at) = read_timed(transport, space, *stamped, clock, streams, slots);
             let mut on = |ev: Event<'_>| {
-                StreamCx::new(slots, free, wire, sink, When { clock, at }).event(ev, streams)
+                StreamCx::new(slots, free, (wire, check), sink, When { clock, at })
+                    .event(ev, streams)
             };
             match read {
                 Ok(0) => {
@@ -270,7 +283,7 @@ impl GrpcPool {
             let msg = format!("gRPC connection to {addr}: {why}");
             let when = When { clock, at: None };
             session.eof(&mut |ev| {
-                StreamCx::new(slots, free, wire, sink, when)
+                StreamCx::new(slots, free, (wire, check), sink, when)
                     .with_cause(kind, &msg)
                     .event(ev, streams)
             });
@@ -288,6 +301,7 @@ impl GrpcPool {
             slots,
             free,
             wire,
+            check,
             ..
         } = self;
         let H2Conn {
@@ -297,7 +311,7 @@ impl GrpcPool {
         let counted = sink.tally.total();
         let when = When { clock, at: None };
         session.eof(&mut |ev| {
-            StreamCx::new(slots, free, wire, sink, when)
+            StreamCx::new(slots, free, (wire, check), sink, when)
                 .with_cause(kind, &msg)
                 .event(ev, streams)
         });
@@ -541,7 +555,7 @@ impl GrpcPool {
         let mut streams = StreamCx::new(
             &mut self.slots,
             &mut self.free,
-            &self.wire,
+            (&self.wire, &self.check),
             cx.sink,
             When {
                 clock: cx.clock,

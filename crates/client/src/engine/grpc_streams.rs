@@ -8,6 +8,7 @@ use crate::clock::Clock;
 use crate::measure::record::push_framed_response;
 use crate::measure::{FailKind, RequestRecord};
 use crate::protocol::grpc::session::{Event, StreamEnd};
+use crate::service::reply_check::{Bad, ReplyCheck};
 use crate::service::stream_scan::scan_stream_response;
 
 pub(super) struct Slot {
@@ -22,6 +23,8 @@ pub(super) struct Slot {
     pub(super) last_output_ns: u64,
     /// The request timeout's view of the request in flight (see `deadline.rs`).
     pub(super) watch: Watch,
+    /// Unary, with a reply check: the verdict on the reply message (`None`: none came yet).
+    pub(super) reply: Option<Result<(), Bad>>,
 }
 
 impl Slot {
@@ -34,6 +37,7 @@ impl Slot {
             body: Vec::new(),
             last_output_ns: 0,
             watch: Watch::default(),
+            reply: None,
         }
     }
 
@@ -76,6 +80,7 @@ pub(super) struct StreamCx<'a> {
     slots: &'a mut [Slot],
     free: &'a mut Vec<usize>,
     wire: &'a GrpcWire,
+    check: &'a ReplyCheck,
     sink: &'a mut Sink,
     when: When<'a>,
     /// Why the connection went down, for its streams that end `Disconnected`.
@@ -86,7 +91,7 @@ impl<'a> StreamCx<'a> {
     pub(super) fn new(
         slots: &'a mut [Slot],
         free: &'a mut Vec<usize>,
-        wire: &'a GrpcWire,
+        (wire, check): (&'a GrpcWire, &'a ReplyCheck),
         sink: &'a mut Sink,
         when: When<'a>,
     ) -> StreamCx<'a> {
@@ -94,6 +99,7 @@ impl<'a> StreamCx<'a> {
             slots,
             free,
             wire,
+            check,
             sink,
             when,
             cause: None,
@@ -125,10 +131,22 @@ impl<'a> StreamCx<'a> {
                     rec.recv_start_ns = self.when.now_ns();
                 }
             }
-            Event::Message { data, .. } => {
+            Event::Message {
+                data, compressed, ..
+            } => {
                 if self.wire.streaming {
-                    self.response(s, data);
-                } else if self.sink.keep_bodies {
+                    return self.response(s, data);
+                }
+                if !self.check.is_none() {
+                    // A compressed reply is not decoded on the hot path: it is taken as is.
+                    let verdict = if compressed {
+                        Ok(())
+                    } else {
+                        self.check.grpc(data)
+                    };
+                    self.slots[s].reply = Some(verdict);
+                }
+                if self.sink.keep_bodies {
                     self.slots[s].body.clear();
                     self.slots[s].body.extend_from_slice(data);
                 }
@@ -153,6 +171,9 @@ impl<'a> StreamCx<'a> {
         if let Some(err) = resp.error {
             let msg = String::from_utf8_lossy(err).into_owned();
             return self.fail(s, now, FailKind::Status, msg);
+        }
+        if let Err(bad) = self.check.grpc_stream(data) {
+            return self.fail(s, now, bad.kind, bad.msg);
         }
         let (slot, sink) = (&mut self.slots[s], &mut *self.sink);
         if sink.keep_bodies {
@@ -224,6 +245,10 @@ impl<'a> StreamCx<'a> {
             };
             return self.fail(s, now, kind, why);
         }
+        if let Some(bad) = self.refused_reply(s) {
+            return self.fail(s, now, bad.kind, bad.msg);
+        }
+        let slot = &mut self.slots[s];
         slot.rec.end_ns = now;
         if slot.rec.recv_start_ns == 0 {
             slot.rec.recv_start_ns = now;
@@ -234,5 +259,20 @@ impl<'a> StreamCx<'a> {
         slot.watch.reset();
         self.sink.finish_in_slot(slot.rec, &slot.body, s);
         self.free.push(s);
+    }
+
+    /// Unary, with a reply check: why the call's reply is refused (a refused message, or
+    /// none at all before an OK status).
+    fn refused_reply(&mut self, s: usize) -> Option<Bad> {
+        if self.check.is_none() {
+            return None;
+        }
+        match self.slots[s].reply.take() {
+            Some(verdict) => verdict.err(),
+            None => Some(Bad::new(
+                FailKind::NotProtobuf,
+                "reply has no message (grpc-status 0 without a response)",
+            )),
+        }
     }
 }

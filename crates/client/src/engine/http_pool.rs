@@ -10,6 +10,7 @@ use super::deadline::timeout_message;
 use super::pool::{Cx, Pool, Ready, Send};
 use crate::measure::{FailKind, RequestRecord};
 use crate::service::openai::{error_message, stream_error_message};
+use crate::service::reply_check::ReplyCheck;
 use crate::transport::TlsClient;
 
 pub struct HttpPool {
@@ -28,6 +29,8 @@ pub struct HttpPool {
     broken: Vec<Option<String>>,
     /// Session turns: what each connection's socket has served (see `retry_stale`).
     reuse: Vec<Reuse>,
+    /// What a successful reply must be.
+    check: ReplyCheck,
 }
 
 /// Session turns: what a connection's current socket has carried. A socket that is idle
@@ -72,7 +75,14 @@ impl HttpPool {
             rx_stamps: false,
             broken: vec![None; count],
             reuse: vec![Reuse::Fresh; count],
+            check: ReplyCheck::None,
         }
+    }
+
+    /// Checks every successful reply with `check` (a failed check fails the request).
+    pub fn with_reply_check(mut self, check: ReplyCheck) -> HttpPool {
+        self.check = check;
+        self
     }
 
     /// Times every response by the kernel's receive stamps (plain TCP only).
@@ -125,13 +135,15 @@ impl HttpPool {
             }
             Outcome::Completed => {
                 let conn = &mut self.conns[i];
+                let invalid = conn.check_reply(&self.check);
                 let rec = conn.rec;
                 let turns = cx.feed.turns();
                 let session = turns.is_some();
                 if !rec.ok {
-                    let msg = match conn.stream_error() {
-                        Some(data) => stream_error_message(data),
-                        None => error_message(conn.status, conn.body()),
+                    let msg = match (invalid, conn.stream_error()) {
+                        (Some(msg), _) => msg,
+                        (None, Some(data)) => stream_error_message(data),
+                        (None, None) => error_message(conn.status, conn.body()),
                     };
                     if let Some(t) = turns {
                         t.ended(i, &rec, conn.body(), Some(&msg), cx.clock);

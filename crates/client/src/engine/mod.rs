@@ -33,6 +33,7 @@ use mio::{Poll, Waker};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::measure::{FailTally, RequestRecord, WindowRecords};
+use crate::service::reply_check::ReplyCheck;
 use crate::transport::TlsClient;
 use capi_pool::CapiPool;
 use grpc_pool::GrpcPool;
@@ -84,6 +85,8 @@ pub struct EngineSpec {
     /// `--request-timeout`: a request with no progress for this long fails as timed out;
     /// `None`: max(30 s, 10x the slowest request completed so far) (see `deadline.rs`).
     pub request_timeout: Option<Duration>,
+    /// What every successful reply must be (`ReplyCheck::None`: nothing is checked).
+    pub reply_check: ReplyCheck,
 }
 
 struct WorkerHandle {
@@ -324,12 +327,15 @@ fn spawn_for_wire(
     let (addr, tls) = (spec.addr, spec.tls.clone());
     match &spec.wire {
         Wire::Http1 => {
-            let pool = HttpPool::new(addr, tls, slots).with_rx_stamps(spec.read_batch.is_some());
+            let pool = HttpPool::new(addr, tls, slots)
+                .with_rx_stamps(spec.read_batch.is_some())
+                .with_reply_check(spec.reply_check.clone());
             spawn_worker(params, pool, core, out)
         }
         Wire::Grpc(wire) => {
             let pool = GrpcPool::new(addr, tls, wire.clone(), slots)
-                .with_rx_stamps(spec.read_batch.is_some());
+                .with_rx_stamps(spec.read_batch.is_some())
+                .with_reply_check(spec.reply_check.clone());
             spawn_worker(params, pool, core, out)
         }
         Wire::Capi(wire) => {

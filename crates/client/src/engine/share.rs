@@ -222,6 +222,7 @@ mod tests {
             slots: Some(Arc::new(OutputSlots::new(slots, Vec::new()).unwrap())),
             read_batch: None,
             request_timeout: None,
+            reply_check: Default::default(),
         }
     }
 

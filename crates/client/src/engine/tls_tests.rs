@@ -65,6 +65,7 @@ fn run_engine(
         slots: None,
         read_batch: None,
         request_timeout: None,
+        reply_check: Default::default(),
     };
     let mut engine = Engine::start(&spec, concurrency, Some(total)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

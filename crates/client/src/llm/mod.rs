@@ -178,6 +178,7 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
             };
             std::time::Duration::from_micros(batch)
         }),
+        reply_check: Default::default(),
     })
 }
 

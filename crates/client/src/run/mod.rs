@@ -84,7 +84,10 @@ pub fn run_with(
             eprintln!("{}", printable_request(request));
         }
     }
-    let spec = engine_spec(cfg, &target, &mut plan, shm_slots.clone());
+    let spec = EngineSpec {
+        reply_check: service.reply_check(cfg, &target),
+        ..engine_spec(cfg, &target, &mut plan, shm_slots.clone())
+    };
     let decoupled = target.config.decoupled;
     let labels = service.labels();
     let _ = out.write_all(banner_text(cfg, &labels, decoupled).as_bytes());
@@ -153,6 +156,7 @@ fn engine_spec(
         slots,
         read_batch: None,
         request_timeout: cfg.request_timeout,
+        reply_check: Default::default(),
     }
 }
 

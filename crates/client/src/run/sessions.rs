@@ -99,6 +99,7 @@ fn engine_spec(cfg: &Config, target: &super::setup::Target) -> EngineSpec {
         slots: None,
         read_batch: None,
         request_timeout: cfg.request_timeout,
+        reply_check: Default::default(),
     }
 }
 

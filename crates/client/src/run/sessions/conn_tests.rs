@@ -135,6 +135,7 @@ fn run_book(addr: SocketAddr, book: Arc<Book>, stop: &AtomicBool) -> Vec<TurnDon
         slots: None,
         read_batch: None,
         request_timeout: None,
+        reply_check: Default::default(),
     };
     run_turns(&spec, &book, 1, stop)
         .expect("the engine starts")
