@@ -105,7 +105,7 @@ mod tests {
     fn file_stems_stay_in_their_directory() {
         let cases = [
             ("simple", "simple"),
-            ("../../x", "_____x"),
+            ("../../x", "___.._x"),
             ("/abs/x", "_abs_x"),
             ("..", "__"),
             (".", "_"),
