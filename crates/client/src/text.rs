@@ -30,6 +30,27 @@ fn needs_escape(c: char) -> bool {
     c.is_control() && c != '\n'
 }
 
+/// A header line (`Name: value`) fit for a log: the value of a header that carries a
+/// credential (`Authorization`, `Proxy-Authorization`, `api-key`, `x-api-key`, any name with
+/// `auth`, `key`, `token`, `secret`, `cookie` or `password` in it) or that looks like one
+/// (`Bearer ...`, `Basic ...`) is replaced by `<redacted>`.
+pub fn redact_header(line: &str) -> Cow<'_, str> {
+    let Some((name, value)) = line.split_once(':') else {
+        return Cow::Borrowed(line);
+    };
+    let lower = name.trim().to_ascii_lowercase();
+    let secret_name = ["auth", "key", "token", "secret", "cookie", "password"]
+        .iter()
+        .any(|w| lower.contains(w));
+    let v = value.trim_start().to_ascii_lowercase();
+    let secret_value = v.starts_with("bearer ") || v.starts_with("basic ");
+    if secret_name || secret_value {
+        Cow::Owned(format!("{name}: <redacted>"))
+    } else {
+        Cow::Borrowed(line)
+    }
+}
+
 /// A name (a model, a version, a label) as one plain file name component: path separators
 /// and control characters become `_`, leading dots become `_` (no `.`, `..` or hidden
 /// file), an empty name becomes `_`, and the result is cut to [`MAX_STEM_BYTES`]. Joined to
@@ -98,6 +119,28 @@ mod tests {
         for s in ["\x1b]0;title\x07", "x\u{85}y"] {
             let e = escape_control(s);
             assert!(!e.chars().any(|c| c.is_control()), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn credentials_in_headers_are_redacted() {
+        for line in [
+            "Authorization: Bearer sk-123",
+            "authorization:Basic dXNlcjpwYXNz",
+            "Proxy-Authorization: x",
+            "api-key: abc",
+            "X-API-Key: abc",
+            "x-auth-token: t",
+            "Cookie: session=1",
+            "X-Custom: Bearer sk-123",
+        ] {
+            let out = redact_header(line);
+            let name = line.split(':').next().unwrap();
+            assert_eq!(out, format!("{name}: <redacted>"), "{line}");
+            assert!(!out.contains("sk-") && !out.contains("abc"), "{out}");
+        }
+        for line in ["Content-Type: application/json", "Host: 127.0.0.1:8000", "POST / HTTP/1.1"] {
+            assert_eq!(redact_header(line), line);
         }
     }
 
