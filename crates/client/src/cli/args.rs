@@ -224,6 +224,10 @@ pub struct RunArgs {
     /// Fixed value for every BYTES element [default: random strings]
     #[arg(long, value_name = "STRING", allow_hyphen_values = true, help_heading = INPUT)]
     pub string_data: Option<String>,
+    /// Most bytes one generated (random/zero) input may take in a request; a model shape
+    /// asking for more is an error naming the input [default: 268435456 (256 MiB)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = INPUT)]
+    pub max_input_bytes: Option<String>,
     /// Tensor transport: none|system (POSIX shared memory on the server's host); cuda
     /// (device memory shared by IPC handle) needs libcudart.so [default: none]
     #[arg(long, value_name = "none|system|cuda", help_heading = INPUT)]

@@ -232,6 +232,10 @@ const FLAG_ROWS: &[(&[&str], Check)] = &[
         |c| c.shapes == [("x".to_string(), vec![5]), ("y".to_string(), vec![2])],
     ),
     (&["--string-length", "16"], |c| c.string_length == 16),
+    (&["--max-input-bytes", "1073741824"], |c| {
+        c.max_input_bytes == 1 << 30
+    }),
+    (&[], |c| c.max_input_bytes == 256 << 20),
     (&["--string-data", "-hello"], |c| {
         c.string_data.as_deref() == Some("-hello")
     }),

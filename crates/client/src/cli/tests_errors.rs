@@ -100,6 +100,22 @@ const ERROR_ROWS: &[(&[&str], &[&str])] = &[
         &["--string-length", "'0'"],
     ),
     (
+        &["-m", "m", "--max-input-bytes", "0"],
+        &["--max-input-bytes", "> 0", "'0'"],
+    ),
+    (
+        &["-m", "m", "--max-input-bytes", "-5"],
+        &["--max-input-bytes", "'-5'"],
+    ),
+    (
+        &["-m", "m", "--max-input-bytes", "1GiB"],
+        &["--max-input-bytes", "'1GiB'"],
+    ),
+    (
+        &["-m", "m", "--max-input-bytes", "18446744073709551616"],
+        &["--max-input-bytes", "too large"],
+    ),
+    (
         &["-m", "m", "--ready-timeout", "x"],
         &["--ready-timeout", "'x'"],
     ),

@@ -298,6 +298,9 @@ fn apply_inputs(args: &RunArgs, config: &mut Config) -> Result<()> {
         config.string_length = parse_at_least("--string-length", raw, 1)?;
     }
     config.string_data = args.string_data.clone();
+    if let Some(raw) = args.max_input_bytes.as_deref() {
+        config.max_input_bytes = parse_at_least("--max-input-bytes", raw, 1)?;
+    }
     match args.shared_memory.as_deref() {
         None | Some("none") => {}
         Some("system") => config.shared_memory = SharedMemory::System,

@@ -488,7 +488,8 @@ fn parse_header(h: &str) -> Result<(String, String)> {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
     if !ok || value.contains(['\r', '\n']) {
         return Err(Error::usage(format!(
-            "profile: -H '{h}' is not a valid header"
+            "profile: -H '{}' is not a valid header",
+            crate::text::redact_header(h)
         )));
     }
     Ok((name.to_string(), value.trim().to_string()))

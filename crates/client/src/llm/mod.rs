@@ -327,9 +327,11 @@ fn requested_osl(cfg: &ProfileConfig, gen: &mut PromptGen) -> Option<u64> {
     Some(gen.sample_len(mean as f64, cfg.args.output_tokens_stddev) as u64)
 }
 
-/// `artifacts/<model>-<service kind>-<endpoint type>-<mode><value>`, as GenAI-Perf names it.
+/// `artifacts/<model>-<service kind>-<endpoint type>-<mode><value>`, as GenAI-Perf names it;
+/// the model part is a safe file stem (`org/model` gives `org_model`), so the directory is
+/// always inside the artifact directory.
 fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
-    let model = cfg.models.join("_").replace(['/', '\\'], "_");
+    let model = crate::text::safe_file_stem(&cfg.models.join("_"));
     let kind = if cfg.endpoint_type == cli::EndpointType::Kserve {
         "triton"
     } else {

@@ -22,6 +22,7 @@ use crate::engine::slots::OutputSlots;
 use crate::engine::window::OutputCheck;
 use crate::engine::{available_cores, EngineSpec};
 use crate::error::{Error, Result};
+use crate::text::{escape_control, redact_header};
 use crate::report::export::ExportExperiment;
 use crate::report::{console, csv, export, Banner, PointReport, RateBanner};
 use kinds::{ExportDecoder, Labels, Planned};
@@ -300,23 +301,27 @@ fn fixed_schedule(cfg: &Config, timestamps_ms: &[Option<u64>]) -> Result<Config>
     })
 }
 
-/// `-v -v`: the request every worker sends, for debugging. Binary tensor bytes (after the
-/// JSON inference header) are shown as a byte count.
+/// `-v -v`: the request every worker sends, for debugging. Header lines end in `\n`, the
+/// values of credential headers (`-H Authorization: ...`, API keys) are `<redacted>`,
+/// control characters are escaped, and binary tensor bytes (after the JSON inference
+/// header) are shown as a byte count.
 fn printable_request(request: &[u8]) -> String {
-    let head_end = request
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map_or(request.len(), |p| p + 4);
+    let found = request.windows(4).position(|w| w == b"\r\n\r\n");
+    let head_end = found.map_or(0, |p| p + 4);
     let head = String::from_utf8_lossy(&request[..head_end]);
     let json_len = head
         .lines()
         .find_map(|l| l.strip_prefix("Inference-Header-Content-Length:"))
         .and_then(|v| v.trim().parse::<usize>().ok());
     let text_end = json_len.map_or(request.len(), |n| (head_end + n).min(request.len()));
-    let mut out = format!(
-        "Request sent by every worker:\n{}",
-        String::from_utf8_lossy(&request[..text_end])
-    );
+    let mut out = String::from("Request sent by every worker:\n");
+    for line in head.lines() {
+        out.push_str(&redact_header(&escape_control(line)));
+        out.push('\n');
+    }
+    out.push_str(&escape_control(&String::from_utf8_lossy(
+        &request[head_end..text_end],
+    )));
     if text_end < request.len() {
         out.push_str(&format!(
             "<{} bytes of binary tensor data>",
@@ -336,10 +341,23 @@ mod tests {
             b"POST / HTTP/1.1\r\nInference-Header-Content-Length: 7\r\n\r\n{\"a\":1}ab\x00\xff";
         let s = printable_request(req);
         assert!(
-            s.ends_with("\r\n\r\n{\"a\":1}<4 bytes of binary tensor data>"),
+            s.ends_with("Length: 7\n\n{\"a\":1}<4 bytes of binary tensor data>"),
             "{s}"
         );
         let json = b"POST / HTTP/1.1\r\n\r\n{\"a\":1}";
         assert!(printable_request(json).ends_with("{\"a\":1}"));
+    }
+
+    #[test]
+    fn printable_request_redacts_credentials_and_escapes_control_bytes() {
+        let req = b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer \
+                    sk-secret\r\nx-api-key: k-secret\r\napi-key: a-secret\r\n\r\n{\"m\":\"\x1b[2J\"}";
+        let s = printable_request(req);
+        assert!(!s.contains("secret"), "{s}");
+        assert!(s.contains("\nAuthorization: <redacted>\n"), "{s}");
+        assert!(s.contains("\nx-api-key: <redacted>\napi-key: <redacted>\n"), "{s}");
+        assert!(s.contains("\nHost: h\n"), "{s}");
+        assert!(!s.contains(['\r', '\x1b']), "{s}");
+        assert!(s.ends_with("{\"m\":\"\\x1b[2J\"}"), "{s}");
     }
 }

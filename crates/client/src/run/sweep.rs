@@ -292,7 +292,7 @@ fn judge(
 ) -> Verdict {
     let warn = |msg: &str| {
         if !quiet {
-            eprintln!("{msg}");
+            eprintln!("{}", crate::text::escape_control(msg));
         }
     };
     let verdict = |keep, passed, error| Verdict {
