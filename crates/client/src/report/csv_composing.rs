@@ -5,14 +5,13 @@
 //! `-f out/x.csv` writes `model_v1.out/x.csv` (a directory that usually does not exist). inferperf
 //! puts the prefix on the file name instead: `out/model_v1.x.csv`, beside the main file.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::super::fmt::{fmt_g, us};
 use super::super::server::ServerAverages;
 use super::super::{LoadValue, PointReport};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::measure::server_stats::ComposingStats;
 
 /// Where the CSV of composing model `model` (version `version`) goes for `-f csv`.
@@ -149,11 +148,9 @@ pub fn write_composing_csvs(
     let mut written = Vec::with_capacity(models.len());
     for (name, version) in models {
         let path = composing_csv_path(csv, name, version);
-        let err = |e: io::Error| Error::generic(format!("-f {}: {e}", path.display()));
-        let mut w = BufWriter::new(File::create(&path).map_err(err)?);
-        write_composing_csv(&mut w, points, composing, name)
-            .and_then(|_| w.flush())
-            .map_err(err)?;
+        crate::report::write::write_atomic_with("-f", &path, |mut w| {
+            write_composing_csv(&mut w, points, composing, name)
+        })?;
         written.push(path);
     }
     Ok(written)
@@ -291,7 +288,7 @@ mod tests {
             .is_empty());
         let missing = dir.join("no/such/dir/r.csv");
         let err = write_composing_csvs(&missing, &points, &composing).unwrap_err();
-        assert!(err.msg.starts_with("-f "), "{}", err.msg);
+        assert!(err.msg.starts_with("-f: cannot write "), "{}", err.msg);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
