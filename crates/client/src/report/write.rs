@@ -161,7 +161,8 @@ mod tests {
         let path = d.join("nope").join("out.csv");
         let err = write_atomic("", &path, b"x").unwrap_err();
         assert!(
-            err.msg.starts_with(&format!("cannot write {}: ", path.display())),
+            err.msg
+                .starts_with(&format!("cannot write {}: ", path.display())),
             "{}",
             err.msg
         );
@@ -173,9 +174,15 @@ mod tests {
         let name = tmp.file_name().unwrap().to_string_lossy().into_owned();
         assert_eq!(tmp.parent(), Some(Path::new("/a/b")));
         let prefix = format!(".plot.tmp-{}-", std::process::id());
-        assert!(name.starts_with(&prefix) && name.ends_with(".png"), "{name}");
+        assert!(
+            name.starts_with(&prefix) && name.ends_with(".png"),
+            "{name}"
+        );
         let bare = temp_path(Path::new("report")).unwrap();
-        assert!(bare.to_string_lossy().starts_with(".report.tmp-"), "{bare:?}");
+        assert!(
+            bare.to_string_lossy().starts_with(".report.tmp-"),
+            "{bare:?}"
+        );
         assert_ne!(temp_path(Path::new("x")), temp_path(Path::new("x")));
         assert!(temp_path(Path::new("/")).is_none());
     }
