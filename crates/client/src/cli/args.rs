@@ -24,6 +24,8 @@ const HELP_WIDTH: usize = 100;
     disable_help_flag = true,
     disable_version_flag = true,
     args_override_self = true,
+    // `--flag -1` is the flag's (bad) value, reported by the flag's own check.
+    allow_negative_numbers = true,
     term_width = HELP_WIDTH,
     color = ColorChoice::Never
 )]

@@ -75,7 +75,9 @@ pub enum Distribution {
 #[command(
     name = "inferperf profile",
     about = "Benchmark an LLM endpoint: TTFT, inter-token latency, token throughput, goodput.",
-    after_help = "Metric definitions: run `inferperf profile --help-metrics`."
+    after_help = "Metric definitions: run `inferperf profile --help-metrics`.",
+    // `--flag -1` is the flag's (bad) value, reported by clap naming the flag.
+    allow_negative_numbers = true
 )]
 pub struct ProfileArgs {
     /// Model name(s) to send requests to (several: `-m a b` or `-m a -m b`).
@@ -252,7 +254,13 @@ pub fn parse(args: Vec<OsString>) -> Result<std::result::Result<ProfileConfig, S
             use clap::error::ErrorKind as K;
             return match e.kind() {
                 K::DisplayHelp | K::DisplayVersion => Ok(Err(e.to_string())),
-                _ => Err(Error::usage(e.to_string().trim_end().to_string())),
+                // clap's text starts with its own "error: "; the caller adds one.
+                _ => {
+                    let text = e.to_string();
+                    let text = text.trim_end();
+                    let text = text.strip_prefix("error: ").unwrap_or(text);
+                    Err(Error::usage(text.to_string()))
+                }
             };
         }
     };
@@ -278,6 +286,7 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
     };
     check_load(&args)?;
     check_tokens(&args)?;
+    check_bounds(&args)?;
     check_export_file_name(&args.profile_export_file).map_err(Error::usage)?;
     if args.use_server_token_count && !endpoint_type.generates() {
         return Err(Error::usage(
@@ -427,6 +436,84 @@ fn check_tokens(args: &ProfileArgs) -> Result<()> {
     ] {
         if !(sd.is_finite() && sd >= 0.0) {
             return Err(Error::usage(format!("profile: {name} must be >= 0")));
+        }
+    }
+    Ok(())
+}
+
+/// Tokens per prompt or answer at most (mean and standard deviation).
+const MAX_TOKENS: u64 = 1_000_000;
+/// `--num-prompts` at most.
+const MAX_PROMPTS: u64 = 1_000_000;
+/// `--max-workers` at most.
+const MAX_WORKERS: u64 = 4096;
+/// `--benchmark-duration` at most: a week, in seconds.
+const MAX_DURATION_S: f64 = 604_800.0;
+
+/// Upper bounds of the numeric flags: far above any real run, low enough that nothing
+/// derived from them (buffers, schedules, durations) overflows or exhausts memory.
+fn check_bounds(args: &ProfileArgs) -> Result<()> {
+    use crate::cli::number::{MAX_COUNT, MAX_LEVEL, MAX_RATE};
+    let ints = [
+        (
+            "--concurrency",
+            args.concurrency.iter().max().copied(),
+            MAX_LEVEL,
+        ),
+        ("--max-inflight", args.max_inflight, MAX_LEVEL),
+        ("--request-count", args.request_count, MAX_COUNT),
+        (
+            "--warmup-request-count",
+            Some(args.warmup_request_count),
+            MAX_COUNT,
+        ),
+        (
+            "--synthetic-input-tokens-mean",
+            Some(args.synthetic_input_tokens_mean),
+            MAX_TOKENS,
+        ),
+        ("--output-tokens-mean", args.output_tokens_mean, MAX_TOKENS),
+        ("--num-prompts", Some(args.num_prompts), MAX_PROMPTS),
+        (
+            "--max-workers",
+            args.max_workers.map(|w| w as u64),
+            MAX_WORKERS,
+        ),
+    ];
+    for (flag, value, max) in ints {
+        if let Some(v) = value.filter(|&v| v > max) {
+            return Err(Error::usage(format!(
+                "profile: {flag} must be at most {max} (got {v})"
+            )));
+        }
+    }
+    let floats = [
+        (
+            "--request-rate",
+            args.request_rate.iter().copied().fold(0.0, f64::max),
+            MAX_RATE,
+        ),
+        (
+            "--benchmark-duration",
+            args.benchmark_duration.unwrap_or(0.0),
+            MAX_DURATION_S,
+        ),
+        (
+            "--synthetic-input-tokens-stddev",
+            args.synthetic_input_tokens_stddev,
+            MAX_TOKENS as f64,
+        ),
+        (
+            "--output-tokens-stddev",
+            args.output_tokens_stddev,
+            MAX_TOKENS as f64,
+        ),
+    ];
+    for (flag, value, max) in floats {
+        if value > max {
+            return Err(Error::usage(format!(
+                "profile: {flag} must be at most {max} (got {value})"
+            )));
         }
     }
     Ok(())

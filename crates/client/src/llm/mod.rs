@@ -410,8 +410,7 @@ fn write_point(
         ),
     ];
     for (name, text) in files {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| io(e, &path))?;
+        crate::report::write::write_atomic("", &dir.join(name), text.as_bytes())?;
     }
     if cfg.args.generate_plots {
         let plots = dir.join("plots");

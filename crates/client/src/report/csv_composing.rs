@@ -7,14 +7,13 @@
 //! Model names and versions come from the server: the prefix is made a safe file name
 //! (`report::fmt::safe_file_stem`), and two models whose prefixes clash get `-2`, `-3`, ...
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::super::fmt::{fmt_g, safe_file_stem, us, UniqueStems};
 use super::super::server::ServerAverages;
 use super::super::{LoadValue, PointReport};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::measure::server_stats::ComposingStats;
 
 /// Where the CSV of composing model `model` (version `version`) goes for `-f csv`: always in
@@ -158,11 +157,9 @@ pub fn write_composing_csvs(
     let mut stems = UniqueStems::default();
     for (name, version) in models {
         let path = prefixed(csv, &stems.claim(&format!("{name}_v{version}")));
-        let err = |e: io::Error| Error::generic(format!("-f {}: {e}", path.display()));
-        let mut w = BufWriter::new(File::create(&path).map_err(err)?);
-        write_composing_csv(&mut w, points, composing, name)
-            .and_then(|_| w.flush())
-            .map_err(err)?;
+        crate::report::write::write_atomic_with("-f", &path, |mut w| {
+            write_composing_csv(&mut w, points, composing, name)
+        })?;
         written.push(path);
     }
     Ok(written)
@@ -331,7 +328,7 @@ mod tests {
             .is_empty());
         let missing = dir.join("no/such/dir/r.csv");
         let err = write_composing_csvs(&missing, &points, &composing).unwrap_err();
-        assert!(err.msg.starts_with("-f "), "{}", err.msg);
+        assert!(err.msg.starts_with("-f: cannot write "), "{}", err.msg);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

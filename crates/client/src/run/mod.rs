@@ -11,8 +11,7 @@ mod sessions;
 pub mod setup;
 mod sweep;
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -24,6 +23,7 @@ use crate::engine::{available_cores, EngineSpec};
 use crate::error::{Error, Result};
 use crate::text::{escape_control, redact_header};
 use crate::report::export::ExportExperiment;
+use crate::report::write::write_atomic_with;
 use crate::report::{console, csv, export, Banner, PointReport, RateBanner};
 use kinds::{ExportDecoder, Labels, Planned};
 use plan::LoadPlan;
@@ -96,6 +96,13 @@ pub fn run_with(
     let check = service.output_check(cfg, &target, shm_slots.as_deref(), plan.expected);
     let stats_available = target.stats_available;
     let metrics = metrics::MetricsSource::for_run(cfg)?;
+    let mut write_csv = |points: &[PointReport]| {
+        if reports {
+            write_csv_reports(cfg, points, stats_available)
+        } else {
+            Ok(())
+        }
+    };
     let mut sweeper = sweep::Sweeper {
         cfg,
         service: &*service,
@@ -107,9 +114,10 @@ pub fn run_with(
         check: check.as_ref().map(|c| c as &OutputCheck),
         metrics: metrics.as_ref(),
         peers,
+        on_point: &mut write_csv,
         result: sweep::SweepResult::default(),
     };
-    sweeper.run()?;
+    sweeper.run();
     let sweep::SweepResult {
         points,
         exps,
@@ -121,7 +129,14 @@ pub fn run_with(
     let _ = out.flush();
     if reports {
         let decode = service.export_decoder(cfg, &target, shm_slots.as_deref());
-        write_reports(cfg, &labels, &points, &exps, stats_available, &decode)?;
+        if let Err(e) = write_reports(cfg, &labels, &points, &exps, stats_available, &decode) {
+            // The run's own error is still worth knowing; the report that could not be
+            // written decides the exit code.
+            if let Some(run_error) = &error {
+                eprintln!("error: {run_error}");
+            }
+            return Err(e);
+        }
     }
     drop(shm_session);
     Ok(RunResult { points, error })
@@ -221,40 +236,8 @@ fn write_reports(
     stats_available: bool,
     decode: &ExportDecoder,
 ) -> Result<()> {
-    if let (Some(path), false) = (&cfg.csv_file, points.is_empty()) {
-        let f = File::create(path)
-            .map_err(|e| Error::generic(format!("-f {}: {e}", path.display())))?;
-        let mut w = BufWriter::new(f);
-        csv::write_csv(
-            &mut w,
-            points,
-            cfg.percentile,
-            cfg.verbose_csv,
-            cfg.csv_extra_columns,
-            stats_available,
-        )
-        .and_then(|_| w.flush())
-        .map_err(|e| Error::generic(format!("-f {}: {e}", path.display())))?;
-    }
-    if let (Some(path), false) = (&cfg.csv_file, points.is_empty()) {
-        let composing: Vec<_> = points
-            .iter()
-            .map(|p| {
-                p.server
-                    .as_ref()
-                    .map(|s| s.composing.clone())
-                    .unwrap_or_default()
-            })
-            .collect();
-        if composing.iter().any(|c| !c.is_empty()) {
-            csv::write_composing_csvs(path, points, &composing)?;
-        }
-    }
+    write_csv_reports(cfg, points, stats_available)?;
     if let Some(path) = &cfg.profile_export_file {
-        let err = |e: std::io::Error| {
-            Error::generic(format!("--profile-export-file {}: {e}", path.display()))
-        };
-        let mut w = BufWriter::new(File::create(path).map_err(err)?);
         let meta = export::ExportMeta {
             version: crate::VERSION,
             service_kind: labels.export,
@@ -263,9 +246,41 @@ fn write_reports(
             framed: cfg.streaming && labels.framed_streams,
             seed: (cfg.load_mode != LoadMode::Concurrency).then_some(cfg.seed),
         };
-        export::write_export(&mut w, exps, &meta, decode)
-            .and_then(|_| w.flush())
-            .map_err(err)?;
+        write_atomic_with("--profile-export-file", path, |mut w| {
+            export::write_export(&mut w, exps, &meta, decode)
+        })?;
+    }
+    Ok(())
+}
+
+/// `-f`: the CSV of the levels measured so far and, for ensembles and BLS, one CSV per
+/// composing model beside it. Written after every level (and at the end), so a run that
+/// fails or is killed later keeps them.
+fn write_csv_reports(cfg: &Config, points: &[PointReport], stats_available: bool) -> Result<()> {
+    let (Some(path), false) = (&cfg.csv_file, points.is_empty()) else {
+        return Ok(());
+    };
+    write_atomic_with("-f", path, |mut w| {
+        csv::write_csv(
+            &mut w,
+            points,
+            cfg.percentile,
+            cfg.verbose_csv,
+            cfg.csv_extra_columns,
+            stats_available,
+        )
+    })?;
+    let composing: Vec<_> = points
+        .iter()
+        .map(|p| {
+            p.server
+                .as_ref()
+                .map(|s| s.composing.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    if composing.iter().any(|c| !c.is_empty()) {
+        csv::write_composing_csvs(path, points, &composing)?;
     }
     Ok(())
 }
