@@ -152,7 +152,7 @@ fn limits_of(flags: &ServeArgs) -> Result<Limits> {
         .filter(|d| !d.is_zero() && d.as_secs() <= 86_400)
         .ok_or_else(|| {
             Error::usage(format!(
-                "--read-timeout {}: expected a positive number of seconds, at most 86400",
+                "--read-timeout {:?}: expected a positive number of seconds, at most 86400",
                 flags.read_timeout
             ))
         })?;
@@ -431,6 +431,49 @@ mod tests {
         ] {
             let err = parse(args(line)).unwrap_err();
             assert!(err.msg.contains(want), "{line}: {}", err.msg);
+        }
+    }
+
+    #[test]
+    fn limit_flags() {
+        let line = "serve --max-request-bytes 1024 --max-connections 10 --read-timeout 0.5 \
+                    --max-concurrent-streams 8";
+        let Parsed::Run(cfg, _) = parse(args(line)).unwrap() else {
+            panic!()
+        };
+        let want = Limits {
+            max_request_bytes: 1024,
+            max_connections: 10,
+            read_timeout: Duration::from_millis(500),
+            max_streams: 8,
+        };
+        assert_eq!(cfg.limits, want);
+        for (line, want) in [
+            (
+                "serve --read-timeout 0",
+                "--read-timeout 0.0: expected a positive",
+            ),
+            ("serve --read-timeout 1e300", "--read-timeout 1e300"),
+            ("serve --read-timeout nan", "--read-timeout NaN"),
+            ("serve --max-request-bytes 1.5", "--max-request-bytes"),
+            ("serve --max-connections 1e3", "--max-connections"),
+        ] {
+            let err = parse(args(line)).unwrap_err();
+            assert!(err.msg.contains(want), "{line}: {}", err.msg);
+            assert_eq!(err.exit_code(), 99, "{line}");
+        }
+        let Parsed::Info(help) = parse(args("serve --help")).unwrap() else {
+            panic!()
+        };
+        for flag in [
+            "--max-request-bytes <BYTES>",
+            "[default: 67108864]",
+            "--max-connections <N>",
+            "--read-timeout <SECONDS>",
+            "--max-concurrent-streams <N>",
+            "RESOURCE_EXHAUSTED",
+        ] {
+            assert!(help.contains(flag), "{flag} missing from:\n{help}");
         }
     }
 

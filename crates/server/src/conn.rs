@@ -18,8 +18,8 @@ use mio::net::TcpStream;
 
 use super::delay::sample_delay;
 use super::execute::Env;
-use super::http::{write_error_json, write_head, BodyAt, Progress, RequestReader, CONTINUE_100};
 use super::http::MAX_HEAD_BYTES;
+use super::http::{write_error_json, write_head, BodyAt, Progress, RequestReader, CONTINUE_100};
 use super::limits::Limits;
 use super::llm::generate;
 use super::llm::openai::{self, OaiReply};
@@ -616,7 +616,10 @@ pub fn on_timer(conn: &mut Conn, ctx: &mut Ctx, now: Instant) -> bool {
             };
             if due <= now {
                 let msg = if conn.reader.in_head() {
-                    format!("request head not complete {:?} after its first byte", conn.read_timeout)
+                    format!(
+                        "request head not complete {:?} after its first byte",
+                        conn.read_timeout
+                    )
                 } else {
                     format!("request body paused for more than {:?}", conn.read_timeout)
                 };

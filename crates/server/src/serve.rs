@@ -427,9 +427,29 @@ mod tests {
             (
                 ServeConfig {
                     delays: vec![("nope".into(), Delay::Fixed(Duration::ZERO))],
-                    ..base
+                    ..base.clone()
                 },
                 "unknown model 'nope'",
+            ),
+            (
+                ServeConfig {
+                    limits: Limits {
+                        max_connections: 0,
+                        ..Limits::default()
+                    },
+                    ..base.clone()
+                },
+                "--max-connections must be greater than 0",
+            ),
+            (
+                ServeConfig {
+                    limits: Limits {
+                        max_request_bytes: 0,
+                        ..Limits::default()
+                    },
+                    ..base
+                },
+                "--max-request-bytes must be greater than 0",
             ),
         ];
         for (cfg, needle) in cases {

@@ -44,7 +44,8 @@ fn oversized_heads_are_431_and_bodies_413_before_they_are_read() {
     for _ in 0..6 {
         six_chunks.extend_from_slice(format!("c8\r\n{}\r\n", "x".repeat(200)).as_bytes());
     }
-    let cases: Vec<(Vec<u8>, u16, &str)> = vec![
+    let cases: Vec<(Vec<u8>, u16, &str)> =
+        vec![
         (
             format!("GET /v2 HTTP/1.1\r\n{many}\r\n").into_bytes(),
             431,
@@ -80,7 +81,12 @@ fn oversized_heads_are_431_and_bodies_413_before_they_are_read() {
     let mut c = Client::connect(server.addr);
     let body = format!("{{\"pad\":\"{}\"}}", "p".repeat(990));
     let resp = c.request(&post_json("/v2/models/simple/infer", &body));
-    assert_eq!(resp.status, 400, "a JSON error, not a size one: {}", resp.error());
+    assert_eq!(
+        resp.status,
+        400,
+        "a JSON error, not a size one: {}",
+        resp.error()
+    );
     check_simple_binary(&c.request(&simple_binary(1)), 1);
 }
 
@@ -111,13 +117,21 @@ fn slow_loris_head_and_stalled_body_get_408() {
     assert!(sent < head.len(), "the slow head was read to its end");
     let resp = c.recv();
     assert_eq!(resp.status, 408);
-    assert!(resp.error().contains("request head not complete"), "{}", resp.error());
+    assert!(
+        resp.error().contains("request head not complete"),
+        "{}",
+        resp.error()
+    );
     // A body that pauses for longer than the timeout.
     let mut c = Client::connect(server.addr);
     c.send(b"POST /v2/models/simple/infer HTTP/1.1\r\nContent-Length: 10\r\n\r\n{\"a\"");
     let resp = c.recv();
     assert_eq!(resp.status, 408);
-    assert!(resp.error().contains("request body paused"), "{}", resp.error());
+    assert!(
+        resp.error().contains("request body paused"),
+        "{}",
+        resp.error()
+    );
     assert!(c.closed());
     // An idle keep-alive connection (no partial request) is not timed out.
     let mut idle = Client::connect(server.addr);
@@ -161,7 +175,10 @@ fn connections_over_the_limit_get_503() {
             text.is_empty() || text.starts_with("HTTP/1.1 503 Service Unavailable"),
             "{text}"
         );
-        assert!(text.is_empty() || text.contains("--max-connections"), "{text}");
+        assert!(
+            text.is_empty() || text.contains("--max-connections"),
+            "{text}"
+        );
     }
     assert_eq!(server.open_connections(), 3);
     drop(held.pop());

@@ -24,7 +24,6 @@ pub const WAKER: Token = Token(1);
 const TIMER: Token = Token(2);
 const FIRST_CONN: usize = 3;
 
-
 /// The answer to a connection over `--max-connections`, written once before closing it.
 fn busy_answer() -> Vec<u8> {
     let mut body = Vec::new();

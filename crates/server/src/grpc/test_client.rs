@@ -265,7 +265,9 @@ impl Stream {
 
     /// Sends bytes already framed as gRPC messages (possibly compressed: flag 1).
     pub fn send_raw(&mut self, framed: Vec<u8>) {
-        self.send.send_data(Bytes::from(framed), false).expect("send");
+        self.send
+            .send_data(Bytes::from(framed), false)
+            .expect("send");
     }
 
     /// Ends the client's side of the stream.

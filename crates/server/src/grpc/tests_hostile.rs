@@ -64,15 +64,31 @@ fn oversized_messages_and_compression_bombs_are_resource_exhausted() {
         huge.extend_from_slice(&(2u32 << 30).to_be_bytes());
         huge.extend_from_slice(&[0; 64]);
         let cases = [
-            (huge, None, "request message of 2147483648 bytes exceeds the limit of 1048576"),
-            (big_bomb, Some("gzip"), "Gzip request message inflated exceeds the limit of 1048576"),
-            (bomb(2 * MIB, "deflate"), Some("deflate"), "Deflate request message inflated"),
+            (
+                huge,
+                None,
+                "request message of 2147483648 bytes exceeds the limit of 1048576",
+            ),
+            (
+                big_bomb,
+                Some("gzip"),
+                "Gzip request message inflated exceeds the limit of 1048576",
+            ),
+            (
+                bomb(2 * MIB, "deflate"),
+                Some("deflate"),
+                "Deflate request message inflated",
+            ),
         ];
         for (body, encoding, want) in cases {
             let reply = c.call("ModelInfer", body, encoding).await;
             assert_eq!(reply.status, code::RESOURCE_EXHAUSTED, "{}", reply.message);
             assert!(reply.message.contains(want), "{}", reply.message);
-            assert!(reply.message.contains("--max-request-bytes"), "{}", reply.message);
+            assert!(
+                reply.message.contains("--max-request-bytes"),
+                "{}",
+                reply.message
+            );
         }
         // On a stream the bomb fails its request only; the next one is answered.
         let mut s = c.stream_with(Some("gzip")).await;
@@ -86,7 +102,10 @@ fn oversized_messages_and_compression_bombs_are_resource_exhausted() {
         s.send(&ok);
         s.close();
         let first = s.next().await.expect("an error message");
-        assert!(first.error_message.contains("inflated exceeds"), "{first:?}");
+        assert!(
+            first.error_message.contains("inflated exceeds"),
+            "{first:?}"
+        );
         let second = s.next().await.expect("the next answer");
         assert_eq!(second.infer_response.unwrap().id, "after");
         // A message at the limit is still fine.
@@ -110,7 +129,10 @@ fn a_call_may_not_carry_endless_messages() {
         let three_400k = frame(&vec![7u8; 400 << 10], None).repeat(3);
         let cases = [
             (empty_messages, "more than 4096 request messages"),
-            (three_400k, "the sum of the call's request messages exceeds the limit of 1048576"),
+            (
+                three_400k,
+                "the sum of the call's request messages exceeds the limit of 1048576",
+            ),
         ];
         for (body, want) in cases {
             let reply = c.call("/inferperf.test.Echo/Echo", body, None).await;
@@ -177,7 +199,12 @@ impl Raw {
             if kind == SETTINGS && flags & 1 == 0 {
                 break payload
                     .chunks(6)
-                    .map(|c| (u16::from_be_bytes([c[0], c[1]]), u32::from_be_bytes([c[2], c[3], c[4], c[5]])))
+                    .map(|c| {
+                        (
+                            u16::from_be_bytes([c[0], c[1]]),
+                            u32::from_be_bytes([c[2], c[3], c[4], c[5]]),
+                        )
+                    })
                     .collect();
             }
         };
@@ -223,7 +250,12 @@ fn streams_past_the_concurrent_limit_are_refused() {
     assert!(settings.contains(&(6, 64 << 10)), "{settings:?}");
     // Ten calls that never send their request: four are open, six refused at once.
     for i in 0..10u32 {
-        raw.send(&h2_frame(HEADERS, 0x4, 2 * i + 1, &call_headers("ModelInfer")));
+        raw.send(&h2_frame(
+            HEADERS,
+            0x4,
+            2 * i + 1,
+            &call_headers("ModelInfer"),
+        ));
     }
     let mut refused = Vec::new();
     while refused.len() < 6 {
@@ -273,7 +305,10 @@ fn ping_and_settings_floods_queue_nothing() {
             Err(_) => break,
         }
     }
-    assert!(written < total, "the server read all {total} bytes of the flood");
+    assert!(
+        written < total,
+        "the server read all {total} bytes of the flood"
+    );
     // The server still serves another connection.
     block_on(async move {
         let mut c = connect(addr).await;
@@ -285,7 +320,10 @@ fn ping_and_settings_floods_queue_nothing() {
     drop((raw, writer));
     let give_up = Instant::now() + Duration::from_secs(10);
     while server.open_connections() > 0 {
-        assert!(Instant::now() < give_up, "the flooding connection is still open");
+        assert!(
+            Instant::now() < give_up,
+            "the flooding connection is still open"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }

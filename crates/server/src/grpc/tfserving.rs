@@ -97,7 +97,9 @@ async fn read_messages(
             let bytes = encoding
                 .decode(msg.compressed, msg.data, left)
                 .map_err(|e| match e.code {
-                    code::RESOURCE_EXHAUSTED => Status::too_large("the sum of the call's request messages", max),
+                    code::RESOURCE_EXHAUSTED => {
+                        Status::too_large("the sum of the call's request messages", max)
+                    }
                     _ => e,
                 })?;
             total += bytes.len();

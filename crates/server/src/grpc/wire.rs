@@ -375,21 +375,40 @@ mod tests {
         zl.write_all(&text).unwrap();
         let zl = zl.finish().unwrap();
         assert_eq!(Encoding::Gzip.decode(true, &gz, MAX_MESSAGE).unwrap(), text);
-        assert_eq!(Encoding::Deflate.decode(true, &zl, MAX_MESSAGE).unwrap(), text);
-        assert_eq!(Encoding::Gzip.decode(false, &text, MAX_MESSAGE).unwrap(), text);
         assert_eq!(
-            Encoding::Identity.decode(true, &text, MAX_MESSAGE).unwrap_err().code,
+            Encoding::Deflate.decode(true, &zl, MAX_MESSAGE).unwrap(),
+            text
+        );
+        assert_eq!(
+            Encoding::Gzip.decode(false, &text, MAX_MESSAGE).unwrap(),
+            text
+        );
+        assert_eq!(
+            Encoding::Identity
+                .decode(true, &text, MAX_MESSAGE)
+                .unwrap_err()
+                .code,
             code::INTERNAL
         );
         assert_eq!(
-            Encoding::Gzip.decode(true, b"not gzip", MAX_MESSAGE).unwrap_err().code,
+            Encoding::Gzip
+                .decode(true, b"not gzip", MAX_MESSAGE)
+                .unwrap_err()
+                .code,
             code::INTERNAL
         );
         // gzip bytes declared as deflate do not decode either.
         assert!(Encoding::Deflate.decode(true, &gz, MAX_MESSAGE).is_err());
         // Inflating stops one byte past the limit: RESOURCE_EXHAUSTED, not the whole text.
-        let err = Encoding::Gzip.decode(true, &gz, text.len() - 1).unwrap_err();
+        let err = Encoding::Gzip
+            .decode(true, &gz, text.len() - 1)
+            .unwrap_err();
         assert_eq!(err.code, code::RESOURCE_EXHAUSTED, "{}", err.message);
-        assert!(err.message.contains("Gzip request message inflated exceeds the limit of 22 bytes"), "{}", err.message);
+        assert!(
+            err.message
+                .contains("Gzip request message inflated exceeds the limit of 22 bytes"),
+            "{}",
+            err.message
+        );
     }
 }

@@ -155,7 +155,9 @@ mod tests {
         ] {
             let mut out = Vec::new();
             assert!(
-                ChunkedDecoder::new(MAX_BODY_BYTES).decode(wire, &mut out).is_err(),
+                ChunkedDecoder::new(MAX_BODY_BYTES)
+                    .decode(wire, &mut out)
+                    .is_err(),
                 "{wire:?}"
             );
         }

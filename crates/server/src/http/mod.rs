@@ -119,7 +119,8 @@ fn apply_headers(
 pub fn parse_head(buf: &[u8], max_body: usize) -> Result<Option<Head>, HttpError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
-    let too_long = || HttpError::head_too_large(format!("request header exceeds {MAX_HEAD_BYTES} bytes"));
+    let too_long =
+        || HttpError::head_too_large(format!("request header exceeds {MAX_HEAD_BYTES} bytes"));
     let head_len = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD_BYTES => return Err(too_long()),
@@ -377,7 +378,10 @@ mod tests {
         assert_eq!(err.status, 431, "{}", err.msg);
         assert!(err.msg.contains("more than 48 header lines"), "{}", err.msg);
         let small = parse_head(b"POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", 10);
-        assert_eq!(small.unwrap_err().msg, "request body exceeds the limit of 10 bytes");
+        assert_eq!(
+            small.unwrap_err().msg,
+            "request body exceeds the limit of 10 bytes"
+        );
     }
 
     #[test]

@@ -248,7 +248,10 @@ fn hostile_regions_are_errors_naming_the_region() {
     let region = Region::create(&region_name("hostile"), 64).unwrap();
     // Registering: offset + byte_size past the object, or past u64.
     let rows = [
-        (json!({"key": region.key(), "offset": 60, "byte_size": 8}), "exceeds the 64 bytes"),
+        (
+            json!({"key": region.key(), "offset": 60, "byte_size": 8}),
+            "exceeds the 64 bytes",
+        ),
         (
             json!({"key": region.key(), "offset": u64::MAX, "byte_size": 2}),
             "overflows",
@@ -262,7 +265,10 @@ fn hostile_regions_are_errors_naming_the_region() {
         let path = "/v2/systemsharedmemory/region/evil/register";
         let (status, text) = call(&s, Method::Post, path, body.to_string().as_bytes());
         assert_eq!(status, 400, "{body}: {text}");
-        assert!(text.contains("region 'evil'") && text.contains(want), "{text}");
+        assert!(
+            text.contains("region 'evil'") && text.contains(want),
+            "{text}"
+        );
     }
     let q = pb::SystemSharedMemoryRegisterRequest {
         name: "evil".into(),
@@ -283,7 +289,12 @@ fn hostile_regions_are_errors_naming_the_region() {
                 "shared_memory_offset": offset}})
         };
         let req = json!({"inputs": [t("INPUT0"), t("INPUT1")]});
-        call(&s, Method::Post, "/v2/models/simple/infer", req.to_string().as_bytes())
+        call(
+            &s,
+            Method::Post,
+            "/v2/models/simple/infer",
+            req.to_string().as_bytes(),
+        )
     };
     for offset in [1, u64::MAX] {
         let (status, text) = infer(offset);
