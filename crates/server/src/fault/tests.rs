@@ -157,14 +157,14 @@ fn cut_replies_end_as_the_mode_says() {
     let (reply, end) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
     assert_eq!(end, End::Eof);
     let (head, body) = head_and_body(&reply);
-    let length: usize = head.split("Content-Length: ").nth(1).unwrap().parse().unwrap();
+    let length: usize = head.split("\r\nContent-Length: ").nth(1).unwrap().parse().unwrap();
     assert!(body.len() < length, "{} of {length}", body.len());
 
     let srv = server(FaultMode::WrongContentLength, TTL);
     let (reply, end) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
     assert_eq!(end, End::Idle);
     let (head, body) = head_and_body(&reply);
-    let length: usize = head.split("Content-Length: ").nth(1).unwrap().parse().unwrap();
+    let length: usize = head.split("\r\nContent-Length: ").nth(1).unwrap().parse().unwrap();
     assert_eq!(body.len(), length + 8);
 
     let srv = server(FaultMode::Garbage, TTL);

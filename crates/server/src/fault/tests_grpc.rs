@@ -193,7 +193,8 @@ fn broken_replies_are_sent_as_the_mode_says() {
 
     let (frames, end) = call(FaultMode::StallHead);
     assert_eq!(end, End::Idle);
-    assert!(frames.iter().all(|f| f.2 != 1), "stream 1 got an answer");
+    let answers = frames.iter().filter(|f| f.2 == 1 && matches!(f.0, 0 | 1 | 3));
+    assert_eq!(answers.count(), 0, "stream 1 got an answer");
 }
 
 #[test]
@@ -221,7 +222,7 @@ fn garbage_and_floods() {
     let srv = server(FaultMode::EndlessHeader, TTL);
     let (frames, end) = raw_call(srv.grpc_addr.unwrap(), "ModelInfer", &infer_message(), 4 << 20);
     assert_eq!(end, End::Max);
-    let on_stream: Vec<&Frame> = frames.iter().filter(|f| f.2 == 1).collect();
+    let on_stream: Vec<&Frame> = frames.iter().filter(|f| f.2 == 1 && f.0 != 8).collect();
     assert_eq!(on_stream[0].0, 1);
     assert!(on_stream.iter().all(|f| f.1 & END_HEADERS == 0));
     assert!(on_stream.len() > 200 && on_stream[1..].iter().all(|f| f.0 == 9));
