@@ -108,6 +108,16 @@ struct ServeArgs {
     /// REFUSED_STREAM.
     #[arg(long, default_value_t = limits::DEFAULT_MAX_STREAMS, value_name = "N")]
     max_concurrent_streams: u32,
+    /// Serve a deliberately faulty server instead, to test clients against: one model,
+    /// `identity` (INPUT0 FP32 [16] -> OUTPUT0), health, metadata, config and statistics
+    /// answered, and every infer request (or, for the dims and names modes, the metadata)
+    /// given the fault MODE, over HTTP and gRPC where the mode applies. Every stall and flood
+    /// ends with the server, after --fault-ttl.
+    #[arg(long, value_enum, value_name = "MODE")]
+    fault: Option<super::fault::FaultMode>,
+    /// With --fault: the fault server's lifetime in seconds; it stops by itself after it.
+    #[arg(long, default_value_t = 60.0, value_name = "S")]
+    fault_ttl: f64,
 }
 
 /// What the command line asks for.
@@ -116,6 +126,8 @@ enum Parsed {
     /// `--help` / `--version` text to print on stdout.
     Info(String),
     Run(Box<ServeConfig>, Option<Duration>),
+    /// `--fault MODE`: the fault server instead of the reference server.
+    Fault(Box<super::fault::FaultConfig>),
 }
 
 /// Drops the program name and the `serve` word, however the caller passed them.
@@ -217,6 +229,17 @@ fn parse(args: Vec<OsString>) -> Result<Parsed> {
         DEFAULT_GRPC_PORT
     });
     let grpc_addr = (!flags.no_grpc).then(|| SocketAddr::new(addr.ip(), grpc_port));
+    if let Some(mode) = flags.fault {
+        let ttl = run_duration(flags.fault_ttl)
+            .map_err(|e| Error::usage(e.msg.replace("--duration", "--fault-ttl")))?;
+        let ttl = duration.map_or(ttl, |d| d.min(ttl));
+        if tls.is_some() {
+            return Err(Error::usage("--fault serves cleartext only: drop --tls-cert"));
+        }
+        let (http, grpc) = (addr, grpc_addr);
+        let cfg = super::fault::FaultConfig { mode, http, grpc, ttl };
+        return Ok(Parsed::Fault(Box::new(cfg)));
+    }
     let openai = openai_config(&flags)?;
     let control_mode = ControlMode::parse(&flags.model_control_mode).unwrap_or_default();
     if control_mode != ControlMode::Explicit && !flags.load_model.is_empty() {
@@ -325,6 +348,10 @@ pub fn serve_main(args: Vec<OsString>) -> i32 {
             Ok(())
         }
         Parsed::Run(cfg, duration) => run(*cfg, duration),
+        Parsed::Fault(cfg) => {
+            install_stop_handlers();
+            super::fault::run(&cfg, &STOP_REQUESTED)
+        }
     });
     match result {
         Ok(()) => 0,
@@ -396,7 +423,7 @@ mod tests {
     fn grpc_and_tls_flags() {
         let run = |line: &str| match parse(args(line)).unwrap() {
             Parsed::Run(cfg, duration) => (cfg, duration),
-            Parsed::Info(_) => panic!("{line}"),
+            _ => panic!("{line}"),
         };
         let (cfg, duration) = run("inferperf serve --grpc-port 0 --duration 0.5");
         assert_eq!(cfg.grpc_addr, Some(SocketAddr::from(([127, 0, 0, 1], 0))));

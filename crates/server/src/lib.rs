@@ -20,12 +20,14 @@
 //!   `stats`, `trace`, `request_log`, `shm` (system and CUDA shared memory regions, with their
 //!   HTTP and gRPC calls), `llm::state` (the LLM settings and token log), `json_data`, `reply`
 //!   (what an endpoint hands the connection), `delay`, `http` (request parsing, limits,
-//!   response framing), `limits` (what a client may send: sizes, connections, time).
+//!   response framing), `limits` (what a client may send: sizes, connections, time);
+//! - `fault` (`serve --fault MODE`): a separate, deliberately faulty server for testing clients.
 
 mod cli;
 mod conn;
 mod delay;
 mod execute;
+pub mod fault;
 mod grpc;
 mod http;
 mod infer;

@@ -1,0 +1,292 @@
+//! The fault server's HTTP/1.1 front, from a raw socket: what each mode sends.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{start, FaultConfig, FaultHandle, FaultMode};
+
+pub(super) fn server(mode: FaultMode, ttl: Duration) -> FaultHandle {
+    let local = "127.0.0.1:0".parse().unwrap();
+    start(&FaultConfig {
+        mode,
+        http: local,
+        grpc: Some(local),
+        ttl,
+    })
+    .unwrap()
+}
+
+/// How a raw exchange ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum End {
+    /// The server closed (FIN).
+    Eof,
+    /// The server reset the connection.
+    Reset,
+    /// Nothing arrived for the idle time.
+    Idle,
+    /// `max` bytes arrived (a flood).
+    Max,
+}
+
+/// Sends `request` and reads until the server closes, resets, goes quiet for `idle`, or has
+/// sent `max` bytes.
+pub(super) fn exchange(addr: SocketAddr, request: &[u8], max: usize, idle: Duration) -> (Vec<u8>, End) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(idle)).unwrap();
+    s.write_all(request).unwrap();
+    read_until(&mut s, max)
+}
+
+pub(super) fn read_until(s: &mut TcpStream, max: usize) -> (Vec<u8>, End) {
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        if got.len() >= max {
+            return (got, End::Max);
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => return (got, End::Eof),
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return (got, End::Idle)
+            }
+            Err(_) => return (got, End::Reset),
+        }
+    }
+}
+
+fn get(path: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes()
+}
+
+/// A KServe v2 binary infer request for `identity` whose input is the bytes 0..64.
+fn infer_request() -> Vec<u8> {
+    let json = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[16],"parameters":{"binary_data_size":64}}],"outputs":[{"name":"OUTPUT0","parameters":{"binary_data":true}}]}"#;
+    let data: Vec<u8> = (0..64).collect();
+    let mut req = format!(
+        "POST /v2/models/identity/infer HTTP/1.1\r\nHost: x\r\nInference-Header-Content-Length: {}\r\nContent-Length: {}\r\n\r\n{json}",
+        json.len(),
+        json.len() + data.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&data);
+    req
+}
+
+const QUICK: Duration = Duration::from_millis(300);
+const TTL: Duration = Duration::from_secs(20);
+
+fn head_and_body(reply: &[u8]) -> (String, &[u8]) {
+    let end = reply
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete head");
+    (String::from_utf8_lossy(&reply[..end]).into_owned(), &reply[end + 4..])
+}
+
+fn json_of(reply: &[u8]) -> Value {
+    serde_json::from_slice(head_and_body(reply).1).unwrap()
+}
+
+#[test]
+fn healthy_server_answers_metadata_and_echoes_infers() {
+    let srv = server(FaultMode::None, TTL);
+    let (reply, _) = exchange(srv.addr, &get("/v2/health/ready"), 1 << 20, QUICK);
+    assert!(reply.starts_with(b"HTTP/1.1 200 OK\r\n"));
+    let server = json_of(&exchange(srv.addr, &get("/v2"), 1 << 20, QUICK).0);
+    assert!(server["extensions"].to_string().contains("statistics"), "{server}");
+    let meta = json_of(&exchange(srv.addr, &get("/v2/models/identity"), 1 << 20, QUICK).0);
+    assert_eq!(meta["inputs"][0]["shape"], serde_json::json!([16]));
+    let config = json_of(&exchange(srv.addr, &get("/v2/models/identity/config"), 1 << 20, QUICK).0);
+    assert_eq!((config["max_batch_size"].as_i64(), config.get("ensemble_scheduling")), (Some(0), None));
+    let (reply, _) = exchange(srv.addr, &get("/v2/models/nope"), 1 << 20, QUICK);
+    assert!(reply.starts_with(b"HTTP/1.1 404"));
+    // Two infers on one keep-alive connection, each echoing the input bytes.
+    let mut twice = infer_request();
+    twice.extend_from_slice(&infer_request());
+    let (reply, end) = exchange(srv.addr, &twice, 1 << 20, QUICK);
+    assert_eq!(end, End::Idle);
+    let (head, body) = head_and_body(&reply);
+    assert!(head.contains("Inference-Header-Content-Length: "), "{head}");
+    let data: Vec<u8> = (0..64).collect();
+    let first = body.windows(64).position(|w| w == data.as_slice()).unwrap();
+    assert!(body[first + 64..].starts_with(b"HTTP/1.1 200 OK\r\n"));
+    let stats = json_of(&exchange(srv.addr, &get("/v2/models/identity/stats"), 1 << 20, QUICK).0);
+    assert_eq!(stats["model_stats"][0]["inference_count"], 2);
+    assert_eq!(srv.infers(), 2);
+}
+
+#[test]
+fn failing_modes_answer_errors() {
+    let srv = server(FaultMode::Status500, TTL);
+    let (reply, _) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
+    assert!(reply.starts_with(b"HTTP/1.1 500 "));
+    assert!(json_of(&reply)["error"].as_str().unwrap().contains("internal error"));
+
+    let srv = server(FaultMode::EveryNthFails, TTL);
+    let statuses: Vec<bool> = (0..6)
+        .map(|_| exchange(srv.addr, &infer_request(), 1 << 20, QUICK).0.starts_with(b"HTTP/1.1 200"))
+        .collect();
+    assert_eq!(statuses, [true, true, false, true, true, false]);
+
+    let srv = server(FaultMode::EscapeText, TTL);
+    let text = json_of(&exchange(srv.addr, &infer_request(), 1 << 20, QUICK).0)["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(text.contains('\u{1b}') && text.contains('\u{7}') && text.contains('\r'), "{text:?}");
+
+    let srv = server(FaultMode::NotJson, TTL);
+    let (reply, _) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
+    assert!(reply.starts_with(b"HTTP/1.1 200"));
+    assert!(serde_json::from_slice::<Value>(head_and_body(&reply).1).is_err());
+}
+
+#[test]
+fn cut_replies_end_as_the_mode_says() {
+    let srv = server(FaultMode::Reset, TTL);
+    let (reply, end) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
+    assert_eq!(end, End::Reset);
+    assert!(reply.starts_with(b"HTTP/1.1 200 OK"));
+
+    let srv = server(FaultMode::CloseMidBody, TTL);
+    let (reply, end) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
+    assert_eq!(end, End::Eof);
+    let (head, body) = head_and_body(&reply);
+    let length: usize = head.split("\r\nContent-Length: ").nth(1).unwrap().parse().unwrap();
+    assert!(body.len() < length, "{} of {length}", body.len());
+
+    let srv = server(FaultMode::WrongContentLength, TTL);
+    let (reply, end) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
+    assert_eq!(end, End::Idle);
+    let (head, body) = head_and_body(&reply);
+    let length: usize = head.split("\r\nContent-Length: ").nth(1).unwrap().parse().unwrap();
+    assert_eq!(body.len(), length + 8);
+
+    let srv = server(FaultMode::Garbage, TTL);
+    let (reply, _) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
+    assert!(!reply.starts_with(b"HTTP/"));
+
+    let srv = server(FaultMode::HugeContentLength, TTL);
+    let (reply, end) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
+    assert_eq!(end, End::Idle);
+    assert!(head_and_body(&reply).0.contains("Content-Length: 1000000000000000"));
+
+    let srv = server(FaultMode::HugeHeaders, TTL);
+    let (reply, _) = exchange(srv.addr, &infer_request(), 4 << 20, QUICK);
+    let (head, body) = head_and_body(&reply);
+    assert!(head.len() > 2 << 20, "{}", head.len());
+    assert!(body.ends_with(&(0..64).collect::<Vec<u8>>()));
+}
+
+#[test]
+fn stalls_send_nothing_until_the_server_stops() {
+    for mode in [FaultMode::StallHead, FaultMode::StallBody, FaultMode::StallForever] {
+        let srv = server(mode, TTL);
+        let request = if mode == FaultMode::StallForever {
+            get("/v2/health/ready")
+        } else {
+            infer_request()
+        };
+        let mut s = TcpStream::connect(srv.addr).unwrap();
+        s.set_read_timeout(Some(QUICK)).unwrap();
+        s.write_all(&request).unwrap();
+        let (got, end) = read_until(&mut s, 1 << 20);
+        assert_eq!(end, End::Idle, "{mode:?}");
+        assert_eq!(got.is_empty(), mode != FaultMode::StallBody, "{mode:?}");
+        // Stopping the server ends the stall: the connection closes within a few ticks.
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let stopped = Instant::now();
+        srv.stop();
+        let (_, end) = read_until(&mut s, 1 << 20);
+        assert_ne!(end, End::Idle, "{mode:?}");
+        assert!(stopped.elapsed() < Duration::from_secs(2));
+    }
+}
+
+#[test]
+fn the_lifetime_ends_stalls_and_closes_the_ports() {
+    let srv = server(FaultMode::StallForever, Duration::from_millis(400));
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&get("/v2")).unwrap();
+    let (got, end) = read_until(&mut s, 1 << 20);
+    assert!(got.is_empty() && end != End::Idle, "{end:?}");
+    assert!(srv.expired());
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(TcpStream::connect(srv.addr).is_err(), "the port still accepts");
+}
+
+#[test]
+fn refuse_closes_the_ports_after_the_first_infer() {
+    let srv = server(FaultMode::Refuse, TTL);
+    let (reply, _) = exchange(srv.addr, &get("/v2/models/identity"), 1 << 20, QUICK);
+    assert!(reply.starts_with(b"HTTP/1.1 200"));
+    let (reply, end) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
+    assert_eq!((reply.len(), end), (0, End::Eof));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(TcpStream::connect(srv.addr).is_err());
+    assert!(TcpStream::connect(srv.grpc_addr.unwrap()).is_err());
+}
+
+#[test]
+fn floods_do_not_end() {
+    let lines = |reply: &[u8], unit: &[u8]| reply.windows(unit.len()).filter(|w| *w == unit).count();
+    let srv = server(FaultMode::InterimFlood, TTL);
+    let (reply, end) = exchange(srv.addr, &infer_request(), 4 << 20, QUICK);
+    assert_eq!(end, End::Max);
+    assert!(lines(&reply, b"HTTP/1.1 100 Continue\r\n\r\n") > 100_000);
+
+    let srv = server(FaultMode::ChunkExtensionFlood, TTL);
+    let (reply, end) = exchange(srv.addr, &infer_request(), 4 << 20, QUICK);
+    assert_eq!(end, End::Max);
+    let (head, body) = head_and_body(&reply);
+    assert!(head.contains("Transfer-Encoding: chunked"));
+    assert!(body.starts_with(b"1;fault=extension;") && lines(body, b"\r\n \r\n") > 1000);
+
+    let srv = server(FaultMode::EndlessHeader, TTL);
+    let (reply, end) = exchange(srv.addr, &infer_request(), 4 << 20, QUICK);
+    assert_eq!(end, End::Max);
+    assert!(!reply.windows(4).any(|w| w == b"\r\n\r\n"));
+}
+
+#[test]
+fn metadata_modes_change_the_model() {
+    let shape_of = |mode: FaultMode| {
+        let srv = server(mode, TTL);
+        let meta = json_of(&exchange(srv.addr, &get("/v2/models/identity"), 1 << 20, QUICK).0);
+        let config = json_of(&exchange(srv.addr, &get("/v2/models/identity/config"), 1 << 20, QUICK).0);
+        assert_eq!(meta["inputs"][0]["shape"], config["input"][0]["dims"]);
+        meta["inputs"][0]["shape"].to_string()
+    };
+    assert_eq!(shape_of(FaultMode::DimsHuge), "[4294967296,4294967296,4294967296]");
+    assert_eq!(shape_of(FaultMode::DimsBig), "[65536,65536]");
+    for (mode, name) in [(FaultMode::NameDotdot, "../../x"), (FaultMode::NameAbs, "/abs/x")] {
+        let srv = server(mode, TTL);
+        let config = json_of(&exchange(srv.addr, &get("/v2/models/identity/config"), 1 << 20, QUICK).0);
+        assert_eq!(config["platform"], "ensemble");
+        assert_eq!(config["ensemble_scheduling"]["step"][0]["model_name"], name);
+        // However a client spells the composing model's path, it gets its config.
+        for path in [format!("/v2/models/{name}/config"), "/x/config".to_string()] {
+            let composing = json_of(&exchange(srv.addr, &get(&path), 1 << 20, QUICK).0);
+            assert_eq!(composing["name"], name, "{path}");
+        }
+        let stats = json_of(&exchange(srv.addr, &get("/v2/models/stats"), 1 << 20, QUICK).0);
+        assert_eq!(stats["model_stats"][1]["name"], name);
+    }
+}
+
+#[test]
+fn modes_have_kebab_names_and_say_where_they_apply() {
+    let names: Vec<String> = FaultMode::all().iter().map(|m| m.name()).collect();
+    for want in ["status-500", "close-mid-body", "every-nth-fails", "name-dotdot", "dims-huge"] {
+        assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
+    }
+    assert!(FaultMode::all().len() >= 25);
+    assert!(!FaultMode::SettingsFlood.applies_to_http() && FaultMode::SettingsFlood.applies_to_grpc());
+    assert!(FaultMode::InterimFlood.applies_to_http() && !FaultMode::InterimFlood.applies_to_grpc());
+}
