@@ -76,11 +76,11 @@ pub struct RunArgs {
     // --- load ---
     /// Closed-loop concurrency sweep; END 0 = until --latency-threshold is exceeded
     /// [default: 1:1:1]
-    #[arg(long, value_name = "START[:END[:STEP]]", help_heading = LOAD)]
+    #[arg(long, value_name = "START[:END[:STEP]]", allow_hyphen_values = true, help_heading = LOAD)]
     pub concurrency_range: Option<String>,
     /// Open-loop request rate sweep in requests/s; END 0 = until --latency-threshold is
     /// exceeded [default: 1.0:1.0:1.0 when chosen]
-    #[arg(long, value_name = "START[:END[:STEP]]", help_heading = LOAD)]
+    #[arg(long, value_name = "START[:END[:STEP]]", allow_hyphen_values = true, help_heading = LOAD)]
     pub request_rate_range: Option<String>,
     /// Inter-arrival distribution of request-rate mode: constant|poisson [default: constant]
     #[arg(long, value_name = "DIST", help_heading = LOAD)]
@@ -92,7 +92,7 @@ pub struct RunArgs {
     /// Streaming ramp: START requests, STEP more each time all launched ones have had
     /// --request-period responses, up to END; results only in --profile-export-file
     /// [default: off]
-    #[arg(long, value_name = "START:END:STEP", help_heading = LOAD)]
+    #[arg(long, value_name = "START:END:STEP", allow_hyphen_values = true, help_heading = LOAD)]
     pub periodic_concurrency_range: Option<String>,
     /// Periodic mode: responses each request must get before the next batch [default: 10]
     #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = LOAD)]
@@ -140,7 +140,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "PCT", allow_negative_numbers = true, help_heading = LOAD)]
     pub sequence_length_variation: Option<String>,
     /// Sequence models: ids to use, START[:END] [default: 1: (unbounded)]
-    #[arg(long, value_name = "START[:END]", help_heading = LOAD)]
+    #[arg(long, value_name = "START[:END]", allow_hyphen_values = true, help_heading = LOAD)]
     pub sequence_id_range: Option<String>,
     /// Sequence models, open loop: at most one request in flight per sequence (always so:
     /// accepted for perf_analyzer's command lines)

@@ -51,7 +51,8 @@ Notes (where inferperf differs from perf_analyzer):
      of -u (perf_analyzer turns http://h:8000 into http:8002/metrics). Each point adds
      inferperf's own CPU use in % of one core (a CSV column with --csv-extra-columns).
 
-Exit codes: 0 success, 2 first point never stabilised, 3 no valid requests, 99 other errors.";
+Exit codes: 0 success, 2 first point never stabilised, 3 no valid requests, 99 other errors,
+130 a second Ctrl-C (exits at once).";
 
 /// One perf_analyzer flag that is parsed (so it is recognised and documented) but rejected.
 pub struct PlannedFlag {

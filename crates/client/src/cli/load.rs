@@ -6,8 +6,8 @@ use std::path::Path;
 
 use super::args::RunArgs;
 use super::number::{
-    check_float, parse_at_least, parse_float_within, parse_within, MAX_COUNT, MAX_LEVEL,
-    MAX_PERCENT, MAX_RATE, MAX_S,
+    parse_at_least, parse_float_within, parse_within, MAX_COUNT, MAX_LEVEL, MAX_PERCENT, MAX_RATE,
+    MAX_S,
 };
 use crate::config::{Config, Distribution, LoadMode, RateRange};
 use crate::error::{Error, Result};
@@ -178,8 +178,12 @@ pub fn parse_rate_range(raw: &str) -> Result<RateRange> {
         *slot = part
             .trim()
             .parse::<f64>()
-            .map_err(|_| bad("The values must be non-negative numbers"))?;
-        check_float(*slot, 0.0, MAX_RATE).map_err(|why| bad(&why))?;
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| bad("The values must be non-negative numbers"))?;
+        if *slot > MAX_RATE {
+            return Err(bad(&format!("The values must be <= {MAX_RATE} requests/s")));
+        }
     }
     let start = v[0];
     let end = if parts.len() >= 2 { v[1] } else { start };
@@ -355,6 +359,8 @@ mod tests {
             ("-5", "numbers"),
             ("1:2:3:4", "start[:end[:step]]"),
             ("1::2", "start[:end[:step]]"),
+            ("1e30", "<= 10000000"),
+            ("1:2:10000001", "<= 10000000"),
         ] {
             let err = parse_rate_range(raw).unwrap_err();
             assert!(err.msg.contains(needle), "{raw}: {}", err.msg);
@@ -374,6 +380,7 @@ mod tests {
             ("6:2:2", "not be above"),
             ("1:4:2", "whole number of steps"),
             ("a:b", "whole numbers"),
+            ("1:1000001:1", "<= 1000000"),
         ] {
             let err = parse_periodic_range(raw).unwrap_err();
             assert!(err.msg.contains(needle), "{raw}: {}", err.msg);
@@ -385,7 +392,11 @@ mod tests {
         assert_eq!(parse_id_range("5").unwrap(), (5, None));
         assert_eq!(parse_id_range("1:").unwrap(), (1, None));
         assert_eq!(parse_id_range("10:18").unwrap(), (10, Some(8)));
-        for raw in ["x", "5:5", "9:3", "1:y"] {
+        let top = i64::MAX as u64;
+        assert_eq!(parse_id_range(&format!("{top}")).unwrap(), (top, None));
+        let over = format!("{}", top + 1);
+        let wide = format!("1:{over}");
+        for raw in ["x", "5:5", "9:3", "1:y", &over, &wide] {
             let err = parse_id_range(raw).unwrap_err();
             assert!(
                 err.msg.contains("--sequence-id-range"),

@@ -88,7 +88,7 @@ pub(crate) fn parse_float_within(flag: &str, raw: &str, min: f64, max: f64) -> R
 }
 
 /// Why `value` is not a finite number in `min..=max`, if it is not.
-pub(crate) fn check_float(value: f64, min: f64, max: f64) -> std::result::Result<(), String> {
+fn check_float(value: f64, min: f64, max: f64) -> std::result::Result<(), String> {
     if !value.is_finite() {
         return Err("The value must be a finite number".to_string());
     }

@@ -523,7 +523,19 @@ mod tests {
     #[test]
     fn concurrency_range_errors_name_flag_and_value() {
         for raw in [
-            "0", "0:4", "4:2", "1:4:0", "1:2:3:4", "a", "1:", "-1", ":4", "1.5",
+            "0",
+            "0:4",
+            "4:2",
+            "1:4:0",
+            "1:2:3:4",
+            "a",
+            "1:",
+            "-1",
+            ":4",
+            "1.5",
+            "1000001",
+            "1:1000001",
+            "1:2:1000001",
         ] {
             let err = parse_concurrency_range(raw).unwrap_err();
             assert!(

@@ -352,7 +352,11 @@ fn judge(
             warn("Interrupted: reporting the windows measured so far (not checked for stability).");
             verdict(true, false, None)
         }
-        PointStatus::Failed(msg) => verdict(true, false, Some(failure(msg))),
+        // The windows before the failure are reported when they hold any request.
+        PointStatus::Failed(msg) => {
+            let measured = report.is_some_and(|r| r.client.request_count > 0);
+            verdict(measured, false, Some(failure(msg)))
+        }
         PointStatus::NoValidRequests => verdict(false, false, Some(Error::no_valid_requests())),
     }
 }
