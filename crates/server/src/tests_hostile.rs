@@ -238,3 +238,27 @@ fn a_pipeline_that_never_reads_stops_being_read() {
     assert!(sent > 256, "the client got {sent} requests into the socket");
     drop(stream);
 }
+
+#[test]
+fn absurd_shapes_are_400() {
+    let server = limited(Limits::default(), Vec::new());
+    let mut c = Client::connect(server.addr);
+    for shape in [
+        "[4294967296,4294967296,4294967296]",
+        "[65536,65536]",
+        "[1,4611686018427387904]",
+        "[1,-1]",
+    ] {
+        let body = format!(
+            r#"{{"inputs":[{{"name":"INPUT0","datatype":"FP32","shape":{shape},"data":[1,2]}}]}}"#
+        );
+        let resp = c.request(&post_json("/v2/models/identity_fp32/infer", &body));
+        assert_eq!(resp.status, 400, "{shape}: {}", resp.error());
+        let error = resp.error();
+        assert!(
+            error.contains("INPUT0") || error.contains("batch-size"),
+            "{error}"
+        );
+    }
+    check_simple_binary(&c.request(&simple_binary(1)), 1);
+}
