@@ -69,6 +69,8 @@ fn oversized_heads_are_431_and_bodies_413_before_they_are_read() {
             "request body exceeds the limit of 1000 bytes",
         ),
         (six_chunks, 413, "request body exceeds the limit of 1000 bytes"),
+        // 10 MiB of zeros as 10 KiB of gzip: refused by its head, never inflated.
+        (gzip_bomb(), 415, "Content-Encoding 'gzip' is not supported (identity only)"),
     ];
     for (req, status, msg) in cases {
         let mut c = Client::connect(server.addr);
@@ -88,6 +90,21 @@ fn oversized_heads_are_431_and_bodies_413_before_they_are_read() {
         resp.error()
     );
     check_simple_binary(&c.request(&simple_binary(1)), 1);
+}
+
+/// A JSON infer request whose gzip body inflates to 10 MiB of zeros.
+fn gzip_bomb() -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    e.write_all(&vec![0u8; 10 << 20]).unwrap();
+    let body = e.finish().unwrap();
+    let mut req = format!(
+        "POST /v2/models/simple/infer HTTP/1.1\r\nContent-Encoding: gzip\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&body);
+    req
 }
 
 #[test]
@@ -220,4 +237,28 @@ fn a_pipeline_that_never_reads_stops_being_read() {
     let (stream, sent) = writer.join().unwrap();
     assert!(sent > 256, "the client got {sent} requests into the socket");
     drop(stream);
+}
+
+#[test]
+fn absurd_shapes_are_400() {
+    let server = limited(Limits::default(), Vec::new());
+    let mut c = Client::connect(server.addr);
+    for shape in [
+        "[4294967296,4294967296,4294967296]",
+        "[65536,65536]",
+        "[1,4611686018427387904]",
+        "[1,-1]",
+    ] {
+        let body = format!(
+            r#"{{"inputs":[{{"name":"INPUT0","datatype":"FP32","shape":{shape},"data":[1,2]}}]}}"#
+        );
+        let resp = c.request(&post_json("/v2/models/identity_fp32/infer", &body));
+        assert_eq!(resp.status, 400, "{shape}: {}", resp.error());
+        let error = resp.error();
+        assert!(
+            error.contains("INPUT0") || error.contains("batch-size"),
+            "{error}"
+        );
+    }
+    check_simple_binary(&c.request(&simple_binary(1)), 1);
 }

@@ -397,3 +397,40 @@ fn a_stream_whose_answers_are_never_read_stops_being_read() {
         drop(s);
     });
 }
+
+#[test]
+fn absurd_shapes_are_invalid_argument() {
+    let server = grpc_limited(Limits::default());
+    let addr = server.grpc_addr.unwrap();
+    block_on(async move {
+        let mut c = connect(addr).await;
+        let g = 1i64 << 32;
+        let shapes: [&[i64]; 4] = [&[g, g, g], &[65536, 65536], &[1, g * g / 4], &[1, -1]];
+        for shape in shapes {
+            let req = infer_request(
+                "identity_fp32",
+                "x",
+                &[("INPUT0", "FP32", shape, vec![0; 8])],
+            );
+            let err = c
+                .unary::<_, pb::ModelInferResponse>("ModelInfer", &req)
+                .await
+                .unwrap_err();
+            assert_eq!(err.0, code::INVALID_ARGUMENT, "{shape:?}: {}", err.1);
+            assert!(
+                err.1.contains("INPUT0") || err.1.contains("batch-size"),
+                "{}",
+                err.1
+            );
+        }
+        let ok = infer_request(
+            "identity_fp32",
+            "x",
+            &[("INPUT0", "FP32", &[1, 2], vec![0; 8])],
+        );
+        assert!(c
+            .unary::<_, pb::ModelInferResponse>("ModelInfer", &ok)
+            .await
+            .is_ok());
+    });
+}

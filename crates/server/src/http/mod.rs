@@ -2,7 +2,7 @@
 //! possibly split across reads), limits, and response writing.
 //!
 //! Nothing here panics on peer bytes: every malformed input becomes an [`HttpError`] that the
-//! connection answers (400/413) before closing.
+//! connection answers (400, 413, 415, 431) before closing.
 
 use std::io::Write;
 
@@ -91,6 +91,17 @@ fn apply_headers(
             } else if has_token(h.value, "keep-alive") {
                 head.keep_alive = true;
             }
+        } else if name.eq_ignore_ascii_case("content-encoding")
+            && !h.value.trim_ascii().eq_ignore_ascii_case(b"identity")
+        {
+            // Bodies are never inflated here, so no compressed body can expand past the limit.
+            return Err(HttpError {
+                status: 415,
+                msg: format!(
+                    "Content-Encoding '{}' is not supported (identity only)",
+                    String::from_utf8_lossy(h.value).trim()
+                ),
+            });
         } else if name.eq_ignore_ascii_case("expect") {
             head.expect_continue = h.value.trim_ascii().eq_ignore_ascii_case(b"100-continue");
         } else if name.eq_ignore_ascii_case("inference-header-content-length") {
@@ -280,6 +291,7 @@ pub fn reason(status: u16) -> &'static str {
         405 => "Method Not Allowed",
         408 => "Request Timeout",
         413 => "Payload Too Large",
+        415 => "Unsupported Media Type",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
@@ -351,7 +363,7 @@ mod tests {
 
     #[test]
     fn head_errors() {
-        let cases: [(&str, u16); 6] = [
+        let cases: [(&str, u16); 7] = [
             ("GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 400),
             (
                 "GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
@@ -367,6 +379,7 @@ mod tests {
                 413,
             ),
             ("BAD\0 / HTTP/1.1\r\n\r\n", 400),
+            ("POST / HTTP/1.1\r\nContent-Encoding: gzip\r\n\r\n", 415),
         ];
         for (req, status) in cases {
             assert_eq!(head(req).unwrap_err().status, status, "{req:?}");
@@ -377,6 +390,13 @@ mod tests {
         let err = head(&format!("GET / HTTP/1.1\r\n{many}\r\n")).unwrap_err();
         assert_eq!(err.status, 431, "{}", err.msg);
         assert!(err.msg.contains("more than 48 header lines"), "{}", err.msg);
+        let gzip = head("POST / HTTP/1.1\r\nContent-Encoding: gzip\r\n\r\n").unwrap_err();
+        assert_eq!(
+            gzip.msg,
+            "Content-Encoding 'gzip' is not supported (identity only)"
+        );
+        let plain = head("POST / HTTP/1.1\r\nContent-Encoding: identity\r\n\r\n");
+        assert!(plain.unwrap().is_some());
         let small = parse_head(b"POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", 10);
         assert_eq!(
             small.unwrap_err().msg,
