@@ -273,7 +273,7 @@ fn check_tensor(
     };
     let exact = spec.datatype == DataType::Bytes
         || t.tensor_content.len() % spec.datatype.size().max(1) == 0;
-    if got != elements || !exact {
+    if Some(got) != elements || !exact {
         return Err(Status::invalid(format!(
             "input '{name}': {got} elements for shape {dims:?}"
         )));

@@ -1,0 +1,206 @@
+//! What a server says is untrusted: absurd shapes in its model metadata, escape sequences in
+//! its error text, path-like model names. Each test runs the `inferperf` binary against a
+//! small scripted HTTP/1.1 server (std::net, one thread per connection) and checks the exit
+//! code, the message, that nothing absurd was sent or allocated, that no raw control byte
+//! reached the terminal and that no file landed outside the output directory.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::common::temp_dir;
+
+/// `(method, path, body)` to `(status, JSON body)`.
+type Route = Arc<dyn Fn(&str, &str, &[u8]) -> (u16, String) + Send + Sync>;
+
+/// A scripted server: its `host:port` and how many infer requests reached it.
+struct Scripted {
+    addr: String,
+    infers: Arc<AtomicUsize>,
+}
+
+fn scripted(route: Route) -> Scripted {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let infers = Arc::new(AtomicUsize::new(0));
+    let counter = infers.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            let (route, counter) = (route.clone(), counter.clone());
+            std::thread::spawn(move || answer(stream, &*route, &counter));
+        }
+    });
+    Scripted { addr, infers }
+}
+
+/// Answers keep-alive requests on one connection until the client closes it.
+fn answer(mut s: TcpStream, route: &dyn Fn(&str, &str, &[u8]) -> (u16, String), infers: &AtomicUsize) {
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16384];
+    loop {
+        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+            match s.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+            continue;
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+        let mut words = head.split_whitespace();
+        let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+        let len = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse::<usize>().ok())?
+            })
+            .unwrap_or(0);
+        while buf.len() < end + 4 + len {
+            match s.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        if path.ends_with("/infer") {
+            infers.fetch_add(1, Ordering::Relaxed);
+        }
+        let (status, body) = route(method, path, &buf[end + 4..end + 4 + len]);
+        let reply = format!(
+            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        if s.write_all(reply.as_bytes()).is_err() {
+            return;
+        }
+        buf.drain(..end + 4 + len);
+    }
+}
+
+/// Model `m` with one FP32 input of `dims` (`max_batch_size` 0) and a 16-float output.
+fn model_route(dims: &'static str) -> Route {
+    Arc::new(move |_, path, _| {
+        let path = path.split('?').next().unwrap_or(path);
+        match path {
+            "/v2/health/ready" | "/v2/models/m/ready" => (200, String::new()),
+            "/v2" => (200, r#"{"name":"scripted","version":"1","extensions":[]}"#.into()),
+            "/v2/models/m" => (
+                200,
+                format!(
+                    r#"{{"name":"m","versions":["1"],"platform":"onnxruntime_onnx","inputs":[{{"name":"INPUT0","datatype":"FP32","shape":{dims}}}],"outputs":[{{"name":"OUTPUT0","datatype":"FP32","shape":[16]}}]}}"#
+                ),
+            ),
+            "/v2/models/m/config" => (
+                200,
+                format!(
+                    r#"{{"name":"m","platform":"onnxruntime_onnx","max_batch_size":0,"input":[{{"name":"INPUT0","data_type":"TYPE_FP32","dims":{dims}}}],"output":[{{"name":"OUTPUT0","data_type":"TYPE_FP32","dims":[16]}}]}}"#
+                ),
+            ),
+            _ => (404, r#"{"error":"not found"}"#.into()),
+        }
+    })
+}
+
+fn inferperf(addr: &str, extra: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .current_dir(cwd)
+        .args(["-m", "m", "-u", addr, "--ready-timeout", "2"])
+        .args(["--measurement-mode", "count_windows", "--measurement-request-count", "5"])
+        .args(extra)
+        .output()
+        .expect("binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// No raw ESC, BEL, CR or other control byte but '\n' in `bytes`.
+fn assert_no_raw_control(bytes: &[u8], what: &str) {
+    let text = String::from_utf8_lossy(bytes);
+    let bad: Vec<char> = text.chars().filter(|c| c.is_control() && *c != '\n').collect();
+    assert!(bad.is_empty(), "{what} holds raw control characters {bad:?}: {text}");
+}
+
+#[test]
+fn a_wrapping_shape_from_the_server_is_an_error_naming_the_input() {
+    let srv = scripted(model_route("[4294967296,4294967296,4294967296]"));
+    let dir = temp_dir("untrusted-wrap");
+    let o = inferperf(&srv.addr, &[], &dir);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(99), "{err}");
+    assert!(
+        err.contains(
+            "input INPUT0: shape [4294967296,4294967296,4294967296] of FP32 is too many bytes \
+             to count, over the 268435456-byte limit for generated data (raise it with \
+             --max-input-bytes)"
+        ),
+        "{err}"
+    );
+    assert_eq!(srv.infers.load(Ordering::Relaxed), 0, "no request was sent");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}
+
+#[test]
+fn a_huge_shape_from_the_server_is_capped_and_the_cap_can_be_raised() {
+    let srv = scripted(model_route("[65536,65536]"));
+    let dir = temp_dir("untrusted-huge");
+    let o = inferperf(&srv.addr, &[], &dir);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(99), "{err}");
+    assert!(
+        err.contains(
+            "input INPUT0: shape [65536,65536] of FP32 is 17179869184 bytes, over the \
+             268435456-byte limit for generated data (raise it with --max-input-bytes)"
+        ),
+        "{err}"
+    );
+    assert_eq!(srv.infers.load(Ordering::Relaxed), 0);
+    // The limit applies to what the shape asks for, whatever the flag says.
+    let o = inferperf(&srv.addr, &["--max-input-bytes", "1024"], &dir);
+    assert_eq!(o.status.code(), Some(99));
+    assert!(stderr(&o).contains("over the 1024-byte limit"), "{}", stderr(&o));
+    // A bad value for the flag is a usage error before any connection.
+    let o = inferperf(&srv.addr, &["--max-input-bytes", "0"], &dir);
+    assert_eq!(o.status.code(), Some(99));
+    assert!(stderr(&o).contains("--max-input-bytes"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_negative_dim_other_than_minus_one_is_an_error() {
+    let srv = scripted(model_route("[-2,4]"));
+    let dir = temp_dir("untrusted-negative");
+    let o = inferperf(&srv.addr, &[], &dir);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(99), "{err}");
+    assert!(
+        err.contains("input INPUT0: shape [-2,4] has the dimension -2; only -1"),
+        "{err}"
+    );
+    assert_eq!(srv.infers.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn escape_sequences_in_a_servers_error_text_reach_the_terminal_escaped() {
+    let route: Route = Arc::new(|_, path, _| match path {
+        "/v2/health/ready" => (200, String::new()),
+        _ => (
+            400,
+            r#"{"error":"\u001b[31mmodel is gone\u001b[0m\u0007\r\u001b]0;pwned\u0007"}"#.into(),
+        ),
+    });
+    let srv = scripted(route);
+    let dir = temp_dir("untrusted-escape");
+    let o = inferperf(&srv.addr, &[], &dir);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(99), "{err}");
+    assert!(err.contains("\\x1b[31mmodel is gone\\x1b[0m\\x07\\x0d"), "{err}");
+    assert_no_raw_control(&o.stderr, "stderr");
+    assert_no_raw_control(&o.stdout, "stdout");
+}
