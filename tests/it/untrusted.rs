@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::common::temp_dir;
 
-/// `(method, path, body)` to `(status, JSON body)`.
+/// `(request head, path, body)` to `(status, JSON body)`.
 type Route = Arc<dyn Fn(&str, &str, &[u8]) -> (u16, String) + Send + Sync>;
 
 /// A scripted server: its `host:port` and how many infer requests reached it.
@@ -53,7 +53,7 @@ fn answer(mut s: TcpStream, route: &dyn Fn(&str, &str, &[u8]) -> (u16, String), 
         };
         let head = String::from_utf8_lossy(&buf[..end]).into_owned();
         let mut words = head.split_whitespace();
-        let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+        let path = words.nth(1).unwrap_or("");
         let len = head
             .lines()
             .find_map(|l| {
@@ -71,7 +71,7 @@ fn answer(mut s: TcpStream, route: &dyn Fn(&str, &str, &[u8]) -> (u16, String), 
         if path.ends_with("/infer") {
             infers.fetch_add(1, Ordering::Relaxed);
         }
-        let (status, body) = route(method, path, &buf[end + 4..end + 4 + len]);
+        let (status, body) = route(&head, path, &buf[end + 4..end + 4 + len]);
         let reply = format!(
             "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
@@ -83,11 +83,15 @@ fn answer(mut s: TcpStream, route: &dyn Fn(&str, &str, &[u8]) -> (u16, String), 
     }
 }
 
-/// Model `m` with one FP32 input of `dims` (`max_batch_size` 0) and a 16-float output.
+/// Model `m` with one FP32 input of `dims` (`max_batch_size` 0) and a 16-float output;
+/// infer answers 16 zeros.
 fn model_route(dims: &'static str) -> Route {
-    Arc::new(move |_, path, _| {
-        let path = path.split('?').next().unwrap_or(path);
-        match path {
+    Arc::new(move |_, path, _| model_answer(dims, path))
+}
+
+fn model_answer(dims: &str, path: &str) -> (u16, String) {
+    let path = path.split('?').next().unwrap_or(path);
+    match path {
             "/v2/health/ready" | "/v2/models/m/ready" => (200, String::new()),
             "/v2" => (200, r#"{"name":"scripted","version":"1","extensions":[]}"#.into()),
             "/v2/models/m" => (
@@ -102,9 +106,12 @@ fn model_route(dims: &'static str) -> Route {
                     r#"{{"name":"m","platform":"onnxruntime_onnx","max_batch_size":0,"input":[{{"name":"INPUT0","data_type":"TYPE_FP32","dims":{dims}}}],"output":[{{"name":"OUTPUT0","data_type":"TYPE_FP32","dims":[16]}}]}}"#
                 ),
             ),
+            "/v2/models/m/infer" => (
+                200,
+                r#"{"model_name":"m","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[16],"data":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}]}"#.into(),
+            ),
             _ => (404, r#"{"error":"not found"}"#.into()),
-        }
-    })
+    }
 }
 
 fn inferperf(addr: &str, extra: &[&str], cwd: &Path) -> Output {
@@ -203,4 +210,45 @@ fn escape_sequences_in_a_servers_error_text_reach_the_terminal_escaped() {
     assert!(err.contains("\\x1b[31mmodel is gone\\x1b[0m\\x07\\x0d"), "{err}");
     assert_no_raw_control(&o.stderr, "stderr");
     assert_no_raw_control(&o.stdout, "stdout");
+}
+
+#[test]
+fn verbose_request_dumps_redact_credentials() {
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    let route: Route = Arc::new(move |head, path, _| {
+        if head.contains("\r\nAuthorization: Bearer sk-secret-1\r\n")
+            && head.contains("\r\nx-api-key: k-secret-2\r\n")
+        {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        model_answer("[16]", path)
+    });
+    let srv = scripted(route);
+    let dir = temp_dir("untrusted-verbose");
+    let o = inferperf(
+        &srv.addr,
+        &[
+            "-v",
+            "-v",
+            "--input-tensor-format",
+            "json",
+            "-H",
+            "Authorization: Bearer sk-secret-1",
+            "-H",
+            "x-api-key: k-secret-2",
+        ],
+        &dir,
+    );
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("Request sent by every worker:"), "{err}");
+    assert!(err.contains("\nAuthorization: <redacted>\n"), "{err}");
+    assert!(err.contains("\nx-api-key: <redacted>\n"), "{err}");
+    assert!(!err.contains("secret") && !out.contains("secret"), "{err}{out}");
+    assert_no_raw_control(&o.stderr, "stderr");
+    // The server still got the real headers on every request.
+    let infers = srv.infers.load(Ordering::Relaxed);
+    assert!(infers >= 5, "{infers} infer requests");
+    assert!(seen.load(Ordering::Relaxed) >= infers, "headers were sent");
 }
