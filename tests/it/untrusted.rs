@@ -252,3 +252,127 @@ fn verbose_request_dumps_redact_credentials() {
     assert!(infers >= 5, "{infers} infer requests");
     assert!(seen.load(Ordering::Relaxed) >= infers, "headers were sent");
 }
+
+/// A proxy in front of `upstream` that renames the server's models: in every answer but
+/// infer, `"identity_int32"` becomes `"../../x"` and `"simple"` becomes `"/abs/x"`; request
+/// paths (percent-encoded or not) are mapped back.
+fn renaming_proxy(upstream: String) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(client) = stream else { return };
+            let up = upstream.clone();
+            std::thread::spawn(move || {
+                let Ok(server) = TcpStream::connect(&up) else { return };
+                relay(client, server);
+            });
+        }
+    });
+    addr
+}
+
+/// Reads one HTTP/1.1 message (head and Content-Length body) from `s` into `buf`; returns
+/// the head and the body.
+fn read_message(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
+    let mut chunk = [0u8; 16384];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+            let len = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                let body = buf[end + 4..end + 4 + len].to_vec();
+                buf.drain(..end + 4 + len);
+                return Some((head, body));
+            }
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+fn relay(mut client: TcpStream, mut server: TcpStream) {
+    client.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    server.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let (mut from_client, mut from_server) = (Vec::new(), Vec::new());
+    while let Some((head, body)) = read_message(&mut client, &mut from_client) {
+        let head = head
+            .replace("..%2F..%2Fx", "identity_int32")
+            .replace("%2Fabs%2Fx", "simple")
+            .replace("../../x", "identity_int32")
+            .replace("/abs/x", "simple");
+        let infer = head.split_whitespace().nth(1).is_some_and(|p| p.ends_with("/infer"));
+        let mut request = format!("{head}\r\n\r\n").into_bytes();
+        request.extend_from_slice(&body);
+        if server.write_all(&request).is_err() {
+            return;
+        }
+        let Some((head, mut body)) = read_message(&mut server, &mut from_server) else {
+            return;
+        };
+        if !infer {
+            let text = String::from_utf8_lossy(&body)
+                .replace("\"identity_int32\"", "\"../../x\"")
+                .replace("\"simple\"", "\"/abs/x\"");
+            body = text.into_bytes();
+        }
+        let head: Vec<String> = head
+            .lines()
+            .map(|l| match l.split_once(':') {
+                Some((k, _)) if k.eq_ignore_ascii_case("content-length") => {
+                    format!("{k}: {}", body.len())
+                }
+                _ => l.to_string(),
+            })
+            .collect();
+        let mut reply = format!("{}\r\n\r\n", head.join("\r\n")).into_bytes();
+        reply.extend_from_slice(&body);
+        if client.write_all(&reply).is_err() {
+            return;
+        }
+    }
+}
+
+#[test]
+fn composing_models_with_path_like_names_write_their_csvs_inside_the_output_directory() {
+    let server = crate::common::start_server();
+    let proxy = renaming_proxy(server.addr.to_string());
+    let dir = temp_dir("untrusted-names");
+    let out = dir.join("a").join("b");
+    std::fs::create_dir_all(&out).unwrap();
+    let csv = out.join("out.csv");
+    let o = Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .args(["-m", "ensemble_simple", "-u", &proxy, "--ready-timeout", "2"])
+        .args(["--measurement-mode", "count_windows", "--measurement-request-count", "20"])
+        .args(["-f", csv.to_str().unwrap()])
+        .output()
+        .expect("binary runs");
+    let (text, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(text.contains("  ../../x, version: 1\n"), "{text}");
+    assert!(text.contains("  /abs/x, version: 1\n"), "{text}");
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["___.._x_v1.out.csv", "_abs_x_v1.out.csv", "out.csv"]);
+    for name in &names {
+        let body = std::fs::read_to_string(out.join(name)).unwrap();
+        assert!(body.starts_with("Concurrency,Inferences/Second,"), "{name}: {body}");
+    }
+    // Nothing beside the output directory: `a` holds only `b`, the test dir only `a`.
+    assert_eq!(std::fs::read_dir(dir.join("a")).unwrap().count(), 1);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    assert!(!Path::new("/abs/x_v1.out.csv").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
