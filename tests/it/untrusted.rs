@@ -32,46 +32,22 @@ fn scripted(route: Route) -> Scripted {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { return };
             let (route, counter) = (route.clone(), counter.clone());
-            std::thread::spawn(move || answer(stream, &*route, &counter));
+            std::thread::spawn(move || answer(stream, &route, &counter));
         }
     });
     Scripted { addr, infers }
 }
 
 /// Answers keep-alive requests on one connection until the client closes it.
-fn answer(mut s: TcpStream, route: &dyn Fn(&str, &str, &[u8]) -> (u16, String), infers: &AtomicUsize) {
+fn answer(mut s: TcpStream, route: &Route, infers: &AtomicUsize) {
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 16384];
-    loop {
-        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-            match s.read(&mut chunk) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-            continue;
-        };
-        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-        let mut words = head.split_whitespace();
-        let path = words.nth(1).unwrap_or("");
-        let len = head
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.eq_ignore_ascii_case("content-length")
-                    .then(|| v.trim().parse::<usize>().ok())?
-            })
-            .unwrap_or(0);
-        while buf.len() < end + 4 + len {
-            match s.read(&mut chunk) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
+    while let Some((head, body)) = read_message(&mut s, &mut buf) {
+        let path = head.split_whitespace().nth(1).unwrap_or("");
         if path.ends_with("/infer") {
             infers.fetch_add(1, Ordering::Relaxed);
         }
-        let (status, body) = route(&head, path, &buf[end + 4..end + 4 + len]);
+        let (status, body) = route(&head, path, &body);
         let reply = format!(
             "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
@@ -79,7 +55,6 @@ fn answer(mut s: TcpStream, route: &dyn Fn(&str, &str, &[u8]) -> (u16, String), 
         if s.write_all(reply.as_bytes()).is_err() {
             return;
         }
-        buf.drain(..end + 4 + len);
     }
 }
 
@@ -118,7 +93,15 @@ fn inferperf(addr: &str, extra: &[&str], cwd: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_inferperf"))
         .current_dir(cwd)
         .args(["-m", "m", "-u", addr, "--ready-timeout", "2"])
-        .args(["--measurement-mode", "count_windows", "--measurement-request-count", "5"])
+        .args([
+            "--measurement-mode",
+            "count_windows",
+            "--measurement-request-count",
+            "5",
+            // The machine is shared: any window counts as stable.
+            "-s",
+            "100",
+        ])
         .args(extra)
         .output()
         .expect("binary runs")
@@ -131,8 +114,14 @@ fn stderr(o: &Output) -> String {
 /// No raw ESC, BEL, CR or other control byte but '\n' in `bytes`.
 fn assert_no_raw_control(bytes: &[u8], what: &str) {
     let text = String::from_utf8_lossy(bytes);
-    let bad: Vec<char> = text.chars().filter(|c| c.is_control() && *c != '\n').collect();
-    assert!(bad.is_empty(), "{what} holds raw control characters {bad:?}: {text}");
+    let bad: Vec<char> = text
+        .chars()
+        .filter(|c| c.is_control() && *c != '\n')
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{what} holds raw control characters {bad:?}: {text}"
+    );
 }
 
 #[test]
@@ -172,7 +161,11 @@ fn a_huge_shape_from_the_server_is_capped_and_the_cap_can_be_raised() {
     // The limit applies to what the shape asks for, whatever the flag says.
     let o = inferperf(&srv.addr, &["--max-input-bytes", "1024"], &dir);
     assert_eq!(o.status.code(), Some(99));
-    assert!(stderr(&o).contains("over the 1024-byte limit"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("over the 1024-byte limit"),
+        "{}",
+        stderr(&o)
+    );
     // A bad value for the flag is a usage error before any connection.
     let o = inferperf(&srv.addr, &["--max-input-bytes", "0"], &dir);
     assert_eq!(o.status.code(), Some(99));
@@ -207,7 +200,10 @@ fn escape_sequences_in_a_servers_error_text_reach_the_terminal_escaped() {
     let o = inferperf(&srv.addr, &[], &dir);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(99), "{err}");
-    assert!(err.contains("\\x1b[31mmodel is gone\\x1b[0m\\x07\\x0d"), "{err}");
+    assert!(
+        err.contains("\\x1b[31mmodel is gone\\x1b[0m\\x07\\x0d"),
+        "{err}"
+    );
     assert_no_raw_control(&o.stderr, "stderr");
     assert_no_raw_control(&o.stdout, "stdout");
 }
@@ -245,7 +241,10 @@ fn verbose_request_dumps_redact_credentials() {
     assert!(err.contains("Request sent by every worker:"), "{err}");
     assert!(err.contains("\nAuthorization: <redacted>\n"), "{err}");
     assert!(err.contains("\nx-api-key: <redacted>\n"), "{err}");
-    assert!(!err.contains("secret") && !out.contains("secret"), "{err}{out}");
+    assert!(
+        !err.contains("secret") && !out.contains("secret"),
+        "{err}{out}"
+    );
     assert_no_raw_control(&o.stderr, "stderr");
     // The server still got the real headers on every request.
     let infers = srv.infers.load(Ordering::Relaxed);
@@ -264,7 +263,9 @@ fn renaming_proxy(upstream: String) -> String {
             let Ok(client) = stream else { return };
             let up = upstream.clone();
             std::thread::spawn(move || {
-                let Ok(server) = TcpStream::connect(&up) else { return };
+                let Ok(server) = TcpStream::connect(&up) else {
+                    return;
+                };
                 relay(client, server);
             });
         }
@@ -301,8 +302,12 @@ fn read_message(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, Vec<u8>
 }
 
 fn relay(mut client: TcpStream, mut server: TcpStream) {
-    client.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    server.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    server
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
     let (mut from_client, mut from_server) = (Vec::new(), Vec::new());
     while let Some((head, body)) = read_message(&mut client, &mut from_client) {
         let head = head
@@ -310,7 +315,10 @@ fn relay(mut client: TcpStream, mut server: TcpStream) {
             .replace("%2Fabs%2Fx", "simple")
             .replace("../../x", "identity_int32")
             .replace("/abs/x", "simple");
-        let infer = head.split_whitespace().nth(1).is_some_and(|p| p.ends_with("/infer"));
+        let infer = head
+            .split_whitespace()
+            .nth(1)
+            .is_some_and(|p| p.ends_with("/infer"));
         let mut request = format!("{head}\r\n\r\n").into_bytes();
         request.extend_from_slice(&body);
         if server.write_all(&request).is_err() {
@@ -351,8 +359,22 @@ fn composing_models_with_path_like_names_write_their_csvs_inside_the_output_dire
     std::fs::create_dir_all(&out).unwrap();
     let csv = out.join("out.csv");
     let o = Command::new(env!("CARGO_BIN_EXE_inferperf"))
-        .args(["-m", "ensemble_simple", "-u", &proxy, "--ready-timeout", "2"])
-        .args(["--measurement-mode", "count_windows", "--measurement-request-count", "20"])
+        .args([
+            "-m",
+            "ensemble_simple",
+            "-u",
+            &proxy,
+            "--ready-timeout",
+            "2",
+        ])
+        .args([
+            "--measurement-mode",
+            "count_windows",
+            "--measurement-request-count",
+            "20",
+            "-s",
+            "100",
+        ])
         .args(["-f", csv.to_str().unwrap()])
         .output()
         .expect("binary runs");
@@ -365,10 +387,16 @@ fn composing_models_with_path_like_names_write_their_csvs_inside_the_output_dire
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["___.._x_v1.out.csv", "_abs_x_v1.out.csv", "out.csv"]);
+    assert_eq!(
+        names,
+        ["___.._x_v1.out.csv", "_abs_x_v1.out.csv", "out.csv"]
+    );
     for name in &names {
         let body = std::fs::read_to_string(out.join(name)).unwrap();
-        assert!(body.starts_with("Concurrency,Inferences/Second,"), "{name}: {body}");
+        assert!(
+            body.starts_with("Concurrency,Inferences/Second,"),
+            "{name}: {body}"
+        );
     }
     // Nothing beside the output directory: `a` holds only `b`, the test dir only `a`.
     assert_eq!(std::fs::read_dir(dir.join("a")).unwrap().count(), 1);
