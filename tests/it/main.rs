@@ -32,3 +32,4 @@ mod run_shm;
 mod run_tls;
 mod serve_repository;
 mod timeouts;
+mod untrusted;
