@@ -30,3 +30,4 @@ mod run_sessions;
 mod run_shm;
 mod run_tls;
 mod serve_repository;
+mod validate_replies;

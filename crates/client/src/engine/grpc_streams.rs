@@ -133,17 +133,20 @@ impl<'a> StreamCx<'a> {
             return;
         }
         let now = self.when.now_ns();
+        if let Err(bad) = self.check.grpc_stream(data) {
+            self.slots[s].rec.fail = bad.kind;
+            return self.fail(s, now, bad.msg);
+        }
         let resp = match scan_stream_response(data) {
             Ok(r) => r,
-            Err(e) => return self.fail(s, now, e.to_string()),
+            Err(e) => {
+                self.slots[s].rec.fail = FailKind::NotProtobuf;
+                return self.fail(s, now, e.to_string());
+            }
         };
         if let Some(err) = resp.error {
             self.slots[s].rec.fail = FailKind::Status;
             return self.fail(s, now, String::from_utf8_lossy(err).into_owned());
-        }
-        if let Err(bad) = self.check.grpc_stream(data) {
-            self.slots[s].rec.fail = bad.kind;
-            return self.fail(s, now, bad.msg);
         }
         let (slot, sink) = (&mut self.slots[s], &mut *self.sink);
         if sink.keep_bodies {
