@@ -34,6 +34,14 @@ const TARGETS: &[(&str, FuzzFn)] = &[
         inferperf::protocol::prometheus::fuzz_prometheus,
     ),
     ("mpi_window", inferperf::mpi::codec::fuzz_window_message),
+    (
+        "reply_kserve_http",
+        inferperf::service::reply_check::fuzz_kserve_http,
+    ),
+    (
+        "reply_kserve_grpc",
+        inferperf::service::reply_check::fuzz_kserve_grpc,
+    ),
 ];
 
 #[test]

@@ -33,3 +33,4 @@ mod run_tls;
 mod serve_repository;
 mod timeouts;
 mod untrusted;
+mod validate_replies;

@@ -164,6 +164,9 @@ impl<'a> StreamCx<'a> {
             return;
         }
         let now = self.when.now_ns();
+        if let Err(bad) = self.check.grpc_stream(data) {
+            return self.fail(s, now, bad.kind, bad.msg);
+        }
         let resp = match scan_stream_response(data) {
             Ok(r) => r,
             Err(e) => return self.fail(s, now, FailKind::NotProtobuf, e.to_string()),
@@ -171,9 +174,6 @@ impl<'a> StreamCx<'a> {
         if let Some(err) = resp.error {
             let msg = String::from_utf8_lossy(err).into_owned();
             return self.fail(s, now, FailKind::Status, msg);
-        }
-        if let Err(bad) = self.check.grpc_stream(data) {
-            return self.fail(s, now, bad.kind, bad.msg);
         }
         let (slot, sink) = (&mut self.slots[s], &mut *self.sink);
         if sink.keep_bodies {

@@ -2,6 +2,8 @@
 //! first `Inference-Header-Content-Length` bytes) with `outputs`, each output's shape
 //! against its data, and the binary tail against the declared `binary_data_size`s.
 
+use std::borrow::Cow;
+
 use super::reply_check::{product, shown, Bad, Expect, Seen, SizeCheck};
 use super::reply_json::{as_i64, as_u64, decoded, str_eq, Json};
 use crate::measure::fail::FailKind;
@@ -150,7 +152,11 @@ impl<'b> Reply<'_, 'b> {
         let datatype = out.datatype.ok_or_else(|| missing("datatype"))?;
         let shape = out.shape.ok_or_else(|| missing("shape"))?;
         self.seen.mark(self.exp, |o| str_eq(raw_name, o));
-        let name = decoded(raw_name);
+        // A name without escapes is used in place (the common case: no allocation).
+        let name: Cow<'_, str> = match std::str::from_utf8(raw_name) {
+            Ok(plain) if !raw_name.contains(&b'\\') => Cow::Borrowed(plain),
+            _ => Cow::Owned(decoded(raw_name)),
+        };
         let dims = || shape_dims(shape);
         let elements = product(dims().map(|d| d.unwrap_or(-1))).map_err(|()| {
             Bad::invalid(format!(
