@@ -66,7 +66,7 @@ fn serve_conn(stream: TcpStream, infers: &AtomicU64, plan: fn(u64) -> Act, infer
             return;
         }
         let mut parts = line.split_whitespace();
-        let (method, path) = (parts.next().unwrap_or(""), parts.nth(0).unwrap_or(""));
+        let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
         let (method, path) = (method.to_string(), path.to_string());
         let mut len = 0usize;
         loop {
@@ -297,9 +297,9 @@ fn profile_goes_on_past_stalled_requests_and_counts_them() {
 #[test]
 fn profile_names_the_cause_when_every_request_fails() {
     let (addr, _) = http_server(|_| Act::StallBeforeHead, CHAT);
-    let err = profile(addr, "3", &["--request-timeout-seconds", "0.3"])
-        .err()
-        .expect("nothing succeeded");
+    let Err(err) = profile(addr, "3", &["--request-timeout-seconds", "0.3"]) else {
+        panic!("nothing succeeded, yet the run passed");
+    };
     assert_eq!(
         err.msg,
         "all 3 requests failed: timed out after 0.3 s waiting for the response head"
