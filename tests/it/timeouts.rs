@@ -287,6 +287,14 @@ fn profile_goes_on_past_stalled_requests_and_counts_them() {
     assert_eq!(reqs.len(), 6, "every request is recorded");
     let ok = reqs.iter().filter(|r| r.ok()).count();
     assert_eq!(ok, 3, "every other request was answered");
+    let kinds: Vec<&str> = reqs
+        .iter()
+        .filter_map(|r| r.error.as_ref().map(|e| e.kind.as_str()))
+        .collect();
+    assert_eq!(
+        kinds, ["timeout"; 3],
+        "the failures are counted as timeouts"
+    );
     assert_eq!(
         infers.load(Ordering::SeqCst),
         6,
