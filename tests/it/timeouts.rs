@@ -66,7 +66,7 @@ fn serve_conn(stream: TcpStream, infers: &AtomicU64, plan: fn(u64) -> Act, infer
             return;
         }
         let mut parts = line.split_whitespace();
-        let (method, path) = (parts.next().unwrap_or(""), parts.nth(0).unwrap_or(""));
+        let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
         let (method, path) = (method.to_string(), path.to_string());
         let mut len = 0usize;
         loop {
@@ -287,6 +287,14 @@ fn profile_goes_on_past_stalled_requests_and_counts_them() {
     assert_eq!(reqs.len(), 6, "every request is recorded");
     let ok = reqs.iter().filter(|r| r.ok()).count();
     assert_eq!(ok, 3, "every other request was answered");
+    let kinds: Vec<&str> = reqs
+        .iter()
+        .filter_map(|r| r.error.as_ref().map(|e| e.kind.as_str()))
+        .collect();
+    assert_eq!(
+        kinds, ["timeout"; 3],
+        "the failures are counted as timeouts"
+    );
     assert_eq!(
         infers.load(Ordering::SeqCst),
         6,
@@ -297,9 +305,9 @@ fn profile_goes_on_past_stalled_requests_and_counts_them() {
 #[test]
 fn profile_names_the_cause_when_every_request_fails() {
     let (addr, _) = http_server(|_| Act::StallBeforeHead, CHAT);
-    let err = profile(addr, "3", &["--request-timeout-seconds", "0.3"])
-        .err()
-        .expect("nothing succeeded");
+    let Err(err) = profile(addr, "3", &["--request-timeout-seconds", "0.3"]) else {
+        panic!("nothing succeeded, yet the run passed");
+    };
     assert_eq!(
         err.msg,
         "all 3 requests failed: timed out after 0.3 s waiting for the response head"
@@ -307,7 +315,7 @@ fn profile_names_the_cause_when_every_request_fails() {
     assert_eq!(err.exit_code(), 99);
 }
 
-/// A gRPC server that sends its SETTINGS, then (with `ping`) a PING every 50 ms and never
+/// A gRPC server that sends its SETTINGS, then (with `ping`) a PING every 20 ms and never
 /// answers; returns the error code of the first RST_STREAM the client sends, if any.
 fn grpc_staller(ping: bool) -> (SocketAddr, JoinHandle<Option<u32>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -317,7 +325,7 @@ fn grpc_staller(ping: bool) -> (SocketAddr, JoinHandle<Option<u32>>) {
         let mut out = Vec::new();
         write_settings(&mut out, &[]);
         s.write_all(&out).ok()?;
-        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut seen = Vec::new();
         let mut buf = [0u8; 4096];
@@ -419,4 +427,22 @@ fn a_silent_grpc_connection_is_replaced_and_its_request_times_out() {
     assert_eq!(timeouts, 1);
     // The client closed the silent connection instead of resetting the stream on it.
     assert_eq!(server.join().unwrap(), None);
+}
+
+#[test]
+fn an_idle_streaming_grpc_stream_between_requests_is_not_a_timeout() {
+    // Two sends a second apart on one long-lived stream, with a 300 ms limit: the stream
+    // waits for nothing between them, so nothing times out.
+    let server = crate::common::start_grpc_server(vec![]);
+    let grpc = server.grpc_addr.expect("gRPC endpoint").to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .args(["-m", "simple", "-i", "grpc", "--streaming", "-u", &grpc])
+        .args(["--request-rate-range", "1", "--request-count", "2"])
+        .args(["--request-timeout", LIMIT_MS, "--no-pin"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("timed out"), "{stderr}");
+    server.stop();
 }

@@ -490,7 +490,11 @@ impl Pool for GrpcPool {
         for i in 0..self.conns.len() {
             let conn = &mut self.conns[i];
             let connecting = conn.state != State::Open || !conn.session.peer_settings_received();
-            if !connecting && conn.streams.is_empty() {
+            // A streaming slot's stream stays open between its requests: only a request in
+            // flight waits for anything.
+            let slots = &self.slots;
+            let busy = conn.streams.iter().any(|&(_, s)| slots[s].busy);
+            if !connecting && !busy {
                 conn.watch.reset();
                 continue;
             }
@@ -517,7 +521,9 @@ impl GrpcPool {
         let now = cx.clock.now_ns();
         let streams = std::mem::take(&mut self.conns[i].streams);
         for &(_, s) in &streams {
-            self.fail_timed_out(s, now, limit_ns, cx);
+            if self.slots[s].busy {
+                self.fail_timed_out(s, now, limit_ns, cx);
+            }
         }
         self.conns[i].streams = streams;
         self.conns[i].streams.clear();
@@ -530,7 +536,7 @@ impl GrpcPool {
         let mut reset = false;
         while let Some(&(id, s)) = self.conns[i].streams.get(k) {
             let (progress, _) = self.slots[s].progress();
-            if !self.slots[s].watch.stalled(progress, now_ns, limit_ns) {
+            if !self.slots[s].busy || !self.slots[s].watch.stalled(progress, now_ns, limit_ns) {
                 k += 1;
                 continue;
             }

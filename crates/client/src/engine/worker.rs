@@ -193,6 +193,7 @@ impl<P: Pool> Worker<P> {
         let (mut woke, mut before): (Option<Instant>, Option<Instant>) = (None, None);
         // Request timeouts: the next sweep, and whether the last one watched anything.
         let (mut sweep_at, mut watching) = (last_publish, true);
+        let mut now = last_publish;
         loop {
             if let (Some(at), Some(prev)) = (woke, before) {
                 self.gather(at, at - prev);
@@ -200,8 +201,9 @@ impl<P: Pool> Worker<P> {
             let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             let mut timeout = timeout.map(|t| t.min(Duration::from_millis(10)));
             if watching || self.sink.in_flight > 0 {
-                // Wake for the next sweep even when every request has stalled.
-                let sweep_in = sweep_at.saturating_duration_since(Instant::now());
+                // Wake for the next sweep even when every request has stalled (measured
+                // from the last wake-up: no clock read for it).
+                let sweep_in = sweep_at.saturating_duration_since(now);
                 timeout = Some(timeout.map_or(sweep_in, |t| t.min(sweep_in)));
             }
             if let Err(e) = self.poll.poll(&mut events, timeout) {
@@ -214,32 +216,10 @@ impl<P: Pool> Worker<P> {
             if !events.is_empty() {
                 (before, woke) = (woke, Some(Instant::now()));
             }
-            for ev in events.iter() {
-                if ev.token() == WAKE {
-                    if let Some(d) = self.handle_commands(&commands) {
-                        deadline = Some(d);
-                    }
-                } else if ev.token() == TIMER {
-                    if let Some(t) = &mut self.timer {
-                        t.fired();
-                    }
-                } else {
-                    let closed = ev.is_read_closed() || ev.is_error();
-                    let ready = Ready {
-                        writable: ev.is_writable(),
-                        readable: ev.is_readable() || closed,
-                        closed,
-                    };
-                    let mut cx = Cx {
-                        registry: self.poll.registry(),
-                        clock: &self.clock,
-                        feed: &mut self.feed,
-                        sink: &mut self.sink,
-                    };
-                    self.pool.on_event(ev.token().0, ready, &mut cx);
-                }
+            if let Some(d) = self.on_events(&events, &commands) {
+                deadline = Some(d);
             }
-            let now = Instant::now();
+            now = Instant::now();
             if now >= sweep_at {
                 let period = self.sweep(&mut watching);
                 sweep_at = now + period;
@@ -268,6 +248,36 @@ impl<P: Pool> Worker<P> {
         }
         self.publish_tally();
         self.pool.close(self.poll.registry());
+    }
+
+    /// Hands each event to the pool, the timer or the command queue; returns a stop
+    /// deadline when told to stop.
+    fn on_events(&mut self, events: &Events, commands: &Receiver<Command>) -> Option<Instant> {
+        let mut stop = None;
+        for ev in events.iter() {
+            if ev.token() == WAKE {
+                stop = self.handle_commands(commands).or(stop);
+            } else if ev.token() == TIMER {
+                if let Some(t) = &mut self.timer {
+                    t.fired();
+                }
+            } else {
+                let closed = ev.is_read_closed() || ev.is_error();
+                let ready = Ready {
+                    writable: ev.is_writable(),
+                    readable: ev.is_readable() || closed,
+                    closed,
+                };
+                let mut cx = Cx {
+                    registry: self.poll.registry(),
+                    clock: &self.clock,
+                    feed: &mut self.feed,
+                    sink: &mut self.sink,
+                };
+                self.pool.on_event(ev.token().0, ready, &mut cx);
+            }
+        }
+        stop
     }
 
     /// Fails the requests that made no progress for the request timeout (see

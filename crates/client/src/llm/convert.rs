@@ -6,7 +6,7 @@ use super::payload::Entry;
 use super::runner::PointRun;
 use crate::measure::llm::{Chunk, LlmRequest, RequestError};
 use crate::measure::record::framed_responses;
-use crate::measure::RequestRecord;
+use crate::measure::{FailKind, RequestRecord};
 
 /// What converting needs besides the records.
 pub struct Context<'a> {
@@ -105,6 +105,12 @@ fn classify(
         } else {
             None
         };
+    }
+    if r.fail == FailKind::Timeout {
+        return err(
+            "timeout",
+            "no response byte within the request timeout".into(),
+        );
     }
     if r.sse {
         return err("incomplete", "the stream broke off".into());
@@ -281,5 +287,16 @@ mod tests {
             .clone()
             .unwrap();
         assert_eq!(e.kind, "transport");
+
+        let r = RequestRecord {
+            ok: false,
+            fail: FailKind::Timeout,
+            ..RequestRecord::default()
+        };
+        let e = convert(&run_with(vec![r], vec![]), &cx(&es, false))[0]
+            .error
+            .clone()
+            .unwrap();
+        assert_eq!(e.kind, "timeout");
     }
 }

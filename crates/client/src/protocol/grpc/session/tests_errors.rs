@@ -428,3 +428,24 @@ fn table_driven_trailer_statuses() {
     };
     assert_eq!(h.take().last(), Some(&Owned::Closed(1, end)));
 }
+
+#[test]
+fn stream_ends_and_connection_errors_have_failure_kinds() {
+    assert_eq!(StreamEnd::Ok.kind(), FailKind::None);
+    let grpc = StreamEnd::Grpc {
+        code: 13,
+        message: "boom".into(),
+    };
+    assert_eq!(grpc.kind(), FailKind::Status);
+    assert_eq!(StreamEnd::Http(503).kind(), FailKind::Status);
+    assert_eq!(StreamEnd::Reset(ErrorCode::Cancel).kind(), FailKind::Reset);
+    assert_eq!(StreamEnd::Protocol("x".into()).kind(), FailKind::Framing);
+    assert_eq!(StreamEnd::Disconnected.kind(), FailKind::Closed);
+    let conn = |code| ConnError {
+        code,
+        msg: String::new(),
+    };
+    assert_eq!(conn(ErrorCode::ProtocolError).kind(), FailKind::Framing);
+    assert_eq!(conn(ErrorCode::EnhanceYourCalm).kind(), FailKind::Limit);
+    assert_eq!(conn(ErrorCode::NoError).kind(), FailKind::Closed);
+}
