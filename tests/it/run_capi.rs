@@ -359,7 +359,7 @@ fn time_windows_keep_the_concurrency_and_every_record_reaches_its_window() {
         "-p",
         "150",
         "-s",
-        "100000",
+        "10000",
         "--max-trials",
         "3",
     ];

@@ -367,9 +367,11 @@ fn id_range_too_small_is_a_usage_error() {
     cfg.sequences.id_range = Some(2);
     let mut out = Vec::new();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let err = inferperf::run::run(&cfg, &mut out, stop)
-        .err()
-        .expect("refused");
+    // The check runs when the level's engine starts: the sweep keeps it as the run's error.
+    let err = match inferperf::run::run(&cfg, &mut out, stop) {
+        Err(e) => e,
+        Ok(res) => res.error.expect("refused"),
+    };
     assert!(err.msg.contains("--sequence-id-range"), "{}", err.msg);
     assert_eq!(err.exit_code(), 99);
 }
