@@ -92,7 +92,7 @@ fn expect(mode: FaultMode, grpc: bool) -> Expect {
             "framing",
             "malformed",
             "not HTTP",
-            "gRPC connection",
+            "HTTP/2 connection error",
             "garbage",
         ]),
         F::Status500 | F::EveryNthFails => fail(&["500", "status 13", "internal error", "failed"]),
