@@ -83,6 +83,8 @@ fn run_engine(addr: SocketAddr) -> (String, WindowRecords) {
         sequences: None,
         slots: None,
         read_batch: None,
+        request_timeout: None,
+        reply_check: Default::default(),
     };
     let mut engine = Engine::start(&spec, 2, Some(5)).expect("engine starts");
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -253,7 +253,7 @@ fn errors_are_counted_and_a_run_of_only_errors_fails() {
     ];
     let e = profile(&server, &dir, &args).unwrap_err();
     assert!(
-        e.msg.contains("every request") && e.msg.contains("no-such-model"),
+        e.msg.starts_with("all 3 requests failed: HTTP 404") && e.msg.contains("no-such-model"),
         "{}",
         e.msg
     );

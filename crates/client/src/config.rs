@@ -2,6 +2,10 @@
 
 use std::path::PathBuf;
 
+/// Default of `--max-input-bytes` (256 MiB): far above the inputs of real models, far below
+/// what a shape from a confused or hostile server can ask for.
+pub const DEFAULT_MAX_INPUT_BYTES: u64 = 256 << 20;
+
 /// Protocol to the server (`-i`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
@@ -294,6 +298,9 @@ pub struct Config {
     pub shapes: Vec<(String, Vec<i64>)>,
     pub string_length: usize,
     pub string_data: Option<String>,
+    /// `--max-input-bytes`: the most bytes one generated (random or zero) input may take in
+    /// one request.
+    pub max_input_bytes: u64,
     pub input_tensor_format: TensorFormat,
     pub output_tensor_format: TensorFormat,
     pub shared_memory: SharedMemory,
@@ -337,6 +344,9 @@ pub struct Config {
     // --- run control ---
     /// Seconds to wait for `/v2/health/ready` before giving up.
     pub ready_timeout_s: u64,
+    /// `--request-timeout`: a request with no progress for this long fails as timed out;
+    /// `None`: max(30 s, 10x the slowest request completed so far).
+    pub request_timeout: Option<std::time::Duration>,
 }
 
 impl Default for Config {
@@ -389,6 +399,7 @@ impl Default for Config {
             shapes: Vec::new(),
             string_length: 128,
             string_data: None,
+            max_input_bytes: DEFAULT_MAX_INPUT_BYTES,
             input_tensor_format: TensorFormat::Binary,
             output_tensor_format: TensorFormat::Binary,
             shared_memory: SharedMemory::None,
@@ -409,6 +420,7 @@ impl Default for Config {
             profile_export_file: None,
             metrics: None,
             ready_timeout_s: 10,
+            request_timeout: None,
         }
     }
 }

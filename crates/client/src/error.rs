@@ -64,9 +64,11 @@ impl Error {
     }
 }
 
+/// The message as printed: control characters a server may have put into it (an escape
+/// sequence in an error reply) are escaped; `msg` keeps the text as received.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.msg)
+        f.write_str(&crate::text::escape_control(&self.msg))
     }
 }
 
@@ -79,3 +81,18 @@ impl From<std::io::Error> for Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    #[test]
+    fn display_escapes_a_servers_control_characters() {
+        let e = Error::generic("server said: \x1b[31mboom\x1b[0m\x07\r\nnext line");
+        assert_eq!(
+            e.to_string(),
+            "server said: \\x1b[31mboom\\x1b[0m\\x07\\x0d\nnext line"
+        );
+        assert_eq!(e.exit_code(), 99);
+    }
+}

@@ -9,7 +9,7 @@
 //! run mode) and `mpi` (multi-rank runs); `shm`; `engine`; `report`; `inputs`; `service`
 //! (one module per service kind); `protocol` (HTTP/1, HTTP/2 + gRPC, SSE, Prometheus text,
 //! the C API); `transport` (TCP and TLS connections); then the foundation: `measure`,
-//! `tensor`, `config`, `clock`, `error`, `signal`, `timerfd`.
+//! `tensor`, `text`, `config`, `clock`, `error`, `signal`, `timerfd`.
 
 pub mod cli;
 pub mod clock;
@@ -28,6 +28,7 @@ pub mod service;
 pub mod shm;
 pub mod signal;
 pub mod tensor;
+pub mod text;
 pub mod timerfd;
 pub mod transport;
 

@@ -1,6 +1,10 @@
 //! Ctrl-C handling as perf_analyzer does it: the first SIGINT asks the run to finish the
-//! current window and report what it measured; a second one exits at once.
+//! current window and report what it measured; a second one exits at once with code 130
+//! (128 + SIGINT, the shell's code for a process ended by Ctrl-C). What was already written
+//! stays: the console lines, and the CSV of every level measured (it is rewritten after each
+//! level); a report file half written is removed, the previous version of it is kept.
 
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -8,6 +12,12 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// The function the second Ctrl-C runs before exiting (null: none), stored as a pointer so
 /// the handler can read it with one atomic load.
 static EXIT_HOOK: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The report's temporary file being written now (null: none); a second Ctrl-C removes it.
+static TEMP_FILE: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The exit code of a second Ctrl-C.
+pub const HARD_EXIT_CODE: i32 = 130;
 
 extern "C" fn on_sigint(_: libc::c_int) {
     if INTERRUPTED.swap(true, Ordering::SeqCst) {
@@ -20,8 +30,14 @@ extern "C" fn on_sigint(_: libc::c_int) {
             let hook: fn() = unsafe { std::mem::transmute::<*mut (), fn()>(hook) };
             hook();
         }
+        let tmp = TEMP_FILE.load(Ordering::Acquire);
+        if !tmp.is_null() {
+            // SAFETY: `set_temp_file` stores only names that live forever; unlink is
+            // async-signal-safe.
+            unsafe { libc::unlink(tmp) };
+        }
         // SAFETY: _exit never returns and touches no Rust state.
-        unsafe { libc::_exit(130) };
+        unsafe { libc::_exit(HARD_EXIT_CODE) };
     }
 }
 
@@ -30,6 +46,12 @@ extern "C" fn on_sigint(_: libc::c_int) {
 /// async-signal-safe: no allocation, no locks.
 pub fn on_hard_exit(hook: fn()) {
     EXIT_HOOK.store(hook as *mut (), Ordering::Release);
+}
+
+/// Names the temporary report file a second Ctrl-C removes (`None`: none is being written).
+pub fn set_temp_file(path: Option<&'static CStr>) {
+    let p = path.map_or(std::ptr::null_mut(), |c| c.as_ptr().cast_mut());
+    TEMP_FILE.store(p, Ordering::Release);
 }
 
 /// Installs the SIGINT handler (idempotent).

@@ -77,9 +77,20 @@ pub struct InputTensor {
     pub data: Vec<u8>,
 }
 
-/// Number of elements of a fully defined shape (an empty shape is a scalar: 1 element).
-pub fn element_count(shape: &[i64]) -> usize {
-    shape.iter().map(|&d| d.max(0) as usize).product()
+/// Number of elements of a fully defined shape (an empty shape is a scalar: 1 element);
+/// `None` for a negative (undefined) dim or a count that does not fit a `usize`. Shapes come
+/// from servers and files: a wrapped product would make a wrong request out of garbage.
+pub fn element_count(shape: &[i64]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, &d| {
+        let d = usize::try_from(d).ok()?;
+        acc.checked_mul(d)
+    })
+}
+
+/// Bytes of a fixed-size tensor of `shape`: elements times the element size (0 for BYTES,
+/// whose size depends on its elements); `None` as for [`element_count`] or on overflow.
+pub fn byte_size(datatype: DataType, shape: &[i64]) -> Option<usize> {
+    element_count(shape)?.checked_mul(datatype.size())
 }
 
 /// Frames BYTES elements the way Triton does: a 4-byte little-endian length, then the bytes.
@@ -118,6 +129,24 @@ mod tests {
         assert!(DataType::parse("FP8").is_err());
         assert_eq!(DataType::Bf16.name(), "BF16");
         assert_eq!(DataType::I64.size(), 8);
+    }
+
+    #[test]
+    fn counts_and_sizes_never_wrap() {
+        assert_eq!(element_count(&[2, 3]), Some(6));
+        assert_eq!(element_count(&[]), Some(1));
+        assert_eq!(element_count(&[0, 7]), Some(0));
+        assert_eq!(element_count(&[-1, 3]), None);
+        assert_eq!(element_count(&[-2]), None);
+        // 2^96 wraps to 0 in a plain product.
+        let big = 1i64 << 32;
+        assert_eq!(element_count(&[big, big, big]), None);
+        assert_eq!(element_count(&[big, big]), None);
+        assert_eq!(element_count(&[65536, 65536]), Some(1 << 32));
+        assert_eq!(byte_size(DataType::F32, &[65536, 65536]), Some(1 << 34));
+        assert_eq!(byte_size(DataType::F64, &[1 << 31, 1 << 30]), None);
+        assert_eq!(byte_size(DataType::Bytes, &[4]), Some(0));
+        assert_eq!(byte_size(DataType::I32, &[-1]), None);
     }
 
     #[test]

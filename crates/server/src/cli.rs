@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 
 use super::delay::{parse_delay, parse_delay_value, Delay};
+use super::limits::{self, Limits};
 use super::llm::state::{OpenAiConfig, DEFAULT_OPENAI_MODEL};
 use super::repository::ControlMode;
 use super::serve::{model_names, start, ServeConfig};
@@ -90,6 +91,23 @@ struct ServeArgs {
     /// With --model-control-mode explicit: a model to load at start (`*` = all). Repeatable.
     #[arg(long = "load-model", value_name = "MODEL")]
     load_model: Vec<String>,
+    /// Largest request a client may send, bytes: an HTTP body (after chunked decoding; more
+    /// is answered 413) or a gRPC message (after gzip/deflate decompression; more is
+    /// RESOURCE_EXHAUSTED).
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_REQUEST_BYTES, value_name = "BYTES")]
+    max_request_bytes: usize,
+    /// Connections open at once, HTTP and gRPC together; more are closed at accept (HTTP with
+    /// a 503).
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_CONNECTIONS, value_name = "N")]
+    max_connections: usize,
+    /// Seconds an HTTP request head may take to arrive after its first byte, and the longest
+    /// a request body may pause; then the answer is 408 and the connection closes.
+    #[arg(long, default_value_t = limits::DEFAULT_READ_TIMEOUT.as_secs_f64(), value_name = "SECONDS")]
+    read_timeout: f64,
+    /// Streams one gRPC (HTTP/2) connection may have open at once; more are refused with
+    /// REFUSED_STREAM.
+    #[arg(long, default_value_t = limits::DEFAULT_MAX_STREAMS, value_name = "N")]
+    max_concurrent_streams: u32,
     /// Serve a deliberately faulty server instead, to test clients against: one model,
     /// `identity` (INPUT0 FP32 [16] -> OUTPUT0), health, metadata, config and statistics
     /// answered, and every infer request (or, for the dims and names modes, the metadata)
@@ -137,6 +155,25 @@ fn run_duration(secs: f64) -> Result<Duration> {
                 "--duration {secs}: expected a positive number of seconds"
             ))
         })
+}
+
+/// `--max-request-bytes`, `--max-connections`, `--read-timeout`, `--max-concurrent-streams`.
+fn limits_of(flags: &ServeArgs) -> Result<Limits> {
+    let read_timeout = Duration::try_from_secs_f64(flags.read_timeout)
+        .ok()
+        .filter(|d| !d.is_zero() && d.as_secs() <= 86_400)
+        .ok_or_else(|| {
+            Error::usage(format!(
+                "--read-timeout {:?}: expected a positive number of seconds, at most 86400",
+                flags.read_timeout
+            ))
+        })?;
+    Ok(Limits {
+        max_request_bytes: flags.max_request_bytes,
+        max_connections: flags.max_connections,
+        read_timeout,
+        max_streams: flags.max_concurrent_streams,
+    })
 }
 
 /// The fake LLM's settings from the `--openai-*` flags.
@@ -217,6 +254,7 @@ fn parse(args: Vec<OsString>) -> Result<Parsed> {
             "--load-model needs --model-control-mode explicit (every model is loaded otherwise)",
         ));
     }
+    let limits = limits_of(&flags)?;
     let cfg = ServeConfig {
         addr,
         threads: flags.threads,
@@ -228,6 +266,7 @@ fn parse(args: Vec<OsString>) -> Result<Parsed> {
         openai,
         control_mode,
         load_models: flags.load_model,
+        limits,
     };
     Ok(Parsed::Run(Box::new(cfg), duration))
 }
@@ -426,6 +465,49 @@ mod tests {
         ] {
             let err = parse(args(line)).unwrap_err();
             assert!(err.msg.contains(want), "{line}: {}", err.msg);
+        }
+    }
+
+    #[test]
+    fn limit_flags() {
+        let line = "serve --max-request-bytes 1024 --max-connections 10 --read-timeout 0.5 \
+                    --max-concurrent-streams 8";
+        let Parsed::Run(cfg, _) = parse(args(line)).unwrap() else {
+            panic!()
+        };
+        let want = Limits {
+            max_request_bytes: 1024,
+            max_connections: 10,
+            read_timeout: Duration::from_millis(500),
+            max_streams: 8,
+        };
+        assert_eq!(cfg.limits, want);
+        for (line, want) in [
+            (
+                "serve --read-timeout 0",
+                "--read-timeout 0.0: expected a positive",
+            ),
+            ("serve --read-timeout 1e300", "--read-timeout 1e300"),
+            ("serve --read-timeout nan", "--read-timeout NaN"),
+            ("serve --max-request-bytes 1.5", "--max-request-bytes"),
+            ("serve --max-connections 1e3", "--max-connections"),
+        ] {
+            let err = parse(args(line)).unwrap_err();
+            assert!(err.msg.contains(want), "{line}: {}", err.msg);
+            assert_eq!(err.exit_code(), 99, "{line}");
+        }
+        let Parsed::Info(help) = parse(args("serve --help")).unwrap() else {
+            panic!()
+        };
+        for flag in [
+            "--max-request-bytes <BYTES>",
+            "[default: 67108864]",
+            "--max-connections <N>",
+            "--read-timeout <SECONDS>",
+            "--max-concurrent-streams <N>",
+            "RESOURCE_EXHAUSTED",
+        ] {
+            assert!(help.contains(flag), "{flag} missing from:\n{help}");
         }
     }
 

@@ -18,8 +18,9 @@ use mio::net::TcpStream;
 
 use super::delay::sample_delay;
 use super::execute::Env;
+use super::http::MAX_HEAD_BYTES;
 use super::http::{write_error_json, write_head, BodyAt, Progress, RequestReader, CONTINUE_100};
-use super::http::{MAX_BODY_BYTES, MAX_HEAD_BYTES};
+use super::limits::Limits;
 use super::llm::generate;
 use super::llm::openai::{self, OaiReply};
 use super::llm::stream::SseStream;
@@ -31,10 +32,13 @@ use super::stats::{InferTiming, Stats};
 
 /// Initial (and idle) read buffer per connection, bytes; it grows for larger requests.
 pub const READ_BUF: usize = 16 * 1024;
-/// A request's raw bytes may not exceed this (head + body + chunk framing), bytes.
-const MAX_RAW_REQUEST: usize = MAX_HEAD_BYTES + MAX_BODY_BYTES + 1024 * 1024;
-/// Stop reading from a connection while this many response bytes wait to be written.
+/// Bytes of chunk framing a request may carry besides its head and body.
+const MAX_CHUNK_FRAMING: usize = 1024 * 1024;
+/// Stop reading from a connection while this many response bytes wait to be written or held.
 const MAX_PENDING_WRITE: usize = 4 * 1024 * 1024;
+/// Stop reading from a connection while this many answers are held (pipelined requests of
+/// delayed models).
+const MAX_HELD: usize = 256;
 /// After answering and half-closing a connection the server has stopped reading from, keep
 /// discarding what the peer still sends for up to this long / this many bytes, so closing with
 /// unread input does not reset the connection and destroy the answer before the peer has read it.
@@ -83,6 +87,8 @@ pub struct Conn {
     wbuf: Vec<u8>,
     wpos: usize,
     held: VecDeque<Held>,
+    /// Bytes of the held answers.
+    held_bytes: usize,
     /// A read edge was seen and no read has returned WouldBlock since.
     pub read_ready: bool,
     read_eof: bool,
@@ -92,26 +98,48 @@ pub struct Conn {
     closing: bool,
     /// When the last read that brought bytes returned.
     last_read: Instant,
+    /// Complete requests wait in the read buffer until answers waiting ahead of them go out.
+    backlog: bool,
+    /// When the first bytes of the request being read arrived; None between requests.
+    request_started: Option<Instant>,
+    /// The read deadline a timer is armed for (see [`on_timer`]).
+    read_deadline: Option<Instant>,
+    /// When a lingering close gives up on the peer.
+    linger_until: Instant,
+    /// Largest raw request (head + body + chunk framing), bytes.
+    max_raw: usize,
+    /// How long a head may take, and a body may pause (`--read-timeout`).
+    read_timeout: Duration,
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream, generation: u64) -> Conn {
+    pub fn new(stream: TcpStream, generation: u64, limits: &Limits) -> Conn {
+        let now = Instant::now();
         Conn {
             stream,
             generation,
             rbuf: vec![0; READ_BUF],
             rstart: 0,
             rend: 0,
-            reader: RequestReader::default(),
+            reader: RequestReader::new(limits.max_request_bytes),
             decoded: Vec::new(),
             wbuf: Vec::with_capacity(READ_BUF),
             wpos: 0,
             held: VecDeque::new(),
+            held_bytes: 0,
             read_ready: false,
             read_eof: false,
             lingering: None,
             closing: false,
-            last_read: Instant::now(),
+            last_read: now,
+            backlog: false,
+            request_started: None,
+            read_deadline: None,
+            linger_until: now,
+            max_raw: MAX_HEAD_BYTES
+                .saturating_add(limits.max_request_bytes)
+                .saturating_add(MAX_CHUNK_FRAMING),
+            read_timeout: limits.read_timeout,
         }
     }
 
@@ -119,8 +147,13 @@ impl Conn {
         self.wbuf.len() - self.wpos
     }
 
+    /// Few enough answers wait (to be written, or held) to answer another request.
+    fn room_to_answer(&self) -> bool {
+        self.unsent() + self.held_bytes < MAX_PENDING_WRITE && self.held.len() < MAX_HELD
+    }
+
     fn can_read(&self) -> bool {
-        self.read_ready && !self.read_eof && !self.closing && self.unsent() < MAX_PENDING_WRITE
+        self.read_ready && !self.read_eof && !self.closing && self.room_to_answer()
     }
 
     fn finished(&self) -> bool {
@@ -145,10 +178,10 @@ impl Conn {
             self.rstart = 0;
             return Ok(());
         }
-        if self.rbuf.len() >= MAX_RAW_REQUEST {
+        if self.rbuf.len() >= self.max_raw {
             return Err(());
         }
-        let grown = (self.rbuf.len() * 2).min(MAX_RAW_REQUEST);
+        let grown = (self.rbuf.len() * 2).min(self.max_raw);
         self.rbuf.resize(grown, 0);
         Ok(())
     }
@@ -202,12 +235,15 @@ impl Conn {
                     timers.push(Reverse((front.ready_at, slot, self.generation)));
                     break;
                 }
-                self.held.pop_front();
+                if let Some(done) = self.held.pop_front() {
+                    self.held_bytes -= done.bytes.len();
+                }
                 continue;
             }
             let Some(held) = self.held.pop_front() else {
                 break;
             };
+            self.held_bytes -= held.bytes.len();
             if let Some(c) = held.commit {
                 commit(&shared.stats, &c, now);
             }
@@ -263,6 +299,7 @@ fn emit(
     };
     let mut bytes = Vec::new();
     write(&mut bytes);
+    conn.held_bytes += bytes.len();
     conn.held.push_back(Held {
         ready_at,
         bytes,
@@ -282,6 +319,7 @@ fn hold(
 ) {
     ctx.timers
         .push(Reverse((ready_at, ctx.slot, conn.generation)));
+    conn.held_bytes += held.0.len();
     conn.held.push_back(Held {
         ready_at,
         bytes: held.0,
@@ -431,9 +469,15 @@ fn record_inference(
     Some((start + wait, c))
 }
 
-/// Answers every complete request in the read buffer, in order.
+/// Answers every complete request in the read buffer, in order, while there is room for
+/// their answers (see [`Conn::room_to_answer`]); the rest wait as the backlog.
 fn process(conn: &mut Conn, ctx: &mut Ctx) {
+    conn.backlog = false;
     while !conn.closing {
+        if !conn.room_to_answer() {
+            conn.backlog = conn.rstart < conn.rend;
+            return;
+        }
         let buf = &conn.rbuf[conn.rstart..conn.rend];
         match conn.reader.advance(buf, &mut conn.decoded) {
             Ok(Progress::NeedMore { send_continue }) => {
@@ -451,6 +495,11 @@ fn process(conn: &mut Conn, ctx: &mut Ctx) {
             }) => {
                 answer(conn, ctx, &head, body);
                 conn.rstart += consumed;
+                conn.request_started = None;
+                if conn.rstart == conn.rend && conn.decoded.capacity() > 4 * READ_BUF {
+                    // A large chunked body's buffer is not kept by an idle connection.
+                    conn.decoded = Vec::new();
+                }
             }
             Err(e) => return refuse(conn, ctx, e.status, &e.msg),
         }
@@ -468,6 +517,7 @@ fn refuse(conn: &mut Conn, ctx: &mut Ctx, status: u16, msg: &str) {
     });
     conn.closing = true;
     conn.rstart = conn.rend;
+    conn.request_started = None;
 }
 
 /// Reads and answers until the socket has nothing more (or backpressure), writing as it goes.
@@ -475,6 +525,9 @@ fn refuse(conn: &mut Conn, ctx: &mut Ctx, status: u16, msg: &str) {
 pub fn pump(conn: &mut Conn, ctx: &mut Ctx) -> bool {
     if conn.lingering.is_some() {
         return discard_input(conn);
+    }
+    if conn.backlog && conn.room_to_answer() {
+        process(conn, ctx);
     }
     loop {
         while conn.can_read() {
@@ -501,6 +554,7 @@ pub fn pump(conn: &mut Conn, ctx: &mut Ctx) -> bool {
             break;
         }
     }
+    arm_read_timer(conn, ctx);
     if !conn.finished() {
         return true;
     }
@@ -512,9 +566,72 @@ pub fn pump(conn: &mut Conn, ctx: &mut Ctx) -> bool {
     conn.lingering = Some(0);
     conn.read_ready = true;
     let deadline = Instant::now() + LINGER;
+    conn.linger_until = deadline;
     ctx.timers
         .push(Reverse((deadline, ctx.slot, conn.generation)));
     discard_input(conn)
+}
+
+/// When the request being read times out: its head [`Conn::read_timeout`] after its first
+/// byte, its body that long after the last byte.
+fn read_due(conn: &Conn, started: Instant) -> Instant {
+    let from = if conn.reader.in_head() {
+        started
+    } else {
+        conn.last_read
+    };
+    from + conn.read_timeout
+}
+
+/// Arms a timer for the request being read, if one is partly there and none is armed yet.
+fn arm_read_timer(conn: &mut Conn, ctx: &mut Ctx) {
+    let partial = conn.rstart < conn.rend || !conn.reader.in_head();
+    if !partial || conn.closing || conn.read_eof {
+        conn.request_started = None;
+        return;
+    }
+    let started = *conn.request_started.get_or_insert(conn.last_read);
+    if conn.read_deadline.is_none() {
+        let due = read_due(conn, started);
+        conn.read_deadline = Some(due);
+        ctx.timers.push(Reverse((due, ctx.slot, conn.generation)));
+    }
+}
+
+/// A timer of the connection fired: a request that has not arrived in time is refused with
+/// 408 (the connection closes after it), and held answers whose time has come are released.
+/// Returns false when the connection must be closed now (its lingering close is over).
+pub fn on_timer(conn: &mut Conn, ctx: &mut Ctx, now: Instant) -> bool {
+    if conn.lingering.is_some() {
+        return now < conn.linger_until;
+    }
+    if conn.read_deadline.is_some_and(|d| d <= now) {
+        conn.read_deadline = None;
+        if let Some(started) = conn.request_started.filter(|_| !conn.closing) {
+            // While the server itself holds answers back it does not read: not the client's delay.
+            let due = if conn.unsent() > 0 || !conn.held.is_empty() {
+                now + conn.read_timeout
+            } else {
+                read_due(conn, started)
+            };
+            if due <= now {
+                let msg = if conn.reader.in_head() {
+                    format!(
+                        "request head not complete {:?} after its first byte",
+                        conn.read_timeout
+                    )
+                } else {
+                    format!("request body paused for more than {:?}", conn.read_timeout)
+                };
+                refuse(conn, ctx, 408, &msg);
+            } else {
+                conn.read_deadline = Some(due);
+                ctx.timers.push(Reverse((due, ctx.slot, conn.generation)));
+            }
+        }
+    }
+    conn.release_held(now, ctx.shared, ctx.timers, ctx.slot);
+    true
 }
 
 /// Reads and drops input while lingering; false once the peer is done or sent too much.

@@ -20,7 +20,7 @@
 //!   `stats`, `trace`, `request_log`, `shm` (system and CUDA shared memory regions, with their
 //!   HTTP and gRPC calls), `llm::state` (the LLM settings and token log), `json_data`, `reply`
 //!   (what an endpoint hands the connection), `delay`, `http` (request parsing, limits,
-//!   response framing);
+//!   response framing), `limits` (what a client may send: sizes, connections, time);
 //! - `fault` (`serve --fault MODE`): a separate, deliberately faulty server for testing clients.
 
 mod cli;
@@ -32,6 +32,7 @@ mod grpc;
 mod http;
 mod infer;
 mod json_data;
+mod limits;
 mod llm;
 mod metrics;
 mod models;
@@ -60,6 +61,8 @@ mod tests_endpoints;
 #[cfg(test)]
 mod tests_generate;
 #[cfg(test)]
+mod tests_hostile;
+#[cfg(test)]
 mod tests_models;
 #[cfg(test)]
 mod tests_openai;
@@ -70,6 +73,7 @@ mod tests_tls;
 
 pub use cli::serve_main;
 pub use delay::{parse_delay, parse_delay_value, Delay};
+pub use limits::Limits;
 pub use llm::log::TOKEN_LOG_REQUESTS;
 pub use llm::state::{OpenAiConfig, DEFAULT_OPENAI_MODEL};
 pub use repository::ControlMode;

@@ -12,6 +12,7 @@ use mio::{Poll, Waker};
 
 use super::delay::Delay;
 use super::grpc;
+use super::limits::Limits;
 use super::llm::state::{OpenAiConfig, OpenAiState};
 use super::models;
 use super::repository::{self, ControlMode};
@@ -50,6 +51,8 @@ pub struct ServeConfig {
     /// In explicit mode, the models loaded at start (`*` = all); the others wait for a load
     /// request.
     pub load_models: Vec<String>,
+    /// What a client may send (sizes, connections, time, HTTP/2 streams).
+    pub limits: Limits,
 }
 
 impl Default for ServeConfig {
@@ -65,6 +68,7 @@ impl Default for ServeConfig {
             openai: OpenAiConfig::default(),
             control_mode: ControlMode::None,
             load_models: Vec::new(),
+            limits: Limits::default(),
         }
     }
 }
@@ -92,6 +96,12 @@ impl ServerHandle {
         counters.sequences_ended = ended;
         counters.sequences_live = self.shared.sequences.live() as u64;
         counters
+    }
+
+    /// Connections open now, HTTP and gRPC (an HTTPS connection counts once its request reaches
+    /// the HTTP loop).
+    pub fn open_connections(&self) -> usize {
+        self.shared.conns.open()
     }
 
     /// System shared memory: (regions registered now, input bytes read from regions, output
@@ -233,6 +243,20 @@ fn serial_by_model(names: &[String]) -> Result<Vec<bool>> {
     Ok(by_model)
 }
 
+/// Limits of zero would refuse every request or connection.
+fn check_limits(limits: &Limits) -> Result<()> {
+    let zero = [
+        (limits.max_request_bytes == 0, "--max-request-bytes"),
+        (limits.max_connections == 0, "--max-connections"),
+        (limits.read_timeout.is_zero(), "--read-timeout"),
+        (limits.max_streams == 0, "--max-concurrent-streams"),
+    ];
+    match zero.iter().find(|(is_zero, _)| *is_zero) {
+        Some((_, flag)) => Err(Error::usage(format!("{flag} must be greater than 0"))),
+        None => Ok(()),
+    }
+}
+
 fn check_cores(cores: &[usize]) -> Result<()> {
     let available: Vec<usize> = core_affinity::get_core_ids()
         .unwrap_or_default()
@@ -302,7 +326,9 @@ pub fn start(cfg: ServeConfig) -> Result<ServerHandle> {
         Some((l, _)) => Some(l.local_addr()?),
         None => None,
     };
+    check_limits(&cfg.limits)?;
     let mut shared = Shared::new(delays, serial);
+    shared.limits = cfg.limits;
     shared.openai = OpenAiState::new(cfg.openai.clone())?;
     shared.repo =
         repository::Repository::new(cfg.control_mode, &cfg.load_models).map_err(Error::usage)?;
@@ -401,9 +427,29 @@ mod tests {
             (
                 ServeConfig {
                     delays: vec![("nope".into(), Delay::Fixed(Duration::ZERO))],
-                    ..base
+                    ..base.clone()
                 },
                 "unknown model 'nope'",
+            ),
+            (
+                ServeConfig {
+                    limits: Limits {
+                        max_connections: 0,
+                        ..Limits::default()
+                    },
+                    ..base.clone()
+                },
+                "--max-connections must be greater than 0",
+            ),
+            (
+                ServeConfig {
+                    limits: Limits {
+                        max_request_bytes: 0,
+                        ..Limits::default()
+                    },
+                    ..base
+                },
+                "--max-request-bytes must be greater than 0",
             ),
         ];
         for (cfg, needle) in cases {

@@ -5,6 +5,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use super::delay::Delay;
+use super::limits::{ConnCount, Limits};
 use super::llm::state::OpenAiState;
 use super::models::MODELS;
 use super::repository::Repository;
@@ -38,6 +39,10 @@ pub struct Shared {
     pub shm: ShmRegions,
     /// Which models are loaded (the model repository extension).
     pub repo: Repository,
+    /// What a client may send (sizes, connections, time).
+    pub limits: Limits,
+    /// Connections open now, HTTP and gRPC.
+    pub conns: ConnCount,
 }
 
 impl Shared {
@@ -55,6 +60,8 @@ impl Shared {
             openai: OpenAiState::default(),
             shm: Default::default(),
             repo: Default::default(),
+            limits: Limits::default(),
+            conns: ConnCount::default(),
         }
     }
 

@@ -113,7 +113,7 @@ fn malformed_and_oversized_requests() {
     );
     let cases: [(Vec<u8>, u16, &str); 4] = [
         (b"GARBAGE\0\r\n\r\n".to_vec(), 400, "malformed HTTP request"),
-        (huge_head.into_bytes(), 400, "request header exceeds"),
+        (huge_head.into_bytes(), 431, "request header exceeds"),
         (
             b"POST /v2/models/simple/infer HTTP/1.1\r\nContent-Length: 999999999999\r\n\r\n"
                 .to_vec(),

@@ -3,7 +3,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::io;
+use std::io::{self, Write};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,8 +11,10 @@ use std::time::{Duration, Instant};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 
-use super::conn::{abandon, pump, Conn, Ctx, Timers, READ_BUF};
+use super::conn::{abandon, on_timer, pump, Conn, Ctx, Timers, READ_BUF};
+use super::http::{write_error_json, write_head};
 use super::models::MODELS;
+use super::reply::JSON;
 
 use super::state::Shared;
 use inferperf_client::timerfd::DeadlineTimer;
@@ -21,6 +23,16 @@ pub const LISTENER: Token = Token(0);
 pub const WAKER: Token = Token(1);
 const TIMER: Token = Token(2);
 const FIRST_CONN: usize = 3;
+
+/// The answer to a connection over `--max-connections`, written once before closing it.
+fn busy_answer() -> Vec<u8> {
+    let mut body = Vec::new();
+    write_error_json(&mut body, "too many connections (--max-connections)");
+    let mut out = Vec::with_capacity(body.len() + 128);
+    write_head(&mut out, 503, JSON, body.len(), None, true);
+    out.extend_from_slice(&body);
+    out
+}
 
 /// One server thread's state.
 pub struct Worker {
@@ -129,12 +141,18 @@ impl Worker {
                 // peer that reset before accept) leave the listener usable for the next edge.
                 Err(_) => return,
             };
+            let limits = &self.shared.limits;
+            if !self.shared.conns.try_open(limits.max_connections) {
+                // Best effort: the refusal fits the socket's empty send buffer.
+                let _ = (&stream).write(&busy_answer());
+                continue;
+            }
             let _ = stream.set_nodelay(true);
             let slot = self.free_slots.pop().unwrap_or_else(|| {
                 self.conns.push(None);
                 self.conns.len() - 1
             });
-            let mut conn = Conn::new(stream, self.next_generation);
+            let mut conn = Conn::new(stream, self.next_generation, limits);
             self.next_generation += 1;
             let interest = Interest::READABLE | Interest::WRITABLE;
             if self
@@ -144,6 +162,7 @@ impl Worker {
                 .is_err()
             {
                 self.free_slots.push(slot);
+                self.shared.conns.close();
                 continue;
             }
             self.conns[slot] = Some(conn);
@@ -174,6 +193,7 @@ impl Worker {
         };
         let _ = self.poll.registry().deregister(&mut conn.stream);
         abandon(&mut conn, &self.shared.stats);
+        self.shared.conns.close();
         self.free_slots.push(slot);
     }
 
@@ -191,13 +211,22 @@ impl Worker {
             if conn.generation != generation {
                 continue;
             }
-            if conn.lingering.is_some() {
+            let mut ctx = Ctx {
+                shared: &self.shared,
+                body: &mut self.body,
+                timers: &mut self.timers,
+                rng: &mut self.rng,
+                busy_until: &mut self.busy_until,
+                slot,
+            };
+            if !on_timer(conn, &mut ctx, now) {
                 // The peer had its time to read the answer; close for good.
                 self.close(slot);
                 continue;
             }
-            conn.release_held(now, &self.shared, &mut self.timers, slot);
-            self.drive(slot);
+            if conn.lingering.is_none() {
+                self.drive(slot);
+            }
         }
     }
 }

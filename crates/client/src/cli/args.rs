@@ -24,6 +24,8 @@ const HELP_WIDTH: usize = 100;
     disable_help_flag = true,
     disable_version_flag = true,
     args_override_self = true,
+    // `--flag -1` is the flag's (bad) value, reported by the flag's own check.
+    allow_negative_numbers = true,
     term_width = HELP_WIDTH,
     color = ColorChoice::Never
 )]
@@ -224,6 +226,10 @@ pub struct RunArgs {
     /// Fixed value for every BYTES element [default: random strings]
     #[arg(long, value_name = "STRING", allow_hyphen_values = true, help_heading = INPUT)]
     pub string_data: Option<String>,
+    /// Most bytes one generated (random/zero) input may take in a request; a model shape
+    /// asking for more is an error naming the input [default: 268435456 (256 MiB)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = INPUT)]
+    pub max_input_bytes: Option<String>,
     /// Tensor transport: none|system (POSIX shared memory on the server's host); cuda
     /// (device memory shared by IPC handle) needs libcudart.so [default: none]
     #[arg(long, value_name = "none|system|cuda", help_heading = INPUT)]
@@ -299,6 +305,11 @@ pub struct RunArgs {
     /// Seconds to wait for /v2/health/ready before giving up; 0 = check once [default: 10]
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, help_heading = TRANSPORT)]
     pub ready_timeout: Option<String>,
+    /// Milliseconds a request may go without a response byte (or a connect without
+    /// finishing) before it fails as timed out, at most 86400000
+    /// [default: max(30 s, 10x the slowest request so far)]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true, help_heading = TRANSPORT)]
+    pub request_timeout: Option<String>,
 
     /// Models whose server statistics the Server section adds, e.g. "a,b:2" (BLS models)
     /// [default: none]

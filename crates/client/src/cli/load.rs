@@ -5,7 +5,10 @@
 use std::path::Path;
 
 use super::args::RunArgs;
-use super::number::parse_at_least;
+use super::number::{
+    check_float, parse_at_least, parse_float_within, parse_within, MAX_COUNT, MAX_LEVEL,
+    MAX_PERCENT, MAX_RATE, MAX_S,
+};
 use crate::config::{Config, Distribution, LoadMode, RateRange};
 use crate::error::{Error, Result};
 
@@ -47,7 +50,7 @@ pub fn apply_load_modes(args: &RunArgs, config: &mut Config) -> Result<()> {
         config.periodic = parse_periodic_range(raw)?;
     }
     if let Some(raw) = args.request_period.as_deref() {
-        config.request_period = parse_at_least("--request-period", raw, 1)?;
+        config.request_period = parse_within("--request-period", raw, 1, MAX_COUNT)?;
     }
     if let Some(raw) = args.request_distribution.as_deref() {
         config.distribution = match raw.to_ascii_lowercase().as_str() {
@@ -68,7 +71,7 @@ pub fn apply_load_modes(args: &RunArgs, config: &mut Config) -> Result<()> {
         return Err(Error::usage("--mpi-scale-out needs --enable-mpi"));
     }
     if let Some(raw) = args.mpi_timeout.as_deref() {
-        config.mpi_timeout_s = Some(parse_at_least("--mpi-timeout", raw, 1)?);
+        config.mpi_timeout_s = Some(parse_within("--mpi-timeout", raw, 1, MAX_S)?);
     }
     config.seed_given = args.seed.is_some();
     config.seed = match args.seed.as_deref() {
@@ -76,7 +79,7 @@ pub fn apply_load_modes(args: &RunArgs, config: &mut Config) -> Result<()> {
         None => fresh_seed(),
     };
     if let Some(raw) = args.max_inflight.as_deref() {
-        config.max_inflight = Some(parse_at_least("--max-inflight", raw, 1)?);
+        config.max_inflight = Some(parse_within("--max-inflight", raw, 1, MAX_LEVEL)?);
     }
     apply_sequence_flags(args, config)
 }
@@ -86,10 +89,15 @@ pub fn apply_load_modes(args: &RunArgs, config: &mut Config) -> Result<()> {
 fn apply_sequence_flags(args: &RunArgs, config: &mut Config) -> Result<()> {
     let seq = &mut config.sequences;
     if let Some(raw) = args.num_of_sequences.as_deref() {
-        seq.num_sequences = parse_at_least("--num-of-sequences", raw, 1)?;
+        seq.num_sequences = parse_within("--num-of-sequences", raw, 1, MAX_LEVEL)?;
     }
     if let Some(raw) = args.sequence_length.as_deref() {
         let length: i64 = parse_at_least("--sequence-length", raw, i64::MIN)?;
+        if length > MAX_COUNT as i64 {
+            return Err(Error::usage(format!(
+                "Failed to parse --sequence-length. The value must be <= {MAX_COUNT} (got '{raw}')."
+            )));
+        }
         if length <= 0 {
             eprintln!("Warning: --sequence-length {length} is not above 0; using 20.");
         } else {
@@ -98,17 +106,8 @@ fn apply_sequence_flags(args: &RunArgs, config: &mut Config) -> Result<()> {
         }
     }
     if let Some(raw) = args.sequence_length_variation.as_deref() {
-        seq.variation_pct = raw
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|v| v.is_finite() && *v >= 0.0)
-            .ok_or_else(|| {
-                Error::usage(format!(
-                    "Failed to parse --sequence-length-variation. The value must be a number \
-                     >= 0 (got '{raw}')."
-                ))
-            })?;
+        seq.variation_pct =
+            parse_float_within("--sequence-length-variation", raw, 0.0, MAX_PERCENT)?;
     }
     if let Some(raw) = args.sequence_id_range.as_deref() {
         let (start, range) = parse_id_range(raw)?;
@@ -120,6 +119,9 @@ fn apply_sequence_flags(args: &RunArgs, config: &mut Config) -> Result<()> {
     Ok(())
 }
 
+/// The largest sequence id `--sequence-id-range` accepts (2^63 - 1).
+const MAX_SEQUENCE_ID: u64 = i64::MAX as u64;
+
 /// `start[:end]`: the first id and, with an end, how many ids (`end - start`).
 pub fn parse_id_range(raw: &str) -> Result<(u64, Option<u64>)> {
     let bad = |why: &str| {
@@ -127,10 +129,16 @@ pub fn parse_id_range(raw: &str) -> Result<(u64, Option<u64>)> {
             "Failed to parse --sequence-id-range. {why} (got '{raw}')."
         ))
     };
+    // Ids stay below 2^63, so an id plus any count of sequences never wraps.
     let number = |text: &str| {
-        text.trim()
+        let id = text
+            .trim()
             .parse::<u64>()
-            .map_err(|_| bad("Expected start[:end] with whole numbers"))
+            .map_err(|_| bad("Expected start[:end] with whole numbers"))?;
+        if id > MAX_SEQUENCE_ID {
+            return Err(bad(&format!("Ids must be <= {MAX_SEQUENCE_ID}")));
+        }
+        Ok(id)
     };
     match raw.split_once(':') {
         None => Ok((number(raw)?, None)),
@@ -170,9 +178,8 @@ pub fn parse_rate_range(raw: &str) -> Result<RateRange> {
         *slot = part
             .trim()
             .parse::<f64>()
-            .ok()
-            .filter(|x| x.is_finite() && *x >= 0.0)
-            .ok_or_else(|| bad("The values must be non-negative numbers"))?;
+            .map_err(|_| bad("The values must be non-negative numbers"))?;
+        check_float(*slot, 0.0, MAX_RATE).map_err(|why| bad(&why))?;
     }
     let start = v[0];
     let end = if parts.len() >= 2 { v[1] } else { start };
@@ -209,6 +216,9 @@ pub fn parse_periodic_range(raw: &str) -> Result<crate::config::ConcurrencyRange
     };
     if start == 0 || step == 0 {
         return Err(bad("The start and the step must be above 0"));
+    }
+    if parts.iter().any(|&v| v > MAX_LEVEL) {
+        return Err(bad(&format!("The values must be <= {MAX_LEVEL}")));
     }
     if start > end {
         return Err(bad("The start must not be above the end"));

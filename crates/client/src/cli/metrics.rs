@@ -36,6 +36,13 @@ pub fn apply_metrics(args: &RunArgs, config: &mut Config) -> Result<()> {
     let interval_ms = match args.metrics_interval.as_deref() {
         None => DEFAULT_INTERVAL_MS,
         Some(raw) => match raw.trim().parse::<u64>() {
+            Ok(ms) if ms > super::number::MAX_MS => {
+                return Err(Error::usage(format!(
+                    "Failed to parse --metrics-interval. The value must be <= {} msecs (got \
+                     '{raw}').",
+                    super::number::MAX_MS
+                )))
+            }
             Ok(ms) if ms > 0 => ms,
             _ => {
                 return Err(Error::usage(format!(

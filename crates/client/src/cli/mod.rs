@@ -9,7 +9,7 @@ pub mod kinds;
 pub mod load;
 pub mod metrics;
 pub mod net;
-mod number;
+pub(crate) mod number;
 pub mod openai;
 pub mod transport;
 pub mod validate;

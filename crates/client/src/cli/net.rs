@@ -15,7 +15,8 @@ pub struct ParsedUrl {
 
 /// `Name:Value`, split at the first colon; leading spaces of the value are dropped.
 pub fn parse_header(raw: &str) -> Result<(String, String)> {
-    let bad = |why: &str| Error::usage(format!("Failed to parse -H. {why} (got '{raw}')."));
+    let shown = crate::text::redact_header(raw);
+    let bad = |why: &str| Error::usage(format!("Failed to parse -H. {why} (got '{shown}')."));
     let (name, value) = raw
         .split_once(':')
         .ok_or_else(|| bad("Expected Name:Value"))?;

@@ -5,6 +5,23 @@ use std::str::FromStr;
 
 use crate::error::{Error, Result};
 
+/// Upper bounds of numeric flags: far above any real use, and low enough that no later
+/// product or conversion (ms to ns, a count times a size, a rate to an interval) can
+/// overflow. A value above one is a usage error naming the flag.
+///
+/// Concurrency, requests in flight, sequences, sessions, trials.
+pub(crate) const MAX_LEVEL: u64 = 1_000_000;
+/// Request counts (measured, warm-up, per window, per sequence).
+pub(crate) const MAX_COUNT: u64 = 1_000_000_000;
+/// Durations in ms (a day).
+pub(crate) const MAX_MS: u64 = 86_400_000;
+/// Durations in s (a day).
+pub(crate) const MAX_S: u64 = 86_400;
+/// Request rates in requests/s.
+pub(crate) const MAX_RATE: f64 = 10_000_000.0;
+/// Percentages that may exceed 100 (a spread, a variation).
+pub(crate) const MAX_PERCENT: f64 = 10_000.0;
+
 /// Parses a number, naming the flag and the value on failure.
 pub(super) fn parse_number<T: FromStr>(flag: &str, raw: &str) -> Result<T> {
     raw.trim().parse::<T>().map_err(|_| {
@@ -46,6 +63,44 @@ pub(super) fn parse_in_range(flag: &str, raw: &str, min: i64, max: u64) -> Resul
     Ok(value)
 }
 
+/// Parses an integer in `min..=max` into `T`.
+pub(super) fn parse_within<T: TryFrom<u64>>(
+    flag: &str,
+    raw: &str,
+    min: i64,
+    max: u64,
+) -> Result<T> {
+    let value = parse_in_range(flag, raw, min, max)?;
+    T::try_from(value)
+        .map_err(|_| Error::usage(format!("Failed to parse {flag}. '{raw}' is too large.")))
+}
+
+/// Parses a finite number in `min..=max`.
+pub(crate) fn parse_float_within(flag: &str, raw: &str, min: f64, max: f64) -> Result<f64> {
+    let value = raw.trim().parse::<f64>().map_err(|_| {
+        Error::usage(format!(
+            "Failed to parse {flag}. '{raw}' is not a valid number."
+        ))
+    })?;
+    check_float(value, min, max)
+        .map_err(|why| Error::usage(format!("Failed to parse {flag}. {why} (got '{raw}').")))?;
+    Ok(value)
+}
+
+/// Why `value` is not a finite number in `min..=max`, if it is not.
+pub(crate) fn check_float(value: f64, min: f64, max: f64) -> std::result::Result<(), String> {
+    if !value.is_finite() {
+        return Err("The value must be a finite number".to_string());
+    }
+    if value < min {
+        return Err(format!("The value must be >= {min}"));
+    }
+    if value > max {
+        return Err(format!("The value must be <= {max}"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,6 +114,25 @@ mod tests {
             "Failed to parse --t. The value must be <= 86400 (got '18446744073709551615')."
         );
         assert!(parse_in_range("--t", "-1", 0, 86_400).is_err());
+    }
+
+    #[test]
+    fn integers_and_floats_within_bounds() {
+        assert_eq!(parse_within::<u32>("-r", "10", 1, MAX_LEVEL).unwrap(), 10);
+        for raw in ["1000001", "18446744073709551615", "99999999999999999999999"] {
+            let err = parse_within::<u32>("-r", raw, 1, MAX_LEVEL).unwrap_err();
+            assert!(err.msg.starts_with("Failed to parse -r. "), "{}", err.msg);
+            assert_eq!(err.exit_code(), 99);
+        }
+        assert!(parse_within::<u8>("--x", "300", 0, 1000).is_err());
+        assert_eq!(
+            parse_float_within("-s", "10.5", 0.0, MAX_PERCENT).unwrap(),
+            10.5
+        );
+        for raw in ["1e30", "-1", "inf", "NaN", "x"] {
+            let err = parse_float_within("-s", raw, 0.0, MAX_PERCENT).unwrap_err();
+            assert!(err.msg.starts_with("Failed to parse -s. "), "{}", err.msg);
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! spec §1.11 and §7.1, in its words with the flag named).
 
 use super::args::RunArgs;
-use super::number::parse_at_least;
+use super::number::{parse_within, MAX_LEVEL};
 use crate::config::{Config, InputData, LoadMode, Protocol, ServiceKind};
 use crate::error::{Error, Result};
 
@@ -12,7 +12,7 @@ pub fn apply_sessions(args: &RunArgs, config: &mut Config) -> Result<()> {
     let Some(raw) = args.session_concurrency.as_deref() else {
         return Ok(());
     };
-    config.session_concurrency = parse_at_least("--session-concurrency", raw, 0)?;
+    config.session_concurrency = parse_within("--session-concurrency", raw, 0, MAX_LEVEL)?;
     if config.session_concurrency == 0 {
         return Ok(());
     }

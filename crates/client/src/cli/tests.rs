@@ -232,6 +232,10 @@ const FLAG_ROWS: &[(&[&str], Check)] = &[
         |c| c.shapes == [("x".to_string(), vec![5]), ("y".to_string(), vec![2])],
     ),
     (&["--string-length", "16"], |c| c.string_length == 16),
+    (&["--max-input-bytes", "1073741824"], |c| {
+        c.max_input_bytes == 1 << 30
+    }),
+    (&[], |c| c.max_input_bytes == 256 << 20),
     (&["--string-data", "-hello"], |c| {
         c.string_data.as_deref() == Some("-hello")
     }),
@@ -268,6 +272,10 @@ const FLAG_ROWS: &[(&[&str], Check)] = &[
     }),
     (&["--ready-timeout", "3"], |c| c.ready_timeout_s == 3),
     (&["--ready-timeout", "0"], |c| c.ready_timeout_s == 0),
+    (&["--request-timeout", "300"], |c| {
+        c.request_timeout == Some(std::time::Duration::from_millis(300))
+    }),
+    (&["-m", "m"], |c| c.request_timeout.is_none()),
     (&["-f", "out.csv"], |c| {
         c.csv_file == Some(PathBuf::from("out.csv"))
     }),

@@ -100,12 +100,36 @@ const ERROR_ROWS: &[(&[&str], &[&str])] = &[
         &["--string-length", "'0'"],
     ),
     (
+        &["-m", "m", "--max-input-bytes", "0"],
+        &["--max-input-bytes", "> 0", "'0'"],
+    ),
+    (
+        &["-m", "m", "--max-input-bytes", "-5"],
+        &["--max-input-bytes", "'-5'"],
+    ),
+    (
+        &["-m", "m", "--max-input-bytes", "1GiB"],
+        &["--max-input-bytes", "'1GiB'"],
+    ),
+    (
+        &["-m", "m", "--max-input-bytes", "18446744073709551616"],
+        &["--max-input-bytes", "too large"],
+    ),
+    (
         &["-m", "m", "--ready-timeout", "x"],
         &["--ready-timeout", "'x'"],
     ),
     (
         &["-m", "m", "--ready-timeout", "18446744073709551615"],
         &["--ready-timeout", "<= 86400"],
+    ),
+    (
+        &["-m", "m", "--request-timeout", "18446744073709551615"],
+        &["--request-timeout", "<= 86400000"],
+    ),
+    (
+        &["-m", "m", "--request-timeout", "0"],
+        &["--request-timeout", "> 0"],
     ),
     (&["-m", "m", "--sync", "--async"], &["--async", "--sync"]),
     (&["-m", "m", "-i", "udp"], &["-i", "'udp'"]),

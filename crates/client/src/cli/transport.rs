@@ -10,6 +10,9 @@ use crate::error::{Error, Result};
 /// The longest `--ready-timeout` (one day): beyond it the deadline is not a wait but a typo.
 const MAX_READY_TIMEOUT_S: u64 = 86_400;
 
+/// The longest `--request-timeout` (one day, in ms).
+const MAX_REQUEST_TIMEOUT_MS: u64 = 86_400_000;
+
 /// perf_analyzer's default server addresses per protocol.
 const DEFAULT_HTTP_URL: &str = "localhost:8000";
 const DEFAULT_GRPC_URL: &str = "localhost:8001";
@@ -52,6 +55,11 @@ pub fn apply_transport(args: &RunArgs, config: &mut Config) -> Result<()> {
     if let Some(raw) = args.ready_timeout.as_deref() {
         config.ready_timeout_s =
             super::number::parse_in_range("--ready-timeout", raw, 0, MAX_READY_TIMEOUT_S)?;
+    }
+    if let Some(raw) = args.request_timeout.as_deref() {
+        let ms =
+            super::number::parse_in_range("--request-timeout", raw, 1, MAX_REQUEST_TIMEOUT_MS)?;
+        config.request_timeout = Some(std::time::Duration::from_millis(ms));
     }
     apply_grpc_options(args, config)?;
     config.trace_settings = trace_settings(args)?;

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use super::args::RunArgs;
 use super::help::not_supported;
-use super::number::{parse_at_least, parse_number};
+use super::number::{
+    parse_float_within, parse_number, parse_within, MAX_COUNT, MAX_LEVEL, MAX_MS, MAX_PERCENT,
+};
 use super::transport::apply_transport;
 use crate::config::{
     ConcurrencyRange, Config, InputData, MeasurementMode, ServiceKind, SharedMemory, TensorFormat,
@@ -130,7 +132,7 @@ fn apply_load(args: &RunArgs, config: &mut Config) -> Result<()> {
     // --streaming implies --async (checked against --sync with the transport flags).
     config.async_mode = args.async_mode || args.streaming;
     if let Some(raw) = args.max_threads.as_deref() {
-        config.max_threads = Some(parse_at_least("--max-threads", raw, 1)?);
+        config.max_threads = Some(parse_within("--max-threads", raw, 1, MAX_THREADS)?);
     }
 
     let old_options = args.concurrency_start.is_some()
@@ -153,11 +155,11 @@ fn apply_load(args: &RunArgs, config: &mut Config) -> Result<()> {
 /// single value `-t`.
 fn old_concurrency_options(args: &RunArgs) -> Result<ConcurrencyRange> {
     let start = match args.concurrency_start.as_deref() {
-        Some(raw) => parse_at_least("-t", raw, 1)?,
+        Some(raw) => parse_within("-t", raw, 1, MAX_LEVEL)?,
         None => 1,
     };
     let end = match (args.concurrency_end.as_deref(), args.dynamic_concurrency) {
-        (Some(raw), _) => parse_at_least("-c", raw, 0)?,
+        (Some(raw), _) => parse_within("-c", raw, 0, MAX_LEVEL)?,
         (None, true) => 0,
         (None, false) => start,
     };
@@ -191,6 +193,11 @@ pub fn parse_concurrency_range(raw: &str) -> Result<ConcurrencyRange> {
                 "Failed to parse {FLAG}. '{part}' in '{raw}' is not a non-negative integer."
             ))
         })?;
+        if *slot > MAX_LEVEL {
+            return Err(Error::usage(format!(
+                "Failed to parse {FLAG}. '{part}' in '{raw}' is above the limit of {MAX_LEVEL}."
+            )));
+        }
     }
     let [start, end, step] = values;
     // A single value means exactly that concurrency.
@@ -226,25 +233,27 @@ fn apply_measurement(args: &RunArgs, config: &mut Config) -> Result<()> {
         };
     }
     if let Some(raw) = args.measurement_interval.as_deref() {
-        config.measurement_interval_ms = parse_at_least("--measurement-interval (-p)", raw, 1)?;
+        config.measurement_interval_ms =
+            parse_within("--measurement-interval (-p)", raw, 1, MAX_MS)?;
     }
     if let Some(raw) = args.measurement_request_count.as_deref() {
-        config.measurement_request_count = parse_at_least("--measurement-request-count", raw, 1)?;
+        config.measurement_request_count =
+            parse_within("--measurement-request-count", raw, 1, MAX_COUNT)?;
     }
     if let Some(raw) = args.stability_percentage.as_deref() {
         config.stability_threshold = parse_stability(raw)? / 100.0;
     }
     if let Some(raw) = args.max_trials.as_deref() {
-        config.max_trials = parse_at_least("--max-trials (-r)", raw, 1)?;
+        config.max_trials = parse_within("--max-trials (-r)", raw, 1, MAX_LEVEL)?;
     }
     if let Some(raw) = args.percentile.as_deref() {
         config.percentile = parse_percentile(raw)?;
     }
     if let Some(raw) = args.latency_threshold.as_deref() {
-        config.latency_threshold_ms = parse_at_least("--latency-threshold (-l)", raw, 0)?;
+        config.latency_threshold_ms = parse_within("--latency-threshold (-l)", raw, 0, MAX_MS)?;
     }
     if let Some(raw) = args.request_count.as_deref() {
-        config.request_count = parse_at_least("--request-count", raw, 0)?;
+        config.request_count = parse_within("--request-count", raw, 0, MAX_COUNT)?;
     }
     if config.request_count > 0 {
         // perf_analyzer: a fixed request count is one count window of exactly that size.
@@ -252,20 +261,25 @@ fn apply_measurement(args: &RunArgs, config: &mut Config) -> Result<()> {
         config.measurement_request_count = config.request_count;
     }
     if let Some(raw) = args.warmup_request_count.as_deref() {
-        config.warmup_request_count = parse_at_least("--warmup-request-count", raw, 0)?;
+        config.warmup_request_count = parse_within("--warmup-request-count", raw, 0, MAX_COUNT)?;
     }
     Ok(())
 }
 
 fn parse_stability(raw: &str) -> Result<f64> {
-    match raw.trim().parse::<f64>() {
-        Ok(pct) if pct.is_finite() && pct >= 0.0 => Ok(pct),
-        _ => Err(Error::usage(format!(
-            "Failed to parse --stability-percentage (-s). The value must be a number >= 0.0 \
-             (got '{raw}')."
-        ))),
-    }
+    parse_float_within("--stability-percentage (-s)", raw, 0.0, MAX_PERCENT)
 }
+
+/// Worker threads at most (`--max-threads`).
+const MAX_THREADS: u64 = 65_536;
+/// `--string-length` at most: 1 GiB per string.
+const MAX_STRING_LENGTH: u64 = 1 << 30;
+/// Largest `--max-input-bytes` (1 TiB).
+const MAX_INPUT_BYTES: u64 = 1 << 40;
+/// `--cuda-device` at most.
+const MAX_CUDA_DEVICE: u64 = 1023;
+/// `--output-shared-memory-size` at most: 1 TiB.
+const MAX_OUTPUT_SHM: u64 = 1 << 40;
 
 fn parse_percentile(raw: &str) -> Result<Option<u32>> {
     match raw.trim().parse::<i64>() {
@@ -283,7 +297,7 @@ fn apply_inputs(args: &RunArgs, config: &mut Config) -> Result<()> {
     values.extend(args.data_directory.iter().cloned());
     config.input_data = input_data(&values, args.zero_input)?;
     if let Some(raw) = args.batch_size.as_deref() {
-        config.batch_size = parse_at_least("-b (batch size)", raw, 1)?;
+        config.batch_size = parse_within("-b (batch size)", raw, 1, MAX_LEVEL)?;
         config.batch_size_given = true;
     }
     for raw in &args.shape {
@@ -295,9 +309,12 @@ fn apply_inputs(args: &RunArgs, config: &mut Config) -> Result<()> {
         }
     }
     if let Some(raw) = args.string_length.as_deref() {
-        config.string_length = parse_at_least("--string-length", raw, 1)?;
+        config.string_length = parse_within("--string-length", raw, 1, MAX_STRING_LENGTH)?;
     }
     config.string_data = args.string_data.clone();
+    if let Some(raw) = args.max_input_bytes.as_deref() {
+        config.max_input_bytes = parse_within("--max-input-bytes", raw, 1, MAX_INPUT_BYTES)?;
+    }
     match args.shared_memory.as_deref() {
         None | Some("none") => {}
         Some("system") => config.shared_memory = SharedMemory::System,
@@ -310,10 +327,11 @@ fn apply_inputs(args: &RunArgs, config: &mut Config) -> Result<()> {
         }
     }
     if let Some(raw) = args.cuda_device.as_deref() {
-        config.cuda_device = parse_at_least("--cuda-device", raw, 0)?;
+        config.cuda_device = parse_within("--cuda-device", raw, 0, MAX_CUDA_DEVICE)?;
     }
     if let Some(raw) = args.output_shared_memory_size.as_deref() {
-        config.output_shm_size = parse_at_least("--output-shared-memory-size", raw, 1)?;
+        config.output_shm_size =
+            parse_within("--output-shared-memory-size", raw, 1, MAX_OUTPUT_SHM)?;
     }
     if let Some(raw) = args.input_tensor_format.as_deref() {
         config.input_tensor_format = parse_tensor_format("--input-tensor-format", raw)?;

@@ -19,7 +19,7 @@ use mio::{Registry, Token, Waker};
 
 use super::pool::{Cx, Feed, Pool, Ready, Send, Sink};
 use crate::clock::Clock;
-use crate::measure::RequestRecord;
+use crate::measure::{FailKind, RequestRecord};
 use crate::protocol::capi::{
     wait_idle, Done, ModelTarget, Notifier, PreparedStep, SeqFields, Server, SlotCtx, Target,
 };
@@ -176,7 +176,7 @@ impl CapiPool {
             ..rec
         };
         sink.finish(rec, &[]);
-        sink.fail(msg);
+        sink.fail(FailKind::Other, msg);
         self.free.push(s);
     }
 
@@ -223,9 +223,10 @@ impl CapiPool {
                 let _ = t.arm(TICK_EVERY);
                 self.tick = Some(t);
             }
-            Err(e) => cx
-                .sink
-                .fail(format!("cannot create the C API tick timer: {e}")),
+            Err(e) => cx.sink.fail(
+                FailKind::Other,
+                format!("cannot create the C API tick timer: {e}"),
+            ),
         }
     }
 
@@ -255,7 +256,7 @@ fn take(d: &mut Done, sink: &mut Sink, feed: &mut Feed, parked: &mut bool) {
         Some(msg) => {
             rec.ok = false;
             sink.finish(rec, &[]);
-            sink.fail(msg);
+            sink.fail(FailKind::Other, msg);
         }
         None => {
             // Periodic concurrency counts requests that reached their period.

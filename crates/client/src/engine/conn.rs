@@ -16,9 +16,11 @@ use std::net::SocketAddr;
 
 use mio::{Interest, Registry, Token};
 
+use super::deadline::{mark, Waiting, Watch};
 use crate::clock::Clock;
-use crate::measure::RequestRecord;
+use crate::measure::{FailKind, RequestRecord};
 use crate::protocol::http1::{Progress, ResponseHead, ResponseReader};
+use crate::service::reply_check::ReplyCheck;
 use crate::transport::{TlsClient, Transport};
 use sse::SseState;
 
@@ -52,8 +54,12 @@ pub enum Outcome {
     /// A response completed (ok or not); the record is in `Conn::rec`.
     Completed,
     /// The connection failed. `request_lost`: a request was in flight; `Conn::rec` holds it,
-    /// marked not ok.
-    Failed { msg: String, request_lost: bool },
+    /// marked not ok with `kind`.
+    Failed {
+        kind: FailKind,
+        msg: String,
+        request_lost: bool,
+    },
 }
 
 pub struct Conn {
@@ -78,6 +84,8 @@ pub struct Conn {
     pub must_reconnect: bool,
     /// HTTP status of the last completed response.
     pub status: u16,
+    /// `Inference-Header-Content-Length` of the last completed response.
+    header_len: Option<usize>,
     /// Keep what the export needs of each response (the framed SSE events).
     pub keep_bodies: bool,
     /// Server-Sent Events decoding of an event-stream response.
@@ -85,6 +93,8 @@ pub struct Conn {
     /// Response times come from the kernel's receive stamps (see `transport::rx_stamp`):
     /// every read is stamped with when its data arrived, not when it was read.
     rx_stamps: bool,
+    /// The request timeout's view of this connection's progress (see `deadline.rs`).
+    pub watch: Watch,
 }
 
 impl Conn {
@@ -112,9 +122,11 @@ impl Conn {
             rec: RequestRecord::default(),
             must_reconnect: false,
             status: 0,
+            header_len: None,
             keep_bodies: false,
             sse: SseState::default(),
             rx_stamps: false,
+            watch: Watch::default(),
         })
     }
 
@@ -145,6 +157,7 @@ impl Conn {
         self.reader.reset();
         self.sse.reset();
         self.must_reconnect = false;
+        self.watch.reset();
         Ok(())
     }
 
@@ -228,21 +241,23 @@ impl Conn {
     pub fn write_more(&mut self, req: &[u8], clock: &Clock, registry: &Registry) -> Outcome {
         while self.written < req.len() {
             match self.stream.write(&req[self.written..]) {
-                Ok(0) => return self.fail("connection closed while sending".into()),
+                Ok(0) => {
+                    return self.fail(FailKind::Closed, "connection closed while sending".into())
+                }
                 Ok(n) => self.written += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     // Ask for a writable edge only now; normally a request fits the socket buffer.
                     return self.want_writable(registry);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.fail(format!("send failed: {e}")),
+                Err(e) => return self.fail(FailKind::of_io(&e), format!("send failed: {e}")),
             }
         }
         // With TLS the last records may still be queued; the request is sent once they are out.
         match self.stream.flush() {
             Ok(true) => {}
             Ok(false) => return self.want_writable(registry),
-            Err(e) => return self.fail(format!("send failed: {e}")),
+            Err(e) => return self.fail(FailKind::of_io(&e), format!("send failed: {e}")),
         }
         self.rec.send_end_ns = clock.now_ns();
         self.state = State::Reading;
@@ -253,7 +268,7 @@ impl Conn {
     fn want_writable(&mut self, registry: &Registry) -> Outcome {
         let both = Interest::READABLE | Interest::WRITABLE;
         if let Err(e) = registry.reregister(self.stream.socket(), self.token, both) {
-            return self.fail(format!("epoll: {e}"));
+            return self.fail(FailKind::Other, format!("epoll: {e}"));
         }
         Outcome::Pending
     }
@@ -295,7 +310,7 @@ impl Conn {
                 let _ = registry.reregister(self.stream.socket(), self.token, Interest::READABLE);
             }
             Ok(false) => {}
-            Err(e) => return self.fail(format!("send failed: {e}")),
+            Err(e) => return self.fail(FailKind::of_io(&e), format!("send failed: {e}")),
         }
         match self.state {
             State::Reading if readable => self.read_response(clock, registry),
@@ -315,12 +330,12 @@ impl Conn {
     fn finish_connect(&mut self, registry: &Registry) -> Outcome {
         let socket = self.stream.socket_ref();
         if let Ok(Some(e)) | Err(e) = socket.take_error() {
-            return self.fail(format!("connect failed: {e}"));
+            return self.fail(FailKind::Connect, format!("connect failed: {e}"));
         }
         match socket.peer_addr() {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotConnected => return Outcome::Pending,
-            Err(e) => return self.fail(format!("connect failed: {e}")),
+            Err(e) => return self.fail(FailKind::Connect, format!("connect failed: {e}")),
         }
         let _ = socket.set_nodelay(true);
         if self.stream.is_tls() {
@@ -335,7 +350,7 @@ impl Conn {
         match self.stream.drive_handshake() {
             Ok(true) => self.connected(registry),
             Ok(false) => Outcome::Pending,
-            Err(e) => self.fail(e.to_string()),
+            Err(e) => self.fail(FailKind::Connect, e.to_string()),
         }
     }
 
@@ -347,7 +362,7 @@ impl Conn {
             Interest::READABLE
         };
         if let Err(e) = registry.reregister(self.stream.socket(), self.token, interest) {
-            return self.fail(format!("epoll: {e}"));
+            return self.fail(FailKind::Other, format!("epoll: {e}"));
         }
         self.state = State::Idle;
         Outcome::Connected
@@ -371,7 +386,10 @@ impl Conn {
                     self.rlen += n;
                     let progress = self.reader.advance(&self.rbuf[..self.rlen]);
                     if let Err(e) = self.feed_events(read_ns) {
-                        return self.fail(format!("bad event stream in the response: {e}"));
+                        return self.fail(
+                            FailKind::Framing,
+                            format!("bad event stream in the response: {e}"),
+                        );
                     }
                     match progress {
                         Ok(Progress::NeedMore) if n < space => {
@@ -382,7 +400,7 @@ impl Conn {
                         Ok(Progress::Done(head)) => {
                             return self.complete_read(head, read_ns, clock);
                         }
-                        Err(e) => return self.fail(format!("bad HTTP response: {e}")),
+                        Err(e) => return self.fail(e.kind(), format!("bad HTTP response: {e}")),
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -390,7 +408,7 @@ impl Conn {
                     return Outcome::Pending;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.fail(format!("receive failed: {e}")),
+                Err(e) => return self.fail(FailKind::of_io(&e), format!("receive failed: {e}")),
             }
         }
     }
@@ -416,7 +434,10 @@ impl Conn {
             Ok(Progress::Done(head)) => {
                 let read_ns = clock.now_ns();
                 if let Err(e) = self.feed_events(read_ns) {
-                    return self.fail(format!("bad event stream in the response: {e}"));
+                    return self.fail(
+                        FailKind::Framing,
+                        format!("bad event stream in the response: {e}"),
+                    );
                 }
                 let head = ResponseHead {
                     keep_alive: false,
@@ -426,7 +447,10 @@ impl Conn {
                 self.must_reconnect = true;
                 out
             }
-            _ => self.fail("server closed the connection before the response was complete".into()),
+            _ => self.fail(
+                FailKind::Closed,
+                "server closed the connection before the response was complete".into(),
+            ),
         }
     }
 
@@ -450,7 +474,10 @@ impl Conn {
     fn complete_read(&mut self, head: ResponseHead, read_ns: u64, clock: &Clock) -> Outcome {
         if self.sse.active {
             if let Err(e) = self.sse.finish(read_ns, self.keep_bodies, &mut self.rec) {
-                return self.fail(format!("bad event stream in the response: {e}"));
+                return self.fail(
+                    FailKind::Framing,
+                    format!("bad event stream in the response: {e}"),
+                );
             }
         }
         // With kernel stamps the completing read's arrival time is the end; otherwise now.
@@ -459,6 +486,7 @@ impl Conn {
         } else {
             clock.now_ns()
         };
+        self.header_len = head.inference_header_len;
         let out = self.complete(head.status, head.keep_alive, head.consumed, end_ns);
         if self.sse.active {
             // Latency runs to the last event with data; `[DONE]` (perf_analyzer's null final
@@ -468,6 +496,7 @@ impl Conn {
             }
             if self.sse.error.is_some() {
                 self.rec.ok = false;
+                self.rec.fail = FailKind::SseError;
             }
         }
         out
@@ -479,6 +508,9 @@ impl Conn {
             self.rec.recv_start_ns = self.rec.end_ns;
         }
         self.rec.ok = (200..300).contains(&status);
+        if !self.rec.ok {
+            self.rec.fail = FailKind::Status;
+        }
         self.status = status;
         self.state = State::Idle;
         if consumed != self.rlen {
@@ -497,6 +529,20 @@ impl Conn {
             return &self.sse.framed;
         }
         self.reader.body(&self.rbuf[..self.rlen])
+    }
+
+    /// Applies `check` to the successful reply that just completed (an event stream is
+    /// checked as it is decoded): a refused reply marks the request failed, with its kind,
+    /// and gives the message.
+    pub fn check_reply(&mut self, check: &ReplyCheck) -> Option<String> {
+        if check.is_none() || !self.rec.ok || self.sse.active {
+            return None;
+        }
+        let body = self.reader.body(&self.rbuf[..self.rlen]);
+        let bad = check.http(body, self.header_len).err()?;
+        self.rec.ok = false;
+        self.rec.fail = bad.kind;
+        Some(bad.msg)
     }
 
     /// Why the request that just completed is not ok, when the response says more than its
@@ -532,23 +578,46 @@ impl Conn {
         }
     }
 
-    fn fail(&mut self, msg: String) -> Outcome {
+    fn fail(&mut self, kind: FailKind, msg: String) -> Outcome {
         let in_flight = matches!(self.state, State::Writing | State::Reading);
         if in_flight {
             self.rec.end_ns = self.rec.start_ns.max(self.rec.send_end_ns);
             self.rec.ok = false;
+            self.rec.fail = kind;
         }
         self.state = State::Idle;
         self.must_reconnect = true;
+        self.watch.reset();
         Outcome::Failed {
+            kind,
             msg,
             request_lost: in_flight,
         }
     }
 
     /// Gives up on the request in flight (its connection is replaced before the next one).
-    pub fn expire(&mut self, msg: String) -> Outcome {
-        self.fail(msg)
+    pub fn expire(&mut self, kind: FailKind, msg: String) -> Outcome {
+        self.fail(kind, msg)
+    }
+
+    /// What the connection waits for and a mark of its progress so far (any byte read or
+    /// written, a new request or state changes it); `None` when it waits for nothing
+    /// (idle).
+    pub fn progress(&self) -> Option<(u64, Waiting)> {
+        let waiting = match self.state {
+            State::Idle => return None,
+            State::Connecting | State::Handshaking => Waiting::Connecting,
+            State::Writing => Waiting::Sending,
+            State::Reading if self.reader.head_parsed() => Waiting::Body,
+            State::Reading => Waiting::Head,
+        };
+        let parts = [
+            self.state as u64,
+            self.rec.start_ns,
+            self.written as u64,
+            self.rlen as u64,
+        ];
+        Some((mark(parts), waiting))
     }
 
     /// A byte of the response to the current (or failed) request has arrived.

@@ -17,12 +17,14 @@ use std::net::SocketAddr;
 
 use mio::{Interest, Registry, Token};
 
+use super::deadline::{mark, timeout_message, Waiting, Watch};
 use super::grpc_streams::{Slot, StreamCx, When};
 use super::pool::{Cx, Pool, Ready, Send};
 use super::wire::GrpcWire;
 use crate::clock::Clock;
-use crate::measure::RequestRecord;
+use crate::measure::{FailKind, RequestRecord};
 use crate::protocol::grpc::session::{Event, Session, SessionConfig};
+use crate::service::reply_check::ReplyCheck;
 use crate::transport::{TlsClient, Transport};
 
 /// Slots (requests in flight) per HTTP/2 connection; more slots open more connections.
@@ -51,6 +53,10 @@ struct H2Conn {
     pending_flush: bool,
     /// Reads are timed by the kernel's receive stamps (see `transport::rx_stamp`).
     stamped: bool,
+    /// Bytes read so far: the request timeout's mark of the connection's progress.
+    bytes_in: u64,
+    /// The request timeout's view of the connection (see `deadline.rs`).
+    watch: Watch,
 }
 
 pub struct GrpcPool {
@@ -64,6 +70,8 @@ pub struct GrpcPool {
     free: Vec<usize>,
     /// Time responses by kernel receive stamps (plain TCP).
     rx_stamps: bool,
+    /// What a successful reply must be.
+    check: ReplyCheck,
 }
 
 impl GrpcPool {
@@ -80,7 +88,14 @@ impl GrpcPool {
             slots,
             free,
             rx_stamps: false,
+            check: ReplyCheck::None,
         }
+    }
+
+    /// Checks every successful reply with `check` (a failed check fails the request).
+    pub fn with_reply_check(mut self, check: ReplyCheck) -> GrpcPool {
+        self.check = check;
+        self
     }
 
     /// Times every read by when its data arrived (the kernel's receive stamp of its last
@@ -103,6 +118,8 @@ impl GrpcPool {
             writable: true,
             pending_flush: false,
             stamped,
+            bytes_in: 0,
+            watch: Watch::default(),
         })
     }
 
@@ -111,9 +128,10 @@ impl GrpcPool {
         let _ = cx.registry.deregister(self.conns[i].transport.socket());
         match self.connect(i, cx.registry) {
             Ok(conn) => self.conns[i] = conn,
-            Err(e) => cx
-                .sink
-                .fail(format!("cannot reconnect to {}: {e}", self.addr)),
+            Err(e) => cx.sink.fail(
+                FailKind::Connect,
+                format!("cannot reconnect to {}: {e}", self.addr),
+            ),
         }
         for slot in self.slots.iter_mut().filter(|s| s.conn == i) {
             slot.stream = 0;
@@ -148,6 +166,7 @@ impl GrpcPool {
             slot.busy = true;
             slot.body.clear();
             slot.last_output_ns = 0;
+            slot.reply = None;
             slot.rec = RequestRecord {
                 start_ns,
                 send_end_ns,
@@ -198,8 +217,8 @@ impl GrpcPool {
             self.read(i, ready.closed, cx);
         }
         let conn = &mut self.conns[i];
-        if let Err(e) = flush(conn, i, cx.registry) {
-            self.fail_conn(i, e, cx);
+        if let Err((kind, e)) = flush(conn, i, cx.registry) {
+            self.fail_conn(i, kind, e, cx);
         }
         if self.conns[i].session.is_done() && !cx.sink.failed {
             self.reconnect(i, cx);
@@ -216,6 +235,7 @@ impl GrpcPool {
             slots,
             free,
             wire,
+            check,
             ..
         } = self;
         let H2Conn {
@@ -223,60 +243,82 @@ impl GrpcPool {
             session,
             streams,
             stamped,
+            bytes_in,
             ..
         } = &mut conns[i];
         let sink = &mut *cx.sink;
         let clock = cx.clock;
+        let counted = sink.tally.total();
         let broken = loop {
             let space = session.input_space();
             let cap = space.len();
             let (read, at) = read_timed(transport, space, *stamped, clock, streams, slots);
             let mut on = |ev: Event<'_>| {
-                StreamCx::new(slots, free, wire, sink, When { clock, at }).event(ev, streams)
+                StreamCx::new(slots, free, (wire, check), sink, When { clock, at })
+                    .event(ev, streams)
             };
             match read {
                 Ok(0) => {
                     session.eof(&mut on);
                     break (!session.peer_settings_received()).then(|| {
-                        "the server closed the connection before its HTTP/2 SETTINGS (is it a \
-                         gRPC server?)"
-                            .to_string()
+                        let why = "the server closed the connection before its HTTP/2 SETTINGS \
+                                   (is it a gRPC server?)";
+                        (FailKind::Closed, why.to_string())
                     });
                 }
-                Ok(n) => match session.received(n, &mut on) {
-                    Err(e) => break Some(e.to_string()),
-                    Ok(()) if n < cap && !closed => break None,
-                    Ok(()) => {}
-                },
+                Ok(n) => {
+                    *bytes_in += n as u64;
+                    match session.received(n, &mut on) {
+                        Err(e) => break Some((e.kind(), e.to_string())),
+                        Ok(()) if n < cap && !closed => break None,
+                        Ok(()) => {}
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break None,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    session.eof(&mut on);
-                    break Some(e.to_string());
-                }
+                Err(e) => break Some((FailKind::of_io(&e), e.to_string())),
             }
         };
-        if let Some(why) = broken {
-            cx.sink.fail(format!("gRPC connection to {addr}: {why}"));
+        if let Some((kind, why)) = broken {
+            let msg = format!("gRPC connection to {addr}: {why}");
+            let when = When { clock, at: None };
+            session.eof(&mut |ev| {
+                StreamCx::new(slots, free, (wire, check), sink, when)
+                    .with_cause(kind, &msg)
+                    .event(ev, streams)
+            });
+            // Counted once: as its requests, or (none in flight) as the connection.
+            if sink.tally.total() == counted {
+                sink.fail(kind, msg);
+            }
         }
     }
 
-    fn fail_conn(&mut self, i: usize, msg: String, cx: &mut Cx<'_>) {
+    fn fail_conn(&mut self, i: usize, kind: FailKind, msg: String, cx: &mut Cx<'_>) {
+        let msg = format!("gRPC connection to {}: {msg}", self.addr);
         let GrpcPool {
             conns,
             slots,
             free,
             wire,
+            check,
             ..
         } = self;
         let H2Conn {
             session, streams, ..
         } = &mut conns[i];
         let (sink, clock) = (&mut *cx.sink, cx.clock);
+        let counted = sink.tally.total();
         let when = When { clock, at: None };
-        session.eof(&mut |ev| StreamCx::new(slots, free, wire, sink, when).event(ev, streams));
-        cx.sink
-            .fail(format!("gRPC connection to {}: {msg}", self.addr));
+        session.eof(&mut |ev| {
+            StreamCx::new(slots, free, (wire, check), sink, when)
+                .with_cause(kind, &msg)
+                .event(ev, streams)
+        });
+        // Counted once: as its requests, or (none in flight) as the connection.
+        if cx.sink.tally.total() == counted {
+            cx.sink.fail(kind, msg);
+        }
     }
 
     /// The TCP connect finished (or failed); TLS then starts its handshake.
@@ -284,12 +326,14 @@ impl GrpcPool {
         let conn = &mut self.conns[i];
         let socket = conn.transport.socket_ref();
         if let Ok(Some(e)) | Err(e) = socket.take_error() {
-            return self.fail_conn(i, format!("connect failed: {e}"), cx);
+            return self.fail_conn(i, FailKind::Connect, format!("connect failed: {e}"), cx);
         }
         match socket.peer_addr() {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
-            Err(e) => return self.fail_conn(i, format!("connect failed: {e}"), cx),
+            Err(e) => {
+                return self.fail_conn(i, FailKind::Connect, format!("connect failed: {e}"), cx)
+            }
         }
         let _ = socket.set_nodelay(true);
         conn.state = State::Handshaking;
@@ -308,13 +352,13 @@ impl GrpcPool {
                 self.on_ready_event(i, ready, cx);
             }
             Ok(false) => {}
-            Err(e) => self.fail_conn(i, e.to_string(), cx),
+            Err(e) => self.fail_conn(i, FailKind::Connect, e.to_string(), cx),
         }
     }
 }
 
 /// Writes what the session has queued; WRITABLE is registered only while output waits.
-fn flush(conn: &mut H2Conn, token: usize, registry: &Registry) -> Result<(), String> {
+fn flush(conn: &mut H2Conn, token: usize, registry: &Registry) -> Result<(), (FailKind, String)> {
     conn.pending_flush = false;
     loop {
         let out = conn.session.output();
@@ -325,13 +369,13 @@ fn flush(conn: &mut H2Conn, token: usize, registry: &Registry) -> Result<(), Str
             Ok(n) => conn.session.written(n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("send failed: {e}")),
+            Err(e) => return Err((FailKind::of_io(&e), format!("send failed: {e}"))),
         }
     }
     let tls_done = conn
         .transport
         .flush()
-        .map_err(|e| format!("send failed: {e}"))?;
+        .map_err(|e| (FailKind::of_io(&e), format!("send failed: {e}")))?;
     let waiting = !tls_done || !conn.session.output().is_empty();
     if waiting != conn.writable {
         let interest = if waiting {
@@ -341,7 +385,7 @@ fn flush(conn: &mut H2Conn, token: usize, registry: &Registry) -> Result<(), Str
         };
         registry
             .reregister(conn.transport.socket(), Token(token), interest)
-            .map_err(|e| format!("epoll: {e}"))?;
+            .map_err(|e| (FailKind::Other, format!("epoll: {e}")))?;
         conn.writable = waiting;
     }
     Ok(())
@@ -425,8 +469,8 @@ impl Pool for GrpcPool {
                 if !self.conns[i].pending_flush {
                     continue;
                 }
-                if let Err(e) = flush(&mut self.conns[i], i, cx.registry) {
-                    self.fail_conn(i, e, cx);
+                if let Err((kind, e)) = flush(&mut self.conns[i], i, cx.registry) {
+                    self.fail_conn(i, kind, e, cx);
                 }
             }
         }
@@ -436,5 +480,88 @@ impl Pool for GrpcPool {
         for c in &mut self.conns {
             let _ = registry.deregister(c.transport.socket());
         }
+    }
+
+    /// A connection that connects for the limit, or moves no byte for it while streams are
+    /// in flight, fails them and is replaced; a single stream with no progress for the limit
+    /// is reset (RST_STREAM CANCEL) and fails.
+    fn expire(&mut self, now_ns: u64, limit_ns: u64, cx: &mut Cx<'_>) -> bool {
+        let mut watching = false;
+        for i in 0..self.conns.len() {
+            let conn = &mut self.conns[i];
+            let connecting = conn.state != State::Open || !conn.session.peer_settings_received();
+            if !connecting && conn.streams.is_empty() {
+                conn.watch.reset();
+                continue;
+            }
+            watching = true;
+            let progress = mark([conn.state as u64, conn.bytes_in, 0, 0]);
+            if conn.watch.stalled(progress, now_ns, limit_ns) {
+                self.expire_conn(i, connecting, limit_ns, cx);
+            } else {
+                self.expire_streams(i, now_ns, limit_ns, cx);
+            }
+        }
+        watching
+    }
+}
+
+impl GrpcPool {
+    /// Connection `i` moved no byte for the limit: its streams fail as timed out (each with
+    /// what it waited for), and it is replaced.
+    fn expire_conn(&mut self, i: usize, connecting: bool, limit_ns: u64, cx: &mut Cx<'_>) {
+        if connecting {
+            let msg = timeout_message(limit_ns, Waiting::Connecting);
+            self.fail_conn(i, FailKind::Timeout, msg, cx);
+        }
+        let now = cx.clock.now_ns();
+        let streams = std::mem::take(&mut self.conns[i].streams);
+        for &(_, s) in &streams {
+            self.fail_timed_out(s, now, limit_ns, cx);
+        }
+        self.conns[i].streams = streams;
+        self.conns[i].streams.clear();
+        self.reconnect(i, cx);
+    }
+
+    /// Resets and fails the streams of connection `i` that made no progress for the limit.
+    fn expire_streams(&mut self, i: usize, now_ns: u64, limit_ns: u64, cx: &mut Cx<'_>) {
+        let mut k = 0;
+        let mut reset = false;
+        while let Some(&(id, s)) = self.conns[i].streams.get(k) {
+            let (progress, _) = self.slots[s].progress();
+            if !self.slots[s].watch.stalled(progress, now_ns, limit_ns) {
+                k += 1;
+                continue;
+            }
+            self.conns[i].session.cancel(id);
+            self.conns[i].streams.swap_remove(k);
+            self.slots[s].stream = 0;
+            self.fail_timed_out(s, now_ns, limit_ns, cx);
+            reset = true;
+        }
+        if reset {
+            if let Err((kind, e)) = flush(&mut self.conns[i], i, cx.registry) {
+                self.fail_conn(i, kind, e, cx);
+            }
+        }
+    }
+
+    /// Slot `s`'s request fails as timed out.
+    fn fail_timed_out(&mut self, s: usize, now_ns: u64, limit_ns: u64, cx: &mut Cx<'_>) {
+        let (_, waiting) = self.slots[s].progress();
+        let msg = timeout_message(limit_ns, waiting);
+        self.slots[s].stream = 0;
+        let mut streams = StreamCx::new(
+            &mut self.slots,
+            &mut self.free,
+            (&self.wire, &self.check),
+            cx.sink,
+            When {
+                clock: cx.clock,
+                at: Some(now_ns),
+            },
+        );
+        streams.fail(s, now_ns, FailKind::Timeout, msg);
     }
 }

@@ -1,12 +1,14 @@
 //! The gRPC pool's per-stream side: what each session event does to the request in its
 //! slot (response counting, stamps, completion, failure).
 
+use super::deadline::{mark, Waiting, Watch};
 use super::pool::Sink;
 use super::wire::GrpcWire;
 use crate::clock::Clock;
 use crate::measure::record::push_framed_response;
-use crate::measure::RequestRecord;
+use crate::measure::{FailKind, RequestRecord};
 use crate::protocol::grpc::session::{Event, StreamEnd};
+use crate::service::reply_check::{Bad, ReplyCheck};
 use crate::service::stream_scan::scan_stream_response;
 
 pub(super) struct Slot {
@@ -19,6 +21,10 @@ pub(super) struct Slot {
     pub(super) body: Vec<u8>,
     /// Streaming: arrival of the last response with outputs (ns).
     pub(super) last_output_ns: u64,
+    /// The request timeout's view of the request in flight (see `deadline.rs`).
+    pub(super) watch: Watch,
+    /// Unary, with a reply check: the verdict on the reply message (`None`: none came yet).
+    pub(super) reply: Option<Result<(), Bad>>,
 }
 
 impl Slot {
@@ -30,7 +36,28 @@ impl Slot {
             rec: RequestRecord::default(),
             body: Vec::new(),
             last_output_ns: 0,
+            watch: Watch::default(),
+            reply: None,
         }
+    }
+
+    /// What the request in flight waits for and a mark of its progress (its start, its
+    /// response headers, its responses and kept bytes).
+    pub(super) fn progress(&self) -> (u64, Waiting) {
+        let rec = &self.rec;
+        let begun = rec.recv_start_ns != 0 || rec.responses != 0;
+        let waiting = if begun {
+            Waiting::NextResponse
+        } else {
+            Waiting::FirstResponse
+        };
+        let parts = [
+            rec.start_ns,
+            rec.recv_start_ns,
+            u64::from(rec.responses),
+            self.body.len() as u64,
+        ];
+        (mark(parts), waiting)
     }
 }
 
@@ -53,15 +80,18 @@ pub(super) struct StreamCx<'a> {
     slots: &'a mut [Slot],
     free: &'a mut Vec<usize>,
     wire: &'a GrpcWire,
+    check: &'a ReplyCheck,
     sink: &'a mut Sink,
     when: When<'a>,
+    /// Why the connection went down, for its streams that end `Disconnected`.
+    cause: Option<(FailKind, &'a str)>,
 }
 
 impl<'a> StreamCx<'a> {
     pub(super) fn new(
         slots: &'a mut [Slot],
         free: &'a mut Vec<usize>,
-        wire: &'a GrpcWire,
+        (wire, check): (&'a GrpcWire, &'a ReplyCheck),
         sink: &'a mut Sink,
         when: When<'a>,
     ) -> StreamCx<'a> {
@@ -69,9 +99,17 @@ impl<'a> StreamCx<'a> {
             slots,
             free,
             wire,
+            check,
             sink,
             when,
+            cause: None,
         }
+    }
+
+    /// Streams that end because the connection went down fail with this kind and message.
+    pub(super) fn with_cause(mut self, kind: FailKind, msg: &'a str) -> StreamCx<'a> {
+        self.cause = Some((kind, msg));
+        self
     }
 
     /// One session event on a connection with `streams` in flight: stamps, response
@@ -93,10 +131,22 @@ impl<'a> StreamCx<'a> {
                     rec.recv_start_ns = self.when.now_ns();
                 }
             }
-            Event::Message { data, .. } => {
+            Event::Message {
+                data, compressed, ..
+            } => {
                 if self.wire.streaming {
-                    self.response(s, data);
-                } else if self.sink.keep_bodies {
+                    return self.response(s, data);
+                }
+                if !self.check.is_none() {
+                    // A compressed reply is not decoded on the hot path: it is taken as is.
+                    let verdict = if compressed {
+                        Ok(())
+                    } else {
+                        self.check.grpc(data)
+                    };
+                    self.slots[s].reply = Some(verdict);
+                }
+                if self.sink.keep_bodies {
                     self.slots[s].body.clear();
                     self.slots[s].body.extend_from_slice(data);
                 }
@@ -116,10 +166,14 @@ impl<'a> StreamCx<'a> {
         let now = self.when.now_ns();
         let resp = match scan_stream_response(data) {
             Ok(r) => r,
-            Err(e) => return self.fail(s, now, e.to_string()),
+            Err(e) => return self.fail(s, now, FailKind::NotProtobuf, e.to_string()),
         };
         if let Some(err) = resp.error {
-            return self.fail(s, now, String::from_utf8_lossy(err).into_owned());
+            let msg = String::from_utf8_lossy(err).into_owned();
+            return self.fail(s, now, FailKind::Status, msg);
+        }
+        if let Err(bad) = self.check.grpc_stream(data) {
+            return self.fail(s, now, bad.kind, bad.msg);
         }
         let (slot, sink) = (&mut self.slots[s], &mut *self.sink);
         if sink.keep_bodies {
@@ -146,19 +200,22 @@ impl<'a> StreamCx<'a> {
             }
             slot.rec.ok = true;
             slot.busy = false;
+            slot.watch.reset();
             sink.finish(slot.rec, &slot.body);
             self.free.push(s);
         }
     }
 
     /// The request in slot `s` failed at `now` with `msg`.
-    fn fail(&mut self, s: usize, now: u64, msg: String) {
+    pub(super) fn fail(&mut self, s: usize, now: u64, kind: FailKind, msg: String) {
         let slot = &mut self.slots[s];
         slot.rec.end_ns = now.max(slot.rec.start_ns);
         slot.rec.ok = false;
+        slot.rec.fail = kind;
         slot.busy = false;
+        slot.watch.reset();
         self.sink.finish(slot.rec, &[]);
-        self.sink.fail(msg);
+        self.sink.fail(kind, msg);
         self.free.push(s);
     }
 
@@ -178,13 +235,20 @@ impl<'a> StreamCx<'a> {
             return;
         }
         if self.wire.streaming || !end.is_ok() {
-            let why = if end.is_ok() {
-                "the stream ended before the request's final response".to_string()
-            } else {
-                end.to_string()
+            let (kind, why) = match (end, self.cause) {
+                (StreamEnd::Ok, _) => (
+                    FailKind::Closed,
+                    "the stream ended before the request's final response".to_string(),
+                ),
+                (StreamEnd::Disconnected, Some((kind, why))) => (kind, why.to_string()),
+                (end, _) => (end.kind(), end.to_string()),
             };
-            return self.fail(s, now, why);
+            return self.fail(s, now, kind, why);
         }
+        if let Some(bad) = self.refused_reply(s) {
+            return self.fail(s, now, bad.kind, bad.msg);
+        }
+        let slot = &mut self.slots[s];
         slot.rec.end_ns = now;
         if slot.rec.recv_start_ns == 0 {
             slot.rec.recv_start_ns = now;
@@ -192,7 +256,23 @@ impl<'a> StreamCx<'a> {
         slot.rec.ok = true;
         slot.rec.responses = 1;
         slot.busy = false;
+        slot.watch.reset();
         self.sink.finish_in_slot(slot.rec, &slot.body, s);
         self.free.push(s);
+    }
+
+    /// Unary, with a reply check: why the call's reply is refused (a refused message, or
+    /// none at all before an OK status).
+    fn refused_reply(&mut self, s: usize) -> Option<Bad> {
+        if self.check.is_none() {
+            return None;
+        }
+        match self.slots[s].reply.take() {
+            Some(verdict) => verdict.err(),
+            None => Some(Bad::new(
+                FailKind::NotProtobuf,
+                "reply has no message (grpc-status 0 without a response)",
+            )),
+        }
     }
 }

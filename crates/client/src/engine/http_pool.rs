@@ -6,9 +6,11 @@ use std::net::SocketAddr;
 use mio::{Registry, Token};
 
 use super::conn::{Conn, Outcome};
+use super::deadline::timeout_message;
 use super::pool::{Cx, Pool, Ready, Send};
-use crate::measure::RequestRecord;
+use crate::measure::{FailKind, RequestRecord};
 use crate::service::openai::{error_message, stream_error_message};
+use crate::service::reply_check::ReplyCheck;
 use crate::transport::TlsClient;
 
 pub struct HttpPool {
@@ -27,8 +29,8 @@ pub struct HttpPool {
     broken: Vec<Option<String>>,
     /// Session turns: what each connection's socket has served (see `retry_stale`).
     reuse: Vec<Reuse>,
-    /// Session turns: when a byte last moved on each connection (clock ns).
-    last_io_ns: Vec<u64>,
+    /// What a successful reply must be.
+    check: ReplyCheck,
 }
 
 /// Session turns: what a connection's current socket has carried. A socket that is idle
@@ -73,8 +75,14 @@ impl HttpPool {
             rx_stamps: false,
             broken: vec![None; count],
             reuse: vec![Reuse::Fresh; count],
-            last_io_ns: vec![0; count],
+            check: ReplyCheck::None,
         }
+    }
+
+    /// Checks every successful reply with `check` (a failed check fails the request).
+    pub fn with_reply_check(mut self, check: ReplyCheck) -> HttpPool {
+        self.check = check;
+        self
     }
 
     /// Times every response by the kernel's receive stamps (plain TCP only).
@@ -107,9 +115,10 @@ impl HttpPool {
                 self.conns.push(conn);
                 self.connecting += 1;
             }
-            Err(e) => cx
-                .sink
-                .fail(format!("cannot connect to {}: {e}", self.addr)),
+            Err(e) => cx.sink.fail(
+                FailKind::Connect,
+                format!("cannot connect to {}: {e}", self.addr),
+            ),
         }
     }
 
@@ -126,18 +135,20 @@ impl HttpPool {
             }
             Outcome::Completed => {
                 let conn = &mut self.conns[i];
+                let invalid = conn.check_reply(&self.check);
                 let rec = conn.rec;
                 let turns = cx.feed.turns();
                 let session = turns.is_some();
-                if !rec.ok && (!cx.sink.failed || session) {
-                    let msg = match conn.stream_error() {
-                        Some(data) => stream_error_message(data),
-                        None => error_message(conn.status, conn.body()),
+                if !rec.ok {
+                    let msg = match (invalid, conn.stream_error()) {
+                        (Some(msg), _) => msg,
+                        (None, Some(data)) => stream_error_message(data),
+                        (None, None) => error_message(conn.status, conn.body()),
                     };
                     if let Some(t) = turns {
                         t.ended(i, &rec, conn.body(), Some(&msg), cx.clock);
                     }
-                    cx.sink.fail(msg);
+                    cx.sink.fail(rec.fail, msg);
                 } else if let Some(t) = turns {
                     t.ended(i, &rec, conn.body(), None, cx.clock);
                 }
@@ -150,24 +161,35 @@ impl HttpPool {
                     self.idle.push(i);
                 }
             }
-            Outcome::Failed { msg, request_lost } => self.failed(i, msg, request_lost, cx),
+            Outcome::Failed {
+                kind,
+                msg,
+                request_lost,
+            } => self.failed(i, (kind, msg), request_lost, cx),
         }
     }
 
     /// Connection `i` failed; `request_lost`: with the request it had in flight.
-    fn failed(&mut self, i: usize, mut msg: String, mut request_lost: bool, cx: &mut Cx<'_>) {
+    fn failed(
+        &mut self,
+        i: usize,
+        (mut kind, mut msg): (FailKind, String),
+        mut request_lost: bool,
+        cx: &mut Cx<'_>,
+    ) {
         if cx.feed.turns().is_some() {
             match self.retry_stale(i, request_lost, cx) {
                 Ok(true) => return,
                 Ok(false) => {}
-                Err(why) => msg = why,
+                Err(why) => (kind, msg) = (FailKind::Connect, why),
             }
             // The connection opened for a retry failed: the turn it was to carry is lost.
             request_lost |= self.reuse[i] == Reuse::Retrying;
             self.reuse[i] = Reuse::Fresh;
         }
         if request_lost {
-            let rec = self.conns[i].rec;
+            let mut rec = self.conns[i].rec;
+            rec.fail = kind;
             if let Some(t) = cx.feed.turns() {
                 t.ended(i, &rec, &[], Some(&msg), cx.clock);
             }
@@ -179,10 +201,13 @@ impl HttpPool {
                 self.broken[i] = Some(msg.clone());
             }
             self.idle.push(i);
+        } else if request_lost && cx.sink.keep_going {
+            // The run goes on: the connection that lost its request is replaced.
+            self.reconnect(i, cx);
         }
         // perf_analyzer stops the run at the first failed request; the coordinator sees the
         // error at the next check and ends the measurement.
-        cx.sink.fail(msg);
+        cx.sink.fail(kind, msg);
     }
 
     /// Session turns: a turn lost before any byte of its answer, on a socket that had
@@ -240,7 +265,6 @@ impl HttpPool {
     /// gone ends each conversation at its first turn instead of stalling the slot.
     fn fill_turns(&mut self, cx: &mut Cx<'_>) {
         let now_ns = cx.clock.now_ns();
-        self.expire_silent(now_ns, cx);
         let mut k = 0;
         while let Some(&i) = self.idle.get(k) {
             if let Some(msg) = self.broken[i].take() {
@@ -274,42 +298,8 @@ impl HttpPool {
             };
             self.idle.swap_remove(k);
             self.reuse[i] = self.reuse[i].next();
-            self.last_io_ns[i] = now_ns;
             self.send(i, send, cx);
         }
-        self.watch_silent(cx);
-    }
-
-    /// Session turns: a request whose connection has moved no byte for the source's idle
-    /// limit fails with that reason; its connection is replaced and the slot goes on.
-    fn expire_silent(&mut self, now_ns: u64, cx: &mut Cx<'_>) {
-        let Some(limit) = cx.feed.turns().map(|t| t.idle_limit_ns()) else {
-            return;
-        };
-        for i in 0..self.conns.len() {
-            let due = self.last_io_ns[i].saturating_add(limit);
-            if self.conns[i].in_flight() && now_ns >= due {
-                // A silent server is not a stale connection: the turn is not sent again.
-                self.reuse[i] = Reuse::Fresh;
-                let secs = std::time::Duration::from_nanos(limit).as_secs_f64();
-                let out = self.conns[i].expire(format!("no answer byte for {secs} s"));
-                self.handle(i, out, cx);
-            }
-        }
-    }
-
-    /// Session turns: tells the feed when the first request in flight reaches its idle
-    /// limit, so the worker wakes to end it.
-    fn watch_silent(&self, cx: &mut Cx<'_>) {
-        let Some(t) = cx.feed.turns() else {
-            return;
-        };
-        let limit = t.idle_limit_ns();
-        let due = (0..self.conns.len())
-            .filter(|&i| self.conns[i].in_flight())
-            .map(|i| self.last_io_ns[i].saturating_add(limit))
-            .min();
-        t.watch(due);
     }
 
     /// Session turns: `send` on connection `i` fails at once with `msg` (the connection
@@ -326,14 +316,17 @@ impl HttpPool {
         if let Some(t) = cx.feed.turns() {
             t.ended(i, &rec, &[], Some(&msg), cx.clock);
         }
+        rec.fail = FailKind::Connect;
         cx.sink.finish(rec, &[]);
-        cx.sink.fail(msg);
+        cx.sink.fail(FailKind::Connect, msg);
     }
 
     fn reconnect(&mut self, i: usize, cx: &mut Cx<'_>) {
         if let Err(e) = self.conns[i].reconnect(self.addr, cx.registry, self.tls.as_ref()) {
-            cx.sink
-                .fail(format!("cannot reconnect to {}: {e}", self.addr));
+            cx.sink.fail(
+                FailKind::Connect,
+                format!("cannot reconnect to {}: {e}", self.addr),
+            );
         }
     }
 }
@@ -353,9 +346,6 @@ impl Pool for HttpPool {
         let Some(conn) = self.conns.get_mut(token) else {
             return;
         };
-        if cx.feed.turns().is_some() {
-            self.last_io_ns[token] = cx.clock.now_ns();
-        }
         let mut out = conn_event(conn, ready, cx);
         // The peer's FIN came with this event's data, so no later event will report it; the
         // response cut short must still end (read on to the EOF).
@@ -386,6 +376,39 @@ impl Pool for HttpPool {
         for c in &mut self.conns {
             c.deregister(registry);
         }
+    }
+
+    /// A request (or connect) with no progress for `limit_ns` fails with a timeout; its
+    /// connection is closed and replaced.
+    fn expire(&mut self, now_ns: u64, limit_ns: u64, cx: &mut Cx<'_>) -> bool {
+        let mut watching = false;
+        for i in 0..self.conns.len() {
+            let Some((mark, waiting)) = self.conns[i].progress() else {
+                continue;
+            };
+            if !self.conns[i].watch.stalled(mark, now_ns, limit_ns) {
+                watching = true;
+                continue;
+            }
+            // A silent server is not a stale connection: a session turn is not sent again.
+            self.reuse[i] = Reuse::Fresh;
+            let msg = timeout_message(limit_ns, waiting);
+            let out = self.conns[i].expire(FailKind::Timeout, msg);
+            let lost = matches!(
+                out,
+                Outcome::Failed {
+                    request_lost: true,
+                    ..
+                }
+            );
+            self.handle(i, out, cx);
+            if !lost && cx.feed.turns().is_none() {
+                // A connect that never finished: opened again (its slot is not lost).
+                self.reconnect(i, cx);
+                watching = true;
+            }
+        }
+        watching
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod capi_pool;
 pub mod conn;
+pub mod deadline;
 pub mod grpc_pool;
 mod grpc_streams;
 pub mod http_pool;
@@ -31,7 +32,8 @@ use mio::{Poll, Waker};
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::measure::{RequestRecord, WindowRecords};
+use crate::measure::{FailTally, RequestRecord, WindowRecords};
+use crate::service::reply_check::ReplyCheck;
 use crate::transport::TlsClient;
 use capi_pool::CapiPool;
 use grpc_pool::GrpcPool;
@@ -80,6 +82,11 @@ pub struct EngineSpec {
     /// data gather for up to this long between polls, so a wake-up reads several streams'
     /// tokens; `None`: read as soon as data arrives, timed at the read.
     pub read_batch: Option<Duration>,
+    /// `--request-timeout`: a request with no progress for this long fails as timed out;
+    /// `None`: max(30 s, 10x the slowest request completed so far) (see `deadline.rs`).
+    pub request_timeout: Option<Duration>,
+    /// What every successful reply must be (`ReplyCheck::None`: nothing is checked).
+    pub reply_check: ReplyCheck,
 }
 
 struct WorkerHandle {
@@ -197,6 +204,20 @@ impl Engine {
         })
     }
 
+    /// Every worker's failures by kind (as of their last swap, first failure or exit), and
+    /// the requests they had completed then (failed ones included).
+    pub fn fail_tally(&self) -> (FailTally, u64) {
+        let mut all = FailTally::default();
+        let mut completed = 0;
+        for w in &self.workers {
+            if let Ok(t) = w.shared.tally.lock() {
+                all.merge(&t.0);
+                completed += t.1;
+            }
+        }
+        (all, completed)
+    }
+
     /// Ends a window at `until_ns`: gathers every record that ended by then into `window`
     /// (whose `records` and `bodies` are cleared first; its start/end are left to the caller).
     pub fn collect(&mut self, until_ns: u64, window: &mut WindowRecords) -> Result<()> {
@@ -306,12 +327,15 @@ fn spawn_for_wire(
     let (addr, tls) = (spec.addr, spec.tls.clone());
     match &spec.wire {
         Wire::Http1 => {
-            let pool = HttpPool::new(addr, tls, slots).with_rx_stamps(spec.read_batch.is_some());
+            let pool = HttpPool::new(addr, tls, slots)
+                .with_rx_stamps(spec.read_batch.is_some())
+                .with_reply_check(spec.reply_check.clone());
             spawn_worker(params, pool, core, out)
         }
         Wire::Grpc(wire) => {
             let pool = GrpcPool::new(addr, tls, wire.clone(), slots)
-                .with_rx_stamps(spec.read_batch.is_some());
+                .with_rx_stamps(spec.read_batch.is_some())
+                .with_reply_check(spec.reply_check.clone());
             spawn_worker(params, pool, core, out)
         }
         Wire::Capi(wire) => {

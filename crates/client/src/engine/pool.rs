@@ -12,7 +12,7 @@ use super::seq_feed::{SeqFeed, SeqSend};
 use super::slots::SlotShare;
 use super::turns::TurnFeed;
 use crate::clock::Clock;
-use crate::measure::RequestRecord;
+use crate::measure::{FailKind, FailTally, RequestRecord};
 
 /// A worker's connections: HTTP/1.1 (one request per connection) or HTTP/2 (many streams).
 pub trait Pool: std::marker::Send + 'static {
@@ -29,6 +29,12 @@ pub trait Pool: std::marker::Send + 'static {
     /// Moves requests that finished off the worker thread into `cx.sink` (called before
     /// every window swap, so the swap sees them).
     fn flush(&mut self, _cx: &mut Cx<'_>) {}
+    /// A sweep at `now_ns` (clock ns): every request (or connect) that made no progress for
+    /// `limit_ns` fails with [`crate::measure::FailKind::Timeout`] (see `deadline.rs`).
+    /// Returns whether anything is still being watched (in flight or connecting).
+    fn expire(&mut self, _now_ns: u64, _limit_ns: u64, _cx: &mut Cx<'_>) -> bool {
+        false
+    }
 }
 
 /// What an event reports about a socket.
@@ -424,6 +430,11 @@ pub struct Sink {
     pub failed: bool,
     /// The first failure's message, for the coordinator.
     pub error: Option<String>,
+    /// Failures counted by kind, with the first message of each.
+    pub tally: FailTally,
+    /// Latency of the slowest successful request so far (ns): the default request timeout
+    /// grows with it (see `deadline.rs`).
+    pub slowest_ns: u64,
     /// Sequence models: sequence slots with a request in flight.
     pub seq_busy: Vec<bool>,
     /// Periodic concurrency: responses a request needs before the next batch (0: off), and
@@ -445,6 +456,8 @@ impl Sink {
             in_flight: 0,
             failed: false,
             error: None,
+            tally: FailTally::default(),
+            slowest_ns: 0,
             seq_busy: Vec::new(),
             period: 0,
             period_reached: 0,
@@ -480,10 +493,18 @@ impl Sink {
     #[inline]
     pub fn finish(&mut self, mut rec: RequestRecord, body: &[u8]) {
         if self.period > 0 && rec.ok && rec.responses < self.period && !self.failed {
-            self.fail(format!(
-                "a request ended with {} responses, fewer than --request-period {}",
-                rec.responses, self.period
-            ));
+            self.fail(
+                FailKind::Invalid,
+                format!(
+                    "a request ended with {} responses, fewer than --request-period {}",
+                    rec.responses, self.period
+                ),
+            );
+        }
+        if rec.ok {
+            self.slowest_ns = self.slowest_ns.max(rec.latency_ns());
+        } else if rec.fail == FailKind::None {
+            rec.fail = FailKind::Other;
         }
         if self.keep_bodies && !body.is_empty() {
             rec.body_off = self.bodies.len() as u32;
@@ -521,13 +542,15 @@ impl Sink {
         self.in_flight = self.in_flight.saturating_sub(1);
     }
 
-    /// Records a failure; the first message is kept and, unless `keep_going`, no new
-    /// request starts.
-    pub fn fail(&mut self, msg: String) {
+    /// Records a failure of `kind`: it is counted, the first message is kept (and the
+    /// first of each kind, as the tally's example) and, unless `keep_going`, no new request
+    /// starts.
+    pub fn fail(&mut self, kind: FailKind, msg: String) {
         self.failed |= !self.keep_going;
         if self.error.is_none() {
-            self.error = Some(msg);
+            self.error = Some(msg.clone());
         }
+        self.tally.add(kind, || msg);
     }
 }
 

@@ -13,10 +13,13 @@ fn feed_cycles_steps_and_spends_the_budget() {
     assert_eq!(feed.sent, 4);
     let mut open = Feed::new(Arc::new(vec![vec![0]]), 0, None, None, None);
     assert_eq!(open.next(&mut sink, 0, 0).map(|s| s.step), Some(0));
-    sink.fail("boom".into());
-    sink.fail("later".into());
+    sink.fail(FailKind::Reset, "boom".into());
+    sink.fail(FailKind::Timeout, "later".into());
     assert_eq!(open.next(&mut sink, 0, 0), None);
     assert_eq!(sink.error.as_deref(), Some("boom"));
+    assert_eq!(sink.tally.count(FailKind::Reset), 1);
+    assert_eq!(sink.tally.count(FailKind::Timeout), 1);
+    assert_eq!(sink.tally.example(FailKind::Timeout), Some("later"));
 }
 
 #[test]

@@ -49,6 +49,7 @@ pub(super) fn worker_plans(
             ramp: ramp(load),
             slots: slot_shares.next().flatten(),
             read_batch: spec.read_batch,
+            request_timeout: spec.request_timeout,
             turns: match load {
                 Load::Sessions { turns, .. } => Some(TurnFeed::new(turns.0.worker(slots))),
                 _ => None,
@@ -220,6 +221,8 @@ mod tests {
             sequences: None,
             slots: Some(Arc::new(OutputSlots::new(slots, Vec::new()).unwrap())),
             read_batch: None,
+            request_timeout: None,
+            reply_check: Default::default(),
         }
     }
 

@@ -64,6 +64,8 @@ fn run_engine(
         sequences: None,
         slots: None,
         read_batch: None,
+        request_timeout: None,
+        reply_check: Default::default(),
     };
     let mut engine = Engine::start(&spec, concurrency, Some(total)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -36,7 +36,7 @@ pub trait Turns: std::marker::Send {
     /// No slot will send again.
     fn exhausted(&self) -> bool;
     /// How long (ns) a request may wait with no byte moving on its connection before it
-    /// fails with "no answer byte".
+    /// fails with a timeout, unless the run gives a request timeout (see `deadline.rs`).
     fn idle_limit_ns(&self) -> u64 {
         DEFAULT_IDLE_LIMIT_NS
     }
@@ -70,8 +70,6 @@ impl PartialEq for TurnSource {
 pub struct TurnFeed {
     turns: Box<dyn Turns>,
     pub scratch: Vec<u8>,
-    /// When the pool must look again at its requests in flight (their idle limit).
-    watch_ns: Option<u64>,
 }
 
 impl TurnFeed {
@@ -79,7 +77,6 @@ impl TurnFeed {
         TurnFeed {
             turns,
             scratch: Vec::new(),
-            watch_ns: None,
         }
     }
 
@@ -108,23 +105,14 @@ impl TurnFeed {
         self.turns.ended(slot, end);
     }
 
-    /// The next time the worker must wake: a slot's turn comes due, or a request in flight
-    /// reaches its idle limit.
+    /// The next time the worker must wake for a slot's turn to come due.
     pub fn next_due_ns(&self) -> Option<u64> {
-        match (self.turns.next_due_ns(), self.watch_ns) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.turns.next_due_ns()
     }
 
     /// See [`Turns::idle_limit_ns`].
     pub fn idle_limit_ns(&self) -> u64 {
         self.turns.idle_limit_ns()
-    }
-
-    /// The earliest idle deadline of the requests in flight (`None`: none in flight).
-    pub fn watch(&mut self, at_ns: Option<u64>) {
-        self.watch_ns = at_ns;
     }
 
     pub fn exhausted(&self) -> bool {

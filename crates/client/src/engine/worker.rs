@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Poll, Token};
 
+use super::deadline::Deadlines;
 use super::pool::{Cx, Feed, Pace, Pool, Ramp, Ready, Sink};
 use super::seq_feed::SeqFeed;
 use super::slots::SlotShare;
 use super::timer::Timer;
 use super::turns::TurnFeed;
 use crate::clock::Clock;
-use crate::measure::RequestRecord;
+use crate::measure::{FailKind, FailTally, RequestRecord};
 
 /// Token of the coordinator's waker; connection tokens are their index.
 pub const WAKE: Token = Token(usize::MAX);
@@ -65,6 +66,9 @@ pub struct Shared {
     pub finished: AtomicBool,
     pub has_error: AtomicBool,
     pub error: Mutex<Option<String>>,
+    /// The worker's failures by kind and its completed requests when it published them
+    /// (at its first failure, each window swap and its exit).
+    pub tally: Mutex<(FailTally, u64)>,
 }
 
 pub struct WorkerParams {
@@ -93,6 +97,9 @@ pub struct WorkerParams {
     pub read_batch: Option<Duration>,
     /// Session turns: this worker's slots' requests, composed at send time.
     pub turns: Option<TurnFeed>,
+    /// `--request-timeout` (see `deadline.rs`); `None`: the default (session turns: their
+    /// source's idle limit).
+    pub request_timeout: Option<Duration>,
 }
 
 pub struct Worker<P: Pool> {
@@ -111,6 +118,8 @@ pub struct Worker<P: Pool> {
     out: Sender<Batch>,
     /// Batched reads: the shortest time between wake-ups (see `gather`).
     read_batch: Option<Duration>,
+    /// The request timeout, checked by sweeps (see `sweep`).
+    deadlines: Deadlines,
 }
 
 impl<P: Pool> Worker<P> {
@@ -130,6 +139,11 @@ impl<P: Pool> Worker<P> {
         sink.seq_busy = vec![false; p.seq.as_ref().map_or(0, SeqFeed::slots)];
         sink.capture = p.slots.clone().filter(|s| s.slots.captures());
         let slots = p.slots;
+        let session_limit = p
+            .turns
+            .as_ref()
+            .map(|t| Duration::from_nanos(t.idle_limit_ns()));
+        let deadlines = Deadlines::new(p.request_timeout.or(session_limit));
         Worker {
             index: p.index,
             clock: p.clock,
@@ -152,6 +166,7 @@ impl<P: Pool> Worker<P> {
             timer: None,
             cpu_mark: thread_cpu_ns(),
             read_batch: p.read_batch,
+            deadlines,
             shared,
             out,
         }
@@ -160,12 +175,15 @@ impl<P: Pool> Worker<P> {
     /// The thread body: connect, then run the event loop until stopped.
     pub fn run(mut self, commands: Receiver<Command>) {
         if let Err(msg) = self.pool.open(self.poll.registry()) {
-            self.sink.fail(msg);
+            self.sink.fail(FailKind::Connect, msg);
         }
         if self.feed.timed() {
             match Timer::new(self.poll.registry(), TIMER) {
                 Ok(t) => self.timer = Some(t),
-                Err(e) => self.sink.fail(format!("cannot create the send timer: {e}")),
+                Err(e) => self.sink.fail(
+                    FailKind::Other,
+                    format!("cannot create the send timer: {e}"),
+                ),
             }
         }
         let mut events = Events::with_capacity(1024);
@@ -173,15 +191,23 @@ impl<P: Pool> Worker<P> {
         let mut deadline: Option<Instant> = None;
         // Batched reads: the last two wake-ups with events.
         let (mut woke, mut before): (Option<Instant>, Option<Instant>) = (None, None);
+        // Request timeouts: the next sweep, and whether the last one watched anything.
+        let (mut sweep_at, mut watching) = (last_publish, true);
         loop {
             if let (Some(at), Some(prev)) = (woke, before) {
                 self.gather(at, at - prev);
             }
             let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let timeout = timeout.map(|t| t.min(Duration::from_millis(10)));
+            let mut timeout = timeout.map(|t| t.min(Duration::from_millis(10)));
+            if watching || self.sink.in_flight > 0 {
+                // Wake for the next sweep even when every request has stalled.
+                let sweep_in = sweep_at.saturating_duration_since(Instant::now());
+                timeout = Some(timeout.map_or(sweep_in, |t| t.min(sweep_in)));
+            }
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
-                    self.sink.fail(format!("epoll failed: {e}"));
+                    self.sink
+                        .fail(FailKind::Other, format!("epoll failed: {e}"));
                     deadline = Some(Instant::now());
                 }
             }
@@ -213,12 +239,17 @@ impl<P: Pool> Worker<P> {
                     self.pool.on_event(ev.token().0, ready, &mut cx);
                 }
             }
+            let now = Instant::now();
+            if now >= sweep_at {
+                let period = self.sweep(&mut watching);
+                sweep_at = now + period;
+            }
             self.fill();
             if self.sink.error.is_some() && !self.error_published {
                 self.error_published = true;
+                self.publish_tally();
                 set_error(&self.shared, self.sink.error.clone().unwrap_or_default());
             }
-            let now = Instant::now();
             if now.duration_since(last_publish) >= PUBLISH_EVERY {
                 self.publish_completed();
                 last_publish = now;
@@ -235,7 +266,34 @@ impl<P: Pool> Worker<P> {
                 }
             }
         }
+        self.publish_tally();
         self.pool.close(self.poll.registry());
+    }
+
+    /// Fails the requests that made no progress for the request timeout (see
+    /// `deadline.rs`); returns the time to the next sweep.
+    fn sweep(&mut self, watching: &mut bool) -> Duration {
+        let limit_ns = self.deadlines.limit_ns(self.sink.slowest_ns);
+        let now_ns = self.clock.now_ns();
+        let mut cx = Cx {
+            registry: self.poll.registry(),
+            clock: &self.clock,
+            feed: &mut self.feed,
+            sink: &mut self.sink,
+        };
+        *watching = self.pool.expire(now_ns, limit_ns, &mut cx);
+        Duration::from_nanos(Deadlines::period_ns(limit_ns))
+    }
+
+    /// Hands the failure tally (copied only when it changed) and the completed count to
+    /// the coordinator.
+    fn publish_tally(&self) {
+        if let Ok(mut t) = self.shared.tally.lock() {
+            if t.0.total() != self.sink.tally.total() {
+                t.0 = self.sink.tally.clone();
+            }
+            t.1 = self.sink.completed;
+        }
     }
 
     fn fill(&mut self) {
@@ -298,6 +356,7 @@ impl<P: Pool> Worker<P> {
                         sink: &mut self.sink,
                     };
                     self.pool.flush(&mut cx);
+                    self.publish_tally();
                     let batch = self.swap(until_ns, fresh, fresh_bodies);
                     let _ = self.out.send(batch);
                 }

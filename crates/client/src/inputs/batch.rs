@@ -50,7 +50,7 @@ pub fn batch(
                 .collect::<Result<_>>()?
         };
         let add_batch_dim = batched && !unbatched;
-        out.push(concat(&parts, add_batch_dim, b));
+        out.push(concat(&parts, add_batch_dim, b)?);
     }
     for step in &steps[1..] {
         let in_first = |t: &&TensorValue| first.inputs.iter().any(|f| f.name == t.name);
@@ -87,7 +87,7 @@ pub fn batch_expected(
                 find(expected, tensor, stream, first_step)
             })
             .collect::<Result<Vec<_>>>()?;
-        let joined = concat(&parts, batched, b);
+        let joined = concat(&parts, batched, b)?;
         out.push(TensorValue {
             name: joined.name,
             datatype: joined.datatype,
@@ -150,20 +150,27 @@ fn find<'a>(
     Ok(found)
 }
 
-fn concat(parts: &[&TensorValue], add_batch_dim: bool, b: usize) -> InputTensor {
+fn concat(parts: &[&TensorValue], add_batch_dim: bool, b: usize) -> Result<InputTensor> {
     let first = parts[0];
-    let mut data = Vec::with_capacity(first.data.len() * parts.len());
+    let too_big = || {
+        Error::usage(format!(
+            "input '{}': a batch of {b} does not fit in memory",
+            first.name
+        ))
+    };
+    let len = first.data.len().checked_mul(parts.len()).ok_or_else(too_big)?;
+    let mut data = Vec::with_capacity(len);
     parts.iter().for_each(|p| data.extend_from_slice(&p.data));
     let mut shape = first.shape.clone();
     if add_batch_dim {
-        shape.insert(0, b as i64);
+        shape.insert(0, i64::try_from(b).map_err(|_| too_big())?);
     }
-    InputTensor {
+    Ok(InputTensor {
         name: first.name.clone(),
         datatype: first.datatype,
         shape,
         data,
-    }
+    })
 }
 
 #[cfg(test)]

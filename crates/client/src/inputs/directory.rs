@@ -22,6 +22,17 @@ pub fn read_directory(dir: &Path, model: &ModelSpec) -> Result<Step> {
                 .into(),
         ));
     }
+    // Tensor names come from the server: one naming `/etc/passwd` or `../x` must not make
+    // the client read (and send) a file outside the directory.
+    for spec in model.inputs.iter().chain(&model.outputs) {
+        if !is_plain_file_name(&spec.name) {
+            return Err(fail(format!(
+                "the model's tensor name '{}' is not a plain file name, so it cannot be read \
+                 from a data directory; use a JSON data file",
+                crate::text::escape_control(&spec.name)
+            )));
+        }
+    }
     let entries = std::fs::read_dir(dir).map_err(|e| fail(format!("cannot list: {e}")))?;
     for entry in entries {
         let entry = entry.map_err(|e| fail(format!("cannot list: {e}")))?;
@@ -66,6 +77,11 @@ pub fn read_directory(dir: &Path, model: &ModelSpec) -> Result<Step> {
         expected: (!expected.is_empty()).then_some(expected),
         timestamp_ms: None,
     })
+}
+
+/// `name` joined to a directory names a file directly inside it.
+fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 
 /// One tensor file. `need_shape`: the tensor must have a fully defined shape (inputs).
@@ -192,6 +208,22 @@ mod tests {
         let expected = step.expected.unwrap();
         assert_eq!(expected[0].name, "OUT");
         assert_eq!(expected[0].data, out.to_vec());
+    }
+
+    #[test]
+    fn tensor_names_that_are_paths_are_never_read() {
+        let secret = dir_with("secret", &[("NUM", &[7u8; 8])]);
+        let data = dir_with("data", &[("NUM", &[0u8; 8])]);
+        let outside = secret.join("NUM").display().to_string();
+        let escape = format!("../{}/NUM", secret.file_name().unwrap().to_string_lossy());
+        for name in [outside.as_str(), escape.as_str(), "..", "a\\b"] {
+            let mut m = model();
+            m.inputs[0].name = name.to_string();
+            let err = read_directory(&data, &m).unwrap_err();
+            assert!(err.msg.contains("is not a plain file name"), "{}", err.msg);
+        }
+        std::fs::remove_dir_all(&secret).unwrap();
+        std::fs::remove_dir_all(&data).unwrap();
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `--input-data random|zero` (spec §4.1): one step whose tensors are generated once.
 
-use super::model::{shape_text, ModelSpec};
+use super::model::{shape_text, ModelSpec, TensorSpec};
 use super::{Step, TensorValue};
 use crate::config::{Config, InputData, TensorFormat};
 use crate::error::{Error, Result};
@@ -47,7 +47,8 @@ pub fn generated_step(model: &ModelSpec, cfg: &Config) -> Result<Step> {
                 t.name
             )));
         };
-        let data = batch1_data(t.datatype, &shape, cfg, &mut rng);
+        let count = check_generated_size(t, &shape, model.batched, cfg)?;
+        let data = batch1_data(t.datatype, count, cfg, &mut rng);
         inputs.push(TensorValue {
             name: t.name.clone(),
             datatype: t.datatype,
@@ -62,9 +63,49 @@ pub fn generated_step(model: &ModelSpec, cfg: &Config) -> Result<Step> {
     })
 }
 
-/// The bytes of one batch-1 tensor.
-fn batch1_data(datatype: DataType, dims: &[i64], cfg: &Config, rng: &mut Rng) -> Vec<u8> {
-    let n = element_count(dims);
+/// Checks input `t` at batch-1 `shape` against `--max-input-bytes` before anything is
+/// allocated: its bytes in one request (times `-b` when the model batches) may not pass the
+/// limit. Returns the batch-1 element count.
+fn check_generated_size(
+    t: &TensorSpec,
+    shape: &[i64],
+    batched: bool,
+    cfg: &Config,
+) -> Result<usize> {
+    let per_element = if t.datatype == DataType::Bytes {
+        let len = cfg.string_data.as_ref().map_or(cfg.string_length, String::len);
+        (len as u128).saturating_add(4)
+    } else {
+        t.datatype.size() as u128
+    };
+    let batch = if batched { cfg.batch_size.max(1) } else { 1 };
+    let count = element_count(shape);
+    let bytes = count
+        .and_then(|n| (n as u128).checked_mul(per_element))
+        .and_then(|b| b.checked_mul(u128::from(batch)));
+    match (count, bytes) {
+        (Some(n), Some(b)) if b <= u128::from(cfg.max_input_bytes) => Ok(n),
+        _ => {
+            let at_batch = if batch > 1 {
+                format!(" at batch size {batch}")
+            } else {
+                String::new()
+            };
+            let size = bytes.map_or_else(|| "too many bytes to count".into(), |b| format!("{b} bytes"));
+            Err(Error::usage(format!(
+                "input {}: shape {} of {}{at_batch} is {size}, over the {}-byte limit for \
+                 generated data (raise it with --max-input-bytes)",
+                t.name,
+                shape_text(shape),
+                t.datatype.name(),
+                cfg.max_input_bytes
+            )))
+        }
+    }
+}
+
+/// The bytes of one batch-1 tensor of `n` elements.
+fn batch1_data(datatype: DataType, n: usize, cfg: &Config, rng: &mut Rng) -> Vec<u8> {
     let zero = cfg.input_data == InputData::Zero;
     if datatype == DataType::Bytes {
         let mut out = Vec::new();
@@ -122,16 +163,85 @@ mod tests {
     fn data_sizes_follow_types() {
         let mut cfg = Config::default();
         let mut rng = Rng::new(1);
-        assert_eq!(batch1_data(DataType::I32, &[16], &cfg, &mut rng).len(), 64);
+        assert_eq!(batch1_data(DataType::I32, 16, &cfg, &mut rng).len(), 64);
         cfg.string_length = 5;
-        let b = batch1_data(DataType::Bytes, &[2], &cfg, &mut rng);
+        let b = batch1_data(DataType::Bytes, 2, &cfg, &mut rng);
         assert_eq!(b.len(), 2 * (4 + 5));
         cfg.string_data = Some("hi".into());
-        let b = batch1_data(DataType::Bytes, &[1], &cfg, &mut rng);
+        let b = batch1_data(DataType::Bytes, 1, &cfg, &mut rng);
         assert_eq!(b, [2, 0, 0, 0, b'h', b'i']);
         cfg.input_data = InputData::Zero;
-        let z = batch1_data(DataType::F64, &[4], &cfg, &mut rng);
+        let z = batch1_data(DataType::F64, 4, &cfg, &mut rng);
         assert!(z.iter().all(|&x| x == 0) && z.len() == 32);
+    }
+
+    fn spec(name: &str, datatype: DataType, dims: &[i64]) -> ModelSpec {
+        ModelSpec {
+            inputs: vec![TensorSpec {
+                name: name.into(),
+                datatype,
+                dims: dims.to_vec(),
+                default_shape: Some(dims.to_vec()),
+                optional: false,
+                shape_tensor: false,
+            }],
+            outputs: Vec::new(),
+            batched: false,
+            fixed_schedule: false,
+        }
+    }
+
+    #[test]
+    fn generated_inputs_over_the_limit_name_the_input_and_its_dims() {
+        let cfg = Config::default();
+        let err = generated_step(&spec("INPUT0", DataType::F32, &[65536, 65536]), &cfg)
+            .unwrap_err();
+        assert_eq!(err.exit_code(), 99);
+        assert_eq!(
+            err.msg,
+            "input INPUT0: shape [65536,65536] of FP32 is 17179869184 bytes, over the \
+             268435456-byte limit for generated data (raise it with --max-input-bytes)"
+        );
+        let big = 1i64 << 32;
+        let err =
+            generated_step(&spec("X", DataType::F32, &[big, big, big]), &cfg).unwrap_err();
+        assert!(
+            err.msg.starts_with(
+                "input X: shape [4294967296,4294967296,4294967296] of FP32 is too many bytes"
+            ),
+            "{}",
+            err.msg
+        );
+        // BYTES: 4-byte length plus --string-length per element.
+        let err = generated_step(&spec("S", DataType::Bytes, &[1 << 21]), &cfg).unwrap_err();
+        assert!(err.msg.contains("of BYTES is 276824064 bytes"), "{}", err.msg);
+        // The batch counts when the model batches.
+        let mut batched = spec("B", DataType::U8, &[1 << 20]);
+        batched.batched = true;
+        let cfg8 = Config {
+            batch_size: 8,
+            max_input_bytes: (8 << 20) - 1,
+            ..Config::default()
+        };
+        let err = generated_step(&batched, &cfg8).unwrap_err();
+        assert!(
+            err.msg.contains("of UINT8 at batch size 8 is 8388608 bytes, over the 8388607-byte"),
+            "{}",
+            err.msg
+        );
+    }
+
+    #[test]
+    fn inputs_at_the_limit_are_generated() {
+        let cfg = Config {
+            max_input_bytes: 64,
+            ..Config::default()
+        };
+        let step = generated_step(&spec("A", DataType::I32, &[4, 4]), &cfg).unwrap();
+        assert_eq!(step.inputs[0].data.len(), 64);
+        assert!(generated_step(&spec("A", DataType::I32, &[4, 5]), &cfg).is_err());
+        let step = generated_step(&spec("E", DataType::F32, &[0, 3]), &cfg).unwrap();
+        assert!(step.inputs[0].data.is_empty());
     }
 
     #[test]
@@ -141,11 +251,11 @@ mod tests {
             ..Config::default()
         };
         let mut rng = Rng::new(7);
-        let data = batch1_data(DataType::F32, &[4096], &cfg, &mut rng);
+        let data = batch1_data(DataType::F32, 4096, &cfg, &mut rng);
         assert!(data
             .chunks_exact(4)
             .all(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]).is_finite()));
-        let bools = batch1_data(DataType::Bool, &[64], &Config::default(), &mut rng);
+        let bools = batch1_data(DataType::Bool, 64, &Config::default(), &mut rng);
         assert!(bools.iter().all(|&b| b <= 1));
     }
 }

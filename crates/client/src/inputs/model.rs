@@ -44,6 +44,7 @@ impl ModelSpec {
         fixed_schedule: bool,
     ) -> Result<ModelSpec> {
         let batched = config.max_batch_size > 0;
+        check_dims(meta)?;
         let mut inputs = Vec::with_capacity(meta.inputs.len());
         for t in &meta.inputs {
             let conf = config.inputs.iter().find(|c| c.name == t.name);
@@ -92,6 +93,23 @@ impl ModelSpec {
     }
 }
 
+/// Every dim in the metadata is a size or -1 (variable): a server's -2 is an error, not a
+/// dim to skip or to wrap around.
+fn check_dims(meta: &ModelMetadata) -> Result<()> {
+    let tensors = meta.inputs.iter().map(|t| ("input", t));
+    for (what, t) in tensors.chain(meta.outputs.iter().map(|t| ("output", t))) {
+        if let Some(d) = t.shape.iter().find(|&&d| d < -1) {
+            return Err(Error::generic(format!(
+                "model metadata: {what} {}: shape {} has the dimension {d}; only -1 (a variable \
+                 dimension) may be negative",
+                t.name,
+                shape_text(&t.shape)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Metadata dims without the batch dim.
 fn batch1_dims(meta: &TensorMeta, batched: bool) -> &[i64] {
     if batched {
@@ -128,13 +146,8 @@ pub fn shape_fits(shape: &[i64], dims: &[i64]) -> bool {
 }
 
 /// Elements of a fully defined shape; `None` for a negative dim or when the count
-/// overflows (shapes come from user files and must not panic).
-pub fn checked_element_count(shape: &[i64]) -> Option<usize> {
-    shape.iter().try_fold(1usize, |acc, &d| {
-        let d = usize::try_from(d).ok()?;
-        acc.checked_mul(d)
-    })
-}
+/// overflows (shapes come from user files and servers and must not panic).
+pub use crate::tensor::element_count as checked_element_count;
 
 /// `[1,2,3]`, as perf_analyzer prints shapes in its messages.
 pub fn shape_text(shape: &[i64]) -> String {
@@ -198,6 +211,28 @@ mod tests {
         cfg.shapes.push(("A".into(), vec![5]));
         let err = ModelSpec::new(&meta(), &config, &cfg, false).unwrap_err();
         assert!(err.msg.contains("--shape A"), "{}", err.msg);
+    }
+
+    #[test]
+    fn negative_dims_other_than_minus_one_are_errors() {
+        let config = ModelConfig::default();
+        let cfg = Config::default();
+        for (input, output) in [(vec![4, -2], vec![-1]), (vec![4], vec![i64::MIN])] {
+            let mut m = meta();
+            m.inputs[0].shape = input;
+            m.outputs[0].shape = output;
+            let err = ModelSpec::new(&m, &config, &cfg, false).unwrap_err();
+            assert_eq!(err.exit_code(), 99);
+            assert!(err.msg.contains("only -1 (a variable dimension)"), "{}", err.msg);
+        }
+        let mut m = meta();
+        m.inputs[0].shape = vec![4, -2];
+        let err = ModelSpec::new(&m, &config, &cfg, false).unwrap_err();
+        assert_eq!(
+            err.msg,
+            "model metadata: input A: shape [4,-2] has the dimension -2; only -1 (a variable \
+             dimension) may be negative"
+        );
     }
 
     #[test]

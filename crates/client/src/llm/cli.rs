@@ -3,6 +3,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{ArgAction, Parser, ValueEnum};
 
@@ -74,7 +75,9 @@ pub enum Distribution {
 #[command(
     name = "inferperf profile",
     about = "Benchmark an LLM endpoint: TTFT, inter-token latency, token throughput, goodput.",
-    after_help = "Metric definitions: run `inferperf profile --help-metrics`."
+    after_help = "Metric definitions: run `inferperf profile --help-metrics`.",
+    // `--flag -1` is the flag's (bad) value, reported by clap naming the flag.
+    allow_negative_numbers = true
 )]
 pub struct ProfileArgs {
     /// Model name(s) to send requests to (several: `-m a b` or `-m a -m b`).
@@ -121,6 +124,14 @@ pub struct ProfileArgs {
     /// Stop sending after this many seconds (requests in flight are waited for).
     #[arg(long)]
     pub benchmark_duration: Option<f64>,
+    /// Milliseconds a request may go without a response byte (or a connect without
+    /// finishing) before it fails as timed out and its connection is replaced (default
+    /// 600000, AIPerf's 600 s).
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    pub request_timeout: Option<String>,
+    /// AIPerf's spelling of --request-timeout, in seconds (default 600).
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    pub request_timeout_seconds: Option<String>,
     /// Synthetic prompts: mean input length in tokens.
     #[arg(long, visible_alias = "isl", default_value_t = 550)]
     pub synthetic_input_tokens_mean: u64,
@@ -231,6 +242,8 @@ pub struct ProfileConfig {
     pub headers: Vec<(String, String)>,
     /// `--extra-inputs`, parsed.
     pub extra: Vec<(String, serde_json::Value)>,
+    /// `--request-timeout` / `--request-timeout-seconds` (default 600 s).
+    pub request_timeout: Duration,
 }
 
 /// Parses `argv` (args[0] = "profile"). `Ok(None)`: help or metric definitions were printed.
@@ -241,7 +254,13 @@ pub fn parse(args: Vec<OsString>) -> Result<std::result::Result<ProfileConfig, S
             use clap::error::ErrorKind as K;
             return match e.kind() {
                 K::DisplayHelp | K::DisplayVersion => Ok(Err(e.to_string())),
-                _ => Err(Error::usage(e.to_string().trim_end().to_string())),
+                // clap's text starts with its own "error: "; the caller adds one.
+                _ => {
+                    let text = e.to_string();
+                    let text = text.trim_end();
+                    let text = text.strip_prefix("error: ").unwrap_or(text);
+                    Err(Error::usage(text.to_string()))
+                }
             };
         }
     };
@@ -267,6 +286,7 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
     };
     check_load(&args)?;
     check_tokens(&args)?;
+    check_bounds(&args)?;
     check_export_file_name(&args.profile_export_file).map_err(Error::usage)?;
     if args.use_server_token_count && !endpoint_type.generates() {
         return Err(Error::usage(
@@ -290,7 +310,9 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
         None => endpoint_type.default_path(&models[0]),
     };
     let address = server_address(args.url.as_deref(), endpoint_type)?;
+    let request_timeout = request_timeout(&args)?;
     Ok(ProfileConfig {
+        request_timeout,
         points: load_points(&args),
         args,
         models,
@@ -300,6 +322,46 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
         headers,
         extra,
     })
+}
+
+/// AIPerf's default request timeout.
+const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+/// The longest request timeout (one day).
+const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(86_400);
+
+/// `--request-timeout MS` or `--request-timeout-seconds S` (not both), within one day.
+fn request_timeout(args: &ProfileArgs) -> Result<Duration> {
+    let limit = match (&args.request_timeout, &args.request_timeout_seconds) {
+        (Some(_), Some(_)) => {
+            return Err(Error::usage(
+                "profile: give --request-timeout (ms) or --request-timeout-seconds, not both",
+            ))
+        }
+        (Some(ms), None) => match ms.trim().parse::<u64>() {
+            Ok(ms) if ms > 0 && ms <= MAX_REQUEST_TIMEOUT.as_millis() as u64 => {
+                Duration::from_millis(ms)
+            }
+            _ => {
+                return Err(Error::usage(format!(
+                    "profile: --request-timeout must be a whole number of ms from 1 to \
+                     86400000 (got '{ms}')"
+                )))
+            }
+        },
+        (None, Some(secs)) => match secs.trim().parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 && s <= MAX_REQUEST_TIMEOUT.as_secs_f64() => {
+                Duration::from_secs_f64(s)
+            }
+            _ => {
+                return Err(Error::usage(format!(
+                    "profile: --request-timeout-seconds must be a number of seconds above 0 \
+                     and at most 86400 (got '{secs}')"
+                )))
+            }
+        },
+        (None, None) => DEFAULT_REQUEST_TIMEOUT,
+    };
+    Ok(limit)
 }
 
 /// The load flags: how much, how fast, on how many workers.
@@ -379,6 +441,84 @@ fn check_tokens(args: &ProfileArgs) -> Result<()> {
     Ok(())
 }
 
+/// Tokens per prompt or answer at most (mean and standard deviation).
+const MAX_TOKENS: u64 = 1_000_000;
+/// `--num-prompts` at most.
+const MAX_PROMPTS: u64 = 1_000_000;
+/// `--max-workers` at most.
+const MAX_WORKERS: u64 = 4096;
+/// `--benchmark-duration` at most: a week, in seconds.
+const MAX_DURATION_S: f64 = 604_800.0;
+
+/// Upper bounds of the numeric flags: far above any real run, low enough that nothing
+/// derived from them (buffers, schedules, durations) overflows or exhausts memory.
+fn check_bounds(args: &ProfileArgs) -> Result<()> {
+    use crate::cli::number::{MAX_COUNT, MAX_LEVEL, MAX_RATE};
+    let ints = [
+        (
+            "--concurrency",
+            args.concurrency.iter().max().copied(),
+            MAX_LEVEL,
+        ),
+        ("--max-inflight", args.max_inflight, MAX_LEVEL),
+        ("--request-count", args.request_count, MAX_COUNT),
+        (
+            "--warmup-request-count",
+            Some(args.warmup_request_count),
+            MAX_COUNT,
+        ),
+        (
+            "--synthetic-input-tokens-mean",
+            Some(args.synthetic_input_tokens_mean),
+            MAX_TOKENS,
+        ),
+        ("--output-tokens-mean", args.output_tokens_mean, MAX_TOKENS),
+        ("--num-prompts", Some(args.num_prompts), MAX_PROMPTS),
+        (
+            "--max-workers",
+            args.max_workers.map(|w| w as u64),
+            MAX_WORKERS,
+        ),
+    ];
+    for (flag, value, max) in ints {
+        if let Some(v) = value.filter(|&v| v > max) {
+            return Err(Error::usage(format!(
+                "profile: {flag} must be at most {max} (got {v})"
+            )));
+        }
+    }
+    let floats = [
+        (
+            "--request-rate",
+            args.request_rate.iter().copied().fold(0.0, f64::max),
+            MAX_RATE,
+        ),
+        (
+            "--benchmark-duration",
+            args.benchmark_duration.unwrap_or(0.0),
+            MAX_DURATION_S,
+        ),
+        (
+            "--synthetic-input-tokens-stddev",
+            args.synthetic_input_tokens_stddev,
+            MAX_TOKENS as f64,
+        ),
+        (
+            "--output-tokens-stddev",
+            args.output_tokens_stddev,
+            MAX_TOKENS as f64,
+        ),
+    ];
+    for (flag, value, max) in floats {
+        if value > max {
+            return Err(Error::usage(format!(
+                "profile: {flag} must be at most {max} (got {value})"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// One load point per `--request-rate` or `--concurrency` value; concurrency 1 by default.
 fn load_points(args: &ProfileArgs) -> Vec<LoadPoint> {
     if !args.request_rate.is_empty() {
@@ -435,7 +575,8 @@ fn parse_header(h: &str) -> Result<(String, String)> {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
     if !ok || value.contains(['\r', '\n']) {
         return Err(Error::usage(format!(
-            "profile: -H '{h}' is not a valid header"
+            "profile: -H '{}' is not a valid header",
+            crate::text::redact_header(h)
         )));
     }
     Ok((name.to_string(), value.trim().to_string()))

@@ -115,7 +115,11 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
             cfg, point, &dir, &run, &payloads, &bodies, &requests, &metrics,
         )?;
         let _ = writeln!(out, "Results in {}", dir.display());
+        let summary = run.fails.summary(run.records.len() as u64);
         if !requests.is_empty() && requests.iter().all(|r| !r.ok()) {
+            if let Some(line) = summary {
+                return Err(Error::generic(line));
+            }
             let first = requests[0]
                 .error
                 .as_ref()
@@ -124,6 +128,9 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
                 "every request at {} failed; the first: {first}",
                 point.label()
             )));
+        }
+        if let Some(line) = summary {
+            eprintln!("Warning: {}: {line}", point.label());
         }
         let interrupted = run.interrupted;
         outcomes.push(PointOutcome {
@@ -161,6 +168,7 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         wire,
         sequences: None,
         slots: None,
+        request_timeout: Some(cfg.request_timeout),
         // Reads are timed by the kernel's receive stamps; streams may gather between reads.
         read_batch: Some({
             let batch = if cfg.args.streaming {
@@ -170,6 +178,7 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
             };
             std::time::Duration::from_micros(batch)
         }),
+        reply_check: Default::default(),
     })
 }
 
@@ -318,9 +327,11 @@ fn requested_osl(cfg: &ProfileConfig, gen: &mut PromptGen) -> Option<u64> {
     Some(gen.sample_len(mean as f64, cfg.args.output_tokens_stddev) as u64)
 }
 
-/// `artifacts/<model>-<service kind>-<endpoint type>-<mode><value>`, as GenAI-Perf names it.
+/// `artifacts/<model>-<service kind>-<endpoint type>-<mode><value>`, as GenAI-Perf names it;
+/// the model part is a safe file stem (`org/model` gives `org_model`), so the directory is
+/// always inside the artifact directory.
 fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
-    let model = cfg.models.join("_").replace(['/', '\\'], "_");
+    let model = crate::text::safe_file_stem(&cfg.models.join("_"));
     let kind = if cfg.endpoint_type == cli::EndpointType::Kserve {
         "triton"
     } else {
@@ -399,8 +410,7 @@ fn write_point(
         ),
     ];
     for (name, text) in files {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| io(e, &path))?;
+        crate::report::write::write_atomic("", &dir.join(name), text.as_bytes())?;
     }
     if cfg.args.generate_plots {
         let plots = dir.join("plots");

@@ -9,7 +9,7 @@ use super::cli::{Distribution, LoadPoint, ProfileConfig};
 use crate::config;
 use crate::engine::{Engine, EngineSpec, Load};
 use crate::error::{Error, Result};
-use crate::measure::{RequestRecord, WindowRecords};
+use crate::measure::{FailTally, RequestRecord, WindowRecords};
 use crate::report::LoadValue;
 use crate::run::driver::{self, End, Phase, Watch};
 use crate::run::load::LoadDesc;
@@ -36,6 +36,8 @@ pub struct PointRun {
     /// CPU time the load workers used while measuring (ns, summed over workers): the
     /// client's own overhead, published with the results.
     pub worker_cpu_ns: u64,
+    /// The failed requests, counted by kind.
+    pub fails: FailTally,
 }
 
 /// How long a `profile` Poisson schedule runs before it repeats (ns).
@@ -123,14 +125,27 @@ fn drive(
     }
     point.gather(&mut engine)?;
     let Gather {
-        run, mut progress, ..
+        mut run,
+        mut progress,
+        ..
     } = point;
     progress.finish();
+    // The last gather's swap published every worker's tally.
+    run.fails = engine_fails(&engine);
     engine.stop(Duration::from_millis(100));
     if run.records.is_empty() && !run.interrupted {
-        return Err(Error::no_valid_requests());
+        // Nothing recorded: every failure was a connection's (no request went out).
+        return Err(match run.fails.summary(0) {
+            Some(line) => Error::generic(line),
+            None => Error::no_valid_requests(),
+        });
     }
     Ok(run)
+}
+
+/// The workers' failure tally (published at their last swap and at their exit).
+fn engine_fails(engine: &Engine) -> FailTally {
+    engine.fail_tally().0
 }
 
 /// The measured run as a driver phase: keeps every record and shows the progress line.

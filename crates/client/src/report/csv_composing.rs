@@ -4,24 +4,31 @@
 //! perf_analyzer names the file by gluing `<model>_v<version>.` to the whole `-f` path, so
 //! `-f out/x.csv` writes `model_v1.out/x.csv` (a directory that usually does not exist). inferperf
 //! puts the prefix on the file name instead: `out/model_v1.x.csv`, beside the main file.
+//! Model names and versions come from the server: the prefix is made a safe file name
+//! (`report::fmt::safe_file_stem`), and two models whose prefixes clash get `-2`, `-3`, ...
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::super::fmt::{fmt_g, us};
+use super::super::fmt::{fmt_g, safe_file_stem, us, UniqueStems};
 use super::super::server::ServerAverages;
 use super::super::{LoadValue, PointReport};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::measure::server_stats::ComposingStats;
 
-/// Where the CSV of composing model `model` (version `version`) goes for `-f csv`.
+/// Where the CSV of composing model `model` (version `version`) goes for `-f csv`: always in
+/// the directory of `csv`, whatever the server named the model.
 pub fn composing_csv_path(csv: &Path, model: &str, version: &str) -> PathBuf {
+    prefixed(csv, &safe_file_stem(&format!("{model}_v{version}")))
+}
+
+/// `csv` with `<stem>.` before its file name; `stem` is a safe file stem.
+fn prefixed(csv: &Path, stem: &str) -> PathBuf {
     let file = csv
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_default();
-    csv.with_file_name(format!("{model}_v{version}.{file}"))
+    csv.with_file_name(format!("{stem}.{file}"))
 }
 
 /// Server-side averages of a composing model in µs: (queue, compute input, compute infer,
@@ -147,13 +154,12 @@ pub fn write_composing_csvs(
     }
     models.sort();
     let mut written = Vec::with_capacity(models.len());
+    let mut stems = UniqueStems::default();
     for (name, version) in models {
-        let path = composing_csv_path(csv, name, version);
-        let err = |e: io::Error| Error::generic(format!("-f {}: {e}", path.display()));
-        let mut w = BufWriter::new(File::create(&path).map_err(err)?);
-        write_composing_csv(&mut w, points, composing, name)
-            .and_then(|_| w.flush())
-            .map_err(err)?;
+        let path = prefixed(csv, &stems.claim(&format!("{name}_v{version}")));
+        crate::report::write::write_atomic_with("-f", &path, |mut w| {
+            write_composing_csv(&mut w, points, composing, name)
+        })?;
         written.push(path);
     }
     Ok(written)
@@ -262,6 +268,8 @@ mod tests {
             ("out/x.csv", "net", "2", "out/net_v2.x.csv"),
             ("x.csv", "tok", "1", "tok_v1.x.csv"),
             ("/tmp/a/b.csv", "m", "", "/tmp/a/m_v.b.csv"),
+            ("out/x.csv", "../../etc/m", "1", "out/___.._etc_m_v1.x.csv"),
+            ("out/x.csv", "/abs/m", "../v", "out/_abs_m_v.._v.x.csv"),
         ];
         for (csv, model, version, want) in cases {
             assert_eq!(
@@ -277,7 +285,36 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let csv = dir.join("r.csv");
+        // Names from the server: each lands in `dir`; a clash after cleaning gets a suffix.
+        let hostile = vec![vec![
+            leaf("../../x", "1", 100),
+            leaf("/abs/x", "1", 100),
+            leaf("a/b", "..", 100),
+            leaf("a_b", "..", 100),
+            leaf("esc\x1b[2J", "\x07", 100),
+        ]];
         let points = [point(1, 300.0, 100, false)];
+        let written = write_composing_csvs(&csv, &points, &hostile).unwrap();
+        let names: Vec<String> = written
+            .iter()
+            .map(|p| {
+                assert_eq!(p.parent(), Some(dir.as_path()), "{p:?}");
+                p.file_name().unwrap().to_string_lossy().into_owned()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "___.._x_v1.r.csv",
+                "_abs_x_v1.r.csv",
+                "a_b_v...r.csv",
+                "a_b_v..-2.r.csv",
+                "esc_[2J_v_.r.csv"
+            ]
+        );
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 5);
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
         let composing = vec![vec![leaf("tok", "1", 100), leaf("net", "3", 100)]];
         let written = write_composing_csvs(&csv, &points, &composing).unwrap();
         assert_eq!(
@@ -291,7 +328,7 @@ mod tests {
             .is_empty());
         let missing = dir.join("no/such/dir/r.csv");
         let err = write_composing_csvs(&missing, &points, &composing).unwrap_err();
-        assert!(err.msg.starts_with("-f "), "{}", err.msg);
+        assert!(err.msg.starts_with("-f: cannot write "), "{}", err.msg);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

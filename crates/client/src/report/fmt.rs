@@ -1,4 +1,7 @@
-//! Number formatting shared by the console and CSV reports.
+//! Number formatting shared by the console and CSV reports, and the helpers for text from a
+//! server (escaped for the terminal, made a safe file name).
+
+pub use crate::text::{escape_control, safe_file_stem, UniqueStems};
 
 /// Formats `v` like a C++ `std::ostream` with default flags: `%g` with 6 significant digits
 /// (trailing zeros dropped, scientific notation when the decimal exponent is < -4 or >= 6).

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::fmt::fmt_g;
+use super::fmt::{escape_control, fmt_g};
 use crate::measure::metrics::{GpuMetrics, PointMetrics};
 
 /// perf_analyzer prints per-GPU lines only up to this many GPUs.
@@ -76,7 +76,7 @@ fn gpu_lines<T>(
 ) {
     let _ = writeln!(out, "    {title}:");
     for (uuid, v) in per_gpu {
-        let _ = writeln!(out, "      {uuid} : {}", show(v));
+        let _ = writeln!(out, "      {} : {}", escape_control(uuid), show(v));
     }
 }
 

@@ -1,6 +1,6 @@
 //! The three reports perf_analyzer users and tools read: the console text, the CSV (`-f`)
-//! and the profile export JSON. Plain data in, text out; the only I/O is writing to a
-//! caller-supplied `Write`.
+//! and the profile export JSON. Plain data in, text out; files are written through
+//! [`write::write_atomic`] (temporary file, then rename).
 
 pub mod console;
 pub mod csv;
@@ -13,6 +13,7 @@ pub mod plot;
 mod server;
 #[cfg(test)]
 mod test_samples;
+pub mod write;
 
 use crate::measure::metrics::PointMetrics;
 use crate::measure::server_stats::ServerStats;

@@ -1,7 +1,7 @@
 //! Server-side averages shared by the console "Server:" block and the CSV server columns.
 
 use crate::measure::server_stats::{ComposingStats, ModelStats, ServerStats};
-use crate::report::fmt::us;
+use crate::report::fmt::{escape_control, us};
 use std::fmt::Write as _;
 
 /// Mean durations (ns) derived from a server-stats delta; each is 0 when its count is 0.
@@ -113,7 +113,12 @@ fn model_block(
     sorted
         .sort_by(|x, y| (&x.model.name, &x.model.version).cmp(&(&y.model.name, &y.model.version)));
     for c in sorted {
-        let _ = writeln!(out, "{ident}{}, version: {}", c.model.name, c.model.version);
+        let _ = writeln!(
+            out,
+            "{ident}{}, version: {}",
+            escape_control(&c.model.name),
+            escape_control(&c.model.version)
+        );
         model_block(out, &c.model, &c.composing, cache_enabled, level + 1);
     }
 }

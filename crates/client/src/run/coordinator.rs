@@ -433,7 +433,9 @@ fn server_delta(
     } else {
         match composing_deltas(&p.all, &n.all, composing) {
             Ok((stats, warnings)) => {
-                warnings.iter().for_each(|w| eprintln!("Warning: {w}"));
+                warnings
+                    .iter()
+                    .for_each(|w| eprintln!("Warning: {}", crate::text::escape_control(w)));
                 stats
             }
             Err(e) => {

@@ -28,11 +28,19 @@ pub trait Source {
     fn first_error(&self) -> Option<(usize, String)>;
     /// Every worker has finished its budget.
     fn all_finished(&self) -> bool;
+    /// The failures so far by kind, as one line (see `FailTally::summary`).
+    fn fail_summary(&self) -> Option<String> {
+        None
+    }
 }
 
 impl Source for Engine {
     fn first_error(&self) -> Option<(usize, String)> {
         Engine::first_error(self)
+    }
+    fn fail_summary(&self) -> Option<String> {
+        let (tally, completed) = self.fail_tally();
+        tally.summary(completed)
     }
     fn all_finished(&self) -> bool {
         Engine::all_finished(self)
@@ -80,7 +88,11 @@ pub fn drive<S: Source + ?Sized>(
         }
         if watch.fail_on_error {
             if let Some((i, msg)) = source.first_error() {
-                return Ok(End::Failed(format!("Thread [{i}] had error: {msg}")));
+                let mut line = format!("Thread [{i}] had error: {msg}");
+                if let Some(summary) = source.fail_summary() {
+                    line = format!("{line}\n{summary}");
+                }
+                return Ok(End::Failed(line));
             }
         }
         if phase.done(source) {

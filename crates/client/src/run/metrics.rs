@@ -138,8 +138,9 @@ impl MetricsSource {
         if let Some(e) = syntax {
             if !self.warned_syntax.swap(true, Ordering::Relaxed) {
                 eprintln!(
-                    "WARNING: metrics endpoint {}: {e}; lines that cannot be read are skipped.",
-                    self.url
+                    "WARNING: metrics endpoint {}: {}; lines that cannot be read are skipped.",
+                    self.url,
+                    crate::text::escape_control(&e.to_string())
                 );
             }
         }

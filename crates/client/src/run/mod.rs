@@ -11,8 +11,7 @@ mod sessions;
 pub mod setup;
 mod sweep;
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -22,7 +21,9 @@ use crate::engine::slots::OutputSlots;
 use crate::engine::window::OutputCheck;
 use crate::engine::{available_cores, EngineSpec};
 use crate::error::{Error, Result};
+use crate::text::{escape_control, redact_header};
 use crate::report::export::ExportExperiment;
+use crate::report::write::write_atomic_with;
 use crate::report::{console, csv, export, Banner, PointReport, RateBanner};
 use kinds::{ExportDecoder, Labels, Planned};
 use plan::LoadPlan;
@@ -84,7 +85,10 @@ pub fn run_with(
             eprintln!("{}", printable_request(request));
         }
     }
-    let spec = engine_spec(cfg, &target, &mut plan, shm_slots.clone());
+    let spec = EngineSpec {
+        reply_check: service.reply_check(cfg, &target),
+        ..engine_spec(cfg, &target, &mut plan, shm_slots.clone())
+    };
     let decoupled = target.config.decoupled;
     let labels = service.labels();
     let _ = out.write_all(banner_text(cfg, &labels, decoupled).as_bytes());
@@ -92,6 +96,13 @@ pub fn run_with(
     let check = service.output_check(cfg, &target, shm_slots.as_deref(), plan.expected);
     let stats_available = target.stats_available;
     let metrics = metrics::MetricsSource::for_run(cfg)?;
+    let mut write_csv = |points: &[PointReport]| {
+        if reports {
+            write_csv_reports(cfg, points, stats_available)
+        } else {
+            Ok(())
+        }
+    };
     let mut sweeper = sweep::Sweeper {
         cfg,
         service: &*service,
@@ -103,9 +114,10 @@ pub fn run_with(
         check: check.as_ref().map(|c| c as &OutputCheck),
         metrics: metrics.as_ref(),
         peers,
+        on_point: &mut write_csv,
         result: sweep::SweepResult::default(),
     };
-    sweeper.run()?;
+    sweeper.run();
     let sweep::SweepResult {
         points,
         exps,
@@ -117,7 +129,14 @@ pub fn run_with(
     let _ = out.flush();
     if reports {
         let decode = service.export_decoder(cfg, &target, shm_slots.as_deref());
-        write_reports(cfg, &labels, &points, &exps, stats_available, &decode)?;
+        if let Err(e) = write_reports(cfg, &labels, &points, &exps, stats_available, &decode) {
+            // The run's own error is still worth knowing; the report that could not be
+            // written decides the exit code.
+            if let Some(run_error) = &error {
+                eprintln!("error: {run_error}");
+            }
+            return Err(e);
+        }
     }
     drop(shm_session);
     Ok(RunResult { points, error })
@@ -152,6 +171,8 @@ fn engine_spec(
         sequences: plan.sequences.clone(),
         slots,
         read_batch: None,
+        request_timeout: cfg.request_timeout,
+        reply_check: Default::default(),
     }
 }
 
@@ -215,40 +236,8 @@ fn write_reports(
     stats_available: bool,
     decode: &ExportDecoder,
 ) -> Result<()> {
-    if let (Some(path), false) = (&cfg.csv_file, points.is_empty()) {
-        let f = File::create(path)
-            .map_err(|e| Error::generic(format!("-f {}: {e}", path.display())))?;
-        let mut w = BufWriter::new(f);
-        csv::write_csv(
-            &mut w,
-            points,
-            cfg.percentile,
-            cfg.verbose_csv,
-            cfg.csv_extra_columns,
-            stats_available,
-        )
-        .and_then(|_| w.flush())
-        .map_err(|e| Error::generic(format!("-f {}: {e}", path.display())))?;
-    }
-    if let (Some(path), false) = (&cfg.csv_file, points.is_empty()) {
-        let composing: Vec<_> = points
-            .iter()
-            .map(|p| {
-                p.server
-                    .as_ref()
-                    .map(|s| s.composing.clone())
-                    .unwrap_or_default()
-            })
-            .collect();
-        if composing.iter().any(|c| !c.is_empty()) {
-            csv::write_composing_csvs(path, points, &composing)?;
-        }
-    }
+    write_csv_reports(cfg, points, stats_available)?;
     if let Some(path) = &cfg.profile_export_file {
-        let err = |e: std::io::Error| {
-            Error::generic(format!("--profile-export-file {}: {e}", path.display()))
-        };
-        let mut w = BufWriter::new(File::create(path).map_err(err)?);
         let meta = export::ExportMeta {
             version: crate::VERSION,
             service_kind: labels.export,
@@ -257,9 +246,41 @@ fn write_reports(
             framed: cfg.streaming && labels.framed_streams,
             seed: (cfg.load_mode != LoadMode::Concurrency).then_some(cfg.seed),
         };
-        export::write_export(&mut w, exps, &meta, decode)
-            .and_then(|_| w.flush())
-            .map_err(err)?;
+        write_atomic_with("--profile-export-file", path, |mut w| {
+            export::write_export(&mut w, exps, &meta, decode)
+        })?;
+    }
+    Ok(())
+}
+
+/// `-f`: the CSV of the levels measured so far and, for ensembles and BLS, one CSV per
+/// composing model beside it. Written after every level (and at the end), so a run that
+/// fails or is killed later keeps them.
+fn write_csv_reports(cfg: &Config, points: &[PointReport], stats_available: bool) -> Result<()> {
+    let (Some(path), false) = (&cfg.csv_file, points.is_empty()) else {
+        return Ok(());
+    };
+    write_atomic_with("-f", path, |mut w| {
+        csv::write_csv(
+            &mut w,
+            points,
+            cfg.percentile,
+            cfg.verbose_csv,
+            cfg.csv_extra_columns,
+            stats_available,
+        )
+    })?;
+    let composing: Vec<_> = points
+        .iter()
+        .map(|p| {
+            p.server
+                .as_ref()
+                .map(|s| s.composing.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    if composing.iter().any(|c| !c.is_empty()) {
+        csv::write_composing_csvs(path, points, &composing)?;
     }
     Ok(())
 }
@@ -295,23 +316,27 @@ fn fixed_schedule(cfg: &Config, timestamps_ms: &[Option<u64>]) -> Result<Config>
     })
 }
 
-/// `-v -v`: the request every worker sends, for debugging. Binary tensor bytes (after the
-/// JSON inference header) are shown as a byte count.
+/// `-v -v`: the request every worker sends, for debugging. Header lines end in `\n`, the
+/// values of credential headers (`-H Authorization: ...`, API keys) are `<redacted>`,
+/// control characters are escaped, and binary tensor bytes (after the JSON inference
+/// header) are shown as a byte count.
 fn printable_request(request: &[u8]) -> String {
-    let head_end = request
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map_or(request.len(), |p| p + 4);
+    let found = request.windows(4).position(|w| w == b"\r\n\r\n");
+    let head_end = found.map_or(0, |p| p + 4);
     let head = String::from_utf8_lossy(&request[..head_end]);
     let json_len = head
         .lines()
         .find_map(|l| l.strip_prefix("Inference-Header-Content-Length:"))
         .and_then(|v| v.trim().parse::<usize>().ok());
     let text_end = json_len.map_or(request.len(), |n| (head_end + n).min(request.len()));
-    let mut out = format!(
-        "Request sent by every worker:\n{}",
-        String::from_utf8_lossy(&request[..text_end])
-    );
+    let mut out = String::from("Request sent by every worker:\n");
+    for line in head.lines() {
+        out.push_str(&redact_header(&escape_control(line)));
+        out.push('\n');
+    }
+    out.push_str(&escape_control(&String::from_utf8_lossy(
+        &request[head_end..text_end],
+    )));
     if text_end < request.len() {
         out.push_str(&format!(
             "<{} bytes of binary tensor data>",
@@ -331,10 +356,23 @@ mod tests {
             b"POST / HTTP/1.1\r\nInference-Header-Content-Length: 7\r\n\r\n{\"a\":1}ab\x00\xff";
         let s = printable_request(req);
         assert!(
-            s.ends_with("\r\n\r\n{\"a\":1}<4 bytes of binary tensor data>"),
+            s.ends_with("Length: 7\n\n{\"a\":1}<4 bytes of binary tensor data>"),
             "{s}"
         );
         let json = b"POST / HTTP/1.1\r\n\r\n{\"a\":1}";
         assert!(printable_request(json).ends_with("{\"a\":1}"));
+    }
+
+    #[test]
+    fn printable_request_redacts_credentials_and_escapes_control_bytes() {
+        let req = b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer \
+                    sk-secret\r\nx-api-key: k-secret\r\napi-key: a-secret\r\n\r\n{\"m\":\"\x1b[2J\"}";
+        let s = printable_request(req);
+        assert!(!s.contains("secret"), "{s}");
+        assert!(s.contains("\nAuthorization: <redacted>\n"), "{s}");
+        assert!(s.contains("\nx-api-key: <redacted>\napi-key: <redacted>\n"), "{s}");
+        assert!(s.contains("\nHost: h\n"), "{s}");
+        assert!(!s.contains(['\r', '\x1b']), "{s}");
+        assert!(s.ends_with("{\"m\":\"\\x1b[2J\"}"), "{s}");
     }
 }

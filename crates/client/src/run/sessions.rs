@@ -10,8 +10,9 @@
 //! The only report is the profile export: one experiment `{request_rate, 0.0}` whose one
 //! window spans `[0, u64::MAX]`, holding every answered turn with its per-event timestamps.
 //! The console gets one summary line. A failed turn ends its conversation (the later turns
-//! would carry a broken history); so does a turn whose connection moves no byte for ten
-//! minutes ("no answer byte for 600 s"). A turn lost before any answer byte on a connection
+//! would carry a broken history); so does a turn whose connection moves no byte for
+//! `--request-timeout` (default ten minutes: "timed out after 600 s waiting for the response
+//! head"). A turn lost before any answer byte on a connection
 //! the server closed while idle is sent once more on a new one. Ctrl-C stops starting turns
 //! (a turn still in flight counts as failed), and the export is written either way.
 
@@ -97,6 +98,8 @@ fn engine_spec(cfg: &Config, target: &super::setup::Target) -> EngineSpec {
         sequences: None,
         slots: None,
         read_batch: None,
+        request_timeout: cfg.request_timeout,
+        reply_check: Default::default(),
     }
 }
 

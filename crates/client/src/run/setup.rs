@@ -65,7 +65,7 @@ pub(super) fn reach(cfg: &Config, protocol: Protocol) -> Result<Target> {
     let client = loop {
         match SetupClient::connect(&host, protocol, tls.as_ref()) {
             Ok(c) => break c,
-            Err(e) if Instant::now() >= deadline => {
+            Err(e) if Instant::now() >= deadline || crate::signal::interrupted() => {
                 return Err(Error::generic(format!("server at {host}: {}", e.msg)))
             }
             Err(_) => std::thread::sleep(Duration::from_millis(100)),

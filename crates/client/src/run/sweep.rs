@@ -43,11 +43,26 @@ pub struct Sweeper<'a> {
     pub metrics: Option<&'a Arc<MetricsSource>>,
     /// The other processes (`--enable-mpi`; scale-out splits each level's load across them).
     pub peers: &'a mut dyn Peers,
+    /// Called with every point reported so far after each reported level (writes the CSV,
+    /// so a run that fails or is killed later keeps it); an error ends the sweep.
+    pub on_point: &'a mut dyn FnMut(&[PointReport]) -> Result<()>,
     pub result: SweepResult,
 }
 
 impl Sweeper<'_> {
-    pub fn run(&mut self) -> Result<()> {
+    /// Measures every level. An error in the middle of the sweep (a server gone, a failed
+    /// warm-up, a metrics endpoint) ends it and lands in `result.error`: the levels measured
+    /// before it are kept for the reports.
+    pub fn run(&mut self) {
+        if let Err(e) = self.sweep() {
+            // The level's own verdict (e.g. a failed request) came first and names the cause.
+            if self.result.error.is_none() {
+                self.result.error = Some(e);
+            }
+        }
+    }
+
+    fn sweep(&mut self) -> Result<()> {
         match (self.cfg.load_mode, self.cfg.binary_search) {
             (LoadMode::Periodic, _) => self.periodic()?,
             (LoadMode::FixedSchedule, _) => {
@@ -261,7 +276,13 @@ impl Sweeper<'_> {
                 let library = self.service.labels().library;
                 let text = console::point(&r, cfg.percentile, cfg.verbose, library);
                 let _ = self.out.write_all(text.as_bytes());
+                let _ = self.out.flush();
                 self.result.points.push(r);
+                if verdict.error.is_some() {
+                    self.result.error = verdict.error;
+                }
+                (self.on_point)(&self.result.points)?;
+                return Ok(verdict.passed);
             }
         }
         if verdict.error.is_some() {
@@ -292,7 +313,7 @@ fn judge(
 ) -> Verdict {
     let warn = |msg: &str| {
         if !quiet {
-            eprintln!("{msg}");
+            eprintln!("{}", crate::text::escape_control(msg));
         }
     };
     let verdict = |keep, passed, error| Verdict {

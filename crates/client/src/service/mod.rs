@@ -4,6 +4,10 @@
 
 pub mod dynamic_grpc;
 pub mod openai;
+pub mod reply_check;
+mod reply_grpc;
+mod reply_http;
+mod reply_json;
 pub mod seq_patch;
 pub mod stream_scan;
 pub mod tfserving;

@@ -143,8 +143,14 @@ pub(crate) fn check_input(input: &InputTensor) -> Result<usize> {
             input.shape
         )));
     }
-    let count = element_count(&input.shape);
     let datatype = input.datatype.name();
+    let Some(count) = element_count(&input.shape) else {
+        return Err(Error::usage(format!(
+            "input '{name}' ({datatype}, shape {:?}) has more elements than this machine can \
+             address",
+            input.shape
+        )));
+    };
     if input.datatype == DataType::Bytes {
         let elements = split_bytes_elements(&input.data).map(|e| e.len());
         if elements != Some(count) {
@@ -153,11 +159,11 @@ pub(crate) fn check_input(input: &InputTensor) -> Result<usize> {
                 input.shape
             )));
         }
-    } else if input.data.len() != count * input.datatype.size() {
+    } else if Some(input.data.len()) != count.checked_mul(input.datatype.size()) {
         return Err(Error::usage(format!(
             "input '{name}' ({datatype}, shape {:?}) needs {} bytes of data, got {}",
             input.shape,
-            count * input.datatype.size(),
+            u128::from(count as u64) * input.datatype.size() as u128,
             input.data.len()
         )));
     }

@@ -129,11 +129,10 @@ fn output_bytes<'a>(meta: &OutputMeta, region: &'a [u8]) -> Result<&'a [u8], Str
             "output '{name}': negative dimension in the response"
         ));
     }
-    let count = element_count(&meta.shape);
-    let len = if meta.datatype == DataType::Bytes {
-        bytes_extent(region, count)
-    } else {
-        count.checked_mul(meta.datatype.size())
+    let len = match element_count(&meta.shape) {
+        Some(count) if meta.datatype == DataType::Bytes => bytes_extent(region, count),
+        Some(count) => count.checked_mul(meta.datatype.size()),
+        None => None,
     };
     len.and_then(|n| region.get(..n)).ok_or_else(|| {
         format!(

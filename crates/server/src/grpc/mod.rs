@@ -22,6 +22,8 @@ mod tests;
 #[cfg(test)]
 mod tests_diff;
 #[cfg(test)]
+mod tests_hostile;
+#[cfg(test)]
 mod tests_llm;
 #[cfg(test)]
 mod tests_models;
@@ -51,6 +53,9 @@ const CONNECTION_WINDOW: u32 = 16 << 20;
 /// one frame instead of 64 of the 16 KiB default, each of which costs the connection task a
 /// wake-up and a read.
 const MAX_FRAME: u32 = 1 << 20;
+/// Largest header block a client may send (SETTINGS_MAX_HEADER_LIST_SIZE, decoded bytes); h2
+/// refuses a longer one and bounds the CONTINUATION frames that carry it.
+const MAX_HEADER_LIST: u32 = 64 << 10;
 
 /// What the runtime serves; listeners are bound (and their addresses known) by the caller.
 pub struct Endpoints {
@@ -155,10 +160,17 @@ async fn accept_grpc(listener: TcpListener, tls: Option<TlsAcceptor>, service: A
                 continue;
             }
         };
+        let shared = &service.shared;
+        if !shared.conns.try_open(shared.limits.max_connections) {
+            drop(tcp); // over --max-connections
+            continue;
+        }
         let _ = tcp.set_nodelay(true);
         let service = Arc::clone(&service);
         let tls = tls.clone();
         tokio::spawn(async move {
+            // Gives the connection's place back however the task ends (runtime stop included).
+            let _open = OpenConn(Arc::clone(&service.shared));
             match tls {
                 None => serve_connection(tcp, service).await,
                 Some(acceptor) => {
@@ -172,7 +184,19 @@ async fn accept_grpc(listener: TcpListener, tls: Option<TlsAcceptor>, service: A
     }
 }
 
-/// Serves one HTTP/2 connection: each call runs in its own task.
+/// A gRPC connection's place in the server's connection count.
+struct OpenConn(Arc<super::state::Shared>);
+
+impl Drop for OpenConn {
+    fn drop(&mut self) {
+        self.0.conns.close();
+    }
+}
+
+/// Serves one HTTP/2 connection: each call runs in its own task. Besides the limits set
+/// here, h2 itself answers each PING and SETTINGS before reading the next frame (a flood
+/// queues nothing), resets streams a client opens past the concurrent limit, and ends a
+/// connection with ENHANCE_YOUR_CALM that resets streams too fast or floods empty frames.
 async fn serve_connection<T>(io: T, service: Arc<Service>)
 where
     T: AsyncRead + AsyncWrite + Unpin,
@@ -181,6 +205,8 @@ where
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .max_frame_size(MAX_FRAME)
+        .max_concurrent_streams(service.shared.limits.max_streams)
+        .max_header_list_size(MAX_HEADER_LIST)
         .handshake::<T, bytes::Bytes>(io);
     let Ok(mut conn) = handshake.await else {
         return;

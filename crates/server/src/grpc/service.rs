@@ -22,8 +22,8 @@ use super::llm;
 use super::sleep::sleep_until;
 use super::unary;
 use super::wire::{
-    answer_unary, code, send_message, send_status, send_stream_response, start_response, Encoding,
-    MessageSource, Next, Status,
+    answer_unary, code, drained, send_message, send_status, send_stream_response, start_response,
+    Encoding, MessageSource, Next, Status,
 };
 use crate::delay::sample_delay;
 use crate::execute::{execute, Env};
@@ -90,9 +90,10 @@ impl Service {
     ) {
         self.shared.stats.count_grpc_call();
         let (parts, body) = request.into_parts();
+        let max = self.shared.limits.max_request_bytes;
         if super::tfserving::owns(parts.uri.path()) {
             let path = parts.uri.path().to_string();
-            return super::tfserving::handle(&path, &parts.headers, body, respond).await;
+            return super::tfserving::handle(&path, &parts.headers, body, respond, max).await;
         }
         let encoding = match Encoding::from_headers(&parts.headers) {
             Ok(e) => e,
@@ -100,7 +101,7 @@ impl Service {
                 return answer_unary(&mut respond, Err::<pb::ServerLiveResponse, _>(status))
             }
         };
-        let mut source = MessageSource::new(body, encoding);
+        let mut source = MessageSource::new(body, encoding, max);
         let path = parts.uri.path();
         let method = path.strip_prefix(SERVICE_PREFIX).unwrap_or("");
         let r = &mut respond;
@@ -292,7 +293,7 @@ impl Service {
             let outputs = model.repeat_response(i as u32, value);
             let response = build_response(model, &req.id, &chosen, &outputs, Some(false));
             last = Instant::now();
-            if send_stream_response(send, Ok(response)).is_err() {
+            if !drained(send).await || send_stream_response(send, Ok(response)).is_err() {
                 break; // The client went away; the execution still counts below.
             }
         }
@@ -323,6 +324,10 @@ impl Service {
             return;
         };
         loop {
+            // The answers so far must be on their way before the next request is read.
+            if !drained(&mut send).await {
+                return;
+            }
             let next = match source.next::<pb::ModelInferRequest>().await {
                 Ok(next) => next,
                 Err(status) => return send_status(&mut send, &status),

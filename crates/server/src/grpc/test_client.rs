@@ -140,12 +140,16 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// A call to `method` of the Triton service, or to `method` as the whole path when it starts
+/// with `/`.
 fn request(method: &str, encoding: Option<&str>) -> http::Request<()> {
+    let path = match method.starts_with('/') {
+        true => method.to_string(),
+        false => format!("/inference.GRPCInferenceService/{method}"),
+    };
     let mut req = http::Request::builder()
         .method("POST")
-        .uri(format!(
-            "http://127.0.0.1/inference.GRPCInferenceService/{method}"
-        ))
+        .uri(format!("http://127.0.0.1{path}"))
         .header("content-type", "application/grpc")
         .header("te", "trailers");
     if let Some(e) = encoding {
@@ -226,9 +230,14 @@ impl Client {
 
     /// Opens ModelStreamInfer.
     pub async fn stream(&mut self) -> Stream {
+        self.stream_with(None).await
+    }
+
+    /// Opens ModelStreamInfer with `grpc-encoding: encoding`.
+    pub async fn stream_with(&mut self, encoding: Option<&str>) -> Stream {
         let (response, send) = self
             .send
-            .send_request(request("ModelStreamInfer", None), false)
+            .send_request(request("ModelStreamInfer", encoding), false)
             .expect("open stream");
         let response = response.await.expect("stream response head");
         assert_eq!(response.status(), 200);
@@ -249,6 +258,13 @@ pub struct Stream {
 impl Stream {
     pub fn send(&mut self, req: &pb::ModelInferRequest) {
         let framed = frame(&req.encode_to_vec(), None);
+        self.send
+            .send_data(Bytes::from(framed), false)
+            .expect("send");
+    }
+
+    /// Sends bytes already framed as gRPC messages (possibly compressed: flag 1).
+    pub fn send_raw(&mut self, framed: Vec<u8>) {
         self.send
             .send_data(Bytes::from(framed), false)
             .expect("send");

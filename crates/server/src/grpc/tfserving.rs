@@ -16,9 +16,10 @@ use h2::RecvStream;
 use http::HeaderMap;
 use prost::Message;
 
-use super::wire::{answer_unary, code, send_status, start_response, Status, MAX_MESSAGE};
+use super::wire::{
+    answer_unary, code, framing_status, send_status, start_response, Encoding, Status,
+};
 use crate::models::{find_model, ModelDef, MODELS, MODEL_VERSION};
-use inferperf_client::protocol::grpc::compress::decompress;
 use inferperf_client::protocol::grpc::message::{write_message, MessageReader};
 use inferperf_client::service::tfserving::{
     model_spec, pb, to_tf, SERVICE_PATH, SIGNATURE_DEF, SIGNATURE_DEF_MAP_URL,
@@ -29,6 +30,9 @@ use inferperf_client::tensor::{element_count, DataType};
 pub const ECHO_PATH: &str = "/inferperf.test.Echo/Echo";
 /// The one signature every model has.
 const SIGNATURE: &str = "serving_default";
+
+/// Request messages one call may carry here, where they are all kept until the call ends.
+const MAX_MESSAGES: usize = 4096;
 
 /// True for the call paths this module serves.
 pub fn owns(path: &str) -> bool {
@@ -41,8 +45,9 @@ pub async fn handle(
     headers: &HeaderMap,
     body: RecvStream,
     mut respond: SendResponse<Bytes>,
+    max: usize,
 ) {
-    let messages = read_messages(headers, body).await;
+    let messages = read_messages(headers, body, max).await;
     if path == ECHO_PATH {
         return echo(messages, &mut respond);
     }
@@ -67,25 +72,37 @@ pub async fn handle(
     }
 }
 
-/// Every request message of the call, decompressed per the call's `grpc-encoding`.
-async fn read_messages(headers: &HeaderMap, mut body: RecvStream) -> Result<Vec<Vec<u8>>, Status> {
-    let encoding = headers
-        .get("grpc-encoding")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("identity")
-        .to_string();
-    let mut reader = MessageReader::with_limit(MAX_MESSAGE);
-    let framing = |e: inferperf_client::protocol::grpc::message::GrpcFramingError| {
-        Status::new(code::INTERNAL, e.to_string())
-    };
+/// Every request message of the call, decompressed per the call's `grpc-encoding`: at most
+/// [`MAX_MESSAGES`] of them, of at most `max` bytes together (RESOURCE_EXHAUSTED otherwise).
+async fn read_messages(
+    headers: &HeaderMap,
+    mut body: RecvStream,
+    max: usize,
+) -> Result<Vec<Vec<u8>>, Status> {
+    let encoding = Encoding::from_headers(headers)?;
+    let mut reader = MessageReader::with_limit(max);
+    let framing = framing_status;
     let mut out = Vec::new();
+    let mut total = 0usize;
     loop {
         while let Some(msg) = reader.next_message().map_err(framing)? {
-            let bytes = if msg.compressed {
-                decompress(&encoding, msg.data, MAX_MESSAGE).map_err(|e| Status::invalid(e.msg))?
-            } else {
-                msg.data.to_vec()
-            };
+            if out.len() == MAX_MESSAGES {
+                return Err(Status::new(
+                    code::RESOURCE_EXHAUSTED,
+                    format!("the call carried more than {MAX_MESSAGES} request messages"),
+                ));
+            }
+            let left = max - total;
+            // Inflating past what is left of the call's budget is refused like a long message.
+            let bytes = encoding
+                .decode(msg.compressed, msg.data, left)
+                .map_err(|e| match e.code {
+                    code::RESOURCE_EXHAUSTED => {
+                        Status::too_large("the sum of the call's request messages", max)
+                    }
+                    _ => e,
+                })?;
+            total += bytes.len();
             out.push(bytes);
         }
         match body.data().await {
@@ -273,7 +290,7 @@ fn check_tensor(
     };
     let exact = spec.datatype == DataType::Bytes
         || t.tensor_content.len() % spec.datatype.size().max(1) == 0;
-    if got != elements || !exact {
+    if Some(got) != elements || !exact {
         return Err(Status::invalid(format!(
             "input '{name}': {got} elements for shape {dims:?}"
         )));

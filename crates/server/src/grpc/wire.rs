@@ -10,7 +10,7 @@ use http::{HeaderMap, HeaderValue, Response};
 use prost::Message;
 
 use inferperf_client::protocol::grpc::message::{
-    write_message_prefix, MessageReader, MESSAGE_PREFIX_LEN,
+    write_message_prefix, GrpcFramingError, MessageReader, MESSAGE_PREFIX_LEN,
 };
 use inferperf_client::protocol::grpc::pb::inference as pb;
 
@@ -19,14 +19,16 @@ pub mod code {
     pub const OK: u32 = 0;
     pub const INVALID_ARGUMENT: u32 = 3;
     pub const NOT_FOUND: u32 = 5;
+    pub const RESOURCE_EXHAUSTED: u32 = 8;
     pub const UNIMPLEMENTED: u32 = 12;
     pub const INTERNAL: u32 = 13;
     pub const UNAVAILABLE: u32 = 14;
 }
 
-/// Largest request message accepted, compressed or not (bytes); also caps decompression so a
-/// small compressed message cannot expand without bound.
-pub const MAX_MESSAGE: usize = 64 << 20;
+/// The default largest request message, compressed or not (bytes; `--max-request-bytes`); the
+/// limit also caps decompression so a small compressed message cannot expand without bound.
+#[cfg(test)]
+pub const MAX_MESSAGE: usize = crate::limits::DEFAULT_MAX_REQUEST_BYTES;
 
 /// A failed call: gRPC status code and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +51,25 @@ impl Status {
 
     pub fn not_found(message: impl Into<String>) -> Status {
         Status::new(code::NOT_FOUND, message)
+    }
+
+    /// RESOURCE_EXHAUSTED: a request message (or all of a call's) over `limit` bytes.
+    pub fn too_large(what: &str, limit: usize) -> Status {
+        Status::new(
+            code::RESOURCE_EXHAUSTED,
+            format!("{what} exceeds the limit of {limit} bytes (--max-request-bytes)"),
+        )
+    }
+}
+
+/// A framing error of a call's request messages: one announced over the limit is
+/// RESOURCE_EXHAUSTED (as gRPC answers it), anything else INTERNAL.
+pub fn framing_status(e: GrpcFramingError) -> Status {
+    match e {
+        GrpcFramingError::TooLong { len, limit } => {
+            Status::too_large(&format!("request message of {len} bytes"), limit)
+        }
+        other => Status::new(code::INTERNAL, other.to_string()),
     }
 }
 
@@ -78,13 +99,17 @@ impl Encoding {
         }
     }
 
-    /// The message bytes after undoing the compression (when the message's flag says so).
-    fn decode(self, compressed: bool, data: &[u8]) -> Result<Vec<u8>, Status> {
+    /// The message bytes after undoing the compression (when the message's flag says so); at
+    /// most `max` bytes are inflated, more is RESOURCE_EXHAUSTED.
+    pub fn decode(self, compressed: bool, data: &[u8], max: usize) -> Result<Vec<u8>, Status> {
         if !compressed {
+            if data.len() > max {
+                return Err(Status::too_large("request message", max));
+            }
             return Ok(data.to_vec());
         }
         let mut out = Vec::new();
-        let limit = MAX_MESSAGE as u64 + 1;
+        let limit = max as u64 + 1;
         let read = match self {
             Encoding::Identity => {
                 return Err(Status::new(
@@ -104,9 +129,9 @@ impl Encoding {
                 code::INTERNAL,
                 format!("cannot decompress the {self:?} request message: {e}"),
             )),
-            Ok(n) if n > MAX_MESSAGE => Err(Status::new(
-                code::INTERNAL,
-                format!("decompressed request message exceeds {MAX_MESSAGE} bytes"),
+            Ok(n) if n > max => Err(Status::too_large(
+                &format!("the {self:?} request message inflated"),
+                max,
             )),
             Ok(_) => Ok(out),
         }
@@ -118,6 +143,8 @@ pub struct MessageSource {
     body: RecvStream,
     reader: MessageReader,
     encoding: Encoding,
+    /// Largest message, bytes, before and after decompression.
+    max: usize,
 }
 
 /// What the next read brought.
@@ -130,11 +157,13 @@ pub enum Next<T> {
 }
 
 impl MessageSource {
-    pub fn new(body: RecvStream, encoding: Encoding) -> MessageSource {
+    /// Reads messages of at most `max` bytes (compressed, and again inflated).
+    pub fn new(body: RecvStream, encoding: Encoding, max: usize) -> MessageSource {
         MessageSource {
             body,
-            reader: MessageReader::with_limit(MAX_MESSAGE),
+            reader: MessageReader::with_limit(max),
             encoding,
+            max,
         }
     }
 
@@ -142,9 +171,7 @@ impl MessageSource {
     /// reset): no further message can be read.
     pub async fn next<T: Message + Default>(&mut self) -> Result<Next<T>, Status> {
         loop {
-            let framing = |e: inferperf_client::protocol::grpc::message::GrpcFramingError| {
-                Status::new(code::INTERNAL, e.to_string())
-            };
+            let framing = framing_status;
             if let Some(msg) = self.reader.next_message().map_err(framing)? {
                 let parse = |bytes: &[u8]| {
                     T::decode(bytes).map_err(|e| {
@@ -154,7 +181,7 @@ impl MessageSource {
                 // An uncompressed message decodes straight from the reader's buffer.
                 let decoded = if msg.compressed {
                     self.encoding
-                        .decode(true, msg.data)
+                        .decode(true, msg.data, self.max)
                         .and_then(|bytes| parse(&bytes))
                 } else {
                     parse(msg.data)
@@ -166,7 +193,7 @@ impl MessageSource {
             }
             match self.body.data().await {
                 Some(Ok(chunk)) => {
-                    // Give the window back at once: messages are bounded by MAX_MESSAGE.
+                    // Give the window back at once: messages are bounded by `max`.
                     let _ = self.body.flow_control().release_capacity(chunk.len());
                     self.reader.push(&chunk).map_err(framing)?;
                 }
@@ -238,6 +265,23 @@ pub fn send_message(send: &mut SendStream<Bytes>, msg: &impl Message) -> Result<
         return Err(h2::Reason::INTERNAL_ERROR.into());
     }
     send.send_data(Bytes::from(framed), false)
+}
+
+/// Waits until the stream's queued response bytes are under h2's send buffer limit (and the
+/// peer's window takes more), so a client that sends requests but never reads the answers
+/// stalls its own stream instead of growing the server's memory. False when the stream is
+/// gone.
+pub async fn drained(send: &mut SendStream<Bytes>) -> bool {
+    loop {
+        send.reserve_capacity(1);
+        if send.capacity() > 0 {
+            return true;
+        }
+        match std::future::poll_fn(|cx| send.poll_capacity(cx)).await {
+            Some(Ok(_)) => {}
+            _ => return false,
+        }
+    }
 }
 
 /// Ends the call with its status in the trailers.
@@ -330,18 +374,41 @@ mod tests {
         let mut zl = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
         zl.write_all(&text).unwrap();
         let zl = zl.finish().unwrap();
-        assert_eq!(Encoding::Gzip.decode(true, &gz).unwrap(), text);
-        assert_eq!(Encoding::Deflate.decode(true, &zl).unwrap(), text);
-        assert_eq!(Encoding::Gzip.decode(false, &text).unwrap(), text);
+        assert_eq!(Encoding::Gzip.decode(true, &gz, MAX_MESSAGE).unwrap(), text);
         assert_eq!(
-            Encoding::Identity.decode(true, &text).unwrap_err().code,
+            Encoding::Deflate.decode(true, &zl, MAX_MESSAGE).unwrap(),
+            text
+        );
+        assert_eq!(
+            Encoding::Gzip.decode(false, &text, MAX_MESSAGE).unwrap(),
+            text
+        );
+        assert_eq!(
+            Encoding::Identity
+                .decode(true, &text, MAX_MESSAGE)
+                .unwrap_err()
+                .code,
             code::INTERNAL
         );
         assert_eq!(
-            Encoding::Gzip.decode(true, b"not gzip").unwrap_err().code,
+            Encoding::Gzip
+                .decode(true, b"not gzip", MAX_MESSAGE)
+                .unwrap_err()
+                .code,
             code::INTERNAL
         );
         // gzip bytes declared as deflate do not decode either.
-        assert!(Encoding::Deflate.decode(true, &gz).is_err());
+        assert!(Encoding::Deflate.decode(true, &gz, MAX_MESSAGE).is_err());
+        // Inflating stops one byte past the limit: RESOURCE_EXHAUSTED, not the whole text.
+        let err = Encoding::Gzip
+            .decode(true, &gz, text.len() - 1)
+            .unwrap_err();
+        assert_eq!(err.code, code::RESOURCE_EXHAUSTED, "{}", err.message);
+        assert!(
+            err.message
+                .contains("Gzip request message inflated exceeds the limit of 22 bytes"),
+            "{}",
+            err.message
+        );
     }
 }

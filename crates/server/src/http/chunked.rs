@@ -1,6 +1,8 @@
 //! Decoding `Transfer-Encoding: chunked` request bodies incrementally, across reads.
 
-use super::error::{HttpError, MAX_BODY_BYTES};
+use super::error::HttpError;
+#[cfg(test)]
+use super::error::MAX_BODY_BYTES;
 
 /// Longest chunk-size or trailer line, in bytes.
 const MAX_CHUNK_LINE: usize = 1024;
@@ -19,12 +21,16 @@ enum ChunkState {
 #[derive(Debug, Clone)]
 pub struct ChunkedDecoder {
     state: ChunkState,
+    /// Largest decoded body, bytes.
+    max_body: usize,
 }
 
-impl Default for ChunkedDecoder {
-    fn default() -> Self {
+impl ChunkedDecoder {
+    /// A decoder refusing (413) a body that decodes to more than `max_body` bytes.
+    pub fn new(max_body: usize) -> Self {
         ChunkedDecoder {
             state: ChunkState::SizeLine,
+            max_body,
         }
     }
 }
@@ -56,7 +62,7 @@ fn parse_chunk_size(line: &[u8]) -> Result<usize, HttpError> {
 }
 
 impl ChunkedDecoder {
-    /// Decodes from `input`, appending data to `out` (limited to [`MAX_BODY_BYTES`]).
+    /// Decodes from `input`, appending data to `out` (limited to the decoder's `max_body`).
     /// Returns the bytes consumed and whether the body (with its trailers) is complete.
     pub fn decode(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(usize, bool), HttpError> {
         let mut pos = 0;
@@ -78,8 +84,8 @@ impl ChunkedDecoder {
                     } else {
                         match parse_chunk_size(line)? {
                             0 => ChunkState::Trailer,
-                            n if out.len() + n > MAX_BODY_BYTES => {
-                                return Err(HttpError::too_large("request body", MAX_BODY_BYTES))
+                            n if out.len().saturating_add(n) > self.max_body => {
+                                return Err(HttpError::too_large("request body", self.max_body))
                             }
                             n => ChunkState::Data(n),
                         }
@@ -124,7 +130,7 @@ mod tests {
         let wire =
             b"4;ext=1\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nX-T: 1\r\n\r\nNEXT";
         for step in [1, 2, 7, wire.len()] {
-            let mut dec = ChunkedDecoder::default();
+            let mut dec = ChunkedDecoder::new(MAX_BODY_BYTES);
             let (mut out, mut at, mut end) = (Vec::new(), 0, 0);
             let mut done = false;
             while !done {
@@ -149,15 +155,23 @@ mod tests {
         ] {
             let mut out = Vec::new();
             assert!(
-                ChunkedDecoder::default().decode(wire, &mut out).is_err(),
+                ChunkedDecoder::new(MAX_BODY_BYTES)
+                    .decode(wire, &mut out)
+                    .is_err(),
                 "{wire:?}"
             );
         }
         let mut out = Vec::new();
         let big = format!("{:x}\r\n", MAX_BODY_BYTES + 1);
-        let err = ChunkedDecoder::default()
+        let err = ChunkedDecoder::new(MAX_BODY_BYTES)
             .decode(big.as_bytes(), &mut out)
             .unwrap_err();
         assert_eq!(err.status, 413);
+        // The limit counts the decoded bytes of every chunk together.
+        let mut out = Vec::new();
+        let err = ChunkedDecoder::new(4)
+            .decode(b"3\r\nabc\r\n2\r\nde\r\n", &mut out)
+            .unwrap_err();
+        assert_eq!((err.status, out.as_slice()), (413, &b"abc"[..]));
     }
 }

@@ -2,8 +2,9 @@
 
 /// Largest request head (request line + headers) the server buffers, in bytes.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
-/// Largest request body the server accepts, in bytes (after chunked decoding).
-pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+/// Largest request body the server accepts by default, in bytes (after chunked decoding);
+/// `--max-request-bytes` sets it.
+pub const MAX_BODY_BYTES: usize = crate::limits::DEFAULT_MAX_REQUEST_BYTES;
 
 /// A request the server refuses: the status to answer with and why. The connection closes after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +17,13 @@ impl HttpError {
     pub(super) fn bad(msg: impl Into<String>) -> Self {
         HttpError {
             status: 400,
+            msg: msg.into(),
+        }
+    }
+    /// 431: the head is longer than [`MAX_HEAD_BYTES`] or has too many header lines.
+    pub(super) fn head_too_large(msg: impl Into<String>) -> Self {
+        HttpError {
+            status: 431,
             msg: msg.into(),
         }
     }

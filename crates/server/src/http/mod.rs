@@ -63,7 +63,11 @@ fn has_token(value: &[u8], token: &str) -> bool {
 }
 
 /// Fills the header-derived fields of `head` (framing, keep-alive, expect, tensor header).
-fn apply_headers(head: &mut Head, headers: &[httparse::Header]) -> Result<(), HttpError> {
+fn apply_headers(
+    head: &mut Head,
+    headers: &[httparse::Header],
+    max_body: usize,
+) -> Result<(), HttpError> {
     let mut content_length: Option<usize> = None;
     let mut chunked = false;
     for h in headers {
@@ -101,8 +105,8 @@ fn apply_headers(head: &mut Head, headers: &[httparse::Header]) -> Result<(), Ht
             ))
         }
         (true, None) => Framing::Chunked,
-        (false, Some(n)) if n > MAX_BODY_BYTES => {
-            return Err(HttpError::too_large("request body", MAX_BODY_BYTES))
+        (false, Some(n)) if n > max_body => {
+            return Err(HttpError::too_large("request body", max_body))
         }
         (false, Some(0)) | (false, None) => Framing::NoBody,
         (false, Some(n)) => Framing::Length(n),
@@ -110,24 +114,26 @@ fn apply_headers(head: &mut Head, headers: &[httparse::Header]) -> Result<(), Ht
     Ok(())
 }
 
-/// Parses a request head at the start of `buf`; `Ok(None)` when it is not complete yet.
-pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, HttpError> {
+/// Parses a request head at the start of `buf`; `Ok(None)` when it is not complete yet. A
+/// Content-Length over `max_body` is refused (413) before any of the body is read.
+pub fn parse_head(buf: &[u8], max_body: usize) -> Result<Option<Head>, HttpError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
+    let too_long =
+        || HttpError::head_too_large(format!("request header exceeds {MAX_HEAD_BYTES} bytes"));
     let head_len = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD_BYTES => {
-            return Err(HttpError::bad(format!(
-                "request header exceeds {MAX_HEAD_BYTES} bytes"
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD_BYTES => return Err(too_long()),
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(HttpError::head_too_large(format!(
+                "request has more than {MAX_HEADERS} header lines"
             )))
         }
-        Ok(httparse::Status::Partial) => return Ok(None),
         Err(e) => return Err(HttpError::bad(format!("malformed HTTP request: {e}"))),
     };
     if head_len > MAX_HEAD_BYTES {
-        return Err(HttpError::bad(format!(
-            "request header exceeds {MAX_HEAD_BYTES} bytes"
-        )));
+        return Err(too_long());
     }
     let method = match req.method {
         Some("GET") => Method::Get,
@@ -147,7 +153,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, HttpError> {
         head_len,
         framing: Framing::NoBody,
     };
-    apply_headers(&mut head, req.headers)?;
+    apply_headers(&mut head, req.headers, max_body)?;
     Ok(Some(head))
 }
 
@@ -185,23 +191,36 @@ enum ReadState {
 pub struct RequestReader {
     state: ReadState,
     continue_sent: bool,
+    /// Largest request body, bytes (`--max-request-bytes`).
+    max_body: usize,
 }
 
 impl Default for RequestReader {
     fn default() -> Self {
-        RequestReader {
-            state: ReadState::Head,
-            continue_sent: false,
-        }
+        RequestReader::new(MAX_BODY_BYTES)
     }
 }
 
 impl RequestReader {
+    /// A reader refusing (413) bodies over `max_body` bytes.
+    pub fn new(max_body: usize) -> Self {
+        RequestReader {
+            state: ReadState::Head,
+            continue_sent: false,
+            max_body,
+        }
+    }
+
+    /// True while the current request's head is not complete (between requests too).
+    pub fn in_head(&self) -> bool {
+        matches!(self.state, ReadState::Head)
+    }
+
     /// Advances over `buf`, the buffered bytes starting at the current request's first byte.
     /// A chunked body is decoded into `decoded` (cleared when a new request starts).
     pub fn advance(&mut self, buf: &[u8], decoded: &mut Vec<u8>) -> Result<Progress, HttpError> {
         if let ReadState::Head = self.state {
-            let Some(head) = parse_head(buf)? else {
+            let Some(head) = parse_head(buf, self.max_body)? else {
                 return Ok(Progress::NeedMore {
                     send_continue: false,
                 });
@@ -210,7 +229,7 @@ impl RequestReader {
                 Framing::Chunked => {
                     decoded.clear();
                     let at = head.head_len;
-                    ReadState::Chunked(head, ChunkedDecoder::default(), at)
+                    ReadState::Chunked(head, ChunkedDecoder::new(self.max_body), at)
                 }
                 _ => ReadState::Body(head),
             };
@@ -259,8 +278,11 @@ pub fn reason(status: u16) -> &'static str {
         400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        408 => "Request Timeout",
         413 => "Payload Too Large",
+        431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
+        503 => "Service Unavailable",
         _ => "Unknown",
     }
 }
@@ -301,7 +323,7 @@ mod tests {
     use super::*;
 
     fn head(req: &str) -> Result<Option<Head>, HttpError> {
-        parse_head(req.as_bytes())
+        parse_head(req.as_bytes(), MAX_BODY_BYTES)
     }
 
     #[test]
@@ -350,7 +372,16 @@ mod tests {
             assert_eq!(head(req).unwrap_err().status, status, "{req:?}");
         }
         let huge = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(MAX_HEAD_BYTES));
-        assert_eq!(head(&huge).unwrap_err().status, 400);
+        assert_eq!(head(&huge).unwrap_err().status, 431);
+        let many: String = (0..=MAX_HEADERS).map(|i| format!("X-{i}: 1\r\n")).collect();
+        let err = head(&format!("GET / HTTP/1.1\r\n{many}\r\n")).unwrap_err();
+        assert_eq!(err.status, 431, "{}", err.msg);
+        assert!(err.msg.contains("more than 48 header lines"), "{}", err.msg);
+        let small = parse_head(b"POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", 10);
+        assert_eq!(
+            small.unwrap_err().msg,
+            "request body exceeds the limit of 10 bytes"
+        );
     }
 
     #[test]

@@ -23,6 +23,8 @@ struct Mapped {
     offset: usize,
     byte_size: usize,
     map: Mutex<MmapMut>,
+    /// The region's object, to check it still covers the mapping before each access.
+    file: File,
 }
 
 /// The registered regions of one server.
@@ -78,6 +80,7 @@ impl ShmRegions {
             offset,
             byte_size,
             map: Mutex::new(map),
+            file,
         };
         regions.insert(name.to_string(), Arc::new(mapped));
         Ok(())
@@ -176,7 +179,19 @@ impl ShmRegions {
                 r.byte_size, r.offset, r.region, mapped.byte_size
             ));
         }
-        Ok(mapped)
+        // A client that shrinks its object after registering would make touching the mapping
+        // past the new end a SIGBUS; its current size is checked first.
+        let end = (mapped.offset + mapped.byte_size) as u64;
+        match mapped.file.metadata() {
+            Ok(meta) if meta.len() >= end => Ok(mapped),
+            Ok(meta) => Err(format!(
+                "shared memory region '{}': '{}' shrank to {} bytes, the region needs {end}",
+                r.region,
+                mapped.key,
+                meta.len()
+            )),
+            Err(e) => Err(format!("shared memory region '{}': {e}", r.region)),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Mapped>>> {

@@ -240,3 +240,78 @@ fn grpc_status_lists_one_or_every_region() {
     let none = grpc_status(&s.shm, &pb::SystemSharedMemoryStatusRequest::default()).unwrap();
     assert!(none.regions.is_empty());
 }
+
+#[test]
+fn hostile_regions_are_errors_naming_the_region() {
+    let _lock = test_lock();
+    let s = shared();
+    let region = Region::create(&region_name("hostile"), 64).unwrap();
+    // Registering: offset + byte_size past the object, or past u64.
+    let rows = [
+        (
+            json!({"key": region.key(), "offset": 60, "byte_size": 8}),
+            "exceeds the 64 bytes",
+        ),
+        (
+            json!({"key": region.key(), "offset": u64::MAX, "byte_size": 2}),
+            "overflows",
+        ),
+        (
+            json!({"key": region.key(), "offset": 0, "byte_size": u64::MAX}),
+            "exceeds the 64 bytes",
+        ),
+    ];
+    for (body, want) in rows {
+        let path = "/v2/systemsharedmemory/region/evil/register";
+        let (status, text) = call(&s, Method::Post, path, body.to_string().as_bytes());
+        assert_eq!(status, 400, "{body}: {text}");
+        assert!(
+            text.contains("region 'evil'") && text.contains(want),
+            "{text}"
+        );
+    }
+    let q = pb::SystemSharedMemoryRegisterRequest {
+        name: "evil".into(),
+        key: region.key().into(),
+        offset: 1,
+        byte_size: u64::MAX,
+    };
+    let err = grpc_register(&s.shm, &q).unwrap_err();
+    assert!(err.contains("region 'evil'"), "{err}");
+    assert_eq!(s.shm.registered(), 0);
+    // A reference past the region, then a region its owner shrank after registering: errors,
+    // not a read past the mapping (which would be a SIGBUS).
+    assert_eq!(register(&s, &region).0, 200);
+    let infer = |offset: u64| {
+        let t = |name: &str| {
+            json!({"name": name, "datatype": "INT32", "shape": [1, 16], "parameters": {
+                "shared_memory_region": region.name(), "shared_memory_byte_size": 64,
+                "shared_memory_offset": offset}})
+        };
+        let req = json!({"inputs": [t("INPUT0"), t("INPUT1")]});
+        call(
+            &s,
+            Method::Post,
+            "/v2/models/simple/infer",
+            req.to_string().as_bytes(),
+        )
+    };
+    for offset in [1, u64::MAX] {
+        let (status, text) = infer(offset);
+        assert_eq!(status, 400, "{text}");
+        assert!(text.contains(region.name()), "{text}");
+    }
+    assert_eq!(infer(0).0, 200);
+    let key = std::ffi::CString::new(region.key()).unwrap();
+    // SAFETY: opens the test's own region and shrinks it; the fd is closed at once.
+    unsafe {
+        let fd = libc::shm_open(key.as_ptr(), libc::O_RDWR, 0);
+        assert!(fd >= 0);
+        assert_eq!(libc::ftruncate(fd, 8), 0);
+        libc::close(fd);
+    }
+    let (status, text) = infer(0);
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("shrank to 8 bytes"), "{text}");
+    assert!(text.contains(region.name()), "{text}");
+}

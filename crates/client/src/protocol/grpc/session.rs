@@ -12,6 +12,7 @@
 //! and report `received(n, on_event)`; on EOF call `eof(on_event)`. Events borrow the
 //! session, so the callback records them and the caller opens new streams afterwards.
 
+use crate::measure::FailKind;
 use std::collections::VecDeque;
 use std::fmt;
 
@@ -107,6 +108,17 @@ impl StreamEnd {
     pub fn is_ok(&self) -> bool {
         matches!(self, StreamEnd::Ok)
     }
+
+    /// The failure kind of a request whose stream ended this way.
+    pub fn kind(&self) -> FailKind {
+        match self {
+            StreamEnd::Ok => FailKind::None,
+            StreamEnd::Grpc { .. } | StreamEnd::Http(_) => FailKind::Status,
+            StreamEnd::Reset(_) | StreamEnd::Refused => FailKind::Reset,
+            StreamEnd::Protocol(_) => FailKind::Framing,
+            StreamEnd::Disconnected => FailKind::Closed,
+        }
+    }
 }
 
 impl fmt::Display for StreamEnd {
@@ -142,6 +154,18 @@ impl fmt::Display for ConnError {
             self.code.name(),
             self.msg
         )
+    }
+}
+
+impl ConnError {
+    /// The failure kind of the requests this connection error ended: a peer that calmed us
+    /// down or a close is not malformed framing.
+    pub fn kind(&self) -> FailKind {
+        match self.code {
+            ErrorCode::NoError => FailKind::Closed,
+            ErrorCode::EnhanceYourCalm => FailKind::Limit,
+            _ => FailKind::Framing,
+        }
     }
 }
 

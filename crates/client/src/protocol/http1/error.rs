@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::measure::FailKind;
+
 /// Why a response could not be parsed. Every variant is final for the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParseError {
@@ -23,6 +25,27 @@ pub enum ParseError {
     ClosedBeforeResponse,
     /// The peer closed the connection in the middle of a response.
     Truncated,
+}
+
+impl ParseError {
+    /// The failure kind a request that met this error counts as.
+    pub fn kind(&self) -> FailKind {
+        match self {
+            ParseError::Head(_)
+            | ParseError::SwitchingProtocols
+            | ParseError::BadChunkSize
+            | ParseError::BadChunkEnd
+            | ParseError::BadTrailer => FailKind::Framing,
+            ParseError::BadContentLength
+            | ParseError::BadInferenceHeaderLength
+            | ParseError::ChunkSizeOverflow => FailKind::Length,
+            ParseError::HeadTooLarge
+            | ParseError::ChunkLineTooLong
+            | ParseError::TrailersTooLarge
+            | ParseError::BodyTooLarge => FailKind::Limit,
+            ParseError::ClosedBeforeResponse | ParseError::Truncated => FailKind::Closed,
+        }
+    }
 }
 
 impl fmt::Display for ParseError {
@@ -54,5 +77,20 @@ impl std::error::Error for ParseError {}
 impl From<ParseError> for crate::error::Error {
     fn from(e: ParseError) -> Self {
         crate::error::Error::generic(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_errors_have_kinds() {
+        assert_eq!(ParseError::BadChunkSize.kind(), FailKind::Framing);
+        assert_eq!(ParseError::BadContentLength.kind(), FailKind::Length);
+        assert_eq!(ParseError::HeadTooLarge.kind(), FailKind::Limit);
+        assert_eq!(ParseError::Truncated.kind(), FailKind::Closed);
+        let head = ParseError::Head(httparse::Error::Status);
+        assert_eq!(head.kind(), FailKind::Framing);
     }
 }

@@ -16,6 +16,7 @@ use plotters::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::measure::llm::record::LlmRequest;
+use crate::report::write::{write_atomic, write_atomic_via};
 
 use draw::{BoxFigure, HeatFigure, ScatterFigure};
 
@@ -75,14 +76,15 @@ pub(crate) fn write_figure<F: Figure>(
         root.present()
             .map_err(|e| context(&svg_path, plot_err(e)))?;
     }
-    std::fs::write(&svg_path, svg).map_err(|e| context(&svg_path, e.into()))?;
+    write_atomic("plot", &svg_path, svg.as_bytes())?;
 
-    {
-        let root = BitMapBackend::new(&png_path, size).into_drawing_area();
-        fig.draw(&root).map_err(|e| context(&png_path, e))?;
-        root.present()
-            .map_err(|e| context(&png_path, plot_err(e)))?;
-    }
+    // The PNG encoder writes a path: a temporary one with the same extension, then renamed.
+    write_atomic_via("plot", &png_path, |tmp| {
+        let root = BitMapBackend::new(tmp, size).into_drawing_area();
+        fig.draw(&root)
+            .and_then(|_| root.present().map_err(plot_err))
+            .map_err(|e| std::io::Error::other(e.msg))
+    })?;
     Ok([svg_path, png_path])
 }
 

@@ -27,6 +27,7 @@ use crate::error::Result;
 use crate::inputs::TensorValue;
 use crate::report::console::ClientLibrary;
 use crate::run::coordinator::StatsSnapshot;
+use crate::service::reply_check::ReplyCheck;
 use crate::shm::client::ShmSession;
 
 /// How the reports name and describe a kind.
@@ -90,6 +91,12 @@ pub trait Service {
         _expected: Expected,
     ) -> Option<Box<OutputCheck<'static>>> {
         None
+    }
+
+    /// What every successful reply must be, checked by the engine as each one completes
+    /// (`ReplyCheck::None`: nothing is checked).
+    fn reply_check(&self, _cfg: &Config, _target: &Target) -> ReplyCheck {
+        ReplyCheck::None
     }
 
     /// How the export reads the run's kept response bodies.

@@ -12,6 +12,7 @@ use crate::report::console::ClientLibrary;
 use crate::run::plan::LoadPlan;
 use crate::run::setup::{reach, Target};
 use crate::service::openai::{encode_request, request_inputs_json, response_outputs_json};
+use crate::service::reply_check::ReplyCheck;
 
 pub struct OpenAi;
 
@@ -32,6 +33,11 @@ impl Service for OpenAi {
 
     fn plan(&self, cfg: &Config, target: &Target) -> Result<Planned> {
         Ok(build_plan(cfg, target)?.into())
+    }
+
+    /// A reply that is not an event stream is one JSON value.
+    fn reply_check(&self, _cfg: &Config, _target: &Target) -> ReplyCheck {
+        ReplyCheck::Json
     }
 
     fn export_decoder(

@@ -12,6 +12,7 @@ use crate::inputs::{batch, InputSet};
 use crate::report::console::ClientLibrary;
 use crate::run::plan::LoadPlan;
 use crate::run::setup::{reach, SetupClient, Target};
+use crate::service::reply_check::ReplyCheck;
 use crate::service::tfserving::{self, SERVICE_PATH};
 use crate::service::triton_http::{self, ModelConfig, ModelMetadata};
 
@@ -39,6 +40,11 @@ impl Service for TfServing {
     fn plan(&self, cfg: &Config, target: &Target) -> Result<Planned> {
         let set = load_steps(cfg, target)?;
         Ok(tfserving_plan(cfg, target, &set)?.into())
+    }
+
+    /// A reply is a well-formed protobuf message (its content is not checked).
+    fn reply_check(&self, _cfg: &Config, _target: &Target) -> ReplyCheck {
+        ReplyCheck::Protobuf("PredictResponse")
     }
 
     fn export_decoder(

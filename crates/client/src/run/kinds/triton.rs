@@ -3,6 +3,7 @@
 //! validation of responses and the server statistics. The two kinds differ in the protocol
 //! they pass in and in their encoders ([`super::triton_http`], [`super::triton_grpc`]).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Expected, Planned};
@@ -16,6 +17,7 @@ use crate::measure::server_stats::{bls_composing_models, composing_tree, Composi
 use crate::measure::RequestRecord;
 use crate::run::plan::{self, Encoder};
 use crate::run::setup::{host_of, resolve, tls_client, SetupClient, Target};
+use crate::service::reply_check::Expect;
 use crate::service::stream_scan::scan_stream_response;
 use crate::service::triton_http::ModelConfig;
 use crate::transport::TlsClient;
@@ -101,6 +103,11 @@ fn wait_ready(
             },
             Err(e) => e.msg,
         };
+        if crate::signal::interrupted() {
+            return Err(Error::generic(format!(
+                "interrupted while waiting for the server: {last}"
+            )));
+        }
         if Instant::now() >= deadline {
             let waited = if timeout_s > 0 {
                 format!(" (waited {timeout_s} s)")
@@ -196,6 +203,16 @@ pub(super) fn response_check(
         }
         check_outputs(exp, body, format)
     }))
+}
+
+/// What a Triton reply must carry: the model's name and every output the requests name
+/// (all of the model's outputs).
+pub(super) fn expect(cfg: &Config, target: &Target) -> Arc<Expect> {
+    Arc::new(Expect {
+        model: cfg.model_name.clone(),
+        outputs: target.meta.outputs.iter().map(|o| o.name.clone()).collect(),
+        shm_outputs: cfg.shared_memory != SharedMemory::None,
+    })
 }
 
 /// The names of the model's outputs when shared memory slots captured them into the kept

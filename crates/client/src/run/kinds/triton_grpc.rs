@@ -18,6 +18,7 @@ use crate::report::console::ClientLibrary;
 use crate::run::coordinator::StatsSnapshot;
 use crate::run::plan::Encoder;
 use crate::run::setup::{fetch_stats, Target};
+use crate::service::reply_check::ReplyCheck;
 use crate::service::seq_patch::{self, SeqTemplate};
 use crate::service::triton_grpc::{self, outputs_json};
 use crate::tensor::InputTensor;
@@ -65,6 +66,10 @@ impl Service for TritonGrpc {
         expected: Expected,
     ) -> Option<Box<OutputCheck<'static>>> {
         triton::output_check(cfg, target, slots, expected, responses(cfg))
+    }
+
+    fn reply_check(&self, cfg: &Config, target: &Target) -> ReplyCheck {
+        ReplyCheck::KserveGrpc(triton::expect(cfg, target))
     }
 
     fn export_decoder(

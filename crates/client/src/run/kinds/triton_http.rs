@@ -12,6 +12,7 @@ use crate::report::console::ClientLibrary;
 use crate::run::coordinator::StatsSnapshot;
 use crate::run::plan::Encoder;
 use crate::run::setup::{fetch_stats, Target};
+use crate::service::reply_check::ReplyCheck;
 use crate::service::seq_patch::{self, SeqTemplate};
 use crate::service::triton_http::{self, decode_outputs_json};
 use crate::tensor::InputTensor;
@@ -53,6 +54,10 @@ impl Service for TritonHttp {
         expected: Expected,
     ) -> Option<Box<OutputCheck<'static>>> {
         triton::output_check(cfg, target, slots, expected, RESPONSES)
+    }
+
+    fn reply_check(&self, cfg: &Config, target: &Target) -> ReplyCheck {
+        ReplyCheck::KserveHttp(triton::expect(cfg, target))
     }
 
     fn export_decoder(

@@ -134,6 +134,8 @@ fn run_book(addr: SocketAddr, book: Arc<Book>, stop: &AtomicBool) -> Vec<TurnDon
         sequences: None,
         slots: None,
         read_batch: None,
+        request_timeout: None,
+        reply_check: Default::default(),
     };
     run_turns(&spec, &book, 1, stop)
         .expect("the engine starts")
@@ -347,7 +349,10 @@ fn a_turn_with_no_answer_byte_for_the_idle_limit_fails() {
     let turns = run_book(addr, Arc::new(book), &AtomicBool::new(false));
     // A failed turn ends its conversation: the second turn is never sent.
     assert_eq!(turns.len(), 1);
-    assert_eq!(error_of(&turns, 0), "no answer byte for 0.3 s");
+    assert_eq!(
+        error_of(&turns, 0),
+        "timed out after 0.3 s waiting for the response head"
+    );
     assert_eq!(server.join().unwrap(), 1);
 }
 

@@ -1,0 +1,406 @@
+//! Nothing measured is lost: a server that dies in the middle of a sweep still leaves the
+//! CSV, the profile export and the console summary of the levels measured (and the run's
+//! exit code); a second Ctrl-C exits at once; a huge value for any numeric flag is a usage
+//! error naming the flag, never a panic or a run that goes on with a wrapped number.
+
+use crate::common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use inferperf::server;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_inferperf"))
+}
+
+/// Waits for `child` for at most `limit`; a child still running then is killed and the
+/// test fails (a run that never ends is the bug these tests look for).
+fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Forwards the child's stdout lines to a channel (and keeps them all in the returned
+/// thread's result).
+fn follow_stdout(child: &mut Child) -> (mpsc::Receiver<String>, std::thread::JoinHandle<String>) {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            all.push_str(&line);
+            all.push('\n');
+            let _ = tx.send(line);
+        }
+        all
+    });
+    (rx, t)
+}
+
+/// Waits (at most a minute) for a stdout line containing `needle`.
+fn wait_line(rx: &mpsc::Receiver<String>, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(line) if line.contains(needle) => return,
+            Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    panic!("no stdout line with '{needle}'");
+}
+
+fn sigint(child: &Child) {
+    // SAFETY: sending a signal to a child process this test spawned.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+}
+
+/// File names in `dir` (temporary report files start with a dot).
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_server_gone_mid_sweep_keeps_the_levels_measured() {
+    // 5 ms per request and 200 ms windows: a level lasts long enough for the server to be
+    // stopped while the second one runs (at least three windows each).
+    let delay = server::Delay::Fixed(Duration::from_millis(5));
+    let server = common::start_server_with(vec![("simple".into(), delay)]);
+    let addr = server.addr.to_string();
+    let dir = common::temp_dir("nothing-lost-gone");
+    let (csv, json) = (dir.join("out.csv"), dir.join("out.json"));
+    let mut child = bin()
+        .args([
+            "-m",
+            "simple",
+            "-u",
+            &addr,
+            "--no-pin",
+            "--ready-timeout",
+            "2",
+        ])
+        .args(["--concurrency-range", "1:50", "-p", "200", "-s", "100"])
+        .args(["-f", csv.to_str().unwrap()])
+        .args(["--profile-export-file", json.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (rx, reader) = follow_stdout(&mut child);
+    wait_line(&rx, "Request concurrency: 2");
+    // The first level is reported and its CSV row written before the second one starts.
+    let early = std::fs::read_to_string(&csv).expect("the CSV exists after the first level");
+    assert_eq!(early.lines().count(), 2, "{early}");
+    server.stop();
+    let o = wait_bounded(child, Duration::from_secs(60));
+    let stdout = reader.join().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(99), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("error: "), "{stderr}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    assert!(text.starts_with("Concurrency,Inferences/Second,"), "{text}");
+    assert!(rows[0].starts_with("1,"), "{text}");
+    // Every level in the CSV was reported on the console, and the summary lists them.
+    for row in &rows {
+        let c = row.split(',').next().unwrap();
+        assert!(
+            stdout.contains(&format!("Concurrency: {c}, throughput: ")),
+            "{stdout}"
+        );
+    }
+    let export: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let exps = export["experiments"].as_array().unwrap();
+    assert_eq!(exps[0]["experiment"]["value"], 1, "{export}");
+    assert!(!exps[0]["requests"].as_array().unwrap().is_empty());
+    assert_eq!(
+        names(&dir),
+        vec!["out.csv", "out.json"],
+        "no temporary file left"
+    );
+}
+
+#[test]
+fn a_second_ctrl_c_exits_at_once() {
+    // Requests that take a minute: after the first Ctrl-C the level waits for the ones in
+    // flight (the drain), and only a second Ctrl-C can end the process early.
+    let delay = server::Delay::Fixed(Duration::from_secs(60));
+    let server = common::start_server_with(vec![("simple".into(), delay)]);
+    let addr = server.addr.to_string();
+    let dir = common::temp_dir("nothing-lost-sigint");
+    let csv = dir.join("out.csv");
+    let mut child = bin()
+        .args(["-m", "simple", "-u", &addr, "--no-pin", "-p", "60000"])
+        .args(["--concurrency-range", "2", "-f", csv.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (rx, reader) = follow_stdout(&mut child);
+    wait_line(&rx, "Request concurrency: 2");
+    sigint(&child);
+    std::thread::sleep(Duration::from_millis(200));
+    sigint(&child);
+    // The drain alone would hold the process for 5 s and then exit 0.
+    let o = wait_bounded(child, Duration::from_secs(30));
+    let _ = reader.join();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // Nothing was measured: no CSV, and no temporary file either.
+    assert!(names(&dir).is_empty(), "{:?}", names(&dir));
+    server.stop();
+}
+
+/// The values every numeric flag is tried with.
+const HUGE: [&str; 4] = [
+    "18446744073709551615",
+    "1e30",
+    "-1",
+    "99999999999999999999999",
+];
+
+/// One numeric flag: the arguments before it, the flag, its value (`V` stands for the value
+/// tried), the name the error must contain, and the values documented as accepted.
+struct Case {
+    before: &'static [&'static str],
+    flag: &'static str,
+    value: &'static str,
+    named: &'static str,
+    accepted: &'static [&'static str],
+}
+
+const fn case(flag: &'static str, value: &'static str, named: &'static str) -> Case {
+    Case {
+        before: &[],
+        flag,
+        value,
+        named,
+        accepted: &[],
+    }
+}
+
+/// Every numeric flag of perf_analyzer mode (`inferperf --help`), range parts included.
+const PA_FLAGS: &[Case] = &[
+    case("--concurrency-range", "V", "--concurrency-range"),
+    case("--concurrency-range", "1:V", "--concurrency-range"),
+    case("--concurrency-range", "1:2:V", "--concurrency-range"),
+    case("--request-rate-range", "V", "--request-rate-range"),
+    case("--request-rate-range", "1:V", "--request-rate-range"),
+    case("--request-rate-range", "1:2:V", "--request-rate-range"),
+    case(
+        "--periodic-concurrency-range",
+        "V:2:1",
+        "--periodic-concurrency-range",
+    ),
+    case(
+        "--periodic-concurrency-range",
+        "1:V:1",
+        "--periodic-concurrency-range",
+    ),
+    case(
+        "--periodic-concurrency-range",
+        "1:2:V",
+        "--periodic-concurrency-range",
+    ),
+    case("--request-period", "V", "--request-period"),
+    case("--session-concurrency", "V", "--session-concurrency"),
+    Case {
+        before: &["--enable-mpi"],
+        ..case("--mpi-timeout", "V", "--mpi-timeout")
+    },
+    // Any 64-bit seed is a seed.
+    Case {
+        accepted: &["18446744073709551615"],
+        ..case("--seed", "V", "--seed")
+    },
+    case("--max-inflight", "V", "--max-inflight"),
+    case("--num-of-sequences", "V", "--num-of-sequences"),
+    // perf_analyzer warns about a length <= 0 and uses 20.
+    Case {
+        accepted: &["-1"],
+        ..case("--sequence-length", "V", "--sequence-length")
+    },
+    case(
+        "--sequence-length-variation",
+        "V",
+        "--sequence-length-variation",
+    ),
+    case("--sequence-id-range", "V", "--sequence-id-range"),
+    case("--sequence-id-range", "1:V", "--sequence-id-range"),
+    case("--max-threads", "V", "--max-threads"),
+    case("-t", "V", "Failed to parse -t"),
+    Case {
+        before: &["-t", "2"],
+        ..case("-c", "V", "Failed to parse -c")
+    },
+    case("-p", "V", "--measurement-interval"),
+    case(
+        "--measurement-request-count",
+        "V",
+        "--measurement-request-count",
+    ),
+    case("-s", "V", "--stability-percentage"),
+    case("-r", "V", "--max-trials"),
+    // -1: the average instead of a percentile.
+    Case {
+        accepted: &["-1"],
+        ..case("--percentile", "V", "--percentile")
+    },
+    case("-l", "V", "--latency-threshold"),
+    case("--request-count", "V", "--request-count"),
+    case("--warmup-request-count", "V", "--warmup-request-count"),
+    case("-b", "V", "-b (batch size)"),
+    case("--shape", "INPUT0:V", "--shape"),
+    case("--string-length", "V", "--string-length"),
+    case("--cuda-device", "V", "--cuda-device"),
+    case(
+        "--output-shared-memory-size",
+        "V",
+        "--output-shared-memory-size",
+    ),
+    case("--ssl-https-verify-peer", "V", "--ssl-https-verify-peer"),
+    case("--ssl-https-verify-host", "V", "--ssl-https-verify-host"),
+    case("--ready-timeout", "V", "--ready-timeout"),
+    case("--trace-rate", "V", "--trace-rate"),
+    // -1: no limit on the traces (Triton's default).
+    Case {
+        accepted: &["-1"],
+        ..case("--trace-count", "V", "--trace-count")
+    },
+    case("--log-frequency", "V", "--log-frequency"),
+    Case {
+        before: &["--collect-metrics"],
+        ..case("--metrics-interval", "V", "--metrics-interval")
+    },
+];
+
+/// Every numeric flag of `inferperf profile` (`inferperf profile --help`).
+const PROFILE_FLAGS: &[Case] = &[
+    case("--concurrency", "V", "--concurrency"),
+    case("--concurrency", "1,V", "--concurrency"),
+    case("--request-rate", "V", "--request-rate"),
+    case("--max-inflight", "V", "--max-inflight"),
+    case("--request-count", "V", "--request-count"),
+    case("--warmup-request-count", "V", "--warmup-request-count"),
+    case("--benchmark-duration", "V", "--benchmark-duration"),
+    case(
+        "--synthetic-input-tokens-mean",
+        "V",
+        "--synthetic-input-tokens-mean",
+    ),
+    case(
+        "--synthetic-input-tokens-stddev",
+        "V",
+        "--synthetic-input-tokens-stddev",
+    ),
+    case("--output-tokens-mean", "V", "--output-tokens-mean"),
+    case("--output-tokens-stddev", "V", "--output-tokens-stddev"),
+    case("--num-prompts", "V", "--num-prompts"),
+    Case {
+        accepted: &["18446744073709551615"],
+        ..case("--random-seed", "V", "--random-seed")
+    },
+    case("--max-workers", "V", "--max-workers"),
+    case("--read-batch-us", "V", "--read-batch-us"),
+];
+
+/// A loopback port nothing listens on (bound, then released).
+fn closed_port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+/// Runs the binary with `base`, the case's arguments and `value`; checks that a rejected
+/// value is a usage error naming the flag and that an accepted one reaches `accepted_sign`
+/// in stderr (or exit 0 when `accepted_sign` is empty). Returns the failures.
+fn try_case(base: &[String], c: &Case, value: &str, accepted_sign: &str) -> Option<String> {
+    let v = c.value.replace('V', value);
+    let child = bin()
+        .args(base)
+        .args(c.before)
+        .args([c.flag, v.as_str()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = wait_bounded(child, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let code = o.status.code();
+    let what = format!("{} {v}: exit {code:?}, stderr {stderr:?}", c.flag);
+    if stderr.contains("panicked") {
+        return Some(what);
+    }
+    let ok = if c.accepted.contains(&value) {
+        if accepted_sign.is_empty() {
+            code == Some(0)
+        } else {
+            code == Some(99) && stderr.contains(accepted_sign)
+        }
+    } else {
+        code == Some(99) && stderr.contains(c.named)
+    };
+    (!ok).then_some(what)
+}
+
+#[test]
+fn a_huge_value_for_any_numeric_flag_is_a_usage_error_naming_it() {
+    let url = closed_port();
+    let base: Vec<String> = ["-m", "simple", "-u", &url, "--ready-timeout", "0"]
+        .map(String::from)
+        .to_vec();
+    let mut failures = Vec::new();
+    for c in PA_FLAGS {
+        for value in HUGE {
+            // Accepted values get as far as connecting to the closed port.
+            failures.extend(try_case(&base, c, value, "cannot connect"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_huge_value_for_any_numeric_profile_flag_is_a_usage_error_naming_it() {
+    let server = crate::run_profile::start_llm(0, 0, 4);
+    let dir = common::temp_dir("nothing-lost-profile-flags");
+    let mut failures = Vec::new();
+    for c in PROFILE_FLAGS {
+        let mut base: Vec<String> = ["profile", "-m", crate::run_profile::MODEL, "--quiet"]
+            .map(String::from)
+            .to_vec();
+        base.extend(["-u".into(), server.addr.to_string()]);
+        base.extend(["--artifact-dir".into(), dir.display().to_string()]);
+        base.extend(["--tokenizer".into(), "cl100k_base".into()]);
+        if c.flag != "--request-count" {
+            // An accepted value runs two requests.
+            base.extend(["--request-count".into(), "2".into()]);
+        }
+        for value in HUGE {
+            failures.extend(try_case(&base, c, value, ""));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
