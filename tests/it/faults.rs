@@ -6,9 +6,8 @@
 //! [`MAX_RSS_KIB`], no file outside the output directory, no raw ESC, BEL or CR on the
 //! terminal.
 //!
-//! Cases in [`PENDING`] need work that is not on this branch yet (request timeouts, reply
-//! validation, protocol limits, untrusted names and text); they are skipped unless
-//! `INFERPERF_FAULTS_PENDING=1` is set, which runs (and fails) them like the others.
+//! Cases in [`PENDING`] need work that is not on this branch yet (the protocol limits); they
+//! are skipped unless `INFERPERF_FAULTS_PENDING=1` is set, which runs them like the others.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -30,37 +29,12 @@ const DATA_LIMIT: u64 = 1 << 30;
 /// Cases that fail on this branch until the rest of issue 20 is merged: (mode, protocol).
 /// Each names what it waits for in the comment beside it.
 pub const PENDING: &[(&str, &str)] = &[
-    // --request-timeout and per-request timeouts (the run never ends today).
-    ("stall-head", "http"),
-    ("stall-head", "grpc"),
-    ("stall-body", "http"),
-    ("stall-body", "grpc"),
-    // Reply validation (today a reply that does not parse counts as a success, exit 0).
-    ("wrong-content-length", "http"),
-    ("not-json", "http"),
-    ("not-json", "grpc"),
-    ("not-protobuf", "http"),
-    ("not-protobuf", "grpc"),
-    // Failure kinds: a TCP reset mid-response reads "server closed the connection".
-    ("reset", "grpc"),
-    // Protocol limits (the client buffers without bound, then hangs or runs out of memory).
+    // Protocol limits (branch i20-limits): without them the client buffers 1xx responses,
+    // chunk extensions and SETTINGS/PING ACKs without bound, then hangs or runs out of memory.
     ("interim-flood", "http"),
     ("chunk-extension-flood", "http"),
     ("settings-flood", "grpc"),
     ("ping-flood", "grpc"),
-    // Untrusted shapes: [2^32]^3 wraps to exit 0; [65536,65536] allocates 16 GiB.
-    ("dims-huge", "http"),
-    ("dims-huge", "grpc"),
-    ("dims-big", "http"),
-    ("dims-big", "grpc"),
-    // Untrusted names: the composing CSV lands in ../../ or fails at /abs/.
-    ("name-dotdot", "http"),
-    ("name-dotdot", "grpc"),
-    ("name-abs", "http"),
-    ("name-abs", "grpc"),
-    // Untrusted text: raw ESC, BEL and CR reach the terminal.
-    ("escape-text", "http"),
-    ("escape-text", "grpc"),
 ];
 
 /// What a case must end with.
@@ -137,18 +111,6 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Whether `--help` lists `--request-timeout` (the flag comes with the timeouts work).
-fn has_request_timeout() -> bool {
-    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS.get_or_init(|| {
-        let help = Command::new(env!("CARGO_BIN_EXE_inferperf"))
-            .arg("--help")
-            .output()
-            .expect("binary runs");
-        String::from_utf8_lossy(&help.stdout).contains("--request-timeout")
-    })
-}
-
 /// Waits for `pid`, killing it after [`KILL_AFTER`]; returns its wait status and rusage.
 fn wait_bounded(child: &mut std::process::Child) -> (i32, libc::rusage, bool) {
     let pid = child.id() as libc::pid_t;
@@ -204,9 +166,7 @@ fn run_case(mode: FaultMode, grpc: bool) -> Outcome {
     .to_string();
     let csv = out_dir.join("r.csv");
     let mut args = vec!["-m", "identity", "-u", &url, "--request-count", "20"];
-    if has_request_timeout() {
-        args.extend(["--request-timeout", "1000"]);
-    }
+    args.extend(["--request-timeout", "1000"]);
     if grpc {
         args.extend(["-i", "grpc"]);
     }

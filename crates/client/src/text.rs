@@ -113,7 +113,10 @@ mod tests {
             escape_control("\x1b[31mred\x1b[0m\x07"),
             "\\x1b[31mred\\x1b[0m\\x07"
         );
-        assert_eq!(escape_control("over\rwrite\t\0"), "over\\x0dwrite\\x09\\x00");
+        assert_eq!(
+            escape_control("over\rwrite\t\0"),
+            "over\\x0dwrite\\x09\\x00"
+        );
         assert_eq!(escape_control("del\x7f c1\u{9b}2J"), "del\\x7f c1\\x9b2J");
         assert_eq!(escape_control("modèle ✓"), "modèle ✓");
         for s in ["\x1b]0;title\x07", "x\u{85}y"] {
@@ -139,7 +142,11 @@ mod tests {
             assert_eq!(out, format!("{name}: <redacted>"), "{line}");
             assert!(!out.contains("sk-") && !out.contains("abc"), "{out}");
         }
-        for line in ["Content-Type: application/json", "Host: 127.0.0.1:8000", "POST / HTTP/1.1"] {
+        for line in [
+            "Content-Type: application/json",
+            "Host: 127.0.0.1:8000",
+            "POST / HTTP/1.1",
+        ] {
             assert_eq!(redact_header(line), line);
         }
     }

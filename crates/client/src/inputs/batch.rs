@@ -158,7 +158,11 @@ fn concat(parts: &[&TensorValue], add_batch_dim: bool, b: usize) -> Result<Input
             first.name
         ))
     };
-    let len = first.data.len().checked_mul(parts.len()).ok_or_else(too_big)?;
+    let len = first
+        .data
+        .len()
+        .checked_mul(parts.len())
+        .ok_or_else(too_big)?;
     let mut data = Vec::with_capacity(len);
     parts.iter().for_each(|p| data.extend_from_slice(&p.data));
     let mut shape = first.shape.clone();

@@ -73,7 +73,10 @@ fn check_generated_size(
     cfg: &Config,
 ) -> Result<usize> {
     let per_element = if t.datatype == DataType::Bytes {
-        let len = cfg.string_data.as_ref().map_or(cfg.string_length, String::len);
+        let len = cfg
+            .string_data
+            .as_ref()
+            .map_or(cfg.string_length, String::len);
         (len as u128).saturating_add(4)
     } else {
         t.datatype.size() as u128
@@ -91,7 +94,10 @@ fn check_generated_size(
             } else {
                 String::new()
             };
-            let size = bytes.map_or_else(|| "too many bytes to count".into(), |b| format!("{b} bytes"));
+            let size = bytes.map_or_else(
+                || "too many bytes to count".into(),
+                |b| format!("{b} bytes"),
+            );
             Err(Error::usage(format!(
                 "input {}: shape {} of {}{at_batch} is {size}, over the {}-byte limit for \
                  generated data (raise it with --max-input-bytes)",
@@ -194,8 +200,8 @@ mod tests {
     #[test]
     fn generated_inputs_over_the_limit_name_the_input_and_its_dims() {
         let cfg = Config::default();
-        let err = generated_step(&spec("INPUT0", DataType::F32, &[65536, 65536]), &cfg)
-            .unwrap_err();
+        let err =
+            generated_step(&spec("INPUT0", DataType::F32, &[65536, 65536]), &cfg).unwrap_err();
         assert_eq!(err.exit_code(), 99);
         assert_eq!(
             err.msg,
@@ -203,8 +209,7 @@ mod tests {
              268435456-byte limit for generated data (raise it with --max-input-bytes)"
         );
         let big = 1i64 << 32;
-        let err =
-            generated_step(&spec("X", DataType::F32, &[big, big, big]), &cfg).unwrap_err();
+        let err = generated_step(&spec("X", DataType::F32, &[big, big, big]), &cfg).unwrap_err();
         assert!(
             err.msg.starts_with(
                 "input X: shape [4294967296,4294967296,4294967296] of FP32 is too many bytes"
@@ -214,7 +219,11 @@ mod tests {
         );
         // BYTES: 4-byte length plus --string-length per element.
         let err = generated_step(&spec("S", DataType::Bytes, &[1 << 21]), &cfg).unwrap_err();
-        assert!(err.msg.contains("of BYTES is 276824064 bytes"), "{}", err.msg);
+        assert!(
+            err.msg.contains("of BYTES is 276824064 bytes"),
+            "{}",
+            err.msg
+        );
         // The batch counts when the model batches.
         let mut batched = spec("B", DataType::U8, &[1 << 20]);
         batched.batched = true;
@@ -225,7 +234,8 @@ mod tests {
         };
         let err = generated_step(&batched, &cfg8).unwrap_err();
         assert!(
-            err.msg.contains("of UINT8 at batch size 8 is 8388608 bytes, over the 8388607-byte"),
+            err.msg
+                .contains("of UINT8 at batch size 8 is 8388608 bytes, over the 8388607-byte"),
             "{}",
             err.msg
         );

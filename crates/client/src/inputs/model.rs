@@ -223,7 +223,11 @@ mod tests {
             m.outputs[0].shape = output;
             let err = ModelSpec::new(&m, &config, &cfg, false).unwrap_err();
             assert_eq!(err.exit_code(), 99);
-            assert!(err.msg.contains("only -1 (a variable dimension)"), "{}", err.msg);
+            assert!(
+                err.msg.contains("only -1 (a variable dimension)"),
+                "{}",
+                err.msg
+            );
         }
         let mut m = meta();
         m.inputs[0].shape = vec![4, -2];

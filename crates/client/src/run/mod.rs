@@ -21,10 +21,10 @@ use crate::engine::slots::OutputSlots;
 use crate::engine::window::OutputCheck;
 use crate::engine::{available_cores, EngineSpec};
 use crate::error::{Error, Result};
-use crate::text::{escape_control, redact_header};
 use crate::report::export::ExportExperiment;
 use crate::report::write::write_atomic_with;
 use crate::report::{console, csv, export, Banner, PointReport, RateBanner};
+use crate::text::{escape_control, redact_header};
 use kinds::{ExportDecoder, Labels, Planned};
 use plan::LoadPlan;
 use setup::Target;
@@ -370,7 +370,10 @@ mod tests {
         let s = printable_request(req);
         assert!(!s.contains("secret"), "{s}");
         assert!(s.contains("\nAuthorization: <redacted>\n"), "{s}");
-        assert!(s.contains("\nx-api-key: <redacted>\napi-key: <redacted>\n"), "{s}");
+        assert!(
+            s.contains("\nx-api-key: <redacted>\napi-key: <redacted>\n"),
+            "{s}"
+        );
         assert!(s.contains("\nHost: h\n"), "{s}");
         assert!(!s.contains(['\r', '\x1b']), "{s}");
         assert!(s.ends_with("{\"m\":\"\\x1b[2J\"}"), "{s}");
