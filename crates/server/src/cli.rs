@@ -234,10 +234,17 @@ fn parse(args: Vec<OsString>) -> Result<Parsed> {
             .map_err(|e| Error::usage(e.msg.replace("--duration", "--fault-ttl")))?;
         let ttl = duration.map_or(ttl, |d| d.min(ttl));
         if tls.is_some() {
-            return Err(Error::usage("--fault serves cleartext only: drop --tls-cert"));
+            return Err(Error::usage(
+                "--fault serves cleartext only: drop --tls-cert",
+            ));
         }
         let (http, grpc) = (addr, grpc_addr);
-        let cfg = super::fault::FaultConfig { mode, http, grpc, ttl };
+        let cfg = super::fault::FaultConfig {
+            mode,
+            http,
+            grpc,
+            ttl,
+        };
         return Ok(Parsed::Fault(Box::new(cfg)));
     }
     let openai = openai_config(&flags)?;

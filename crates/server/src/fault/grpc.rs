@@ -67,7 +67,11 @@ pub(super) fn serve_conn(mut s: TcpStream, sh: &Shared) {
         }
     }
     if !buf.starts_with(PREFACE) {
-        let _ = io::write_all(&mut s, b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", sh);
+        let _ = io::write_all(
+            &mut s,
+            b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
+            sh,
+        );
         return io::close_clean(s, sh);
     }
     buf.drain(..PREFACE.len());
@@ -79,7 +83,10 @@ pub(super) fn serve_conn(mut s: TcpStream, sh: &Shared) {
         pending: None,
         out: Vec::with_capacity(4096),
     };
-    write_settings(&mut conn.out, &[(SETTINGS_MAX_CONCURRENT_STREAMS, MAX_STREAMS)]);
+    write_settings(
+        &mut conn.out,
+        &[(SETTINGS_MAX_CONCURRENT_STREAMS, MAX_STREAMS)],
+    );
     let next = conn.run(&mut s, &mut buf);
     match next {
         Next::Close => io::close_clean(s, sh),
@@ -195,7 +202,12 @@ impl Conn<'_> {
             }
         });
         if decoded.is_err() {
-            write_goaway(&mut self.out, stream, ErrorCode::CompressionError, b"bad HPACK");
+            write_goaway(
+                &mut self.out,
+                stream,
+                ErrorCode::CompressionError,
+                b"bad HPACK",
+            );
             let _ = io::write_all(s, &self.out, self.sh);
             return Next::Close;
         }
@@ -252,12 +264,24 @@ impl Conn<'_> {
     fn reply(&mut self, stream: u32, message: &[u8], end: bool) {
         let block = self.response_block(0);
         write_headers(&mut self.out, stream, &block, false, DEFAULT_MAX_FRAME_SIZE);
-        write_data(&mut self.out, stream, message, false, DEFAULT_MAX_FRAME_SIZE);
+        write_data(
+            &mut self.out,
+            stream,
+            message,
+            false,
+            DEFAULT_MAX_FRAME_SIZE,
+        );
         if end {
             let mut trailers = Vec::new();
             self.encoder
                 .encode_literal_without_indexing(&mut trailers, b"grpc-status", b"0");
-            write_headers(&mut self.out, stream, &trailers, true, DEFAULT_MAX_FRAME_SIZE);
+            write_headers(
+                &mut self.out,
+                stream,
+                &trailers,
+                true,
+                DEFAULT_MAX_FRAME_SIZE,
+            );
         }
     }
 
@@ -292,7 +316,11 @@ impl Conn<'_> {
             return Next::Go;
         }
         let req = pb::ModelInferRequest::decode(message).unwrap_or_default();
-        let mut data = req.raw_input_contents.into_iter().next().unwrap_or_default();
+        let mut data = req
+            .raw_input_contents
+            .into_iter()
+            .next()
+            .unwrap_or_default();
         data.resize(TENSOR_BYTES, 0);
         let reply = framed(&model::infer_pb(&req.id, data).encode_to_vec());
         let half = &reply[..reply.len() / 2];
@@ -318,12 +346,15 @@ impl Conn<'_> {
                 self.reply(stream, &wrong, true);
             }
             FaultMode::Garbage => {
-                self.out.extend_from_slice(b"\x00\x00\x04\x99 GARBAGE: not HTTP/2 at all \x80\x81");
+                self.out
+                    .extend_from_slice(b"\x00\x00\x04\x99 GARBAGE: not HTTP/2 at all \x80\x81");
                 return self.flush_then(s, Next::Close);
             }
-            FaultMode::NotJson | FaultMode::NotProtobuf => {
-                self.reply(stream, &framed(b"\x0a\xff\xff\xff\xff\x0fnot protobuf"), true)
-            }
+            FaultMode::NotJson | FaultMode::NotProtobuf => self.reply(
+                stream,
+                &framed(b"\x0a\xff\xff\xff\xff\x0fnot protobuf"),
+                true,
+            ),
             FaultMode::EndlessHeader => return self.endless_header(s, stream),
             FaultMode::HugeHeaders => {
                 let block = self.response_block(HUGE_HEADER);
@@ -332,7 +363,13 @@ impl Conn<'_> {
                 let mut trailers = Vec::new();
                 self.encoder
                     .encode_literal_without_indexing(&mut trailers, b"grpc-status", b"0");
-                write_headers(&mut self.out, stream, &trailers, true, DEFAULT_MAX_FRAME_SIZE);
+                write_headers(
+                    &mut self.out,
+                    stream,
+                    &trailers,
+                    true,
+                    DEFAULT_MAX_FRAME_SIZE,
+                );
             }
             FaultMode::HugeContentLength => {
                 let mut huge = vec![0u8; 5 + HUGE_SENT];

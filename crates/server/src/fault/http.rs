@@ -36,7 +36,13 @@ pub(super) fn serve_conn(mut s: TcpStream, sh: &Shared) {
             Ok(Some(req)) => req,
             Ok(None) => return,
             Err(status) => {
-                let _ = respond(&mut s, status, "application/json", b"{\"error\":\"bad request\"}", sh);
+                let _ = respond(
+                    &mut s,
+                    status,
+                    "application/json",
+                    b"{\"error\":\"bad request\"}",
+                    sh,
+                );
                 io::close_clean(s, sh);
                 return;
             }
@@ -82,14 +88,21 @@ fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>, sh: &Shared) -> Result<Opt
     };
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut parsed = httparse::Request::new(&mut headers);
-    if !matches!(parsed.parse(&buf[..head_len]), Ok(httparse::Status::Complete(_))) {
+    if !matches!(
+        parsed.parse(&buf[..head_len]),
+        Ok(httparse::Status::Complete(_))
+    ) {
         return Err(400);
     }
     let length = parsed
         .headers
         .iter()
         .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-        .map(|h| std::str::from_utf8(h.value).ok().and_then(|v| v.trim().parse::<usize>().ok()));
+        .map(|h| {
+            std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+        });
     let length = match length {
         None => 0,
         Some(Some(n)) if n <= MAX_BODY => n,
@@ -153,7 +166,11 @@ fn metadata(s: &mut TcpStream, req: &Request, sh: &Shared) -> Keep {
         return respond_json(s, 404, &serde_json::json!({"error": "Not Found"}), sh);
     }
     if matches!(path, "/v2/health/live" | "/v2/health/ready") {
-        return if respond(s, 200, "text/plain", b"", sh) { Keep::Yes } else { Keep::Gone };
+        return if respond(s, 200, "text/plain", b"", sh) {
+            Keep::Yes
+        } else {
+            Keep::Gone
+        };
     }
     if path == "/v2" || path == "/v2/" {
         return respond_json(s, 200, &model::server_json(), sh);
@@ -171,7 +188,11 @@ fn metadata(s: &mut TcpStream, req: &Request, sh: &Shared) -> Keep {
     } else if path.ends_with("/config") {
         model::config_json(mode, model)
     } else if path.ends_with("/ready") {
-        return if respond(s, 200, "text/plain", b"", sh) { Keep::Yes } else { Keep::Gone };
+        return if respond(s, 200, "text/plain", b"", sh) {
+            Keep::Yes
+        } else {
+            Keep::Gone
+        };
     } else {
         model::metadata_json(mode, model)
     };
@@ -181,8 +202,8 @@ fn metadata(s: &mut TcpStream, req: &Request, sh: &Shared) -> Keep {
 /// The output bytes of an echo: the request's last `TENSOR_BYTES` bytes (its binary input),
 /// or zeros when the request carried its input as JSON.
 fn echo_data(req: &Request) -> Vec<u8> {
-    let binary = req.body.len() >= TENSOR_BYTES && req.body.starts_with(b"{")
-        && !req.body.ends_with(b"}");
+    let binary =
+        req.body.len() >= TENSOR_BYTES && req.body.starts_with(b"{") && !req.body.ends_with(b"}");
     if binary {
         req.body[req.body.len() - TENSOR_BYTES..].to_vec()
     } else {
@@ -216,8 +237,16 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 fn infer(s: &mut TcpStream, req: &Request, sh: &Shared) -> Keep {
     let n = sh.next_infer();
     let mode = sh.mode;
-    if req.path.strip_prefix("/v2/models/").map(|r| r.split('/').next()) != Some(Some(MODEL)) {
-        let msg = format!("Request for unknown model: '{}' is not found", model_in(&req.path));
+    if req
+        .path
+        .strip_prefix("/v2/models/")
+        .map(|r| r.split('/').next())
+        != Some(Some(MODEL))
+    {
+        let msg = format!(
+            "Request for unknown model: '{}' is not found",
+            model_in(&req.path)
+        );
         return respond_json(s, 404, &serde_json::json!({ "error": msg }), sh);
     }
     if sh.fails(n) {
@@ -253,8 +282,13 @@ fn infer(s: &mut TcpStream, req: &Request, sh: &Shared) -> Keep {
             written(io::write_all(s, head.as_bytes(), sh) && io::write_all(s, &body, sh))
         }
         FaultMode::Garbage => {
-            let garbage = b"\x00\xff\xfe GARBAGE: this is not an HTTP response \x80\x81\x82\r\n\r\n";
-            if io::write_all(s, garbage, sh) { Keep::Close } else { Keep::Gone }
+            let garbage =
+                b"\x00\xff\xfe GARBAGE: this is not an HTTP response \x80\x81\x82\r\n\r\n";
+            if io::write_all(s, garbage, sh) {
+                Keep::Close
+            } else {
+                Keep::Gone
+            }
         }
         FaultMode::NotJson | FaultMode::NotProtobuf => {
             let body = b"<html><body>this is not JSON</body></html>";
@@ -267,14 +301,20 @@ fn infer(s: &mut TcpStream, req: &Request, sh: &Shared) -> Keep {
         FaultMode::ChunkExtensionFlood => chunk_flood(s, sh),
         FaultMode::EndlessHeader => {
             if io::write_all(s, b"HTTP/1.1 200 OK\r\n", sh) {
-                io::flood(s, b"X-Fault-Endless: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n", sh);
+                io::flood(
+                    s,
+                    b"X-Fault-Endless: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+                    sh,
+                );
             }
             Keep::Gone
         }
         FaultMode::HugeContentLength => {
             let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
                         Content-Length: 1000000000000000\r\n\r\n";
-            if io::write_all(s, head.as_bytes(), sh) && io::write_all(s, &[b' '; HUGE_BODY_SENT], sh) {
+            if io::write_all(s, head.as_bytes(), sh)
+                && io::write_all(s, &[b' '; HUGE_BODY_SENT], sh)
+            {
                 io::hold(s, sh);
             }
             Keep::Gone
@@ -305,7 +345,8 @@ fn written(ok: bool) -> Keep {
 /// A chunked reply of one-byte chunks, each line carrying 1 KiB of extensions, until the peer
 /// goes away or the server stops.
 fn chunk_flood(s: &mut TcpStream, sh: &Shared) -> Keep {
-    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let head =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
     if !io::write_all(s, head.as_bytes(), sh) {
         return Keep::Gone;
     }

@@ -36,7 +36,12 @@ fn is_tick(e: &std::io::Error) -> bool {
 
 /// Reads what is there into `buf` (appending up to `max` more bytes). `None` when the peer
 /// closed, the read failed, or the server is stopping.
-pub(super) fn read_more(s: &mut TcpStream, buf: &mut Vec<u8>, max: usize, sh: &Shared) -> Option<usize> {
+pub(super) fn read_more(
+    s: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    max: usize,
+    sh: &Shared,
+) -> Option<usize> {
     let mut chunk = [0u8; 16 * 1024];
     let want = max.min(chunk.len()).max(1);
     loop {

@@ -296,7 +296,11 @@ type ConnFn = fn(TcpStream, &Shared);
 
 /// Accepts connections on `listener` until the server stops (or `refuse` closes it), giving
 /// each its own thread, at most [`MAX_CONNECTIONS`] at once.
-fn accept_thread(listener: TcpListener, shared: &Arc<Shared>, serve: ConnFn) -> Result<JoinHandle<()>> {
+fn accept_thread(
+    listener: TcpListener,
+    shared: &Arc<Shared>,
+    serve: ConnFn,
+) -> Result<JoinHandle<()>> {
     listener.set_nonblocking(true)?;
     let shared = Arc::clone(shared);
     let join = std::thread::Builder::new()
@@ -316,12 +320,13 @@ fn accept_thread(listener: TcpListener, shared: &Arc<Shared>, serve: ConnFn) -> 
                 let _ = stream.set_nodelay(true);
                 shared.live.fetch_add(1, Ordering::Relaxed);
                 let conn_shared = Arc::clone(&shared);
-                let spawned = std::thread::Builder::new()
-                    .name("fault-conn".into())
-                    .spawn(move || {
-                        serve(stream, &conn_shared);
-                        conn_shared.live.fetch_sub(1, Ordering::Relaxed);
-                    });
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("fault-conn".into())
+                        .spawn(move || {
+                            serve(stream, &conn_shared);
+                            conn_shared.live.fetch_sub(1, Ordering::Relaxed);
+                        });
                 if spawned.is_err() {
                     shared.live.fetch_sub(1, Ordering::Relaxed);
                 }

@@ -270,7 +270,9 @@ pub fn error_text(mode: FaultMode, n: u64) -> String {
             "\u{1b}[31mfault server: red alert\u{1b}[0m\u{7} bell\r overwritten \u{1b}]0;title\u{7}"
                 .to_string()
         }
-        FaultMode::EveryNthFails => format!("fault server: infer request {n} failed (every-nth-fails)"),
+        FaultMode::EveryNthFails => {
+            format!("fault server: infer request {n} failed (every-nth-fails)")
+        }
         _ => "fault server: internal error (status-500 mode)".to_string(),
     }
 }

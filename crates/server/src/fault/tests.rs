@@ -34,7 +34,12 @@ pub(super) enum End {
 
 /// Sends `request` and reads until the server closes, resets, goes quiet for `idle`, or has
 /// sent `max` bytes.
-pub(super) fn exchange(addr: SocketAddr, request: &[u8], max: usize, idle: Duration) -> (Vec<u8>, End) {
+pub(super) fn exchange(
+    addr: SocketAddr,
+    request: &[u8],
+    max: usize,
+    idle: Duration,
+) -> (Vec<u8>, End) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(idle)).unwrap();
     s.write_all(request).unwrap();
@@ -85,7 +90,10 @@ fn head_and_body(reply: &[u8]) -> (String, &[u8]) {
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .expect("a complete head");
-    (String::from_utf8_lossy(&reply[..end]).into_owned(), &reply[end + 4..])
+    (
+        String::from_utf8_lossy(&reply[..end]).into_owned(),
+        &reply[end + 4..],
+    )
 }
 
 fn json_of(reply: &[u8]) -> Value {
@@ -98,11 +106,20 @@ fn healthy_server_answers_metadata_and_echoes_infers() {
     let (reply, _) = exchange(srv.addr, &get("/v2/health/ready"), 1 << 20, QUICK);
     assert!(reply.starts_with(b"HTTP/1.1 200 OK\r\n"));
     let server = json_of(&exchange(srv.addr, &get("/v2"), 1 << 20, QUICK).0);
-    assert!(server["extensions"].to_string().contains("statistics"), "{server}");
+    assert!(
+        server["extensions"].to_string().contains("statistics"),
+        "{server}"
+    );
     let meta = json_of(&exchange(srv.addr, &get("/v2/models/identity"), 1 << 20, QUICK).0);
     assert_eq!(meta["inputs"][0]["shape"], serde_json::json!([16]));
     let config = json_of(&exchange(srv.addr, &get("/v2/models/identity/config"), 1 << 20, QUICK).0);
-    assert_eq!((config["max_batch_size"].as_i64(), config.get("ensemble_scheduling")), (Some(0), None));
+    assert_eq!(
+        (
+            config["max_batch_size"].as_i64(),
+            config.get("ensemble_scheduling")
+        ),
+        (Some(0), None)
+    );
     let (reply, _) = exchange(srv.addr, &get("/v2/models/nope"), 1 << 20, QUICK);
     assert!(reply.starts_with(b"HTTP/1.1 404"));
     // Two infers on one keep-alive connection, each echoing the input bytes.
@@ -125,11 +142,18 @@ fn failing_modes_answer_errors() {
     let srv = server(FaultMode::Status500, TTL);
     let (reply, _) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
     assert!(reply.starts_with(b"HTTP/1.1 500 "));
-    assert!(json_of(&reply)["error"].as_str().unwrap().contains("internal error"));
+    assert!(json_of(&reply)["error"]
+        .as_str()
+        .unwrap()
+        .contains("internal error"));
 
     let srv = server(FaultMode::EveryNthFails, TTL);
     let statuses: Vec<bool> = (0..6)
-        .map(|_| exchange(srv.addr, &infer_request(), 1 << 20, QUICK).0.starts_with(b"HTTP/1.1 200"))
+        .map(|_| {
+            exchange(srv.addr, &infer_request(), 1 << 20, QUICK)
+                .0
+                .starts_with(b"HTTP/1.1 200")
+        })
         .collect();
     assert_eq!(statuses, [true, true, false, true, true, false]);
 
@@ -138,7 +162,10 @@ fn failing_modes_answer_errors() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(text.contains('\u{1b}') && text.contains('\u{7}') && text.contains('\r'), "{text:?}");
+    assert!(
+        text.contains('\u{1b}') && text.contains('\u{7}') && text.contains('\r'),
+        "{text:?}"
+    );
 
     let srv = server(FaultMode::NotJson, TTL);
     let (reply, _) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
@@ -157,14 +184,24 @@ fn cut_replies_end_as_the_mode_says() {
     let (reply, end) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
     assert_eq!(end, End::Eof);
     let (head, body) = head_and_body(&reply);
-    let length: usize = head.split("\r\nContent-Length: ").nth(1).unwrap().parse().unwrap();
+    let length: usize = head
+        .split("\r\nContent-Length: ")
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(body.len() < length, "{} of {length}", body.len());
 
     let srv = server(FaultMode::WrongContentLength, TTL);
     let (reply, end) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
     assert_eq!(end, End::Idle);
     let (head, body) = head_and_body(&reply);
-    let length: usize = head.split("\r\nContent-Length: ").nth(1).unwrap().parse().unwrap();
+    let length: usize = head
+        .split("\r\nContent-Length: ")
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     assert_eq!(body.len(), length + 8);
 
     let srv = server(FaultMode::Garbage, TTL);
@@ -174,7 +211,9 @@ fn cut_replies_end_as_the_mode_says() {
     let srv = server(FaultMode::HugeContentLength, TTL);
     let (reply, end) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
     assert_eq!(end, End::Idle);
-    assert!(head_and_body(&reply).0.contains("Content-Length: 1000000000000000"));
+    assert!(head_and_body(&reply)
+        .0
+        .contains("Content-Length: 1000000000000000"));
 
     let srv = server(FaultMode::HugeHeaders, TTL);
     let (reply, _) = exchange(srv.addr, &infer_request(), 4 << 20, QUICK);
@@ -185,7 +224,11 @@ fn cut_replies_end_as_the_mode_says() {
 
 #[test]
 fn stalls_send_nothing_until_the_server_stops() {
-    for mode in [FaultMode::StallHead, FaultMode::StallBody, FaultMode::StallForever] {
+    for mode in [
+        FaultMode::StallHead,
+        FaultMode::StallBody,
+        FaultMode::StallForever,
+    ] {
         let srv = server(mode, TTL);
         let request = if mode == FaultMode::StallForever {
             get("/v2/health/ready")
@@ -218,7 +261,10 @@ fn the_lifetime_ends_stalls_and_closes_the_ports() {
     assert!(got.is_empty() && end != End::Idle, "{end:?}");
     assert!(srv.expired());
     std::thread::sleep(Duration::from_millis(200));
-    assert!(TcpStream::connect(srv.addr).is_err(), "the port still accepts");
+    assert!(
+        TcpStream::connect(srv.addr).is_err(),
+        "the port still accepts"
+    );
 }
 
 #[test]
@@ -235,7 +281,8 @@ fn refuse_closes_the_ports_after_the_first_infer() {
 
 #[test]
 fn floods_do_not_end() {
-    let lines = |reply: &[u8], unit: &[u8]| reply.windows(unit.len()).filter(|w| *w == unit).count();
+    let lines =
+        |reply: &[u8], unit: &[u8]| reply.windows(unit.len()).filter(|w| *w == unit).count();
     let srv = server(FaultMode::InterimFlood, TTL);
     let (reply, end) = exchange(srv.addr, &infer_request(), 4 << 20, QUICK);
     assert_eq!(end, End::Max);
@@ -259,15 +306,23 @@ fn metadata_modes_change_the_model() {
     let shape_of = |mode: FaultMode| {
         let srv = server(mode, TTL);
         let meta = json_of(&exchange(srv.addr, &get("/v2/models/identity"), 1 << 20, QUICK).0);
-        let config = json_of(&exchange(srv.addr, &get("/v2/models/identity/config"), 1 << 20, QUICK).0);
+        let config =
+            json_of(&exchange(srv.addr, &get("/v2/models/identity/config"), 1 << 20, QUICK).0);
         assert_eq!(meta["inputs"][0]["shape"], config["input"][0]["dims"]);
         meta["inputs"][0]["shape"].to_string()
     };
-    assert_eq!(shape_of(FaultMode::DimsHuge), "[4294967296,4294967296,4294967296]");
+    assert_eq!(
+        shape_of(FaultMode::DimsHuge),
+        "[4294967296,4294967296,4294967296]"
+    );
     assert_eq!(shape_of(FaultMode::DimsBig), "[65536,65536]");
-    for (mode, name) in [(FaultMode::NameDotdot, "../../x"), (FaultMode::NameAbs, "/abs/x")] {
+    for (mode, name) in [
+        (FaultMode::NameDotdot, "../../x"),
+        (FaultMode::NameAbs, "/abs/x"),
+    ] {
         let srv = server(mode, TTL);
-        let config = json_of(&exchange(srv.addr, &get("/v2/models/identity/config"), 1 << 20, QUICK).0);
+        let config =
+            json_of(&exchange(srv.addr, &get("/v2/models/identity/config"), 1 << 20, QUICK).0);
         assert_eq!(config["platform"], "ensemble");
         assert_eq!(config["ensemble_scheduling"]["step"][0]["model_name"], name);
         // However a client spells the composing model's path, it gets its config.
@@ -283,10 +338,20 @@ fn metadata_modes_change_the_model() {
 #[test]
 fn modes_have_kebab_names_and_say_where_they_apply() {
     let names: Vec<String> = FaultMode::all().iter().map(|m| m.name()).collect();
-    for want in ["status-500", "close-mid-body", "every-nth-fails", "name-dotdot", "dims-huge"] {
+    for want in [
+        "status-500",
+        "close-mid-body",
+        "every-nth-fails",
+        "name-dotdot",
+        "dims-huge",
+    ] {
         assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
     }
     assert!(FaultMode::all().len() >= 25);
-    assert!(!FaultMode::SettingsFlood.applies_to_http() && FaultMode::SettingsFlood.applies_to_grpc());
-    assert!(FaultMode::InterimFlood.applies_to_http() && !FaultMode::InterimFlood.applies_to_grpc());
+    assert!(
+        !FaultMode::SettingsFlood.applies_to_http() && FaultMode::SettingsFlood.applies_to_grpc()
+    );
+    assert!(
+        FaultMode::InterimFlood.applies_to_http() && !FaultMode::InterimFlood.applies_to_grpc()
+    );
 }

@@ -91,7 +91,10 @@ fn fields(frames: &[Frame]) -> Vec<(String, String)> {
 }
 
 fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    fields
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
 }
 
 /// The DATA bytes of stream 1.
@@ -121,8 +124,14 @@ fn healthy_calls_through_a_grpc_client() {
     let meta = pb::ModelMetadataResponse::decode(meta.as_slice()).unwrap();
     assert_eq!(meta.inputs[0].shape, [16]);
     let config = client.unary("ModelConfig", &named).unwrap();
-    let config = pb::ModelConfigResponse::decode(config.as_slice()).unwrap().config.unwrap();
-    assert_eq!((config.name.as_str(), config.max_batch_size), ("identity", 0));
+    let config = pb::ModelConfigResponse::decode(config.as_slice())
+        .unwrap()
+        .config
+        .unwrap();
+    assert_eq!(
+        (config.name.as_str(), config.max_batch_size),
+        ("identity", 0)
+    );
     let reply = client.unary("ModelInfer", &infer_message()).unwrap();
     let reply = pb::ModelInferResponse::decode(reply.as_slice()).unwrap();
     assert_eq!(reply.raw_output_contents, [(0..64).collect::<Vec<u8>>()]);
@@ -142,7 +151,12 @@ fn failing_modes_send_grpc_status_13() {
     assert!(err.msg.contains("internal error"), "{}", err.msg);
 
     let srv = server(FaultMode::EscapeText, TTL);
-    let (frames, _) = raw_call(srv.grpc_addr.unwrap(), "ModelInfer", &infer_message(), 1 << 20);
+    let (frames, _) = raw_call(
+        srv.grpc_addr.unwrap(),
+        "ModelInfer",
+        &infer_message(),
+        1 << 20,
+    );
     let fields = fields(&frames);
     assert_eq!(field(&fields, "grpc-status"), Some("13"));
     let message = field(&fields, "grpc-message").unwrap();
@@ -160,7 +174,12 @@ fn failing_modes_send_grpc_status_13() {
 fn broken_replies_are_sent_as_the_mode_says() {
     let call = |mode| {
         let srv = server(mode, TTL);
-        raw_call(srv.grpc_addr.unwrap(), "ModelInfer", &infer_message(), 4 << 20)
+        raw_call(
+            srv.grpc_addr.unwrap(),
+            "ModelInfer",
+            &infer_message(),
+            4 << 20,
+        )
     };
     let (frames, end) = call(FaultMode::Reset);
     assert_eq!(end, End::Reset);
@@ -193,7 +212,9 @@ fn broken_replies_are_sent_as_the_mode_says() {
 
     let (frames, end) = call(FaultMode::StallHead);
     assert_eq!(end, End::Idle);
-    let answers = frames.iter().filter(|f| f.2 == 1 && matches!(f.0, 0 | 1 | 3));
+    let answers = frames
+        .iter()
+        .filter(|f| f.2 == 1 && matches!(f.0, 0 | 1 | 3));
     assert_eq!(answers.count(), 0, "stream 1 got an answer");
 }
 
@@ -205,7 +226,13 @@ fn garbage_and_floods() {
     let mut out = PREFACE.to_vec();
     write_settings(&mut out, &[]);
     let addr = srv.grpc_addr.unwrap().to_string();
-    write_headers(&mut out, 1, &call_headers(&addr, "ModelInfer", &[], false, None), false, 16_384);
+    write_headers(
+        &mut out,
+        1,
+        &call_headers(&addr, "ModelInfer", &[], false, None),
+        false,
+        16_384,
+    );
     write_data(&mut out, 1, &framed(&infer_message()), true, 16_384);
     s.write_all(&out).unwrap();
     let (bytes, _) = read_until(&mut s, 1 << 20);
@@ -213,14 +240,27 @@ fn garbage_and_floods() {
 
     for (mode, kind) in [(FaultMode::SettingsFlood, 4), (FaultMode::PingFlood, 6)] {
         let srv = server(mode, TTL);
-        let (frames, end) = raw_call(srv.grpc_addr.unwrap(), "ModelInfer", &infer_message(), 4 << 20);
+        let (frames, end) = raw_call(
+            srv.grpc_addr.unwrap(),
+            "ModelInfer",
+            &infer_message(),
+            4 << 20,
+        );
         assert_eq!(end, End::Max, "{mode:?}");
-        let asking = frames.iter().filter(|f| f.0 == kind && f.1 & 1 == 0).count();
+        let asking = frames
+            .iter()
+            .filter(|f| f.0 == kind && f.1 & 1 == 0)
+            .count();
         assert!(asking > 100_000, "{mode:?}: {asking}");
     }
 
     let srv = server(FaultMode::EndlessHeader, TTL);
-    let (frames, end) = raw_call(srv.grpc_addr.unwrap(), "ModelInfer", &infer_message(), 4 << 20);
+    let (frames, end) = raw_call(
+        srv.grpc_addr.unwrap(),
+        "ModelInfer",
+        &infer_message(),
+        4 << 20,
+    );
     assert_eq!(end, End::Max);
     let on_stream: Vec<&Frame> = frames.iter().filter(|f| f.2 == 1 && f.0 != 8).collect();
     assert_eq!(on_stream[0].0, 1);
@@ -237,7 +277,8 @@ fn metadata_modes_over_grpc() {
         (FaultMode::NameAbs, vec![16], Some("/abs/x")),
     ] {
         let srv = server(mode, TTL);
-        let mut client = GrpcClient::connect(&srv.grpc_addr.unwrap().to_string(), QUICK * 10).unwrap();
+        let mut client =
+            GrpcClient::connect(&srv.grpc_addr.unwrap().to_string(), QUICK * 10).unwrap();
         let named = |name: &str| {
             pb::ModelConfigRequest {
                 name: name.into(),
@@ -249,7 +290,10 @@ fn metadata_modes_over_grpc() {
         let meta = pb::ModelMetadataResponse::decode(meta.as_slice()).unwrap();
         assert_eq!(meta.inputs[0].shape, dims, "{mode:?}");
         let config = client.unary("ModelConfig", &named("identity")).unwrap();
-        let config = pb::ModelConfigResponse::decode(config.as_slice()).unwrap().config.unwrap();
+        let config = pb::ModelConfigResponse::decode(config.as_slice())
+            .unwrap()
+            .config
+            .unwrap();
         assert_eq!(config.input[0].dims, dims, "{mode:?}");
         let steps: Vec<String> = match config.scheduling_choice {
             Some(pb::model_config::SchedulingChoice::EnsembleScheduling(e)) => {

@@ -1,0 +1,425 @@
+//! The fault matrix: the built `inferperf` in perf_analyzer mode (`--request-count 20
+//! --request-timeout 1000 -f CSV`) against a fault server (`inferperf serve --fault MODE`,
+//! started in-process on ephemeral ports), over HTTP and gRPC where the mode applies. For each
+//! case: the exit code, an error that names the cause, the run ends within its bound (the
+//! child is killed after [`KILL_AFTER`], and that is a failure), peak memory under
+//! [`MAX_RSS_KIB`], no file outside the output directory, no raw ESC, BEL or CR on the
+//! terminal.
+//!
+//! Cases in [`PENDING`] need work that is not on this branch yet (the protocol limits); they
+//! are skipped unless `INFERPERF_FAULTS_PENDING=1` is set, which runs them like the others.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use inferperf::server::fault::{start, FaultConfig, FaultMode};
+
+use crate::common::temp_dir;
+
+/// A run still going after this is killed, and the case fails.
+const KILL_AFTER: Duration = Duration::from_secs(60);
+/// Peak resident memory a run may reach (KiB).
+const MAX_RSS_KIB: i64 = 512 * 1024;
+/// The child's data limit (RLIMIT_DATA, bytes): a client without limits fails its allocation
+/// here instead of taking the machine's memory (a chunk-extension flood grows without bound).
+const DATA_LIMIT: u64 = 1 << 30;
+
+/// Cases that fail on this branch until the rest of issue 20 is merged: (mode, protocol).
+/// Each names what it waits for in the comment beside it.
+pub const PENDING: &[(&str, &str)] = &[
+    // Protocol limits (branch i20-limits): without them the client buffers 1xx responses,
+    // chunk extensions and SETTINGS/PING ACKs without bound, then hangs or runs out of memory.
+    ("interim-flood", "http"),
+    ("chunk-extension-flood", "http"),
+    ("settings-flood", "grpc"),
+    ("ping-flood", "grpc"),
+];
+
+/// What a case must end with.
+struct Expect {
+    /// The exit code.
+    code: i32,
+    /// The output (stdout and stderr) must contain one of these, case-insensitive; empty:
+    /// no check.
+    words: &'static [&'static str],
+}
+
+fn expect(mode: FaultMode, grpc: bool) -> Expect {
+    use FaultMode as F;
+    let fail = |words| Expect { code: 99, words };
+    match mode {
+        F::None | F::NameDotdot | F::NameAbs => Expect {
+            code: 0,
+            words: &["throughput"],
+        },
+        F::Refuse => fail(&["refused", "connect", "closed"]),
+        F::Reset => fail(&["reset"]),
+        F::CloseMidBody => fail(&["closed", "Content-Length", "shorter"]),
+        F::StallHead | F::StallBody | F::StallForever => fail(&["timed out", "no response"]),
+        F::WrongContentLength if grpc => {
+            fail(&["length", "prefix", "protobuf", "inside a message"])
+        }
+        F::WrongContentLength => fail(&["Content-Length", "length", "framing", "JSON"]),
+        F::Garbage => fail(&[
+            "framing",
+            "malformed",
+            "not HTTP",
+            "HTTP/2 connection error",
+            "garbage",
+        ]),
+        F::Status500 | F::EveryNthFails => fail(&["500", "status 13", "internal error", "failed"]),
+        F::NotJson | F::NotProtobuf if grpc => fail(&["protobuf"]),
+        F::NotJson | F::NotProtobuf => fail(&["JSON"]),
+        F::InterimFlood => fail(&["limit", "interim", "1xx"]),
+        F::ChunkExtensionFlood => fail(&["limit", "chunk"]),
+        F::EndlessHeader | F::HugeHeaders => fail(&["limit", "header"]),
+        F::HugeContentLength => fail(&["limit", "Content-Length", "too large", "length prefix"]),
+        F::SettingsFlood => fail(&["limit", "SETTINGS", "ENHANCE_YOUR_CALM", "flood"]),
+        F::PingFlood => fail(&["limit", "PING", "ENHANCE_YOUR_CALM", "flood"]),
+        F::DimsHuge | F::DimsBig => fail(&["INPUT0"]),
+        F::EscapeText => fail(&["red alert"]),
+    }
+}
+
+/// What one run did.
+struct Outcome {
+    code: Option<i32>,
+    signal: Option<i32>,
+    killed: bool,
+    elapsed: Duration,
+    max_rss_kib: i64,
+    output: Vec<u8>,
+    /// Files created under the test's directory outside the output directory.
+    stray: Vec<PathBuf>,
+    /// Files in the output directory.
+    reports: Vec<PathBuf>,
+}
+
+fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files_under(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+/// Waits for `pid`, killing it after [`KILL_AFTER`]; returns its wait status and rusage.
+fn wait_bounded(child: &mut std::process::Child) -> (i32, libc::rusage, bool) {
+    let pid = child.id() as libc::pid_t;
+    let started = Instant::now();
+    let mut killed = false;
+    loop {
+        let mut status = 0;
+        // SAFETY: a zeroed rusage is valid; wait4 writes the status and usage of our child.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let flags = if killed { 0 } else { libc::WNOHANG };
+        let got = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+        if got == pid {
+            return (status, usage, killed);
+        }
+        assert!(
+            got == 0,
+            "wait4 failed: {}",
+            std::io::Error::last_os_error()
+        );
+        if started.elapsed() > KILL_AFTER {
+            let _ = child.kill();
+            killed = true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs the binary against a fresh fault server in `mode`.
+fn run_case(mode: FaultMode, grpc: bool) -> Outcome {
+    let proto = if grpc { "grpc" } else { "http" };
+    let root = temp_dir(&format!("fault-{}-{proto}", mode.name()));
+    let (out_dir, work, logs) = (
+        root.join("a/b/out"),
+        root.join("a/b/work"),
+        root.join("logs"),
+    );
+    for d in [&out_dir, &work, &logs] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let local = "127.0.0.1:0".parse().unwrap();
+    let cfg = FaultConfig {
+        mode,
+        http: local,
+        grpc: Some(local),
+        ttl: KILL_AFTER * 2,
+    };
+    let server = start(&cfg).expect("fault server starts");
+    let url = if grpc {
+        server.grpc_addr.unwrap()
+    } else {
+        server.addr
+    }
+    .to_string();
+    let csv = out_dir.join("r.csv");
+    let mut args = vec!["-m", "identity", "-u", &url, "--request-count", "20"];
+    args.extend(["--request-timeout", "1000"]);
+    if grpc {
+        args.extend(["-i", "grpc"]);
+    }
+    let csv_arg = csv.to_string_lossy().into_owned();
+    args.extend(["-f", &csv_arg]);
+    let log = |name: &str| std::fs::File::create(logs.join(name)).unwrap();
+    let started = Instant::now();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_inferperf"));
+    // SAFETY: the closure only calls setrlimit, which is async-signal-safe.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: DATA_LIMIT,
+                rlim_max: DATA_LIMIT,
+            };
+            libc::setrlimit(libc::RLIMIT_DATA, &limit);
+            Ok(())
+        });
+    }
+    let mut child = command
+        .args(&args)
+        .current_dir(&work)
+        .stdin(Stdio::null())
+        .stdout(log("stdout"))
+        .stderr(log("stderr"))
+        .spawn()
+        .expect("inferperf starts");
+    let (status, usage, killed) = wait_bounded(&mut child);
+    let elapsed = started.elapsed();
+    server.stop();
+    let status = std::process::ExitStatus::from_raw(status);
+    let mut output = std::fs::read(logs.join("stdout")).unwrap();
+    output.extend(std::fs::read(logs.join("stderr")).unwrap());
+    let mut all = Vec::new();
+    files_under(&root, &mut all);
+    let (mut reports, mut stray) = (Vec::new(), Vec::new());
+    for f in all {
+        if f.starts_with(&out_dir) {
+            reports.push(f);
+        } else if !f.starts_with(&logs) {
+            stray.push(f);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    Outcome {
+        code: status.code(),
+        signal: status.signal(),
+        killed,
+        elapsed,
+        max_rss_kib: usage.ru_maxrss,
+        output,
+        stray,
+        reports,
+    }
+}
+
+/// Every way `o` falls short of what `mode` over `grpc` must do.
+fn problems(mode: FaultMode, grpc: bool, o: &Outcome) -> Vec<String> {
+    let want = expect(mode, grpc);
+    let text = String::from_utf8_lossy(&o.output);
+    let mut bad = Vec::new();
+    if o.killed {
+        bad.push(format!("still running after {KILL_AFTER:?}: killed"));
+    } else if let Some(sig) = o.signal {
+        bad.push(format!("died of signal {sig}"));
+    } else if o.code != Some(want.code) {
+        bad.push(format!("exit code {:?}, want {}", o.code, want.code));
+    }
+    let lower = text.to_lowercase();
+    if !want.words.is_empty() && !want.words.iter().any(|w| lower.contains(&w.to_lowercase())) {
+        bad.push(format!("output names none of {:?}", want.words));
+    }
+    if o.max_rss_kib > MAX_RSS_KIB {
+        bad.push(format!("peak memory {} MiB", o.max_rss_kib / 1024));
+    }
+    if !o.stray.is_empty() {
+        bad.push(format!("files outside the output directory: {:?}", o.stray));
+    }
+    if mode == FaultMode::NameAbs && Path::new("/abs/x_v1.r.csv").exists() {
+        bad.push("wrote /abs/x_v1.r.csv".to_string());
+    }
+    if want.code == 0 && !o.reports.iter().any(|f| f.ends_with("r.csv")) {
+        bad.push(format!(
+            "no CSV written (output directory: {:?})",
+            o.reports
+        ));
+    }
+    for (byte, name) in [(0x1b, "ESC"), (0x07, "BEL"), (b'\r', "CR")] {
+        if o.output.contains(&byte) {
+            bad.push(format!("raw {name} in the output"));
+        }
+    }
+    bad
+}
+
+/// Runs one case of the matrix (or skips it while it is pending) and fails with every problem.
+fn case(mode: FaultMode, grpc: bool) {
+    let proto = if grpc { "grpc" } else { "http" };
+    let name = mode.name();
+    let pending = PENDING.iter().any(|&(m, p)| m == name && p == proto);
+    if pending && std::env::var_os("INFERPERF_FAULTS_PENDING").is_none() {
+        eprintln!(
+            "fault matrix: {name} over {proto} is pending (INFERPERF_FAULTS_PENDING=1 runs it)"
+        );
+        return;
+    }
+    let o = run_case(mode, grpc);
+    let bad = problems(mode, grpc, &o);
+    assert!(
+        bad.is_empty(),
+        "{name} over {proto}: {}\n(exit {:?}, {:.1} s, {} MiB)\n--- output ---\n{}",
+        bad.join("; "),
+        o.code,
+        o.elapsed.as_secs_f64(),
+        o.max_rss_kib / 1024,
+        String::from_utf8_lossy(&o.output).escape_debug()
+    );
+}
+
+macro_rules! matrix {
+    ($($test:ident: $mode:ident, $grpc:expr;)*) => {
+        $(
+            #[test]
+            fn $test() {
+                case(FaultMode::$mode, $grpc);
+            }
+        )*
+
+        /// Every mode appears in the matrix once per protocol it applies to.
+        #[test]
+        fn the_matrix_covers_every_mode() {
+            let listed = [$((FaultMode::$mode, $grpc)),*];
+            for &mode in FaultMode::all() {
+                for (grpc, applies) in [(false, mode.applies_to_http()), (true, mode.applies_to_grpc())] {
+                    let on = listed.contains(&(mode, grpc));
+                    assert!(on || !applies, "{} over grpc={grpc} is missing", mode.name());
+                }
+            }
+        }
+    };
+}
+
+matrix! {
+    http_none: None, false;
+    grpc_none: None, true;
+    http_refuse: Refuse, false;
+    grpc_refuse: Refuse, true;
+    http_reset: Reset, false;
+    grpc_reset: Reset, true;
+    http_close_mid_body: CloseMidBody, false;
+    grpc_close_mid_body: CloseMidBody, true;
+    http_stall_head: StallHead, false;
+    grpc_stall_head: StallHead, true;
+    http_stall_body: StallBody, false;
+    grpc_stall_body: StallBody, true;
+    http_stall_forever: StallForever, false;
+    grpc_stall_forever: StallForever, true;
+    http_wrong_content_length: WrongContentLength, false;
+    grpc_wrong_content_length: WrongContentLength, true;
+    http_garbage: Garbage, false;
+    grpc_garbage: Garbage, true;
+    http_status_500: Status500, false;
+    grpc_status_500: Status500, true;
+    http_every_nth_fails: EveryNthFails, false;
+    grpc_every_nth_fails: EveryNthFails, true;
+    http_not_json: NotJson, false;
+    grpc_not_json: NotJson, true;
+    http_not_protobuf: NotProtobuf, false;
+    grpc_not_protobuf: NotProtobuf, true;
+    http_interim_flood: InterimFlood, false;
+    http_chunk_extension_flood: ChunkExtensionFlood, false;
+    http_endless_header: EndlessHeader, false;
+    grpc_endless_header: EndlessHeader, true;
+    http_huge_content_length: HugeContentLength, false;
+    grpc_huge_content_length: HugeContentLength, true;
+    grpc_settings_flood: SettingsFlood, true;
+    grpc_ping_flood: PingFlood, true;
+    http_huge_headers: HugeHeaders, false;
+    grpc_huge_headers: HugeHeaders, true;
+    http_dims_huge: DimsHuge, false;
+    grpc_dims_huge: DimsHuge, true;
+    http_dims_big: DimsBig, false;
+    grpc_dims_big: DimsBig, true;
+    http_name_dotdot: NameDotdot, false;
+    grpc_name_dotdot: NameDotdot, true;
+    http_name_abs: NameAbs, false;
+    grpc_name_abs: NameAbs, true;
+    http_escape_text: EscapeText, false;
+    grpc_escape_text: EscapeText, true;
+}
+
+#[test]
+fn serve_help_documents_every_fault_mode() {
+    let o = Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&o.stdout);
+    for flag in ["--fault <MODE>", "--fault-ttl"] {
+        assert!(help.contains(flag), "{flag}");
+    }
+    for mode in FaultMode::all() {
+        assert!(
+            help.contains(&format!("- {}:", mode.name())),
+            "{}",
+            mode.name()
+        );
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .args(["serve", "--fault", "no-such-mode", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(99));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-mode"));
+}
+
+/// `serve --fault` as a child: it prints where it listens and ends by itself after its
+/// lifetime, even with a connection it never answers.
+#[test]
+fn a_fault_server_child_ends_after_its_ttl() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .args([
+            "serve",
+            "--fault",
+            "stall-forever",
+            "--port",
+            "0",
+            "--fault-ttl",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        line.contains("fault stall-forever on http://127.0.0.1:"),
+        "{line}"
+    );
+    let http = line
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    let _held = std::net::TcpStream::connect(http).unwrap();
+    let (status, _, killed) = wait_bounded(&mut child);
+    assert!(!killed);
+    assert_eq!(std::process::ExitStatus::from_raw(status).code(), Some(0));
+}
