@@ -204,6 +204,11 @@ impl HttpPool {
         } else if request_lost && cx.sink.keep_going {
             // The run goes on: the connection that lost its request is replaced.
             self.reconnect(i, cx);
+        } else if cx.sink.keep_going {
+            // The connection could not be opened (refused, handshake failed, timed out):
+            // the server cannot be reached, so no new request starts and the run ends with
+            // the failure instead of waiting for a connection that never comes.
+            cx.sink.failed = true;
         }
         // perf_analyzer stops the run at the first failed request; the coordinator sees the
         // error at the next check and ends the measurement.
