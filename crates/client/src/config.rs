@@ -337,6 +337,8 @@ pub struct Config {
     // --- run control ---
     /// Seconds to wait for `/v2/health/ready` before giving up.
     pub ready_timeout_s: u64,
+    /// `--max-response-bytes`: the largest response body or gRPC message accepted.
+    pub max_response_bytes: usize,
 }
 
 impl Default for Config {
@@ -409,6 +411,7 @@ impl Default for Config {
             profile_export_file: None,
             metrics: None,
             ready_timeout_s: 10,
+            max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 }

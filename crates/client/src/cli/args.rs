@@ -299,6 +299,10 @@ pub struct RunArgs {
     /// Seconds to wait for /v2/health/ready before giving up; 0 = check once [default: 10]
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, help_heading = TRANSPORT)]
     pub ready_timeout: Option<String>,
+    /// Largest response body or gRPC message accepted, in bytes; a larger one fails its
+    /// request [default: 67108864 (64 MiB)]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true, help_heading = TRANSPORT)]
+    pub max_response_bytes: Option<String>,
 
     /// Models whose server statistics the Server section adds, e.g. "a,b:2" (BLS models)
     /// [default: none]

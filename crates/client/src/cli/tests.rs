@@ -268,6 +268,10 @@ const FLAG_ROWS: &[(&[&str], Check)] = &[
     }),
     (&["--ready-timeout", "3"], |c| c.ready_timeout_s == 3),
     (&["--ready-timeout", "0"], |c| c.ready_timeout_s == 0),
+    (&[], |c| c.max_response_bytes == 64 << 20),
+    (&["--max-response-bytes", "1073741824"], |c| {
+        c.max_response_bytes == 1 << 30
+    }),
     (&["-f", "out.csv"], |c| {
         c.csv_file == Some(PathBuf::from("out.csv"))
     }),

@@ -10,6 +10,9 @@ use crate::error::{Error, Result};
 /// The longest `--ready-timeout` (one day): beyond it the deadline is not a wait but a typo.
 const MAX_READY_TIMEOUT_S: u64 = 86_400;
 
+/// The largest `--max-response-bytes` (16 GiB): a body is held in memory whole.
+const MAX_RESPONSE_BYTES: u64 = 16 << 30;
+
 /// perf_analyzer's default server addresses per protocol.
 const DEFAULT_HTTP_URL: &str = "localhost:8000";
 const DEFAULT_GRPC_URL: &str = "localhost:8001";
@@ -52,6 +55,12 @@ pub fn apply_transport(args: &RunArgs, config: &mut Config) -> Result<()> {
     if let Some(raw) = args.ready_timeout.as_deref() {
         config.ready_timeout_s =
             super::number::parse_in_range("--ready-timeout", raw, 0, MAX_READY_TIMEOUT_S)?;
+    }
+    if let Some(raw) = args.max_response_bytes.as_deref() {
+        let flag = "--max-response-bytes";
+        let n = super::number::parse_in_range(flag, raw, 1, MAX_RESPONSE_BYTES)?;
+        // At most 16 GiB: fits usize on the 64-bit targets inferperf builds for.
+        config.max_response_bytes = usize::try_from(n).unwrap_or(usize::MAX);
     }
     apply_grpc_options(args, config)?;
     config.trace_settings = trace_settings(args)?;

@@ -64,6 +64,8 @@ pub struct GrpcPool {
     free: Vec<usize>,
     /// Time responses by kernel receive stamps (plain TCP).
     rx_stamps: bool,
+    /// What each connection's session advertises and accepts.
+    session: SessionConfig,
 }
 
 impl GrpcPool {
@@ -80,6 +82,7 @@ impl GrpcPool {
             slots,
             free,
             rx_stamps: false,
+            session: SessionConfig::default(),
         }
     }
 
@@ -90,6 +93,12 @@ impl GrpcPool {
         self
     }
 
+    /// Caps every response message at `bytes` (`--max-response-bytes`).
+    pub fn with_max_response(mut self, bytes: usize) -> GrpcPool {
+        self.session.max_message = bytes;
+        self
+    }
+
     fn connect(&self, token: usize, registry: &Registry) -> io::Result<H2Conn> {
         let mut transport = Transport::connect(self.addr, self.tls.as_ref())?;
         let stamped = self.rx_stamps && transport.enable_rx_stamps();
@@ -97,7 +106,7 @@ impl GrpcPool {
         registry.register(transport.socket(), Token(token), both)?;
         Ok(H2Conn {
             transport,
-            session: Session::new(SessionConfig::default()),
+            session: Session::new(self.session),
             state: State::Connecting,
             streams: Vec::new(),
             writable: true,

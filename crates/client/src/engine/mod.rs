@@ -80,6 +80,9 @@ pub struct EngineSpec {
     /// data gather for up to this long between polls, so a wake-up reads several streams'
     /// tokens; `None`: read as soon as data arrives, timed at the read.
     pub read_batch: Option<Duration>,
+    /// Largest response body (HTTP/1.1) or gRPC message accepted (bytes,
+    /// `--max-response-bytes`); a longer one fails its request with a limit error.
+    pub max_response_bytes: usize,
 }
 
 struct WorkerHandle {
@@ -306,12 +309,15 @@ fn spawn_for_wire(
     let (addr, tls) = (spec.addr, spec.tls.clone());
     match &spec.wire {
         Wire::Http1 => {
-            let pool = HttpPool::new(addr, tls, slots).with_rx_stamps(spec.read_batch.is_some());
+            let pool = HttpPool::new(addr, tls, slots)
+                .with_rx_stamps(spec.read_batch.is_some())
+                .with_max_response(spec.max_response_bytes);
             spawn_worker(params, pool, core, out)
         }
         Wire::Grpc(wire) => {
             let pool = GrpcPool::new(addr, tls, wire.clone(), slots)
-                .with_rx_stamps(spec.read_batch.is_some());
+                .with_rx_stamps(spec.read_batch.is_some())
+                .with_max_response(spec.max_response_bytes);
             spawn_worker(params, pool, core, out)
         }
         Wire::Capi(wire) => {

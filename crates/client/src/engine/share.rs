@@ -220,6 +220,7 @@ mod tests {
             sequences: None,
             slots: Some(Arc::new(OutputSlots::new(slots, Vec::new()).unwrap())),
             read_batch: None,
+            max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 

@@ -64,6 +64,7 @@ fn run_engine(
         sequences: None,
         slots: None,
         read_batch: None,
+        max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
     };
     let mut engine = Engine::start(&spec, concurrency, Some(total)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -152,6 +152,7 @@ fn engine_spec(
         sequences: plan.sequences.clone(),
         slots,
         read_batch: None,
+        max_response_bytes: cfg.max_response_bytes,
     }
 }
 

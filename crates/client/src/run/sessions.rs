@@ -97,6 +97,7 @@ fn engine_spec(cfg: &Config, target: &super::setup::Target) -> EngineSpec {
         sequences: None,
         slots: None,
         read_batch: None,
+        max_response_bytes: cfg.max_response_bytes,
     }
 }
 

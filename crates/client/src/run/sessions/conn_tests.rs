@@ -134,6 +134,7 @@ fn run_book(addr: SocketAddr, book: Arc<Book>, stop: &AtomicBool) -> Vec<TurnDon
         sequences: None,
         slots: None,
         read_batch: None,
+        max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
     };
     run_turns(&spec, &book, 1, stop)
         .expect("the engine starts")
