@@ -21,6 +21,7 @@ use super::frame::{
     SETTINGS_INITIAL_WINDOW_SIZE, SETTINGS_MAX_HEADER_LIST_SIZE,
 };
 use super::hpack::{Decoder, DEFAULT_MAX_HEADER_LIST_SIZE};
+use crate::measure::FailKind;
 
 mod fuzz;
 mod headers;
@@ -43,6 +44,16 @@ const MAX_STREAM_ID: u32 = (1 << 31) - 1;
 /// Cap on one received header block, HEADERS plus CONTINUATIONs (bytes): bounds memory
 /// against a peer that sends CONTINUATION frames forever.
 const MAX_HEADER_BLOCK: usize = 4 * DEFAULT_MAX_HEADER_LIST_SIZE;
+/// Most PING (and, separately, SETTINGS) frames acknowledged while earlier acknowledgements
+/// are still unwritten: a peer that sends them faster than they are answered (or never reads
+/// the answers) fails the connection with GOAWAY ENHANCE_YOUR_CALM instead of growing the
+/// output without bound. A healthy server sends a handful per connection.
+pub const MAX_PENDING_ACKS: usize = 1000;
+/// Most frames in a row that carry nothing (empty DATA without END_STREAM, empty
+/// CONTINUATION without END_HEADERS) before the connection fails as a flood.
+pub const MAX_EMPTY_FRAMES: usize = 1000;
+/// Most CONTINUATION frames in one header block.
+pub const MAX_CONTINUATIONS: usize = 64;
 /// Output bytes already written after which `written` compacts the buffer (bytes).
 const COMPACT_OUTPUT_AT: usize = 64 * 1024;
 
@@ -100,12 +111,27 @@ pub enum StreamEnd {
     Protocol(String),
     /// The server closed the connection before the stream ended.
     Disconnected,
+    /// The server exceeded a limit: a message above the size limit on this stream, or a
+    /// flood or oversized header block that failed the connection.
+    Limit(String),
 }
 
 impl StreamEnd {
     /// True for a call that succeeded (`grpc-status: 0`).
     pub fn is_ok(&self) -> bool {
         matches!(self, StreamEnd::Ok)
+    }
+
+    /// The failure kind a request that ended this way is counted under.
+    pub fn kind(&self) -> FailKind {
+        match self {
+            StreamEnd::Ok => FailKind::None,
+            StreamEnd::Grpc { .. } | StreamEnd::Http(_) => FailKind::Status,
+            StreamEnd::Reset(_) | StreamEnd::Refused => FailKind::Reset,
+            StreamEnd::Protocol(_) => FailKind::Framing,
+            StreamEnd::Disconnected => FailKind::Closed,
+            StreamEnd::Limit(_) => FailKind::Limit,
+        }
     }
 }
 
@@ -120,7 +146,7 @@ impl fmt::Display for StreamEnd {
             StreamEnd::Reset(code) => write!(f, "server reset the stream ({})", code.name()),
             StreamEnd::Refused => f.write_str("stream refused by the server's GOAWAY"),
             StreamEnd::Http(status) => write!(f, "HTTP status {status}"),
-            StreamEnd::Protocol(why) => f.write_str(why),
+            StreamEnd::Protocol(why) | StreamEnd::Limit(why) => f.write_str(why),
             StreamEnd::Disconnected => f.write_str("server closed the connection"),
         }
     }
@@ -136,12 +162,39 @@ pub struct ConnError {
 
 impl fmt::Display for ConnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.code == ErrorCode::EnhanceYourCalm {
+            return write!(
+                f,
+                "{} (connection closed with GOAWAY ENHANCE_YOUR_CALM)",
+                self.msg
+            );
+        }
         write!(
             f,
             "HTTP/2 connection error {}: {}",
             self.code.name(),
             self.msg
         )
+    }
+}
+
+impl ConnError {
+    /// The peer exceeded a limit: the connection ends with GOAWAY ENHANCE_YOUR_CALM.
+    pub(crate) fn limit(msg: String) -> ConnError {
+        ConnError {
+            code: ErrorCode::EnhanceYourCalm,
+            msg,
+        }
+    }
+
+    /// The failure kind of the requests this error ended: [`FailKind::Limit`] for the
+    /// limits (ENHANCE_YOUR_CALM), [`FailKind::Framing`] for broken HTTP/2.
+    pub fn kind(&self) -> FailKind {
+        match self.code {
+            ErrorCode::EnhanceYourCalm => FailKind::Limit,
+            ErrorCode::NoError => FailKind::Closed,
+            _ => FailKind::Framing,
+        }
     }
 }
 
@@ -234,6 +287,13 @@ struct Conn {
     goaway_reason: Option<(ErrorCode, String)>,
     /// The connection error that ended the session, repeated to later calls.
     failed: Option<ConnError>,
+    /// PING and SETTINGS acknowledgements queued since the output was last fully written.
+    pending_ping_acks: usize,
+    pending_settings_acks: usize,
+    /// Frames in a row that carried nothing (see [`MAX_EMPTY_FRAMES`]).
+    empty_frames: usize,
+    /// CONTINUATION frames of the header block being received.
+    continuations: usize,
 }
 
 impl Session {
@@ -283,6 +343,10 @@ impl Session {
             goaway_last: None,
             goaway_reason: None,
             failed: None,
+            pending_ping_acks: 0,
+            pending_settings_acks: 0,
+            empty_frames: 0,
+            continuations: 0,
         };
         Session {
             input: vec![0; INPUT_BUFFER].into_boxed_slice(),
@@ -304,6 +368,8 @@ impl Session {
         if conn.out_start == conn.out.len() {
             conn.out.clear();
             conn.out_start = 0;
+            conn.pending_ping_acks = 0;
+            conn.pending_settings_acks = 0;
         } else if conn.out_start >= COMPACT_OUTPUT_AT {
             conn.out.drain(..conn.out_start);
             conn.out_start = 0;
@@ -444,7 +510,10 @@ impl Session {
 impl Conn {
     /// Records a connection error: every open stream ends, a GOAWAY is queued.
     fn fail(&mut self, e: ConnError, on: &mut dyn FnMut(Event<'_>)) -> ConnError {
-        let end = StreamEnd::Protocol(e.to_string());
+        let end = match e.kind() {
+            FailKind::Limit => StreamEnd::Limit(e.to_string()),
+            _ => StreamEnd::Protocol(e.to_string()),
+        };
         self.close_all(&end, on);
         self.blocked.clear();
         write_goaway(&mut self.out, 0, e.code, e.msg.as_bytes());
@@ -470,5 +539,7 @@ mod tests;
 mod tests_errors;
 #[cfg(test)]
 mod tests_flow;
+#[cfg(test)]
+mod tests_limits;
 #[cfg(test)]
 mod tests_server;
