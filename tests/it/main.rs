@@ -11,6 +11,7 @@ mod grpc_faults;
 mod input_data;
 mod mpi_ranks;
 mod mpi_world;
+mod peer_limits;
 mod real_triton;
 mod reconnect;
 mod run_capi;
