@@ -106,7 +106,10 @@ fn an_interim_response_flood_ends_the_run() {
         read_until(s, b"\r\n\r\n");
         flood(s, b"HTTP/1.1 100 Continue\r\n\r\n", 100_000);
     });
-    assert!(msg.contains("more than 16 interim (1xx) responses"), "{msg}");
+    assert!(
+        msg.contains("more than 16 interim (1xx) responses"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -160,7 +163,8 @@ fn await_request(s: &mut TcpStream) {
             if seen[pos + 3] == 1 {
                 return;
             }
-            pos += 9 + (usize::from(seen[pos]) << 16 | usize::from(seen[pos + 1]) << 8)
+            pos += 9
+                + (usize::from(seen[pos]) << 16 | usize::from(seen[pos + 1]) << 8)
                 + usize::from(seen[pos + 2]);
         }
         match s.read(&mut buf) {
@@ -221,5 +225,8 @@ fn an_oversized_header_block_ends_the_run() {
         let mut buf = [0u8; 4096];
         while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
     });
-    assert!(msg.contains("header block (HEADERS and CONTINUATION frames)"), "{msg}");
+    assert!(
+        msg.contains("header block (HEADERS and CONTINUATION frames)"),
+        "{msg}"
+    );
 }

@@ -44,11 +44,15 @@ const MAX_STREAM_ID: u32 = (1 << 31) - 1;
 /// Cap on one received header block, HEADERS plus CONTINUATIONs (bytes): bounds memory
 /// against a peer that sends CONTINUATION frames forever.
 const MAX_HEADER_BLOCK: usize = 4 * DEFAULT_MAX_HEADER_LIST_SIZE;
-/// Most PING (and, separately, SETTINGS) frames acknowledged while earlier acknowledgements
-/// are still unwritten: a peer that sends them faster than they are answered (or never reads
-/// the answers) fails the connection with GOAWAY ENHANCE_YOUR_CALM instead of growing the
-/// output without bound. A healthy server sends a handful per connection.
-pub const MAX_PENDING_ACKS: usize = 1000;
+/// Most PING (and, separately, SETTINGS) frames in a row with no response frame (HEADERS,
+/// DATA with bytes) between them; past it the connection fails as a flood with GOAWAY
+/// ENHANCE_YOUR_CALM. A healthy server sends a handful per connection. The count does not
+/// depend on how the bytes were split across reads.
+pub const MAX_CONTROL_IN_ROW: usize = 1000;
+/// Most PING (and, separately, SETTINGS) acknowledgements queued while earlier output is
+/// still unwritten: bounds the output of a peer that never reads its acknowledgements
+/// (more than one 64 KiB read can carry).
+pub const MAX_PENDING_ACKS: usize = 10_000;
 /// Most frames in a row that carry nothing (empty DATA without END_STREAM, empty
 /// CONTINUATION without END_HEADERS) before the connection fails as a flood.
 pub const MAX_EMPTY_FRAMES: usize = 1000;
@@ -290,6 +294,9 @@ struct Conn {
     /// PING and SETTINGS acknowledgements queued since the output was last fully written.
     pending_ping_acks: usize,
     pending_settings_acks: usize,
+    /// PING and SETTINGS frames since the last response frame.
+    pings_in_row: usize,
+    settings_in_row: usize,
     /// Frames in a row that carried nothing (see [`MAX_EMPTY_FRAMES`]).
     empty_frames: usize,
     /// CONTINUATION frames of the header block being received.
@@ -345,6 +352,8 @@ impl Session {
             failed: None,
             pending_ping_acks: 0,
             pending_settings_acks: 0,
+            pings_in_row: 0,
+            settings_in_row: 0,
             empty_frames: 0,
             continuations: 0,
         };

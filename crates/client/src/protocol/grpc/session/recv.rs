@@ -5,8 +5,8 @@
 use super::headers::{decode_head, trailers_end, Head};
 use super::streams::Phase;
 use super::{
-    Conn, ConnError, Event, StreamEnd, MAX_CONTINUATIONS, MAX_EMPTY_FRAMES, MAX_HEADER_BLOCK,
-    MAX_PENDING_ACKS,
+    Conn, ConnError, Event, StreamEnd, MAX_CONTINUATIONS, MAX_CONTROL_IN_ROW, MAX_EMPTY_FRAMES,
+    MAX_HEADER_BLOCK, MAX_PENDING_ACKS,
 };
 use crate::protocol::grpc::frame::{
     write_ping_ack, write_rst_stream, write_settings_ack, write_window_update, ErrorCode, Frame,
@@ -25,12 +25,22 @@ fn conn_error(code: ErrorCode, msg: &str) -> ConnError {
     }
 }
 
-/// A flood of frames that each need an acknowledgement (`kind`: PING or SETTINGS).
-fn flood(kind: &str) -> ConnError {
-    ConnError::limit(format!(
-        "server sent more than {MAX_PENDING_ACKS} {kind} frames faster than they could be \
-         acknowledged ({kind} flood)"
-    ))
+/// Fails on a flood of frames that each need an acknowledgement (`kind`: PING or SETTINGS):
+/// `in_row` since the last response frame, `pending` acknowledgements unwritten.
+fn check_flood(kind: &str, in_row: usize, pending: usize) -> Result<(), ConnError> {
+    if in_row > MAX_CONTROL_IN_ROW {
+        return Err(ConnError::limit(format!(
+            "server sent more than {MAX_CONTROL_IN_ROW} {kind} frames in a row without a \
+             response ({kind} flood)"
+        )));
+    }
+    if pending > MAX_PENDING_ACKS {
+        return Err(ConnError::limit(format!(
+            "server sent more than {MAX_PENDING_ACKS} {kind} frames faster than their \
+             acknowledgements could be sent ({kind} flood)"
+        )));
+    }
+    Ok(())
 }
 
 /// HEADERS plus CONTINUATION frames beyond [`MAX_HEADER_BLOCK`].
@@ -95,20 +105,18 @@ impl Conn {
                 Ok(())
             }
             Frame::Settings { ack: false, params } => {
+                self.settings_in_row += 1;
                 self.pending_settings_acks += 1;
-                if self.pending_settings_acks > MAX_PENDING_ACKS {
-                    return Err(flood("SETTINGS"));
-                }
+                check_flood("SETTINGS", self.settings_in_row, self.pending_settings_acks)?;
                 self.apply_settings(params)?;
                 write_settings_ack(&mut self.out);
                 self.flush_blocked();
                 Ok(())
             }
             Frame::Ping { ack: false, data } => {
+                self.pings_in_row += 1;
                 self.pending_ping_acks += 1;
-                if self.pending_ping_acks > MAX_PENDING_ACKS {
-                    return Err(flood("PING"));
-                }
+                check_flood("PING", self.pings_in_row, self.pending_ping_acks)?;
                 write_ping_ack(&mut self.out, data);
                 Ok(())
             }
@@ -137,7 +145,7 @@ impl Conn {
     /// [`MAX_EMPTY_FRAMES`] in a row the connection fails as a flood.
     fn count_empty(&mut self, empty: bool) -> Result<(), ConnError> {
         if !empty {
-            self.empty_frames = 0;
+            self.progress();
             return Ok(());
         }
         self.empty_frames += 1;
@@ -148,6 +156,14 @@ impl Conn {
             )));
         }
         Ok(())
+    }
+
+    /// A frame that carries a response (bytes of DATA or a header block): the flood counts
+    /// start again.
+    fn progress(&mut self) {
+        self.empty_frames = 0;
+        self.pings_in_row = 0;
+        self.settings_in_row = 0;
     }
 
     /// A stream error the frame parser found (the frame is skipped): the stream, if open, is
@@ -306,6 +322,7 @@ impl Conn {
         end_stream: bool,
         on: On<'_>,
     ) -> Result<(), ConnError> {
+        self.progress();
         let head =
             decode_head(&mut self.hpack, block, &mut self.grpc_message).map_err(|e| match e {
                 HpackError::HeaderListTooLarge { .. } | HpackError::TooManyTableSizeUpdates => {

@@ -4,7 +4,7 @@
 //! connection fails, and output and buffers that stayed bounded.
 
 use super::fuzz::Owned;
-use super::tests::{data, frame, settings, status_200, Harness, REQ};
+use super::tests::{data, frame, msg, ok_response, settings, status_200, Harness, REQ};
 // `data` builds DATA frames with a payload; empty ones are built with `frame`.
 use super::*;
 use crate::protocol::grpc::frame::{write_ping, FrameType, END_HEADERS};
@@ -49,25 +49,48 @@ fn a_ping_flood_fails_the_connection() {
     let flood: Vec<u8> = (0..5000).flat_map(ping).collect();
     let got = h.feed(&flood);
     // The acknowledgements queued stay within the bound (17 bytes each).
-    assert!(h.s.output().len() < (MAX_PENDING_ACKS + 10) * 17 + 200);
+    assert!(h.s.output().len() < (MAX_CONTROL_IN_ROW + 10) * 17 + 200);
     assert_limit_failure(&mut h, got, "server sent more than 1000 PING frames");
 }
 
 #[test]
-fn pings_answered_as_they_come_are_no_flood() {
+fn pings_between_responses_are_no_flood() {
     let mut h = Harness::new();
     for round in 0..10 {
-        let pings: Vec<u8> = (0..500).flat_map(|i| ping(round * 500 + i)).collect();
-        h.feed(&pings).unwrap();
-        assert_eq!(h.out().len(), 500);
+        let id = h.s.open(REQ, &[], true).unwrap();
+        let pings: Vec<u8> = (0..900).flat_map(|i| ping(round * 900 + i)).collect();
+        h.feed(&[pings, ok_response(id, b"r")].concat()).unwrap();
+        assert_eq!(h.take().last(), Some(&Owned::Closed(id, StreamEnd::Ok)));
+        let acks = h.out().iter().filter(|f| f.kind == FrameType::Ping).count();
+        assert_eq!(acks, 900);
     }
+}
+
+#[test]
+fn acknowledgements_never_written_are_bounded() {
+    let mut h = Harness::new();
+    h.s.open(REQ, &[], true).unwrap();
+    h.feed(&status_200(1)).unwrap();
+    // 900 pings, then a response message, over and over; the output is never written.
+    let round: Vec<u8> = [
+        (0..900).flat_map(ping).collect(),
+        data(1, &msg(b"m"), false),
+    ]
+    .concat();
+    let got = h.feed(&round.repeat(20));
+    assert!(h.s.output().len() < (MAX_PENDING_ACKS + 10) * 17 + 1000);
+    assert_limit_failure(
+        &mut h,
+        got,
+        "faster than their acknowledgements could be sent",
+    );
 }
 
 #[test]
 fn a_settings_flood_fails_the_connection() {
     let mut h = Harness::new();
     h.s.open(REQ, &[], true).unwrap();
-    let flood = settings(&[]).repeat(MAX_PENDING_ACKS + 1);
+    let flood = settings(&[]).repeat(MAX_CONTROL_IN_ROW + 1);
     let got = h.feed(&flood);
     assert_limit_failure(&mut h, got, "server sent more than 1000 SETTINGS frames");
 }
