@@ -85,6 +85,7 @@ fn run_engine(addr: SocketAddr) -> (String, WindowRecords) {
         read_batch: None,
         request_timeout: None,
         reply_check: Default::default(),
+        max_response_bytes: inferperf::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
     };
     let mut engine = Engine::start(&spec, 2, Some(5)).expect("engine starts");
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -385,6 +385,7 @@ fn grpc_run(addr: SocketAddr) -> (String, WindowRecords, u64) {
         read_batch: None,
         request_timeout: Some(Duration::from_millis(300)),
         reply_check: Default::default(),
+        max_response_bytes: inferperf::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
     };
     let mut engine = Engine::start(&spec, 1, Some(1)).expect("engine starts");
     let deadline = Instant::now() + Duration::from_secs(20);

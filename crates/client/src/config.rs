@@ -347,6 +347,8 @@ pub struct Config {
     /// `--request-timeout`: a request with no progress for this long fails as timed out;
     /// `None`: max(30 s, 10x the slowest request completed so far).
     pub request_timeout: Option<std::time::Duration>,
+    /// `--max-response-bytes`: the largest response body or gRPC message accepted.
+    pub max_response_bytes: usize,
 }
 
 impl Default for Config {
@@ -421,6 +423,7 @@ impl Default for Config {
             metrics: None,
             ready_timeout_s: 10,
             request_timeout: None,
+            max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 }

@@ -310,6 +310,10 @@ pub struct RunArgs {
     /// [default: max(30 s, 10x the slowest request so far)]
     #[arg(long, value_name = "MS", allow_negative_numbers = true, help_heading = TRANSPORT)]
     pub request_timeout: Option<String>,
+    /// Largest response body or gRPC message accepted, in bytes; a larger one fails its
+    /// request [default: 67108864 (64 MiB)]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true, help_heading = TRANSPORT)]
+    pub max_response_bytes: Option<String>,
 
     /// Models whose server statistics the Server section adds, e.g. "a,b:2" (BLS models)
     /// [default: none]

@@ -50,6 +50,11 @@ Notes (where inferperf differs from perf_analyzer):
      (perf_analyzer fails after the first window); the default --metrics-url keeps the host
      of -u (perf_analyzer turns http://h:8000 into http:8002/metrics). Each point adds
      inferperf's own CPU use in % of one core (a CSV column with --csv-extra-columns).
+  9. Limits on what a server sends, each failing its request with a message naming it: a
+     response body or gRPC message above --max-response-bytes (default 64 MiB; a larger
+     Content-Length fails as soon as the head arrives), more than 16 interim (1xx)
+     responses, a 64 KiB head or more than 64 header fields, chunk framing more than 64 KiB
+     beyond the data, HTTP/2 PING/SETTINGS floods (GOAWAY ENHANCE_YOUR_CALM).
 
 Exit codes: 0 success, 2 first point never stabilised, 3 no valid requests, 99 other errors,
 130 a second Ctrl-C (exits at once).";

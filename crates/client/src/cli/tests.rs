@@ -276,6 +276,10 @@ const FLAG_ROWS: &[(&[&str], Check)] = &[
         c.request_timeout == Some(std::time::Duration::from_millis(300))
     }),
     (&["-m", "m"], |c| c.request_timeout.is_none()),
+    (&[], |c| c.max_response_bytes == 64 << 20),
+    (&["--max-response-bytes", "1073741824"], |c| {
+        c.max_response_bytes == 1 << 30
+    }),
     (&["-f", "out.csv"], |c| {
         c.csv_file == Some(PathBuf::from("out.csv"))
     }),

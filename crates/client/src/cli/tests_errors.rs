@@ -131,6 +131,14 @@ const ERROR_ROWS: &[(&[&str], &[&str])] = &[
         &["-m", "m", "--request-timeout", "0"],
         &["--request-timeout", "> 0"],
     ),
+    (
+        &["-m", "m", "--max-response-bytes", "0"],
+        &["--max-response-bytes", "> 0"],
+    ),
+    (
+        &["-m", "m", "--max-response-bytes", "18446744073709551615"],
+        &["--max-response-bytes", "<= 17179869184"],
+    ),
     (&["-m", "m", "--sync", "--async"], &["--async", "--sync"]),
     (&["-m", "m", "-i", "udp"], &["-i", "'udp'"]),
     (&["-m", "m", "--streaming"], &["--streaming", "-i grpc"]),

@@ -12,6 +12,8 @@ const MAX_READY_TIMEOUT_S: u64 = 86_400;
 
 /// The longest `--request-timeout` (one day, in ms).
 const MAX_REQUEST_TIMEOUT_MS: u64 = 86_400_000;
+/// The largest `--max-response-bytes` (16 GiB): a body is held in memory whole.
+const MAX_RESPONSE_BYTES: u64 = 16 << 30;
 
 /// perf_analyzer's default server addresses per protocol.
 const DEFAULT_HTTP_URL: &str = "localhost:8000";
@@ -60,6 +62,12 @@ pub fn apply_transport(args: &RunArgs, config: &mut Config) -> Result<()> {
         let ms =
             super::number::parse_in_range("--request-timeout", raw, 1, MAX_REQUEST_TIMEOUT_MS)?;
         config.request_timeout = Some(std::time::Duration::from_millis(ms));
+    }
+    if let Some(raw) = args.max_response_bytes.as_deref() {
+        let flag = "--max-response-bytes";
+        let n = super::number::parse_in_range(flag, raw, 1, MAX_RESPONSE_BYTES)?;
+        // At most 16 GiB: fits usize on the 64-bit targets inferperf builds for.
+        config.max_response_bytes = usize::try_from(n).unwrap_or(usize::MAX);
     }
     apply_grpc_options(args, config)?;
     config.trace_settings = trace_settings(args)?;

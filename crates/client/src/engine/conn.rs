@@ -19,7 +19,7 @@ use mio::{Interest, Registry, Token};
 use super::deadline::{mark, Waiting, Watch};
 use crate::clock::Clock;
 use crate::measure::{FailKind, RequestRecord};
-use crate::protocol::http1::{Progress, ResponseHead, ResponseReader};
+use crate::protocol::http1::{Limits, Progress, ResponseHead, ResponseReader};
 use crate::service::reply_check::ReplyCheck;
 use crate::transport::{TlsClient, Transport};
 use sse::SseState;
@@ -135,6 +135,14 @@ impl Conn {
     pub fn use_rx_stamps(&mut self) -> bool {
         self.rx_stamps = self.stream.enable_rx_stamps();
         self.rx_stamps
+    }
+
+    /// Caps each response body at `max_response_bytes` (`--max-response-bytes`).
+    pub fn set_max_response(&mut self, max_response_bytes: usize) {
+        self.reader = ResponseReader::with_limits(Limits {
+            max_body_bytes: max_response_bytes,
+            ..Limits::default()
+        });
     }
 
     /// Replaces the socket after the server closed it, keeping the buffers.
@@ -385,6 +393,7 @@ impl Conn {
                     }
                     self.rlen += n;
                     let progress = self.reader.advance(&self.rbuf[..self.rlen]);
+                    self.drop_interim();
                     if let Err(e) = self.feed_events(read_ns) {
                         return self.fail(
                             FailKind::Framing,
@@ -410,6 +419,16 @@ impl Conn {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return self.fail(FailKind::of_io(&e), format!("receive failed: {e}")),
             }
+        }
+    }
+
+    /// Interim (1xx) responses already skipped leave the buffer, so a run of them cannot
+    /// grow it.
+    fn drop_interim(&mut self) {
+        let n = self.reader.discard_interim();
+        if n > 0 {
+            self.rbuf.copy_within(n..self.rlen, 0);
+            self.rlen -= n;
         }
     }
 

@@ -72,6 +72,8 @@ pub struct GrpcPool {
     rx_stamps: bool,
     /// What a successful reply must be.
     check: ReplyCheck,
+    /// What each connection's session advertises and accepts.
+    session: SessionConfig,
 }
 
 impl GrpcPool {
@@ -89,6 +91,7 @@ impl GrpcPool {
             free,
             rx_stamps: false,
             check: ReplyCheck::None,
+            session: SessionConfig::default(),
         }
     }
 
@@ -105,6 +108,12 @@ impl GrpcPool {
         self
     }
 
+    /// Caps every response message at `bytes` (`--max-response-bytes`).
+    pub fn with_max_response(mut self, bytes: usize) -> GrpcPool {
+        self.session.max_message = bytes;
+        self
+    }
+
     fn connect(&self, token: usize, registry: &Registry) -> io::Result<H2Conn> {
         let mut transport = Transport::connect(self.addr, self.tls.as_ref())?;
         let stamped = self.rx_stamps && transport.enable_rx_stamps();
@@ -112,7 +121,7 @@ impl GrpcPool {
         registry.register(transport.socket(), Token(token), both)?;
         Ok(H2Conn {
             transport,
-            session: Session::new(SessionConfig::default()),
+            session: Session::new(self.session),
             state: State::Connecting,
             streams: Vec::new(),
             writable: true,

@@ -25,6 +25,8 @@ pub struct HttpPool {
     connecting: usize,
     /// Time responses by kernel receive stamps (see `Conn::use_rx_stamps`).
     rx_stamps: bool,
+    /// Largest response body accepted (bytes).
+    max_response: usize,
     /// Session turns: why the connection could not be opened, for its slot's next turn.
     broken: Vec<Option<String>>,
     /// Session turns: what each connection's socket has served (see `retry_stale`).
@@ -73,6 +75,7 @@ impl HttpPool {
             idle: Vec::with_capacity(count),
             connecting: 0,
             rx_stamps: false,
+            max_response: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
             broken: vec![None; count],
             reuse: vec![Reuse::Fresh; count],
             check: ReplyCheck::None,
@@ -91,8 +94,15 @@ impl HttpPool {
         self
     }
 
+    /// Caps every response body at `bytes` (`--max-response-bytes`).
+    pub fn with_max_response(mut self, bytes: usize) -> HttpPool {
+        self.max_response = bytes;
+        self
+    }
+
     fn connect(&self, token: Token, registry: &Registry) -> std::io::Result<Conn> {
         let mut conn = Conn::connect(self.addr, token, registry, self.tls.as_ref())?;
+        conn.set_max_response(self.max_response);
         if self.rx_stamps {
             conn.use_rx_stamps();
         }

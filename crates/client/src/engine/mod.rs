@@ -87,6 +87,9 @@ pub struct EngineSpec {
     pub request_timeout: Option<Duration>,
     /// What every successful reply must be (`ReplyCheck::None`: nothing is checked).
     pub reply_check: ReplyCheck,
+    /// Largest response body (HTTP/1.1) or gRPC message accepted (bytes,
+    /// `--max-response-bytes`); a longer one fails its request with a limit error.
+    pub max_response_bytes: usize,
 }
 
 struct WorkerHandle {
@@ -329,13 +332,15 @@ fn spawn_for_wire(
         Wire::Http1 => {
             let pool = HttpPool::new(addr, tls, slots)
                 .with_rx_stamps(spec.read_batch.is_some())
-                .with_reply_check(spec.reply_check.clone());
+                .with_reply_check(spec.reply_check.clone())
+                .with_max_response(spec.max_response_bytes);
             spawn_worker(params, pool, core, out)
         }
         Wire::Grpc(wire) => {
             let pool = GrpcPool::new(addr, tls, wire.clone(), slots)
                 .with_rx_stamps(spec.read_batch.is_some())
-                .with_reply_check(spec.reply_check.clone());
+                .with_reply_check(spec.reply_check.clone())
+                .with_max_response(spec.max_response_bytes);
             spawn_worker(params, pool, core, out)
         }
         Wire::Capi(wire) => {

@@ -223,6 +223,7 @@ mod tests {
             read_batch: None,
             request_timeout: None,
             reply_check: Default::default(),
+            max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 

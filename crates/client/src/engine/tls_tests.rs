@@ -66,6 +66,7 @@ fn run_engine(
         read_batch: None,
         request_timeout: None,
         reply_check: Default::default(),
+        max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
     };
     let mut engine = Engine::start(&spec, concurrency, Some(total)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -198,6 +198,10 @@ pub struct ProfileArgs {
     /// way, so gathering does not move them. 0: read every token as soon as it arrives.
     #[arg(long, default_value_t = 1000, value_name = "US")]
     pub read_batch_us: u64,
+    /// Largest response body (the whole stream) or gRPC message accepted, in bytes; a larger
+    /// one fails its request.
+    #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
+    pub max_response_bytes: usize,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -209,6 +213,9 @@ pub struct ProfileArgs {
 /// `--read-batch-us` beyond this would hold completed requests (and the next sends of a
 /// closed loop) back for longer than any token gap worth measuring.
 const MAX_READ_BATCH_US: u64 = 100_000;
+
+/// The largest `--max-response-bytes` (16 GiB): a response is held in memory whole.
+const MAX_RESPONSE_BYTES: usize = 16 << 30;
 
 /// One point of the sweep.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -398,6 +405,11 @@ fn check_load(args: &ProfileArgs) -> Result<()> {
     }
     if args.max_workers == Some(0) {
         return Err(Error::usage("profile: --max-workers must be at least 1"));
+    }
+    if !(1..=MAX_RESPONSE_BYTES).contains(&args.max_response_bytes) {
+        return Err(Error::usage(format!(
+            "profile: --max-response-bytes must be between 1 and {MAX_RESPONSE_BYTES} (16 GiB)"
+        )));
     }
     if args.read_batch_us > MAX_READ_BATCH_US {
         return Err(Error::usage(format!(

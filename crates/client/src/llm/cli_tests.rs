@@ -98,6 +98,14 @@ fn bad_flags_are_usage_errors_naming_the_flag() {
         (&["-m", "x", "--read-batch-us", "100001"], "--read-batch-us"),
         (&["-m", "x", "--read-batch-us", "lots"], "--read-batch-us"),
         (
+            &["-m", "x", "--max-response-bytes", "0"],
+            "--max-response-bytes",
+        ),
+        (
+            &["-m", "x", "--max-response-bytes", "18446744073709551615"],
+            "--max-response-bytes",
+        ),
+        (
             &["-m", "x", "--profile-export-file", "out/my.json"],
             "--profile-export-file",
         ),
@@ -120,4 +128,11 @@ fn export_file_must_be_a_plain_name() {
         let e = check_export_file_name(bad).unwrap_err();
         assert!(e.contains("--profile-export-file"), "{bad}: {e}");
     }
+}
+
+#[test]
+fn max_response_bytes_defaults_to_64_mib_and_can_be_raised() {
+    assert_eq!(cfg(&["-m", "x"]).unwrap().args.max_response_bytes, 64 << 20);
+    let raised = cfg(&["-m", "x", "--max-response-bytes", "1073741824"]).unwrap();
+    assert_eq!(raised.args.max_response_bytes, 1 << 30);
 }

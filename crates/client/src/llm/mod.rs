@@ -179,6 +179,7 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
             std::time::Duration::from_micros(batch)
         }),
         reply_check: Default::default(),
+        max_response_bytes: cfg.args.max_response_bytes,
     })
 }
 

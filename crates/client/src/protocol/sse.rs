@@ -84,6 +84,13 @@ impl fmt::Display for SseError {
     }
 }
 
+impl SseError {
+    /// Both errors are limits ([`crate::measure::FailKind::Limit`]).
+    pub fn kind(&self) -> crate::measure::FailKind {
+        crate::measure::FailKind::Limit
+    }
+}
+
 impl std::error::Error for SseError {}
 
 impl From<SseError> for crate::error::Error {

@@ -568,3 +568,30 @@ fn fuzz_entry_on_seeded_junk() {
         fuzz_sse(&junk);
     }
 }
+
+#[test]
+fn hostile_lines_and_events_fail_with_bounded_buffers() {
+    let limit = 4096;
+    let endless_line = vec![b'x'; 100_000];
+    let endless_event = b"data: 0123456789\n".repeat(10_000);
+    let cases = [
+        (&endless_line, SseError::LineTooLong { limit }),
+        (&endless_event, SseError::EventTooLarge { limit }),
+    ];
+    for (bytes, want) in cases {
+        for step in [bytes.len(), 1000, 7] {
+            let mut decoder = SseDecoder::with_limit(limit);
+            let mut got = Ok(());
+            for piece in bytes.chunks(step) {
+                got = decoder.push(piece, &mut |_| {});
+                if got.is_err() {
+                    break;
+                }
+            }
+            assert_eq!(got, Err(want), "step {step}");
+            assert_eq!(want.kind(), crate::measure::FailKind::Limit);
+            assert!(decoder.line.bytes.capacity() <= 2 * limit + step);
+            assert!(decoder.event.data.capacity() <= 2 * limit + step);
+        }
+    }
+}

@@ -173,6 +173,7 @@ fn engine_spec(
         read_batch: None,
         request_timeout: cfg.request_timeout,
         reply_check: Default::default(),
+        max_response_bytes: cfg.max_response_bytes,
     }
 }
 

@@ -100,6 +100,7 @@ fn engine_spec(cfg: &Config, target: &super::setup::Target) -> EngineSpec {
         read_batch: None,
         request_timeout: cfg.request_timeout,
         reply_check: Default::default(),
+        max_response_bytes: cfg.max_response_bytes,
     }
 }
 

@@ -109,6 +109,9 @@ pub enum HpackError {
     TableSizeUpdateNotFirst,
     /// A block that ends with a dynamic table size update (h2spec treats it as an error).
     TableSizeUpdateAtEnd,
+    /// More than two dynamic table size updates at the start of one block (RFC 7541 §4.2
+    /// needs at most two: the smallest size, then the final one).
+    TooManyTableSizeUpdates,
     /// The decoded header list exceeds the configured bound, in bytes.
     HeaderListTooLarge { limit: usize },
 }
@@ -129,6 +132,9 @@ impl fmt::Display for HpackError {
             HpackError::TableSizeUpdateNotFirst => {
                 f.write_str("HPACK: dynamic table size update after a header field")
             }
+            HpackError::TooManyTableSizeUpdates => f.write_str(
+                "HPACK: more than 2 dynamic table size updates at the start of a header block",
+            ),
             HpackError::TableSizeUpdateAtEnd => {
                 f.write_str("HPACK: header block ends with a dynamic table size update")
             }
@@ -321,11 +327,16 @@ impl Decoder {
         let mut field_seen = false;
         // Bytes of the header list so far, counted as name + value + 32 per field.
         let mut list_size = 0usize;
+        let mut size_updates = 0;
         while let Some(&first) = block.get(pos) {
             if first & 0xe0 == 0x20 {
                 // 001xxxxx: dynamic table size update, only before the first field.
                 if field_seen {
                     return Err(HpackError::TableSizeUpdateNotFirst);
+                }
+                size_updates += 1;
+                if size_updates > 2 {
+                    return Err(HpackError::TooManyTableSizeUpdates);
                 }
                 let requested = read_integer(block, &mut pos, 5)?;
                 if requested > self.settings_table_size {

@@ -44,6 +44,20 @@ const MAX_STREAM_ID: u32 = (1 << 31) - 1;
 /// Cap on one received header block, HEADERS plus CONTINUATIONs (bytes): bounds memory
 /// against a peer that sends CONTINUATION frames forever.
 const MAX_HEADER_BLOCK: usize = 4 * DEFAULT_MAX_HEADER_LIST_SIZE;
+/// Most PING (and, separately, SETTINGS) frames in a row with no response frame (HEADERS,
+/// DATA with bytes) between them; past it the connection fails as a flood with GOAWAY
+/// ENHANCE_YOUR_CALM. A healthy server sends a handful per connection. The count does not
+/// depend on how the bytes were split across reads.
+pub const MAX_CONTROL_IN_ROW: usize = 1000;
+/// Most PING (and, separately, SETTINGS) acknowledgements queued while earlier output is
+/// still unwritten: bounds the output of a peer that never reads its acknowledgements
+/// (more than one 64 KiB read can carry).
+pub const MAX_PENDING_ACKS: usize = 10_000;
+/// Most frames in a row that carry nothing (empty DATA without END_STREAM, empty
+/// CONTINUATION without END_HEADERS) before the connection fails as a flood.
+pub const MAX_EMPTY_FRAMES: usize = 1000;
+/// Most CONTINUATION frames in one header block.
+pub const MAX_CONTINUATIONS: usize = 64;
 /// Output bytes already written after which `written` compacts the buffer (bytes).
 const COMPACT_OUTPUT_AT: usize = 64 * 1024;
 
@@ -101,6 +115,9 @@ pub enum StreamEnd {
     Protocol(String),
     /// The server closed the connection before the stream ended.
     Disconnected,
+    /// The server exceeded a limit: a message above the size limit on this stream, or a
+    /// flood or oversized header block that failed the connection.
+    Limit(String),
 }
 
 impl StreamEnd {
@@ -109,7 +126,7 @@ impl StreamEnd {
         matches!(self, StreamEnd::Ok)
     }
 
-    /// The failure kind of a request whose stream ended this way.
+    /// The failure kind a request that ended this way is counted under.
     pub fn kind(&self) -> FailKind {
         match self {
             StreamEnd::Ok => FailKind::None,
@@ -117,6 +134,7 @@ impl StreamEnd {
             StreamEnd::Reset(_) | StreamEnd::Refused => FailKind::Reset,
             StreamEnd::Protocol(_) => FailKind::Framing,
             StreamEnd::Disconnected => FailKind::Closed,
+            StreamEnd::Limit(_) => FailKind::Limit,
         }
     }
 }
@@ -132,7 +150,7 @@ impl fmt::Display for StreamEnd {
             StreamEnd::Reset(code) => write!(f, "server reset the stream ({})", code.name()),
             StreamEnd::Refused => f.write_str("stream refused by the server's GOAWAY"),
             StreamEnd::Http(status) => write!(f, "HTTP status {status}"),
-            StreamEnd::Protocol(why) => f.write_str(why),
+            StreamEnd::Protocol(why) | StreamEnd::Limit(why) => f.write_str(why),
             StreamEnd::Disconnected => f.write_str("server closed the connection"),
         }
     }
@@ -148,6 +166,13 @@ pub struct ConnError {
 
 impl fmt::Display for ConnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.code == ErrorCode::EnhanceYourCalm {
+            return write!(
+                f,
+                "{} (connection closed with GOAWAY ENHANCE_YOUR_CALM)",
+                self.msg
+            );
+        }
         write!(
             f,
             "HTTP/2 connection error {}: {}",
@@ -158,12 +183,20 @@ impl fmt::Display for ConnError {
 }
 
 impl ConnError {
-    /// The failure kind of the requests this connection error ended: a peer that calmed us
-    /// down or a close is not malformed framing.
+    /// The peer exceeded a limit: the connection ends with GOAWAY ENHANCE_YOUR_CALM.
+    pub(crate) fn limit(msg: String) -> ConnError {
+        ConnError {
+            code: ErrorCode::EnhanceYourCalm,
+            msg,
+        }
+    }
+
+    /// The failure kind of the requests this error ended: [`FailKind::Limit`] for the
+    /// limits (ENHANCE_YOUR_CALM), [`FailKind::Framing`] for broken HTTP/2.
     pub fn kind(&self) -> FailKind {
         match self.code {
-            ErrorCode::NoError => FailKind::Closed,
             ErrorCode::EnhanceYourCalm => FailKind::Limit,
+            ErrorCode::NoError => FailKind::Closed,
             _ => FailKind::Framing,
         }
     }
@@ -258,6 +291,16 @@ struct Conn {
     goaway_reason: Option<(ErrorCode, String)>,
     /// The connection error that ended the session, repeated to later calls.
     failed: Option<ConnError>,
+    /// PING and SETTINGS acknowledgements queued since the output was last fully written.
+    pending_ping_acks: usize,
+    pending_settings_acks: usize,
+    /// PING and SETTINGS frames since the last response frame.
+    pings_in_row: usize,
+    settings_in_row: usize,
+    /// Frames in a row that carried nothing (see [`MAX_EMPTY_FRAMES`]).
+    empty_frames: usize,
+    /// CONTINUATION frames of the header block being received.
+    continuations: usize,
 }
 
 impl Session {
@@ -307,6 +350,12 @@ impl Session {
             goaway_last: None,
             goaway_reason: None,
             failed: None,
+            pending_ping_acks: 0,
+            pending_settings_acks: 0,
+            pings_in_row: 0,
+            settings_in_row: 0,
+            empty_frames: 0,
+            continuations: 0,
         };
         Session {
             input: vec![0; INPUT_BUFFER].into_boxed_slice(),
@@ -328,6 +377,8 @@ impl Session {
         if conn.out_start == conn.out.len() {
             conn.out.clear();
             conn.out_start = 0;
+            conn.pending_ping_acks = 0;
+            conn.pending_settings_acks = 0;
         } else if conn.out_start >= COMPACT_OUTPUT_AT {
             conn.out.drain(..conn.out_start);
             conn.out_start = 0;
@@ -468,7 +519,10 @@ impl Session {
 impl Conn {
     /// Records a connection error: every open stream ends, a GOAWAY is queued.
     fn fail(&mut self, e: ConnError, on: &mut dyn FnMut(Event<'_>)) -> ConnError {
-        let end = StreamEnd::Protocol(e.to_string());
+        let end = match e.kind() {
+            FailKind::Limit => StreamEnd::Limit(e.to_string()),
+            _ => StreamEnd::Protocol(e.to_string()),
+        };
         self.close_all(&end, on);
         self.blocked.clear();
         write_goaway(&mut self.out, 0, e.code, e.msg.as_bytes());
@@ -494,5 +548,7 @@ mod tests;
 mod tests_errors;
 #[cfg(test)]
 mod tests_flow;
+#[cfg(test)]
+mod tests_limits;
 #[cfg(test)]
 mod tests_server;

@@ -2,8 +2,15 @@
 //!
 //! The decoder keeps its position in the caller's buffer, so bytes already decoded are never
 //! looked at again when more data arrives. Line endings may be CRLF or a bare LF.
+//!
+//! The raw body stays in the caller's buffer until the response is complete, so its framing
+//! is bounded as a whole, not only per line: the chunk-size lines, their extensions and the
+//! CRLFs together may exceed the data by at most the head limit (64 KiB by default). Tiny
+//! chunks with long extensions, or endless empty extensions, fail early instead of growing
+//! the buffer.
 
 use super::error::ParseError;
+use super::response::Limits;
 
 /// Longest accepted chunk-size line, extensions included (bytes). Real servers send a few hex
 /// digits; the limit stops a peer from making the parser buffer an endless extension.
@@ -33,6 +40,8 @@ pub(crate) struct ChunkedDecoder {
     remaining: u64,
     /// Bytes of trailer section seen so far (counted against the head limit).
     trailer_bytes: usize,
+    /// Framing bytes of complete size lines and chunk-ending CRLFs so far.
+    framing: usize,
 }
 
 impl ChunkedDecoder {
@@ -43,6 +52,7 @@ impl ChunkedDecoder {
             line_scan: 0,
             remaining: 0,
             trailer_bytes: 0,
+            framing: 0,
         }
     }
 
@@ -57,24 +67,26 @@ impl ChunkedDecoder {
         &mut self,
         raw: &[u8],
         out: &mut Vec<u8>,
-        max_body: usize,
-        max_trailer: usize,
+        limits: Limits,
     ) -> Result<Option<usize>, ParseError> {
+        let max_body = limits.max_body_bytes;
+        let max_trailer = limits.max_head_bytes;
         loop {
             match self.stage {
                 Stage::Size => {
-                    let Some(line) =
-                        self.take_line(raw, MAX_CHUNK_LINE, ParseError::ChunkLineTooLong)?
-                    else {
+                    let (limit, too_long) = self.size_line_limit(out.len(), limits)?;
+                    let start = self.pos;
+                    let Some(line) = self.take_line(raw, limit, too_long)? else {
                         return Ok(None);
                     };
+                    self.framing += self.pos - start;
                     let size = parse_chunk_size(line)?;
                     if size == 0 {
                         self.stage = Stage::Trailer;
                     } else {
                         let total = (out.len() as u64).saturating_add(size);
                         if total > max_body as u64 {
-                            return Err(ParseError::BodyTooLarge);
+                            return Err(ParseError::BodyTooLarge { limit: max_body });
                         }
                         self.remaining = size;
                         self.stage = Stage::Data;
@@ -100,6 +112,7 @@ impl ChunkedDecoder {
                         _ => return Err(ParseError::BadChunkEnd),
                     };
                     self.pos += used;
+                    self.framing += used;
                     self.line_scan = self.pos;
                     self.stage = Stage::Size;
                 }
@@ -119,6 +132,26 @@ impl ChunkedDecoder {
                     self.trailer_bytes += self.pos - start;
                 }
             }
+        }
+    }
+
+    /// The longest next size line (bytes, without its LF) and the error past it: the
+    /// per-line cap, or what is left of the framing allowance (`decoded` data bytes plus the
+    /// head limit, the line's LF included) when that is smaller. Whichever bound a line
+    /// crosses first is reported, however its bytes were split across reads.
+    fn size_line_limit(
+        &self,
+        decoded: usize,
+        limits: Limits,
+    ) -> Result<(usize, ParseError), ParseError> {
+        let framing_error = ParseError::ChunkFramingTooLarge {
+            limit: limits.max_head_bytes,
+        };
+        let allowed = decoded.saturating_add(limits.max_head_bytes);
+        match allowed.checked_sub(self.framing + 1) {
+            None => Err(framing_error),
+            Some(left) if left < MAX_CHUNK_LINE => Ok((left, framing_error)),
+            Some(_) => Ok((MAX_CHUNK_LINE, ParseError::ChunkLineTooLong)),
         }
     }
 
@@ -188,11 +221,16 @@ mod tests {
     use super::*;
 
     const MAX: usize = 1 << 20;
+    const LIMITS: Limits = Limits {
+        max_head_bytes: 1024,
+        max_body_bytes: MAX,
+        max_interim: 16,
+    };
 
     fn decode_whole(raw: &[u8]) -> Result<Option<(usize, Vec<u8>)>, ParseError> {
         let mut dec = ChunkedDecoder::new();
         let mut out = Vec::new();
-        Ok(dec.advance(raw, &mut out, MAX, 1024)?.map(|n| (n, out)))
+        Ok(dec.advance(raw, &mut out, LIMITS)?.map(|n| (n, out)))
     }
 
     #[test]
@@ -241,7 +279,10 @@ mod tests {
             (b"5\r\nhello\rX", Err(ParseError::BadChunkEnd)),
             (b"zz\r\n", Err(ParseError::BadChunkSize)),
             (b"0\r\nno colon\r\n\r\n", Err(ParseError::BadTrailer)),
-            (b"fffffffffff\r\n", Err(ParseError::BodyTooLarge)),
+            (
+                b"fffffffffff\r\n",
+                Err(ParseError::BodyTooLarge { limit: MAX }),
+            ),
         ];
         for (raw, want) in cases {
             let got = decode_whole(raw);
@@ -253,12 +294,63 @@ mod tests {
     #[test]
     fn limits_apply_before_the_line_ends() {
         let long_ext = [b"5;".as_slice(), &[b'x'; MAX_CHUNK_LINE]].concat();
-        assert_eq!(decode_whole(&long_ext), Err(ParseError::ChunkLineTooLong));
+        let mut out = Vec::new();
+        let wide = Limits {
+            max_head_bytes: 64 * 1024,
+            ..LIMITS
+        };
+        let got = ChunkedDecoder::new().advance(&long_ext, &mut out, wide);
+        assert_eq!(got, Err(ParseError::ChunkLineTooLong));
+        // With less framing allowance left than a line may hold, the allowance binds.
+        let framing = ParseError::ChunkFramingTooLarge { limit: 1024 };
+        assert_eq!(decode_whole(&long_ext), Err(framing));
         let long_trailer = [b"0\r\nT: ".as_slice(), &[b'v'; 2000]].concat();
         assert_eq!(
             decode_whole(&long_trailer),
             Err(ParseError::TrailersTooLarge)
         );
+    }
+
+    /// Feeds `raw` in `step`-byte reads, as a connection buffer grows; the outcome and the
+    /// raw bytes that had arrived when it came.
+    fn feed_in_steps(raw: &[u8], step: usize) -> (Result<Option<usize>, ParseError>, usize) {
+        let mut dec = ChunkedDecoder::new();
+        let mut out = Vec::new();
+        let mut end = 0;
+        loop {
+            end = (end + step).min(raw.len());
+            match dec.advance(&raw[..end], &mut out, LIMITS) {
+                Ok(None) if end < raw.len() => {}
+                other => return (other, end),
+            }
+        }
+    }
+
+    #[test]
+    fn framing_is_bounded_in_total_not_only_per_line() {
+        let framing = ParseError::ChunkFramingTooLarge { limit: 1024 };
+        // One data byte per chunk, each with a 200-byte extension (every line is short).
+        let ext = [b"1;".as_slice(), &[b'e'; 200], b"\r\nx\r\n"].concat();
+        let flood = ext.repeat(100);
+        // Empty extensions forever: no data at all.
+        let empty = b"1;\r\nx\r\n".repeat(1000);
+        for (name, raw) in [("extensions", &flood), ("short lines", &empty)] {
+            for step in [raw.len(), 1, 7, 100] {
+                let (got, arrived) = feed_in_steps(raw, step);
+                assert_eq!(got, Err(framing), "{name}, step {step}");
+                // Stopped within the allowance: the data seen plus 1 KiB of framing, plus
+                // one read.
+                assert!(
+                    arrived <= 2 * 1024 + step + 210,
+                    "{name}: read {arrived} bytes"
+                );
+            }
+        }
+        // Ordinary small chunks (framing a fraction of the data) pass whatever their number.
+        let chunk = [b"20\r\n".as_slice(), &[b'd'; 32], b"\r\n"].concat();
+        let fine = [chunk.repeat(5000), b"0\r\n\r\n".to_vec()].concat();
+        let (got, _) = feed_in_steps(&fine, 4096);
+        assert_eq!(got, Ok(Some(fine.len())));
     }
 
     #[test]
@@ -268,7 +360,7 @@ mod tests {
         let mut out = Vec::new();
         let mut done = None;
         for end in 1..=raw.len() {
-            if let Some(n) = dec.advance(&raw[..end], &mut out, MAX, 1024).unwrap() {
+            if let Some(n) = dec.advance(&raw[..end], &mut out, LIMITS).unwrap() {
                 done = Some((end, n));
                 break;
             }

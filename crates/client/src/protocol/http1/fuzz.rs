@@ -67,6 +67,7 @@ pub fn fuzz_response(data: &[u8]) {
     let small = Limits {
         max_head_bytes: 200,
         max_body_bytes: 300,
+        max_interim: 2,
     };
     let split_steps: Vec<usize> = data
         .iter()

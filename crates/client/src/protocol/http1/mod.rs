@@ -24,4 +24,7 @@ mod response;
 pub use error::ParseError;
 pub use fuzz::fuzz_response;
 pub use request::{check_header, write_request};
-pub use response::{Framing, Limits, Progress, ResponseHead, ResponseReader, MAX_HEADERS};
+pub use response::{
+    Framing, Limits, Progress, ResponseHead, ResponseReader, DEFAULT_MAX_INTERIM,
+    DEFAULT_MAX_RESPONSE_BYTES, MAX_HEADERS,
+};

@@ -11,21 +11,30 @@ use super::error::ParseError;
 
 /// Most header fields accepted in one response head (the `httparse` array lives on the stack).
 pub const MAX_HEADERS: usize = 64;
+/// Default cap on one response body (bytes): 64 MiB; `--max-response-bytes` raises it.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 << 20;
+/// Default cap on interim (1xx) responses before a final one.
+pub const DEFAULT_MAX_INTERIM: usize = 16;
 
 /// Size limits, all in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// One response head (status line, fields, blank line); also the whole trailer section.
+    /// One response head (status line, fields, blank line); also the whole trailer section,
+    /// the interim (1xx) responses before a final one together, and how far a chunked body's
+    /// framing (size lines, extensions, CRLFs) may exceed its data.
     pub max_head_bytes: usize,
     /// A decoded body.
     pub max_body_bytes: usize,
+    /// Interim (1xx) responses before a final one (count).
+    pub max_interim: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_head_bytes: 64 * 1024,
-            max_body_bytes: 1 << 30,
+            max_body_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            max_interim: DEFAULT_MAX_INTERIM,
         }
     }
 }
@@ -92,6 +101,9 @@ pub struct ResponseReader {
     /// Start of the body in the caller's buffer.
     body_start: usize,
     head: ResponseHead,
+    /// Interim (1xx) responses skipped before the final head, and their bytes.
+    interim: usize,
+    interim_bytes: usize,
     chunked: ChunkedDecoder,
     /// Decoded chunked body; keeps its capacity across responses.
     chunked_body: Vec<u8>,
@@ -116,6 +128,8 @@ impl ResponseReader {
             head_scan: 0,
             body_start: 0,
             head: ResponseHead::default(),
+            interim: 0,
+            interim_bytes: 0,
             chunked: ChunkedDecoder::new(),
             chunked_body: Vec::new(),
         }
@@ -128,8 +142,29 @@ impl ResponseReader {
         self.head_scan = 0;
         self.body_start = 0;
         self.head = ResponseHead::default();
+        self.interim = 0;
+        self.interim_bytes = 0;
         self.chunked.reset();
         self.chunked_body.clear();
+    }
+
+    /// The limits this reader enforces.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Forgets the bytes of interim (1xx) responses already skipped while the final head is
+    /// still to come, so the caller can drop them from the front of its buffer and keep it
+    /// small: returns how many bytes to drop (0 when there are none). Later offsets, and the
+    /// final head's `consumed`, count from the new start.
+    pub fn discard_interim(&mut self) -> usize {
+        if self.stage != Stage::Head {
+            return 0;
+        }
+        let n = self.head_start;
+        self.head_start = 0;
+        self.head_scan -= n.min(self.head_scan);
+        n
     }
 
     /// true once the final (non-1xx) head has been parsed.
@@ -261,6 +296,16 @@ impl ResponseReader {
                 return Err(ParseError::SwitchingProtocols);
             }
             if (100..200).contains(&status) {
+                self.interim += 1;
+                self.interim_bytes += head_len;
+                if self.interim > self.limits.max_interim {
+                    let limit = self.limits.max_interim;
+                    return Err(ParseError::TooManyInterim { limit });
+                }
+                if self.interim_bytes > self.limits.max_head_bytes {
+                    let limit = self.limits.max_head_bytes;
+                    return Err(ParseError::InterimTooLarge { limit });
+                }
                 self.head_start += head_len;
                 self.head_scan = self.head_start;
                 continue;
@@ -285,17 +330,15 @@ impl ResponseReader {
             }
             Framing::UntilClose => {
                 if received > self.limits.max_body_bytes {
-                    return Err(ParseError::BodyTooLarge);
+                    let limit = self.limits.max_body_bytes;
+                    return Err(ParseError::BodyTooLarge { limit });
                 }
             }
             Framing::Chunked => {
                 let raw = &buf[self.body_start.min(buf.len())..];
-                let done = self.chunked.advance(
-                    raw,
-                    &mut self.chunked_body,
-                    self.limits.max_body_bytes,
-                    self.limits.max_head_bytes,
-                )?;
+                let done = self
+                    .chunked
+                    .advance(raw, &mut self.chunked_body, self.limits)?;
                 if let Some(used) = done {
                     self.finish(self.body_start + used, self.chunked_body.len());
                 }
@@ -386,7 +429,8 @@ impl HeadFields {
             }
         } else if let Some(n) = self.content_length {
             if n > limits.max_body_bytes {
-                return Err(ParseError::BodyTooLarge);
+                let limit = limits.max_body_bytes;
+                return Err(ParseError::ContentLengthTooLarge { len: n, limit });
             }
             Framing::Length(n)
         } else {
@@ -436,6 +480,9 @@ fn parse_decimal(s: &[u8]) -> Option<usize> {
     })
 }
 
+#[cfg(test)]
+#[path = "limits_tests.rs"]
+mod limits_tests;
 #[cfg(test)]
 #[path = "response_tests.rs"]
 mod tests;

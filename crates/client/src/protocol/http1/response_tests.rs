@@ -144,7 +144,10 @@ fn failing_stream_cases() -> Vec<StreamCase> {
         (
             "content-length over the body limit",
             b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n",
-            vec![Outcome::Error(ParseError::BodyTooLarge)],
+            vec![Outcome::Error(ParseError::ContentLengthTooLarge {
+                len: 99_999_999_999,
+                limit: DEFAULT_MAX_RESPONSE_BYTES,
+            })],
         ),
         (
             "bad chunk size",
@@ -228,16 +231,17 @@ fn enforces_head_limits_regardless_of_splits() {
     let small = Limits {
         max_head_bytes: 60,
         max_body_bytes: 4,
+        max_interim: 2,
     };
     let cases: Vec<(&[u8], Limits, ParseError)> = vec![
         (&many, Limits::default(), ParseError::Head(httparse::Error::TooManyHeaders)),
         (&long, Limits::default(), ParseError::HeadTooLarge),
         (b"HTTP/1.1 200 OK\r\nX-Long-Header: 0123456789012345678901234567890123456789\r\n\r\n", small, ParseError::HeadTooLarge),
-        (b"HTTP/1.1 200 OK\r\n\r\n12345", small, ParseError::BodyTooLarge),
+        (b"HTTP/1.1 200 OK\r\n\r\n12345", small, ParseError::BodyTooLarge { limit: 4 }),
         (
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\n",
             small,
-            ParseError::BodyTooLarge,
+            ParseError::BodyTooLarge { limit: 4 },
         ),
         (
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: 01234567890123456789012345678901234567890123456789012345678901234567890123456789\r\n\r\n",

@@ -4,13 +4,16 @@
 
 use super::headers::{decode_head, trailers_end, Head};
 use super::streams::Phase;
-use super::{Conn, ConnError, Event, StreamEnd, MAX_HEADER_BLOCK};
+use super::{
+    Conn, ConnError, Event, StreamEnd, MAX_CONTINUATIONS, MAX_CONTROL_IN_ROW, MAX_EMPTY_FRAMES,
+    MAX_HEADER_BLOCK, MAX_PENDING_ACKS,
+};
 use crate::protocol::grpc::frame::{
     write_ping_ack, write_rst_stream, write_settings_ack, write_window_update, ErrorCode, Frame,
     SettingsIter, DEFAULT_MAX_FRAME_SIZE, MAX_WINDOW_SIZE, SETTINGS_HEADER_TABLE_SIZE,
     SETTINGS_INITIAL_WINDOW_SIZE, SETTINGS_MAX_CONCURRENT_STREAMS, SETTINGS_MAX_FRAME_SIZE,
 };
-use crate::protocol::grpc::hpack::DEFAULT_HEADER_TABLE_SIZE;
+use crate::protocol::grpc::hpack::{HpackError, DEFAULT_HEADER_TABLE_SIZE};
 use crate::protocol::grpc::message::GrpcFramingError;
 
 type On<'e> = &'e mut dyn FnMut(Event<'_>);
@@ -20,6 +23,32 @@ fn conn_error(code: ErrorCode, msg: &str) -> ConnError {
         code,
         msg: msg.to_string(),
     }
+}
+
+/// Fails on a flood of frames that each need an acknowledgement (`kind`: PING or SETTINGS):
+/// `in_row` since the last response frame, `pending` acknowledgements unwritten.
+fn check_flood(kind: &str, in_row: usize, pending: usize) -> Result<(), ConnError> {
+    if in_row > MAX_CONTROL_IN_ROW {
+        return Err(ConnError::limit(format!(
+            "server sent more than {MAX_CONTROL_IN_ROW} {kind} frames in a row without a \
+             response ({kind} flood)"
+        )));
+    }
+    if pending > MAX_PENDING_ACKS {
+        return Err(ConnError::limit(format!(
+            "server sent more than {MAX_PENDING_ACKS} {kind} frames faster than their \
+             acknowledgements could be sent ({kind} flood)"
+        )));
+    }
+    Ok(())
+}
+
+/// HEADERS plus CONTINUATION frames beyond [`MAX_HEADER_BLOCK`].
+fn block_too_large() -> ConnError {
+    ConnError::limit(format!(
+        "server sent a header block (HEADERS and CONTINUATION frames) larger than \
+         {MAX_HEADER_BLOCK} bytes"
+    ))
 }
 
 fn protocol_error(msg: &str) -> Result<(), ConnError> {
@@ -76,12 +105,18 @@ impl Conn {
                 Ok(())
             }
             Frame::Settings { ack: false, params } => {
+                self.settings_in_row += 1;
+                self.pending_settings_acks += 1;
+                check_flood("SETTINGS", self.settings_in_row, self.pending_settings_acks)?;
                 self.apply_settings(params)?;
                 write_settings_ack(&mut self.out);
                 self.flush_blocked();
                 Ok(())
             }
             Frame::Ping { ack: false, data } => {
+                self.pings_in_row += 1;
+                self.pending_ping_acks += 1;
+                check_flood("PING", self.pings_in_row, self.pending_ping_acks)?;
                 write_ping_ack(&mut self.out, data);
                 Ok(())
             }
@@ -104,6 +139,31 @@ impl Conn {
             | Frame::Priority { .. }
             | Frame::Unknown { .. } => Ok(()),
         }
+    }
+
+    /// Counts a frame that carried nothing (`empty`) or resets the count; past
+    /// [`MAX_EMPTY_FRAMES`] in a row the connection fails as a flood.
+    fn count_empty(&mut self, empty: bool) -> Result<(), ConnError> {
+        if !empty {
+            self.progress();
+            return Ok(());
+        }
+        self.empty_frames += 1;
+        if self.empty_frames > MAX_EMPTY_FRAMES {
+            return Err(ConnError::limit(format!(
+                "server sent more than {MAX_EMPTY_FRAMES} empty DATA or CONTINUATION frames \
+                 in a row"
+            )));
+        }
+        Ok(())
+    }
+
+    /// A frame that carries a response (bytes of DATA or a header block): the flood counts
+    /// start again.
+    fn progress(&mut self) {
+        self.empty_frames = 0;
+        self.pings_in_row = 0;
+        self.settings_in_row = 0;
     }
 
     /// A stream error the frame parser found (the frame is skipped): the stream, if open, is
@@ -136,6 +196,7 @@ impl Conn {
         on: On<'_>,
     ) -> Result<(), ConnError> {
         self.check_not_idle(id, "DATA")?;
+        self.count_empty(data.is_empty() && !end_stream)?;
         // flow_len < 2^24, so the conversion is exact.
         let flow = flow_len as i64;
         self.recv_remaining -= flow;
@@ -164,6 +225,19 @@ impl Conn {
             return Ok(());
         }
         if let Err(e) = deliver_messages(id, &mut stream.reader, data, on) {
+            if let GrpcFramingError::TooLong { len, limit } = e {
+                let msg = format!(
+                    "gRPC message length {len} exceeds the response size limit ({limit} bytes; \
+                     raise it with --max-response-bytes)"
+                );
+                write_rst_stream(&mut self.out, id, ErrorCode::Cancel);
+                self.release(id);
+                on(Event::Closed {
+                    stream: id,
+                    end: StreamEnd::Limit(msg),
+                });
+                return Ok(());
+            }
             // Not an HTTP/2 error: the gRPC call is abandoned the way gRPC clients do it.
             self.reset_stream(id, ErrorCode::Cancel, &e.to_string(), on);
             return Ok(());
@@ -195,8 +269,9 @@ impl Conn {
             return self.finish_block(id, block, end_stream, on);
         }
         if block.len() > MAX_HEADER_BLOCK {
-            return protocol_error("response header block too large");
+            return Err(block_too_large());
         }
+        self.continuations = 0;
         self.block.clear();
         self.block.extend_from_slice(block);
         self.block_stream = id;
@@ -218,8 +293,15 @@ impl Conn {
             return protocol_error("CONTINUATION on another stream than its HEADERS");
         }
         if self.block.len() + fragment.len() > MAX_HEADER_BLOCK {
-            return protocol_error("response header block too large");
+            return Err(block_too_large());
         }
+        self.continuations += 1;
+        if self.continuations > MAX_CONTINUATIONS {
+            return Err(ConnError::limit(format!(
+                "server sent a header block in more than {MAX_CONTINUATIONS} CONTINUATION frames"
+            )));
+        }
+        self.count_empty(fragment.is_empty() && !end_headers)?;
         self.block.extend_from_slice(fragment);
         if !end_headers {
             return Ok(());
@@ -240,8 +322,14 @@ impl Conn {
         end_stream: bool,
         on: On<'_>,
     ) -> Result<(), ConnError> {
-        let head = decode_head(&mut self.hpack, block, &mut self.grpc_message)
-            .map_err(|e| conn_error(ErrorCode::CompressionError, &e.to_string()))?;
+        self.progress();
+        let head =
+            decode_head(&mut self.hpack, block, &mut self.grpc_message).map_err(|e| match e {
+                HpackError::HeaderListTooLarge { .. } | HpackError::TooManyTableSizeUpdates => {
+                    ConnError::limit(format!("server sent a header block over a limit: {e}"))
+                }
+                _ => conn_error(ErrorCode::CompressionError, &e.to_string()),
+            })?;
         let Some(stream) = self.streams.get_mut(id) else {
             return Ok(());
         };
