@@ -5,9 +5,6 @@
 //! child is killed after [`KILL_AFTER`], and that is a failure), peak memory under
 //! [`MAX_RSS_KIB`], no file outside the output directory, no raw ESC, BEL or CR on the
 //! terminal.
-//!
-//! Cases in [`PENDING`] need work that is not on this branch yet (the protocol limits); they
-//! are skipped unless `INFERPERF_FAULTS_PENDING=1` is set, which runs them like the others.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -25,17 +22,6 @@ const MAX_RSS_KIB: i64 = 512 * 1024;
 /// The child's data limit (RLIMIT_DATA, bytes): a client without limits fails its allocation
 /// here instead of taking the machine's memory (a chunk-extension flood grows without bound).
 const DATA_LIMIT: u64 = 1 << 30;
-
-/// Cases that fail on this branch until the rest of issue 20 is merged: (mode, protocol).
-/// Each names what it waits for in the comment beside it.
-pub const PENDING: &[(&str, &str)] = &[
-    // Protocol limits (branch i20-limits): without them the client buffers 1xx responses,
-    // chunk extensions and SETTINGS/PING ACKs without bound, then hangs or runs out of memory.
-    ("interim-flood", "http"),
-    ("chunk-extension-flood", "http"),
-    ("settings-flood", "grpc"),
-    ("ping-flood", "grpc"),
-];
 
 /// What a case must end with.
 struct Expect {
@@ -263,17 +249,10 @@ fn problems(mode: FaultMode, grpc: bool, o: &Outcome) -> Vec<String> {
     bad
 }
 
-/// Runs one case of the matrix (or skips it while it is pending) and fails with every problem.
+/// Runs one case of the matrix and fails with every problem.
 fn case(mode: FaultMode, grpc: bool) {
     let proto = if grpc { "grpc" } else { "http" };
     let name = mode.name();
-    let pending = PENDING.iter().any(|&(m, p)| m == name && p == proto);
-    if pending && std::env::var_os("INFERPERF_FAULTS_PENDING").is_none() {
-        eprintln!(
-            "fault matrix: {name} over {proto} is pending (INFERPERF_FAULTS_PENDING=1 runs it)"
-        );
-        return;
-    }
     let o = run_case(mode, grpc);
     let bad = problems(mode, grpc, &o);
     assert!(
