@@ -315,6 +315,27 @@ fn profile_names_the_cause_when_every_request_fails() {
     assert_eq!(err.exit_code(), 99);
 }
 
+/// A port nothing listens on (bound, then released).
+fn closed_port() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+#[test]
+fn profile_against_a_closed_port_ends_naming_the_refusal() {
+    for extra in [&[][..], &["--service-kind", "triton"][..]] {
+        let Err(err) = profile(closed_port(), "3", extra) else {
+            panic!("{extra:?}: a run against a closed port passed");
+        };
+        assert!(
+            err.msg.starts_with("no request completed: ") && err.msg.contains("refused"),
+            "{extra:?}: {}",
+            err.msg
+        );
+        assert_eq!(err.exit_code(), 99);
+    }
+}
+
 /// A gRPC server that sends its SETTINGS, then (with `ping`) a PING every 20 ms and never
 /// answers; returns the error code of the first RST_STREAM the client sends, if any.
 fn grpc_staller(ping: bool) -> (SocketAddr, JoinHandle<Option<u32>>) {

@@ -330,19 +330,26 @@ impl GrpcPool {
         }
     }
 
+    /// Connection `i` could not be opened (refused, handshake failed). In `profile`
+    /// (keep-going) the server cannot be reached, so no new request starts and the run ends
+    /// with the failure instead of waiting for a connection that never comes; perf_analyzer
+    /// mode stops at any failure anyway.
+    fn connect_failed(&mut self, i: usize, msg: String, cx: &mut Cx<'_>) {
+        self.fail_conn(i, FailKind::Connect, msg, cx);
+        cx.sink.failed = true;
+    }
+
     /// The TCP connect finished (or failed); TLS then starts its handshake.
     fn on_connect_event(&mut self, i: usize, cx: &mut Cx<'_>) {
         let conn = &mut self.conns[i];
         let socket = conn.transport.socket_ref();
         if let Ok(Some(e)) | Err(e) = socket.take_error() {
-            return self.fail_conn(i, FailKind::Connect, format!("connect failed: {e}"), cx);
+            return self.connect_failed(i, format!("connect failed: {e}"), cx);
         }
         match socket.peer_addr() {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
-            Err(e) => {
-                return self.fail_conn(i, FailKind::Connect, format!("connect failed: {e}"), cx)
-            }
+            Err(e) => return self.connect_failed(i, format!("connect failed: {e}"), cx),
         }
         let _ = socket.set_nodelay(true);
         conn.state = State::Handshaking;
@@ -361,7 +368,7 @@ impl GrpcPool {
                 self.on_ready_event(i, ready, cx);
             }
             Ok(false) => {}
-            Err(e) => self.fail_conn(i, FailKind::Connect, e.to_string(), cx),
+            Err(e) => self.connect_failed(i, e.to_string(), cx),
         }
     }
 }

@@ -174,6 +174,7 @@ impl FailTally {
     /// One line for the end of a run: `None` when nothing failed.
     ///
     /// - every request failed, one kind: "all 10 requests failed: <example>"
+    /// - nothing completed (the connections failed): "no request completed: <example>"
     /// - some failed, or several kinds: "3 of 120 requests failed (2 timed out, 1 reset);
     ///   timed out: <example>"
     ///
@@ -188,7 +189,10 @@ impl FailTally {
             .filter(|k| self.count(*k) > 0)
             .collect();
         let mut line = String::new();
-        if total >= completed {
+        if completed == 0 {
+            // Only connections failed: no request was sent, or none got as far as a record.
+            let _ = write!(line, "no request completed");
+        } else if total >= completed {
             let _ = write!(line, "all {total} requests failed");
         } else {
             let _ = write!(line, "{total} of {completed} requests failed");
@@ -242,6 +246,12 @@ mod tests {
             Some("3 of 120 requests failed (1 reset, 2 timed out); timed out: timed out after 2 s")
         );
         assert_eq!(FailTally::default().summary(5), None);
+        let mut refused = FailTally::default();
+        refused.add(FailKind::Connect, || "connect failed: refused".into());
+        assert_eq!(
+            refused.summary(0).as_deref(),
+            Some("no request completed: connect failed: refused")
+        );
     }
 
     #[test]
