@@ -55,6 +55,11 @@ Notes (where inferperf differs from perf_analyzer):
      Content-Length fails as soon as the head arrives), more than 16 interim (1xx)
      responses, a 64 KiB head or more than 64 header fields, chunk framing more than 64 KiB
      beyond the data, HTTP/2 PING/SETTINGS floods (GOAWAY ENHANCE_YOUR_CALM).
+ 10. Replies are checked: an HTTP infer reply must be KServe JSON (or JSON and binary
+     data), a gRPC reply a ModelInferResponse; a wrong model name, a missing output or a
+     shape that contradicts its bytes fails the request (perf_analyzer counts them as
+     successes). Server text reaches the terminal with control characters escaped, and
+     file names made from server model names stay in the output directory.
 
 Exit codes: 0 success, 2 first point never stabilised, 3 no valid requests, 99 other errors,
 130 a second Ctrl-C (exits at once).";
