@@ -150,16 +150,46 @@ fn run_case(mode: FaultMode, grpc: bool) -> Outcome {
         server.addr
     }
     .to_string();
-    let csv = out_dir.join("r.csv");
-    let mut args = vec!["-m", "identity", "-u", &url, "--request-count", "20"];
+    let args = client_args(&url, grpc, &out_dir.join("r.csv"));
+    let started = Instant::now();
+    let mut child = spawn_limited(&args, &work, &logs);
+    let (status, usage, killed) = wait_bounded(&mut child);
+    let elapsed = started.elapsed();
+    server.stop();
+    let status = std::process::ExitStatus::from_raw(status);
+    let mut output = std::fs::read(logs.join("stdout")).unwrap();
+    output.extend(std::fs::read(logs.join("stderr")).unwrap());
+    let (reports, stray) = files_written(&root, &out_dir, &logs);
+    let _ = std::fs::remove_dir_all(&root);
+    Outcome {
+        code: status.code(),
+        signal: status.signal(),
+        killed,
+        elapsed,
+        max_rss_kib: usage.ru_maxrss,
+        output,
+        stray,
+        reports,
+    }
+}
+
+/// The client's arguments for one case: 20 requests to `url` with a 1 s request timeout, the
+/// CSV report at `csv`.
+fn client_args(url: &str, grpc: bool, csv: &Path) -> Vec<String> {
+    let mut args = vec!["-m", "identity", "-u", url, "--request-count", "20"];
     args.extend(["--request-timeout", "1000"]);
     if grpc {
         args.extend(["-i", "grpc"]);
     }
-    let csv_arg = csv.to_string_lossy().into_owned();
-    args.extend(["-f", &csv_arg]);
+    let mut args: Vec<String> = args.into_iter().map(String::from).collect();
+    args.extend(["-f".to_string(), csv.to_string_lossy().into_owned()]);
+    args
+}
+
+/// Starts the built `inferperf` with `args` in `work`, under the [`DATA_LIMIT`] data limit,
+/// its stdout and stderr going to files of those names in `logs`.
+fn spawn_limited(args: &[String], work: &Path, logs: &Path) -> std::process::Child {
     let log = |name: &str| std::fs::File::create(logs.join(name)).unwrap();
-    let started = Instant::now();
     let mut command = Command::new(env!("CARGO_BIN_EXE_inferperf"));
     // SAFETY: the closure only calls setrlimit, which is async-signal-safe.
     unsafe {
@@ -173,41 +203,30 @@ fn run_case(mode: FaultMode, grpc: bool) -> Outcome {
             Ok(())
         });
     }
-    let mut child = command
-        .args(&args)
-        .current_dir(&work)
+    command
+        .args(args)
+        .current_dir(work)
         .stdin(Stdio::null())
         .stdout(log("stdout"))
         .stderr(log("stderr"))
         .spawn()
-        .expect("inferperf starts");
-    let (status, usage, killed) = wait_bounded(&mut child);
-    let elapsed = started.elapsed();
-    server.stop();
-    let status = std::process::ExitStatus::from_raw(status);
-    let mut output = std::fs::read(logs.join("stdout")).unwrap();
-    output.extend(std::fs::read(logs.join("stderr")).unwrap());
+        .expect("inferperf starts")
+}
+
+/// The files under `root`: those in `out_dir` (the reports), and those outside both `out_dir`
+/// and `logs` (stray files).
+fn files_written(root: &Path, out_dir: &Path, logs: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut all = Vec::new();
-    files_under(&root, &mut all);
+    files_under(root, &mut all);
     let (mut reports, mut stray) = (Vec::new(), Vec::new());
     for f in all {
-        if f.starts_with(&out_dir) {
+        if f.starts_with(out_dir) {
             reports.push(f);
-        } else if !f.starts_with(&logs) {
+        } else if !f.starts_with(logs) {
             stray.push(f);
         }
     }
-    let _ = std::fs::remove_dir_all(&root);
-    Outcome {
-        code: status.code(),
-        signal: status.signal(),
-        killed,
-        elapsed,
-        max_rss_kib: usage.ru_maxrss,
-        output,
-        stray,
-        reports,
-    }
+    (reports, stray)
 }
 
 /// Every way `o` falls short of what `mode` over `grpc` must do.

@@ -62,12 +62,7 @@ pub fn run_with(
     let service = kinds::pick(cfg);
     crate::shm::check_service(cfg, service.shared_memory())?;
     let mut target = service.prepare(cfg)?;
-    // Sequence models default to async unless --sync was given (perf_analyzer).
-    let adjusted =
-        (target.config.sequence_batching && !cfg.sync_given && !cfg.async_mode).then(|| Config {
-            async_mode: true,
-            ..cfg.clone()
-        });
+    let adjusted = sequence_default(cfg, &target);
     let cfg = adjusted.as_ref().unwrap_or(cfg);
     // Registered regions; dropped (unregistered, unlinked) on every way out of this function.
     let Planned {
@@ -80,11 +75,7 @@ pub fn run_with(
         _ => None,
     };
     let cfg = scheduled.as_ref().unwrap_or(cfg);
-    if cfg.verbose >= 2 {
-        if let Some(request) = plan.requests.first() {
-            eprintln!("{}", printable_request(request));
-        }
-    }
+    print_first_request(cfg, &plan);
     let spec = EngineSpec {
         reply_check: service.reply_check(cfg, &target),
         ..engine_spec(cfg, &target, &mut plan, shm_slots.clone())
@@ -96,13 +87,7 @@ pub fn run_with(
     let check = service.output_check(cfg, &target, shm_slots.as_deref(), plan.expected);
     let stats_available = target.stats_available;
     let metrics = metrics::MetricsSource::for_run(cfg)?;
-    let mut write_csv = |points: &[PointReport]| {
-        if reports {
-            write_csv_reports(cfg, points, stats_available)
-        } else {
-            Ok(())
-        }
-    };
+    let mut write_csv = csv_writer(cfg, reports, stats_available);
     let mut sweeper = sweep::Sweeper {
         cfg,
         service: &*service,
@@ -118,28 +103,81 @@ pub fn run_with(
         result: sweep::SweepResult::default(),
     };
     sweeper.run();
-    let sweep::SweepResult {
-        points,
-        exps,
-        error,
-    } = sweeper.result;
-    if !points.is_empty() {
-        let _ = out.write_all(console::summary(&points, cfg.percentile).as_bytes());
+    let result = sweeper.result;
+    if !result.points.is_empty() {
+        let _ = out.write_all(console::summary(&result.points, cfg.percentile).as_bytes());
     }
     let _ = out.flush();
     if reports {
-        let decode = service.export_decoder(cfg, &target, shm_slots.as_deref());
-        if let Err(e) = write_reports(cfg, &labels, &points, &exps, stats_available, &decode) {
-            // The run's own error is still worth knowing; the report that could not be
-            // written decides the exit code.
-            if let Some(run_error) = &error {
-                eprintln!("error: {run_error}");
-            }
-            return Err(e);
-        }
+        let slots = shm_slots.as_deref();
+        let decode = service.export_decoder(cfg, &target, slots);
+        write_final_reports(cfg, &labels, &result, stats_available, &decode)?;
     }
     drop(shm_session);
-    Ok(RunResult { points, error })
+    Ok(RunResult {
+        points: result.points,
+        error: result.error,
+    })
+}
+
+/// The configuration a sequence model runs with when it differs from `cfg`: sequence models
+/// default to async unless --sync was given (perf_analyzer).
+fn sequence_default(cfg: &Config, target: &Target) -> Option<Config> {
+    (target.config.sequence_batching && !cfg.sync_given && !cfg.async_mode).then(|| Config {
+        async_mode: true,
+        ..cfg.clone()
+    })
+}
+
+/// `-v -v`: prints the plan's first request to stderr.
+fn print_first_request(cfg: &Config, plan: &LoadPlan) {
+    if cfg.verbose >= 2 {
+        if let Some(request) = plan.requests.first() {
+            eprintln!("{}", printable_request(request));
+        }
+    }
+}
+
+/// The sweep's per-level callback: rewrites the CSV report with every point so far on the
+/// reporting process, does nothing on the others.
+fn csv_writer(
+    cfg: &Config,
+    reports: bool,
+    stats_available: bool,
+) -> impl FnMut(&[PointReport]) -> Result<()> + '_ {
+    move |points: &[PointReport]| {
+        if reports {
+            write_csv_reports(cfg, points, stats_available)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Writes the reports of a finished sweep. When one cannot be written, the run's own error
+/// (still worth knowing) goes to stderr and the write error, which decides the exit code, is
+/// returned.
+fn write_final_reports(
+    cfg: &Config,
+    labels: &Labels,
+    result: &sweep::SweepResult,
+    stats_available: bool,
+    decode: &ExportDecoder,
+) -> Result<()> {
+    let written = write_reports(
+        cfg,
+        labels,
+        &result.points,
+        &result.exps,
+        stats_available,
+        decode,
+    );
+    if written.is_err() {
+        if let Some(run_error) = &result.error {
+            eprintln!("error: {run_error}");
+        }
+    }
+    written
 }
 
 /// Connects, waits until the server is ready, and reads what the run needs from it, as the

@@ -15,7 +15,7 @@ use super::setup::Target;
 use crate::config::{Config, LoadMode, MeasurementMode};
 use crate::engine::pace::{nominal_rate, Schedule};
 use crate::engine::window::OutputCheck;
-use crate::engine::EngineSpec;
+use crate::engine::{EngineSpec, Load};
 use crate::error::{Error, Result};
 use crate::report::export::ExportExperiment;
 use crate::report::{console, LoadValue, PointReport};
@@ -211,28 +211,7 @@ impl Sweeper<'_> {
         let _ = self.out.write_all(console::point_header(&value).as_bytes());
         let load = LoadDesc::of_config(cfg, self.rank_value(value)).engine_load();
         let collector = self.metrics.map(|m| m.start(self.spec.clock));
-        let outcome = {
-            let target = &mut *self.target;
-            let cache_enabled = target.config.response_cache;
-            let decoupled = target.config.decoupled;
-            let composing = target.composing.clone();
-            let service = self.service;
-            let mut fetch = || service.server_stats(cfg, target);
-            let mut ctx = PointCtx {
-                cfg,
-                spec: self.spec,
-                stats: &mut fetch,
-                cache_enabled,
-                keep_windows: cfg.profile_export_file.is_some(),
-                decoupled,
-                composing: &composing,
-                check: self.check,
-                stop: self.stop,
-                out: &mut *self.out,
-                peers: &mut *self.peers,
-            };
-            profile_point(&mut ctx, &load)?
-        };
+        let outcome = self.measure(&load)?;
         let PointOutcome {
             status,
             client,
@@ -271,6 +250,38 @@ impl Sweeper<'_> {
             self.out,
             quiet,
         );
+        self.record(report, verdict)
+    }
+
+    /// Measures one point at `load` against the target.
+    fn measure(&mut self, load: &Load) -> Result<PointOutcome> {
+        let cfg = self.cfg;
+        let target = &mut *self.target;
+        let cache_enabled = target.config.response_cache;
+        let decoupled = target.config.decoupled;
+        let composing = target.composing.clone();
+        let service = self.service;
+        let mut fetch = || service.server_stats(cfg, target);
+        let mut ctx = PointCtx {
+            cfg,
+            spec: self.spec,
+            stats: &mut fetch,
+            cache_enabled,
+            keep_windows: cfg.profile_export_file.is_some(),
+            decoupled,
+            composing: &composing,
+            check: self.check,
+            stop: self.stop,
+            out: &mut *self.out,
+            peers: &mut *self.peers,
+        };
+        profile_point(&mut ctx, load)
+    }
+
+    /// Acts on a level's verdict: a kept point is printed, added to the result and handed to
+    /// `on_point`; the verdict's error becomes the run's. Returns whether the sweep may go on.
+    fn record(&mut self, report: Option<PointReport>, verdict: Verdict) -> Result<bool> {
+        let cfg = self.cfg;
         if verdict.keep {
             if let Some(r) = report {
                 let library = self.service.labels().library;

@@ -236,13 +236,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 /// An infer request: the mode's fault, or a healthy reply.
 fn infer(s: &mut TcpStream, req: &Request, sh: &Shared) -> Keep {
     let n = sh.next_infer();
-    let mode = sh.mode;
-    if req
-        .path
-        .strip_prefix("/v2/models/")
-        .map(|r| r.split('/').next())
-        != Some(Some(MODEL))
-    {
+    if !names_model(&req.path) {
         let msg = format!(
             "Request for unknown model: '{}' is not found",
             model_in(&req.path)
@@ -250,28 +244,30 @@ fn infer(s: &mut TcpStream, req: &Request, sh: &Shared) -> Keep {
         return respond_json(s, 404, &serde_json::json!({ "error": msg }), sh);
     }
     if sh.fails(n) {
-        let err = serde_json::json!({ "error": model::error_text(mode, n) });
+        let err = serde_json::json!({ "error": model::error_text(sh.mode, n) });
         return respond_json(s, 500, &err, sh);
     }
     let (head, body) = infer_reply(req, None);
-    let half = &body[..body.len() / 2];
-    match mode {
+    fault_reply(s, req, &head, &body, sh)
+}
+
+/// Whether an infer path names the one model this server serves.
+fn names_model(path: &str) -> bool {
+    path.strip_prefix("/v2/models/")
+        .map(|r| r.split('/').next())
+        == Some(Some(MODEL))
+}
+
+/// Answers an infer request for the served model the way the mode says, given the healthy
+/// reply's `head` and `body`.
+fn fault_reply(s: &mut TcpStream, req: &Request, head: &str, body: &[u8], sh: &Shared) -> Keep {
+    match sh.mode {
         FaultMode::Refuse => {
             sh.refused.store(true, std::sync::atomic::Ordering::Relaxed);
             Keep::Close
         }
         FaultMode::Reset | FaultMode::CloseMidBody | FaultMode::StallBody => {
-            if !(io::write_all(s, head.as_bytes(), sh) && io::write_all(s, half, sh)) {
-                return Keep::Gone;
-            }
-            match mode {
-                FaultMode::Reset => Keep::Reset,
-                FaultMode::CloseMidBody => Keep::Close,
-                _ => {
-                    io::hold(s, sh);
-                    Keep::Gone
-                }
-            }
+            half_body(s, head, body, sh)
         }
         FaultMode::StallHead => {
             io::hold(s, sh);
@@ -279,17 +275,9 @@ fn infer(s: &mut TcpStream, req: &Request, sh: &Shared) -> Keep {
         }
         FaultMode::WrongContentLength => {
             let (head, body) = infer_reply(req, Some(body.len() - 8));
-            written(io::write_all(s, head.as_bytes(), sh) && io::write_all(s, &body, sh))
+            whole(s, &head, &body, sh)
         }
-        FaultMode::Garbage => {
-            let garbage =
-                b"\x00\xff\xfe GARBAGE: this is not an HTTP response \x80\x81\x82\r\n\r\n";
-            if io::write_all(s, garbage, sh) {
-                Keep::Close
-            } else {
-                Keep::Gone
-            }
-        }
+        FaultMode::Garbage => garbage(s, sh),
         FaultMode::NotJson | FaultMode::NotProtobuf => {
             let body = b"<html><body>this is not JSON</body></html>";
             written(respond(s, 200, "application/json", body, sh))
@@ -299,39 +287,78 @@ fn infer(s: &mut TcpStream, req: &Request, sh: &Shared) -> Keep {
             Keep::Gone
         }
         FaultMode::ChunkExtensionFlood => chunk_flood(s, sh),
-        FaultMode::EndlessHeader => {
-            if io::write_all(s, b"HTTP/1.1 200 OK\r\n", sh) {
-                io::flood(
-                    s,
-                    b"X-Fault-Endless: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
-                    sh,
-                );
-            }
-            Keep::Gone
-        }
-        FaultMode::HugeContentLength => {
-            let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
-                        Content-Length: 1000000000000000\r\n\r\n";
-            if io::write_all(s, head.as_bytes(), sh)
-                && io::write_all(s, &[b' '; HUGE_BODY_SENT], sh)
-            {
-                io::hold(s, sh);
-            }
-            Keep::Gone
-        }
-        FaultMode::HugeHeaders => {
-            let mut big = b"HTTP/1.1 200 OK\r\nX-Fault-Huge: ".to_vec();
-            big.resize(big.len() + HUGE_HEADER, b'a');
-            big.extend_from_slice(b"\r\n");
-            let rest = head.strip_prefix("HTTP/1.1 200 OK\r\n").unwrap_or(&head);
-            written(
-                io::write_all(s, &big, sh)
-                    && io::write_all(s, rest.as_bytes(), sh)
-                    && io::write_all(s, &body, sh),
-            )
-        }
-        _ => written(io::write_all(s, head.as_bytes(), sh) && io::write_all(s, &body, sh)),
+        FaultMode::EndlessHeader => endless_header(s, sh),
+        FaultMode::HugeContentLength => huge_content_length(s, sh),
+        FaultMode::HugeHeaders => huge_headers(s, head, body, sh),
+        _ => whole(s, head, body, sh),
     }
+}
+
+/// Writes the head and the whole body.
+fn whole(s: &mut TcpStream, head: &str, body: &[u8], sh: &Shared) -> Keep {
+    written(io::write_all(s, head.as_bytes(), sh) && io::write_all(s, body, sh))
+}
+
+/// Writes the head and half the body, then resets (`reset`), closes (`close-mid-body`) or
+/// stalls (`stall-body`).
+fn half_body(s: &mut TcpStream, head: &str, body: &[u8], sh: &Shared) -> Keep {
+    let half = &body[..body.len() / 2];
+    if !(io::write_all(s, head.as_bytes(), sh) && io::write_all(s, half, sh)) {
+        return Keep::Gone;
+    }
+    match sh.mode {
+        FaultMode::Reset => Keep::Reset,
+        FaultMode::CloseMidBody => Keep::Close,
+        _ => {
+            io::hold(s, sh);
+            Keep::Gone
+        }
+    }
+}
+
+/// Writes bytes that are not an HTTP response, then closes.
+fn garbage(s: &mut TcpStream, sh: &Shared) -> Keep {
+    let garbage = b"\x00\xff\xfe GARBAGE: this is not an HTTP response \x80\x81\x82\r\n\r\n";
+    if io::write_all(s, garbage, sh) {
+        Keep::Close
+    } else {
+        Keep::Gone
+    }
+}
+
+/// Writes a status line, then header lines until the peer goes away or the server stops.
+fn endless_header(s: &mut TcpStream, sh: &Shared) -> Keep {
+    if io::write_all(s, b"HTTP/1.1 200 OK\r\n", sh) {
+        io::flood(
+            s,
+            b"X-Fault-Endless: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+            sh,
+        );
+    }
+    Keep::Gone
+}
+
+/// Announces a body of a petabyte, sends the first [`HUGE_BODY_SENT`] bytes of it, then stalls.
+fn huge_content_length(s: &mut TcpStream, sh: &Shared) -> Keep {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                Content-Length: 1000000000000000\r\n\r\n";
+    if io::write_all(s, head.as_bytes(), sh) && io::write_all(s, &[b' '; HUGE_BODY_SENT], sh) {
+        io::hold(s, sh);
+    }
+    Keep::Gone
+}
+
+/// The healthy reply with a [`HUGE_HEADER`]-byte header line first in its head.
+fn huge_headers(s: &mut TcpStream, head: &str, body: &[u8], sh: &Shared) -> Keep {
+    let mut big = b"HTTP/1.1 200 OK\r\nX-Fault-Huge: ".to_vec();
+    big.resize(big.len() + HUGE_HEADER, b'a');
+    big.extend_from_slice(b"\r\n");
+    let rest = head.strip_prefix("HTTP/1.1 200 OK\r\n").unwrap_or(head);
+    written(
+        io::write_all(s, &big, sh)
+            && io::write_all(s, rest.as_bytes(), sh)
+            && io::write_all(s, body, sh),
+    )
 }
 
 fn written(ok: bool) -> Keep {

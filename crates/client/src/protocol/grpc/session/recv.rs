@@ -64,18 +64,7 @@ impl Conn {
         flow_len: usize,
         on: On<'_>,
     ) -> Result<(), ConnError> {
-        if !self.peer_settings_seen {
-            match frame {
-                Frame::Settings { ack: false, .. } => self.peer_settings_seen = true,
-                // A server turning the client away may say why before its SETTINGS; the reason is
-                // worth more to the user than "bad preface".
-                Frame::GoAway { .. } => {}
-                _ => return protocol_error("server preface does not start with SETTINGS"),
-            }
-        }
-        if self.block_stream != 0 && !matches!(frame, Frame::Continuation { .. }) {
-            return protocol_error("frame interleaved with a header block's CONTINUATION frames");
-        }
+        self.check_order(&frame)?;
         match frame {
             Frame::Data {
                 stream,
@@ -93,33 +82,9 @@ impl Conn {
                 end_headers,
                 block,
             } => self.on_continuation(stream, end_headers, block, on),
-            Frame::RstStream { stream, error_code } => {
-                self.check_not_idle(stream, "RST_STREAM")?;
-                if self.streams.get_mut(stream).is_some() {
-                    self.release(stream);
-                    on(Event::Closed {
-                        stream,
-                        end: StreamEnd::Reset(error_code),
-                    });
-                }
-                Ok(())
-            }
-            Frame::Settings { ack: false, params } => {
-                self.settings_in_row += 1;
-                self.pending_settings_acks += 1;
-                check_flood("SETTINGS", self.settings_in_row, self.pending_settings_acks)?;
-                self.apply_settings(params)?;
-                write_settings_ack(&mut self.out);
-                self.flush_blocked();
-                Ok(())
-            }
-            Frame::Ping { ack: false, data } => {
-                self.pings_in_row += 1;
-                self.pending_ping_acks += 1;
-                check_flood("PING", self.pings_in_row, self.pending_ping_acks)?;
-                write_ping_ack(&mut self.out, data);
-                Ok(())
-            }
+            Frame::RstStream { stream, error_code } => self.on_rst_stream(stream, error_code, on),
+            Frame::Settings { ack: false, params } => self.on_settings(params),
+            Frame::Ping { ack: false, data } => self.on_ping(data),
             Frame::GoAway {
                 last_stream,
                 error_code,
@@ -139,6 +104,62 @@ impl Conn {
             | Frame::Priority { .. }
             | Frame::Unknown { .. } => Ok(()),
         }
+    }
+
+    /// Checks where a frame arrives: the server's preface starts with SETTINGS (a GOAWAY before
+    /// it is let through), and nothing comes between a header block's CONTINUATION frames.
+    fn check_order(&mut self, frame: &Frame<'_>) -> Result<(), ConnError> {
+        if !self.peer_settings_seen {
+            match frame {
+                Frame::Settings { ack: false, .. } => self.peer_settings_seen = true,
+                // A server turning the client away may say why before its SETTINGS; the reason is
+                // worth more to the user than "bad preface".
+                Frame::GoAway { .. } => {}
+                _ => return protocol_error("server preface does not start with SETTINGS"),
+            }
+        }
+        if self.block_stream != 0 && !matches!(frame, Frame::Continuation { .. }) {
+            return protocol_error("frame interleaved with a header block's CONTINUATION frames");
+        }
+        Ok(())
+    }
+
+    /// RST_STREAM: an open stream ends as reset with the server's error code.
+    fn on_rst_stream(
+        &mut self,
+        stream: u32,
+        error_code: ErrorCode,
+        on: On<'_>,
+    ) -> Result<(), ConnError> {
+        self.check_not_idle(stream, "RST_STREAM")?;
+        if self.streams.get_mut(stream).is_some() {
+            self.release(stream);
+            on(Event::Closed {
+                stream,
+                end: StreamEnd::Reset(error_code),
+            });
+        }
+        Ok(())
+    }
+
+    /// SETTINGS (not an ack): applied and acknowledged, unless they come as a flood.
+    fn on_settings(&mut self, params: SettingsIter<'_>) -> Result<(), ConnError> {
+        self.settings_in_row += 1;
+        self.pending_settings_acks += 1;
+        check_flood("SETTINGS", self.settings_in_row, self.pending_settings_acks)?;
+        self.apply_settings(params)?;
+        write_settings_ack(&mut self.out);
+        self.flush_blocked();
+        Ok(())
+    }
+
+    /// PING (not an ack): acknowledged, unless they come as a flood.
+    fn on_ping(&mut self, data: [u8; 8]) -> Result<(), ConnError> {
+        self.pings_in_row += 1;
+        self.pending_ping_acks += 1;
+        check_flood("PING", self.pings_in_row, self.pending_ping_acks)?;
+        write_ping_ack(&mut self.out, data);
+        Ok(())
     }
 
     /// Counts a frame that carried nothing (`empty`) or resets the count; past
