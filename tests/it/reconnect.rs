@@ -7,9 +7,9 @@ use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use inferperf::config::{ConcurrencyRange, Config, MeasurementMode};
-
-use crate::common::scripted::{discovery_reply, read_request, serve_each, Request, INFER};
+use crate::common::scripted::{
+    count_config, discovery_reply, read_request, serve_each, Request, INFER,
+};
 
 /// Serves one connection; returns when the client or this server closes it.
 fn serve_conn(stream: TcpStream, infers: &AtomicU64) {
@@ -47,20 +47,7 @@ fn serve_conn_with(stream: TcpStream, infers: &AtomicU64, cut: bool) {
 #[test]
 fn closed_connections_are_replaced_and_counts_stay_exact() {
     let (addr, infers) = serve_each(serve_conn);
-    let cfg = Config {
-        model_name: "m".into(),
-        url: addr.to_string(),
-        measurement_mode: MeasurementMode::CountWindows,
-        request_count: 300,
-        concurrency: ConcurrencyRange {
-            start: 2,
-            end: 2,
-            step: 1,
-        },
-        pin_threads: false,
-        ready_timeout_s: 2,
-        ..Config::default()
-    };
+    let cfg = count_config(addr, 2, 300);
     let mut out = Vec::new();
     let res = inferperf::run::run(&cfg, &mut out, Arc::new(AtomicBool::new(false))).unwrap();
     assert!(res.error.is_none(), "{:?}", res.error);
@@ -71,20 +58,7 @@ fn closed_connections_are_replaced_and_counts_stay_exact() {
 #[test]
 fn a_reply_cut_short_by_a_close_ends_the_run_with_its_cause() {
     let (addr, infers) = serve_each(|s, c| serve_conn_with(s, c, true));
-    let cfg = Config {
-        model_name: "m".into(),
-        url: addr.to_string(),
-        measurement_mode: MeasurementMode::CountWindows,
-        request_count: 20,
-        concurrency: ConcurrencyRange {
-            start: 1,
-            end: 1,
-            step: 1,
-        },
-        pin_threads: false,
-        ready_timeout_s: 2,
-        ..Config::default()
-    };
+    let cfg = count_config(addr, 1, 20);
     // The run must end by itself; a connection waiting forever on the cut reply would not.
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

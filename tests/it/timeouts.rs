@@ -14,14 +14,15 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use inferperf::clock::Clock;
-use inferperf::config::{ConcurrencyRange, Config, MeasurementMode};
+use inferperf::config::Config;
 use inferperf::engine::{Engine, EngineSpec};
 use inferperf::llm;
 use inferperf::measure::{FailKind, WindowRecords};
 use inferperf::protocol::grpc::frame::write_settings;
 
 use crate::common::scripted::{
-    discovery_reply, engine_spec, grpc_request, grpc_wire, read_request, serve_each, INFER,
+    count_config, discovery_reply, engine_spec, grpc_request, grpc_wire, read_request, serve_each,
+    INFER,
 };
 
 const CHAT: &str = r#"{"id":"c","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}"#;
@@ -86,19 +87,8 @@ fn drain(reader: &mut impl Read) {
 /// timeout; its error message (the run must end by itself within 60 s).
 fn pa_run(addr: SocketAddr, count: u64) -> Option<String> {
     let cfg = Config {
-        model_name: "m".into(),
-        url: addr.to_string(),
-        measurement_mode: MeasurementMode::CountWindows,
-        request_count: count,
-        concurrency: ConcurrencyRange {
-            start: 1,
-            end: 1,
-            step: 1,
-        },
-        pin_threads: false,
-        ready_timeout_s: 2,
         request_timeout: Some(Duration::from_millis(300)),
-        ..Config::default()
+        ..count_config(addr, 1, count)
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

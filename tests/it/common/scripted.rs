@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use inferperf::clock::Clock;
+use inferperf::config::{ConcurrencyRange, Config, MeasurementMode};
 use inferperf::engine::wire::{GrpcWire, Wire};
 use inferperf::engine::EngineSpec;
 use inferperf::protocol::grpc::frame::write_settings;
@@ -65,6 +66,25 @@ pub fn discovery_reply(path: &str) -> Option<&'static str> {
         "/v2/models/m" => Some(METADATA),
         "/v2/models/m/config" => Some(CONFIG),
         _ => None,
+    }
+}
+
+/// A perf_analyzer-mode config for model `m` at `addr`: `count` requests per window at a
+/// fixed `concurrency`, no thread pinning, a 2 s ready timeout.
+pub fn count_config(addr: SocketAddr, concurrency: u64, count: u64) -> Config {
+    Config {
+        model_name: "m".into(),
+        url: addr.to_string(),
+        measurement_mode: MeasurementMode::CountWindows,
+        request_count: count,
+        concurrency: ConcurrencyRange {
+            start: concurrency,
+            end: concurrency,
+            step: 1,
+        },
+        pin_threads: false,
+        ready_timeout_s: 2,
+        ..Config::default()
     }
 }
 
