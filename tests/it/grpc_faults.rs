@@ -3,90 +3,24 @@
 //! error within seconds: never a panic, never a hang.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use inferperf::clock::Clock;
-use inferperf::engine::wire::{GrpcWire, Wire};
-use inferperf::engine::{Engine, EngineSpec};
+use inferperf::engine::Engine;
 use inferperf::measure::WindowRecords;
 use inferperf::protocol::grpc::frame::{
-    write_data, write_headers, write_rst_stream, write_settings, ErrorCode, DEFAULT_MAX_FRAME_SIZE,
+    write_data, write_headers, write_rst_stream, ErrorCode, DEFAULT_MAX_FRAME_SIZE,
 };
-use inferperf::protocol::grpc::hpack::Encoder;
-use inferperf::protocol::grpc::request::call_headers;
 
-/// Accepts one connection, lets `script` talk on it, then closes it. Scripts that speak
-/// HTTP/2 start with `send_settings` (the client opens no stream before the server's
-/// SETTINGS).
-fn scripted_server(script: fn(&mut TcpStream)) -> (SocketAddr, JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let join = std::thread::spawn(move || {
-        if let Ok((mut s, _)) = listener.accept() {
-            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            script(&mut s);
-        }
-    });
-    (addr, join)
-}
-
-/// Reads until the client's first request HEADERS (frame type 1) has arrived.
-fn await_request(s: &mut TcpStream) {
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    let preface = 24;
-    loop {
-        let mut pos = preface;
-        while seen.len() >= pos + 9 {
-            let len = u32::from_be_bytes([0, seen[pos], seen[pos + 1], seen[pos + 2]]) as usize;
-            if seen[pos + 3] == 1 {
-                return;
-            }
-            pos += 9 + len;
-        }
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => seen.extend_from_slice(&buf[..n]),
-        }
-    }
-}
-
-fn response_headers() -> Vec<u8> {
-    let mut block = Vec::new();
-    let enc = Encoder::new();
-    enc.encode_literal_without_indexing(&mut block, b":status", b"200");
-    enc.encode_literal_without_indexing(&mut block, b"content-type", b"application/grpc");
-    block
-}
+use crate::common::scripted::{
+    await_request, engine_spec, grpc_request, grpc_wire, response_headers, scripted_server,
+    send_settings,
+};
 
 /// Runs up to 5 requests at concurrency 2 against `addr`; returns the first worker error
 /// and the records, failing the test if the engine does not finish within 10 s.
 fn run_engine(addr: SocketAddr) -> (String, WindowRecords) {
-    let wire = GrpcWire {
-        headers: call_headers(&addr.to_string(), "ModelInfer", &[], false, None),
-        streaming: false,
-        decoupled: false,
-    };
-    let spec = EngineSpec {
-        addr,
-        requests: Arc::new(vec![vec![0, 0, 0, 0, 2, 0x0a, 0x00]]),
-        keep_bodies: false,
-        keep_going: false,
-        pin: false,
-        max_workers: 1,
-        clock: Clock::new(),
-        tls: None,
-        wire: Wire::Grpc(wire),
-        sequences: None,
-        slots: None,
-        read_batch: None,
-        request_timeout: None,
-        reply_check: Default::default(),
-        max_response_bytes: inferperf::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
-    };
+    let spec = engine_spec(addr, grpc_wire(addr), grpc_request());
     let mut engine = Engine::start(&spec, 2, Some(5)).expect("engine starts");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !(engine.all_finished() && engine.first_error().is_some()) {
@@ -104,12 +38,6 @@ fn run_engine(addr: SocketAddr) -> (String, WindowRecords) {
     let (_, msg) = engine.first_error().unwrap();
     engine.stop(Duration::from_millis(100));
     (msg, window)
-}
-
-fn send_settings(s: &mut TcpStream) {
-    let mut out = Vec::new();
-    write_settings(&mut out, &[]);
-    let _ = s.write_all(&out);
 }
 
 #[test]

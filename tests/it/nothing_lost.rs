@@ -208,132 +208,110 @@ const fn case(flag: &'static str, value: &'static str, named: &'static str) -> C
     }
 }
 
+/// A flag whose whole value is the value tried, named as itself in the error.
+const fn flag(name: &'static str) -> Case {
+    case(name, "V", name)
+}
+
+/// A flag whose value holds the value tried as one part (`V` in `value`), named as itself.
+const fn part(name: &'static str, value: &'static str) -> Case {
+    case(name, value, name)
+}
+
 /// Every numeric flag of perf_analyzer mode (`inferperf --help`), range parts included.
 const PA_FLAGS: &[Case] = &[
-    case("--concurrency-range", "V", "--concurrency-range"),
-    case("--concurrency-range", "V:4", "--concurrency-range"),
-    case("--concurrency-range", "1:V", "--concurrency-range"),
-    case("--concurrency-range", "1:2:V", "--concurrency-range"),
-    case("--request-rate-range", "V", "--request-rate-range"),
-    case("--request-rate-range", "V:4", "--request-rate-range"),
-    case("--request-rate-range", "1:V", "--request-rate-range"),
-    case("--request-rate-range", "1:2:V", "--request-rate-range"),
-    case(
-        "--periodic-concurrency-range",
-        "V:2:1",
-        "--periodic-concurrency-range",
-    ),
-    case(
-        "--periodic-concurrency-range",
-        "1:V:1",
-        "--periodic-concurrency-range",
-    ),
-    case(
-        "--periodic-concurrency-range",
-        "1:2:V",
-        "--periodic-concurrency-range",
-    ),
-    case("--request-period", "V", "--request-period"),
-    case("--session-concurrency", "V", "--session-concurrency"),
+    flag("--concurrency-range"),
+    part("--concurrency-range", "V:4"),
+    part("--concurrency-range", "1:V"),
+    part("--concurrency-range", "1:2:V"),
+    flag("--request-rate-range"),
+    part("--request-rate-range", "V:4"),
+    part("--request-rate-range", "1:V"),
+    part("--request-rate-range", "1:2:V"),
+    part("--periodic-concurrency-range", "V:2:1"),
+    part("--periodic-concurrency-range", "1:V:1"),
+    part("--periodic-concurrency-range", "1:2:V"),
+    flag("--request-period"),
+    flag("--session-concurrency"),
     Case {
         before: &["--enable-mpi"],
-        ..case("--mpi-timeout", "V", "--mpi-timeout")
+        ..flag("--mpi-timeout")
     },
     // Any 64-bit seed is a seed.
     Case {
         accepted: &["18446744073709551615"],
-        ..case("--seed", "V", "--seed")
+        ..flag("--seed")
     },
-    case("--max-inflight", "V", "--max-inflight"),
-    case("--num-of-sequences", "V", "--num-of-sequences"),
+    flag("--max-inflight"),
+    flag("--num-of-sequences"),
     // perf_analyzer warns about a length <= 0 and uses 20.
     Case {
         accepted: &["-1"],
-        ..case("--sequence-length", "V", "--sequence-length")
+        ..flag("--sequence-length")
     },
-    case(
-        "--sequence-length-variation",
-        "V",
-        "--sequence-length-variation",
-    ),
-    case("--sequence-id-range", "V", "--sequence-id-range"),
-    case("--sequence-id-range", "V:5", "--sequence-id-range"),
-    case("--sequence-id-range", "1:V", "--sequence-id-range"),
-    case("--max-threads", "V", "--max-threads"),
+    flag("--sequence-length-variation"),
+    flag("--sequence-id-range"),
+    part("--sequence-id-range", "V:5"),
+    part("--sequence-id-range", "1:V"),
+    flag("--max-threads"),
     case("-t", "V", "Failed to parse -t"),
     Case {
         before: &["-t", "2"],
         ..case("-c", "V", "Failed to parse -c")
     },
     case("-p", "V", "--measurement-interval"),
-    case(
-        "--measurement-request-count",
-        "V",
-        "--measurement-request-count",
-    ),
+    flag("--measurement-request-count"),
     case("-s", "V", "--stability-percentage"),
     case("-r", "V", "--max-trials"),
     // -1: the average instead of a percentile.
     Case {
         accepted: &["-1"],
-        ..case("--percentile", "V", "--percentile")
+        ..flag("--percentile")
     },
     case("-l", "V", "--latency-threshold"),
-    case("--request-count", "V", "--request-count"),
-    case("--warmup-request-count", "V", "--warmup-request-count"),
+    flag("--request-count"),
+    flag("--warmup-request-count"),
     case("-b", "V", "-b (batch size)"),
-    case("--shape", "INPUT0:V", "--shape"),
-    case("--string-length", "V", "--string-length"),
-    case("--cuda-device", "V", "--cuda-device"),
-    case(
-        "--output-shared-memory-size",
-        "V",
-        "--output-shared-memory-size",
-    ),
-    case("--ssl-https-verify-peer", "V", "--ssl-https-verify-peer"),
-    case("--ssl-https-verify-host", "V", "--ssl-https-verify-host"),
-    case("--ready-timeout", "V", "--ready-timeout"),
-    case("--trace-rate", "V", "--trace-rate"),
+    part("--shape", "INPUT0:V"),
+    flag("--string-length"),
+    flag("--cuda-device"),
+    flag("--output-shared-memory-size"),
+    flag("--ssl-https-verify-peer"),
+    flag("--ssl-https-verify-host"),
+    flag("--ready-timeout"),
+    flag("--trace-rate"),
     // -1: no limit on the traces (Triton's default).
     Case {
         accepted: &["-1"],
-        ..case("--trace-count", "V", "--trace-count")
+        ..flag("--trace-count")
     },
-    case("--log-frequency", "V", "--log-frequency"),
+    flag("--log-frequency"),
     Case {
         before: &["--collect-metrics"],
-        ..case("--metrics-interval", "V", "--metrics-interval")
+        ..flag("--metrics-interval")
     },
 ];
 
 /// Every numeric flag of `inferperf profile` (`inferperf profile --help`).
 const PROFILE_FLAGS: &[Case] = &[
-    case("--concurrency", "V", "--concurrency"),
-    case("--concurrency", "1,V", "--concurrency"),
-    case("--request-rate", "V", "--request-rate"),
-    case("--max-inflight", "V", "--max-inflight"),
-    case("--request-count", "V", "--request-count"),
-    case("--warmup-request-count", "V", "--warmup-request-count"),
-    case("--benchmark-duration", "V", "--benchmark-duration"),
-    case(
-        "--synthetic-input-tokens-mean",
-        "V",
-        "--synthetic-input-tokens-mean",
-    ),
-    case(
-        "--synthetic-input-tokens-stddev",
-        "V",
-        "--synthetic-input-tokens-stddev",
-    ),
-    case("--output-tokens-mean", "V", "--output-tokens-mean"),
-    case("--output-tokens-stddev", "V", "--output-tokens-stddev"),
-    case("--num-prompts", "V", "--num-prompts"),
+    flag("--concurrency"),
+    part("--concurrency", "1,V"),
+    flag("--request-rate"),
+    flag("--max-inflight"),
+    flag("--request-count"),
+    flag("--warmup-request-count"),
+    flag("--benchmark-duration"),
+    flag("--synthetic-input-tokens-mean"),
+    flag("--synthetic-input-tokens-stddev"),
+    flag("--output-tokens-mean"),
+    flag("--output-tokens-stddev"),
+    flag("--num-prompts"),
     Case {
         accepted: &["18446744073709551615"],
-        ..case("--random-seed", "V", "--random-seed")
+        ..flag("--random-seed")
     },
-    case("--max-workers", "V", "--max-workers"),
-    case("--read-batch-us", "V", "--read-batch-us"),
+    flag("--max-workers"),
+    flag("--read-batch-us"),
 ];
 
 /// A loopback port nothing listens on (bound, then released).

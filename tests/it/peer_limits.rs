@@ -4,31 +4,16 @@
 //! run ends with an error that names the limit, instead of hanging or growing without bound.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use inferperf::clock::Clock;
-use inferperf::engine::wire::{GrpcWire, Wire};
-use inferperf::engine::{Engine, EngineSpec};
+use inferperf::engine::wire::Wire;
+use inferperf::engine::Engine;
 use inferperf::protocol::grpc::frame::{write_frame_header, write_ping, write_settings, FrameType};
-use inferperf::protocol::grpc::request::call_headers;
-use inferperf::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES;
 
-/// Accepts one connection and runs `script` on it.
-fn scripted_server(script: fn(&mut TcpStream)) -> (SocketAddr, JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let join = std::thread::spawn(move || {
-        if let Ok((mut s, _)) = listener.accept() {
-            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
-            script(&mut s);
-        }
-    });
-    (addr, join)
-}
+use crate::common::scripted::{
+    await_request, engine_spec, grpc_request, grpc_wire, scripted_server, send_settings,
+};
 
 /// Reads until `needle` has arrived (or the client is gone).
 fn read_until(s: &mut TcpStream, needle: &[u8]) {
@@ -54,23 +39,7 @@ fn flood(s: &mut TcpStream, piece: &[u8], times: usize) {
 /// Runs one request against `addr` and returns the engine's first error; fails the test if
 /// the run does not end within 20 s.
 fn run_engine(addr: SocketAddr, wire: Wire, request: Vec<u8>) -> String {
-    let spec = EngineSpec {
-        addr,
-        requests: Arc::new(vec![request]),
-        keep_bodies: false,
-        keep_going: false,
-        pin: false,
-        max_workers: 1,
-        clock: Clock::new(),
-        tls: None,
-        wire,
-        sequences: None,
-        slots: None,
-        read_batch: None,
-        max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
-        request_timeout: None,
-        reply_check: Default::default(),
-    };
+    let spec = engine_spec(addr, wire, request);
     let engine = Engine::start(&spec, 1, Some(1)).expect("engine starts");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !(engine.all_finished() && engine.first_error().is_some()) {
@@ -92,12 +61,7 @@ fn run_http(script: fn(&mut TcpStream)) -> String {
 
 fn run_grpc(script: fn(&mut TcpStream)) -> String {
     let (addr, join) = scripted_server(script);
-    let wire = GrpcWire {
-        headers: call_headers(&addr.to_string(), "ModelInfer", &[], false, None),
-        streaming: false,
-        decoupled: false,
-    };
-    let msg = run_engine(addr, Wire::Grpc(wire), vec![0, 0, 0, 0, 2, 0x0a, 0x00]);
+    let msg = run_engine(addr, grpc_wire(addr), grpc_request());
     join.join().unwrap();
     msg
 }
@@ -153,33 +117,6 @@ fn a_huge_content_length_fails_at_the_head() {
         ),
         "{msg}"
     );
-}
-
-/// Reads until the client's first request HEADERS (frame type 1) has arrived.
-fn await_request(s: &mut TcpStream) {
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let mut pos = 24; // the client preface
-        while seen.len() >= pos + 9 {
-            if seen[pos + 3] == 1 {
-                return;
-            }
-            pos += 9
-                + (usize::from(seen[pos]) << 16 | usize::from(seen[pos + 1]) << 8)
-                + usize::from(seen[pos + 2]);
-        }
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => seen.extend_from_slice(&buf[..n]),
-        }
-    }
-}
-
-fn send_settings(s: &mut TcpStream) {
-    let mut out = Vec::new();
-    write_settings(&mut out, &[]);
-    let _ = s.write_all(&out);
 }
 
 #[test]

@@ -2,16 +2,14 @@
 //! servers with a per-connection request limit do): the engine must reconnect and carry on,
 //! and every request must still be counted exactly once.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufReader, Write};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use inferperf::config::{ConcurrencyRange, Config, MeasurementMode};
-
-const METADATA: &str = r#"{"name":"m","versions":["1"],"platform":"x","inputs":[{"name":"IN","datatype":"FP32","shape":[4]}],"outputs":[{"name":"OUT","datatype":"FP32","shape":[4]}]}"#;
-const CONFIG: &str = r#"{"name":"m","max_batch_size":0,"input":[{"name":"IN","data_type":"TYPE_FP32","dims":[4]}],"output":[{"name":"OUT","data_type":"TYPE_FP32","dims":[4]}]}"#;
-const INFER: &str = r#"{"model_name":"m","outputs":[{"name":"OUT","datatype":"FP32","shape":[4],"data":[1.0,2.0,3.0,4.0]}]}"#;
+use crate::common::scripted::{
+    count_config, discovery_reply, read_request, serve_each, Request, INFER,
+};
 
 /// Serves one connection; returns when the client or this server closes it.
 fn serve_conn(stream: TcpStream, infers: &AtomicU64) {
@@ -24,37 +22,11 @@ fn serve_conn_with(stream: TcpStream, infers: &AtomicU64, cut: bool) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut out = stream;
     let mut answered = 0u32;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
-        let mut len = 0usize;
-        loop {
-            let mut h = String::new();
-            if reader.read_line(&mut h).unwrap_or(0) == 0 {
-                return;
-            }
-            if h == "\r\n" {
-                break;
-            }
-            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                len = v.trim().parse().unwrap();
-            }
-        }
-        let mut body = vec![0; len];
-        reader.read_exact(&mut body).unwrap();
-        let reply = match path.as_str() {
-            "/v2/health/ready" => "",
-            "/v2" => r#"{"name":"t","version":"1","extensions":[]}"#,
-            "/v2/models/m" => METADATA,
-            "/v2/models/m/config" => CONFIG,
-            _ => {
-                infers.fetch_add(1, Ordering::SeqCst);
-                INFER
-            }
-        };
+    while let Some(Request { path, .. }) = read_request(&mut reader) {
+        let reply = discovery_reply(&path).unwrap_or_else(|| {
+            infers.fetch_add(1, Ordering::SeqCst);
+            INFER
+        });
         answered += 1;
         let close = path.ends_with("/infer") && answered % 3 == 0;
         let conn = if close { "Connection: close\r\n" } else { "" };
@@ -74,30 +46,8 @@ fn serve_conn_with(stream: TcpStream, infers: &AtomicU64, cut: bool) {
 
 #[test]
 fn closed_connections_are_replaced_and_counts_stay_exact() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let infers = Arc::new(AtomicU64::new(0));
-    let counter = infers.clone();
-    std::thread::spawn(move || {
-        for s in listener.incoming().flatten() {
-            let c = counter.clone();
-            std::thread::spawn(move || serve_conn(s, &c));
-        }
-    });
-    let cfg = Config {
-        model_name: "m".into(),
-        url: addr.to_string(),
-        measurement_mode: MeasurementMode::CountWindows,
-        request_count: 300,
-        concurrency: ConcurrencyRange {
-            start: 2,
-            end: 2,
-            step: 1,
-        },
-        pin_threads: false,
-        ready_timeout_s: 2,
-        ..Config::default()
-    };
+    let (addr, infers) = serve_each(serve_conn);
+    let cfg = count_config(addr, 2, 300);
     let mut out = Vec::new();
     let res = inferperf::run::run(&cfg, &mut out, Arc::new(AtomicBool::new(false))).unwrap();
     assert!(res.error.is_none(), "{:?}", res.error);
@@ -107,30 +57,8 @@ fn closed_connections_are_replaced_and_counts_stay_exact() {
 
 #[test]
 fn a_reply_cut_short_by_a_close_ends_the_run_with_its_cause() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let infers = Arc::new(AtomicU64::new(0));
-    let counter = infers.clone();
-    std::thread::spawn(move || {
-        for s in listener.incoming().flatten() {
-            let c = counter.clone();
-            std::thread::spawn(move || serve_conn_with(s, &c, true));
-        }
-    });
-    let cfg = Config {
-        model_name: "m".into(),
-        url: addr.to_string(),
-        measurement_mode: MeasurementMode::CountWindows,
-        request_count: 20,
-        concurrency: ConcurrencyRange {
-            start: 1,
-            end: 1,
-            step: 1,
-        },
-        pin_threads: false,
-        ready_timeout_s: 2,
-        ..Config::default()
-    };
+    let (addr, infers) = serve_each(|s, c| serve_conn_with(s, c, true));
+    let cfg = count_config(addr, 1, 20);
     // The run must end by itself; a connection waiting forever on the cut reply would not.
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

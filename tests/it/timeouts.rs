@@ -5,7 +5,7 @@
 //! (300 ms) and the assertions are on counts and messages, not on times.
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,17 +14,17 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use inferperf::clock::Clock;
-use inferperf::config::{ConcurrencyRange, Config, MeasurementMode};
-use inferperf::engine::wire::{GrpcWire, Wire};
+use inferperf::config::Config;
 use inferperf::engine::{Engine, EngineSpec};
 use inferperf::llm;
 use inferperf::measure::{FailKind, WindowRecords};
 use inferperf::protocol::grpc::frame::write_settings;
-use inferperf::protocol::grpc::request::call_headers;
 
-const METADATA: &str = r#"{"name":"m","versions":["1"],"platform":"x","inputs":[{"name":"IN","datatype":"FP32","shape":[4]}],"outputs":[{"name":"OUT","datatype":"FP32","shape":[4]}]}"#;
-const CONFIG: &str = r#"{"name":"m","max_batch_size":0,"input":[{"name":"IN","data_type":"TYPE_FP32","dims":[4]}],"output":[{"name":"OUT","data_type":"TYPE_FP32","dims":[4]}]}"#;
-const INFER: &str = r#"{"model_name":"m","outputs":[{"name":"OUT","datatype":"FP32","shape":[4],"data":[1.0,2.0,3.0,4.0]}]}"#;
+use crate::common::scripted::{
+    count_config, discovery_reply, engine_spec, grpc_request, grpc_wire, read_request, serve_each,
+    INFER,
+};
+
 const CHAT: &str = r#"{"id":"c","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}"#;
 const LIMIT_MS: &str = "300";
 
@@ -42,17 +42,7 @@ enum Act {
 /// An HTTP/1.1 server answering health, metadata and config, and infer (any POST)
 /// requests as `plan` says; counts the infer requests it saw.
 fn http_server(plan: fn(u64) -> Act, body: &'static str) -> (SocketAddr, Arc<AtomicU64>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let infers = Arc::new(AtomicU64::new(0));
-    let counter = infers.clone();
-    std::thread::spawn(move || {
-        for s in listener.incoming().flatten() {
-            let c = counter.clone();
-            std::thread::spawn(move || serve_conn(s, &c, plan, body));
-        }
-    });
-    (addr, infers)
+    serve_each(move |s, infers| serve_conn(s, infers, plan, body))
 }
 
 fn serve_conn(stream: TcpStream, infers: &AtomicU64, plan: fn(u64) -> Act, infer: &str) {
@@ -60,38 +50,13 @@ fn serve_conn(stream: TcpStream, infers: &AtomicU64, plan: fn(u64) -> Act, infer
     let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut out = stream;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut parts = line.split_whitespace();
-        let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-        let (method, path) = (method.to_string(), path.to_string());
-        let mut len = 0usize;
-        loop {
-            let mut h = String::new();
-            if reader.read_line(&mut h).unwrap_or(0) == 0 {
-                return;
+    while let Some(req) = read_request(&mut reader) {
+        let (reply, act) = match discovery_reply(&req.path) {
+            Some(reply) => (reply, Act::Answer),
+            None if req.method == "POST" => {
+                (infer, plan(infers.fetch_add(1, Ordering::SeqCst) + 1))
             }
-            if h == "\r\n" {
-                break;
-            }
-            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                len = v.trim().parse().unwrap();
-            }
-        }
-        let mut body = vec![0; len];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        let (reply, act) = match (method.as_str(), path.as_str()) {
-            (_, "/v2/health/ready") => ("", Act::Answer),
-            (_, "/v2") => (r#"{"name":"t","version":"1","extensions":[]}"#, Act::Answer),
-            (_, "/v2/models/m") => (METADATA, Act::Answer),
-            (_, "/v2/models/m/config") => (CONFIG, Act::Answer),
-            ("POST", _) => (infer, plan(infers.fetch_add(1, Ordering::SeqCst) + 1)),
-            _ => ("", Act::Answer),
+            None => ("", Act::Answer),
         };
         let msg = format!(
             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{reply}",
@@ -122,19 +87,8 @@ fn drain(reader: &mut impl Read) {
 /// timeout; its error message (the run must end by itself within 60 s).
 fn pa_run(addr: SocketAddr, count: u64) -> Option<String> {
     let cfg = Config {
-        model_name: "m".into(),
-        url: addr.to_string(),
-        measurement_mode: MeasurementMode::CountWindows,
-        request_count: count,
-        concurrency: ConcurrencyRange {
-            start: 1,
-            end: 1,
-            step: 1,
-        },
-        pin_threads: false,
-        ready_timeout_s: 2,
         request_timeout: Some(Duration::from_millis(300)),
-        ..Config::default()
+        ..count_config(addr, 1, count)
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -386,27 +340,9 @@ fn rst_stream_code(seen: &[u8]) -> Option<u32> {
 /// One unary gRPC request with a 300 ms timeout; the first error, the records and the
 /// failures counted as timeouts.
 fn grpc_run(addr: SocketAddr) -> (String, WindowRecords, u64) {
-    let wire = GrpcWire {
-        headers: call_headers(&addr.to_string(), "ModelInfer", &[], false, None),
-        streaming: false,
-        decoupled: false,
-    };
     let spec = EngineSpec {
-        addr,
-        requests: Arc::new(vec![vec![0, 0, 0, 0, 2, 0x0a, 0x00]]),
-        keep_bodies: false,
-        keep_going: false,
-        pin: false,
-        max_workers: 1,
-        clock: Clock::new(),
-        tls: None,
-        wire: Wire::Grpc(wire),
-        sequences: None,
-        slots: None,
-        read_batch: None,
         request_timeout: Some(Duration::from_millis(300)),
-        reply_check: Default::default(),
-        max_response_bytes: inferperf::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
+        ..engine_spec(addr, grpc_wire(addr), grpc_request())
     };
     let mut engine = Engine::start(&spec, 1, Some(1)).expect("engine starts");
     let deadline = Instant::now() + Duration::from_secs(20);

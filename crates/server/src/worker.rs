@@ -169,18 +169,24 @@ impl Worker {
         }
     }
 
-    /// Reads, answers and writes on one connection; closes it when done or broken.
-    fn drive(&mut self, slot: usize) {
-        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
-            return;
-        };
-        let mut ctx = Ctx {
+    /// The connection in `slot`, if open, and the context its handlers run with.
+    fn conn_ctx(&mut self, slot: usize) -> Option<(&mut Conn, Ctx<'_>)> {
+        let conn = self.conns.get_mut(slot)?.as_mut()?;
+        let ctx = Ctx {
             shared: &self.shared,
             body: &mut self.body,
             timers: &mut self.timers,
             rng: &mut self.rng,
             busy_until: &mut self.busy_until,
             slot,
+        };
+        Some((conn, ctx))
+    }
+
+    /// Reads, answers and writes on one connection; closes it when done or broken.
+    fn drive(&mut self, slot: usize) {
+        let Some((conn, mut ctx)) = self.conn_ctx(slot) else {
+            return;
         };
         if !pump(conn, &mut ctx) {
             self.close(slot);
@@ -205,20 +211,12 @@ impl Worker {
                 break;
             }
             self.timers.pop();
-            let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+            let Some((conn, mut ctx)) = self.conn_ctx(slot) else {
                 continue;
             };
             if conn.generation != generation {
                 continue;
             }
-            let mut ctx = Ctx {
-                shared: &self.shared,
-                body: &mut self.body,
-                timers: &mut self.timers,
-                rng: &mut self.rng,
-                busy_until: &mut self.busy_until,
-                slot,
-            };
             if !on_timer(conn, &mut ctx, now) {
                 // The peer had its time to read the answer; close for good.
                 self.close(slot);

@@ -3,6 +3,7 @@
 
 pub mod mpi;
 pub mod pki;
+pub mod scripted;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

@@ -272,17 +272,22 @@ impl Conn<'_> {
             DEFAULT_MAX_FRAME_SIZE,
         );
         if end {
-            let mut trailers = Vec::new();
-            self.encoder
-                .encode_literal_without_indexing(&mut trailers, b"grpc-status", b"0");
-            write_headers(
-                &mut self.out,
-                stream,
-                &trailers,
-                true,
-                DEFAULT_MAX_FRAME_SIZE,
-            );
+            self.ok_trailers(stream);
         }
+    }
+
+    /// The grpc-status 0 trailers that end `stream`.
+    fn ok_trailers(&mut self, stream: u32) {
+        let mut trailers = Vec::new();
+        self.encoder
+            .encode_literal_without_indexing(&mut trailers, b"grpc-status", b"0");
+        write_headers(
+            &mut self.out,
+            stream,
+            &trailers,
+            true,
+            DEFAULT_MAX_FRAME_SIZE,
+        );
     }
 
     /// `:status 200` and the gRPC content type, plus `huge` bytes of an `x-fault-huge` header.
@@ -360,16 +365,7 @@ impl Conn<'_> {
                 let block = self.response_block(HUGE_HEADER);
                 write_headers(&mut self.out, stream, &block, false, DEFAULT_MAX_FRAME_SIZE);
                 write_data(&mut self.out, stream, &reply, false, DEFAULT_MAX_FRAME_SIZE);
-                let mut trailers = Vec::new();
-                self.encoder
-                    .encode_literal_without_indexing(&mut trailers, b"grpc-status", b"0");
-                write_headers(
-                    &mut self.out,
-                    stream,
-                    &trailers,
-                    true,
-                    DEFAULT_MAX_FRAME_SIZE,
-                );
+                self.ok_trailers(stream);
             }
             FaultMode::HugeContentLength => {
                 let mut huge = vec![0u8; 5 + HUGE_SENT];

@@ -96,6 +96,21 @@ fn head_and_body(reply: &[u8]) -> (String, &[u8]) {
     )
 }
 
+/// The infer reply of a fresh server in `mode`, read as `exchange` reads it.
+fn infer_reply(mode: FaultMode) -> (Vec<u8>, End) {
+    let srv = server(mode, TTL);
+    exchange(srv.addr, &infer_request(), 1 << 20, QUICK)
+}
+
+/// The Content-Length a response head announces.
+fn content_length(head: &str) -> usize {
+    head.split("\r\nContent-Length: ")
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 fn json_of(reply: &[u8]) -> Value {
     serde_json::from_slice(head_and_body(reply).1).unwrap()
 }
@@ -139,8 +154,7 @@ fn healthy_server_answers_metadata_and_echoes_infers() {
 
 #[test]
 fn failing_modes_answer_errors() {
-    let srv = server(FaultMode::Status500, TTL);
-    let (reply, _) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
+    let (reply, _) = infer_reply(FaultMode::Status500);
     assert!(reply.starts_with(b"HTTP/1.1 500 "));
     assert!(json_of(&reply)["error"]
         .as_str()
@@ -157,8 +171,7 @@ fn failing_modes_answer_errors() {
         .collect();
     assert_eq!(statuses, [true, true, false, true, true, false]);
 
-    let srv = server(FaultMode::EscapeText, TTL);
-    let text = json_of(&exchange(srv.addr, &infer_request(), 1 << 20, QUICK).0)["error"]
+    let text = json_of(&infer_reply(FaultMode::EscapeText).0)["error"]
         .as_str()
         .unwrap()
         .to_string();
@@ -167,49 +180,33 @@ fn failing_modes_answer_errors() {
         "{text:?}"
     );
 
-    let srv = server(FaultMode::NotJson, TTL);
-    let (reply, _) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
+    let (reply, _) = infer_reply(FaultMode::NotJson);
     assert!(reply.starts_with(b"HTTP/1.1 200"));
     assert!(serde_json::from_slice::<Value>(head_and_body(&reply).1).is_err());
 }
 
 #[test]
 fn cut_replies_end_as_the_mode_says() {
-    let srv = server(FaultMode::Reset, TTL);
-    let (reply, end) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
+    let (reply, end) = infer_reply(FaultMode::Reset);
     assert_eq!(end, End::Reset);
     assert!(reply.starts_with(b"HTTP/1.1 200 OK"));
 
-    let srv = server(FaultMode::CloseMidBody, TTL);
-    let (reply, end) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
+    let (reply, end) = infer_reply(FaultMode::CloseMidBody);
     assert_eq!(end, End::Eof);
     let (head, body) = head_and_body(&reply);
-    let length: usize = head
-        .split("\r\nContent-Length: ")
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let length = content_length(&head);
     assert!(body.len() < length, "{} of {length}", body.len());
 
-    let srv = server(FaultMode::WrongContentLength, TTL);
-    let (reply, end) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
+    let (reply, end) = infer_reply(FaultMode::WrongContentLength);
     assert_eq!(end, End::Idle);
     let (head, body) = head_and_body(&reply);
-    let length: usize = head
-        .split("\r\nContent-Length: ")
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let length = content_length(&head);
     assert_eq!(body.len(), length + 8);
 
-    let srv = server(FaultMode::Garbage, TTL);
-    let (reply, _) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
+    let (reply, _) = infer_reply(FaultMode::Garbage);
     assert!(!reply.starts_with(b"HTTP/"));
 
-    let srv = server(FaultMode::HugeContentLength, TTL);
-    let (reply, end) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
+    let (reply, end) = infer_reply(FaultMode::HugeContentLength);
     assert_eq!(end, End::Idle);
     assert!(head_and_body(&reply)
         .0

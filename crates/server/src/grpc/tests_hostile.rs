@@ -27,6 +27,22 @@ const MIB: usize = 1 << 20;
 
 /// `zeros` zero bytes compressed as tightly as zlib can (about 1000:1), framed as a gRPC
 /// message with the compressed flag.
+/// Asserts that `c` gets a ServerLive answer that says live.
+async fn assert_live(c: &mut Client) {
+    let live = c
+        .unary::<_, pb::ServerLiveResponse>("ServerLive", &pb::ServerLiveRequest {})
+        .await;
+    assert!(live.unwrap().live);
+}
+
+/// Asserts that a new connection to `addr` is still served.
+fn assert_serving(addr: SocketAddr) {
+    block_on(async move {
+        let mut c = connect(addr).await;
+        assert_live(&mut c).await;
+    });
+}
+
 fn bomb(zeros: usize, encoding: &str) -> Vec<u8> {
     use flate2::Compression;
     let inflated = vec![0u8; zeros];
@@ -109,10 +125,7 @@ fn oversized_messages_and_compression_bombs_are_resource_exhausted() {
         let second = s.next().await.expect("the next answer");
         assert_eq!(second.infer_response.unwrap().id, "after");
         // A message at the limit is still fine.
-        let live = c
-            .unary::<_, pb::ServerLiveResponse>("ServerLive", &pb::ServerLiveRequest {})
-            .await;
-        assert!(live.unwrap().live);
+        assert_live(&mut c).await;
     });
 }
 
@@ -310,13 +323,7 @@ fn ping_and_settings_floods_queue_nothing() {
         "the server read all {total} bytes of the flood"
     );
     // The server still serves another connection.
-    block_on(async move {
-        let mut c = connect(addr).await;
-        let live = c
-            .unary::<_, pb::ServerLiveResponse>("ServerLive", &pb::ServerLiveRequest {})
-            .await;
-        assert!(live.unwrap().live);
-    });
+    assert_serving(addr);
     drop((raw, writer));
     let give_up = Instant::now() + Duration::from_secs(10);
     while server.open_connections() > 0 {
@@ -359,13 +366,7 @@ fn rapid_resets_leave_the_server_serving() {
     if let Some(reason) = goaway {
         assert_eq!(reason, 0xb, "ENHANCE_YOUR_CALM");
     }
-    block_on(async move {
-        let mut c = connect(addr).await;
-        let live = c
-            .unary::<_, pb::ServerLiveResponse>("ServerLive", &pb::ServerLiveRequest {})
-            .await;
-        assert!(live.unwrap().live);
-    });
+    assert_serving(addr);
 }
 
 #[test]
