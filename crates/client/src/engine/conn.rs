@@ -20,7 +20,7 @@ use super::deadline::{mark, Waiting, Watch};
 use crate::clock::Clock;
 use crate::measure::{FailKind, RequestRecord};
 use crate::protocol::http1::{Limits, Progress, ResponseHead, ResponseReader};
-use crate::service::reply_check::ReplyCheck;
+use crate::service::reply_check::{LastGood, ReplyCheck};
 use crate::transport::{TlsClient, Transport};
 use sse::SseState;
 
@@ -86,6 +86,8 @@ pub struct Conn {
     pub status: u16,
     /// `Inference-Header-Content-Length` of the last completed response.
     header_len: Option<usize>,
+    /// The last reply that passed the reply check (see `LastGood`).
+    last_good: LastGood,
     /// Keep what the export needs of each response (the framed SSE events).
     pub keep_bodies: bool,
     /// Server-Sent Events decoding of an event-stream response.
@@ -123,6 +125,7 @@ impl Conn {
             must_reconnect: false,
             status: 0,
             header_len: None,
+            last_good: LastGood::default(),
             keep_bodies: false,
             sse: SseState::default(),
             rx_stamps: false,
@@ -558,7 +561,10 @@ impl Conn {
             return None;
         }
         let body = self.reader.body(&self.rbuf[..self.rlen]);
-        let bad = check.http(body, self.header_len).err()?;
+        let bad = self
+            .last_good
+            .verify(body, self.header_len, |b, h| check.http(b, h))
+            .err()?;
         self.rec.ok = false;
         self.rec.fail = bad.kind;
         Some(bad.msg)

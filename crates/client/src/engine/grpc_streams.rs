@@ -8,7 +8,7 @@ use crate::clock::Clock;
 use crate::measure::record::push_framed_response;
 use crate::measure::{FailKind, RequestRecord};
 use crate::protocol::grpc::session::{Event, StreamEnd};
-use crate::service::reply_check::{Bad, ReplyCheck};
+use crate::service::reply_check::{Bad, LastGood, ReplyCheck};
 use crate::service::stream_scan::scan_stream_response;
 
 pub(super) struct Slot {
@@ -25,6 +25,8 @@ pub(super) struct Slot {
     pub(super) watch: Watch,
     /// Unary, with a reply check: the verdict on the reply message (`None`: none came yet).
     pub(super) reply: Option<Result<(), Bad>>,
+    /// The last reply that passed the reply check (see `LastGood`).
+    pub(super) last_good: LastGood,
 }
 
 impl Slot {
@@ -38,6 +40,7 @@ impl Slot {
             last_output_ns: 0,
             watch: Watch::default(),
             reply: None,
+            last_good: LastGood::default(),
         }
     }
 
@@ -139,10 +142,12 @@ impl<'a> StreamCx<'a> {
                 }
                 if !self.check.is_none() {
                     // A compressed reply is not decoded on the hot path: it is taken as is.
+                    let check = self.check;
                     let verdict = if compressed {
                         Ok(())
                     } else {
-                        self.check.grpc(data)
+                        let good = &mut self.slots[s].last_good;
+                        good.verify(data, None, |m, _| check.grpc(m))
                     };
                     self.slots[s].reply = Some(verdict);
                 }

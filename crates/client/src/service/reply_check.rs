@@ -108,6 +108,44 @@ impl ReplyCheck {
     }
 }
 
+/// The last reply a connection (or stream slot) saw pass its check. A benchmark's replies
+/// are mostly the same bytes again, and a reply identical to one that passed passes too
+/// (the check depends only on the bytes and the run's expectation), so it costs one compare
+/// instead of a walk through the JSON or protobuf.
+#[derive(Clone, Debug, Default)]
+pub struct LastGood {
+    body: Vec<u8>,
+    header_len: Option<usize>,
+    valid: bool,
+}
+
+/// Longest reply kept for the compare (bytes); a longer one is checked every time.
+const MAX_KEPT: usize = 16 * 1024;
+
+impl LastGood {
+    /// Applies `check` to `reply` unless it equals the last reply that passed.
+    #[inline]
+    pub fn verify(
+        &mut self,
+        reply: &[u8],
+        header_len: Option<usize>,
+        check: impl FnOnce(&[u8], Option<usize>) -> Result<(), Bad>,
+    ) -> Result<(), Bad> {
+        if self.valid && self.header_len == header_len && self.body == reply {
+            return Ok(());
+        }
+        check(reply, header_len)?;
+        if reply.len() <= MAX_KEPT {
+            // Grows to the reply's size once; later replies reuse the capacity.
+            self.body.clear();
+            self.body.extend_from_slice(reply);
+            self.header_len = header_len;
+            self.valid = true;
+        }
+        Ok(())
+    }
+}
+
 /// The body is exactly one JSON value (whitespace around it allowed).
 pub fn check_json(body: &[u8]) -> Result<(), Bad> {
     let mut j = super::reply_json::Json::new(body);

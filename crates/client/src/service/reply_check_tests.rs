@@ -507,3 +507,45 @@ fn fuzz_entry_points_take_any_bytes() {
     }
     fuzz_kserve_http(&[0xff, b'{']);
 }
+
+#[test]
+fn a_reply_equal_to_the_last_good_one_is_not_walked_again() {
+    let check = ReplyCheck::Json;
+    let mut good = LastGood::default();
+    let mut walks = 0;
+    let mut verify = |good: &mut LastGood, reply: &[u8], header: Option<usize>| {
+        good.verify(reply, header, |b, h| {
+            walks += 1;
+            check.http(b, h)
+        })
+    };
+    assert!(verify(&mut good, b"{\"a\":1}", None).is_ok());
+    assert!(verify(&mut good, b"{\"a\":1}", None).is_ok());
+    assert!(
+        verify(&mut good, b"{\"a\":1}", Some(3)).is_ok(),
+        "another header length"
+    );
+    assert!(
+        verify(&mut good, b"{\"a\":2}", Some(3)).is_ok(),
+        "other bytes"
+    );
+    assert_eq!(
+        verify(&mut good, b"{\"a\":", Some(3)).unwrap_err().kind,
+        FailKind::NotJson
+    );
+    assert!(
+        verify(&mut good, b"{\"a\":2}", Some(3)).is_ok(),
+        "the failure is not kept"
+    );
+    let long = format!("[{}0]", "0,".repeat(MAX_KEPT));
+    assert!(verify(&mut good, long.as_bytes(), None).is_ok());
+    assert!(
+        verify(&mut good, long.as_bytes(), None).is_ok(),
+        "long replies are walked"
+    );
+    drop(verify);
+    assert_eq!(
+        walks, 6,
+        "walked: first, new header, new bytes, the bad one, twice long"
+    );
+}
