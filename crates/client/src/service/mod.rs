@@ -4,6 +4,7 @@
 
 pub mod dynamic_grpc;
 pub mod openai;
+mod pb_wire;
 pub mod reply_check;
 mod reply_grpc;
 mod reply_http;

@@ -8,6 +8,8 @@
 
 use std::fmt;
 
+use super::pb_wire::{Fields as Walker, Val};
+
 /// The parameter Triton sets on the last response of a request.
 const FINAL_RESPONSE: &[u8] = b"triton_final_response";
 
@@ -24,82 +26,44 @@ pub struct StreamResponse<'a> {
 
 /// The bytes are not a well-formed protobuf message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ScanError(&'static str);
+pub struct ScanError {
+    field: u64,
+    what: &'static str,
+}
 
 impl fmt::Display for ScanError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "malformed ModelStreamInferResponse: {}", self.0)
+        write!(
+            f,
+            "malformed ModelStreamInferResponse: field {} {}",
+            self.field, self.what
+        )
     }
 }
 
-/// A field's value: a varint, or a length-delimited slice (fixed32/64 are skipped).
-enum Value<'a> {
-    Varint(u64),
-    Bytes(&'a [u8]),
-    Fixed,
-}
-
-/// Walks the top-level fields of one message.
-struct Fields<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
+/// The fields of one message as (number, value), through the shared wire walker; a group
+/// (wire type 3) is refused, as before any field of it is read.
+struct Fields<'a>(Walker<'a>);
 
 impl<'a> Fields<'a> {
     fn new(buf: &'a [u8]) -> Self {
-        Fields { buf, pos: 0 }
-    }
-
-    fn varint(&mut self) -> Result<u64, ScanError> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let byte = *self
-                .buf
-                .get(self.pos)
-                .ok_or(ScanError("truncated varint"))?;
-            self.pos += 1;
-            value |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(ScanError("varint longer than 10 bytes"))
-    }
-
-    fn skip(&mut self, n: usize) -> Result<&'a [u8], ScanError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or(ScanError("field runs past the end"))?;
-        let bytes = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(bytes)
+        Fields(Walker::new(buf, 0))
     }
 
     /// The next (field number, value), or `None` at the end.
-    fn next_field(&mut self) -> Result<Option<(u64, Value<'a>)>, ScanError> {
-        if self.pos == self.buf.len() {
-            return Ok(None);
+    fn next_field(&mut self) -> Result<Option<(u64, Val<'a>)>, ScanError> {
+        match self.0.next() {
+            Ok(Some((field, Val::Group, _))) => Err(ScanError {
+                field,
+                what: "is a group (unsupported wire type)",
+            }),
+            Ok(Some((number, value, _))) => Ok(Some((number, value))),
+            Ok(None) => Ok(None),
+            Err(e) => Err(ScanError {
+                field: e.field,
+                what: e.what,
+            }),
         }
-        let key = self.varint()?;
-        let value = match key & 7 {
-            0 => Value::Varint(self.varint()?),
-            1 => {
-                self.skip(8)?;
-                Value::Fixed
-            }
-            2 => {
-                let len = usize::try_from(self.varint()?).map_err(|_| ScanError("huge length"))?;
-                Value::Bytes(self.skip(len)?)
-            }
-            5 => {
-                self.skip(4)?;
-                Value::Fixed
-            }
-            _ => return Err(ScanError("unsupported wire type")),
-        };
-        Ok(Some((key >> 3, value)))
     }
 }
 
@@ -110,8 +74,8 @@ pub fn scan_stream_response(msg: &[u8]) -> Result<StreamResponse<'_>, ScanError>
     while let Some((number, value)) = fields.next_field()? {
         match (number, value) {
             // A repeated field: the last one wins, as in any protobuf decoder.
-            (1, Value::Bytes(text)) => out.error = (!text.is_empty()).then_some(text),
-            (2, Value::Bytes(inner)) => scan_infer_response(inner, &mut out)?,
+            (1, Val::Bytes(text)) => out.error = (!text.is_empty()).then_some(text),
+            (2, Val::Bytes(inner)) => scan_infer_response(inner, &mut out)?,
             _ => {}
         }
     }
@@ -122,12 +86,12 @@ fn scan_infer_response<'a>(msg: &'a [u8], out: &mut StreamResponse<'a>) -> Resul
     let mut fields = Fields::new(msg);
     while let Some((number, value)) = fields.next_field()? {
         match (number, value) {
-            (4, Value::Bytes(entry)) => {
+            (4, Val::Bytes(entry)) => {
                 if let Some(flag) = final_flag_of(entry)? {
                     out.final_flag = Some(flag);
                 }
             }
-            (5, Value::Bytes(_)) => out.has_outputs = true,
+            (5, Val::Bytes(_)) => out.has_outputs = true,
             _ => {}
         }
     }
@@ -140,11 +104,11 @@ fn final_flag_of(entry: &[u8]) -> Result<Option<bool>, ScanError> {
     let mut fields = Fields::new(entry);
     while let Some((number, value)) = fields.next_field()? {
         match (number, value) {
-            (1, Value::Bytes(k)) => key = Some(k),
-            (2, Value::Bytes(param)) => {
+            (1, Val::Bytes(k)) => key = Some(k),
+            (2, Val::Bytes(param)) => {
                 let mut inner = Fields::new(param);
                 while let Some((n, v)) = inner.next_field()? {
-                    if let (1, Value::Varint(b)) = (n, v) {
+                    if let (1, Val::Varint(b)) = (n, v) {
                         flag = Some(b != 0);
                     }
                 }
