@@ -169,7 +169,14 @@ impl<'a> StreamCx<'a> {
             return;
         }
         let now = self.when.now_ns();
-        if let Err(bad) = self.check.grpc_stream(data) {
+        let check = self.check;
+        let verdict = if check.is_none() {
+            Ok(())
+        } else {
+            let good = &mut self.slots[s].last_good;
+            good.verify(data, None, |m, _| check.grpc_stream(m))
+        };
+        if let Err(bad) = verdict {
             return self.fail(s, now, bad.kind, bad.msg);
         }
         let resp = match scan_stream_response(data) {
