@@ -41,7 +41,7 @@ fn expect(mode: FaultMode, grpc: bool) -> Expect {
             words: &["throughput"],
         },
         F::Refuse => fail(&["refused", "connect", "closed"]),
-        F::Reset => fail(&["reset"]),
+        F::Reset | F::EveryNthResets => fail(&["reset"]),
         F::CloseMidBody => fail(&["closed", "Content-Length", "shorter"]),
         F::StallHead | F::StallBody | F::StallForever => fail(&["timed out", "no response"]),
         F::WrongContentLength if grpc => {
@@ -331,6 +331,8 @@ matrix! {
     grpc_status_500: Status500, true;
     http_every_nth_fails: EveryNthFails, false;
     grpc_every_nth_fails: EveryNthFails, true;
+    http_every_nth_resets: EveryNthResets, false;
+    grpc_every_nth_resets: EveryNthResets, true;
     http_not_json: NotJson, false;
     grpc_not_json: NotJson, true;
     http_not_protobuf: NotProtobuf, false;

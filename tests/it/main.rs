@@ -13,6 +13,7 @@ mod input_data;
 mod mpi_ranks;
 mod mpi_world;
 mod nothing_lost;
+mod overload;
 mod peer_limits;
 mod real_triton;
 mod reconnect;

@@ -57,6 +57,8 @@ struct H2Conn {
     bytes_in: u64,
     /// The request timeout's view of the connection (see `deadline.rs`).
     watch: Watch,
+    /// Slots bound to this connection.
+    slot_count: usize,
 }
 
 pub struct GrpcPool {
@@ -129,6 +131,7 @@ impl GrpcPool {
             stamped,
             bytes_in: 0,
             watch: Watch::default(),
+            slot_count: 0,
         })
     }
 
@@ -136,7 +139,10 @@ impl GrpcPool {
     fn reconnect(&mut self, i: usize, cx: &mut Cx<'_>) {
         let _ = cx.registry.deregister(self.conns[i].transport.socket());
         match self.connect(i, cx.registry) {
-            Ok(conn) => self.conns[i] = conn,
+            Ok(conn) => {
+                let slot_count = self.conns[i].slot_count;
+                self.conns[i] = H2Conn { slot_count, ..conn };
+            }
             Err(e) => cx.sink.fail(
                 FailKind::Connect,
                 format!("cannot reconnect to {}: {e}", self.addr),
@@ -189,7 +195,12 @@ impl GrpcPool {
     }
 
     /// Open loop with a send due and no free slot that can take it: adds a slot on a
-    /// connection that can open a stream (within `--max-inflight`). True when one was added.
+    /// connection that can open a stream and has fewer than `STREAMS_PER_CONN` slots
+    /// (within the in-flight cap), or, when every connection is full, opens one more
+    /// connection (one at a time) whose slots come once its SETTINGS arrive. True when a
+    /// slot was added. Keeping each connection's streams bounded matters past capacity:
+    /// servers slow down sharply with hundreds of streams on one connection (nginx serves
+    /// 83k req/s at 100 streams and 4.6k at 256).
     fn grow(&mut self, cx: &mut Cx<'_>, now_ns: u64) -> bool {
         let wanted = match cx.feed.open_loop() {
             Some(cap) => {
@@ -201,14 +212,36 @@ impl GrpcPool {
             return false;
         }
         let open = |c: &H2Conn| {
-            c.state == State::Open && c.session.peer_settings_received() && c.session.can_open()
+            c.state == State::Open
+                && c.session.peer_settings_received()
+                && c.session.can_open()
+                && c.slot_count < STREAMS_PER_CONN
         };
         let Some(conn) = self.conns.iter().position(open) else {
+            self.add_conn(cx);
             return false;
         };
+        self.conns[conn].slot_count += 1;
         self.slots.push(Slot::new(conn));
         self.free.push(self.slots.len() - 1);
         true
+    }
+
+    /// Opens one more connection for the open loop's slots, unless one is still on its way
+    /// (connecting, or waiting for the server's SETTINGS).
+    fn add_conn(&mut self, cx: &mut Cx<'_>) {
+        let pending = |c: &H2Conn| c.state != State::Open || !c.session.peer_settings_received();
+        if self.conns.iter().any(pending) || cx.sink.failed {
+            return;
+        }
+        let token = self.conns.len();
+        match self.connect(token, cx.registry) {
+            Ok(conn) => self.conns.push(conn),
+            Err(e) => cx.sink.fail(
+                FailKind::Connect,
+                format!("cannot connect to {}: {e}", self.addr),
+            ),
+        }
     }
 
     /// Whether slot `s` could start a request now.
@@ -437,7 +470,8 @@ impl Pool for GrpcPool {
             let conn = self
                 .connect(i, registry)
                 .map_err(|e| format!("cannot connect to {}: {e}", self.addr))?;
-            self.conns.push(conn);
+            let slot_count = self.slots.iter().filter(|s| s.conn == i).count();
+            self.conns.push(H2Conn { slot_count, ..conn });
         }
         Ok(())
     }

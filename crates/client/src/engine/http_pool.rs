@@ -211,8 +211,10 @@ impl HttpPool {
                 self.broken[i] = Some(msg.clone());
             }
             self.idle.push(i);
-        } else if request_lost && cx.sink.keep_going {
-            // The run goes on: the connection that lost its request is replaced.
+        } else if (request_lost && cx.sink.keep_going) || cx.sink.rides_out(kind) {
+            // The run goes on: the connection that lost its request (or that the server
+            // reset while idle) is replaced; it is idle again once connected.
+            self.idle.retain(|&c| c != i);
             self.reconnect(i, cx);
         } else if cx.sink.keep_going {
             // The connection could not be opened (refused, handshake failed, timed out):

@@ -145,6 +145,13 @@ impl Send {
     }
 }
 
+/// Open loop without `--max-inflight`: requests one worker may have in flight. Past the
+/// server's capacity the sends that find no free slot wait and are counted late, so memory
+/// and connections stay bounded and the server is not pushed into thousands of queued
+/// requests it serves more slowly (each is a connection over HTTP/1.1; over gRPC at most
+/// 100 streams share a connection).
+pub const DEFAULT_MAX_INFLIGHT: usize = 2048;
+
 /// The requests to send: which input step comes next, and how many may still start.
 pub struct Feed {
     pub requests: Arc<Vec<Vec<u8>>>,
@@ -356,9 +363,12 @@ impl Feed {
         self.pace.as_ref().and_then(Pace::due_ns)
     }
 
-    /// Open loop, and how many requests this worker may have in flight (`None`: no cap).
+    /// Open loop, and how many requests this worker may have in flight: its share of
+    /// `--max-inflight`, or `DEFAULT_MAX_INFLIGHT`.
     pub fn open_loop(&self) -> Option<Option<usize>> {
-        self.pace.as_ref().map(|p| p.max_inflight)
+        self.pace
+            .as_ref()
+            .map(|p| Some(p.max_inflight.unwrap_or(DEFAULT_MAX_INFLIGHT)))
     }
 
     /// Periodic concurrency: the ramp allows another request now (a new slot may open).
@@ -443,7 +453,17 @@ pub struct Sink {
     pub period_reached: usize,
     /// Output slots whose regions are copied into the kept body at completion.
     pub capture: Option<SlotShare>,
+    /// Open loop: a request lost with its connection (reset or closed by the server, as
+    /// overloaded servers do) is counted and its connection reopened, and the run goes on,
+    /// up to `RIDE_OUT_LIMIT` such losses in a row without a success.
+    pub ride_out: bool,
+    /// Connection losses ridden out since the last successful request.
+    ridden: u32,
 }
+
+/// Open loop: connection losses in a row (no success between them) that are counted and
+/// ridden out; the next one fails the run as any failure does (the server is gone, not busy).
+pub const RIDE_OUT_LIMIT: u32 = 1000;
 
 impl Sink {
     pub fn new(records: Vec<RequestRecord>, keep_bodies: bool) -> Sink {
@@ -462,7 +482,17 @@ impl Sink {
             period: 0,
             period_reached: 0,
             capture: None,
+            ride_out: false,
+            ridden: 0,
         }
+    }
+
+    /// Whether a failure of `kind` is counted and ridden out (see `ride_out`): the pool then
+    /// reopens the connection and the run goes on.
+    pub fn rides_out(&self, kind: FailKind) -> bool {
+        self.ride_out
+            && matches!(kind, FailKind::Reset | FailKind::Closed)
+            && self.ridden < RIDE_OUT_LIMIT
     }
 
     /// A streamed request got another response with outputs (`count` so far).
@@ -502,6 +532,7 @@ impl Sink {
             );
         }
         if rec.ok {
+            self.ridden = 0;
             self.slowest_ns = self.slowest_ns.max(rec.latency_ns());
         } else if rec.fail == FailKind::None {
             rec.fail = FailKind::Other;
@@ -546,6 +577,11 @@ impl Sink {
     /// first of each kind, as the tally's example) and, unless `keep_going`, no new request
     /// starts.
     pub fn fail(&mut self, kind: FailKind, msg: String) {
+        if self.rides_out(kind) {
+            self.ridden += 1;
+            self.tally.add(kind, || msg);
+            return;
+        }
         self.failed |= !self.keep_going;
         if self.error.is_none() {
             self.error = Some(msg.clone());

@@ -210,6 +210,15 @@ pub fn point_with_composing(
     let _ = writeln!(out, "    Request count: {}", c.request_count);
     if let Some(sched) = &c.schedule {
         out.push_str(&send_rate_lines(sched));
+        if c.error_count > 0 {
+            // Open loop rides out connections the server reset or closed (engine `Sink`).
+            let _ = writeln!(
+                out,
+                "    [WARNING] {} requests failed in the measured windows (their connections \
+                 were lost and reopened); the figures cover the {} that succeeded.",
+                c.error_count, c.request_count
+            );
+        }
     }
     if let Some((count, rate)) = c.sequences {
         let _ = writeln!(out, "    Sequence count: {count} ({} seq/sec)", fmt_g(rate));

@@ -118,13 +118,19 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
             break;
         }
     }
+    let (tally, completed) = engine.fail_tally();
     engine.stop(DRAIN);
     let last: Vec<WindowStats> = m.last.into();
     if !follower
         && matches!(status, PointStatus::Stable | PointStatus::Unstable)
         && last.iter().any(|w| w.request_count == 0)
     {
-        status = PointStatus::NoValidRequests;
+        // A window with no valid request because its requests failed (failures the open
+        // loop rode out) names the failures instead.
+        status = match tally.summary(completed) {
+            Some(why) if last.iter().any(|w| w.error_count > 0) => PointStatus::Failed(why),
+            _ => PointStatus::NoValidRequests,
+        };
     }
     let client = (!last.is_empty()).then(|| {
         let mut c = merge(&last, cfg.batch_size, cfg.percentile);

@@ -334,7 +334,7 @@ impl Conn<'_> {
                 sh.refused.store(true, std::sync::atomic::Ordering::Relaxed);
                 return self.flush_then(s, Next::Close);
             }
-            FaultMode::Reset => {
+            _ if sh.resets(n) => {
                 self.reply(stream, half, false);
                 return self.flush_then(s, Next::Reset);
             }

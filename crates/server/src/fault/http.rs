@@ -248,6 +248,9 @@ fn infer(s: &mut TcpStream, req: &Request, sh: &Shared) -> Keep {
         return respond_json(s, 500, &err, sh);
     }
     let (head, body) = infer_reply(req, None);
+    if sh.resets(n) {
+        return half_body(s, &head, &body, sh);
+    }
     fault_reply(s, req, &head, &body, sh)
 }
 
@@ -307,7 +310,7 @@ fn half_body(s: &mut TcpStream, head: &str, body: &[u8], sh: &Shared) -> Keep {
         return Keep::Gone;
     }
     match sh.mode {
-        FaultMode::Reset => Keep::Reset,
+        FaultMode::Reset | FaultMode::EveryNthResets => Keep::Reset,
         FaultMode::CloseMidBody => Keep::Close,
         _ => {
             io::hold(s, sh);

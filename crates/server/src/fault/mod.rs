@@ -67,6 +67,9 @@ pub enum FaultMode {
     Status500,
     /// Every third infer request fails (HTTP 500 / grpc-status 13).
     EveryNthFails,
+    /// Every third infer request gets half its response, then a TCP reset of its connection
+    /// (as an overloaded server sheds load); the others are answered.
+    EveryNthResets,
     /// HTTP: a 200 whose body is not JSON. gRPC: as not-protobuf.
     NotJson,
     /// gRPC: a reply message that does not decode as ModelInferResponse. HTTP: as not-json.
@@ -181,6 +184,11 @@ impl Shared {
             FaultMode::EveryNthFails => n % NTH == 0,
             _ => false,
         }
+    }
+
+    /// Whether infer request number `n` is cut short by a reset in the current mode.
+    pub(crate) fn resets(&self, n: u64) -> bool {
+        self.mode == FaultMode::Reset || (self.mode == FaultMode::EveryNthResets && n % NTH == 0)
     }
 }
 
