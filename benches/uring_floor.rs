@@ -1,7 +1,7 @@
 //! Does io_uring lower a client's CPU per request below epoll's? Two bare HTTP/1.1 keep-alive
 //! clients, each doing only what any client must, run the same load one after the other.
 //!
-//! `cargo bench --bench uring_floor [-- [REQUESTS [C...]] [oneshot]]`
+//! `cargo bench --bench uring_floor [-- [REQUESTS [C...]] [MODE...]]`
 //!
 //! - `epoll`: C connections, one request in flight on each: `epoll_wait`, then per ready
 //!   connection one `recv` and, when its response is complete, one `send` of the next request.
@@ -10,7 +10,7 @@
 //!   reading into a ring of provided buffers, and per loop turn one `io_uring_enter` that
 //!   submits every pending send (which posts no completion when it succeeds) and waits for at
 //!   least one completion.
-//! - `uring-oneshot` (with `oneshot`): as `uring`, but one plain receive per response into the
+//! - `uring-oneshot`: as `uring`, but one plain receive per response into the
 //!   connection's own buffer, submitted together with the send, instead of the multishot one.
 //!
 //! Both find the end of each response by its Content-Length and check its status line; no
@@ -20,7 +20,8 @@
 //! the last core. The client is this thread, pinned to core 0; its CPU is this thread's alone
 //! (`RUSAGE_THREAD`), and against nginx the process's too (any io_uring worker thread would
 //! show there). For each C (default 1 4 16 64; REQUESTS default 100,000, a quarter of it at
-//! C = 1) the pair runs twice, A B A B, and a summary line gives the ratio.
+//! C = 1) the MODEs (default `epoll uring`) run in turn, twice (A B A B), and a summary line
+//! gives each one's mean CPU per request over the first one's.
 
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -76,9 +77,13 @@ fn main() {
         [_, levels @ ..] if !levels.is_empty() => levels.to_vec(),
         _ => vec![1, 4, 16, 64],
     };
-    let mut modes = vec![Mode::Epoll, Mode::Uring];
-    if args.iter().any(|a| a == "oneshot") {
-        modes.push(Mode::UringOneshot);
+    let all = [Mode::Epoll, Mode::Uring, Mode::UringOneshot];
+    let mut modes: Vec<Mode> = args
+        .iter()
+        .filter_map(|a| all.iter().copied().find(|m| m.name() == a))
+        .collect();
+    if modes.is_empty() {
+        modes = vec![Mode::Epoll, Mode::Uring];
     }
     let (target, server) = target();
     println!(
@@ -104,7 +109,10 @@ fn main() {
             .iter()
             .zip(&cpu)
             .skip(1)
-            .map(|(m, v)| format!("{}/epoll={:.2}", m.name(), mean(v) / mean(&cpu[0])))
+            .map(|(m, v)| {
+                let ratio = mean(v) / mean(&cpu[0]);
+                format!("{}/{}={ratio:.3}", m.name(), modes[0].name())
+            })
             .collect();
         println!("summary c={c}: {}", line.join(" "));
     }
@@ -515,6 +523,8 @@ fn run_uring(t: &Target, c: usize, requests: usize, multishot: bool) -> Figures 
     }
     while count.done < count.total {
         sq.sync();
+        // Publishes the head: the kernel counts CQEs not yet consumed as already there.
+        cq.sync();
         sub.submit_and_wait(1).expect("io_uring_enter");
         count.waits += 1;
         cq.sync();
