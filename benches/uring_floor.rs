@@ -91,7 +91,11 @@ fn main() {
          fixed_files send_skip_success; uring: multishot_recv provided_buf_ring; \
          uring-oneshot: recv into own buffer",
         target.addr,
-        if target.external { "nginx" } else { "in-process reference server" },
+        if target.external {
+            "nginx"
+        } else {
+            "in-process reference server"
+        },
     );
     pin_client();
     for c in levels {
@@ -231,13 +235,16 @@ fn connect(t: &Target, c: usize) -> Vec<Conn> {
         .collect()
 }
 
+/// The thread's and the process's CPU (user, system) and the clock at the end of the warm-up.
+type Start = ((f64, f64), (f64, f64), Instant);
+
 /// The requests of one run: which may still be sent, which are done, and the CPU, clock and
 /// call counts from the end of the warm-up on.
 struct Count {
     total: usize,
     issued: usize,
     done: usize,
-    start: Option<((f64, f64), (f64, f64), Instant)>,
+    start: Option<Start>,
     /// Completion-waiting calls (`epoll_wait` / `io_uring_enter`), receives, sends, CQEs.
     waits: u64,
     recvs: u64,
@@ -352,9 +359,8 @@ fn run_epoll(t: &Target, c: usize, requests: usize) -> Figures {
             u64: i as u64,
         };
         // SAFETY: `ev` lives across the call; `ep` and the socket are open.
-        let rc = unsafe {
-            libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, conn.stream.as_raw_fd(), &mut ev)
-        };
+        let rc =
+            unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, conn.stream.as_raw_fd(), &mut ev) };
         assert_eq!(rc, 0, "epoll_ctl");
     }
     let mut count = Count::new(requests);
@@ -532,13 +538,21 @@ fn run_uring(t: &Target, c: usize, requests: usize, multishot: bool) -> Figures 
             count.cqes += 1;
             let (ud, res, flags) = (cqe.user_data(), cqe.result(), cqe.flags());
             let i = (ud & !SEND) as usize;
-            assert!(ud & SEND == 0, "send: {}", std::io::Error::from_raw_os_error(-res));
+            assert!(
+                ud & SEND == 0,
+                "send: {}",
+                std::io::Error::from_raw_os_error(-res)
+            );
             let rearm = !multishot || !cqueue::more(flags);
             if res == -libc::ENOBUFS {
                 push(&mut sq, recv(i, &mut conns));
                 continue;
             }
-            assert!(res >= 0, "recv: {}", std::io::Error::from_raw_os_error(-res));
+            assert!(
+                res >= 0,
+                "recv: {}",
+                std::io::Error::from_raw_os_error(-res)
+            );
             assert!(res > 0, "the server closed the connection");
             count.recvs += 1;
             let conn = &mut conns[i];
