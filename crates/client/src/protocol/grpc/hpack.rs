@@ -4,7 +4,8 @@
 //! integers with overflow checks, plain and Huffman string literals, every representation, and
 //! table size updates bounded by the client's SETTINGS_HEADER_TABLE_SIZE. It calls back with
 //! borrowed name/value slices, so the only allocations are dynamic table inserts (and the reusable
-//! Huffman scratch buffer growing to its high-water mark).
+//! Huffman scratch buffer growing to its high-water mark). Repeated blocks are replayed from the
+//! decoded fields of their last decode where that provably gives the same result (`cache`).
 //!
 //! `Encoder` is deliberately minimal: requests are encoded once, up front, with indexed fields
 //! and literals that never touch the peer's dynamic table.
@@ -13,6 +14,8 @@ use std::collections::VecDeque;
 use std::fmt;
 
 use super::hpack_huffman;
+
+mod cache;
 
 /// Default SETTINGS_HEADER_TABLE_SIZE (RFC 7540 §6.5.2), in bytes.
 pub const DEFAULT_HEADER_TABLE_SIZE: usize = 4096;
@@ -169,6 +172,15 @@ struct Entry {
 }
 
 impl Entry {
+    fn new(name: &[u8], value: &[u8]) -> Self {
+        let mut bytes = Vec::with_capacity(name.len() + value.len());
+        bytes.extend_from_slice(name);
+        bytes.extend_from_slice(value);
+        Entry {
+            bytes: bytes.into_boxed_slice(),
+            name_len: name.len(),
+        }
+    }
     fn name(&self) -> &[u8] {
         &self.bytes[..self.name_len]
     }
@@ -188,6 +200,9 @@ struct DynamicTable {
     size: usize,
     /// Current maximum size, in bytes, as last set by a size update (or the setting).
     max_size: usize,
+    /// Bumped by every change of the table (insert, eviction, size change): two decodes at the
+    /// same generation see the same table.
+    generation: u64,
 }
 
 impl DynamicTable {
@@ -196,6 +211,7 @@ impl DynamicTable {
             entries: VecDeque::new(),
             size: 0,
             max_size,
+            generation: 0,
         }
     }
 
@@ -209,6 +225,7 @@ impl DynamicTable {
     }
 
     fn set_max_size(&mut self, max_size: usize) {
+        self.generation = self.generation.wrapping_add(1);
         self.max_size = max_size;
         self.evict_to(max_size);
     }
@@ -216,6 +233,7 @@ impl DynamicTable {
     /// Adds an entry, evicting old ones; an entry larger than the table empties it and is
     /// not stored (RFC 7541 §4.4).
     fn insert(&mut self, entry: Entry) {
+        self.generation = self.generation.wrapping_add(1);
         let needed = entry.size();
         if needed > self.max_size {
             self.entries.clear();
@@ -256,6 +274,15 @@ pub struct Decoder {
     max_header_list_size: usize,
     /// Reused buffer for Huffman-decoded strings of the current field.
     scratch: Vec<u8>,
+    /// Recently decoded blocks and their fields, for replay.
+    cache: cache::BlockCache,
+    /// Whether repeated blocks may be replayed from `cache`.
+    replay: bool,
+    /// Set while decoding a block that reads the dynamic table (an index past the static
+    /// table) or updates its size: its fields depend on the table's state.
+    reads_table: bool,
+    /// Blocks decoded field by field (replays from `cache` not counted).
+    full_decodes: u64,
 }
 
 impl Default for Decoder {
@@ -278,6 +305,10 @@ impl Decoder {
             settings_table_size: header_table_size,
             max_header_list_size,
             scratch: Vec::new(),
+            cache: cache::BlockCache::default(),
+            replay: true,
+            reads_table: false,
+            full_decodes: 0,
         }
     }
 
@@ -286,6 +317,7 @@ impl Decoder {
     /// size update anyway); a larger one only raises the ceiling for later size updates.
     pub fn set_header_table_size(&mut self, bytes: usize) {
         self.settings_table_size = bytes;
+        self.table.generation = self.table.generation.wrapping_add(1);
         if self.table.max_size > bytes {
             self.table.set_max_size(bytes);
         }
@@ -314,14 +346,14 @@ impl Decoder {
             .map(|entry| (entry.name(), entry.value()))
     }
 
-    /// Decodes one complete header block (HEADERS + CONTINUATION payloads joined), calling
-    /// `on_header(name, value)` for each field in order. After an error the connection's
-    /// decoding context is unusable (a COMPRESSION_ERROR in HTTP/2 terms).
-    pub fn decode(
+    /// Reads every representation of `block`, calling `on_header(name, value, inserted)` for
+    /// each field, `inserted` telling whether the field was added to the dynamic table.
+    fn decode_fields(
         &mut self,
         block: &[u8],
-        mut on_header: impl FnMut(&[u8], &[u8]),
+        mut on_header: impl FnMut(&[u8], &[u8], bool),
     ) -> Result<(), HpackError> {
+        self.reads_table = false;
         let mut pos = 0;
         // Whether a field representation was read; size updates must all come before it.
         let mut field_seen = false;
@@ -338,6 +370,7 @@ impl Decoder {
                 if size_updates > 2 {
                     return Err(HpackError::TooManyTableSizeUpdates);
                 }
+                self.reads_table = true;
                 let requested = read_integer(block, &mut pos, 5)?;
                 if requested > self.settings_table_size {
                     return Err(HpackError::TableSizeTooLarge {
@@ -355,9 +388,10 @@ impl Decoder {
             if first & 0x80 != 0 {
                 // 1xxxxxxx: indexed field.
                 let index = read_integer(block, &mut pos, 7)?;
+                self.reads_table |= index > STATIC_TABLE.len();
                 let (name, value) = table_entry(&self.table, index)?;
                 list_size = add_field(list_size, name, value, self.max_header_list_size)?;
-                on_header(name, value);
+                on_header(name, value, false);
             } else if first & 0x40 != 0 {
                 // 01xxxxxx: literal with incremental indexing.
                 list_size = self.decode_literal(
@@ -392,9 +426,10 @@ impl Decoder {
         prefix_bits: u32,
         indexing: Indexing,
         list_size: usize,
-        on_header: &mut impl FnMut(&[u8], &[u8]),
+        on_header: &mut impl FnMut(&[u8], &[u8], bool),
     ) -> Result<usize, HpackError> {
         let name_index = read_integer(block, pos, prefix_bits)?;
+        self.reads_table |= name_index > STATIC_TABLE.len();
         self.scratch.clear();
         let name = if name_index == 0 {
             read_string(block, pos, &mut self.scratch)?
@@ -406,17 +441,10 @@ impl Decoder {
         let name = resolve(name, block, &self.scratch, &self.table)?;
         let value = resolve(value, block, &self.scratch, &self.table)?;
         let list_size = add_field(list_size, name, value, self.max_header_list_size)?;
-        on_header(name, value);
+        on_header(name, value, indexing == Indexing::Incremental);
         if indexing == Indexing::Incremental {
             // Copy before inserting: the name may live in an entry the insert evicts (§4.4).
-            let mut bytes = Vec::with_capacity(name.len() + value.len());
-            bytes.extend_from_slice(name);
-            bytes.extend_from_slice(value);
-            let entry = Entry {
-                bytes: bytes.into_boxed_slice(),
-                name_len: name.len(),
-            };
-            self.table.insert(entry);
+            self.table.insert(Entry::new(name, value));
         }
         Ok(list_size)
     }
@@ -584,18 +612,40 @@ fn write_string(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// Fuzz entry point: decodes `data` as a header block with a fresh decoder, then again with
-/// the same decoder (exercising the dynamic table it left), and once more with a small
-/// 256-byte table to exercise eviction. Must never panic.
+/// Fuzz entry point: decodes `data` as header blocks on one decoder (`data` twice, its two
+/// halves twice in turn, `data` again: exercising the dynamic table left by earlier blocks and
+/// the replay of repeated ones) beside a decoder that never replays, which must give the same
+/// results, fields and table after every block; then once with a small 256-byte table to
+/// exercise eviction. Must never panic.
 pub fn fuzz_hpack(data: &[u8]) {
     let mut decoder = Decoder::new();
+    let mut reference = Decoder::new();
+    reference.set_replay(false);
     let mut small = Decoder::with_limits(256, 4096);
-    for _ in 0..2 {
-        let mut bytes_seen = 0usize;
-        let _ = decoder.decode(data, |name, value| bytes_seen += name.len() + value.len());
+    let (a, b) = data.split_at(data.len() / 2);
+    for block in [data, data, a, b, a, b, data] {
+        let (result, fields) = fuzz_decode(&mut decoder, block);
+        let (reference_result, reference_fields) = fuzz_decode(&mut reference, block);
+        assert_eq!((result, &fields), (reference_result, &reference_fields));
+        let bytes_seen: usize = fields.iter().map(|(n, v)| n.len() + v.len()).sum();
         assert!(bytes_seen <= DEFAULT_MAX_HEADER_LIST_SIZE);
         assert!(decoder.dynamic_table_size() <= decoder.dynamic_table_max_size());
+        assert_eq!(decoder.dynamic_table_size(), reference.dynamic_table_size());
+        assert_eq!(decoder.dynamic_table_len(), reference.dynamic_table_len());
+        for i in 0..decoder.dynamic_table_len() {
+            assert_eq!(decoder.dynamic_entry(i), reference.dynamic_entry(i));
+        }
     }
     let _ = small.decode(data, |_, _| {});
     assert!(small.dynamic_table_size() <= 256);
+}
+
+type FuzzFields = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn fuzz_decode(decoder: &mut Decoder, data: &[u8]) -> (Result<(), HpackError>, FuzzFields) {
+    let mut fields = Vec::new();
+    let result = decoder.decode(data, |name, value| {
+        fields.push((name.to_vec(), value.to_vec()))
+    });
+    (result, fields)
 }
