@@ -31,7 +31,8 @@
 # CELLS (closed-loop cells, default all: "http:sync:1 ... grpc:async:64"; empty skips part a),
 # RATES (open-loop rates, "20000 50000 auto"; empty skips part b), OPEN_S (seconds of requests
 # per open-loop run, 2), OVERLOAD (rate for `auto` without part a, 160000), WRK_S (wrk seconds
-# per cell, 2), TIMEOUT (seconds per run, 60), LOG_DIR (/tmp/inferperf-bench/bare).
+# per cell, 2), TIMEOUT (seconds per run, 60), PA_TIMEOUT (per perf_analyzer run, 30: its gRPC
+# async mode sometimes stalls against nginx and then shows as "rc 124"), LOG_DIR (raw outputs; a new /tmp/bare-clients.*).
 #
 # nginx: used as it is when it already answers on 127.0.0.1:18090/18091 (and left running);
 # otherwise started pinned to the last core and stopped at the end. Every client runs pinned to
@@ -46,7 +47,8 @@ OPEN_S=${OPEN_S:-2}
 OVERLOAD=${OVERLOAD:-160000}
 WRK_S=${WRK_S:-2}
 TIMEOUT=${TIMEOUT:-60}
-LOG_DIR=${LOG_DIR:-/tmp/inferperf-bench/bare}
+PA_TIMEOUT=${PA_TIMEOUT:-30}
+LOG_DIR=${LOG_DIR:-$(mktemp -d /tmp/bare-clients.XXXXXX)}
 ALL_CELLS=""
 for proto in http grpc; do for mode in sync async; do for c in 1 4 16 64; do
   ALL_CELLS+="$proto:$mode:$c "
@@ -57,7 +59,7 @@ HTTP_URL=127.0.0.1:18090
 GRPC_URL=127.0.0.1:18091
 INFER_PATH=/v2/models/identity/infer
 GRPC_PATH=/inference.GRPCInferenceService/ModelInfer
-mkdir -p "$LOG_DIR"
+mkdir -p "$LOG_DIR" || exit 1
 [ -x "$INFERPERF" ] || { echo "no inferperf at $INFERPERF (cargo build --release, or INFERPERF=)" >&2; exit 1; }
 for tool in wrk h2load /usr/bin/time; do
   command -v "$tool" >/dev/null || { echo "needs $tool (../shared/bench/setup-peers.sh)" >&2; exit 1; }
@@ -140,7 +142,7 @@ closed_cell() { # proto mode c
   fi
   local peer_cpu=$CPU peer_rc=$RC pa_us=- pa_ratio=- pa_thr_s=-
   if [ "$mode" = async ] && [ -x "$PA" ]; then
-    run "$proto-$mode-c$c-pa" "$PA" -m identity -u "$url" -i "$proto" --async \
+    TIMEOUT=$PA_TIMEOUT run "$proto-$mode-c$c-pa" "$PA" -m identity -u "$url" -i "$proto" --async \
       --concurrency-range "$c" --request-count "$N"
     pa_us=$(us_per "$CPU" "$(pa_count "$OUT")")$(rc_note "$RC")
     pa_thr_s=$(pa_thr "$OUT")

@@ -3,9 +3,11 @@
 //! `Decoder` reads the response HEADERS blocks a server sends: static and dynamic table,
 //! integers with overflow checks, plain and Huffman string literals, every representation, and
 //! table size updates bounded by the client's SETTINGS_HEADER_TABLE_SIZE. It calls back with
-//! borrowed name/value slices, so the only allocations are dynamic table inserts (and the reusable
-//! Huffman scratch buffer growing to its high-water mark). Repeated blocks are replayed from the
-//! decoded fields of their last decode where that provably gives the same result (`cache`).
+//! borrowed name/value slices, so the only allocations are dynamic table inserts while the table
+//! fills (afterwards an insert reuses the buffer of an evicted entry) and the reusable buffers
+//! (Huffman scratch, replay cache) growing to their high-water marks. Repeated blocks are
+//! replayed from the fields of their last decode where that provably gives the same result
+//! (`cache`).
 //!
 //! `Encoder` is deliberately minimal: requests are encoded once, up front, with indexed fields
 //! and literals that never touch the peer's dynamic table.
@@ -165,20 +167,42 @@ impl From<HpackError> for crate::error::Error {
     }
 }
 
-/// One dynamic table entry, name and value in one allocation.
+/// Buffers of evicted entries kept for reuse, at most.
+const SPARE_BUFFERS: usize = 16;
+/// Largest buffer kept for reuse, in bytes: spare buffers stay small whatever a server inserts.
+const MAX_SPARE_CAPACITY: usize = 512;
+/// Smallest buffer capacity of an entry, in bytes, so that the buffers of small entries (a
+/// server's repeated `date`, `server`, `content-type`) fit each other.
+const MIN_ENTRY_CAPACITY: usize = 64;
+
+/// One dynamic table entry, name and value in one buffer.
 struct Entry {
-    bytes: Box<[u8]>,
+    bytes: Vec<u8>,
     name_len: usize,
 }
 
 impl Entry {
-    fn new(name: &[u8], value: &[u8]) -> Self {
-        let mut bytes = Vec::with_capacity(name.len() + value.len());
+    /// A copy of `name` and `value`, in a buffer from `spare` when one is large enough: a
+    /// table that evicts as many entries as it inserts reuses its buffers without allocating.
+    fn new(name: &[u8], value: &[u8], spare: &mut Vec<Vec<u8>>) -> Self {
+        let len = name.len() + value.len();
+        let mut bytes = match spare.iter().position(|b| b.capacity() >= len) {
+            Some(i) => spare.swap_remove(i),
+            None => Vec::with_capacity(len.next_power_of_two().max(MIN_ENTRY_CAPACITY)),
+        };
+        bytes.clear();
         bytes.extend_from_slice(name);
         bytes.extend_from_slice(value);
         Entry {
-            bytes: bytes.into_boxed_slice(),
+            bytes,
             name_len: name.len(),
+        }
+    }
+
+    /// Gives the entry's buffer to `spare` (if it has room and the buffer is small).
+    fn recycle(self, spare: &mut Vec<Vec<u8>>) {
+        if spare.len() < SPARE_BUFFERS && self.bytes.capacity() <= MAX_SPARE_CAPACITY {
+            spare.push(self.bytes);
         }
     }
     fn name(&self) -> &[u8] {
@@ -215,32 +239,37 @@ impl DynamicTable {
         }
     }
 
-    fn evict_to(&mut self, limit: usize) {
+    /// Evicts the oldest entries until the table holds at most `limit` bytes; their buffers go
+    /// to `spare`.
+    fn evict_to(&mut self, limit: usize, spare: &mut Vec<Vec<u8>>) {
         while self.size > limit {
             match self.entries.pop_back() {
-                Some(old) => self.size -= old.size(),
+                Some(old) => {
+                    self.size -= old.size();
+                    old.recycle(spare);
+                }
                 None => break,
             }
         }
     }
 
-    fn set_max_size(&mut self, max_size: usize) {
+    fn set_max_size(&mut self, max_size: usize, spare: &mut Vec<Vec<u8>>) {
         self.generation = self.generation.wrapping_add(1);
         self.max_size = max_size;
-        self.evict_to(max_size);
+        self.evict_to(max_size, spare);
     }
 
     /// Adds an entry, evicting old ones; an entry larger than the table empties it and is
     /// not stored (RFC 7541 §4.4).
-    fn insert(&mut self, entry: Entry) {
+    fn insert(&mut self, entry: Entry, spare: &mut Vec<Vec<u8>>) {
         self.generation = self.generation.wrapping_add(1);
         let needed = entry.size();
         if needed > self.max_size {
-            self.entries.clear();
-            self.size = 0;
+            self.evict_to(0, spare);
+            entry.recycle(spare);
             return;
         }
-        self.evict_to(self.max_size - needed);
+        self.evict_to(self.max_size - needed, spare);
         self.size += needed;
         self.entries.push_front(entry);
     }
@@ -274,6 +303,8 @@ pub struct Decoder {
     max_header_list_size: usize,
     /// Reused buffer for Huffman-decoded strings of the current field.
     scratch: Vec<u8>,
+    /// Buffers of evicted dynamic table entries, reused by later inserts.
+    spare_entries: Vec<Vec<u8>>,
     /// Recently decoded blocks and their fields, for replay.
     cache: cache::BlockCache,
     /// Whether repeated blocks may be replayed from `cache`.
@@ -305,6 +336,7 @@ impl Decoder {
             settings_table_size: header_table_size,
             max_header_list_size,
             scratch: Vec::new(),
+            spare_entries: Vec::with_capacity(SPARE_BUFFERS),
             cache: cache::BlockCache::default(),
             replay: true,
             reads_table: false,
@@ -319,7 +351,7 @@ impl Decoder {
         self.settings_table_size = bytes;
         self.table.generation = self.table.generation.wrapping_add(1);
         if self.table.max_size > bytes {
-            self.table.set_max_size(bytes);
+            self.table.set_max_size(bytes, &mut self.spare_entries);
         }
     }
 
@@ -378,7 +410,7 @@ impl Decoder {
                         limit: self.settings_table_size,
                     });
                 }
-                self.table.set_max_size(requested);
+                self.table.set_max_size(requested, &mut self.spare_entries);
                 if pos == block.len() {
                     return Err(HpackError::TableSizeUpdateAtEnd);
                 }
@@ -444,7 +476,8 @@ impl Decoder {
         on_header(name, value, indexing == Indexing::Incremental);
         if indexing == Indexing::Incremental {
             // Copy before inserting: the name may live in an entry the insert evicts (§4.4).
-            self.table.insert(Entry::new(name, value));
+            let entry = Entry::new(name, value, &mut self.spare_entries);
+            self.table.insert(entry, &mut self.spare_entries);
         }
         Ok(list_size)
     }

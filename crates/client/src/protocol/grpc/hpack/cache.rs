@@ -19,7 +19,7 @@
 //! every time. A unary gRPC response alternates two blocks (head, trailers); the other slots
 //! leave room for a few more variants (another status, a block that reads the table).
 //! Once the buffers have grown to the blocks' sizes nothing here allocates (inserts into the
-//! table allocate as in a decode).
+//! table reuse evicted entries' buffers, as in a decode).
 
 use super::{Decoder, Entry, HpackError};
 
@@ -84,7 +84,8 @@ impl Decoder {
                     let value = &rest[..value_len];
                     on_header(name, value);
                     if inserted {
-                        self.table.insert(Entry::new(name, value));
+                        let entry = Entry::new(name, value, &mut self.spare_entries);
+                        self.table.insert(entry, &mut self.spare_entries);
                     }
                     at += name_len + value_len;
                 }
