@@ -34,12 +34,20 @@
 # per cell, 2), TIMEOUT (seconds per run, 60), PA_TIMEOUT (per perf_analyzer run, 30: its gRPC
 # async mode sometimes stalls against nginx and then shows as "rc 124"), LOG_DIR (raw outputs; a new /tmp/bare-clients.*).
 #
-# nginx: used as it is when it already answers on 127.0.0.1:18090/18091 (and left running);
-# otherwise started pinned to the last core and stopped at the end. Every client runs pinned to
+# nginx: used as it is when it already answers on 127.0.0.1:NGINX_PORT/NGINX_GRPC_PORT (18090,
+# 18091) and left running; otherwise started on those ports pinned to the last core, in a run
+# folder under LOG_DIR, and stopped at the end. Every client runs pinned to
 # core 0 and is bounded by `timeout`. Loopback only.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BENCH=${BENCH:-$ROOT/../shared/bench}
+# ../shared/bench beside the repository (or beside the folder holding a worktree).
+if [ -z "${BENCH:-}" ]; then
+  for BENCH in "$ROOT/../shared/bench" "$ROOT/../../shared/bench"; do
+    [ -f "$BENCH/start-nginx.sh" ] && break
+  done
+fi
+[ -f "$BENCH/start-nginx.sh" ] && [ -f "$BENCH/wrk-post.lua" ] ||
+  { echo "no shared bench folder at $BENCH (set BENCH=)" >&2; exit 1; }
 INFERPERF=${INFERPERF:-$ROOT/target/release/inferperf}
 PA=${PA:-/tmp/peers/bin/perf_analyzer}
 N=${N:-20000}
@@ -55,8 +63,8 @@ for proto in http grpc; do for mode in sync async; do for c in 1 4 16 64; do
 done; done; done
 CELLS=${CELLS-$ALL_CELLS}
 RATES=${RATES-20000 50000 auto}
-HTTP_URL=127.0.0.1:18090
-GRPC_URL=127.0.0.1:18091
+HTTP_URL=127.0.0.1:${NGINX_PORT:-18090}
+GRPC_URL=127.0.0.1:${NGINX_GRPC_PORT:-18091}
 INFER_PATH=/v2/models/identity/infer
 GRPC_PATH=/inference.GRPCInferenceService/ModelInfer
 mkdir -p "$LOG_DIR" || exit 1
@@ -71,10 +79,13 @@ nginx_up() {
     (exec 3<>"/dev/tcp/${GRPC_URL%:*}/${GRPC_URL#*:}") 2>/dev/null
 }
 if ! nginx_up; then
-  taskset -c "$(($(nproc) - 1))" bash "$BENCH/start-nginx.sh" >/dev/null || exit 1
+  # In a run folder of its own, so that starting and stopping it never touches a shared one.
+  export RUN_DIR=$LOG_DIR/nginx NGINX_PORT=${HTTP_URL#*:} NGINX_GRPC_PORT=${GRPC_URL#*:}
+  NGINX_TTL=${NGINX_TTL:-1800} taskset -c "$(($(nproc) - 1))" bash "$BENCH/start-nginx.sh" \
+    >/dev/null || exit 1
   started_nginx=1
 fi
-cleanup() { [ -n "$started_nginx" ] && bash "$BENCH/start-nginx.sh" stop; }
+cleanup() { [ -z "$started_nginx" ] || bash "$BENCH/start-nginx.sh" stop; }
 trap cleanup EXIT
 
 # A gRPC frame (5-byte prefix + ModelInferRequest) with the fields inferperf sends for identity:
@@ -121,7 +132,7 @@ note_best() { # proto throughput
 }
 
 closed_cell() { # proto mode c
-  local proto=$1 mode=$2 c=$3 url peer peer_n peer_thr
+  local proto=$1 mode=$2 c=$3 url peer peer_n peer_thr bad
   [ "$proto" = http ] && url=$HTTP_URL || url=$GRPC_URL
   run "$proto-$mode-c$c-inferperf" "$INFERPERF" -m identity -u "$url" -i "$proto" "--$mode" \
     --concurrency-range "$c" --request-count "$N"
@@ -133,12 +144,14 @@ closed_cell() { # proto mode c
       "http://$url$INFER_PATH"
     peer_n=$(awk '/requests in/ { print $1 }' "$OUT")
     peer_thr=$(awk '/Requests\/sec:/ { print $2 }' "$OUT")
+    bad=$(awk '/Non-2xx or 3xx responses:/ { print $4 }' "$OUT")
   else
     peer="h2load -c1 -m$c"
     run "$proto-$mode-c$c-h2load" h2load -n "$N" -c1 -m"$c" -d "$BODY" \
       -H 'content-type: application/grpc' -H 'te: trailers' "http://$url$GRPC_PATH"
     peer_n=$(awk '/^requests:/ { print $6 }' "$OUT")
     peer_thr=$(awk '/^finished in/ { print $4 }' "$OUT")
+    bad=$(awk '/^requests:/ { n = $6 - $8 } END { if (n > 0) print n }' "$OUT")
   fi
   local peer_cpu=$CPU peer_rc=$RC pa_us=- pa_ratio=- pa_thr_s=-
   if [ "$mode" = async ] && [ -x "$PA" ]; then
@@ -152,6 +165,7 @@ closed_cell() { # proto mode c
   [ "$pa_us" != - ] && pa_ratio=$(ratio "$ours" "${pa_us%% *}")
   note_best "$proto" "$peer_thr"
   note_best "$proto" "$our_thr"
+  [ -n "$bad" ] && theirs+=" ($bad not 2xx)"
   echo "| $proto $mode $c | $ours$(rc_note "$our_rc") | $peer | $theirs$(rc_note "$peer_rc") |" \
     "$(ratio "$ours" "$theirs") | $pa_us | $pa_ratio | ${our_thr:-na} | ${peer_thr:-na} | $pa_thr_s |"
 }
