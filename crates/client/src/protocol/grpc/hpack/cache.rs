@@ -50,7 +50,7 @@ impl Decoded {
     }
 
     fn matches(&self, block: &[u8], generation: u64) -> bool {
-        self.valid && self.generation.is_none_or(|g| g == generation) && self.block == block
+        self.valid && self.generation.map_or(true, |g| g == generation) && self.block == block
     }
 }
 
