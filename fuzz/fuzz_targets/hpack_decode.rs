@@ -1,6 +1,6 @@
-//! One HPACK header block as a server might send it, decoded twice on one connection's
-//! decoder and once with a small table. The seed corpus is also run by `tests/it/fuzz_corpus.rs`
-//! on stable.
+//! HPACK header blocks as a server might send them (the input, and its halves) on one
+//! connection's decoder, checked against a decoder that never replays repeated blocks, and once
+//! with a small table. The seed corpus is also run by `tests/it/fuzz_corpus.rs` on stable.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

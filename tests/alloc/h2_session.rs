@@ -13,14 +13,26 @@ use inferperf::protocol::grpc::session::{Event, Session, SessionConfig};
 /// Calls answered per round.
 const IN_FLIGHT: usize = 4;
 
-/// One server response (headers, one message, trailers, and a connection WINDOW_UPDATE
-/// returning the request's bytes) for stream 1, and the offsets of its frame headers so the
-/// stream id can be patched in place.
-fn response_template(request_len: u32) -> (Vec<u8>, Vec<usize>) {
+/// nginx's gRPC response head as captured from its ModelInfer answers: `:status` indexed, then
+/// `server`, `date` and `content-type` as Huffman literals with incremental indexing (each
+/// response inserts three dynamic table entries) and `content-length` without indexing.
+const NGINX_HEAD: &str = "887684aa6355e76197df3dbf4a09c5349fba82009c500fdc65db8d014c5a37ff\
+                          5f8b1d75d0620d263d4c4d6564008a21ea496a4ad416a9933f82081a";
+
+/// A response head that leaves the dynamic table alone: plain literals without indexing.
+fn plain_head() -> Vec<u8> {
     let enc = Encoder::new();
     let mut head = Vec::new();
     enc.encode_literal_without_indexing(&mut head, b":status", b"200");
     enc.encode_literal_without_indexing(&mut head, b"content-type", b"application/grpc");
+    head
+}
+
+/// One server response (`head`, one message, trailers, and a connection WINDOW_UPDATE
+/// returning the request's bytes) for stream 1, and the offsets of its frame headers so the
+/// stream id can be patched in place.
+fn response_template(request_len: u32, head: &[u8]) -> (Vec<u8>, Vec<usize>) {
+    let enc = Encoder::new();
     let mut trailers = Vec::new();
     enc.encode_literal_without_indexing(&mut trailers, b"grpc-status", b"0");
     let mut message = Vec::new();
@@ -28,7 +40,7 @@ fn response_template(request_len: u32) -> (Vec<u8>, Vec<usize>) {
     let mut out = Vec::new();
     let mut stream_frames = Vec::new();
     stream_frames.push(out.len());
-    write_headers(&mut out, 1, &head, false, 16_384);
+    write_headers(&mut out, 1, head, false, 16_384);
     stream_frames.push(out.len());
     write_data(&mut out, 1, &message, false, 16_384);
     stream_frames.push(out.len());
@@ -75,10 +87,27 @@ fn round(
 
 #[test]
 fn ten_thousand_calls_allocate_nothing_after_warm_up() {
+    ten_thousand_calls(&plain_head());
+}
+
+/// The same with nginx's head: the HPACK decoder's table evicts as many entries as each
+/// response inserts, and the inserts reuse the evicted entries' buffers.
+#[test]
+fn ten_thousand_calls_with_table_inserts_allocate_nothing_after_warm_up() {
+    let head: Vec<u8> = (0..NGINX_HEAD.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&NGINX_HEAD[i..i + 2], 16).unwrap())
+        .collect();
+    ten_thousand_calls(&head);
+}
+
+/// Runs 10,000 calls after a warm-up, each answered with `head`, and asserts that they all end
+/// OK without allocating.
+fn ten_thousand_calls(head: &[u8]) {
     let _serial = counting::serial();
     let mut request = Vec::new();
     write_message(&mut request, &[1; 200], false).unwrap();
-    let template = response_template(u32::try_from(request.len()).unwrap());
+    let template = response_template(u32::try_from(request.len()).unwrap(), head);
     assert_eq!(template.1.len() * FRAME_HEADER_LEN, 27);
     let mut replies = Vec::with_capacity(IN_FLIGHT * template.0.len());
     let mut session = Session::new(SessionConfig {

@@ -3,8 +3,11 @@
 //! `Decoder` reads the response HEADERS blocks a server sends: static and dynamic table,
 //! integers with overflow checks, plain and Huffman string literals, every representation, and
 //! table size updates bounded by the client's SETTINGS_HEADER_TABLE_SIZE. It calls back with
-//! borrowed name/value slices, so the only allocations are dynamic table inserts (and the reusable
-//! Huffman scratch buffer growing to its high-water mark).
+//! borrowed name/value slices, so the only allocations are dynamic table inserts while the table
+//! fills (afterwards an insert reuses the buffer of an evicted entry) and the reusable buffers
+//! (Huffman scratch, replay cache) growing to their high-water marks. Repeated blocks are
+//! replayed from the fields of their last decode where that provably gives the same result
+//! (`cache`).
 //!
 //! `Encoder` is deliberately minimal: requests are encoded once, up front, with indexed fields
 //! and literals that never touch the peer's dynamic table.
@@ -13,6 +16,8 @@ use std::collections::VecDeque;
 use std::fmt;
 
 use super::hpack_huffman;
+
+mod cache;
 
 /// Default SETTINGS_HEADER_TABLE_SIZE (RFC 7540 §6.5.2), in bytes.
 pub const DEFAULT_HEADER_TABLE_SIZE: usize = 4096;
@@ -162,13 +167,44 @@ impl From<HpackError> for crate::error::Error {
     }
 }
 
-/// One dynamic table entry, name and value in one allocation.
+/// Buffers of evicted entries kept for reuse, at most.
+const SPARE_BUFFERS: usize = 16;
+/// Largest buffer kept for reuse, in bytes: spare buffers stay small whatever a server inserts.
+const MAX_SPARE_CAPACITY: usize = 512;
+/// Smallest buffer capacity of an entry, in bytes, so that the buffers of small entries (a
+/// server's repeated `date`, `server`, `content-type`) fit each other.
+const MIN_ENTRY_CAPACITY: usize = 64;
+
+/// One dynamic table entry, name and value in one buffer.
 struct Entry {
-    bytes: Box<[u8]>,
+    bytes: Vec<u8>,
     name_len: usize,
 }
 
 impl Entry {
+    /// A copy of `name` and `value`, in a buffer from `spare` when one is large enough: a
+    /// table that evicts as many entries as it inserts reuses its buffers without allocating.
+    fn new(name: &[u8], value: &[u8], spare: &mut Vec<Vec<u8>>) -> Self {
+        let len = name.len() + value.len();
+        let mut bytes = match spare.iter().position(|b| b.capacity() >= len) {
+            Some(i) => spare.swap_remove(i),
+            None => Vec::with_capacity(len.next_power_of_two().max(MIN_ENTRY_CAPACITY)),
+        };
+        bytes.clear();
+        bytes.extend_from_slice(name);
+        bytes.extend_from_slice(value);
+        Entry {
+            bytes,
+            name_len: name.len(),
+        }
+    }
+
+    /// Gives the entry's buffer to `spare` (if it has room and the buffer is small).
+    fn recycle(self, spare: &mut Vec<Vec<u8>>) {
+        if spare.len() < SPARE_BUFFERS && self.bytes.capacity() <= MAX_SPARE_CAPACITY {
+            spare.push(self.bytes);
+        }
+    }
     fn name(&self) -> &[u8] {
         &self.bytes[..self.name_len]
     }
@@ -188,6 +224,9 @@ struct DynamicTable {
     size: usize,
     /// Current maximum size, in bytes, as last set by a size update (or the setting).
     max_size: usize,
+    /// Bumped by every change of the table (insert, eviction, size change): two decodes at the
+    /// same generation see the same table.
+    generation: u64,
 }
 
 impl DynamicTable {
@@ -196,33 +235,41 @@ impl DynamicTable {
             entries: VecDeque::new(),
             size: 0,
             max_size,
+            generation: 0,
         }
     }
 
-    fn evict_to(&mut self, limit: usize) {
+    /// Evicts the oldest entries until the table holds at most `limit` bytes; their buffers go
+    /// to `spare`.
+    fn evict_to(&mut self, limit: usize, spare: &mut Vec<Vec<u8>>) {
         while self.size > limit {
             match self.entries.pop_back() {
-                Some(old) => self.size -= old.size(),
+                Some(old) => {
+                    self.size -= old.size();
+                    old.recycle(spare);
+                }
                 None => break,
             }
         }
     }
 
-    fn set_max_size(&mut self, max_size: usize) {
+    fn set_max_size(&mut self, max_size: usize, spare: &mut Vec<Vec<u8>>) {
+        self.generation = self.generation.wrapping_add(1);
         self.max_size = max_size;
-        self.evict_to(max_size);
+        self.evict_to(max_size, spare);
     }
 
     /// Adds an entry, evicting old ones; an entry larger than the table empties it and is
     /// not stored (RFC 7541 §4.4).
-    fn insert(&mut self, entry: Entry) {
+    fn insert(&mut self, entry: Entry, spare: &mut Vec<Vec<u8>>) {
+        self.generation = self.generation.wrapping_add(1);
         let needed = entry.size();
         if needed > self.max_size {
-            self.entries.clear();
-            self.size = 0;
+            self.evict_to(0, spare);
+            entry.recycle(spare);
             return;
         }
-        self.evict_to(self.max_size - needed);
+        self.evict_to(self.max_size - needed, spare);
         self.size += needed;
         self.entries.push_front(entry);
     }
@@ -256,6 +303,17 @@ pub struct Decoder {
     max_header_list_size: usize,
     /// Reused buffer for Huffman-decoded strings of the current field.
     scratch: Vec<u8>,
+    /// Buffers of evicted dynamic table entries, reused by later inserts.
+    spare_entries: Vec<Vec<u8>>,
+    /// Recently decoded blocks and their fields, for replay.
+    cache: cache::BlockCache,
+    /// Whether repeated blocks may be replayed from `cache`.
+    replay: bool,
+    /// Set while decoding a block that reads the dynamic table (an index past the static
+    /// table) or updates its size: its fields depend on the table's state.
+    reads_table: bool,
+    /// Blocks decoded field by field (replays from `cache` not counted).
+    full_decodes: u64,
 }
 
 impl Default for Decoder {
@@ -278,6 +336,11 @@ impl Decoder {
             settings_table_size: header_table_size,
             max_header_list_size,
             scratch: Vec::new(),
+            spare_entries: Vec::with_capacity(SPARE_BUFFERS),
+            cache: cache::BlockCache::default(),
+            replay: true,
+            reads_table: false,
+            full_decodes: 0,
         }
     }
 
@@ -286,8 +349,9 @@ impl Decoder {
     /// size update anyway); a larger one only raises the ceiling for later size updates.
     pub fn set_header_table_size(&mut self, bytes: usize) {
         self.settings_table_size = bytes;
+        self.table.generation = self.table.generation.wrapping_add(1);
         if self.table.max_size > bytes {
-            self.table.set_max_size(bytes);
+            self.table.set_max_size(bytes, &mut self.spare_entries);
         }
     }
 
@@ -314,14 +378,14 @@ impl Decoder {
             .map(|entry| (entry.name(), entry.value()))
     }
 
-    /// Decodes one complete header block (HEADERS + CONTINUATION payloads joined), calling
-    /// `on_header(name, value)` for each field in order. After an error the connection's
-    /// decoding context is unusable (a COMPRESSION_ERROR in HTTP/2 terms).
-    pub fn decode(
+    /// Reads every representation of `block`, calling `on_header(name, value, inserted)` for
+    /// each field, `inserted` telling whether the field was added to the dynamic table.
+    fn decode_fields(
         &mut self,
         block: &[u8],
-        mut on_header: impl FnMut(&[u8], &[u8]),
+        mut on_header: impl FnMut(&[u8], &[u8], bool),
     ) -> Result<(), HpackError> {
+        self.reads_table = false;
         let mut pos = 0;
         // Whether a field representation was read; size updates must all come before it.
         let mut field_seen = false;
@@ -338,6 +402,7 @@ impl Decoder {
                 if size_updates > 2 {
                     return Err(HpackError::TooManyTableSizeUpdates);
                 }
+                self.reads_table = true;
                 let requested = read_integer(block, &mut pos, 5)?;
                 if requested > self.settings_table_size {
                     return Err(HpackError::TableSizeTooLarge {
@@ -345,7 +410,7 @@ impl Decoder {
                         limit: self.settings_table_size,
                     });
                 }
-                self.table.set_max_size(requested);
+                self.table.set_max_size(requested, &mut self.spare_entries);
                 if pos == block.len() {
                     return Err(HpackError::TableSizeUpdateAtEnd);
                 }
@@ -355,9 +420,10 @@ impl Decoder {
             if first & 0x80 != 0 {
                 // 1xxxxxxx: indexed field.
                 let index = read_integer(block, &mut pos, 7)?;
+                self.reads_table |= index > STATIC_TABLE.len();
                 let (name, value) = table_entry(&self.table, index)?;
                 list_size = add_field(list_size, name, value, self.max_header_list_size)?;
-                on_header(name, value);
+                on_header(name, value, false);
             } else if first & 0x40 != 0 {
                 // 01xxxxxx: literal with incremental indexing.
                 list_size = self.decode_literal(
@@ -392,9 +458,10 @@ impl Decoder {
         prefix_bits: u32,
         indexing: Indexing,
         list_size: usize,
-        on_header: &mut impl FnMut(&[u8], &[u8]),
+        on_header: &mut impl FnMut(&[u8], &[u8], bool),
     ) -> Result<usize, HpackError> {
         let name_index = read_integer(block, pos, prefix_bits)?;
+        self.reads_table |= name_index > STATIC_TABLE.len();
         self.scratch.clear();
         let name = if name_index == 0 {
             read_string(block, pos, &mut self.scratch)?
@@ -406,17 +473,11 @@ impl Decoder {
         let name = resolve(name, block, &self.scratch, &self.table)?;
         let value = resolve(value, block, &self.scratch, &self.table)?;
         let list_size = add_field(list_size, name, value, self.max_header_list_size)?;
-        on_header(name, value);
+        on_header(name, value, indexing == Indexing::Incremental);
         if indexing == Indexing::Incremental {
             // Copy before inserting: the name may live in an entry the insert evicts (§4.4).
-            let mut bytes = Vec::with_capacity(name.len() + value.len());
-            bytes.extend_from_slice(name);
-            bytes.extend_from_slice(value);
-            let entry = Entry {
-                bytes: bytes.into_boxed_slice(),
-                name_len: name.len(),
-            };
-            self.table.insert(entry);
+            let entry = Entry::new(name, value, &mut self.spare_entries);
+            self.table.insert(entry, &mut self.spare_entries);
         }
         Ok(list_size)
     }
@@ -584,18 +645,40 @@ fn write_string(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// Fuzz entry point: decodes `data` as a header block with a fresh decoder, then again with
-/// the same decoder (exercising the dynamic table it left), and once more with a small
-/// 256-byte table to exercise eviction. Must never panic.
+/// Fuzz entry point: decodes `data` as header blocks on one decoder (`data` twice, its two
+/// halves twice in turn, `data` again: exercising the dynamic table left by earlier blocks and
+/// the replay of repeated ones) beside a decoder that never replays, which must give the same
+/// results, fields and table after every block; then once with a small 256-byte table to
+/// exercise eviction. Must never panic.
 pub fn fuzz_hpack(data: &[u8]) {
     let mut decoder = Decoder::new();
+    let mut reference = Decoder::new();
+    reference.set_replay(false);
     let mut small = Decoder::with_limits(256, 4096);
-    for _ in 0..2 {
-        let mut bytes_seen = 0usize;
-        let _ = decoder.decode(data, |name, value| bytes_seen += name.len() + value.len());
+    let (a, b) = data.split_at(data.len() / 2);
+    for block in [data, data, a, b, a, b, data] {
+        let (result, fields) = fuzz_decode(&mut decoder, block);
+        let (reference_result, reference_fields) = fuzz_decode(&mut reference, block);
+        assert_eq!((result, &fields), (reference_result, &reference_fields));
+        let bytes_seen: usize = fields.iter().map(|(n, v)| n.len() + v.len()).sum();
         assert!(bytes_seen <= DEFAULT_MAX_HEADER_LIST_SIZE);
         assert!(decoder.dynamic_table_size() <= decoder.dynamic_table_max_size());
+        assert_eq!(decoder.dynamic_table_size(), reference.dynamic_table_size());
+        assert_eq!(decoder.dynamic_table_len(), reference.dynamic_table_len());
+        for i in 0..decoder.dynamic_table_len() {
+            assert_eq!(decoder.dynamic_entry(i), reference.dynamic_entry(i));
+        }
     }
     let _ = small.decode(data, |_, _| {});
     assert!(small.dynamic_table_size() <= 256);
+}
+
+type FuzzFields = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn fuzz_decode(decoder: &mut Decoder, data: &[u8]) -> (Result<(), HpackError>, FuzzFields) {
+    let mut fields = Vec::new();
+    let result = decoder.decode(data, |name, value| {
+        fields.push((name.to_vec(), value.to_vec()))
+    });
+    (result, fields)
 }

@@ -13,6 +13,8 @@ pub mod request;
 pub mod session;
 
 #[cfg(test)]
+mod hpack_cache_tests;
+#[cfg(test)]
 mod hpack_diff_tests;
 #[cfg(test)]
 mod hpack_tests;
