@@ -399,4 +399,30 @@ mod tests {
         let err = get_window_records(&mut Reader::new(&w.buf)).unwrap_err();
         assert!(err.to_string().contains("outside the bodies"), "{err}");
     }
+
+    #[test]
+    fn a_bad_histogram_is_refused_and_the_corpus_seeds_decode() {
+        let mut stats = sample_stats();
+        stats.latency = Dist::of([5_000, 5_000]);
+        let mut w = Writer::default();
+        put_window_stats(&mut w, &stats);
+        // The latency summary's one bucket, (index 5, count 2), now claims 3 of 2 times.
+        let pair = [5u64.to_le_bytes(), 2u64.to_le_bytes()].concat();
+        let at = w
+            .buf
+            .windows(16)
+            .position(|x| x == pair)
+            .expect("bucket pair");
+        w.buf[at + 8] = 3;
+        let err = get_window_stats(&mut Reader::new(&w.buf)).unwrap_err();
+        assert!(err.to_string().contains("latency histogram"), "{err}");
+        let seeds = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/mpi_window");
+        for (seed, records) in [("stats_only", false), ("with_records", true)] {
+            let bytes = std::fs::read(format!("{seeds}/{seed}")).expect("seed");
+            let (stats, recs) = decode_report(&bytes).unwrap_or_else(|e| panic!("{seed}: {e}"));
+            assert_eq!(stats.latency.count(), 4, "{seed}");
+            assert_eq!(stats.latency.max_ns(), 70_000_000, "{seed}");
+            assert_eq!(recs.is_some(), records, "{seed}");
+        }
+    }
 }
