@@ -168,9 +168,10 @@ impl Dist {
         (var.sqrt() / 1000.0) as u64
     }
 
-    /// The p-th percentile (ns) by perf_analyzer's nearest rank, `idx = floor(p/100 * (n-1)
-    /// + 0.5)`: below [`LINEAR_US`] the exact sample's whole microseconds (its printed value),
-    /// above them within 0.05 %; always within [min, max]. 0 when empty.
+    /// The p-th percentile (ns) by perf_analyzer's nearest rank,
+    /// `idx = floor(p/100 * (n-1) + 0.5)`: below [`LINEAR_US`] the exact sample's whole
+    /// microseconds (its printed value), above them within 0.05 %; always within [min, max].
+    /// 0 when empty.
     pub fn percentile_ns(&self, p: u32) -> u64 {
         if self.count == 0 {
             return 0;

@@ -52,8 +52,10 @@ impl Rng {
     }
 }
 
+type Draw = fn(&mut Rng) -> u64;
+
 /// Latency distributions (ns), several of them reaching past the linear range (65.5 ms).
-fn distributions() -> Vec<(&'static str, fn(&mut Rng) -> u64)> {
+fn distributions() -> Vec<(&'static str, Draw)> {
     vec![
         ("uniform 10 us - 5 ms", |r| 10_000 + r.below(4_990_000)),
         ("exponential, mean 300 us", |r| {
