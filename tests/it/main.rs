@@ -17,6 +17,7 @@ mod overload;
 mod peer_limits;
 mod real_triton;
 mod reconnect;
+mod report_figures;
 mod run_capi;
 mod run_cuda_shm;
 mod run_grpc;

@@ -1,15 +1,16 @@
 //! One measurement window built up from small batches.
 //!
 //! The coordinator pulls finished records from the workers every `PULL_EVERY` and folds them
-//! into the window's statistics at once, so no window ever holds all its records (56 bytes
-//! each) at the same time: memory follows the pull interval, not the window length or the
-//! run length. Only the profile export keeps records, because it must write every request.
+//! into the window's statistics at once: counts, exact sums and fixed-size latency
+//! histograms (`measure::Dist`), so neither a window nor the windows kept for the stability
+//! rule hold anything per request, and memory follows neither the window length nor the run
+//! length. Only the profile export keeps records, because it must write every request.
 
 use std::time::Duration;
 
 use super::Engine;
 use crate::error::Result;
-use crate::measure::stats::{add_records, clamp_to_requests, finish_window};
+use crate::measure::stats::{add_records, clamp_to_requests};
 use crate::measure::{RequestRecord, WindowRecords, WindowStats};
 
 /// Compares a request's response body with its expected outputs (`--input-data` validation
@@ -99,7 +100,6 @@ impl WindowAcc {
         let mut stats = std::mem::take(&mut self.stats);
         stats.end_ns = end_ns;
         stats.duration_ns = end_ns.saturating_sub(stats.start_ns);
-        finish_window(&mut stats);
         if let (true, Some((first, last))) = (clamp, self.span) {
             clamp_to_requests(&mut stats, first, last);
         }

@@ -1,6 +1,7 @@
 //! Turning request records into perf_analyzer's statistics: per-window numbers, the stability
 //! rule, merging the last windows of a point, and server-side statistics deltas.
 
+pub mod dist;
 pub mod fail;
 pub mod llm;
 pub mod metrics;
@@ -10,6 +11,7 @@ pub mod server_stats;
 pub mod stability;
 pub mod stats;
 
+pub use dist::Dist;
 pub use fail::{FailKind, FailTally};
 pub use record::{RequestRecord, WindowRecords};
 pub use server_stats::{ModelStats, ServerStats, StatDuration};

@@ -1,41 +1,37 @@
 //! Open loop: how well the client kept its send schedule, and latency measured from the
 //! intended send time (what perf_analyzer's "delayed" warning only hints at; spec §8.2).
 
-use super::stats::{mean_ns, per_second, percentile_ns, ScheduleStats, WindowStats, LATE_NS};
+use super::dist::Dist;
+use super::stats::{per_second, ScheduleStats, WindowStats};
 
-/// Pools the windows' lags and corrected latencies; `None` in closed loop (no lags).
+/// Pools the windows' lag and corrected-latency summaries; `None` in closed loop (no lags).
 pub fn schedule_stats(windows: &[WindowStats]) -> Option<ScheduleStats> {
-    let mut lags: Vec<u64> = windows
-        .iter()
-        .flat_map(|w| w.lags_ns.iter().copied())
-        .collect();
+    let (mut lags, mut corrected, mut late) = (Dist::default(), Dist::default(), 0u64);
+    for w in windows {
+        lags.merge(&w.lag);
+        corrected.merge(&w.corrected);
+        late += w.late_count;
+    }
     if lags.is_empty() {
         return None;
     }
-    let mut corrected: Vec<u64> = windows
-        .iter()
-        .flat_map(|w| w.corrected_ns.iter().copied())
-        .collect();
-    lags.sort_unstable();
-    corrected.sort_unstable();
-    let late = lags.len() - lags.partition_point(|&l| l <= LATE_NS);
     let rates: f64 = windows
         .iter()
         .map(|w| per_second(w.sent, w.duration_ns))
         .sum();
     Some(ScheduleStats {
         send_rate: rates / windows.len() as f64,
-        lag_p50_ns: percentile_ns(&lags, 50),
-        lag_p90_ns: percentile_ns(&lags, 90),
-        lag_p99_ns: percentile_ns(&lags, 99),
-        lag_max_ns: lags.last().copied().unwrap_or(0),
-        late_count: late as u64,
-        late_pct: late as f64 * 100.0 / lags.len() as f64,
-        corrected_avg_ns: mean_ns(&corrected),
-        corrected_p50_ns: percentile_ns(&corrected, 50),
-        corrected_p90_ns: percentile_ns(&corrected, 90),
-        corrected_p99_ns: percentile_ns(&corrected, 99),
-        corrected_max_ns: corrected.last().copied().unwrap_or(0),
+        lag_p50_ns: lags.percentile_ns(50),
+        lag_p90_ns: lags.percentile_ns(90),
+        lag_p99_ns: lags.percentile_ns(99),
+        lag_max_ns: lags.max_ns(),
+        late_count: late,
+        late_pct: late as f64 * 100.0 / lags.count() as f64,
+        corrected_avg_ns: corrected.mean_ns(),
+        corrected_p50_ns: corrected.percentile_ns(50),
+        corrected_p90_ns: corrected.percentile_ns(90),
+        corrected_p99_ns: corrected.percentile_ns(99),
+        corrected_max_ns: corrected.max_ns(),
     })
 }
 

@@ -177,10 +177,10 @@ mod tests {
         let w = WindowStats {
             duration_ns: 2_000_000_000,
             request_count: 10,
-            latencies_ns: vec![1, 2, 3],
+            latency: crate::measure::Dist::of([1_000, 2_000, 3_000]),
             ..WindowStats::default()
         };
-        assert_eq!(Trial::from_window(&w, 2, None), t(10.0, 2));
-        assert_eq!(Trial::from_window(&w, 1, Some(99)).latency_ns, 3);
+        assert_eq!(Trial::from_window(&w, 2, None), t(10.0, 2_000));
+        assert_eq!(Trial::from_window(&w, 1, Some(99)).latency_ns, 3_000);
     }
 }

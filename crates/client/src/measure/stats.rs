@@ -1,8 +1,11 @@
 //! Per-window statistics and the merge of a point's last windows (spec §2.1-§2.2).
 //!
-//! Latencies stay in ns with every sample kept; they become integer µs (truncated) only when
-//! printed. Percentiles use perf_analyzer's nearest-rank rule so results are comparable.
+//! Latencies stay in ns; they become integer µs (truncated) only when printed. A window keeps
+//! fixed-size summaries ([`Dist`]: exact count, sums, min and max, a histogram with a bucket
+//! per µs up to 65.5 ms), so its memory does not follow its request count. Percentiles use
+//! perf_analyzer's nearest-rank rule so results are comparable.
 
+use super::dist::Dist;
 use super::record::WindowRecords;
 use super::server_stats::ServerStats;
 
@@ -24,8 +27,8 @@ pub struct WindowStats {
     pub error_count: u64,
     /// Requests whose first byte was sent during the window.
     pub sent: u64,
-    /// Latencies (ns) of the successful requests, sorted ascending.
-    pub latencies_ns: Vec<u64>,
+    /// Latencies (ns) of the successful requests.
+    pub latency: Dist,
     /// Sums over the successful requests (ns): writing the request, reading the response,
     /// and the whole request.
     pub send_ns_sum: u64,
@@ -41,11 +44,12 @@ pub struct WindowStats {
     pub multi_response_count: u64,
     /// Sequence models: successful requests that carried `sequence_end`.
     pub sequence_count: u64,
-    /// Open loop, over the successful requests: send lags (how late each send was, ns) and
-    /// latencies from the intended send time (ns); empty in closed loop. Sorted by
-    /// `finish_window`.
-    pub lags_ns: Vec<u64>,
-    pub corrected_ns: Vec<u64>,
+    /// Open loop, over the successful requests: send lags (how late each send was, ns),
+    /// latencies from the intended send time (ns), and sends over `LATE_NS` late; empty in
+    /// closed loop.
+    pub lag: Dist,
+    pub corrected: Dist,
+    pub late_count: u64,
     /// Worker CPU time during the window (ns, summed over workers) and the worker count.
     pub client_cpu_ns: u64,
     pub workers: u32,
@@ -63,30 +67,30 @@ pub fn window_stats(w: &WindowRecords) -> WindowStats {
         ..WindowStats::default()
     };
     add_records(&mut s, w);
-    finish_window(&mut s);
     s
 }
 
-/// Folds a batch of records (part of a window) into `s`: counts, sums, unsorted latencies,
-/// requests sent and worker CPU. Call `finish_window` once the window is complete.
+/// Folds a batch of records (part of a window) into `s`: counts, sums, latency summaries,
+/// requests sent and worker CPU.
 pub fn add_records(s: &mut WindowStats, w: &WindowRecords) {
     s.sent += w.sent;
     s.client_cpu_ns += w.client_cpu_ns;
     s.workers = s.workers.max(w.workers);
-    s.latencies_ns.reserve(w.records.len());
     for r in &w.records {
         if !r.ok {
             s.error_count += 1;
             continue;
         }
         s.request_count += 1;
-        s.latencies_ns.push(r.latency_ns());
+        s.latency.add(r.latency_ns());
         s.send_ns_sum = s.send_ns_sum.saturating_add(r.send_ns());
         s.recv_ns_sum = s.recv_ns_sum.saturating_add(r.recv_ns());
         s.request_ns_sum = s.request_ns_sum.saturating_add(r.latency_ns());
         if r.intended_ns != 0 {
-            s.lags_ns.push(r.lag_ns());
-            s.corrected_ns.push(r.corrected_latency_ns());
+            let lag = r.lag_ns();
+            s.lag.add(lag);
+            s.late_count += u64::from(lag > LATE_NS);
+            s.corrected.add(r.corrected_latency_ns());
         }
         s.response_count += u64::from(r.responses);
         s.sequence_count += u64::from(r.seq_end);
@@ -98,13 +102,6 @@ pub fn add_records(s: &mut WindowStats, w: &WindowRecords) {
             s.multi_response_count += 1;
         }
     }
-}
-
-/// Sorts the latencies once every batch of the window is in.
-pub fn finish_window(s: &mut WindowStats) {
-    s.latencies_ns.sort_unstable();
-    s.lags_ns.sort_unstable();
-    s.corrected_ns.sort_unstable();
 }
 
 /// `--request-count`: shortens the window to first request start .. last response end, so
@@ -135,28 +132,34 @@ impl WindowStats {
     /// else the mean. A window without successful requests gives `u64::MAX`, like the
     /// failed-window entry perf_analyzer records, so it can never look stable or fast.
     pub fn stabilizing_latency_ns(&self, percentile: Option<u32>) -> u64 {
-        if self.latencies_ns.is_empty() {
+        if self.latency.is_empty() {
             return u64::MAX;
         }
         match percentile {
-            Some(p) => percentile_ns(&self.latencies_ns, p),
-            None => mean_ns(&self.latencies_ns),
+            Some(p) => self.latency.percentile_ns(p),
+            None => self.latency.mean_ns(),
         }
     }
 
     /// Mean latency (ns); 0 without samples.
     pub fn avg_latency_ns(&self) -> u64 {
-        mean_ns(&self.latencies_ns)
+        self.latency.mean_ns()
     }
 
     /// Sample standard deviation of the latencies, truncated to µs.
     pub fn std_latency_us(&self) -> u64 {
-        std_dev_us(&self.latencies_ns)
+        self.latency.std_dev_us()
     }
 
-    /// The p-th percentile latency (ns); 0 without samples.
+    /// The p-th percentile latency (ns; exact to the printed µs below 65.5 ms); 0 without
+    /// samples.
     pub fn percentile_latency_ns(&self, p: u32) -> u64 {
-        percentile_ns(&self.latencies_ns, p)
+        self.latency.percentile_ns(p)
+    }
+
+    /// Heap bytes the window's summaries hold (bounded, whatever the request count).
+    pub fn heap_bytes(&self) -> usize {
+        self.latency.heap_bytes() + self.lag.heap_bytes() + self.corrected.heap_bytes()
     }
 }
 
@@ -262,14 +265,14 @@ pub fn percentile_set(extra: Option<u32>) -> Vec<u32> {
     set
 }
 
-/// Merges windows into a point's result: counts and durations summed, latencies pooled and
-/// re-summarised, client-library times weighted by request count, overhead and send rate
+/// Merges windows into a point's result: counts and durations summed, latency summaries
+/// pooled, client-library times weighted by request count, overhead and send rate
 /// averaged per window (as perf_analyzer does).
 pub fn merge(windows: &[WindowStats], batch: u64, percentile: Option<u32>) -> ClientStats {
     let mut c = ClientStats::default();
     let (mut send_sum, mut recv_sum, mut request_sum) = (0u64, 0u64, 0u64);
     let (mut rate_sum, mut overhead_sum) = (0.0f64, 0.0f64);
-    let mut latencies = Vec::with_capacity(windows.iter().map(|w| w.latencies_ns.len()).sum());
+    let mut latency = Dist::default();
     let sequences: u64 = windows.iter().map(|w| w.sequence_count).sum();
     for w in windows {
         c.request_count += w.request_count;
@@ -281,27 +284,26 @@ pub fn merge(windows: &[WindowStats], batch: u64, percentile: Option<u32>) -> Cl
         request_sum = request_sum.saturating_add(w.request_ns_sum);
         rate_sum += per_second(w.sent, w.duration_ns);
         overhead_sum += overhead_pct(w);
-        latencies.extend_from_slice(&w.latencies_ns);
+        latency.merge(&w.latency);
     }
     if !windows.is_empty() {
         let n = windows.len() as f64;
         c.send_rate = rate_sum / n;
         c.overhead_pct = overhead_sum / n;
     }
-    latencies.sort_unstable();
     c.throughput = per_second(c.request_count.saturating_mul(batch), c.duration_ns);
     if sequences > 0 {
         c.sequences = Some((sequences, per_second(sequences, c.duration_ns)));
     }
-    c.avg_latency_ns = mean_ns(&latencies);
-    c.std_latency_us = std_dev_us(&latencies);
-    c.min_latency_ns = latencies.first().copied().unwrap_or(0);
-    c.max_latency_ns = latencies.last().copied().unwrap_or(0);
+    c.avg_latency_ns = latency.mean_ns();
+    c.std_latency_us = latency.std_dev_us();
+    c.min_latency_ns = latency.min_ns();
+    c.max_latency_ns = latency.max_ns();
     c.percentiles_ns = percentile_set(percentile)
         .into_iter()
-        .map(|p| (p, percentile_ns(&latencies, p)))
+        .map(|p| (p, latency.percentile_ns(p)))
         .collect();
-    let completed = latencies.len() as u64;
+    let completed = latency.count();
     c.avg_request_ns = request_sum.checked_div(completed).unwrap_or(0);
     c.avg_send_ns = send_sum.checked_div(completed).unwrap_or(0);
     c.avg_recv_ns = recv_sum.checked_div(completed).unwrap_or(0);
@@ -366,36 +368,6 @@ pub(crate) fn per_second(count: u64, duration_ns: u64) -> f64 {
     count as f64 / (duration_ns as f64 / NS_PER_S)
 }
 
-/// Integer mean (ns, truncated); 0 without samples. Summed in u128: no overflow.
-pub(crate) fn mean_ns(sorted: &[u64]) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let total: u128 = sorted.iter().map(|&l| u128::from(l)).sum();
-    (total / sorted.len() as u128) as u64
-}
-
-/// Sample standard deviation (n-1) computed in f64 around the exact mean, truncated to µs.
-fn std_dev_us(samples: &[u64]) -> u64 {
-    if samples.len() < 2 {
-        return 0;
-    }
-    let n = samples.len() as f64;
-    let mean = samples.iter().map(|&l| l as f64).sum::<f64>() / n;
-    let sq_sum: f64 = samples.iter().map(|&l| (l as f64 - mean).powi(2)).sum();
-    ((sq_sum / (n - 1.0)).sqrt() / 1000.0) as u64
-}
-
-/// Nearest rank as perf_analyzer computes it: `idx = floor(p/100 * (n-1) + 0.5)`.
-pub(crate) fn percentile_ns(sorted: &[u64], p: u32) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let last = sorted.len() - 1;
-    let idx = (f64::from(p) / 100.0 * last as f64 + 0.5) as usize;
-    sorted[idx.min(last)]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,7 +408,7 @@ mod tests {
     fn window_stats_counts_and_sorts() {
         let w = window_stats(&window(1_000, 1_000_000_000, &[3_000, 1_000, 2_000], 2));
         assert_eq!((w.request_count, w.error_count, w.sent), (3, 2, 6));
-        assert_eq!(w.latencies_ns, vec![1_000, 2_000, 3_000]);
+        assert_eq!(w.latency, Dist::of([1_000, 2_000, 3_000]));
         assert_eq!(w.duration_ns, 1_000_000_000);
         assert_eq!(
             (w.send_ns_sum, w.recv_ns_sum, w.request_ns_sum),
@@ -450,39 +422,6 @@ mod tests {
         let empty = window_stats(&window(0, 0, &[], 1));
         assert_eq!(empty.throughput(1), 0.0);
         assert_eq!(empty.stabilizing_latency_ns(None), u64::MAX);
-    }
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let ten: Vec<u64> = (1..=10).collect();
-        // idx = floor(p/100 * 9 + 0.5)
-        let cases: &[(&[u64], u32, u64)] = &[
-            (&ten, 50, 6),
-            (&ten, 90, 9),
-            (&ten, 95, 10),
-            (&ten, 99, 10),
-            (&ten, 1, 1),
-            (&ten, 5, 1),
-            (&ten, 6, 2),
-            (&[7], 50, 7),
-            (&[], 50, 0),
-        ];
-        for (data, p, want) in cases {
-            assert_eq!(percentile_ns(data, *p), *want, "p{p} of {data:?}");
-        }
-    }
-
-    #[test]
-    fn std_dev_is_sample_std_truncated() {
-        // 2,4,4,4,5,5,7,9 ms: sample variance 32/7 ms^2, std 2.138 ms.
-        let ms: Vec<u64> = [2, 4, 4, 4, 5, 5, 7, 9]
-            .iter()
-            .map(|v| v * 1_000_000)
-            .collect();
-        assert_eq!(std_dev_us(&ms), 2138);
-        assert_eq!(std_dev_us(&[5_000]), 0);
-        assert_eq!(std_dev_us(&[]), 0);
-        assert_eq!(mean_ns(&[u64::MAX, u64::MAX]), u64::MAX);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! length against what is left, so a torn or hostile message is an error, never a panic.
 
 use crate::error::{Error, Result};
-use crate::measure::{FailKind, RequestRecord, WindowRecords, WindowStats};
+use crate::measure::{Dist, FailKind, RequestRecord, WindowRecords, WindowStats};
 
 /// Appends fixed-width integers and length-prefixed runs to a byte buffer.
 #[derive(Default)]
@@ -115,17 +115,49 @@ pub fn put_window_stats(w: &mut Writer, s: &WindowStats) {
         s.multi_response_count,
         s.sequence_count,
         s.client_cpu_ns,
+        s.late_count,
     ] {
         w.u64(v);
     }
     w.u32(s.workers);
-    w.u64s(&s.latencies_ns);
-    w.u64s(&s.lags_ns);
-    w.u64s(&s.corrected_ns);
+    for d in [&s.latency, &s.lag, &s.corrected] {
+        put_dist(w, d);
+    }
+}
+
+/// A latency summary: its totals, then its non-empty buckets as (index, count) pairs.
+fn put_dist(w: &mut Writer, d: &Dist) {
+    let (count, sum, sum_sq, min, max) = d.totals();
+    w.u64(count);
+    for v in [sum, sum_sq] {
+        w.u64(v as u64);
+        w.u64((v >> 64) as u64);
+    }
+    w.u64(min);
+    w.u64(max);
+    let pairs: Vec<u64> = d.buckets().flat_map(|(i, n)| [i, n]).collect();
+    w.u64s(&pairs);
+}
+
+fn get_dist(r: &mut Reader) -> Result<Dist> {
+    let count = r.u64()?;
+    let mut wide = [0u128; 2];
+    for v in &mut wide {
+        *v = u128::from(r.u64()?) | (u128::from(r.u64()?) << 64);
+    }
+    let (min, max) = (r.u64()?, r.u64()?);
+    let flat = r.u64s()?;
+    let pairs: Vec<(u64, u64)> = flat.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+    (flat.len() % 2 == 0)
+        .then(|| Dist::from_parts((count, wide[0], wide[1], min, max), &pairs))
+        .flatten()
+        .ok_or_else(|| {
+            Error::generic("MPI message from another rank is corrupt: a bad latency histogram")
+        })
 }
 
 pub fn get_window_stats(r: &mut Reader) -> Result<WindowStats> {
-    let mut v = [0u64; 15];
+    let mut v = [0u64; 16];
     for x in &mut v {
         *x = r.u64()?;
     }
@@ -145,10 +177,11 @@ pub fn get_window_stats(r: &mut Reader) -> Result<WindowStats> {
         multi_response_count: v[12],
         sequence_count: v[13],
         client_cpu_ns: v[14],
+        late_count: v[15],
         workers: r.u32()?,
-        latencies_ns: r.u64s()?,
-        lags_ns: r.u64s()?,
-        corrected_ns: r.u64s()?,
+        latency: get_dist(r)?,
+        lag: get_dist(r)?,
+        corrected: get_dist(r)?,
         server: None,
     })
 }
@@ -281,7 +314,7 @@ mod tests {
             request_count: 3,
             error_count: 1,
             sent: 4,
-            latencies_ns: vec![5, 6, 7],
+            latency: Dist::of([5, 6_000, 7_000_000_000]),
             send_ns_sum: 8,
             recv_ns_sum: 9,
             request_ns_sum: 10,
@@ -290,8 +323,9 @@ mod tests {
             response_gap_ns_sum: 13,
             multi_response_count: 14,
             sequence_count: 15,
-            lags_ns: vec![16],
-            corrected_ns: vec![17, 18],
+            lag: Dist::of([16]),
+            corrected: Dist::of([17, 18]),
+            late_count: 21,
             client_cpu_ns: 19,
             workers: 20,
             server: None,
@@ -364,5 +398,31 @@ mod tests {
         put_window_records(&mut w, &recs);
         let err = get_window_records(&mut Reader::new(&w.buf)).unwrap_err();
         assert!(err.to_string().contains("outside the bodies"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_histogram_is_refused_and_the_corpus_seeds_decode() {
+        let mut stats = sample_stats();
+        stats.latency = Dist::of([5_000, 5_000]);
+        let mut w = Writer::default();
+        put_window_stats(&mut w, &stats);
+        // The latency summary's one bucket, (index 5, count 2), now claims 3 of 2 times.
+        let pair = [5u64.to_le_bytes(), 2u64.to_le_bytes()].concat();
+        let at = w
+            .buf
+            .windows(16)
+            .position(|x| x == pair)
+            .expect("bucket pair");
+        w.buf[at + 8] = 3;
+        let err = get_window_stats(&mut Reader::new(&w.buf)).unwrap_err();
+        assert!(err.to_string().contains("latency histogram"), "{err}");
+        let seeds = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/mpi_window");
+        for (seed, records) in [("stats_only", false), ("with_records", true)] {
+            let bytes = std::fs::read(format!("{seeds}/{seed}")).expect("seed");
+            let (stats, recs) = decode_report(&bytes).unwrap_or_else(|e| panic!("{seed}: {e}"));
+            assert_eq!(stats.latency.count(), 4, "{seed}");
+            assert_eq!(stats.latency.max_ns(), 70_000_000, "{seed}");
+            assert_eq!(recs.is_some(), records, "{seed}");
+        }
     }
 }

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use super::codec::{decode_report, put_window_records, put_window_stats, Reader, Writer};
 use super::Collective;
 use crate::error::{Error, Result};
-use crate::measure::stats::finish_window;
 use crate::measure::{WindowRecords, WindowStats};
 use crate::run::coordinator::PointStatus;
 
@@ -209,7 +208,6 @@ impl MpiCoord {
                 mine.workers += theirs.workers;
             }
         }
-        finish_window(stats);
         Ok(())
     }
 
@@ -348,7 +346,7 @@ fn combine(mode: Mode, votes: &[Option<PointStatus>]) -> Decision {
     }
 }
 
-/// Adds another rank's window to `into` (sorted afterwards by `finish_window`). The windows
+/// Adds another rank's window to `into`. The windows
 /// are barrier-aligned, so the merged window spans the earliest start to the latest end and
 /// lasts as long as the longest one.
 fn add_window(into: &mut WindowStats, s: &WindowStats) {
@@ -372,9 +370,10 @@ fn add_window(into: &mut WindowStats, s: &WindowStats) {
     into.sequence_count += s.sequence_count;
     into.client_cpu_ns = into.client_cpu_ns.saturating_add(s.client_cpu_ns);
     into.workers += s.workers;
-    into.latencies_ns.extend_from_slice(&s.latencies_ns);
-    into.lags_ns.extend_from_slice(&s.lags_ns);
-    into.corrected_ns.extend_from_slice(&s.corrected_ns);
+    into.latency.merge(&s.latency);
+    into.lag.merge(&s.lag);
+    into.corrected.merge(&s.corrected);
+    into.late_count += s.late_count;
 }
 
 /// Moves a rank's records onto rank 0's clock (`offset_ns` = their clock - rank 0's).

@@ -1,7 +1,7 @@
 use std::thread;
 
 use super::*;
-use crate::measure::RequestRecord;
+use crate::measure::{Dist, RequestRecord};
 use crate::mpi::local::LocalWorld;
 
 const T: Duration = Duration::from_secs(10);
@@ -36,7 +36,7 @@ fn window(rank: u64, latencies: &[u64]) -> WindowStats {
         duration_ns: 1_000 + rank,
         request_count: latencies.len() as u64,
         sent: latencies.len() as u64,
-        latencies_ns: latencies.to_vec(),
+        latency: Dist::of(latencies.iter().copied()),
         client_cpu_ns: 10,
         workers: 1,
         ..WindowStats::default()
@@ -89,7 +89,7 @@ fn scale_out_merges_windows_exactly_on_rank_0() {
         (ws, recs.unwrap())
     });
     let (ws, recs) = &merged[0];
-    assert_eq!(ws.latencies_ns, vec![5, 10, 20, 30, 40]);
+    assert_eq!(ws.latency, Dist::of([5, 10, 20, 30, 40]));
     assert_eq!((ws.request_count, ws.sent, ws.workers), (5, 5, 2));
     assert_eq!(
         (ws.start_ns, ws.end_ns, ws.duration_ns),
@@ -102,8 +102,8 @@ fn scale_out_merges_windows_exactly_on_rank_0() {
     assert_eq!(recs.records[1].body_off, 1);
     assert_eq!(recs.records[1].start_ns, 101);
     assert_eq!(
-        merged[1].0.latencies_ns,
-        vec![20, 40, 5],
+        merged[1].0.latency,
+        Dist::of([20, 40, 5]),
         "rank 1 keeps its own"
     );
 }

@@ -216,7 +216,7 @@ fn http_async_verbose_percentile_matches_sample() {
         let w = WindowStats {
             request_count: count,
             duration_ns: dur_ns,
-            latencies_ns: vec![p95_us * 1000 + 500; 3],
+            latency: crate::measure::Dist::of([p95_us * 1000 + 500; 3]),
             ..WindowStats::default()
         };
         pass_line(i, &w, 1, Some(95))
@@ -338,7 +338,7 @@ fn pass_line_average_form() {
     let w = WindowStats {
         request_count: 8125,
         duration_ns: 10_000_000_000,
-        latencies_ns: vec![4_600_000, 4_913_000, 5_226_999],
+        latency: crate::measure::Dist::of([4_600_000, 4_913_000, 5_226_999]),
         ..WindowStats::default()
     };
     assert_eq!(
