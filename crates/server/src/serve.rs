@@ -519,6 +519,10 @@ mod tests {
             }
         }
         assert_eq!(clients.len(), n);
-        assert!(listen_backlog() > 128, "somaxconn here: {}", listen_backlog());
+        assert!(
+            listen_backlog() > 128,
+            "somaxconn here: {}",
+            listen_backlog()
+        );
     }
 }

@@ -200,11 +200,19 @@ pub fn establish<P: Pool>(
                 sink: &mut *p.sink,
             };
             let token = ev.token().0;
+            let counted = cx.sink.tally.total();
             p.pool.on_event(token, ready, &mut cx);
-            pacer.seen(token, p.pool.connected(token), p.clock.now_ns());
+            // A connection that failed is not one that opened (its state may say idle).
+            let failed = p.sink.tally.total() > counted;
+            pacer.seen(token, !failed && p.pool.connected(token), p.clock.now_ns());
         }
         if p.sink.tally.total() > fails_before {
-            break Some(p.sink.error.clone().unwrap_or_else(|| "connect failed".into()));
+            break Some(
+                p.sink
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "connect failed".into()),
+            );
         }
         if pacer.done() {
             break None;
@@ -251,7 +259,10 @@ pub struct ConnectSummary {
 
 impl ConnectSummary {
     pub fn new(reports: &[ConnectReport]) -> ConnectSummary {
-        let mut times: Vec<u64> = reports.iter().flat_map(|r| r.times_ns.iter().copied()).collect();
+        let mut times: Vec<u64> = reports
+            .iter()
+            .flat_map(|r| r.times_ns.iter().copied())
+            .collect();
         times.sort_unstable();
         // Nearest rank.
         let rank = |p: f64| -> u64 {
@@ -384,15 +395,15 @@ mod tests {
         };
         let s = ConnectSummary::new(&[a.clone(), b]);
         assert_eq!((s.planned, s.opened), (5, 5));
-        assert_eq!((s.p50_ns, s.p99_ns, s.max_ns), (200_000, 3_100_000, 3_100_000));
+        assert_eq!(
+            (s.p50_ns, s.p99_ns, s.max_ns),
+            (200_000, 3_100_000, 3_100_000)
+        );
         assert_eq!(
             s.line(),
             "Connections: 5 opened in 412 ms (connect p50 0.20 ms, p99 3.1 ms, max 3.1 ms)\n"
         );
-        let short = ConnectReport {
-            planned: 4,
-            ..a
-        };
+        let short = ConnectReport { planned: 4, ..a };
         assert!(ConnectSummary::new(&[short])
             .line()
             .starts_with("Connections: 3 of 4 opened"));

@@ -453,7 +453,9 @@ impl Pool for GrpcPool {
     }
 
     fn connected(&self, token: usize) -> bool {
-        self.conns.get(token).is_some_and(|c| c.state == State::Open)
+        self.conns
+            .get(token)
+            .is_some_and(|c| c.state == State::Open)
     }
 
     fn on_event(&mut self, token: usize, ready: Ready, cx: &mut Cx<'_>) {

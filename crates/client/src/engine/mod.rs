@@ -224,12 +224,14 @@ impl Engine {
         }
         let reports: Vec<ConnectReport> = reports.into_iter().flatten().collect();
         let summary = ConnectSummary::new(&reports);
+        let prefix = format!("cannot connect to {addr}: ");
         self.connect_error = reports.iter().enumerate().find_map(|(i, r)| {
             let why = r.error.as_ref()?;
+            let why = why.strip_prefix(&prefix).unwrap_or(why);
             let (opened, planned) = (summary.opened, summary.planned);
             Some((
                 i,
-                format!("cannot connect to {addr}: {why} ({opened} of {planned} connections open)"),
+                format!("cannot connect to {addr} ({opened} of {planned} connections open): {why}"),
             ))
         });
         self.connections = Some(summary);
