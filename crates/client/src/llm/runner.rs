@@ -100,7 +100,7 @@ fn drive(
     // Closed loop: every connection is open before the run's clock starts.
     let mut engine = Engine::connect_load(spec, load, count)?;
     if let Some(msg) = engine.connect_error() {
-        return Err(Error::generic(msg));
+        return Err(Error::generic(format!("no request completed: {msg}")));
     }
     let start_ns = spec.clock.now_ns();
     engine.go();

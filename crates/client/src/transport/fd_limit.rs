@@ -4,7 +4,7 @@
 use std::io;
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns the soft limit now in force.
-pub fn raise_open_files() -> io::Result<u64> {
+pub fn raise_open_files() -> io::Result<libc::rlim_t> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -24,7 +24,7 @@ pub fn raise_open_files() -> io::Result<u64> {
         }
         lim.rlim_cur = lim.rlim_max;
     }
-    Ok(lim.rlim_cur as u64)
+    Ok(lim.rlim_cur)
 }
 
 #[cfg(test)]
@@ -41,6 +41,6 @@ mod tests {
         // SAFETY: as above.
         assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
         assert_eq!(lim.rlim_cur, lim.rlim_max);
-        assert_eq!(soft, lim.rlim_cur as u64);
+        assert_eq!(soft, lim.rlim_cur);
     }
 }
