@@ -14,7 +14,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 INFERPERF=${INFERPERF:-$ROOT/target/release/inferperf}
 BIN=${OLD:-$INFERPERF}
 OSL=${OSL:-16}
-PORT=${PORT:-18390}
+PORT=${PORT:-18577}
 levels=${*:-"2048 4096"}
 last=$(( $(nproc) - 1 ))
 counters() { nstat -az TcpExtListenOverflows TcpExtTCPSynRetrans | awk '/^TcpExt/ {printf "%s ", $2}'; }
