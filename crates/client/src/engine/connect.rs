@@ -138,7 +138,7 @@ pub struct Parts<'a, P: Pool> {
 /// (its failure is in the sink, as any connect failure), `limit` has passed or the user
 /// pressed Ctrl-C. `None`: the engine told the worker to stop meanwhile.
 pub fn establish<P: Pool>(
-    p: Parts<'_, P>,
+    mut p: Parts<'_, P>,
     commands: &Receiver<Command>,
     limit: Duration,
 ) -> Option<ConnectReport> {
@@ -187,24 +187,7 @@ pub fn establish<P: Pool>(
                 }
                 continue;
             }
-            let closed = ev.is_read_closed() || ev.is_error();
-            let ready = Ready {
-                writable: ev.is_writable(),
-                readable: ev.is_readable() || closed,
-                closed,
-            };
-            let mut cx = Cx {
-                registry: p.poll.registry(),
-                clock: p.clock,
-                feed: &mut *p.feed,
-                sink: &mut *p.sink,
-            };
-            let token = ev.token().0;
-            let counted = cx.sink.tally.total();
-            p.pool.on_event(token, ready, &mut cx);
-            // A connection that failed is not one that opened (its state may say idle).
-            let failed = p.sink.tally.total() > counted;
-            pacer.seen(token, !failed && p.pool.connected(token), p.clock.now_ns());
+            on_event(&mut p, &mut pacer, ev);
         }
         if p.sink.tally.total() > fails_before {
             break Some(
@@ -219,6 +202,28 @@ pub fn establish<P: Pool>(
         }
     };
     Some(pacer.report(error))
+}
+
+/// Hands a connection's event to the pool; the pacer learns whether it opened.
+fn on_event<P: Pool>(p: &mut Parts<'_, P>, pacer: &mut Pacer, ev: &mio::event::Event) {
+    let closed = ev.is_read_closed() || ev.is_error();
+    let ready = Ready {
+        writable: ev.is_writable(),
+        readable: ev.is_readable() || closed,
+        closed,
+    };
+    let mut cx = Cx {
+        registry: p.poll.registry(),
+        clock: p.clock,
+        feed: &mut *p.feed,
+        sink: &mut *p.sink,
+    };
+    let token = ev.token().0;
+    let counted = cx.sink.tally.total();
+    p.pool.on_event(token, ready, &mut cx);
+    // A connection that failed is not one that opened (its state may say idle).
+    let failed = p.sink.tally.total() > counted;
+    pacer.seen(token, !failed && p.pool.connected(token), p.clock.now_ns());
 }
 
 /// Commands that came while connecting: true when told to stop.
