@@ -96,9 +96,10 @@ fn measure(concurrency: u64) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `inferperf profile` with one load worker, 4 requests per stream (at most 4,000).
+/// `inferperf profile` with one load worker, 4 requests per stream (at most 4,000, but at
+/// least one per stream).
 fn profile(addr: &str, concurrency: u64, dir: &Path) -> PointOutcome {
-    let requests = (concurrency * 4).min(4000);
+    let requests = (concurrency * 4).min(4000).max(concurrency);
     let args: Vec<OsString> = [
         "profile",
         "-m",

@@ -16,6 +16,10 @@ fn main() {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
     }
+    // Thousands of connections (client streams, or the reference server's clients) need as
+    // many descriptors: the soft limit goes up to the hard one. Failing that, the run goes
+    // on, and a connect past the limit fails with its own error.
+    let _ = inferperf::transport::fd_limit::raise_open_files();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     std::process::exit(inferperf::app::main_with_args(args));
 }

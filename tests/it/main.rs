@@ -10,6 +10,7 @@ mod faults;
 mod fuzz_corpus;
 mod grpc_faults;
 mod input_data;
+mod many_streams;
 mod mpi_ranks;
 mod mpi_world;
 mod nothing_lost;

@@ -3,13 +3,14 @@
 //! a refusal naming it (HTTP 408/413/431/503, gRPC RESOURCE_EXHAUSTED) and never grows the
 //! server's memory past it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Default of [`Limits::max_request_bytes`]: 64 MiB.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 64 << 20;
-/// Default of [`Limits::max_connections`].
-pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// Default of [`Limits::max_connections`]: room for a client holding 10,000 streams (each
+/// connection's buffers start at 32 KiB, so this bounds them near 512 MiB).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 16384;
 /// Default of [`Limits::read_timeout`].
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default of [`Limits::max_streams`].
@@ -43,20 +44,35 @@ impl Default for Limits {
     }
 }
 
-/// Counts open connections against [`Limits::max_connections`] (only at accept and close).
+/// Counts open connections against [`Limits::max_connections`] (only at accept and close),
+/// and every connection accepted or refused since start.
 #[derive(Debug, Default)]
 pub struct ConnCount {
     open: AtomicUsize,
+    accepted: AtomicU64,
+    refused: AtomicU64,
 }
 
 impl ConnCount {
     /// Takes a place for a new connection; false when `max` are open already.
     pub fn try_open(&self, max: usize) -> bool {
-        self.open
+        let ok = self
+            .open
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
             })
-            .is_ok()
+            .is_ok();
+        let total = if ok { &self.accepted } else { &self.refused };
+        total.fetch_add(1, Ordering::Relaxed);
+        ok
+    }
+
+    /// Connections taken since start: (accepted, refused over the limit).
+    pub fn totals(&self) -> (u64, u64) {
+        (
+            self.accepted.load(Ordering::Relaxed),
+            self.refused.load(Ordering::Relaxed),
+        )
     }
 
     /// Gives back a place taken by [`ConnCount::try_open`].
@@ -84,6 +100,7 @@ mod tests {
         assert_eq!(count.open(), 2);
         count.close();
         assert!(count.try_open(2));
+        assert_eq!(count.totals(), (3, 1), "three taken, one refused");
         count.close();
         count.close();
         count.close();

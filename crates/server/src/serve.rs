@@ -98,6 +98,11 @@ impl ServerHandle {
         counters
     }
 
+    /// Connections since start, HTTP and gRPC: (accepted, refused over `--max-connections`).
+    pub fn connection_totals(&self) -> (u64, u64) {
+        self.shared.conns.totals()
+    }
+
     /// Connections open now, HTTP and gRPC (an HTTPS connection counts once its request reaches
     /// the HTTP loop).
     pub fn open_connections(&self) -> usize {
@@ -274,8 +279,38 @@ fn check_cores(cores: &[usize]) -> Result<()> {
 fn bind(addr: SocketAddr, what: &str) -> Result<std::net::TcpListener> {
     let listener = std::net::TcpListener::bind(addr)
         .map_err(|e| Error::generic(format!("cannot listen on {addr} ({what}): {e}")))?;
+    widen_backlog(&listener)
+        .map_err(|e| Error::generic(format!("cannot listen on {addr} ({what}): {e}")))?;
     listener.set_nonblocking(true)?;
     Ok(listener)
+}
+
+/// Listen backlog when `/proc/sys/net/core/somaxconn` cannot be read (the kernel caps the
+/// backlog at that value anyway).
+const FALLBACK_BACKLOG: i32 = 4096;
+
+/// The listen backlog: the kernel's largest (`net.core.somaxconn`), so thousands of clients
+/// connecting at once wait in the accept queue instead of having their handshakes dropped
+/// and retried a second later.
+pub fn listen_backlog() -> i32 {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(FALLBACK_BACKLOG)
+}
+
+/// Listens again on a bound socket with [`listen_backlog`] (std listens with 128); Linux
+/// takes a second `listen` as a new backlog.
+pub fn widen_backlog(listener: &std::net::TcpListener) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: listen only changes the queue length of a socket this listener owns.
+    let rc = unsafe { libc::listen(listener.as_raw_fd(), listen_backlog()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// The listeners of a configuration: (HTTP listener for the mio loops, HTTPS front and its
@@ -467,5 +502,27 @@ mod tests {
             (1, 0, 0)
         );
         assert_eq!((cfg.grpc_addr, cfg.tls), (None, None));
+    }
+
+    #[test]
+    fn listeners_queue_as_many_handshakes_as_somaxconn() {
+        // Nothing accepts: every connect that completes waits in the accept queue. With
+        // std's backlog of 128 the 130th handshake would be dropped and the connect time out.
+        let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0)), "HTTP").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let n = listen_backlog().min(600) as usize;
+        let mut clients = Vec::with_capacity(n);
+        for i in 0..n {
+            match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(3)) {
+                Ok(c) => clients.push(c),
+                Err(e) => panic!("connect {i} of {n} (backlog {}): {e}", listen_backlog()),
+            }
+        }
+        assert_eq!(clients.len(), n);
+        assert!(
+            listen_backlog() > 128,
+            "somaxconn here: {}",
+            listen_backlog()
+        );
     }
 }

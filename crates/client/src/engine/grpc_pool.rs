@@ -466,14 +466,30 @@ fn read_timed(
 
 impl Pool for GrpcPool {
     fn open(&mut self, registry: &Registry) -> Result<(), String> {
-        for i in 0..self.conn_count {
-            let conn = self
-                .connect(i, registry)
-                .map_err(|e| format!("cannot connect to {}: {e}", self.addr))?;
-            let slot_count = self.slots.iter().filter(|s| s.conn == i).count();
-            self.conns.push(H2Conn { slot_count, ..conn });
+        while self.conns.len() < self.conn_count {
+            self.open_next(registry)?;
         }
         Ok(())
+    }
+
+    fn planned(&self) -> usize {
+        self.conn_count
+    }
+
+    fn open_next(&mut self, registry: &Registry) -> Result<usize, String> {
+        let i = self.conns.len();
+        let conn = self
+            .connect(i, registry)
+            .map_err(|e| format!("cannot connect to {}: {e}", self.addr))?;
+        let slot_count = self.slots.iter().filter(|s| s.conn == i).count();
+        self.conns.push(H2Conn { slot_count, ..conn });
+        Ok(i)
+    }
+
+    fn connected(&self, token: usize) -> bool {
+        self.conns
+            .get(token)
+            .is_some_and(|c| c.state == State::Open)
     }
 
     fn on_event(&mut self, token: usize, ready: Ready, cx: &mut Cx<'_>) {

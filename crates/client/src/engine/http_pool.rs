@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use mio::{Registry, Token};
 
-use super::conn::{Conn, Outcome};
+use super::conn::{Conn, Outcome, State};
 use super::deadline::timeout_message;
 use super::pool::{Cx, Pool, Ready, Send};
 use crate::measure::{FailKind, RequestRecord};
@@ -350,13 +350,29 @@ impl HttpPool {
 
 impl Pool for HttpPool {
     fn open(&mut self, registry: &Registry) -> Result<(), String> {
-        for i in 0..self.count {
-            let conn = self
-                .connect(Token(i), registry)
-                .map_err(|e| format!("cannot connect to {}: {e}", self.addr))?;
-            self.conns.push(conn);
+        while self.conns.len() < self.count {
+            self.open_next(registry)?;
         }
         Ok(())
+    }
+
+    fn planned(&self) -> usize {
+        self.count
+    }
+
+    fn open_next(&mut self, registry: &Registry) -> Result<usize, String> {
+        let i = self.conns.len();
+        let conn = self
+            .connect(Token(i), registry)
+            .map_err(|e| format!("cannot connect to {}: {e}", self.addr))?;
+        self.conns.push(conn);
+        Ok(i)
+    }
+
+    fn connected(&self, token: usize) -> bool {
+        self.conns
+            .get(token)
+            .is_some_and(|c| !matches!(c.state, State::Connecting | State::Handshaking))
     }
 
     fn on_event(&mut self, token: usize, ready: Ready, cx: &mut Cx<'_>) {

@@ -3,6 +3,7 @@
 
 pub mod capi_pool;
 pub mod conn;
+pub mod connect;
 pub mod deadline;
 pub mod grpc_pool;
 mod grpc_streams;
@@ -36,6 +37,7 @@ use crate::measure::{FailTally, RequestRecord, WindowRecords};
 use crate::service::reply_check::ReplyCheck;
 use crate::transport::TlsClient;
 use capi_pool::CapiPool;
+use connect::{ConnectReport, ConnectSummary};
 use grpc_pool::GrpcPool;
 use http_pool::HttpPool;
 use pace::Schedule;
@@ -51,6 +53,8 @@ use worker::{Batch, Command, Shared, Worker, WorkerParams, WAKE};
 const RECORDS_PER_WORKER: usize = 1 << 15;
 /// How often `collect` checks that the workers it waits for are still alive.
 const BATCH_POLL: Duration = Duration::from_millis(500);
+/// How often the engine looks for the workers' connect reports.
+const CONNECT_POLL: Duration = Duration::from_millis(1);
 /// How long a worker may take to hand over its records before a warning says so.
 const BATCH_SLOW: Duration = Duration::from_secs(10);
 
@@ -113,6 +117,12 @@ pub struct Engine {
     batches: Receiver<Batch>,
     /// Spare buffers handed to workers at the next swap (recycled, so memory stays flat).
     spare: Vec<(Vec<RequestRecord>, Vec<u8>)>,
+    /// Closed loop: the workers' connects (opened before any request); `None` in open loop.
+    connections: Option<ConnectSummary>,
+    /// Closed loop: a worker could not open its connections, as (worker, message).
+    connect_error: Option<(usize, String)>,
+    /// The workers wait for [`Engine::go`].
+    waiting: bool,
 }
 
 /// How load is generated.
@@ -155,6 +165,15 @@ impl Engine {
     /// over `min(concurrency, max_workers)` workers) or open loop (a schedule dealt to
     /// `max_workers` workers, each opening connections or streams as its sends come due).
     pub fn start_load(spec: &EngineSpec, load: &Load, budget: Option<u64>) -> Result<Engine> {
+        let mut engine = Self::connect_load(spec, load, budget)?;
+        engine.go();
+        Ok(engine)
+    }
+
+    /// [`Engine::start_load`] up to the first send: in closed loop, returns once every
+    /// worker has its connections open (paced, see `connect.rs`) or has given up, and the
+    /// workers send nothing before [`Engine::go`]. Open loop starts sending at once.
+    pub fn connect_load(spec: &EngineSpec, load: &Load, budget: Option<u64>) -> Result<Engine> {
         if spec.requests.is_empty() {
             return Err(Error::generic("no request to send (empty input data)"));
         }
@@ -170,11 +189,75 @@ impl Engine {
         let spare = (0..n)
             .map(|_| (Vec::with_capacity(RECORDS_PER_WORKER), Vec::new()))
             .collect();
-        Ok(Engine {
+        let mut engine = Engine {
             workers,
             batches: out_rx,
             spare,
-        })
+            connections: None,
+            connect_error: None,
+            waiting: false,
+        };
+        if !matches!(load, Load::Paced { .. }) {
+            engine.waiting = true;
+            engine.await_connected(spec.addr)?;
+        }
+        Ok(engine)
+    }
+
+    /// Waits for every worker's connect report (a worker gives up after the request
+    /// timeout), and sums them up.
+    fn await_connected(&mut self, addr: SocketAddr) -> Result<()> {
+        let mut reports: Vec<Option<ConnectReport>> = vec![None; self.workers.len()];
+        while reports.iter().any(Option::is_none) {
+            for (i, w) in self.workers.iter().enumerate() {
+                if reports[i].is_some() {
+                    continue;
+                }
+                reports[i] = w.shared.connected.lock().ok().and_then(|mut r| r.take());
+                if reports[i].is_none() && w.ended() {
+                    return Err(Error::generic(format!(
+                        "worker thread {i} stopped while connecting"
+                    )));
+                }
+            }
+            std::thread::sleep(CONNECT_POLL);
+        }
+        let reports: Vec<ConnectReport> = reports.into_iter().flatten().collect();
+        let summary = ConnectSummary::new(&reports);
+        let prefix = format!("cannot connect to {addr}: ");
+        self.connect_error = reports.iter().enumerate().find_map(|(i, r)| {
+            let why = r.error.as_ref()?;
+            let why = why.strip_prefix(&prefix).unwrap_or(why);
+            let (opened, planned) = (summary.opened, summary.planned);
+            Some((
+                i,
+                format!("cannot connect to {addr} ({opened} of {planned} connections open): {why}"),
+            ))
+        });
+        self.connections = Some(summary);
+        Ok(())
+    }
+
+    /// Closed loop: lets the workers send (after [`Engine::connect_load`]).
+    pub fn go(&mut self) {
+        if !std::mem::take(&mut self.waiting) {
+            return;
+        }
+        for w in &self.workers {
+            let _ = w.commands.send(Command::Go);
+            let _ = w.waker.wake();
+        }
+    }
+
+    /// Closed loop: the connects of every worker, made before the first request.
+    pub fn connections(&self) -> Option<&ConnectSummary> {
+        self.connections.as_ref()
+    }
+
+    /// Closed loop: why a worker could not open its connections (naming the address and how
+    /// many connections did open).
+    pub fn connect_error(&self) -> Option<&str> {
+        self.connect_error.as_ref().map(|(_, m)| m.as_str())
     }
 
     pub fn worker_count(&self) -> usize {
@@ -198,6 +281,9 @@ impl Engine {
 
     /// The first error a worker reported, as `(worker index, message)`.
     pub fn first_error(&self) -> Option<(usize, String)> {
+        if let Some(e) = &self.connect_error {
+            return Some(e.clone());
+        }
         self.workers.iter().enumerate().find_map(|(i, w)| {
             if !w.shared.has_error.load(Ordering::Acquire) {
                 return None;

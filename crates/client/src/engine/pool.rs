@@ -18,6 +18,19 @@ use crate::measure::{FailKind, FailTally, RequestRecord};
 pub trait Pool: std::marker::Send + 'static {
     /// Starts connecting. An error message names what could not be opened.
     fn open(&mut self, registry: &Registry) -> Result<(), String>;
+    /// Closed loop: the connections [`Pool::open_next`] opens one by one before the clock
+    /// starts (see `connect.rs`); 0: none to pace, [`Pool::open`] opens what is needed.
+    fn planned(&self) -> usize {
+        0
+    }
+    /// Starts opening the next of the planned connections; returns its token.
+    fn open_next(&mut self, _registry: &Registry) -> Result<usize, String> {
+        Err("this pool opens no connection".into())
+    }
+    /// The connection with this token is open (ready to carry requests).
+    fn connected(&self, _token: usize) -> bool {
+        true
+    }
     /// A readiness event for the connection with this token. `closed`: the peer's FIN (or an
     /// error) came with it, so a short read does not mean the socket is drained: read on to
     /// the EOF.

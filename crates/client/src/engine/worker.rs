@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Poll, Token};
 
+use super::connect::{self, ConnectReport};
 use super::deadline::Deadlines;
 use super::pool::{Cx, Feed, Pace, Pool, Ramp, Ready, Sink};
 use super::seq_feed::SeqFeed;
@@ -49,6 +50,8 @@ pub enum Command {
     /// Send nothing new, but keep running and answering swaps, so the requests in flight
     /// still reach the coordinator (`--benchmark-duration`).
     Halt,
+    /// Closed loop: every worker's connections are open; start sending (see `connect.rs`).
+    Go,
 }
 
 /// Records handed from a worker to the coordinator.
@@ -75,6 +78,8 @@ pub struct Shared {
     /// The worker's failures by kind and its completed requests when it published them
     /// (at its first failure, each window swap and its exit).
     pub tally: Mutex<(FailTally, u64)>,
+    /// Closed loop: the worker's connects, once its connections are open (or it gave up).
+    pub connected: Mutex<Option<ConnectReport>>,
 }
 
 pub struct WorkerParams {
@@ -184,8 +189,13 @@ impl<P: Pool> Worker<P> {
 
     /// The thread body: connect, then run the event loop until stopped.
     pub fn run(mut self, commands: Receiver<Command>) {
-        if let Err(msg) = self.pool.open(self.poll.registry()) {
-            self.sink.fail(FailKind::Connect, msg);
+        if self.feed.open_loop().is_some() {
+            if let Err(msg) = self.pool.open(self.poll.registry()) {
+                self.sink.fail(FailKind::Connect, msg);
+            }
+        } else if !self.connect_first(&commands) {
+            self.pool.close(self.poll.registry());
+            return;
         }
         if self.feed.timed() {
             match Timer::new(self.poll.registry(), TIMER) {
@@ -261,6 +271,26 @@ impl<P: Pool> Worker<P> {
         }
         self.publish_tally();
         self.pool.close(self.poll.registry());
+    }
+
+    /// Closed loop: opens every connection (paced), reports the connects, and waits for
+    /// the engine's go. False when told to stop instead.
+    fn connect_first(&mut self, commands: &Receiver<Command>) -> bool {
+        let limit = Duration::from_nanos(self.deadlines.limit_ns(0));
+        let parts = connect::Parts {
+            pool: &mut self.pool,
+            poll: &mut self.poll,
+            clock: &self.clock,
+            feed: &mut self.feed,
+            sink: &mut self.sink,
+        };
+        let Some(report) = connect::establish(parts, commands, limit) else {
+            return false;
+        };
+        if let Ok(mut slot) = self.shared.connected.lock() {
+            *slot = Some(report);
+        }
+        connect::wait_go(commands, &mut self.feed)
     }
 
     /// Hands each event to the pool, the timer or the command queue; returns a stop
@@ -391,6 +421,7 @@ impl<P: Pool> Worker<P> {
                     stop = Some(deadline);
                 }
                 Command::Halt => self.feed.running = false,
+                Command::Go => {}
             }
         }
         stop

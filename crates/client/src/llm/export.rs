@@ -270,6 +270,7 @@ mod tests {
             interrupted: false,
             worker_cpu_ns: 0,
             fails: Default::default(),
+            connections: None,
         };
         let payloads = vec!["{\"p\":\"\\u0001\"}".to_string(), "\u{7f}\n".to_string()];
         let points = [
@@ -323,6 +324,7 @@ mod tests {
             interrupted: false,
             worker_cpu_ns: 0,
             fails: Default::default(),
+            connections: None,
         };
         let payloads = vec!["{\"p\":0}".to_string(), "{\"p\":1}".to_string()];
         let text = profile_export(&run, LoadPoint::Concurrency(2), &payloads, "openai", "v1/x");

@@ -108,6 +108,9 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
         let _ = out.write_all(table.as_bytes());
         let _ = out.write_all(overhead_line(&run, &requests).as_bytes());
+        if let Some(c) = &run.connections {
+            let _ = out.write_all(c.line().as_bytes());
+        }
         if cfg.args.streaming {
             let _ = out.write_all(shared_reads_line(&requests).as_bytes());
         }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::cli::{Distribution, LoadPoint, ProfileConfig};
 use crate::config;
+use crate::engine::connect::ConnectSummary;
 use crate::engine::{Engine, EngineSpec, Load};
 use crate::error::{Error, Result};
 use crate::measure::{FailTally, RequestRecord, WindowRecords};
@@ -38,6 +39,8 @@ pub struct PointRun {
     pub worker_cpu_ns: u64,
     /// The failed requests, counted by kind.
     pub fails: FailTally,
+    /// Closed loop: the connections, opened before the first request.
+    pub connections: Option<ConnectSummary>,
 }
 
 /// How long a `profile` Poisson schedule runs before it repeats (ns).
@@ -94,11 +97,18 @@ fn drive(
     label: &str,
     quiet: bool,
 ) -> Result<PointRun> {
-    let mut engine = Engine::start_load(spec, load, count)?;
+    // Closed loop: every connection is open before the run's clock starts.
+    let mut engine = Engine::connect_load(spec, load, count)?;
+    if let Some(msg) = engine.connect_error() {
+        return Err(Error::generic(format!("no request completed: {msg}")));
+    }
+    let start_ns = spec.clock.now_ns();
+    engine.go();
     let mut point = Gather {
         spec,
         run: PointRun {
-            start_ns: spec.clock.now_ns(),
+            start_ns,
+            connections: engine.connections().cloned(),
             ..PointRun::default()
         },
         window: WindowRecords::default(),

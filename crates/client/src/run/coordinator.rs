@@ -87,13 +87,18 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
         warm_up(ctx, load)?;
     }
     let budget = (cfg.request_count > 0).then(|| share(ctx, cfg.request_count));
+    // Closed loop: the connections open before the clock starts (and before any request).
+    let mut engine = Engine::connect_load(ctx.spec, load, budget)?;
+    if let (true, Some(c)) = (cfg.verbose > 0, engine.connections()) {
+        let _ = ctx.out.write_all(format!("  {}", c.line()).as_bytes());
+    }
     // The starting statistics and the first window's start are taken before any request of
     // the level is sent, so the server-side deltas cover exactly the measured requests.
     let server_start = (ctx.stats)()?;
     // Every rank starts its load together (perf_analyzer's barrier before profiling).
     ctx.peers.start_level()?;
     let window_start = ctx.spec.clock.now_ns();
-    let mut engine = Engine::start_load(ctx.spec, load, budget)?;
+    engine.go();
     let max_trials = if budget.is_some() {
         1
     } else {

@@ -13,6 +13,7 @@
 //! `wants_write` are free for it.
 
 pub mod blocking;
+pub mod fd_limit;
 pub mod rx_stamp;
 mod session;
 mod stream;

@@ -257,8 +257,12 @@ impl Drop for FaultHandle {
 
 /// Binds both ports and starts the accept threads.
 pub fn start(cfg: &FaultConfig) -> Result<FaultHandle> {
-    let bind = |addr: SocketAddr| {
-        TcpListener::bind(addr).map_err(|e| Error::generic(format!("cannot listen on {addr}: {e}")))
+    let bind = |addr: SocketAddr| -> Result<TcpListener> {
+        let listener = TcpListener::bind(addr)
+            .map_err(|e| Error::generic(format!("cannot listen on {addr}: {e}")))?;
+        crate::serve::widen_backlog(&listener)
+            .map_err(|e| Error::generic(format!("cannot listen on {addr}: {e}")))?;
+        Ok(listener)
     };
     let http = bind(cfg.http)?;
     let grpc = cfg.grpc.map(bind).transpose()?;
