@@ -58,14 +58,15 @@ fn run_watching(
     (res, text, most.load(Ordering::Relaxed))
 }
 
-/// 300 requests that each take 200 ms, offered at 3,000/s: about 300 are in flight at once,
-/// more than one HTTP/2 connection may carry (100 streams each), so the client opens more
-/// connections instead of piling every stream onto one.
+/// 300 requests that each take 200 ms, offered at 3,000/s with `--max-inflight 300`: about
+/// 300 are in flight at once, more than one HTTP/2 connection may carry (100 streams each),
+/// so the client opens more connections instead of piling every stream onto one.
 #[test]
 fn grpc_open_loop_spreads_streams_over_connections() {
     let delay = server::Delay::Fixed(Duration::from_millis(200));
     let server = start_grpc_server(vec![("simple".into(), delay)]);
-    let cfg = rate_config(&server, true, 3000.0, 300);
+    let mut cfg = rate_config(&server, true, 3000.0, 300);
+    cfg.max_inflight = Some(300);
     let (res, text, most) = run_watching(&server, &cfg);
     assert!(res.error.is_none(), "{:?}\n{text}", res.error);
     assert_eq!(res.points[0].client.request_count, 300, "{text}");
@@ -154,4 +155,26 @@ fn open_loop_fails_when_every_request_is_reset() {
     assert_eq!(code, Some(99), "{text}");
     assert!(text.contains("reset"), "{text}");
     assert!(text.contains("requests failed"), "{text}");
+}
+
+/// Without `--max-inflight` a perf_analyzer-mode open loop keeps at most 64 requests in
+/// flight per worker: against a server that takes 100 ms per request at 2,000/s offered
+/// (200 would be in flight) the server never holds more than 64 connections, the sends wait
+/// and the report says so and names the flag.
+#[test]
+fn open_loop_default_cap_holds_past_capacity() {
+    let delay = server::Delay::Fixed(Duration::from_millis(100));
+    let server = start_server_with(vec![("simple".into(), delay)]);
+    let cfg = rate_config(&server, false, 2000.0, 300);
+    let (res, text, most) = run_watching(&server, &cfg);
+    assert!(res.error.is_none(), "{:?}\n{text}", res.error);
+    assert_eq!(res.points[0].client.request_count, 300, "{text}");
+    assert!(
+        (33..=65).contains(&most),
+        "most connections open at once: {most}"
+    );
+    assert!(
+        text.contains("raise it if the server can take more"),
+        "{text}"
+    );
 }

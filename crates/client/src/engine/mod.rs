@@ -12,7 +12,7 @@ pub mod pace;
 pub mod pool;
 pub mod seq_feed;
 pub mod sequence;
-mod share;
+pub mod share;
 pub mod slots;
 pub mod timer;
 pub mod turns;

@@ -81,6 +81,25 @@ fn ramp(load: &Load) -> Option<Ramp> {
 /// Connections (or gRPC slots) a paced worker opens before its first send; more open as
 /// sends come due with none free.
 const PACED_INITIAL_SLOTS: usize = 4;
+
+/// Open loop without `--max-inflight`, perf_analyzer mode: requests one worker may have in
+/// flight. Past the server's capacity every request beyond what keeps it busy only waits in
+/// its queue, and servers serve deep queues more slowly: nginx's fixed gRPC answers, offered
+/// 160k/s from one worker, came back at 82.8k/s with 64 in flight (h2load's closed loop at
+/// 64 streams: 85.4k/s), 72.8k/s with 128, 46k/s with 1,024. The sends that find no free slot
+/// wait and count as late, and the report says so.
+pub const PA_MAX_INFLIGHT: usize = 64;
+
+/// The per-worker in-flight cap of an open loop without `--max-inflight`: `PA_MAX_INFLIGHT`
+/// in perf_analyzer mode; `profile` (keep-going), whose LLM requests last seconds, keeps
+/// the engine's larger bound.
+fn default_cap(spec: &EngineSpec) -> usize {
+    if spec.keep_going {
+        super::pool::DEFAULT_MAX_INFLIGHT
+    } else {
+        PA_MAX_INFLIGHT
+    }
+}
 /// Sends start this long after the engine starts, so every worker is ready for the first.
 const PACED_LEAD_NS: u64 = 2_000_000;
 
@@ -118,9 +137,9 @@ fn worker_shares(spec: &EngineSpec, load: &Load) -> Vec<(usize, Option<Pace>)> {
                 .into_iter()
                 .enumerate()
                 .map(|(i, plan)| {
-                    let cap = caps.as_ref().map(|c| c[i] as usize);
-                    let slots = cap.map_or(PACED_INITIAL_SLOTS, |c| c.min(PACED_INITIAL_SLOTS));
-                    (slots, Some(Pace::new(plan, origin_ns, cap)))
+                    let cap = caps.as_ref().map_or(default_cap(spec), |c| c[i] as usize);
+                    let slots = cap.min(PACED_INITIAL_SLOTS);
+                    (slots, Some(Pace::new(plan, origin_ns, Some(cap))))
                 })
                 .collect()
         }

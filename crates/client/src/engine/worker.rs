@@ -30,12 +30,6 @@ const TIMER: Token = Token(usize::MAX - 1);
 const PUBLISH_EVERY: Duration = Duration::from_millis(1);
 /// Batched reads: a shorter sleep than this costs more than it gathers.
 const MIN_NAP: Duration = Duration::from_micros(50);
-/// Open loop: a send due sooner than this is waited for by polling the sockets without
-/// sleeping, not by the timer. Arming a kernel timer and being woken by it costs several
-/// µs (in a VM every re-arm of the hardware timer traps to the hypervisor), more than the
-/// gap between sends at rates above 1/SPIN per worker, where polling keeps the core busy
-/// with useful work anyway.
-const SPIN_NS: u64 = 25_000;
 
 /// What the coordinator asks of a worker.
 pub enum Command {
@@ -124,8 +118,6 @@ pub struct Worker<P: Pool> {
     error_published: bool,
     /// Open loop: wakes the loop when the next send is due.
     timer: Option<Timer>,
-    /// Open loop: the next send is due within `SPIN_NS`, so the loop polls without sleeping.
-    spin: bool,
     cpu_mark: u64,
     shared: Arc<Shared>,
     out: Sender<Batch>,
@@ -178,7 +170,6 @@ impl<P: Pool> Worker<P> {
             sink,
             error_published: false,
             timer: None,
-            spin: false,
             cpu_mark: thread_cpu_ns(),
             read_batch: p.read_batch,
             deadlines,
@@ -220,9 +211,6 @@ impl<P: Pool> Worker<P> {
             }
             let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             let mut timeout = timeout.map(|t| t.min(Duration::from_millis(10)));
-            if self.spin {
-                timeout = Some(Duration::ZERO);
-            }
             if watching || self.sink.in_flight > 0 {
                 // Wake for the next sweep even when every request has stalled (measured
                 // from the last wake-up: no clock read for it).
@@ -359,13 +347,10 @@ impl<P: Pool> Worker<P> {
         self.pool.fill(&mut cx);
         // A send that is already due found no free slot: the completion or connect that
         // frees one calls `fill` again, so the timer is only for sends still ahead.
-        self.spin = false;
         if let (Some(timer), Some(due)) = (&mut self.timer, self.feed.next_due_ns()) {
             let now = self.clock.now_ns();
-            if due > now + SPIN_NS {
+            if due > now {
                 timer.arm(due, due - now);
-            } else if due > now {
-                self.spin = true;
             }
         }
     }

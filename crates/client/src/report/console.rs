@@ -291,9 +291,11 @@ fn send_rate_lines(s: &ScheduleStats) -> String {
             out,
             "    [WARNING] inferperf did not keep the schedule: {:.2}% of the requests were \
              sent over 1 ms late (send lag p99 {} usec). Trust the latency from the intended \
-             send time below.",
+             send time below. Sends wait while --max-inflight requests are in flight (default \
+             {} per worker): raise it if the server can take more at once.",
             s.late_pct,
-            us(s.lag_p99_ns)
+            us(s.lag_p99_ns),
+            crate::engine::share::PA_MAX_INFLIGHT
         );
     }
     out
