@@ -9,30 +9,22 @@ use std::time::Duration;
 use crate::common;
 
 use common::*;
-use inferperf::config::{LoadMode, Protocol, RateRange};
+use inferperf::config::Protocol;
 use inferperf::server;
 use inferperf::server::fault::{FaultConfig, FaultMode};
 
-/// A request-rate config against `addr` (`grpc` picks the protocol).
+/// A request-rate config for one worker (`grpc` picks the protocol).
 fn rate_config(
     server: &server::ServerHandle,
     grpc: bool,
     rate: f64,
     count: u64,
 ) -> inferperf::config::Config {
-    let mut cfg = quick_config(server, "simple", 50);
+    let mut cfg = crate::run_rate::rate_config(server, rate, count);
     if grpc {
         cfg.url = server.grpc_addr.unwrap().to_string();
         cfg.protocol = Protocol::Grpc;
     }
-    cfg.load_mode = LoadMode::RequestRate;
-    cfg.request_rate = RateRange {
-        start: rate,
-        end: rate,
-        step: 1.0,
-    };
-    cfg.request_count = count;
-    cfg.async_mode = true;
     cfg.max_threads = Some(1);
     cfg
 }

@@ -8,7 +8,7 @@ use common::*;
 use inferperf::config::{Distribution, LoadMode, RateRange};
 use inferperf::report::LoadValue;
 
-fn rate_config(
+pub(crate) fn rate_config(
     server: &inferperf::server::ServerHandle,
     rate: f64,
     count: u64,

@@ -206,12 +206,7 @@ pub fn establish<P: Pool>(
 
 /// Hands a connection's event to the pool; the pacer learns whether it opened.
 fn on_event<P: Pool>(p: &mut Parts<'_, P>, pacer: &mut Pacer, ev: &mio::event::Event) {
-    let closed = ev.is_read_closed() || ev.is_error();
-    let ready = Ready {
-        writable: ev.is_writable(),
-        readable: ev.is_readable() || closed,
-        closed,
-    };
+    let ready = Ready::of(ev);
     let mut cx = Cx {
         registry: p.poll.registry(),
         clock: p.clock,

@@ -59,6 +59,18 @@ pub struct Ready {
     pub closed: bool,
 }
 
+impl Ready {
+    /// What a readiness event says about its socket (a close or error reads as readable).
+    pub fn of(ev: &mio::event::Event) -> Ready {
+        let closed = ev.is_read_closed() || ev.is_error();
+        Ready {
+            writable: ev.is_writable(),
+            readable: ev.is_readable() || closed,
+            closed,
+        }
+    }
+}
+
 /// What a pool may touch while it handles an event.
 pub struct Cx<'a> {
     pub registry: &'a Registry,

@@ -293,12 +293,7 @@ impl<P: Pool> Worker<P> {
                     t.fired();
                 }
             } else {
-                let closed = ev.is_read_closed() || ev.is_error();
-                let ready = Ready {
-                    writable: ev.is_writable(),
-                    readable: ev.is_readable() || closed,
-                    closed,
-                };
+                let ready = Ready::of(ev);
                 let mut cx = Cx {
                     registry: self.poll.registry(),
                     clock: &self.clock,
