@@ -13,6 +13,7 @@ pub mod pool;
 pub mod seq_feed;
 pub mod sequence;
 pub mod share;
+mod sink;
 pub mod slots;
 pub mod timer;
 pub mod turns;

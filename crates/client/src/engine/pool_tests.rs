@@ -1,6 +1,7 @@
 //! Unit tests of the pool's feed and sink.
 
 use super::*;
+use crate::measure::FailKind;
 
 #[test]
 fn feed_cycles_steps_and_spends_the_budget() {
@@ -118,4 +119,31 @@ fn sink_keeps_bodies_only_when_asked() {
     let mut plain = Sink::new(Vec::new(), false);
     plain.finish(RequestRecord::default(), b"abc");
     assert!(plain.bodies.is_empty());
+}
+
+#[test]
+fn open_loop_rides_out_connection_losses_up_to_the_limit() {
+    let mut sink = Sink::new(Vec::new(), false);
+    sink.ride_out = true;
+    // A reply the server answered wrongly is not a lost connection: it fails as always.
+    assert!(!sink.rides_out(FailKind::Status));
+    for _ in 0..RIDE_OUT_LIMIT - 1 {
+        sink.fail(FailKind::Reset, "reset".into());
+    }
+    // A success in between starts the count again.
+    sink.started();
+    let ok = RequestRecord {
+        ok: true,
+        ..RequestRecord::default()
+    };
+    sink.finish(ok, &[]);
+    for _ in 0..RIDE_OUT_LIMIT {
+        sink.fail(FailKind::Closed, "closed".into());
+    }
+    assert!(!sink.failed && sink.error.is_none());
+    assert_eq!(sink.tally.total(), u64::from(2 * RIDE_OUT_LIMIT - 1));
+    // One loss too many: the server is gone, the run fails.
+    sink.fail(FailKind::Reset, "reset".into());
+    assert!(sink.failed);
+    assert_eq!(sink.error.as_deref(), Some("reset"));
 }
