@@ -5,6 +5,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread;
 
+use crate::common::export_latencies;
 use inferperf::config::{ConcurrencyRange, Config, MeasurementMode};
 use inferperf::mpi::local::LocalWorld;
 use inferperf::mpi::run::run_rank;
@@ -58,23 +59,6 @@ fn start_server() -> server::ServerHandle {
         ..ServeConfig::default()
     })
     .unwrap()
-}
-
-/// Latencies (ns) of every request in a profile export, sorted.
-fn export_latencies(path: &std::path::Path) -> Vec<u64> {
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let mut lat: Vec<u64> = doc["experiments"][0]["requests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let sent = r["timestamp"].as_u64().unwrap();
-            r["response_timestamps"][0].as_u64().unwrap() - sent
-        })
-        .collect();
-    lat.sort_unstable();
-    lat
 }
 
 #[test]

@@ -8,20 +8,6 @@ use crate::common::*;
 use inferperf::config::ConcurrencyRange;
 use inferperf::server::Delay;
 
-/// Every request's latency (ns) in a profile export, sorted.
-fn export_latencies(path: &std::path::Path) -> Vec<u64> {
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let mut lat: Vec<u64> = doc["experiments"][0]["requests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["response_timestamps"][0].as_u64().unwrap() - r["timestamp"].as_u64().unwrap())
-        .collect();
-    lat.sort_unstable();
-    lat
-}
-
 /// perf_analyzer's nearest rank over sorted samples.
 fn nearest(sorted: &[u64], p: u32) -> u64 {
     sorted[(f64::from(p) / 100.0 * (sorted.len() - 1) as f64 + 0.5) as usize]

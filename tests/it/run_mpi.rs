@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::mpi::{build_stub, launch, mpirun, run_bounded};
-use common::{model_counters, start_server, temp_dir};
+use common::{export_latencies, model_counters, start_server, temp_dir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_inferperf");
 
@@ -30,25 +30,6 @@ fn show(o: &Output) -> String {
 /// The stand-in built into `dir`, or `None` (test skipped) without gcc.
 fn stub(dir: &Path) -> Option<PathBuf> {
     build_stub(&dir.join("stub"))
-}
-
-/// Sorted latencies (ns) of every request in a profile export.
-fn export_latencies(path: &Path) -> Vec<u64> {
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let mut lat: Vec<u64> = doc["experiments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|e| e["requests"].as_array().unwrap().iter())
-        .map(|r| {
-            let sent = r["timestamp"].as_u64().unwrap();
-            let last = r["response_timestamps"].as_array().unwrap().last().unwrap();
-            last.as_u64().unwrap() - sent
-        })
-        .collect();
-    lat.sort_unstable();
-    lat
 }
 
 /// The CSV's first data row as (header, value) pairs.

@@ -132,3 +132,23 @@ pub fn spawn_serve_grpc() -> (Child, String, String) {
     let grpc = grpc_address_of(&line).expect("serve prints its gRPC address");
     (child, http, grpc)
 }
+
+/// Every request's latency (ns) in a profile export, sorted: from its send to its last
+/// response, over every experiment.
+pub fn export_latencies(path: &std::path::Path) -> Vec<u64> {
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut lat: Vec<u64> = doc["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|e| e["requests"].as_array().unwrap().iter())
+        .map(|r| {
+            let sent = r["timestamp"].as_u64().unwrap();
+            let last = r["response_timestamps"].as_array().unwrap().last().unwrap();
+            last.as_u64().unwrap() - sent
+        })
+        .collect();
+    lat.sort_unstable();
+    lat
+}

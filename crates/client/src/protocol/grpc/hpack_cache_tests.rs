@@ -3,6 +3,7 @@
 //! depend on the table is decoded again once the table changed.
 
 use super::hpack::{Decoder, HpackError};
+use super::hpack_tests::{decode, owned, table_of};
 
 type Fields = Vec<(String, String)>;
 
@@ -16,36 +17,6 @@ fn hex(digits: &str) -> Vec<u8> {
     (0..digits.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap())
-        .collect()
-}
-
-fn decode(decoder: &mut Decoder, block: &[u8]) -> Result<Fields, HpackError> {
-    let mut fields = Vec::new();
-    decoder.decode(block, |name, value| {
-        fields.push((
-            String::from_utf8_lossy(name).into_owned(),
-            String::from_utf8_lossy(value).into_owned(),
-        ));
-    })?;
-    Ok(fields)
-}
-
-fn table_of(decoder: &Decoder) -> Fields {
-    (0..decoder.dynamic_table_len())
-        .map(|i| {
-            let (n, v) = decoder.dynamic_entry(i).unwrap();
-            (
-                String::from_utf8_lossy(n).into_owned(),
-                String::from_utf8_lossy(v).into_owned(),
-            )
-        })
-        .collect()
-}
-
-fn owned(pairs: &[(&str, &str)]) -> Fields {
-    pairs
-        .iter()
-        .map(|&(n, v)| (n.to_string(), v.to_string()))
         .collect()
 }
 

@@ -14,7 +14,7 @@ fn hex(dump: &str) -> Vec<u8> {
 
 type Fields = Vec<(String, String)>;
 
-fn decode(decoder: &mut Decoder, block: &[u8]) -> Result<Fields, HpackError> {
+pub(super) fn decode(decoder: &mut Decoder, block: &[u8]) -> Result<Fields, HpackError> {
     let mut fields = Vec::new();
     decoder.decode(block, |name, value| {
         fields.push((
@@ -25,14 +25,14 @@ fn decode(decoder: &mut Decoder, block: &[u8]) -> Result<Fields, HpackError> {
     Ok(fields)
 }
 
-fn owned(pairs: &[(&str, &str)]) -> Fields {
+pub(super) fn owned(pairs: &[(&str, &str)]) -> Fields {
     pairs
         .iter()
         .map(|&(n, v)| (n.to_string(), v.to_string()))
         .collect()
 }
 
-fn table_of(decoder: &Decoder) -> Fields {
+pub(super) fn table_of(decoder: &Decoder) -> Fields {
     (0..decoder.dynamic_table_len())
         .map(|i| {
             let (n, v) = decoder.dynamic_entry(i).unwrap();
