@@ -15,7 +15,8 @@
 #              of one HTTP/2 connection in sync and async mode alike (up to 100 per connection;
 #              checked with strace: one connect to the server besides the setup connection for
 #              C = 1, 4, 64), so every gRPC cell compares against h2load -c1 -mC.
-#        perf_analyzer (PA=, default /tmp/peers/bin/perf_analyzer) runs the async cells with the
+#        perf_analyzer (PA=: the wrapper ../shared/bench/setup-peers.sh prints as its last line;
+#        default: perf_analyzer on PATH, cells left out without one) runs the async cells with the
 #        same flags as inferperf; its sync mode is one thread per request in flight, not a
 #        client doing only send/receive, so those cells leave it out.
 #   b. Open loop: inferperf --request-rate-range R --request-count R*OPEN_S over HTTP and gRPC at
@@ -32,7 +33,8 @@
 # RATES (open-loop rates, "20000 50000 auto"; empty skips part b), OPEN_S (seconds of requests
 # per open-loop run, 2), OVERLOAD (rate for `auto` without part a, 160000), WRK_S (wrk seconds
 # per cell, 2), TIMEOUT (seconds per run, 60), PA_TIMEOUT (per perf_analyzer run, 30: its gRPC
-# async mode sometimes stalls against nginx and then shows as "rc 124"), LOG_DIR (raw outputs; a new /tmp/bare-clients.*).
+# async mode sometimes stalls against nginx and then shows as "rc 124"), LOG_DIR (raw outputs; default a new bare-clients.* folder
+# under $TMPDIR).
 #
 # nginx: used as it is when it already answers on 127.0.0.1:NGINX_PORT/NGINX_GRPC_PORT (18090,
 # 18091) and left running; otherwise started on those ports pinned to the last core, in a run
@@ -49,14 +51,14 @@ fi
 [ -f "$BENCH/start-nginx.sh" ] && [ -f "$BENCH/wrk-post.lua" ] ||
   { echo "no shared bench folder at $BENCH (set BENCH=)" >&2; exit 1; }
 INFERPERF=${INFERPERF:-$ROOT/target/release/inferperf}
-PA=${PA:-/tmp/peers/bin/perf_analyzer}
+PA=${PA:-$(command -v perf_analyzer || true)}
 N=${N:-20000}
 OPEN_S=${OPEN_S:-2}
 OVERLOAD=${OVERLOAD:-160000}
 WRK_S=${WRK_S:-2}
 TIMEOUT=${TIMEOUT:-60}
 PA_TIMEOUT=${PA_TIMEOUT:-30}
-LOG_DIR=${LOG_DIR:-$(mktemp -d /tmp/bare-clients.XXXXXX)}
+LOG_DIR=${LOG_DIR:-$(mktemp -d -t bare-clients.XXXXXX)}
 ALL_CELLS=""
 for proto in http grpc; do for mode in sync async; do for c in 1 4 16 64; do
   ALL_CELLS+="$proto:$mode:$c "

@@ -269,9 +269,7 @@ fn fault_reply(s: &mut TcpStream, req: &Request, head: &str, body: &[u8], sh: &S
             sh.refused.store(true, std::sync::atomic::Ordering::Relaxed);
             Keep::Close
         }
-        FaultMode::Reset | FaultMode::CloseMidBody | FaultMode::StallBody => {
-            half_body(s, head, body, sh)
-        }
+        FaultMode::CloseMidBody | FaultMode::StallBody => half_body(s, head, body, sh),
         FaultMode::StallHead => {
             io::hold(s, sh);
             Keep::Gone
