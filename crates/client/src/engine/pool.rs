@@ -171,13 +171,6 @@ impl Send {
     }
 }
 
-/// Open loop without `--max-inflight`: requests one worker may have in flight. Past the
-/// server's capacity the sends that find no free slot wait and are counted late, so memory
-/// and connections stay bounded and the server is not pushed into thousands of queued
-/// requests it serves more slowly (each is a connection over HTTP/1.1; over gRPC at most
-/// 100 streams share a connection).
-pub const DEFAULT_MAX_INFLIGHT: usize = 2048;
-
 /// The requests to send: which input step comes next, and how many may still start.
 pub struct Feed {
     pub requests: Arc<Vec<Vec<u8>>>,
@@ -389,12 +382,10 @@ impl Feed {
         self.pace.as_ref().and_then(Pace::due_ns)
     }
 
-    /// Open loop, and how many requests this worker may have in flight: its share of
-    /// `--max-inflight`, or `DEFAULT_MAX_INFLIGHT`.
+    /// Open loop, and how many requests this worker may have in flight (`None`: no cap;
+    /// the engine always sets one, see `share::default_cap`).
     pub fn open_loop(&self) -> Option<Option<usize>> {
-        self.pace
-            .as_ref()
-            .map(|p| Some(p.max_inflight.unwrap_or(DEFAULT_MAX_INFLIGHT)))
+        self.pace.as_ref().map(|p| p.max_inflight)
     }
 
     /// Periodic concurrency: the ramp allows another request now (a new slot may open).

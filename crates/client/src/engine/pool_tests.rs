@@ -102,8 +102,7 @@ fn paced_feed_hands_out_sends_only_when_due() {
         Some(1030)
     );
     assert!(feed.exhausted(), "a fixed schedule ends");
-    // No --max-inflight: the default cap.
-    assert_eq!(feed.open_loop(), Some(Some(DEFAULT_MAX_INFLIGHT)));
+    assert_eq!(feed.open_loop(), Some(None));
 }
 
 #[test]

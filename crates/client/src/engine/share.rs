@@ -90,12 +90,16 @@ const PACED_INITIAL_SLOTS: usize = 4;
 /// wait and count as late, and the report says so.
 pub const PA_MAX_INFLIGHT: usize = 64;
 
+/// Open loop without `--max-inflight`, `profile`: requests one worker may have in flight.
+/// LLM requests last seconds, so many are in flight at moderate rates; the bound keeps
+/// memory and connections finite (each is a connection over HTTP/1.1).
+const PROFILE_MAX_INFLIGHT: usize = 2048;
+
 /// The per-worker in-flight cap of an open loop without `--max-inflight`: `PA_MAX_INFLIGHT`
-/// in perf_analyzer mode; `profile` (keep-going), whose LLM requests last seconds, keeps
-/// the engine's larger bound.
+/// in perf_analyzer mode, `PROFILE_MAX_INFLIGHT` in `profile` (keep-going).
 fn default_cap(spec: &EngineSpec) -> usize {
     if spec.keep_going {
-        super::pool::DEFAULT_MAX_INFLIGHT
+        PROFILE_MAX_INFLIGHT
     } else {
         PA_MAX_INFLIGHT
     }
