@@ -42,7 +42,7 @@ const fn counter(id: &'static str, title: &'static str, unit: &'static str) -> M
 }
 
 /// Every metric, in report order; [`Source::metric`] indexes this.
-pub const METRICS: [Metric; 17] = [
+pub const METRICS: [Metric; 19] = [
     gauge("gpu_utilization", "GPU Utilization", "%"),
     gauge("gpu_power_usage", "GPU Power Usage", "W"),
     gauge("gpu_power_limit", "GPU Power Limit", "W"),
@@ -60,6 +60,8 @@ pub const METRICS: [Metric; 17] = [
     counter("prefix_cache_queries", "Prefix Cache Queries", "tokens"),
     counter("prefix_cache_hits", "Prefix Cache Hits", "tokens"),
     counter("num_preemptions", "Preemptions", "count"),
+    gauge("cpu_utilization", "CPU Utilization", "%"),
+    gauge("cpu_memory_used", "CPU Memory Used", "GB"),
 ];
 
 /// Index into [`METRICS`] by id (the ids are constants, so a miss is a programming error
@@ -104,6 +106,7 @@ pub struct Source {
 
 const TRITON_GPU: &[&str] = &["gpu_uuid"];
 const TRITON_MODEL: &[&str] = &["model"];
+const NONE: &[&str] = &[];
 const VLLM: &[&str] = &["model_name", "engine"];
 const DCGM_GPU: &[&str] = &["UUID", "gpu"];
 const BYTES_TO_GB: f64 = 1e-9;
@@ -119,7 +122,7 @@ const fn src(name: &'static str, id: &str, scale: f64, labels: &'static [&'stati
 }
 
 /// Every recognised name.
-pub const SOURCES: [Source; 27] = [
+pub const SOURCES: [Source; 29] = [
     // Triton (GPU gauges in fractions, watts, bytes; energy in joules; per-model counters).
     src("nv_gpu_utilization", "gpu_utilization", 100.0, TRITON_GPU),
     src("nv_gpu_power_usage", "gpu_power_usage", 1.0, TRITON_GPU),
@@ -159,6 +162,14 @@ pub const SOURCES: [Source; 27] = [
         "num_requests_waiting",
         1.0,
         TRITON_MODEL,
+    ),
+    // Triton without a GPU reports the host instead.
+    src("nv_cpu_utilization", "cpu_utilization", 100.0, NONE),
+    src(
+        "nv_cpu_memory_used_bytes",
+        "cpu_memory_used",
+        BYTES_TO_GB,
+        NONE,
     ),
     // vLLM (KV-cache usage as a fraction; both the old and the new names).
     src("vllm:kv_cache_usage_perc", "kv_cache_usage", 100.0, VLLM),

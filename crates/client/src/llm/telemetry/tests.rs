@@ -44,6 +44,7 @@ fn the_three_servers_read_as_the_same_metrics() {
         DCGM_FI_DEV_FB_USED{gpu=\"1\",UUID=\"GPU-b\"} 1024\n\
         DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"2\"} 5000\n\
         DCGM_FI_DEV_POWER_USAGE{gpu=\"1\",UUID=\"GPU-b\"} NaN\n\
+        nv_cpu_utilization 0.25\n\
         other_metric 1\n";
     let r = readings(&parse(page.as_bytes()).unwrap());
     let get = |id: &str, series: &str| {
@@ -71,7 +72,12 @@ fn the_three_servers_read_as_the_same_metrics() {
         "mJ to J, series by gpu index"
     );
     assert_eq!(get("gpu_power_usage", "GPU-b"), None, "NaN skipped");
-    assert_eq!(r.len(), 7);
+    assert_eq!(
+        get("cpu_utilization", ""),
+        Some(25.0),
+        "no label: one series"
+    );
+    assert_eq!(r.len(), 8);
 }
 
 #[test]
