@@ -222,3 +222,37 @@ fn metrics_style_serves_vllm_names_at_metrics() {
     );
     server.stop();
 }
+
+#[test]
+fn a_silent_endpoint_times_out_and_the_run_goes_on() {
+    let server = start_llm(0, 1, 1);
+    let dir = temp_dir("profile-telemetry-silent");
+    // Connections queue in the backlog and never get an answer.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("{}/metrics", silent.local_addr().unwrap());
+    let args = [
+        "--request-count",
+        "4",
+        "--concurrency",
+        "2",
+        "--output-tokens-mean",
+        "2",
+        "--synthetic-input-tokens-mean",
+        "8",
+        "--server-metrics-url",
+        &url,
+    ];
+    let (outcomes, stdout) = profile(&server, &dir, &args).unwrap();
+    assert_eq!(outcomes[0].requests.len(), 4);
+    assert!(outcomes[0].requests.iter().all(|r| r.ok()));
+    let e = &outcomes[0].telemetry.as_ref().unwrap().endpoints[0];
+    assert_eq!((e.scrapes, e.series.len()), (0, 0));
+    assert!(
+        e.failed >= 2,
+        "the scrapes before and after timed out: {}",
+        e.failed
+    );
+    assert!(stdout.contains("no recognised metrics"), "{stdout}");
+    drop(silent);
+    server.stop();
+}

@@ -133,12 +133,22 @@ impl Telemetry {
         })))
     }
 
-    /// Starts scraping every endpoint for one load point: the first scrape of each is done
-    /// when this returns.
+    /// Starts scraping every endpoint for one load point, each on its own thread: the first
+    /// scrape of each is done when this returns (they run side by side, so a slow endpoint
+    /// delays the start by one scrape timeout at most).
     pub fn start(self: &Arc<Self>, clock: Clock) -> Scraping {
-        let pollers = (0..self.endpoints.len())
-            .map(|i| Poller::start(Arc::clone(self), i, clock))
+        let (ready, first_done) = bounded::<()>(self.endpoints.len());
+        let pollers: Vec<Poller> = (0..self.endpoints.len())
+            .map(|i| Poller::start(Arc::clone(self), i, clock, ready.clone()))
             .collect();
+        drop(ready);
+        let deadline = Instant::now() + SCRAPE_TIMEOUT * 2;
+        for _ in &pollers {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if first_done.recv_timeout(left).is_err() {
+                break;
+            }
+        }
         Scraping {
             telemetry: Arc::clone(self),
             pollers,
@@ -226,22 +236,20 @@ pub fn parse_endpoint(flag: &str, raw: &str) -> Result<Endpoint> {
 /// One endpoint's scraping thread.
 struct Poller {
     stop: Option<Sender<()>>,
-    thread: Option<std::io::Result<JoinHandle<Store>>>,
-    /// Kept when the thread could not start, so the first scrape still reports.
-    spare: Store,
+    thread: Option<JoinHandle<Store>>,
 }
 
 impl Poller {
-    fn start(t: Arc<Telemetry>, i: usize, clock: Clock) -> Poller {
-        let mut client = None;
-        let mut store = Store::default();
-        let mut last = Instant::now();
-        t.scrape(i, &mut client, &clock, &mut store);
+    /// Starts endpoint `i`'s thread, which scrapes at once and then tells `ready`.
+    fn start(t: Arc<Telemetry>, i: usize, clock: Clock, ready: Sender<()>) -> Poller {
         let (stop, stopped) = bounded::<()>(1);
-        let spare = store.clone();
         let thread = std::thread::Builder::new()
             .name("inferperf-telemetry".into())
             .spawn(move || {
+                let (mut client, mut store) = (None, Store::default());
+                let mut last = Instant::now();
+                t.scrape(i, &mut client, &clock, &mut store);
+                let _ = ready.send(());
                 loop {
                     let wait = t.interval.saturating_sub(last.elapsed());
                     if stopped.recv_timeout(wait) != Err(RecvTimeoutError::Timeout) {
@@ -254,18 +262,20 @@ impl Poller {
                 t.scrape(i, &mut client, &clock, &mut store);
                 store
             });
+        if let Err(e) = &thread {
+            eprintln!("WARNING: cannot start a telemetry thread ({e}); no telemetry this profile");
+        }
         Poller {
             stop: Some(stop),
-            thread: Some(thread),
-            spare,
+            thread: thread.ok(),
         }
     }
 
     fn finish(mut self) -> Store {
         self.stop.take();
         match self.thread.take() {
-            Some(Ok(handle)) => handle.join().unwrap_or_default(),
-            _ => std::mem::take(&mut self.spare),
+            Some(handle) => handle.join().unwrap_or_default(),
+            None => Store::default(),
         }
     }
 }
