@@ -14,6 +14,7 @@ pub mod input_file;
 pub mod kserve;
 pub mod payload;
 pub mod runner;
+pub mod telemetry;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -64,6 +65,8 @@ pub struct PointOutcome {
     pub point: LoadPoint,
     pub dir: PathBuf,
     pub requests: Vec<LlmRequest>,
+    /// `--server-metrics-url` / `--gpu-telemetry`: what the endpoints reported.
+    pub telemetry: Option<telemetry::Report>,
 }
 
 /// Runs every load point of `cfg`, printing each point's table to `out`.
@@ -82,8 +85,11 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
     let spec = engine_spec(cfg, requests, grpc)?;
     let goodput = crate::measure::llm::goodput::parse(&cfg.args.goodput)?;
     let mut outcomes = Vec::new();
+    let scrape = telemetry::Telemetry::from_args(&cfg.args.telemetry)?;
     for &point in &cfg.points {
+        let scraping = scrape.as_ref().map(|t| t.start(spec.clock));
         let run = runner::run_point(&spec, cfg, point)?;
+        let telemetry = scraping.map(|s| s.finish((run.start_ns, run.end_ns)));
         let count = |t: &str| tokenizer.count(t) as u64;
         let chunk_counts = ChunkCounts::default();
         let count_chunk = |t: &str| chunk_counts.get(t, |t| tokenizer.count_chunk(t) as u64);
@@ -114,9 +120,16 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         if cfg.args.streaming {
             let _ = out.write_all(shared_reads_line(&requests).as_bytes());
         }
+        if let Some(t) = &telemetry {
+            let _ = out.write_all(t.console().as_bytes());
+        }
         write_point(
             cfg, point, &dir, &run, &payloads, &bodies, &requests, &metrics,
         )?;
+        if let Some(t) = &telemetry {
+            let names = export::ExportNames::from_export_file(&cfg.args.profile_export_file);
+            telemetry::add_to_summary(&dir.join(names.genai_perf_json), t)?;
+        }
         let _ = writeln!(out, "Results in {}", dir.display());
         let summary = run.fails.summary(run.records.len() as u64);
         if !requests.is_empty() && requests.iter().all(|r| !r.ok()) {
@@ -140,6 +153,7 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
             point,
             dir,
             requests,
+            telemetry,
         });
         if interrupted {
             break;

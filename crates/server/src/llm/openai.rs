@@ -131,6 +131,9 @@ pub fn start_generation(
     out: &mut Vec<u8>,
 ) -> OaiReply {
     let log_id = state.log.begin();
+    state
+        .load
+        .admit(req.prompt_tokens, u64::from(req.max_tokens));
     let prefix = match req.endpoint {
         Endpoint::Chat => "chatcmpl",
         Endpoint::Completions => "cmpl",

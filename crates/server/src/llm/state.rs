@@ -58,6 +58,8 @@ pub struct OpenAiState {
     /// The served model name (`cfg.model`), shared by every answer.
     pub model: Arc<str>,
     pub log: TokenLog,
+    /// Generation requests in flight and ended, and their tokens (the `/metrics` pages).
+    pub load: Arc<super::load::LlmLoad>,
 }
 
 impl Default for OpenAiState {
@@ -66,6 +68,7 @@ impl Default for OpenAiState {
             cfg: OpenAiConfig::default(),
             model: Arc::from(DEFAULT_OPENAI_MODEL),
             log: TokenLog::new(TOKEN_LOG_REQUESTS),
+            load: Default::default(),
         }
     }
 }
@@ -90,6 +93,7 @@ impl OpenAiState {
             model: Arc::from(cfg.model.as_str()),
             cfg,
             log: TokenLog::new(TOKEN_LOG_REQUESTS),
+            load: Default::default(),
         })
     }
 }
