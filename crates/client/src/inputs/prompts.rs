@@ -274,7 +274,9 @@ fn corpus_of(tokenizer: &Tokenizer) -> Arc<Corpus> {
     let spans = tokenizer.encode_spans(text);
     let forward = spans.len() == ids.len()
         && spans.iter().all(|&(s, e)| s <= e && e <= text.len())
-        && spans.windows(2).all(|w| w[0].1 <= w[1].1 && w[0].0 <= w[1].0)
+        && spans
+            .windows(2)
+            .all(|w| w[0].1 <= w[1].1 && w[0].0 <= w[1].0)
         && spans.last().is_some_and(|&(_, e)| e > 0);
     let corpus = Arc::new(Corpus {
         ids,
@@ -414,10 +416,8 @@ mod tests {
     /// ids are joined with spaces, so decoding never gives back a text of the same length
     /// (every `[UNK]` decodes to the text `[UNK]`, three tokens).
     pub(crate) fn whitespace_unk_tokenizer(tag: &str) -> Tokenizer {
-        let dir = std::env::temp_dir().join(format!(
-            "inferperf-prompts-{tag}-{}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("inferperf-prompts-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let json = r#"{"version": "1.0", "truncation": null, "padding": null,
           "added_tokens": [],
@@ -441,7 +441,11 @@ mod tests {
     fn exact_input_lengths_when_decoding_is_lossy() {
         let tk = whitespace_unk_tokenizer("lossy");
         let decoded = tk.decode_lossy(&tk.encode("the love of thee"));
-        assert_ne!(tk.count(&decoded), 7, "the decode round trip is lossy: {decoded:?}");
+        assert_ne!(
+            tk.count(&decoded),
+            7,
+            "the decode round trip is lossy: {decoded:?}"
+        );
         let lengths = [1usize, 2, 3, 5, 8, 13, 64, 100, 191, 256, 1000, 4000];
         let mut wrong = Vec::new();
         for seed in 0..24u64 {
