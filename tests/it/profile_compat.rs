@@ -26,10 +26,13 @@ use serde_json::{json, Value};
 /// A relay never lives longer than this.
 const RELAY_LIFETIME: Duration = Duration::from_secs(60);
 
+/// The bytes a client sent on one connection.
+type SentLog = Arc<Mutex<Vec<u8>>>;
+
 /// Forwards every connection to `upstream` and keeps the bytes each client sent.
 struct Relay {
     addr: SocketAddr,
-    sent: Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>>,
+    sent: Arc<Mutex<Vec<SentLog>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -38,7 +41,7 @@ impl Relay {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
-        let sent: Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>> = Arc::default();
+        let sent: Arc<Mutex<Vec<SentLog>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (kept, halt) = (sent.clone(), stop.clone());
         std::thread::spawn(move || {
@@ -70,7 +73,7 @@ impl Drop for Relay {
     }
 }
 
-fn relay(client: TcpStream, upstream: SocketAddr, log: Arc<Mutex<Vec<u8>>>) {
+fn relay(client: TcpStream, upstream: SocketAddr, log: SentLog) {
     client.set_nonblocking(false).unwrap();
     let server = TcpStream::connect(upstream).unwrap();
     let (mut c_read, mut s_write) = (client.try_clone().unwrap(), server.try_clone().unwrap());
@@ -226,6 +229,29 @@ fn https_profile_reaches_the_server_and_reports_numbers() {
         "the server answered every request"
     );
     assert!(stdout.contains("Time To First Token (ms)"), "{stdout}");
+    // kserve over https: gRPC over TLS to the server's gRPC port.
+    let grpcs = format!("https://{}", server.grpc_addr.unwrap());
+    let (outcomes, _) = profile(
+        &dir,
+        &[
+            "-u",
+            &grpcs,
+            "--ssl-https-ca-certificates-file",
+            &ca,
+            "--endpoint-type",
+            "kserve",
+            "--streaming",
+            "--request-count",
+            "3",
+            "--output-tokens-mean",
+            "4",
+            "--tokenizer",
+            "cl100k_base",
+        ],
+    )
+    .unwrap();
+    assert!(outcomes[0].requests.iter().all(|r| r.ok() && r.osl == 4));
+    assert_eq!(server.token_times().len(), 9);
     // A CA that did not sign the server's certificate: the handshake fails, and says so.
     let other = pki.other_ca.display().to_string();
     let err = profile(
@@ -245,7 +271,7 @@ fn https_profile_reaches_the_server_and_reports_numbers() {
         "{}",
         err.msg
     );
-    assert_eq!(server.token_times().len(), 6, "nothing more was answered");
+    assert_eq!(server.token_times().len(), 9, "nothing more was answered");
     // A CA file that is not one: a usage error naming the flag and the file.
     let bad = pki.dir.join("bad-ca.pem");
     std::fs::write(&bad, "-----BEGIN CERTIFICATE-----\nnot base64!\n").unwrap();

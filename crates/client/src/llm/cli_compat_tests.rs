@@ -275,3 +275,33 @@ fn https_urls_build_a_tls_client_and_bad_files_name_the_flag() {
     ]);
     assert!(msg.contains("--ssl-https-private-key-file"), "{msg}");
 }
+
+/// No two flags share a name, alias or short letter (clap checks this only in debug builds,
+/// and the tests run optimised), and no refusal shadows a flag the parser knows.
+#[test]
+fn flag_names_are_unique_and_refusals_only_cover_unknown_flags() {
+    use clap::CommandFactory;
+    let cmd = super::super::cli::ProfileArgs::command();
+    let mut longs = std::collections::HashMap::new();
+    let mut shorts = std::collections::HashMap::new();
+    for arg in cmd.get_arguments() {
+        let id = arg.get_id().to_string();
+        for name in arg.get_long_and_visible_aliases().unwrap_or_default() {
+            if let Some(other) = longs.insert(format!("--{name}"), id.clone()) {
+                panic!("--{name} is both {other} and {id}");
+            }
+        }
+        for alias in arg.get_all_aliases().unwrap_or_default() {
+            longs.entry(format!("--{alias}")).or_insert(id.clone());
+        }
+        for short in arg.get_short_and_visible_aliases().unwrap_or_default() {
+            if let Some(other) = shorts.insert(short, id.clone()) {
+                panic!("-{short} is both {other} and {id}");
+            }
+        }
+    }
+    for flag in longs.keys() {
+        assert!(refusal(flag).is_none(), "{flag} is a flag and refused");
+    }
+    assert!(refusal("--input-dataset=x").is_some());
+}
