@@ -322,7 +322,7 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         }
     };
     cli_compat::check(&args.compat, endpoint_type)?;
-    measurement_interval(&mut args)?;
+    cli_compat::measurement_interval(&mut args)?;
     if args.compat.ui_type == Some(UiType::None) {
         args.quiet = true;
     }
@@ -353,7 +353,7 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         Some(e) => e.trim_start_matches('/').to_string(),
         None => endpoint_type.default_path(&models[0]),
     };
-    let (address, https) = server_address(args.url.as_deref(), endpoint_type)?;
+    let (address, https) = cli_compat::server_address(args.url.as_deref(), endpoint_type)?;
     let tls = cli_compat::tls(
         &args.compat,
         https,
@@ -592,61 +592,6 @@ fn load_points(args: &ProfileArgs) -> Vec<LoadPoint> {
     } else {
         vec![LoadPoint::Concurrency(1)]
     }
-}
-
-/// `--url` to host:port and whether it is `https://` (default port 443 then, else 80).
-fn server_address(url: Option<&str>, kind: EndpointType) -> Result<(String, bool)> {
-    let default = if kind == EndpointType::Kserve {
-        "localhost:8001"
-    } else {
-        "localhost:8000"
-    };
-    let url = url.unwrap_or(default);
-    let (rest, https) = match url.strip_prefix("https://") {
-        Some(rest) => (rest, true),
-        None => (url.strip_prefix("http://").unwrap_or(url), false),
-    };
-    if rest.contains("://") {
-        return Err(Error::usage(format!(
-            "profile: --url '{url}' must be host:port, http://host:port or https://host:port"
-        )));
-    }
-    let host = rest.split('/').next().unwrap_or("");
-    if host.is_empty() {
-        return Err(Error::usage(format!("profile: --url '{url}' has no host")));
-    }
-    let has_port = match host.rfind(']') {
-        Some(end) => host[end..].contains(':'),
-        None => host.contains(':'),
-    };
-    let port = if https { 443 } else { 80 };
-    let address = if has_port {
-        host.to_string()
-    } else {
-        format!("{host}:{port}")
-    };
-    Ok((address, https))
-}
-
-/// GenAI-Perf's `-p MS`: a time window of three intervals (what GenAI-Perf measures at the
-/// default stability), exclusive with `--request-count` as there.
-fn measurement_interval(args: &mut ProfileArgs) -> Result<()> {
-    let Some(ms) = args.compat.measurement_interval else {
-        return Ok(());
-    };
-    if ms == 0 {
-        return Err(Error::usage(
-            "profile: -p/--measurement-interval must be at least 1 ms",
-        ));
-    }
-    if args.request_count.is_some() || args.benchmark_duration.is_some() {
-        return Err(Error::usage(
-            "profile: -p/--measurement-interval sets the measurement window; give it, \
-             --request-count or --benchmark-duration, not two of them",
-        ));
-    }
-    args.benchmark_duration = Some(3.0 * ms as f64 / 1000.0);
-    Ok(())
 }
 
 /// `Name: value` (the colon is required; the name must be a token).

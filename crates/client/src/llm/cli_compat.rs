@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
 
+use super::cli::{EndpointType, ProfileArgs};
 use crate::error::{Error, Result};
 use crate::transport::{PemOrDer, TlsClient, TlsOptions};
 
@@ -87,6 +88,61 @@ pub struct CompatArgs {
     pub ssl_https_private_key_type: Option<String>,
 }
 
+/// `--url` to host:port and whether it is `https://` (default port 443 then, else 80).
+pub fn server_address(url: Option<&str>, kind: EndpointType) -> Result<(String, bool)> {
+    let default = if kind == EndpointType::Kserve {
+        "localhost:8001"
+    } else {
+        "localhost:8000"
+    };
+    let url = url.unwrap_or(default);
+    let (rest, https) = match url.strip_prefix("https://") {
+        Some(rest) => (rest, true),
+        None => (url.strip_prefix("http://").unwrap_or(url), false),
+    };
+    if rest.contains("://") {
+        return Err(Error::usage(format!(
+            "profile: --url '{url}' must be host:port, http://host:port or https://host:port"
+        )));
+    }
+    let host = rest.split('/').next().unwrap_or("");
+    if host.is_empty() {
+        return Err(Error::usage(format!("profile: --url '{url}' has no host")));
+    }
+    let has_port = match host.rfind(']') {
+        Some(end) => host[end..].contains(':'),
+        None => host.contains(':'),
+    };
+    let port = if https { 443 } else { 80 };
+    let address = if has_port {
+        host.to_string()
+    } else {
+        format!("{host}:{port}")
+    };
+    Ok((address, https))
+}
+
+/// GenAI-Perf's `-p MS`: a time window of three intervals (what GenAI-Perf measures at the
+/// default stability), exclusive with `--request-count` as there.
+pub fn measurement_interval(args: &mut ProfileArgs) -> Result<()> {
+    let Some(ms) = args.compat.measurement_interval else {
+        return Ok(());
+    };
+    if ms == 0 {
+        return Err(Error::usage(
+            "profile: -p/--measurement-interval must be at least 1 ms",
+        ));
+    }
+    if args.request_count.is_some() || args.benchmark_duration.is_some() {
+        return Err(Error::usage(
+            "profile: -p/--measurement-interval sets the measurement window; give it, \
+             --request-count or --benchmark-duration, not two of them",
+        ));
+    }
+    args.benchmark_duration = Some(3.0 * ms as f64 / 1000.0);
+    Ok(())
+}
+
 /// The version line `--version` prints.
 pub fn version_text() -> String {
     format!("inferperf {}\n", env!("CARGO_PKG_VERSION"))
@@ -142,7 +198,7 @@ pub fn refusal(arg: &str) -> Option<String> {
 }
 
 /// The checks and meanings of the flags above that need the rest of the configuration.
-pub fn check(args: &CompatArgs, endpoint_type: super::cli::EndpointType) -> Result<()> {
+pub fn check(args: &CompatArgs, endpoint_type: EndpointType) -> Result<()> {
     use super::cli::EndpointType as E;
     if let Some(s) = &args.stability_percentage {
         return Err(Error::usage(format!(
@@ -197,7 +253,7 @@ pub fn settings_text(cfg: &super::cli::ProfileConfig) -> String {
         cfg.address,
         cfg.endpoint_type.name(),
         cfg.endpoint,
-        if cfg.endpoint_type == super::cli::EndpointType::Kserve {
+        if cfg.endpoint_type == EndpointType::Kserve {
             format!(" (backend {:?})", cfg.backend).to_lowercase()
         } else {
             String::new()

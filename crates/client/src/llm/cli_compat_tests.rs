@@ -305,3 +305,23 @@ fn flag_names_are_unique_and_refusals_only_cover_unknown_flags() {
     }
     assert!(refusal("--input-dataset=x").is_some());
 }
+
+#[test]
+fn urls_to_addresses() {
+    let cases = [
+        ("https://h", ("h:443", true)),
+        ("https://h:8443/v1/x", ("h:8443", true)),
+        ("http://h", ("h:80", false)),
+        ("h:9", ("h:9", false)),
+        ("https://[::1]", ("[::1]:443", true)),
+        ("http://[::1]:81", ("[::1]:81", false)),
+    ];
+    for (url, (address, https)) in cases {
+        let got = server_address(Some(url), EndpointType::Chat).unwrap();
+        assert_eq!(got, (address.to_string(), https), "{url}");
+    }
+    assert_eq!(
+        server_address(None, EndpointType::Kserve).unwrap(),
+        ("localhost:8001".into(), false)
+    );
+}
