@@ -337,6 +337,39 @@ fn extra_inputs_and_api_key_reach_every_http_endpoint() {
         .map(|(h, _)| h.split(' ').nth(1).unwrap())
         .collect();
     assert!(paths.contains(&"/v1/embeddings") && paths.iter().any(|p| p.contains("generate")));
+    // GenAI-Perf's -b: three texts per embeddings request, all different.
+    let (outcomes, _) = profile(
+        &dir,
+        &[
+            "-u",
+            &url,
+            "--endpoint-type",
+            "embeddings",
+            "-b",
+            "3",
+            "--request-count",
+            "2",
+            "--tokenizer",
+            "cl100k_base",
+            "--synthetic-input-tokens-mean",
+            "8",
+        ],
+    )
+    .unwrap();
+    assert!(outcomes[0].requests.iter().all(|r| r.ok()));
+    let bodies = posted_bodies(&relay);
+    let batched = &bodies[8..];
+    assert_eq!(batched.len(), 2);
+    for (_, body) in batched {
+        let texts: Vec<&str> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        assert_eq!(texts.len(), 3, "{body}");
+        assert!(texts[0] != texts[1] && texts[1] != texts[2], "{texts:?}");
+    }
     server.stop();
 }
 
