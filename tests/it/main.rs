@@ -17,6 +17,7 @@ mod nothing_lost;
 mod overload;
 mod peer_limits;
 mod profile_telemetry;
+mod profile_compat;
 mod real_triton;
 mod reconnect;
 mod report_figures;

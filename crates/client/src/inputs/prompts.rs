@@ -1,10 +1,12 @@
 //! Seeded synthetic prompts of an exact token length (spec llm.md §3, §10.6).
 //!
 //! The built-in corpus is tokenized once per tokenizer and process. A prompt of N tokens is
-//! a window of N corpus tokens at a random offset (wrapping at the end), as GenAI-Perf does,
-//! but then checked: decode, re-encode, and trim or top up from the corpus until the
-//! re-encoded length is exactly N. When a bounded number of fix-ups does not get there the
-//! prompt is returned with its real count and `mismatch` set, so the caller can report it.
+//! the text of a window of N corpus tokens at a random offset (wrapping at the end), as
+//! GenAI-Perf does, but then checked as AIPerf does: re-encode, and trim or top up from the
+//! corpus until the re-encoded length is exactly N, for any tokenizer (also those whose
+//! decoding does not give back the text). When a bounded number of fix-ups does not get
+//! there the prompt is returned with its real count and `mismatch` set, so the caller can
+//! report it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -16,7 +18,7 @@ const CORPUS_FILE: &str = include_str!("corpus.txt");
 
 /// Decode/re-encode rounds before a prompt is given up as a mismatch. One round is the
 /// usual case; the rest cover merges at the window's edges.
-const MAX_FIXUPS: usize = 8;
+const MAX_FIXUPS: usize = 16;
 
 /// Salts that split one seed into two independent streams, so prompt offsets do not shift
 /// when the length distribution changes (arbitrary odd constants).
@@ -47,16 +49,26 @@ pub struct Prompt {
 #[derive(Debug, Clone)]
 pub struct PromptGen {
     tokenizer: Tokenizer,
-    /// The corpus as token ids (shared by every generator on this tokenizer).
-    corpus: Arc<[u32]>,
+    /// The corpus as token ids and spans (shared by every generator on this tokenizer).
+    corpus: Arc<Corpus>,
     offsets: SplitMix64,
     lengths: SplitMix64,
+}
+
+/// The corpus tokenized once: its ids and, where the tokenizer gives usable ones, the byte
+/// span of each token in [`corpus_text`].
+#[derive(Debug)]
+struct Corpus {
+    ids: Vec<u32>,
+    /// `None` when the spans do not run forward through the text (then prompts are built
+    /// from decoded ids alone).
+    spans: Option<Vec<(usize, usize)>>,
 }
 
 impl PromptGen {
     /// Tokenizes the corpus on first use of `tokenizer` in this process.
     pub fn new(tokenizer: Tokenizer, seed: u64) -> PromptGen {
-        let corpus = corpus_ids(&tokenizer);
+        let corpus = corpus_of(&tokenizer);
         PromptGen {
             tokenizer,
             corpus,
@@ -70,6 +82,14 @@ impl PromptGen {
     }
 
     /// A prompt whose text re-encodes to exactly `tokens` tokens (or `mismatch`).
+    ///
+    /// The text is the corpus text of a window of `tokens` corpus tokens (for a lossless
+    /// tokenizer that is exactly what decoding the window's ids gives). It is re-encoded and,
+    /// while the count is off, trimmed at the end of its `tokens`-th token or topped up with
+    /// the corpus text that follows. A tokenizer whose decoding does not round-trip (a
+    /// tokenizer.json with no decoder joins ids with spaces and writes `[UNK]` for unknown
+    /// text) still gets exact lengths this way, since the text never passes through decode.
+    /// Without usable spans the same loop runs on decoded ids instead.
     pub fn prompt(&mut self, tokens: usize) -> Prompt {
         if tokens == 0 {
             return Prompt {
@@ -78,7 +98,7 @@ impl PromptGen {
                 mismatch: false,
             };
         }
-        if self.corpus.is_empty() {
+        if self.corpus.ids.is_empty() {
             // A tokenizer that gives no ids for the corpus: nothing to build from.
             return Prompt {
                 text: String::new(),
@@ -86,7 +106,67 @@ impl PromptGen {
                 mismatch: true,
             };
         }
-        let start = self.offsets.below(self.corpus.len());
+        let start = self.offsets.below(self.corpus.ids.len());
+        let from_text = self.corpus.spans.as_deref().map(|spans| {
+            let text = TextWindow {
+                spans,
+                text: corpus_text(),
+            };
+            self.fit_text(&text, start, tokens)
+        });
+        match from_text {
+            Some(p) if !p.mismatch => p,
+            other => {
+                let by_ids = self.fit_ids(start, tokens);
+                match other {
+                    Some(p) if by_ids.mismatch => p,
+                    _ => by_ids,
+                }
+            }
+        }
+    }
+
+    /// Fits corpus text to `tokens`: re-encode, trim at the `tokens`-th token's end, or top
+    /// up with the corpus text after the window.
+    fn fit_text(&self, corpus: &TextWindow<'_>, start: usize, tokens: usize) -> Prompt {
+        let mut text = corpus.slice(corpus.start(start), corpus.end(start + tokens - 1));
+        let mut cursor = start + tokens;
+        for _ in 0..MAX_FIXUPS {
+            let spans = self.tokenizer.encode_spans(&text);
+            let got = spans.len();
+            if got == tokens {
+                return Prompt {
+                    text,
+                    tokens,
+                    mismatch: false,
+                };
+            }
+            if got > tokens {
+                let mut cut = spans[tokens - 1].1.min(text.len());
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                if cut == 0 || cut >= text.len() {
+                    break;
+                }
+                text.truncate(cut);
+            } else {
+                let missing = tokens - got;
+                let more = corpus.slice(corpus.end(cursor - 1), corpus.end(cursor + missing - 1));
+                text.push_str(&more);
+                cursor += missing;
+            }
+        }
+        Prompt {
+            tokens: self.tokenizer.count(&text),
+            text,
+            mismatch: true,
+        }
+    }
+
+    /// Fits decoded ids to `tokens`: decode, re-encode, truncate the ids or top them up from
+    /// the corpus.
+    fn fit_ids(&self, start: usize, tokens: usize) -> Prompt {
         // Where top-up tokens come from: the corpus right after the window.
         let mut cursor = start + tokens;
         let mut ids = self.window(start, tokens);
@@ -139,28 +219,74 @@ impl PromptGen {
 
     /// `len` corpus ids from `start`, wrapping as many times as needed.
     fn window(&self, start: usize, len: usize) -> Vec<u32> {
-        let n = self.corpus.len();
-        (0..len).map(|i| self.corpus[(start + i) % n]).collect()
+        let ids = &self.corpus.ids;
+        let n = ids.len();
+        (0..len).map(|i| ids[(start + i) % n]).collect()
     }
 }
 
-/// The corpus ids for `tokenizer`, computed once per tokenizer name per process.
-fn corpus_ids(tokenizer: &Tokenizer) -> Arc<[u32]> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Arc<[u32]>>>> = OnceLock::new();
+/// The corpus text repeated without end, addressed by token: token `g` (any `g`, wrapping)
+/// lies at `[start(g), end(g))` of the repeated text.
+struct TextWindow<'a> {
+    spans: &'a [(usize, usize)],
+    text: &'a str,
+}
+
+impl TextWindow<'_> {
+    fn start(&self, g: usize) -> usize {
+        let n = self.spans.len();
+        (g / n) * self.text.len() + self.spans[g % n].0
+    }
+
+    fn end(&self, g: usize) -> usize {
+        let n = self.spans.len();
+        (g / n) * self.text.len() + self.spans[g % n].1
+    }
+
+    /// The repeated text from `from` to `to` (both char boundaries: the corpus is ASCII).
+    fn slice(&self, from: usize, to: usize) -> String {
+        let len = self.text.len();
+        let mut out = String::with_capacity(to.saturating_sub(from));
+        let mut at = from;
+        while at < to {
+            let offset = at % len;
+            let take = (len - offset).min(to - at);
+            out.push_str(&self.text[offset..offset + take]);
+            at += take;
+        }
+        out
+    }
+}
+
+/// The corpus ids and spans for `tokenizer`, computed once per tokenizer name per process.
+fn corpus_of(tokenizer: &Tokenizer) -> Arc<Corpus> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Corpus>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(ids) = cache
+    if let Some(c) = cache
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .get(tokenizer.name())
     {
-        return ids.clone();
+        return c.clone();
     }
-    let ids: Arc<[u32]> = tokenizer.encode(corpus_text()).into();
+    let text = corpus_text();
+    let ids = tokenizer.encode(text);
+    let spans = tokenizer.encode_spans(text);
+    let forward = spans.len() == ids.len()
+        && spans.iter().all(|&(s, e)| s <= e && e <= text.len())
+        && spans
+            .windows(2)
+            .all(|w| w[0].1 <= w[1].1 && w[0].0 <= w[1].0)
+        && spans.last().is_some_and(|&(_, e)| e > 0);
+    let corpus = Arc::new(Corpus {
+        ids,
+        spans: forward.then_some(spans),
+    });
     cache
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .insert(tokenizer.name().to_string(), ids.clone());
-    ids
+        .insert(tokenizer.name().to_string(), corpus.clone());
+    corpus
 }
 
 /// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and good enough for offsets and
@@ -229,7 +355,7 @@ mod tests {
     /// length is longer than the corpus, so the window wraps more than once.
     #[test]
     fn exact_input_lengths_cl100k() {
-        let corpus_tokens = corpus_ids(cl100k()).len();
+        let corpus_tokens = corpus_of(cl100k()).ids.len();
         assert!(corpus_tokens > 5_000, "{corpus_tokens}");
         let lengths = [
             1usize, 2, 3, 4, 5, 7, 10, 16, 31, 64, 100, 128, 257, 512, 1000, 2048,
@@ -253,7 +379,7 @@ mod tests {
     }
 
     /// The tokenizer.json path: a WordLevel tokenizer where most corpus words are `[UNK]`
-    /// and decoding joins tokens with spaces, so the text differs from the corpus.
+    /// and decoding joins tokens with spaces, so decoded text differs from the corpus.
     #[test]
     fn exact_input_lengths_tokenizer_json() {
         let dir = std::env::temp_dir().join(format!("inferperf-prompts-{}", std::process::id()));
@@ -274,12 +400,66 @@ mod tests {
             assert_eq!((p.tokens, p.mismatch), (n, false), "{n}");
             assert_eq!(tk.count(&p.text), n);
         }
+        // The prompt is corpus text, words outside the vocabulary included (decoding the ids
+        // would have given `[UNK]` markers instead).
         let p = gen.prompt(200);
         assert!(
-            p.text.contains("[UNK]") && p.text.contains("the"),
+            !p.text.contains("[UNK]") && p.text.contains("the"),
             "{}",
             p.text
         );
+        assert!(p.text.split_whitespace().any(|w| w.len() > 6), "{}", p.text);
+    }
+
+    /// A tokenizer.json with the property of the GuideLLM mock server's: whitespace is a
+    /// pre-token of its own and not in the vocabulary (so it is `[UNK]`), and with no decoder
+    /// ids are joined with spaces, so decoding never gives back a text of the same length
+    /// (every `[UNK]` decodes to the text `[UNK]`, three tokens).
+    pub(crate) fn whitespace_unk_tokenizer(tag: &str) -> Tokenizer {
+        let dir =
+            std::env::temp_dir().join(format!("inferperf-prompts-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let json = r#"{"version": "1.0", "truncation": null, "padding": null,
+          "added_tokens": [],
+          "normalizer": {"type": "Lowercase"},
+          "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+|[^\\w\\s]|\\s+"},
+            "behavior": "Isolated", "invert": false},
+          "post_processor": null, "decoder": null,
+          "model": {"type": "WordLevel", "unk_token": "[UNK]", "vocab": {"[UNK]": 0,
+            "the": 1, "and": 2, "of": 3, "to": 4, "my": 5, ",": 6, ".": 7, "thy": 8,
+            "[": 9, "]": 10, "i": 11, "in": 12, "that": 13, "thee": 14, "love": 15}}}"#;
+        let file = dir.join("tokenizer.json");
+        std::fs::write(&file, json).unwrap();
+        let tk = Tokenizer::load(&file.display().to_string()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        tk
+    }
+
+    /// The mock-like tokenizer: every length asked, for many seeds, is met exactly, and the
+    /// prompt is corpus text (no decoded `[UNK]` markers).
+    #[test]
+    fn exact_input_lengths_when_decoding_is_lossy() {
+        let tk = whitespace_unk_tokenizer("lossy");
+        let decoded = tk.decode_lossy(&tk.encode("the love of thee"));
+        assert_ne!(
+            tk.count(&decoded),
+            7,
+            "the decode round trip is lossy: {decoded:?}"
+        );
+        let lengths = [1usize, 2, 3, 5, 8, 13, 64, 100, 191, 256, 1000, 4000];
+        let mut wrong = Vec::new();
+        for seed in 0..24u64 {
+            let mut gen = PromptGen::new(tk.clone(), seed);
+            for &n in &lengths {
+                let p = gen.prompt(n);
+                assert_eq!(tk.count(&p.text), p.tokens, "seed {seed} n {n}");
+                if p.mismatch || p.tokens != n {
+                    wrong.push((seed, n, p.tokens));
+                }
+                assert!(!p.text.contains("[UNK]"), "{}", p.text);
+            }
+        }
+        assert_eq!(wrong, vec![], "(seed, asked, got)");
     }
 
     #[test]

@@ -79,6 +79,29 @@ impl Tokenizer {
         }
     }
 
+    /// The byte span in `text` of each token of `encode(text)`: tiktoken's from the decoded
+    /// bytes of each id laid end to end, a tokenizer.json's from its own offsets. A span may
+    /// end inside a multi-byte character (tiktoken) and spans of a tokenizer.json may leave
+    /// gaps (text its pre-tokenizer drops); empty if a tokenizer.json pipeline fails.
+    pub fn encode_spans(&self, text: &str) -> Vec<(usize, usize)> {
+        match &self.backend {
+            Backend::Tiktoken(bpe) => {
+                let mut end = 0usize;
+                bpe.encode_ordinary(text)
+                    .iter()
+                    .map(|&id| {
+                        let start = end;
+                        end += bpe.decode_bytes(&[id]).map_or(0, |b| b.len());
+                        (start, end)
+                    })
+                    .collect()
+            }
+            Backend::HuggingFace(tk) => hf_encoding(tk, text)
+                .map(|e| e.get_offsets().to_vec())
+                .unwrap_or_default(),
+        }
+    }
+
     /// `encode(text).len()`.
     pub fn count(&self, text: &str) -> usize {
         match &self.backend {
@@ -375,6 +398,18 @@ mod tests {
             assert!(err.msg.contains(&spec), "{spec}: {}", err.msg);
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn spans_cover_each_token() {
+        let text = "Hello world, again";
+        let spans = cl100k().encode_spans(text);
+        assert_eq!(spans.len(), cl100k().count(text));
+        assert_eq!(spans[0], (0, 5));
+        assert_eq!(spans.last().unwrap().1, text.len());
+        assert!(spans.windows(2).all(|w| w[0].1 == w[1].0));
+        let pieces: Vec<&str> = spans.iter().map(|&(s, e)| &text[s..e]).collect();
+        assert_eq!(pieces.concat(), text);
     }
 
     #[test]

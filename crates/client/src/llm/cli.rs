@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use clap::{ArgAction, Parser, ValueEnum};
 
+use super::cli_compat::{self, Backend, CompatArgs, UiType};
 use crate::error::{Error, Result};
+use crate::transport::TlsClient;
 
 /// Which API the requests go to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -60,6 +62,7 @@ impl EndpointType {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ModelSelection {
+    #[value(alias = "round_robin")]
     RoundRobin,
     Random,
 }
@@ -81,13 +84,14 @@ pub enum Distribution {
 )]
 pub struct ProfileArgs {
     /// Model name(s) to send requests to (several: `-m a b` or `-m a -m b`).
-    #[arg(short = 'm', long = "model", num_args = 1.., action = ArgAction::Append)]
+    #[arg(short = 'm', long = "model", visible_alias = "model-names", num_args = 1.., action = ArgAction::Append)]
     pub model: Vec<String>,
     /// How requests are spread over several models.
     #[arg(long, value_enum, default_value = "round-robin")]
     pub model_selection_strategy: ModelSelection,
-    /// Server address: host:port or http://host:port (default localhost:8000; localhost:8001
-    /// for `--endpoint-type kserve`).
+    /// Server address: host:port, http://host:port or https://host:port (TLS; see the
+    /// --ssl-https-* options) (default localhost:8000; localhost:8001 for `--endpoint-type
+    /// kserve`).
     #[arg(short = 'u', long)]
     pub url: Option<String>,
     /// The API to call.
@@ -98,7 +102,7 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub service_kind: Option<String>,
     /// A custom path instead of the endpoint type's default (e.g. `v1/chat/completions`).
-    #[arg(long)]
+    #[arg(long, visible_alias = "custom-endpoint")]
     pub endpoint: Option<String>,
     /// Ask the server to stream tokens (`"stream": true`; SSE).
     #[arg(long)]
@@ -116,10 +120,10 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub max_inflight: Option<u64>,
     /// Requests to measure per profile (default 100 unless --benchmark-duration is given).
-    #[arg(long)]
+    #[arg(long, visible_alias = "num-requests")]
     pub request_count: Option<u64>,
     /// Requests sent, and not measured, before each profile.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, visible_alias = "num-warmup-requests", default_value_t = 0)]
     pub warmup_request_count: u64,
     /// Stop sending after this many seconds (requests in flight are waited for).
     #[arg(long)]
@@ -136,20 +140,20 @@ pub struct ProfileArgs {
     #[arg(long, visible_alias = "isl", default_value_t = 550)]
     pub synthetic_input_tokens_mean: u64,
     /// Synthetic prompts: standard deviation of the input length in tokens.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, visible_alias = "isl-stddev", default_value_t = 0.0)]
     pub synthetic_input_tokens_stddev: f64,
     /// Requested output length in tokens (`max_tokens`); unset: the server decides.
     #[arg(long, visible_alias = "osl")]
     pub output_tokens_mean: Option<u64>,
     /// Standard deviation of the requested output length.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, visible_alias = "osl-stddev", default_value_t = 0.0)]
     pub output_tokens_stddev: f64,
     /// Also send `min_tokens` = `max_tokens` and `ignore_eos: true`, so the output length is
     /// exact on servers that honour them.
     #[arg(long)]
     pub output_tokens_mean_deterministic: bool,
     /// Distinct prompts to generate (they are reused round robin).
-    #[arg(long, visible_alias = "num-dataset-entries", default_value_t = 100)]
+    #[arg(long, visible_aliases = ["num-dataset-entries", "conversation-num", "num-conversations"], default_value_t = 100)]
     pub num_prompts: u64,
     /// Seed for prompts, lengths, model selection and Poisson arrivals.
     #[arg(long, default_value_t = 0)]
@@ -158,8 +162,9 @@ pub struct ProfileArgs {
     /// `payload` object sent verbatim.
     #[arg(long)]
     pub input_file: Option<PathBuf>,
-    /// Extra request body fields, `name:value` (value parsed as JSON when it is valid JSON,
-    /// else a string); repeatable.
+    /// Extra request inputs: `name:value` (split at the first colon; the value is parsed as
+    /// JSON when it is valid JSON, else a string) or a JSON object whose every key is one
+    /// input; repeatable. Body fields for HTTP endpoints, input tensors for kserve.
     #[arg(long, action = ArgAction::Append)]
     pub extra_inputs: Vec<String>,
     /// Extra HTTP header `Name: value` (e.g. an API key); repeatable. Never written to any
@@ -176,10 +181,14 @@ pub struct ProfileArgs {
     pub use_server_token_count: bool,
     /// Service-level objectives, `metric:value` in ms or tokens/s (e.g.
     /// `time_to_first_token:200 inter_token_latency:20`).
-    #[arg(long, num_args = 1.., action = ArgAction::Append)]
+    #[arg(short = 'g', long, num_args = 1.., action = ArgAction::Append)]
     pub goodput: Vec<String>,
     /// Where the results go (one sub-directory per profile).
-    #[arg(long, default_value = "artifacts")]
+    #[arg(
+        long,
+        visible_alias = "output-artifact-dir",
+        default_value = "artifacts"
+    )]
     pub artifact_dir: PathBuf,
     /// Name of perf_analyzer's raw export inside each profile's directory (a file name, no
     /// directory); the GenAI-Perf summaries are named after it: `my.json` gives
@@ -190,7 +199,7 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub generate_plots: bool,
     /// Load worker threads (each pinned to a core); default: one per core.
-    #[arg(long)]
+    #[arg(long, visible_alias = "workers-max")]
     pub max_workers: Option<usize>,
     /// Streamed HTTP responses: when tokens trickle in (wake-ups closer together than this),
     /// a load worker lets them gather for up to this many microseconds between reads, which
@@ -210,6 +219,8 @@ pub struct ProfileArgs {
     pub help_metrics: bool,
     #[command(flatten)]
     pub telemetry: super::telemetry::TelemetryArgs,
+    #[command(flatten)]
+    pub compat: CompatArgs,
 }
 
 /// `--read-batch-us` beyond this would hold completed requests (and the next sends of a
@@ -253,6 +264,12 @@ pub struct ProfileConfig {
     pub extra: Vec<(String, serde_json::Value)>,
     /// `--request-timeout` / `--request-timeout-seconds` (default 600 s).
     pub request_timeout: Duration,
+    /// `-u https://...`: the TLS client (from the `--ssl-https-*` options).
+    pub tls: Option<TlsClient>,
+    /// `--backend`: the kserve request tensors.
+    pub backend: Backend,
+    /// `--batch-size-text`: texts per embeddings or rankings request.
+    pub batch_size: usize,
 }
 
 /// Parses `argv` (args[0] = "profile"). `Ok(None)`: help or metric definitions were printed.
@@ -263,23 +280,36 @@ pub fn parse(args: Vec<OsString>) -> Result<std::result::Result<ProfileConfig, S
             use clap::error::ErrorKind as K;
             return match e.kind() {
                 K::DisplayHelp | K::DisplayVersion => Ok(Err(e.to_string())),
-                // clap's text starts with its own "error: "; the caller adds one.
-                _ => {
-                    let text = e.to_string();
-                    let text = text.trim_end();
-                    let text = text.strip_prefix("error: ").unwrap_or(text);
-                    Err(Error::usage(text.to_string()))
+                K::UnknownArgument => {
+                    let arg = e
+                        .get(clap::error::ContextKind::InvalidArg)
+                        .map(|a| a.to_string());
+                    match arg.as_deref().and_then(cli_compat::refusal) {
+                        Some(text) => Err(Error::usage(text)),
+                        None => Err(Error::usage(clap_text(&e))),
+                    }
                 }
+                _ => Err(Error::usage(clap_text(&e))),
             };
         }
     };
     if args.help_metrics {
         return Ok(Err(crate::measure::llm::definitions::definitions_text()));
     }
+    if args.compat.version {
+        return Ok(Err(cli_compat::version_text()));
+    }
     validate(args).map(Ok)
 }
 
-fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
+/// clap's message without its own leading "error: " (the caller adds one).
+fn clap_text(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let text = text.trim_end();
+    text.strip_prefix("error: ").unwrap_or(text).to_string()
+}
+
+fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
     if args.model.is_empty() {
         return Err(Error::usage("profile: -m/--model is required"));
     }
@@ -293,6 +323,11 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
             )))
         }
     };
+    cli_compat::check(&args.compat, endpoint_type)?;
+    cli_compat::measurement_interval(&mut args)?;
+    if args.compat.ui_type == Some(UiType::None) {
+        args.quiet = true;
+    }
     check_load(&args)?;
     check_tokens(&args)?;
     check_bounds(&args)?;
@@ -302,25 +337,36 @@ fn validate(args: ProfileArgs) -> Result<ProfileConfig> {
             "profile: --use-server-token-count applies to chat, completions, kserve and generate",
         ));
     }
-    let headers = args
+    let mut headers = args
         .header
         .iter()
         .map(|h| parse_header(h))
         .collect::<Result<Vec<_>>>()?;
-    let extra = args
-        .extra_inputs
-        .iter()
-        .map(|e| parse_extra(e))
-        .collect::<Result<Vec<_>>>()?;
+    if let Some(auth) = cli_compat::api_key_header(&args.compat, &headers)? {
+        headers.push(auth);
+    }
+    let mut extra = Vec::new();
+    for e in &args.extra_inputs {
+        extra.extend(parse_extra(e)?);
+    }
     crate::measure::llm::goodput::parse(&args.goodput)?;
     let models: Vec<String> = args.model.clone();
     let endpoint = match &args.endpoint {
         Some(e) => e.trim_start_matches('/').to_string(),
         None => endpoint_type.default_path(&models[0]),
     };
-    let address = server_address(args.url.as_deref(), endpoint_type)?;
+    let (address, https) = cli_compat::server_address(args.url.as_deref(), endpoint_type)?;
+    let tls = cli_compat::tls(
+        &args.compat,
+        https,
+        crate::transport::tls::host_of(&address),
+        endpoint_type == EndpointType::Kserve,
+    )?;
     let request_timeout = request_timeout(&args)?;
     Ok(ProfileConfig {
+        tls,
+        backend: args.compat.backend.unwrap_or_default(),
+        batch_size: args.compat.batch_size_text.unwrap_or(1) as usize,
         request_timeout,
         points: load_points(&args),
         args,
@@ -550,31 +596,6 @@ fn load_points(args: &ProfileArgs) -> Vec<LoadPoint> {
     }
 }
 
-/// `--url` to host:port; https is refused with a clear message (plain HTTP and gRPC only).
-fn server_address(url: Option<&str>, kind: EndpointType) -> Result<String> {
-    let default = if kind == EndpointType::Kserve {
-        "localhost:8001"
-    } else {
-        "localhost:8000"
-    };
-    let url = url.unwrap_or(default);
-    if url.starts_with("https://") {
-        return Err(Error::usage(
-            "profile: --url https:// is not supported by `profile` yet; use http://",
-        ));
-    }
-    let rest = url.strip_prefix("http://").unwrap_or(url);
-    let host = rest.split('/').next().unwrap_or("");
-    if host.is_empty() {
-        return Err(Error::usage(format!("profile: --url '{url}' has no host")));
-    }
-    if host.contains(':') {
-        Ok(host.to_string())
-    } else {
-        Ok(format!("{host}:80"))
-    }
-}
-
 /// `Name: value` (the colon is required; the name must be a token).
 fn parse_header(h: &str) -> Result<(String, String)> {
     let Some((name, value)) = h.split_once(':') else {
@@ -596,9 +617,24 @@ fn parse_header(h: &str) -> Result<(String, String)> {
     Ok((name.to_string(), value.trim().to_string()))
 }
 
-/// `name:value`; the value is JSON when it parses as JSON (numbers, booleans, objects),
-/// otherwise a string.
-fn parse_extra(e: &str) -> Result<(String, serde_json::Value)> {
+/// `name:value` split at the first colon (the value is JSON when it parses as JSON:
+/// numbers, booleans, objects; otherwise a string), or a JSON object whose every key is an
+/// input (GenAI-Perf's and AIPerf's two forms).
+fn parse_extra(e: &str) -> Result<Vec<(String, serde_json::Value)>> {
+    if e.trim_start().starts_with('{') {
+        let object: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(e).map_err(|err| {
+                Error::usage(format!(
+                    "profile: --extra-inputs '{e}' is not a valid JSON object: {err}"
+                ))
+            })?;
+        if let Some(empty) = object.keys().find(|k| k.is_empty()) {
+            return Err(Error::usage(format!(
+                "profile: --extra-inputs '{e}' has an empty name{empty}"
+            )));
+        }
+        return Ok(object.into_iter().collect());
+    }
     let Some((name, value)) = e.split_once(':') else {
         return Err(Error::usage(format!(
             "profile: --extra-inputs '{e}' must look like name:value"
@@ -611,7 +647,7 @@ fn parse_extra(e: &str) -> Result<(String, serde_json::Value)> {
     }
     let value = serde_json::from_str(value)
         .unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
-    Ok((name.to_string(), value))
+    Ok(vec![(name.to_string(), value)])
 }
 
 /// `--profile-export-file` names a file inside each profile's directory, as in GenAI-Perf,

@@ -60,6 +60,21 @@ fn extra_inputs_and_headers_parse() {
     assert_eq!(c.extra[1], ("temperature".into(), serde_json::json!(0.5)));
     assert_eq!(c.extra[2], ("stop".into(), serde_json::json!("end")));
     assert_eq!(c.headers[0], ("Authorization".into(), "Bearer k".into()));
+    let c = cfg(&[
+        "-m",
+        "x",
+        "--extra-inputs",
+        r#"{"temperature":0.7,"top_p":0.9,"stop":["a"]}"#,
+        "--extra-inputs",
+        "url:http://h:1/x",
+    ])
+    .unwrap();
+    let extra: std::collections::HashMap<_, _> = c.extra.iter().cloned().collect();
+    assert_eq!(extra.len(), 4);
+    assert_eq!(extra["temperature"], serde_json::json!(0.7));
+    assert_eq!(extra["top_p"], serde_json::json!(0.9));
+    assert_eq!(extra["stop"], serde_json::json!(["a"]));
+    assert_eq!(extra["url"], serde_json::json!("http://h:1/x"));
 }
 
 #[test]
@@ -93,7 +108,7 @@ fn bad_flags_are_usage_errors_naming_the_flag() {
             "--use-server-token-count",
         ),
         (&["-m", "x", "--goodput", "nonsense:1"], "nonsense"),
-        (&["-m", "x", "-u", "https://h:1"], "https"),
+        (&["-m", "x", "-u", "https://"], "no host"),
         (&["-m", "x", "--no-such-flag"], "--no-such-flag"),
         (&["-m", "x", "--read-batch-us", "100001"], "--read-batch-us"),
         (&["-m", "x", "--read-batch-us", "lots"], "--read-batch-us"),

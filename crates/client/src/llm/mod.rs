@@ -7,6 +7,7 @@
 //! computed, printed and written ([`export`], `report::llm`, `report::plot`).
 
 pub mod cli;
+pub mod cli_compat;
 pub mod convert;
 pub mod events;
 pub mod export;
@@ -46,6 +47,9 @@ pub fn profile_main(args: Vec<OsString>) -> i32 {
             return e.exit_code();
         }
     };
+    if cfg.args.compat.verbose {
+        eprint!("{}", cli_compat::settings_text(&cfg));
+    }
     crate::signal::install();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -74,11 +78,7 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
     let tokenizer = Tokenizer::load(&cfg.args.tokenizer)?;
     let entries = prepare_entries(cfg, &tokenizer)?;
     let models = payload::pick_models(cfg, entries.len());
-    let bodies: Vec<Value> = entries
-        .iter()
-        .zip(&models)
-        .map(|(e, m)| payload::body(cfg, &cfg.models[*m as usize], e))
-        .collect();
+    let bodies: Vec<Value> = payload::bodies(cfg, &entries, &models);
     let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
     let grpc = cfg.endpoint_type == cli::EndpointType::Kserve;
     let requests = encode_requests(cfg, &entries, &models, &payloads)?;
@@ -181,7 +181,7 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
             .max_workers
             .unwrap_or_else(|| crate::engine::available_cores().len().max(1)),
         clock: Clock::new(),
-        tls: None,
+        tls: cfg.tls.clone(),
         wire,
         sequences: None,
         slots: None,
@@ -270,7 +270,7 @@ fn encode_requests(
         return entries
             .iter()
             .zip(models)
-            .map(|(e, m)| kserve::encode(model(*m), e, cfg.args.streaming))
+            .map(|(e, m)| kserve::encode(cfg, model(*m), e))
             .collect();
     }
     Ok(payloads

@@ -22,6 +22,9 @@ pub fn body(cfg: &ProfileConfig, model: &str, entry: &Entry) -> Value {
     if let Some(p) = &entry.payload {
         return p.clone();
     }
+    if cfg.endpoint_type == EndpointType::Kserve {
+        return super::kserve::inputs_json(cfg, entry);
+    }
     let args = &cfg.args;
     let mut obj = Map::new();
     match cfg.endpoint_type {
@@ -73,6 +76,42 @@ pub fn body(cfg: &ProfileConfig, model: &str, entry: &Entry) -> Value {
         obj.insert(k.clone(), v.clone());
     }
     Value::Object(obj)
+}
+
+/// Every request's body: request `i` is `entries[i]` sent to `models[i]`. With
+/// `--batch-size-text` B above 1, an embeddings request carries the texts of entries `i` to
+/// `i + B - 1` (wrapping) as its inputs, and a rankings request as its passages, after
+/// entry `i`'s query (GenAI-Perf's B prompts per request).
+pub fn bodies(cfg: &ProfileConfig, entries: &[Entry], models: &[u32]) -> Vec<Value> {
+    let batch = cfg.batch_size.max(1);
+    let texts = |i: usize| -> Vec<&str> {
+        (0..batch)
+            .map(|k| entries[(i + k) % entries.len()].text.as_str())
+            .collect()
+    };
+    entries
+        .iter()
+        .zip(models)
+        .enumerate()
+        .map(|(i, (entry, m))| {
+            let mut b = body(cfg, &cfg.models[*m as usize], entry);
+            if batch == 1 || entry.payload.is_some() {
+                return b;
+            }
+            match cfg.endpoint_type {
+                EndpointType::Embeddings => b["input"] = json!(texts(i)),
+                EndpointType::Rankings => {
+                    let passages: Vec<Value> = texts(i)
+                        .into_iter()
+                        .map(|t| json!({"text": split_query(t).1}))
+                        .collect();
+                    b["passages"] = Value::Array(passages);
+                }
+                _ => {}
+            }
+            b
+        })
+        .collect()
 }
 
 /// Rankings: the first sentence is the query, the rest the passage.
@@ -174,6 +213,84 @@ mod tests {
         assert_eq!(
             b,
             json!({"text_input": "Shall I compare thee? To a summer's day.", "stream": true, "max_tokens": 3})
+        );
+    }
+
+    #[test]
+    fn extra_inputs_reach_every_http_body() {
+        for kind in ["chat", "completions", "embeddings", "rankings", "generate"] {
+            let c = cfg(&[
+                "-m",
+                "m",
+                "--endpoint-type",
+                kind,
+                "--extra-inputs",
+                r#"{"temperature":0.7,"top_p":0.9}"#,
+                "--extra-inputs",
+                "stop:a:b",
+            ]);
+            let b = body(&c, "m", &entry(Some(4)));
+            assert_eq!(b["temperature"], json!(0.7), "{kind}");
+            assert_eq!(b["top_p"], json!(0.9), "{kind}");
+            assert_eq!(b["stop"], json!("a:b"), "{kind}: split at the first colon");
+        }
+    }
+
+    #[test]
+    fn kserve_body_is_the_tensor_list() {
+        let c = cfg(&[
+            "-m",
+            "m",
+            "--endpoint-type",
+            "kserve",
+            "--output-tokens-mean",
+            "4",
+            "--output-tokens-mean-deterministic",
+            "--extra-inputs",
+            "temperature:0.5",
+        ]);
+        let b = body(&c, "m", &entry(Some(4)));
+        assert_eq!(
+            b,
+            json!({"text_input": ["Shall I compare thee? To a summer's day."],
+                "max_tokens": [4], "exclude_input_in_output": [true], "stream": [false],
+                "min_length": [4], "temperature": [0.5]})
+        );
+    }
+
+    #[test]
+    fn batches_of_texts_for_embeddings_and_rankings() {
+        let entries: Vec<Entry> = ["One. a", "Two. b", "Three. c"]
+            .iter()
+            .map(|t| Entry {
+                text: t.to_string(),
+                isl: 2,
+                osl: None,
+                payload: None,
+            })
+            .collect();
+        let c = cfg(&["-m", "m", "--endpoint-type", "embeddings", "-b", "2"]);
+        let b = bodies(&c, &entries, &[0, 0, 0]);
+        assert_eq!(b[0]["input"], json!(["One. a", "Two. b"]));
+        assert_eq!(b[2]["input"], json!(["Three. c", "One. a"]));
+        let c = cfg(&[
+            "-m",
+            "m",
+            "--endpoint-type",
+            "rankings",
+            "--batch-size-text",
+            "3",
+        ]);
+        let b = bodies(&c, &entries, &[0, 0, 0]);
+        assert_eq!(b[1]["query"]["text"], "Two.");
+        assert_eq!(
+            b[1]["passages"],
+            json!([{"text": "b"}, {"text": "c"}, {"text": "a"}])
+        );
+        let c = cfg(&["-m", "m", "--endpoint-type", "embeddings"]);
+        assert_eq!(
+            bodies(&c, &entries, &[0, 0, 0])[0]["input"],
+            json!(["One. a"])
         );
     }
 
