@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod convert;
+pub mod dataset;
 pub mod events;
 pub mod export;
 pub mod input_file;
@@ -69,7 +70,8 @@ pub struct PointOutcome {
 /// Runs every load point of `cfg`, printing each point's table to `out`.
 pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>> {
     let tokenizer = Tokenizer::load(&cfg.args.tokenizer)?;
-    let entries = prepare_entries(cfg, &tokenizer)?;
+    let (entries, cfg) = dataset::prepare(cfg, &tokenizer, prepare_entries)?;
+    let cfg = &cfg;
     let models = payload::pick_models(cfg, entries.len());
     let bodies: Vec<Value> = entries
         .iter()
@@ -108,6 +110,7 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
         let _ = out.write_all(table.as_bytes());
         let _ = out.write_all(overhead_line(&run, &requests).as_bytes());
+        let _ = out.write_all(dataset::lag_line(cfg, &run.records).as_bytes());
         if let Some(c) = &run.connections {
             let _ = out.write_all(c.line().as_bytes());
         }
@@ -402,7 +405,11 @@ fn write_point(
         ),
         (
             names.genai_perf_json,
-            crate::report::llm::genai_perf::json(metrics, &input_config(cfg, point)),
+            dataset::with_lag(
+                cfg,
+                &run.records,
+                crate::report::llm::genai_perf::json(metrics, &input_config(cfg, point)),
+            ),
         ),
         (
             names.genai_perf_csv,
