@@ -160,3 +160,59 @@ fn a_bad_dataset_line_is_a_usage_error_naming_file_line_and_field() {
     );
     assert!(server.token_times().is_empty(), "nothing was sent");
 }
+
+/// Two conversations of three turns; every word is one cl100k token and one server word.
+fn write_conversations(dir: &std::path::Path) -> std::path::PathBuf {
+    let text = concat!(
+        "{\"session_id\": \"a\", \"turns\": [",
+        "{\"text\": \"one two three\", \"output_length\": 4},",
+        "{\"text\": \"four five six\", \"output_length\": 4, \"delay\": 30},",
+        "{\"text\": \"seven eight nine\", \"output_length\": 4, \"delay\": 30}]}\n",
+        "{\"session_id\": \"b\", \"turns\": [",
+        "{\"text\": \"red green blue\", \"output_length\": 4},",
+        "{\"text\": \"cat dog cow\", \"output_length\": 4},",
+        "{\"text\": \"sun moon star\", \"output_length\": 4}]}\n",
+    );
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("conversations.jsonl");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn later_turns_carry_the_history_and_wait_their_delay() {
+    let server = start_llm(0, 0, 1);
+    let dir = temp_dir("dataset-multi-turn");
+    let file = write_conversations(&dir);
+    let base = [
+        "--input-file",
+        file.to_str().unwrap(),
+        "--custom-dataset-type",
+        "multi_turn",
+        "--concurrency",
+        "1",
+    ];
+    // The server's usage counts every message it received: the history's words too.
+    let args = [&base[..], &["--use-server-token-count"]].concat();
+    let (outcomes, _) = profile(&server, &dir.join("server-counts"), &args).unwrap();
+    let reqs = &outcomes[0].requests;
+    assert_eq!(reqs.len(), 6);
+    assert!(reqs.iter().all(|r| r.ok()), "{:?}", reqs[0].error);
+    let isl: Vec<u64> = reqs.iter().map(|r| r.isl).collect();
+    assert_eq!(
+        isl,
+        vec![3, 10, 17, 3, 10, 17],
+        "turn k carries turns 1..k-1 and replies"
+    );
+    assert!(reqs.iter().all(|r| r.osl == 4));
+    // One slot: the server saw conversation a's turns first; turns 2 and 3 came at least
+    // their 30 ms delay after the previous answer.
+    let answered: Vec<u64> = server.token_times().iter().map(|t| t[0]).collect();
+    assert_eq!(answered.len(), 6);
+    assert!(answered[1] - answered[0] >= 30_000_000, "{answered:?}");
+    assert!(answered[2] - answered[1] >= 30_000_000, "{answered:?}");
+    // The client's own counts add the history the same way.
+    let (outcomes, _) = profile(&server, &dir.join("client-counts"), &base).unwrap();
+    let isl: Vec<u64> = outcomes[0].requests.iter().map(|r| r.isl).collect();
+    assert_eq!(isl, vec![3, 10, 17, 3, 10, 17]);
+}

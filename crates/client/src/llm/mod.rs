@@ -101,7 +101,8 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
             ),
             grpc,
         };
-        let requests = convert::convert(&run, &cx);
+        let mut requests = convert::convert(&run, &cx);
+        dataset::count_history(cfg, &run.records, &mut requests);
         let dir = point_dir(cfg, point);
         let opts = crate::measure::llm::MetricOptions {
             goodput: goodput.clone(),

@@ -48,7 +48,7 @@ const POISSON_HORIZON_NS: u64 = 60_000_000_000;
 
 /// The engine's load for a point.
 pub fn load(cfg: &ProfileConfig, point: LoadPoint) -> Load {
-    if let Some(replay) = cfg.args.dataset.engine_load(cfg.args.max_inflight) {
+    if let Some(replay) = cfg.args.dataset.engine_load(point, cfg.args.max_inflight) {
         return replay;
     }
     let value = match point {

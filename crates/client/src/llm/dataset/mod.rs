@@ -7,6 +7,7 @@
 //! on its timestamps ([`DatasetArgs::engine_load`]); the runner sends entry i as step i.
 
 pub mod blocks;
+pub mod conversations;
 pub mod formats;
 pub mod replay;
 
@@ -20,6 +21,7 @@ use crate::engine::Load;
 use crate::error::{Error, Result};
 use crate::inputs::prompts::PromptGen;
 use crate::inputs::tokenizer::Tokenizer;
+use conversations::{Conversation, ConversationPlan};
 use formats::{Format, Prompt, Record};
 use replay::ReplayOptions;
 
@@ -82,18 +84,27 @@ pub struct DatasetArgs {
 }
 
 /// What a prepared dataset asks of the engine.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Plan {
     /// Send offsets (ns) of entry i, ascending: a fixed-schedule replay.
     pub fixed_ns: Option<Vec<u64>>,
+    /// Multi-turn conversations, run on the engine's session turns.
+    pub conversations: Option<Arc<ConversationPlan>>,
 }
 
 impl DatasetArgs {
-    /// The engine load of a trace replay; `None`: the runner's own mapping of the point.
-    pub fn engine_load(&self, max_inflight: Option<u64>) -> Option<Load> {
-        let fixed = self.plan.as_ref()?.fixed_ns.as_ref()?;
+    /// The engine load of a trace replay or of conversations at `point`; `None`: the
+    /// runner's own mapping of the point.
+    pub fn engine_load(&self, point: LoadPoint, max_inflight: Option<u64>) -> Option<Load> {
+        let plan = self.plan.as_ref()?;
+        if let (Some(conv), LoadPoint::Concurrency(slots)) = (&plan.conversations, point) {
+            return Some(Load::Sessions {
+                slots,
+                turns: conv.source(),
+            });
+        }
         Some(Load::Paced {
-            schedule: Schedule::Fixed(fixed.clone()),
+            schedule: Schedule::Fixed(plan.fixed_ns.clone()?),
             max_inflight,
         })
     }
@@ -249,7 +260,16 @@ pub fn prepare(
         return Ok((sample(entries, cfg), out));
     }
     let records = pools.into_iter().next().unwrap_or_default();
-    check_conversations(&records, format, flag, path)?;
+    if let Some(convs) = conversations_of(&records, format) {
+        let entries = entries_of(&records, cfg, tok, &mut gen)?;
+        let plan = conversation_plan(cfg, &entries, convs)?;
+        out.args.request_count = Some(plan.turns);
+        out.args.dataset.plan = Some(Arc::new(Plan {
+            conversations: Some(Arc::new(plan)),
+            ..Plan::default()
+        }));
+        return Ok((entries, out));
+    }
     if !replays(cfg, format, &records) {
         if let Some(f) = d.replay_flag() {
             return Err(Error::usage(format!(
@@ -301,6 +321,7 @@ pub fn prepare(
     out.args.request_count = Some(a.request_count.map_or(n, |c| c.min(n)));
     out.args.dataset.plan = Some(Arc::new(Plan {
         fixed_ns: Some(offsets),
+        ..Plan::default()
     }));
     Ok((entries, out))
 }
@@ -320,28 +341,122 @@ fn replays(cfg: &ProfileConfig, format: Format, records: &[Record]) -> bool {
         && records.first().is_some_and(|r| r.timestamp_ms.is_some())
 }
 
-/// Conversations of several turns need the history carried from turn to turn, which this
-/// run does not do: a usage error rather than turns sent as if they were unrelated.
-fn check_conversations(records: &[Record], format: Format, flag: &str, path: &Path) -> Result<()> {
+/// The conversations of `records` (steps and delays) when any has several turns; `None`:
+/// every record is a request of its own. AIPerf's single_turn entries sharing a session are
+/// self-contained, so they are never grouped.
+fn conversations_of(records: &[Record], format: Format) -> Option<Vec<Conversation>> {
     if format == Format::SingleTurn {
-        // AIPerf: single_turn entries sharing a session are self-contained.
-        return Ok(());
+        return None;
     }
-    let mut seen = std::collections::HashSet::new();
-    for r in records {
-        if let Some(s) = &r.session {
-            if !seen.insert(s.as_str()) {
-                return Err(Error::usage(format!(
-                    "{flag} {} line {}: session '{s}' has several turns; multi-turn \
-                     conversations (history carried between turns) are not supported by \
-                     profile yet",
-                    path.display(),
-                    r.line
-                )));
+    let mut index = std::collections::HashMap::new();
+    let mut convs: Vec<Conversation> = Vec::new();
+    for (step, r) in records.iter().enumerate() {
+        let delay = r.delay_ms.map_or(0, |d| d.round() as u64);
+        let k = match &r.session {
+            Some(s) => *index.entry(s.as_str()).or_insert_with(|| {
+                convs.push(Conversation {
+                    steps: Vec::new(),
+                    delays_ms: Vec::new(),
+                });
+                convs.len() - 1
+            }),
+            None => {
+                convs.push(Conversation {
+                    steps: Vec::new(),
+                    delays_ms: Vec::new(),
+                });
+                convs.len() - 1
             }
+        };
+        convs[k].steps.push(step as u32);
+        convs[k].delays_ms.push(delay);
+    }
+    convs.iter().any(|c| c.steps.len() > 1).then_some(convs)
+}
+
+/// The run of `convs`: closed loop on chat only (the history lives in `messages`), each
+/// conversation once in the sampling order, `--request-count` turns at most.
+fn conversation_plan(
+    cfg: &ProfileConfig,
+    entries: &[Entry],
+    conversations: Vec<Conversation>,
+) -> Result<ConversationPlan> {
+    let a = &cfg.args;
+    let refuse = |why: &str| {
+        Err(Error::usage(format!(
+            "profile: the dataset holds multi-turn conversations, {why}"
+        )))
+    };
+    if cfg.endpoint_type != super::cli::EndpointType::Chat {
+        return refuse("which need --endpoint-type chat (the history is sent in 'messages')");
+    }
+    if !a.request_rate.is_empty() || a.dataset.fixed_schedule {
+        return refuse("which run as a closed loop: give --concurrency N (slots)");
+    }
+    if a.warmup_request_count > 0 {
+        return refuse("with which --warmup-request-count is not supported");
+    }
+    if let Some(f) = a.dataset.replay_flag() {
+        return refuse(&format!("with which {f} is not supported"));
+    }
+    let total: u64 = conversations.iter().map(|c| c.steps.len() as u64).sum();
+    let n = conversations.len();
+    let order = match a.dataset.dataset_sampling_strategy {
+        // Each conversation runs once: random draws are a permutation here.
+        Some(Sampling::Random | Sampling::Shuffle) => {
+            order(Some(Sampling::Shuffle), n, n, a.random_seed).unwrap_or_default()
+        }
+        _ => (0..n).collect(),
+    };
+    let models = super::payload::pick_models(cfg, entries.len());
+    let model = |i: usize| cfg.models[models[i] as usize].as_str();
+    Ok(ConversationPlan {
+        bodies: entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                super::payload::body(cfg, model(i), e)
+                    .to_string()
+                    .into_bytes()
+            })
+            .collect(),
+        paths: (0..entries.len())
+            .map(|i| super::endpoint_for(cfg, model(i)))
+            .collect(),
+        host: cfg.address.clone(),
+        headers: cfg.headers.clone(),
+        turns: a.request_count.map_or(total, |c| c.min(total)),
+        conversations,
+        order,
+    })
+}
+
+/// Later turns of conversations: their input length includes the history they carried
+/// (unless the server's counts are used, which include it already).
+pub fn count_history(
+    cfg: &ProfileConfig,
+    records: &[crate::measure::RequestRecord],
+    requests: &mut [crate::measure::llm::LlmRequest],
+) {
+    let Some(conv) = cfg
+        .args
+        .dataset
+        .plan
+        .as_ref()
+        .and_then(|p| p.conversations.as_ref())
+    else {
+        return;
+    };
+    if cfg.args.use_server_token_count || records.len() != requests.len() {
+        return;
+    }
+    let mut by_step = vec![None; conv.bodies.len()];
+    for (i, r) in records.iter().enumerate() {
+        if let Some(slot) = by_step.get_mut(r.step as usize) {
+            *slot = Some(i);
         }
     }
-    Ok(())
+    conv.count_history(requests, &by_step);
 }
 
 /// `random_pool`: `--num-prompts` entries, each one seeded draw from every pool (file),

@@ -200,7 +200,7 @@ fn a_mooncake_trace_replays_its_timestamps() {
     );
     assert_eq!(c.args.request_count, Some(3));
     assert!(matches!(
-        c.args.dataset.engine_load(None),
+        c.args.dataset.engine_load(LoadPoint::Concurrency(1), None),
         Some(Load::Paced {
             schedule: Schedule::Fixed(_),
             ..
@@ -225,7 +225,13 @@ fn a_mooncake_trace_replays_its_timestamps() {
     closed.extend(["--concurrency", "2"]);
     let (e, c) = prepared(&closed).unwrap();
     assert_eq!(e.len(), 3, "file order; the engine wraps around it");
-    assert!(c.args.dataset.plan.is_none() && c.args.dataset.engine_load(None).is_none());
+    assert!(
+        c.args.dataset.plan.is_none()
+            && c.args
+                .dataset
+                .engine_load(LoadPoint::Concurrency(1), None)
+                .is_none()
+    );
 }
 
 #[test]
@@ -271,23 +277,6 @@ fn usage_errors_name_the_flag_file_and_line() {
         assert!(err.msg.contains(needle), "{args:?}: {}", err.msg);
         assert_eq!(err.exit_code(), 99, "{args:?}");
     }
-    let multi = write(
-        "mt.jsonl",
-        "{\"session_id\": \"s\", \"turns\": [{\"text\": \"a\"}, {\"text\": \"b\"}]}\n",
-    );
-    let err = prepared(&[
-        "--input-file",
-        multi.to_str().unwrap(),
-        "--custom-dataset-type",
-        "multi_turn",
-    ])
-    .unwrap_err();
-    assert!(
-        err.msg
-            .contains("mt.jsonl line 1: session 's' has several turns"),
-        "{}",
-        err.msg
-    );
 }
 
 #[test]
@@ -300,5 +289,47 @@ fn fuzz_entry_survives_odd_input() {
         b"[{\"conversations\": [[]]}]",
     ] {
         fuzz_datasets(data);
+    }
+}
+
+#[test]
+fn multi_turn_conversations_become_a_session_plan() {
+    let multi = write(
+        "mt.jsonl",
+        concat!(
+            "{\"session_id\": \"s\", \"turns\": [{\"text\": \"a\"}, {\"text\": \"b c\", \"delay\": 30}]}\n",
+            "{\"turns\": [{\"text\": \"solo\"}]}\n",
+        ),
+    );
+    let p = multi.to_str().unwrap();
+    let base = ["--input-file", p, "--custom-dataset-type", "multi_turn"];
+    let (e, c) = prepared(&[&base[..], &["--concurrency", "2"]].concat()).unwrap();
+    let texts: Vec<&str> = e.iter().map(|x| x.text.as_str()).collect();
+    assert_eq!(texts, ["a", "b c", "solo"]);
+    let plan = c.args.dataset.plan.clone().unwrap();
+    let conv = plan.conversations.clone().unwrap();
+    assert_eq!(conv.conversations.len(), 2);
+    assert_eq!(conv.conversations[0].steps, vec![0, 1]);
+    assert_eq!(conv.conversations[0].delays_ms, vec![0, 30]);
+    assert_eq!((conv.turns, c.args.request_count), (3, Some(3)));
+    assert!(String::from_utf8_lossy(&conv.bodies[1]).contains("\"content\":\"b c\""));
+    assert!(matches!(
+        c.args.dataset.engine_load(LoadPoint::Concurrency(2), None),
+        Some(Load::Sessions { slots: 2, .. })
+    ));
+    for (extra, needle) in [
+        (&["--request-rate", "2"][..], "closed loop"),
+        (
+            &["--endpoint-type", "completions"][..],
+            "--endpoint-type chat",
+        ),
+        (
+            &["--warmup-request-count", "1"][..],
+            "--warmup-request-count",
+        ),
+    ] {
+        let err = prepared(&[&base[..], extra].concat()).unwrap_err();
+        assert!(err.msg.contains(needle), "{extra:?}: {}", err.msg);
+        assert_eq!(err.exit_code(), 99);
     }
 }
