@@ -12,8 +12,13 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use super::formats::{Format, Record};
+use super::Sampling;
 use crate::engine::turns::{TurnEnd, TurnPlan, TurnSource, Turns};
+use crate::error::{Error, Result};
 use crate::inputs::openai::sessions::{reply_of_body, reply_of_event, History, TurnBody};
+use crate::llm::cli::ProfileConfig;
+use crate::llm::payload::Entry;
 use crate::measure::llm::LlmRequest;
 use crate::measure::record::framed_responses;
 
@@ -213,6 +218,124 @@ impl Turns for Slots {
             && (self.out_of_turns()
                 || self.shared.next.load(Ordering::Relaxed) >= self.plan.order.len())
     }
+}
+
+/// The conversations of `records` (steps and delays) when any has several turns; `None`:
+/// every record is a request of its own. AIPerf's single_turn entries sharing a session are
+/// self-contained, so they are never grouped.
+pub(super) fn conversations_of(records: &[Record], format: Format) -> Option<Vec<Conversation>> {
+    if format == Format::SingleTurn {
+        return None;
+    }
+    let mut index = std::collections::HashMap::new();
+    let mut convs: Vec<Conversation> = Vec::new();
+    for (step, r) in records.iter().enumerate() {
+        let delay = r.delay_ms.map_or(0, |d| d.round() as u64);
+        let k = match &r.session {
+            Some(s) => *index.entry(s.as_str()).or_insert_with(|| {
+                convs.push(Conversation {
+                    steps: Vec::new(),
+                    delays_ms: Vec::new(),
+                });
+                convs.len() - 1
+            }),
+            None => {
+                convs.push(Conversation {
+                    steps: Vec::new(),
+                    delays_ms: Vec::new(),
+                });
+                convs.len() - 1
+            }
+        };
+        convs[k].steps.push(step as u32);
+        convs[k].delays_ms.push(delay);
+    }
+    convs.iter().any(|c| c.steps.len() > 1).then_some(convs)
+}
+
+/// The run of `convs`: closed loop on chat only (the history lives in `messages`), each
+/// conversation once in the sampling order, `--request-count` turns at most.
+pub(super) fn conversation_plan(
+    cfg: &ProfileConfig,
+    entries: &[Entry],
+    conversations: Vec<Conversation>,
+) -> Result<ConversationPlan> {
+    let a = &cfg.args;
+    let refuse = |why: &str| {
+        Err(Error::usage(format!(
+            "profile: the dataset holds multi-turn conversations, {why}"
+        )))
+    };
+    if cfg.endpoint_type != crate::llm::cli::EndpointType::Chat {
+        return refuse("which need --endpoint-type chat (the history is sent in 'messages')");
+    }
+    if !a.request_rate.is_empty() || a.dataset.fixed_schedule {
+        return refuse("which run as a closed loop: give --concurrency N (slots)");
+    }
+    if a.warmup_request_count > 0 {
+        return refuse("with which --warmup-request-count is not supported");
+    }
+    if let Some(f) = a.dataset.replay_flag() {
+        return refuse(&format!("with which {f} is not supported"));
+    }
+    let total: u64 = conversations.iter().map(|c| c.steps.len() as u64).sum();
+    let n = conversations.len();
+    let order = match a.dataset.dataset_sampling_strategy {
+        // Each conversation runs once: random draws are a permutation here.
+        Some(Sampling::Random | Sampling::Shuffle) => {
+            super::order(Some(Sampling::Shuffle), n, n, a.random_seed).unwrap_or_default()
+        }
+        _ => (0..n).collect(),
+    };
+    let models = crate::llm::payload::pick_models(cfg, entries.len());
+    let model = |i: usize| cfg.models[models[i] as usize].as_str();
+    Ok(ConversationPlan {
+        bodies: entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                crate::llm::payload::body(cfg, model(i), e)
+                    .to_string()
+                    .into_bytes()
+            })
+            .collect(),
+        paths: (0..entries.len())
+            .map(|i| crate::llm::endpoint_for(cfg, model(i)))
+            .collect(),
+        host: cfg.address.clone(),
+        headers: cfg.headers.clone(),
+        turns: a.request_count.map_or(total, |c| c.min(total)),
+        conversations,
+        order,
+    })
+}
+
+/// Later turns of conversations: their input length includes the history they carried
+/// (unless the server's counts are used, which include it already).
+pub fn count_history(
+    cfg: &ProfileConfig,
+    records: &[crate::measure::RequestRecord],
+    requests: &mut [crate::measure::llm::LlmRequest],
+) {
+    let Some(conv) = cfg
+        .args
+        .dataset
+        .plan
+        .as_ref()
+        .and_then(|p| p.conversations.as_ref())
+    else {
+        return;
+    };
+    if cfg.args.use_server_token_count || records.len() != requests.len() {
+        return;
+    }
+    let mut by_step = vec![None; conv.bodies.len()];
+    for (i, r) in records.iter().enumerate() {
+        if let Some(slot) = by_step.get_mut(r.step as usize) {
+            *slot = Some(i);
+        }
+    }
+    conv.count_history(requests, &by_step);
 }
 
 #[cfg(test)]
