@@ -333,3 +333,22 @@ fn multi_turn_conversations_become_a_session_plan() {
         assert_eq!(err.exit_code(), 99);
     }
 }
+
+/// clap's own consistency checks (unique names, valid conflicts) hold for the flags with
+/// the dataset ones flattened in.
+#[test]
+fn the_flag_set_is_consistent() {
+    use clap::CommandFactory;
+    crate::llm::cli::ProfileArgs::command().debug_assert();
+    let help = crate::llm::cli::ProfileArgs::command()
+        .render_long_help()
+        .to_string();
+    for flag in [
+        "--custom-dataset-type",
+        "--fixed-schedule-speedup",
+        "--replay-speedup",
+        "mooncake_trace",
+    ] {
+        assert!(help.contains(flag), "{flag}");
+    }
+}
