@@ -84,6 +84,15 @@ fn replay_once(attempt: usize) -> (Vec<u64>, String) {
     );
     assert_eq!(summary["replay_sched_lag_p50"]["unit"], "ms");
     assert_eq!(summary["request_count"]["avg"], 8.0);
+    let input = &summary["input_config"]["dataset"];
+    assert_eq!(input["custom_dataset_type"], "mooncake_trace");
+    assert_eq!(
+        (
+            input["fixed_schedule"].clone(),
+            input["fixed_schedule_speedup"].clone()
+        ),
+        (Value::Bool(true), 2.0.into())
+    );
     (errors_us, detail)
 }
 

@@ -375,6 +375,7 @@ fn input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
         "use_server_token_count": a.use_server_token_count,
         "goodput": a.goodput,
         "extra_inputs": cfg.extra.iter().map(|(k, v)| json!({k: v})).collect::<Vec<_>>(),
+        "dataset": dataset::config_json(&a.dataset),
     })
 }
 

@@ -483,6 +483,24 @@ fn order(strategy: Option<Sampling>, n: usize, len: usize, seed: u64) -> Option<
     }
 }
 
+/// The dataset settings for the summary JSON's `input_config`.
+pub fn config_json(d: &DatasetArgs) -> serde_json::Value {
+    use clap::ValueEnum;
+    let name = |v: Option<clap::builder::PossibleValue>| v.map(|v| v.get_name().to_string());
+    serde_json::json!({
+        "custom_dataset_type": name(d.custom_dataset_type.or(d.dataset_name).and_then(|f| f.to_possible_value())),
+        "dataset_path": d.dataset_path,
+        "dataset_sampling_strategy": name(d.dataset_sampling_strategy.and_then(|s| s.to_possible_value())),
+        "fixed_schedule": d.replaying(),
+        "fixed_schedule_auto_offset": d.fixed_schedule_auto_offset,
+        "fixed_schedule_start_offset": d.fixed_schedule_start_offset,
+        "fixed_schedule_end_offset": d.fixed_schedule_end_offset,
+        "fixed_schedule_speedup": d.fixed_schedule_speedup.unwrap_or(1.0),
+        "isl_block_size": d.isl_block_size,
+        "conversations": d.plan.as_ref().and_then(|p| p.conversations.as_ref()).map(|c| c.conversations.len()),
+    })
+}
+
 /// The console line of a replay's schedule lag ("" when the run is no replay).
 pub fn lag_line(cfg: &ProfileConfig, records: &[crate::measure::RequestRecord]) -> String {
     match replay::lag(records) {
