@@ -8,9 +8,8 @@ use crate::run_profile::{profile, start_llm};
 
 use serde_json::Value;
 
-/// Trace times (ms from the start of the run): irregular gaps, none under 40 ms (20 ms at
-/// the 2x speed-up); the first at 100 ms, once the workers' connections are open.
-const STAMPS_MS: [u64; 8] = [200, 240, 300, 360, 440, 480, 560, 620];
+/// Trace times (ms): irregular gaps, none under 40 ms (20 ms at the 2x speed-up).
+const STAMPS_MS: [u64; 8] = [1_000, 1_040, 1_100, 1_160, 1_240, 1_280, 1_360, 1_420];
 
 fn write_trace(dir: &std::path::Path) -> std::path::PathBuf {
     let mut text = String::new();
@@ -39,6 +38,7 @@ fn replay_once(attempt: usize) -> (Vec<u64>, String) {
         trace.to_str().unwrap(),
         "--custom-dataset-type",
         "mooncake_trace",
+        "--fixed-schedule-auto-offset",
         "--fixed-schedule-speedup",
         "2",
     ];
@@ -54,7 +54,7 @@ fn replay_once(attempt: usize) -> (Vec<u64>, String) {
     let mut answered: Vec<u64> = server.token_times().iter().map(|t| t[0]).collect();
     answered.sort_unstable();
     assert_eq!(answered.len(), STAMPS_MS.len(), "one request per entry");
-    let want_ns = |k: usize| STAMPS_MS[k] * 1_000_000 / 2;
+    let want_ns = |k: usize| (STAMPS_MS[k] - STAMPS_MS[0]) * 1_000_000 / 2;
     // Each arrival's distance from its place in the schedule, anchored at the least-late
     // request (what the network and the server's parse add to every request cancels).
     let late: Vec<i64> = (0..answered.len())

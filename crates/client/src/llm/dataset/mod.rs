@@ -253,6 +253,18 @@ pub fn prepare(
         let entries = sample(synthetic(cfg, tok)?, cfg);
         return Ok((entries, out));
     };
+    if matches!(format, Format::RandomPool | Format::ShareGpt) {
+        if let Some(f) = d
+            .fixed_schedule
+            .then_some("--fixed-schedule")
+            .or(d.replay_flag())
+        {
+            return Err(Error::usage(format!(
+                "profile: {f} needs entries with timestamps, which {} datasets do not have",
+                name_of(format)
+            )));
+        }
+    }
     let pools = read(format, path, flag)?;
     let mut gen = PromptGen::new(tok.clone(), cfg.args.random_seed);
     if format == Format::RandomPool {
@@ -302,7 +314,10 @@ pub fn prepare(
             ))
         })?);
     }
-    let (order, offsets) = replay::schedule(&stamps, &d.replay_options()?);
+    let (order, mut offsets) = replay::schedule(&stamps, &d.replay_options()?);
+    for o in &mut offsets {
+        *o += replay::LEAD_NS;
+    }
     if order.is_empty() {
         return Err(Error::usage(format!(
             "{flag} {}: no entry lies between the fixed-schedule offsets",
@@ -311,7 +326,7 @@ pub fn prepare(
     }
     let kept: Vec<Record> = order.iter().map(|&i| records[i].clone()).collect();
     let entries = entries_of(&kept, cfg, tok, &mut gen)?;
-    let span_s = offsets.last().copied().unwrap_or(0) as f64 / 1e9;
+    let span_s = (offsets.last().copied().unwrap_or(0) - offsets[0]) as f64 / 1e9;
     let rate = if span_s > 0.0 {
         entries.len() as f64 / span_s
     } else {
@@ -483,12 +498,20 @@ fn order(strategy: Option<Sampling>, n: usize, len: usize, seed: u64) -> Option<
     }
 }
 
+/// The format's flag value (`mooncake_trace`).
+fn name_of(format: Format) -> String {
+    use clap::ValueEnum;
+    format
+        .to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_string())
+}
+
 /// The dataset settings for the summary JSON's `input_config`.
 pub fn config_json(d: &DatasetArgs) -> serde_json::Value {
     use clap::ValueEnum;
     let name = |v: Option<clap::builder::PossibleValue>| v.map(|v| v.get_name().to_string());
     serde_json::json!({
-        "custom_dataset_type": name(d.custom_dataset_type.or(d.dataset_name).and_then(|f| f.to_possible_value())),
+        "custom_dataset_type": d.custom_dataset_type.or(d.dataset_name).map(name_of),
         "dataset_path": d.dataset_path,
         "dataset_sampling_strategy": name(d.dataset_sampling_strategy.and_then(|s| s.to_possible_value())),
         "fixed_schedule": d.replaying(),

@@ -196,7 +196,7 @@ fn a_mooncake_trace_replays_its_timestamps() {
     let plan = c.args.dataset.plan.clone().unwrap();
     assert_eq!(
         plan.fixed_ns,
-        Some(vec![500_000_000, 1_000_000_000, 3_000_000_000])
+        Some(vec![600_000_000, 1_100_000_000, 3_100_000_000])
     );
     assert_eq!(c.args.request_count, Some(3));
     assert!(matches!(
@@ -218,7 +218,7 @@ fn a_mooncake_trace_replays_its_timestamps() {
     assert_eq!(e.len(), 2);
     assert_eq!(
         c.args.dataset.plan.unwrap().fixed_ns,
-        Some(vec![0, 250_000_000])
+        Some(vec![100_000_000, 350_000_000])
     );
     // Closed loop over the same trace: no schedule.
     let mut closed = base.to_vec();
@@ -272,6 +272,19 @@ fn usage_errors_name_the_flag_file_and_line() {
             "drop --concurrency",
         ),
     ];
+    let share = write("s.json", "[]");
+    let share_args = [
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        share.to_str().unwrap(),
+        "--fixed-schedule",
+    ];
+    let cases = [
+        cases,
+        vec![(share_args.to_vec(), "sharegpt datasets do not have")],
+    ]
+    .concat();
     for (args, needle) in cases {
         let err = prepared(&args).unwrap_err();
         assert!(err.msg.contains(needle), "{args:?}: {}", err.msg);

@@ -6,9 +6,14 @@
 //!
 //! The schedule's zero is the first kept timestamp with `--fixed-schedule-auto-offset`,
 //! else `--fixed-schedule-start-offset`, else 0 (the trace's timestamps are offsets from
-//! the start of the run), as AIPerf defines them.
+//! the start of the run), as AIPerf defines them. The zero itself is [`LEAD_NS`] after the
+//! engine starts, so that the first sends do not wait for the workers' threads and
+//! connections.
 
 use crate::measure::RequestRecord;
+
+/// How long after the engine starts the schedule's zero comes (ns).
+pub const LEAD_NS: u64 = 100_000_000;
 
 /// How a trace is replayed.
 #[derive(Debug, Clone, Copy, PartialEq)]
