@@ -29,6 +29,7 @@ const TARGETS: &[(&str, FuzzFn)] = &[
     ("sse", inferperf::protocol::sse::fuzz_sse),
     ("openai_payloads", inferperf::inputs::openai::fuzz_payloads),
     ("llm_responses", inferperf::llm::fuzz_llm_responses),
+    ("llm_datasets", inferperf::llm::dataset::fuzz_datasets),
     (
         "prometheus",
         inferperf::protocol::prometheus::fuzz_prometheus,

@@ -23,6 +23,7 @@ mod reconnect;
 mod report_figures;
 mod run_capi;
 mod run_cuda_shm;
+mod run_dataset;
 mod run_grpc;
 mod run_http;
 mod run_kinds;

@@ -221,6 +221,8 @@ pub struct ProfileArgs {
     pub telemetry: super::telemetry::TelemetryArgs,
     #[command(flatten)]
     pub compat: CompatArgs,
+    #[command(flatten)]
+    pub dataset: super::dataset::DatasetArgs,
 }
 
 /// `--read-batch-us` beyond this would hold completed requests (and the next sends of a

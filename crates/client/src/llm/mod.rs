@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod cli_compat;
 pub mod convert;
+pub mod dataset;
 pub mod events;
 pub mod export;
 pub mod input_file;
@@ -76,7 +77,8 @@ pub struct PointOutcome {
 /// Runs every load point of `cfg`, printing each point's table to `out`.
 pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>> {
     let tokenizer = Tokenizer::load(&cfg.args.tokenizer)?;
-    let entries = prepare_entries(cfg, &tokenizer)?;
+    let (entries, cfg) = dataset::prepare(cfg, &tokenizer, prepare_entries)?;
+    let cfg = &cfg;
     let models = payload::pick_models(cfg, entries.len());
     let bodies: Vec<Value> = payload::bodies(cfg, &entries, &models);
     let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
@@ -105,7 +107,8 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
             ),
             grpc,
         };
-        let requests = convert::convert(&run, &cx);
+        let mut requests = convert::convert(&run, &cx);
+        dataset::count_history(cfg, &run.records, &mut requests);
         let dir = point_dir(cfg, point);
         let opts = crate::measure::llm::MetricOptions {
             goodput: goodput.clone(),
@@ -114,6 +117,7 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
         let _ = out.write_all(table.as_bytes());
         let _ = out.write_all(overhead_line(&run, &requests).as_bytes());
+        let _ = out.write_all(dataset::lag_line(cfg, &run.records).as_bytes());
         if let Some(c) = &run.connections {
             let _ = out.write_all(c.line().as_bytes());
         }
@@ -385,6 +389,7 @@ fn input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
         "use_server_token_count": a.use_server_token_count,
         "goodput": a.goodput,
         "extra_inputs": cfg.extra.iter().map(|(k, v)| json!({k: v})).collect::<Vec<_>>(),
+        "dataset": dataset::config_json(&a.dataset),
     })
 }
 
@@ -416,7 +421,11 @@ fn write_point(
         ),
         (
             names.genai_perf_json,
-            crate::report::llm::genai_perf::json(metrics, &input_config(cfg, point)),
+            dataset::with_lag(
+                cfg,
+                &run.records,
+                crate::report::llm::genai_perf::json(metrics, &input_config(cfg, point)),
+            ),
         ),
         (
             names.genai_perf_csv,

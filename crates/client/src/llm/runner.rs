@@ -48,6 +48,9 @@ const POISSON_HORIZON_NS: u64 = 60_000_000_000;
 
 /// The engine's load for a point.
 pub fn load(cfg: &ProfileConfig, point: LoadPoint) -> Load {
+    if let Some(replay) = cfg.args.dataset.engine_load(point, cfg.args.max_inflight) {
+        return replay;
+    }
     let value = match point {
         LoadPoint::Concurrency(c) => LoadValue::Concurrency(c),
         LoadPoint::RequestRate(rate) => LoadValue::RequestRate(rate),
