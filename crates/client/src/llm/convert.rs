@@ -62,6 +62,19 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
     } else {
         (cx.count)(&parsed.text())
     };
+    let reasoning_tokens = if parsed.reasoning.is_empty() {
+        0
+    } else {
+        (cx.count)(&parsed.reasoning)
+    };
+    // A stream without reasoning (or a layout that has none) answers from its first chunk.
+    let first_output_ns = parsed.first_output_ns.or_else(|| {
+        parsed
+            .reasoning
+            .is_empty()
+            .then(|| chunks.first().map(|c| c.arrival_ns))
+            .flatten()
+    });
     if let (true, Some(u)) = (cx.server_counts, parsed.usage) {
         isl = u.prompt_tokens;
         osl = u.completion_tokens;
@@ -77,6 +90,8 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
         chunks,
         usage: parsed.usage,
         model: cx.models.get(step).copied().unwrap_or(0),
+        reasoning_tokens,
+        first_output_ns,
     }
 }
 

@@ -13,6 +13,8 @@ pub mod export;
 pub mod input_file;
 pub mod kserve;
 pub mod payload;
+pub mod progress;
+pub mod report_args;
 pub mod runner;
 
 use std::ffi::OsString;
@@ -103,6 +105,7 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         let dir = point_dir(cfg, point);
         let opts = crate::measure::llm::MetricOptions {
             goodput: goodput.clone(),
+            slice_ns: cfg.args.report.slice_ns(),
         };
         let metrics = crate::measure::llm::compute(&requests, &opts);
         let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
