@@ -10,6 +10,7 @@ pub mod cli;
 pub mod convert;
 pub mod events;
 pub mod export;
+pub mod html_report;
 pub mod input_file;
 pub mod kserve;
 pub mod payload;
@@ -84,6 +85,7 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
     let spec = engine_spec(cfg, requests, grpc)?;
     let goodput = crate::measure::llm::goodput::parse(&cfg.args.goodput)?;
     let mut outcomes = Vec::new();
+    let mut summaries = Vec::new();
     for &point in &cfg.points {
         let run = runner::run_point(&spec, cfg, point)?;
         let count = |t: &str| tokenizer.count(t) as u64;
@@ -120,6 +122,9 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         write_point(
             cfg, point, &dir, &run, &payloads, &bodies, &requests, &metrics,
         )?;
+        for w in metrics.checks.warnings() {
+            eprintln!("Warning: {}: {w}", point.label());
+        }
         let _ = writeln!(out, "Results in {}", dir.display());
         let summary = run.fails.summary(run.records.len() as u64);
         if !requests.is_empty() && requests.iter().all(|r| !r.ok()) {
@@ -139,6 +144,11 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
             eprintln!("Warning: {}: {line}", point.label());
         }
         let interrupted = run.interrupted;
+        summaries.push(html_report::PointSummary {
+            label: point.label(),
+            dir: dir.clone(),
+            metrics,
+        });
         outcomes.push(PointOutcome {
             point,
             dir,
@@ -147,6 +157,10 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         if interrupted {
             break;
         }
+    }
+    if !cfg.args.report.no_html_report {
+        let config = input_config(cfg, cfg.points[0]);
+        html_report::write_levels(cfg, &summaries, &report_options(cfg), &config, &[])?;
     }
     Ok(outcomes)
 }
@@ -397,7 +411,7 @@ fn write_point(
         "openai"
     };
     let names = export::ExportNames::from_export_file(&cfg.args.profile_export_file);
-    let files: Vec<(String, String)> = vec![
+    let mut files: Vec<(String, String)> = vec![
         ("inputs.json".into(), export::inputs_json(bodies)),
         (
             cfg.args.profile_export_file.clone(),
@@ -416,8 +430,27 @@ fn write_point(
             crate::report::llm::jsonl::records(requests),
         ),
     ];
+    if let Some(seconds) = cfg.args.report.slice_duration {
+        use crate::report::llm::timeslices;
+        files.push((
+            names.timeslices_json,
+            timeslices::json(&metrics.slices, seconds),
+        ));
+        files.push((names.timeslices_csv, timeslices::csv(&metrics.slices)));
+    }
     for (name, text) in files {
         crate::report::write::write_atomic("", &dir.join(name), text.as_bytes())?;
+    }
+    if !cfg.args.report.no_html_report {
+        let page = html_report::PointReport {
+            label: &point.label(),
+            requests,
+            metrics,
+            opts: &report_options(cfg),
+            config: &input_config(cfg, point),
+            sections: &[],
+        };
+        html_report::write_point(cfg, dir, &page)?;
     }
     if cfg.args.generate_plots {
         let plots = dir.join("plots");

@@ -11,9 +11,8 @@ use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
-
 use super::events::parse_events;
+use crate::measure::llm::stats::StatAcc;
 use crate::measure::record::framed_responses;
 use crate::measure::WindowRecords;
 
@@ -93,7 +92,6 @@ pub fn progress_line(label: &str, done: u64, total: Option<u64>, elapsed: Durati
 }
 
 /// Running figures of the completed requests.
-#[derive(Default)]
 pub struct Live {
     /// (elapsed, successful requests so far, output tokens so far), one per tick.
     samples: VecDeque<(Duration, u64, u64)>,
@@ -101,9 +99,22 @@ pub struct Live {
     tokens: u64,
     /// Some token count was a chunk count (no `usage` in the response).
     estimated: bool,
-    /// TTFT and per-request mean chunk gap, in µs.
-    ttft_us: Option<Histogram<u64>>,
-    itl_us: Option<Histogram<u64>>,
+    /// TTFT and per-request mean chunk gap (ns).
+    ttft: StatAcc,
+    itl: StatAcc,
+}
+
+impl Default for Live {
+    fn default() -> Live {
+        Live {
+            samples: VecDeque::new(),
+            ok: 0,
+            tokens: 0,
+            estimated: false,
+            ttft: StatAcc::new(),
+            itl: StatAcc::new(),
+        }
+    }
 }
 
 impl Live {
@@ -123,10 +134,11 @@ impl Live {
             let (Some(first), Some(last)) = (parsed.chunks.first(), parsed.chunks.last()) else {
                 continue;
             };
-            record(&mut self.ttft_us, first.0.saturating_sub(r.start_ns) / 1000);
+            self.ttft.record(first.0.saturating_sub(r.start_ns) as f64);
             let n = parsed.chunks.len() as u64;
             if n > 1 {
-                record(&mut self.itl_us, (last.0 - first.0) / (n - 1) / 1000);
+                self.itl
+                    .record(last.0.saturating_sub(first.0) as f64 / (n - 1) as f64);
             }
             match parsed.usage {
                 Some(u) => self.tokens += u.completion_tokens,
@@ -163,13 +175,11 @@ impl Live {
             parts.push(format!("{:.1} req/s", (last.1 - first.1) as f64 / span));
             parts.push(format!("{:.0} {unit}", (last.2 - first.2) as f64 / span));
         }
-        let p50 = |h: &Option<Histogram<u64>>| {
-            h.as_ref().map(|h| h.value_at_quantile(0.5) as f64 / 1000.0)
-        };
-        if let Some(ms) = p50(&self.ttft_us) {
+        let p50 = |acc: &StatAcc| acc.stats().and_then(|s| s.p(50)).map(|ns| ns / 1e6);
+        if let Some(ms) = p50(&self.ttft) {
             parts.push(format!("TTFT p50 {ms:.1} ms"));
         }
-        if let Some(ms) = p50(&self.itl_us) {
+        if let Some(ms) = p50(&self.itl) {
             parts.push(format!("ITL p50 {ms:.2} ms"));
         }
         if parts.is_empty() {
@@ -177,16 +187,6 @@ impl Live {
         } else {
             format!(" | {}", parts.join(", "))
         }
-    }
-}
-
-/// Records `v` (µs), creating the histogram on first use (3 significant digits).
-fn record(h: &mut Option<Histogram<u64>>, v: u64) {
-    if h.is_none() {
-        *h = Histogram::new(3).ok();
-    }
-    if let Some(h) = h {
-        h.saturating_record(v);
     }
 }
 
