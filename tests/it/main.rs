@@ -29,6 +29,7 @@ mod run_modes;
 mod run_mpi;
 mod run_openai;
 mod run_profile;
+mod run_profile_report;
 mod run_profile_streams;
 mod run_rate;
 mod run_sequences;

@@ -59,8 +59,9 @@ fn diff_pct(got: u64, reference: u64) -> Option<f64> {
 }
 
 impl TokenChecks {
-    /// The checks over `reqs` (failed requests are left out). With
-    /// `--use-server-token-count` the counts are the server's own, so they always agree.
+    /// The checks over `reqs` (failed requests are left out). `usage` is compared with the
+    /// client tokenizer's counts (kept apart under `--use-server-token-count`); the output
+    /// length asked for with the one reported (the server's under that flag).
     pub fn of(reqs: &[LlmRequest]) -> TokenChecks {
         let mut c = TokenChecks::default();
         let (mut prompt, mut completion, mut osl) = (Vec::new(), Vec::new(), Vec::new());
@@ -68,8 +69,9 @@ impl TokenChecks {
         for r in reqs.iter().filter(|r| r.ok()) {
             if let Some(u) = r.usage {
                 c.usage_compared += 1;
-                let p = diff_pct(u.prompt_tokens, r.isl);
-                let q = diff_pct(u.completion_tokens, r.osl);
+                let (isl, osl) = r.client_counts.unwrap_or((r.isl, r.osl));
+                let p = diff_pct(u.prompt_tokens, isl);
+                let q = diff_pct(u.completion_tokens, osl);
                 prompt.extend(p);
                 completion.extend(q);
                 let over = |d: Option<f64>| d.is_some_and(|d| d > USAGE_DIFF_PCT);
@@ -196,5 +198,10 @@ mod tests {
         let c = TokenChecks::of(&[failed, req(8, 8, Some((8, 8)), Some(8))]);
         assert_eq!((c.usage_compared, c.osl_compared), (1, 1));
         assert!(c.warnings().is_empty());
+        // Server counts in isl/osl: the client's own are what usage is compared with.
+        let mut server = req(8, 8, Some((8, 8)), None);
+        server.client_counts = Some((4, 8));
+        let c = TokenChecks::of(&[server]);
+        assert_eq!((c.usage_discrepancies, c.prompt_diff_pct.max), (1, 100.0));
     }
 }

@@ -66,6 +66,9 @@ pub struct LlmRequest {
     /// Arrival of the first chunk that carried answer text (not only reasoning); `None`
     /// when none did.
     pub first_output_ns: Option<u64>,
+    /// The client tokenizer's own (ISL, OSL) when `isl`/`osl` hold the server's `usage`
+    /// counts (`--use-server-token-count`); the token-count checks compare the two.
+    pub client_counts: Option<(u64, u64)>,
 }
 
 impl LlmRequest {
