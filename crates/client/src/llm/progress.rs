@@ -92,6 +92,7 @@ pub fn progress_line(label: &str, done: u64, total: Option<u64>, elapsed: Durati
 }
 
 /// Running figures of the completed requests.
+#[derive(Default)]
 pub struct Live {
     /// (elapsed, successful requests so far, output tokens so far), one per tick.
     samples: VecDeque<(Duration, u64, u64)>,
@@ -102,19 +103,6 @@ pub struct Live {
     /// TTFT and per-request mean chunk gap (ns).
     ttft: StatAcc,
     itl: StatAcc,
-}
-
-impl Default for Live {
-    fn default() -> Live {
-        Live {
-            samples: VecDeque::new(),
-            ok: 0,
-            tokens: 0,
-            estimated: false,
-            ttft: StatAcc::new(),
-            itl: StatAcc::new(),
-        }
-    }
 }
 
 impl Live {
