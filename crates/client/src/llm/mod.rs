@@ -159,7 +159,8 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         }
     }
     if !cfg.args.report.no_html_report {
-        let config = input_config(cfg, cfg.points[0]);
+        let mut config = input_config(cfg, cfg.points[0]);
+        config["load"] = summaries.iter().map(|p| p.label.clone()).collect();
         html_report::write_levels(cfg, &summaries, &report_options(cfg), &config, &[])?;
     }
     Ok(outcomes)

@@ -170,14 +170,20 @@ fn chart(y_label: &str, points: &[(f64, f64, &str)], color: &str) -> String {
         line.join(" ")
     );
     for p in sorted {
+        // Labels in the right half end at their point, so they stay inside the chart.
+        let (anchor, dx) = if x(p.0) > W / 2.0 {
+            ("end", -6.0)
+        } else {
+            ("start", 6.0)
+        };
         let _ = writeln!(
             svg,
             "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"4\" fill=\"{color}\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" font-family=\"sans-serif\" font-size=\"12\">{} \
-             ({})</text>",
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\" font-family=\"sans-serif\" \
+             font-size=\"12\">{} ({})</text>",
             x(p.0),
             y(p.1),
-            x(p.0) + 6.0,
+            x(p.0) + dx,
             y(p.1) - 6.0,
             escape(p.2),
             escape(&fmt_num(p.1))
