@@ -145,6 +145,12 @@ fn check_summary_json(run_dir: &std::path::Path) {
     let kv = &vllm["metrics"]["kv_cache_usage"];
     assert_eq!(kv["unit"], "%");
     assert!(kv["series"][MODEL]["p99"].as_f64().is_some());
+    // The same figures on the run's HTML page.
+    let page = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    let at = page
+        .find("<section id=\"telemetry\">")
+        .expect("report.html has the telemetry section");
+    assert!(page[at..].contains("KV Cache Usage (%)"), "{}", &page[at..]);
 }
 
 /// A loopback port nothing listens on.

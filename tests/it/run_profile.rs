@@ -313,7 +313,8 @@ fn summary_files_are_named_after_the_profile_export_file() {
             "my.json",
             "my.jsonl",
             "my_genai_perf.csv",
-            "my_genai_perf.json"
+            "my_genai_perf.json",
+            "report.html",
         ]
     );
     let summary = read_json(&run_dir.join("my_genai_perf.json"));

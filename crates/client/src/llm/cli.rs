@@ -223,6 +223,8 @@ pub struct ProfileArgs {
     pub compat: CompatArgs,
     #[command(flatten)]
     pub dataset: super::dataset::DatasetArgs,
+    #[command(flatten)]
+    pub report: super::report_args::ReportArgs,
 }
 
 /// `--read-batch-us` beyond this would hold completed requests (and the next sends of a

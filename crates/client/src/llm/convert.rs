@@ -62,7 +62,22 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
     } else {
         (cx.count)(&parsed.text())
     };
+    let reasoning_tokens = if parsed.reasoning.is_empty() {
+        0
+    } else {
+        (cx.count)(&parsed.reasoning)
+    };
+    // A stream without reasoning (or a layout that has none) answers from its first chunk.
+    let first_output_ns = parsed.first_output_ns.or_else(|| {
+        parsed
+            .reasoning
+            .is_empty()
+            .then(|| chunks.first().map(|c| c.arrival_ns))
+            .flatten()
+    });
+    let mut client_counts = None;
     if let (true, Some(u)) = (cx.server_counts, parsed.usage) {
+        client_counts = Some((isl, osl));
         isl = u.prompt_tokens;
         osl = u.completion_tokens;
     }
@@ -77,6 +92,9 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
         chunks,
         usage: parsed.usage,
         model: cx.models.get(step).copied().unwrap_or(0),
+        reasoning_tokens,
+        first_output_ns,
+        client_counts,
     }
 }
 
@@ -229,6 +247,11 @@ mod tests {
         assert_eq!((q.isl, q.osl, q.requested_osl, q.model), (7, 3, Some(3), 1));
         let out = convert(&run_with(vec![r], b), &cx(&es, true));
         assert_eq!((out[0].isl, out[0].osl), (9, 4));
+        assert_eq!(
+            out[0].client_counts,
+            Some((7, 3)),
+            "the client's own counts are kept"
+        );
     }
 
     #[test]

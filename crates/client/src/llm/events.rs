@@ -22,6 +22,11 @@ pub struct Parsed {
     pub error: Option<String>,
     /// `[DONE]` (or a finish reason) was seen: the stream ended properly.
     pub finished: bool,
+    /// Reasoning text (`reasoning_content`), joined; it is part of `chunks` too.
+    pub reasoning: String,
+    /// Read time of the first event that carried answer text (not reasoning): AIPerf's
+    /// time to first output token ends here.
+    pub first_output_ns: Option<u64>,
 }
 
 impl Parsed {
@@ -59,7 +64,7 @@ fn parse_with<'a>(events: impl Iterator<Item = (u64, &'a [u8])>, typed: bool) ->
             absorb(&v, at, &mut out);
         } else if let Ok(s) = std::str::from_utf8(data) {
             // Not JSON: a server that streams plain text; count it as text.
-            out.chunks.push((at, s.to_string()));
+            push_chunk(&mut out, at, s.to_string(), 0);
         }
     }
     out
@@ -134,13 +139,17 @@ impl Message<'_> {
                 completion_tokens: u.completion_tokens.unwrap_or(0),
             });
         }
-        let mut text = String::new();
+        let (mut text, mut reasoning) = (String::new(), 0);
         let first = self.choices.and_then(|c| c.into_iter().next());
         match first {
             Some(c) => {
                 let parts = [c.delta, c.message].into_iter().flatten();
                 for p in parts {
-                    text.extend(p.reasoning_content);
+                    if let Some(r) = p.reasoning_content {
+                        text.push_str(&r);
+                        out.reasoning.push_str(&r);
+                        reasoning += r.len();
+                    }
                     text.extend(p.content);
                 }
                 text.extend(c.text);
@@ -148,9 +157,7 @@ impl Message<'_> {
             }
             None => text.extend(self.text_output),
         }
-        if !text.is_empty() {
-            out.chunks.push((at, text));
-        }
+        push_chunk(out, at, text, reasoning);
     }
 }
 
@@ -172,19 +179,32 @@ fn absorb(v: &Value, at: u64, out: &mut Parsed) {
             completion_tokens: get("completion_tokens"),
         });
     }
-    let text = text_of(v);
-    if !text.is_empty() {
-        out.chunks.push((at, text));
-    }
+    let before = out.reasoning.len();
+    let text = text_of(v, &mut out.reasoning);
+    let reasoning = out.reasoning.len() - before;
+    push_chunk(out, at, text, reasoning);
     let finish = v
         .pointer("/choices/0/finish_reason")
         .is_some_and(|f| !f.is_null());
     out.finished |= finish;
 }
 
+/// Adds a chunk carrying `text` (none when empty), of which the last `reasoning` bytes of
+/// `out.reasoning` are the reasoning part; the first chunk with more than reasoning marks
+/// the first output.
+fn push_chunk(out: &mut Parsed, at: u64, text: String, reasoning: usize) {
+    if text.is_empty() {
+        return;
+    }
+    if out.first_output_ns.is_none() && text.len() > reasoning {
+        out.first_output_ns = Some(at);
+    }
+    out.chunks.push((at, text));
+}
+
 /// Output text in the OpenAI chat (delta or message, reasoning included), completions, and
-/// Triton generate layouts.
-fn text_of(v: &Value) -> String {
+/// Triton generate layouts; the reasoning part is added to `reasoning` too.
+fn text_of(v: &Value, reasoning: &mut String) -> String {
     let mut text = String::new();
     if let Some(choice) = v.pointer("/choices/0") {
         for path in [
@@ -196,6 +216,9 @@ fn text_of(v: &Value) -> String {
         ] {
             if let Some(s) = choice.pointer(path).and_then(Value::as_str) {
                 text.push_str(s);
+                if path.ends_with("reasoning_content") {
+                    reasoning.push_str(s);
+                }
             }
         }
     } else if let Some(s) = v.get("text_output").and_then(Value::as_str) {
@@ -294,6 +317,43 @@ mod tests {
         assert_eq!(fast, parse_events_general(all.iter().copied()));
         assert_eq!(fast.chunks.len(), 9);
         assert!(fast.finished && fast.error.is_some() && fast.usage.is_some());
+    }
+
+    #[test]
+    fn reasoning_is_kept_apart_and_marks_the_first_output() {
+        let p = ev(&[
+            (
+                1,
+                r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
+            ),
+            (
+                2,
+                r#"{"choices":[{"delta":{"reasoning_content":" think"}}]}"#,
+            ),
+            (
+                3,
+                r#"{"choices":[{"delta":{"reasoning_content":" more","content":""}}]}"#,
+            ),
+            (
+                4,
+                r#"{"choices":[{"delta":{"reasoning_content":" last","content":" an"}}]}"#,
+            ),
+            (
+                5,
+                r#"{"choices":[{"delta":{"content":"swer"},"finish_reason":"stop"}]}"#,
+            ),
+        ]);
+        assert_eq!(p.reasoning, " think more last");
+        assert_eq!(p.first_output_ns, Some(4));
+        assert_eq!(p.text(), " think more last answer");
+        assert_eq!(p.chunks.len(), 4);
+        let p = ev(&[(7, r#"{"choices":[{"text":"a"}]}"#)]);
+        assert_eq!((p.reasoning.as_str(), p.first_output_ns), ("", Some(7)));
+        let p = ev(&[(7, r#"{"choices":[{"delta":{"reasoning_content":"r"}}]}"#)]);
+        assert_eq!(p.first_output_ns, None, "reasoning alone is no output");
+        let body = br#"{"choices":[{"message":{"reasoning_content":"r","content":"c"}}]}"#;
+        let p = parse_whole(9, body);
+        assert_eq!((p.reasoning.as_str(), p.first_output_ns), ("r", Some(9)));
     }
 
     #[test]

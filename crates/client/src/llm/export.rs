@@ -19,6 +19,9 @@ pub struct ExportNames {
     pub genai_perf_json: String,
     pub genai_perf_csv: String,
     pub records_jsonl: String,
+    /// `--slice-duration`: per-slice statistics (AIPerf's `_timeslices` files).
+    pub timeslices_json: String,
+    pub timeslices_csv: String,
 }
 
 impl ExportNames {
@@ -30,6 +33,8 @@ impl ExportNames {
             genai_perf_json: format!("{stem}_genai_perf.json"),
             genai_perf_csv: format!("{stem}_genai_perf.csv"),
             records_jsonl: format!("{stem}.jsonl"),
+            timeslices_json: format!("{stem}_timeslices.json"),
+            timeslices_csv: format!("{stem}_timeslices.csv"),
         }
     }
 }
@@ -349,6 +354,8 @@ mod tests {
         assert_eq!(n.genai_perf_json, "profile_export_genai_perf.json");
         assert_eq!(n.genai_perf_csv, "profile_export_genai_perf.csv");
         assert_eq!(n.records_jsonl, "profile_export.jsonl");
+        assert_eq!(n.timeslices_json, "profile_export_timeslices.json");
+        assert_eq!(n.timeslices_csv, "profile_export_timeslices.csv");
         let n = ExportNames::from_export_file("my.json");
         assert_eq!(
             (n.genai_perf_json.as_str(), n.genai_perf_csv.as_str()),

@@ -12,9 +12,12 @@ pub mod convert;
 pub mod dataset;
 pub mod events;
 pub mod export;
+pub mod html_report;
 pub mod input_file;
 pub mod kserve;
 pub mod payload;
+pub mod progress;
+pub mod report_args;
 pub mod runner;
 pub mod telemetry;
 
@@ -88,6 +91,7 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
     let goodput = crate::measure::llm::goodput::parse(&cfg.args.goodput)?;
     let mut outcomes = Vec::new();
     let scrape = telemetry::Telemetry::from_args(&cfg.args.telemetry)?;
+    let mut summaries = Vec::new();
     for &point in &cfg.points {
         let scraping = scrape.as_ref().map(|t| t.start(spec.clock));
         let run = runner::run_point(&spec, cfg, point)?;
@@ -112,6 +116,7 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         let dir = point_dir(cfg, point);
         let opts = crate::measure::llm::MetricOptions {
             goodput: goodput.clone(),
+            slice_ns: cfg.args.report.slice_ns(),
         };
         let metrics = crate::measure::llm::compute(&requests, &opts);
         let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
@@ -127,12 +132,16 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         if let Some(t) = &telemetry {
             let _ = out.write_all(t.console().as_bytes());
         }
+        let sections: Vec<_> = telemetry.iter().map(telemetry_section).collect();
         write_point(
-            cfg, point, &dir, &run, &payloads, &bodies, &requests, &metrics,
+            cfg, point, &dir, &run, &payloads, &bodies, &requests, &metrics, &sections,
         )?;
         if let Some(t) = &telemetry {
             let names = export::ExportNames::from_export_file(&cfg.args.profile_export_file);
             telemetry::add_to_summary(&dir.join(names.genai_perf_json), t)?;
+        }
+        for w in metrics.checks.warnings() {
+            eprintln!("Warning: {}: {w}", point.label());
         }
         let _ = writeln!(out, "Results in {}", dir.display());
         let summary = run.fails.summary(run.records.len() as u64);
@@ -153,6 +162,11 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
             eprintln!("Warning: {}: {line}", point.label());
         }
         let interrupted = run.interrupted;
+        summaries.push(html_report::PointSummary {
+            label: point.label(),
+            dir: dir.clone(),
+            metrics,
+        });
         outcomes.push(PointOutcome {
             point,
             dir,
@@ -162,6 +176,11 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
         if interrupted {
             break;
         }
+    }
+    if !cfg.args.report.no_html_report {
+        let mut config = input_config(cfg, cfg.points[0]);
+        config["load"] = summaries.iter().map(|p| p.label.clone()).collect();
+        html_report::write_levels(cfg, &summaries, &report_options(cfg), &config, &[])?;
     }
     Ok(outcomes)
 }
@@ -393,6 +412,15 @@ fn input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
     })
 }
 
+/// The telemetry of a point as a section of its HTML page.
+fn telemetry_section(t: &telemetry::Report) -> crate::report::html::Section {
+    crate::report::html::Section {
+        id: "telemetry".into(),
+        title: "Server and GPU telemetry".into(),
+        html: t.html(),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn write_point(
     cfg: &ProfileConfig,
@@ -403,6 +431,7 @@ fn write_point(
     bodies: &[Value],
     requests: &[LlmRequest],
     metrics: &crate::measure::llm::LlmMetrics,
+    sections: &[crate::report::html::Section],
 ) -> Result<()> {
     let io =
         |e: std::io::Error, p: &Path| Error::generic(format!("cannot write {}: {e}", p.display()));
@@ -413,7 +442,7 @@ fn write_point(
         "openai"
     };
     let names = export::ExportNames::from_export_file(&cfg.args.profile_export_file);
-    let files: Vec<(String, String)> = vec![
+    let mut files: Vec<(String, String)> = vec![
         ("inputs.json".into(), export::inputs_json(bodies)),
         (
             cfg.args.profile_export_file.clone(),
@@ -436,8 +465,27 @@ fn write_point(
             crate::report::llm::jsonl::records(requests),
         ),
     ];
+    if let Some(seconds) = cfg.args.report.slice_duration {
+        use crate::report::llm::timeslices;
+        files.push((
+            names.timeslices_json,
+            timeslices::json(&metrics.slices, seconds),
+        ));
+        files.push((names.timeslices_csv, timeslices::csv(&metrics.slices)));
+    }
     for (name, text) in files {
         crate::report::write::write_atomic("", &dir.join(name), text.as_bytes())?;
+    }
+    if !cfg.args.report.no_html_report {
+        let page = html_report::PointReport {
+            label: &point.label(),
+            requests,
+            metrics,
+            opts: &report_options(cfg),
+            config: &input_config(cfg, point),
+            sections,
+        };
+        html_report::write_point(cfg, dir, &page)?;
     }
     if cfg.args.generate_plots {
         let plots = dir.join("plots");

@@ -2,10 +2,10 @@
 //! requests, gathered every 100 ms with a progress line, until the request count is done, the
 //! duration is up, or the user interrupts (what was measured is kept).
 
-use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use super::cli::{Distribution, LoadPoint, ProfileConfig};
+use super::progress::Progress;
 use crate::config;
 use crate::engine::connect::ConnectSummary;
 use crate::engine::{Engine, EngineSpec, Load};
@@ -191,7 +191,8 @@ impl Phase for Gather<'_> {
         rebase(run, &self.window);
         run.end_ns = now_ns;
         let done = run.records.len() as u64;
-        self.progress.show(done, self.started.elapsed());
+        self.progress
+            .show(&self.window, done, self.started.elapsed());
         Ok(None)
     }
 
@@ -209,57 +210,6 @@ fn rebase(run: &mut PointRun, window: &WindowRecords) {
         if r.body_len > 0 {
             r.body_off += base;
         }
-    }
-}
-
-/// The progress line on stderr (only on a terminal, and not with `--quiet`).
-struct Progress {
-    label: String,
-    total: Option<u64>,
-    on: bool,
-    shown: bool,
-}
-
-impl Progress {
-    fn new(label: &str, total: Option<u64>, quiet: bool) -> Progress {
-        Progress {
-            label: label.to_string(),
-            total,
-            on: !quiet && std::io::stderr().is_terminal(),
-            shown: false,
-        }
-    }
-
-    fn show(&mut self, done: u64, elapsed: Duration) {
-        if !self.on {
-            return;
-        }
-        let line = progress_line(&self.label, done, self.total, elapsed);
-        let _ = write!(std::io::stderr(), "\r{line}");
-        self.shown = true;
-    }
-
-    fn finish(&mut self) {
-        if self.shown {
-            let _ = writeln!(std::io::stderr());
-        }
-    }
-}
-
-/// `label [#####.....] 50/100 requests 1.2 s`.
-fn progress_line(label: &str, done: u64, total: Option<u64>, elapsed: Duration) -> String {
-    const WIDTH: u64 = 30;
-    match total {
-        Some(t) if t > 0 => {
-            let filled = (done.min(t) * WIDTH / t) as usize;
-            format!(
-                "{label} [{}{}] {done}/{t} requests {:.1} s",
-                "#".repeat(filled),
-                ".".repeat(WIDTH as usize - filled),
-                elapsed.as_secs_f64()
-            )
-        }
-        _ => format!("{label} {done} requests {:.1} s", elapsed.as_secs_f64()),
     }
 }
 
@@ -310,20 +260,5 @@ mod tests {
                 max_inflight: None
             }
         );
-    }
-
-    #[test]
-    fn progress_line_shapes() {
-        let d = Duration::from_millis(1500);
-        assert_eq!(
-            progress_line("c4", 50, Some(100), d),
-            format!(
-                "c4 [{}{}] 50/100 requests 1.5 s",
-                "#".repeat(15),
-                ".".repeat(15)
-            )
-        );
-        assert!(progress_line("c4", 500, Some(100), d).contains(&"#".repeat(30)));
-        assert_eq!(progress_line("r2", 7, None, d), "r2 7 requests 1.5 s");
     }
 }

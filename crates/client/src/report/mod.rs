@@ -6,6 +6,8 @@ pub mod console;
 pub mod csv;
 pub mod export;
 pub mod fmt;
+pub mod html;
+pub mod html_check;
 pub mod llm;
 pub mod metrics;
 #[cfg(feature = "llm")]

@@ -325,6 +325,7 @@ pub async fn serve(
             include_usage: false,
             error_event: false,
             stall: std::time::Duration::ZERO,
+            reasoning_tokens: 0,
         };
         sleep_until(started + full_answer_delay(&whole, ttft, &mut pace)).await;
         if !send_text(0, max) {

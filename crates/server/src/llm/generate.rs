@@ -196,6 +196,7 @@ pub fn parse_body(body: &[u8]) -> Result<GenRequest, ApiError> {
         include_usage: false,
         error_event,
         stall,
+        reasoning_tokens: 0,
     })
 }
 
@@ -272,6 +273,7 @@ mod tests {
                 include_usage: false,
                 error_event,
                 stall: Duration::from_millis(stall_ms),
+                reasoning_tokens: 0,
             };
             assert_eq!(got, want, "{body}");
         }

@@ -146,6 +146,7 @@ pub fn start_generation(
         model: Arc::clone(&state.model),
         prompt_tokens: req.prompt_tokens,
         max_tokens: req.max_tokens,
+        reasoning_tokens: req.reasoning_tokens,
     };
     let now = Instant::now();
     let ttft = sample_delay(&state.cfg.ttft, rng);

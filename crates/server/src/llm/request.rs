@@ -42,6 +42,9 @@ pub struct GenRequest {
     pub error_event: bool,
     /// `stall_ms`: a pause in the middle of the stream.
     pub stall: Duration,
+    /// `inferperf_reasoning_tokens`: how many of the `max_tokens` come first as
+    /// `reasoning_content` (chat only), as a reasoning model's thinking before its answer.
+    pub reasoning_tokens: u32,
 }
 
 /// A validated embeddings request: prompt tokens of each input and the vector length.
@@ -265,14 +268,30 @@ pub fn parse_generation(
         }
     };
     let (error_event, stall) = faults(&req)?;
+    let mut max_tokens = max_tokens(&req)?;
+    // `inferperf_stop_after`: the answer ends early, as at an end-of-sequence token.
+    if let Some(v) = req.get("inferperf_stop_after").filter(|v| !v.is_null()) {
+        max_tokens = max_tokens.min(output_tokens("inferperf_stop_after", v)?);
+    }
+    let reasoning_tokens = match req.get("inferperf_reasoning_tokens") {
+        None | Some(Value::Null) => 0,
+        Some(v) if endpoint == Endpoint::Chat => {
+            output_tokens("inferperf_reasoning_tokens", v)?.min(max_tokens)
+        }
+        Some(_) => {
+            let msg = "'inferperf_reasoning_tokens' is for chat completions only";
+            return Err(ApiError::invalid(Some("inferperf_reasoning_tokens"), msg));
+        }
+    };
     Ok(GenRequest {
         endpoint,
         prompt_tokens,
-        max_tokens: max_tokens(&req)?,
+        max_tokens,
         stream: flag(&req, "stream")?,
         include_usage: include_usage(&req)?,
         error_event,
         stall,
+        reasoning_tokens,
     })
 }
 
@@ -333,6 +352,26 @@ mod tests {
     const M: &str = "m";
 
     #[test]
+    fn reasoning_and_early_stop_fields() {
+        let chat = |extra: &str| {
+            let body = format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":"a"}}],"max_tokens":8{extra}}}"#
+            );
+            parse_generation(Endpoint::Chat, body.as_bytes(), M)
+        };
+        let got = chat(r#","inferperf_reasoning_tokens":3"#).unwrap();
+        assert_eq!((got.max_tokens, got.reasoning_tokens), (8, 3));
+        let got = chat(r#","inferperf_stop_after":5,"inferperf_reasoning_tokens":9"#).unwrap();
+        assert_eq!((got.max_tokens, got.reasoning_tokens), (5, 5));
+        assert_eq!(chat(r#","inferperf_stop_after":20"#).unwrap().max_tokens, 8);
+        let e = chat(r#","inferperf_reasoning_tokens":"x""#).unwrap_err();
+        assert!(e.message.contains("'inferperf_reasoning_tokens'"), "{e:?}");
+        let body = br#"{"model":"m","prompt":"a","inferperf_reasoning_tokens":2}"#;
+        let e = parse_generation(Endpoint::Completions, body, M).unwrap_err();
+        assert!(e.message.contains("chat completions only"), "{e:?}");
+    }
+
+    #[test]
     fn generation_fields() {
         let chat = br#"{"model":"m","messages":[{"role":"system","content":"be brief"},
             {"role":"user","content":[{"type":"text","text":"one two  three"},{"type":"image_url"}]}],
@@ -347,6 +386,7 @@ mod tests {
             include_usage: true,
             error_event: true,
             stall: Duration::from_millis(20),
+            reasoning_tokens: 0,
         };
         assert_eq!(got, want);
         let cases: [(&[u8], u64, u32); 4] = [

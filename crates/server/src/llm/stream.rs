@@ -47,6 +47,8 @@ pub struct Answer {
     pub model: Arc<str>,
     pub prompt_tokens: u64,
     pub max_tokens: u32,
+    /// The first this many of the `max_tokens` are sent as `reasoning_content` (chat).
+    pub reasoning_tokens: u32,
 }
 
 impl Answer {
@@ -61,8 +63,28 @@ impl Answer {
     }
 
     fn usage(&self, completion_tokens: u32) -> Value {
-        json!({"prompt_tokens": self.prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": self.prompt_tokens + u64::from(completion_tokens)})
+        let mut usage = json!({"prompt_tokens": self.prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": self.prompt_tokens + u64::from(completion_tokens)});
+        if self.reasoning_tokens > 0 {
+            let reasoning = self.reasoning_tokens.min(completion_tokens);
+            usage["completion_tokens_details"] = json!({ "reasoning_tokens": reasoning });
+        }
+        usage
+    }
+
+    /// Chat's message or delta for tokens `from..to`: the reasoning part as
+    /// `reasoning_content`, the rest as `content` (either left out when it has no token).
+    fn chat_part(&self, from: u32, to: u32) -> Value {
+        let split = self.reasoning_tokens.clamp(from, to);
+        let mut part = serde_json::Map::new();
+        if split > from {
+            part.insert("reasoning_content".into(), token_text(from, split).into());
+        }
+        if to > split || split == from {
+            part.insert("content".into(), token_text(split, to).into());
+        }
+        Value::Object(part)
     }
 
     fn envelope(&self, streamed: bool, choices: Value) -> Value {
@@ -70,13 +92,14 @@ impl Answer {
             "model": &*self.model, "choices": choices})
     }
 
-    /// The choice of a stream chunk carrying `text` (chat: a delta; completions: text).
-    fn chunk_choice(&self, text: &str, finish: Option<&str>) -> Value {
+    /// The choice of a stream chunk carrying tokens `from..to` (chat: a delta; completions:
+    /// text).
+    fn chunk_choice(&self, from: u32, to: u32, finish: Option<&str>) -> Value {
         match self.endpoint {
-            Endpoint::Chat => json!({"index": 0, "delta": {"content": text}, "logprobs": null,
-                "finish_reason": finish}),
-            Endpoint::Completions | Endpoint::Generate => json!({"index": 0, "text": text,
+            Endpoint::Chat => json!({"index": 0, "delta": self.chat_part(from, to),
                 "logprobs": null, "finish_reason": finish}),
+            Endpoint::Completions | Endpoint::Generate => json!({"index": 0,
+                "text": token_text(from, to), "logprobs": null, "finish_reason": finish}),
         }
     }
 
@@ -90,8 +113,12 @@ impl Answer {
         let text = token_text(0, self.max_tokens);
         let choice = match self.endpoint {
             Endpoint::Generate => return self.generate_body(&text),
-            Endpoint::Chat => json!({"index": 0, "message": {"role": "assistant",
-                "content": text}, "logprobs": null, "finish_reason": "length"}),
+            Endpoint::Chat => {
+                let mut message = self.chat_part(0, self.max_tokens);
+                message["role"] = "assistant".into();
+                json!({"index": 0, "message": message, "logprobs": null,
+                    "finish_reason": "length"})
+            }
             Endpoint::Completions => json!({"index": 0, "text": text, "logprobs": null,
                 "finish_reason": "length"}),
         };
@@ -268,12 +295,11 @@ impl SseStream {
 impl SseStream {
     /// The event carrying tokens `from..to`; `last` when it is the final one.
     fn write_content(&self, from: u32, to: u32, last: bool, out: &mut Vec<u8>) {
-        let text = token_text(from, to);
         if self.answer.endpoint == Endpoint::Generate {
-            return write_data(out, &self.answer.generate_body(&text));
+            return write_data(out, &self.answer.generate_body(&token_text(from, to)));
         }
         let finish = (last && !self.error_event).then_some("length");
-        let choice = self.answer.chunk_choice(&text, finish);
+        let choice = self.answer.chunk_choice(from, to, finish);
         let mut chunk = self.answer.envelope(true, json!([choice]));
         if last && self.usage == UsageLayout::LastContent {
             chunk["usage"] = self.answer.usage(to);
@@ -335,6 +361,7 @@ mod tests {
             model: Arc::from("m"),
             prompt_tokens: 3,
             max_tokens,
+            reasoning_tokens: 0,
         }
     }
 
@@ -347,6 +374,7 @@ mod tests {
             include_usage: true,
             error_event: false,
             stall: Duration::ZERO,
+            reasoning_tokens: 0,
         }
     }
 
@@ -421,6 +449,30 @@ mod tests {
                 assert_eq!(chunks.last().unwrap()["choices"], json!([]));
             }
         }
+    }
+
+    #[test]
+    fn reasoning_tokens_come_first_as_reasoning_content() {
+        let mut a = answer(Endpoint::Chat, 5);
+        a.reasoning_tokens = 3;
+        assert_eq!(a.chat_part(0, 2), json!({"reasoning_content": " the of"}));
+        assert_eq!(
+            a.chat_part(2, 4),
+            json!({"reasoning_content": " and", "content": " to"})
+        );
+        assert_eq!(a.chat_part(4, 5), json!({"content": " in"}));
+        assert_eq!(
+            a.usage(5)["completion_tokens_details"]["reasoning_tokens"],
+            3
+        );
+        let whole = a.full_body();
+        let message = &whole["choices"][0]["message"];
+        assert_eq!(message["reasoning_content"], " the of and");
+        assert_eq!(message["content"], " to in");
+        assert_eq!(message["role"], "assistant");
+        a.reasoning_tokens = 0;
+        assert_eq!(a.chat_part(0, 1), json!({"content": " the"}));
+        assert!(a.usage(5).get("completion_tokens_details").is_none());
     }
 
     #[test]

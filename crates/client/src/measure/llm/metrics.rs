@@ -17,6 +17,8 @@ use super::stats::{StatAcc, Stats};
 pub struct MetricOptions {
     /// `--goodput` constraints; empty = no goodput.
     pub goodput: Vec<Goodput>,
+    /// `--slice-duration`: TTFT and ITL per slice of this length (ns) as well.
+    pub slice_ns: Option<u64>,
 }
 
 /// Requests that met every `--goodput` constraint.
@@ -71,6 +73,15 @@ pub struct LlmMetrics {
     pub same_read_events: u64,
     /// Some request carried an intended send time (open loop).
     pub open_loop: bool,
+    /// AIPerf's time to first output token (first answer chunk, after any reasoning).
+    pub ttfo: Option<Stats>,
+    /// Reasoning tokens per request; `None` when no request had any.
+    pub reasoning_tokens: Option<Stats>,
+    pub total_reasoning_tokens: u64,
+    /// The server's `usage` against the client's counts, and asked against got OSL.
+    pub checks: super::checks::TokenChecks,
+    /// Per time slice (`--slice-duration`); empty without it.
+    pub slices: Vec<super::slices::Slice>,
 }
 
 /// One accumulator per distribution metric.
@@ -88,6 +99,8 @@ struct Accumulators {
     guidellm_tpot: StatAcc,
     ttft_intended: StatAcc,
     e2e_intended: StatAcc,
+    ttfo: StatAcc,
+    reasoning: StatAcc,
 }
 
 impl Accumulators {
@@ -107,6 +120,8 @@ impl Accumulators {
             guidellm_tpot: StatAcc::new(),
             ttft_intended: StatAcc::new(),
             e2e_intended: StatAcc::new(),
+            ttfo: StatAcc::new(),
+            reasoning: StatAcc::new(),
         }
     }
 
@@ -133,6 +148,8 @@ impl Accumulators {
             &mut self.e2e_intended,
             m.e2e_from_intended_ns.map(|v| v as f64),
         );
+        opt(&mut self.ttfo, m.ttfo_ns.map(|v| v as f64));
+        self.reasoning.record(m.reasoning_tokens as f64);
         for gap in chunk_gaps(r) {
             self.chunk_gap.record(gap as f64);
         }
@@ -160,7 +177,7 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
     let mut acc = Accumulators::new();
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     let (mut ok, mut good, mut same_read) = (0u64, 0u64, 0u64);
-    let (mut total_isl, mut total_osl) = (0u64, 0u64);
+    let (mut total_isl, mut total_osl, mut reasoning) = (0u64, 0u64, 0u64);
     for r in reqs {
         let Some(m) = request_metrics(r) else {
             if let Some(e) = &r.error {
@@ -171,6 +188,7 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
         ok += 1;
         total_isl += m.isl;
         total_osl += m.osl;
+        reasoning += m.reasoning_tokens;
         same_read += m.same_read_events;
         if !opts.goodput.is_empty() && opts.goodput.iter().all(|g| g.met_by(&m)) {
             good += 1;
@@ -222,6 +240,13 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
         request_latency_from_intended: acc.e2e_intended.stats(),
         same_read_events: same_read,
         open_loop: reqs.iter().any(|r| r.intended_ns != 0),
+        ttfo: acc.ttfo.stats(),
+        reasoning_tokens: acc.reasoning.stats().filter(|_| reasoning > 0),
+        total_reasoning_tokens: reasoning,
+        checks: super::checks::TokenChecks::of(reqs),
+        slices: opts
+            .slice_ns
+            .map_or_else(Vec::new, |ns| super::slices::slices(reqs, ns)),
     }
 }
 

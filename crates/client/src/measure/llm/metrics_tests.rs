@@ -260,6 +260,7 @@ fn run_level_math() {
                 value: 20.0,
             },
         ],
+        slice_ns: None,
     };
     let m = compute(&run_fixture(), &opts);
     assert_eq!((m.request_count, m.error_count), (2, 1));

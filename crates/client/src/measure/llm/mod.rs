@@ -1,11 +1,13 @@
 //! LLM metrics: from per-request records ([`record::LlmRequest`]) to the statistics GenAI-Perf
 //! and AIPerf report, with inferperf's definitions written out.
 
+pub mod checks;
 pub mod definitions;
 pub mod goodput;
 pub mod metrics;
 pub mod record;
 pub mod request;
+pub mod slices;
 pub mod stats;
 
 pub use metrics::{compute, LlmMetrics, MetricOptions};

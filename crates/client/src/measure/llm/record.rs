@@ -60,6 +60,15 @@ pub struct LlmRequest {
     pub usage: Option<Usage>,
     /// Index of the model the request went to (`-m` order), for multi-model runs.
     pub model: u32,
+    /// Output tokens that were reasoning (`reasoning_content`); part of `osl`, as AIPerf
+    /// counts them.
+    pub reasoning_tokens: u64,
+    /// Arrival of the first chunk that carried answer text (not only reasoning); `None`
+    /// when none did.
+    pub first_output_ns: Option<u64>,
+    /// The client tokenizer's own (ISL, OSL) when `isl`/`osl` hold the server's `usage`
+    /// counts (`--use-server-token-count`); the token-count checks compare the two.
+    pub client_counts: Option<(u64, u64)>,
 }
 
 impl LlmRequest {

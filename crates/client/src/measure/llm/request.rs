@@ -29,6 +29,10 @@ pub struct RequestMetrics {
     /// meant the request to go, so client-side queueing counts (coordinated omission).
     pub ttft_from_intended_ns: Option<u64>,
     pub e2e_from_intended_ns: Option<u64>,
+    /// AIPerf's time to first output token: first answer (non-reasoning) chunk − start.
+    pub ttfo_ns: Option<u64>,
+    /// Reasoning tokens among the `osl`.
+    pub reasoning_tokens: u64,
 }
 
 /// The metrics of `r`, or `None` when it failed.
@@ -74,6 +78,8 @@ pub fn request_metrics(r: &LlmRequest) -> Option<RequestMetrics> {
         same_read_events,
         ttft_from_intended_ns: intended.and_then(|i| first.map(|f| f.saturating_sub(i))),
         e2e_from_intended_ns: intended.map(|i| last.saturating_sub(i)),
+        ttfo_ns: r.first_output_ns.map(|f| f.saturating_sub(r.start_ns)),
+        reasoning_tokens: r.reasoning_tokens,
     })
 }
 

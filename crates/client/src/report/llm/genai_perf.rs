@@ -129,6 +129,41 @@ fn push_extras(root: &mut Node, m: &LlmMetrics) {
         kinds.put(kind, *n);
     }
     root.push("errors_by_kind", kinds);
+    if m.reasoning_tokens.is_some() {
+        let total = m.total_reasoning_tokens as f64;
+        root.push(
+            "total_reasoning_tokens",
+            value_node("reasoning_token_count", total),
+        );
+    }
+    push_checks(root, m);
+}
+
+/// The token-count checks (AIPerf's tags) and the warnings they gave.
+fn push_checks(root: &mut Node, m: &LlmMetrics) {
+    let c = &m.checks;
+    let diff = |d: &crate::measure::llm::checks::DiffPct| {
+        let mut o = Node::obj();
+        o.put("unit", "%");
+        o.put("avg", num(d.avg));
+        o.put("max", num(d.max));
+        o
+    };
+    let mut o = Node::obj();
+    o.put("usage_compared_count", c.usage_compared);
+    o.put("usage_discrepancy_count", c.usage_discrepancies);
+    o.push("usage_prompt_tokens_diff_pct", diff(&c.prompt_diff_pct));
+    o.push(
+        "usage_completion_tokens_diff_pct",
+        diff(&c.completion_diff_pct),
+    );
+    o.put("osl_compared_count", c.osl_compared);
+    o.put("osl_mismatch_count", c.osl_mismatches);
+    o.push("osl_mismatch_diff_pct", diff(&c.osl_diff_pct));
+    o.put("requested_osl_avg", num(c.osl_asked_avg));
+    o.put("received_osl_avg", num(c.osl_got_avg));
+    root.push("token_checks", o);
+    root.put("warnings", c.warnings());
 }
 
 /// Columns of the CSV's first block, after "Metric".

@@ -9,6 +9,8 @@ use serde_json::Value;
 pub(crate) enum Node {
     Leaf(Value),
     Obj(Vec<(String, Node)>),
+    /// An array of ordered values.
+    List(Vec<Node>),
 }
 
 impl Node {
@@ -57,6 +59,16 @@ impl Node {
                 }
                 out.push('}');
             }
+            Node::List(items) => {
+                out.push('[');
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    v.write_compact(out);
+                }
+                out.push(']');
+            }
         }
     }
 
@@ -84,6 +96,20 @@ impl Node {
                 out.push_str(&pad(depth));
                 out.push('}');
             }
+            Node::List(items) if items.is_empty() => out.push_str("[]"),
+            Node::List(items) => {
+                out.push_str("[\n");
+                for (i, v) in items.iter().enumerate() {
+                    out.push_str(&pad(depth + 1));
+                    v.write_pretty(out, depth + 1);
+                    if i + 1 < items.len() {
+                        out.push(',');
+                    }
+                    out.push('\n');
+                }
+                out.push_str(&pad(depth));
+                out.push(']');
+            }
         }
     }
 }
@@ -107,9 +133,10 @@ mod tests {
         root.put("first", serde_json::json!({"k": [1, 2]}));
         root.put("bad", num(f64::NAN));
         root.push("empty", Node::obj());
+        root.push("list", Node::List(vec![Node::obj(), Node::Leaf(1.into())]));
         assert_eq!(
             root.compact(),
-            r#"{"second":{"z":1,"a":2.5},"first":{"k":[1,2]},"bad":null,"empty":{}}"#
+            r#"{"second":{"z":1,"a":2.5},"first":{"k":[1,2]},"bad":null,"empty":{},"list":[{},1]}"#
         );
         let pretty = root.pretty();
         assert!(pretty.starts_with("{\n  \"second\": {\n    \"z\": 1,\n    \"a\": 2.5\n  },"));
@@ -117,5 +144,6 @@ mod tests {
         let back: Value = serde_json::from_str(&pretty).unwrap();
         assert_eq!(back["second"]["a"], 2.5);
         assert_eq!(back["empty"], serde_json::json!({}));
+        assert_eq!(back["list"], serde_json::json!([{}, 1]));
     }
 }

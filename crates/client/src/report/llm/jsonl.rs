@@ -91,6 +91,14 @@ fn metrics(r: &LlmRequest) -> Node {
         Some(m.same_read_events.into()),
         "count",
     );
+    if m.reasoning_tokens > 0 {
+        put(
+            "reasoning_token_count",
+            Some(m.reasoning_tokens.into()),
+            "tokens",
+        );
+        put("time_to_first_output_token", m.ttfo_ns.map(ms), "ms");
+    }
     put(
         "time_to_first_token_from_intended",
         m.ttft_from_intended_ns.map(ms),

@@ -6,6 +6,7 @@ pub mod console;
 pub mod genai_perf;
 mod json_text;
 pub mod jsonl;
+pub mod timeslices;
 
 use crate::measure::llm::definitions;
 use crate::measure::llm::{LlmMetrics, Stats};
@@ -103,6 +104,12 @@ pub(crate) fn extra_rows(m: &LlmMetrics, opts: &ReportOptions) -> Vec<StatRow> {
     }
     if streamed {
         rows.push(row("chunks_per_request", &m.chunks_per_request, 1.0));
+    }
+    if llm && m.reasoning_tokens.is_some() {
+        if streamed {
+            rows.push(row("time_to_first_output_token", &m.ttfo, NS_TO_MS));
+        }
+        rows.push(row("reasoning_token_count", &m.reasoning_tokens, 1.0));
     }
     if m.open_loop {
         if streamed {

@@ -53,6 +53,7 @@ fn metrics() -> crate::measure::llm::LlmMetrics {
             metric: SloMetric::TimeToFirstToken,
             value: 100.0,
         }],
+        slice_ns: None,
     };
     compute(&fixture(), &opts)
 }

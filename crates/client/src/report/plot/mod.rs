@@ -104,8 +104,78 @@ pub fn write_run_plots_named(
     dir: &Path,
     size: (u32, u32),
 ) -> Result<Vec<PathBuf>> {
-    let ok: Vec<&LlmRequest> = reqs.iter().filter(|r| r.ok()).collect();
     let mut written = Vec::new();
+    for (stem, fig) in run_figures(reqs, model_names) {
+        written.extend(write_figure(&fig, dir, stem, size)?);
+    }
+    Ok(written)
+}
+
+/// One chart of a run, drawn in memory as SVG text.
+pub struct SvgPlot {
+    /// The file stem the chart has under `plots/` (`time_to_first_token`).
+    pub stem: &'static str,
+    pub title: String,
+    pub svg: String,
+}
+
+/// The run's charts (those [`write_run_plots_named`] writes) as SVG text, for pages that
+/// hold them inline.
+pub fn run_plot_svgs(
+    reqs: &[LlmRequest],
+    model_names: &[String],
+    size: (u32, u32),
+) -> Result<Vec<SvgPlot>> {
+    ensure_font()?;
+    let mut out = Vec::new();
+    for (stem, fig) in run_figures(reqs, model_names) {
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+            fig.draw(&root)?;
+            root.present().map_err(plot_err)?;
+        }
+        out.push(SvgPlot {
+            stem,
+            title: fig.title().to_string(),
+            svg,
+        });
+    }
+    Ok(out)
+}
+
+/// Any of the run's charts.
+enum RunFigure {
+    Box(BoxFigure),
+    Scatter(ScatterFigure),
+    Heat(HeatFigure),
+}
+
+impl RunFigure {
+    fn title(&self) -> &str {
+        match self {
+            RunFigure::Box(f) => &f.title,
+            RunFigure::Scatter(f) => &f.title,
+            RunFigure::Heat(f) => &f.title,
+        }
+    }
+}
+
+impl Figure for RunFigure {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
+        match self {
+            RunFigure::Box(f) => f.draw(root),
+            RunFigure::Scatter(f) => f.draw(root),
+            RunFigure::Heat(f) => f.draw(root),
+        }
+    }
+}
+
+/// The run's charts with their file stems. Only successful requests count; a chart without
+/// data (no TTFT for embeddings, no output tokens, ...) is left out.
+fn run_figures(reqs: &[LlmRequest], model_names: &[String]) -> Vec<(&'static str, RunFigure)> {
+    let ok: Vec<&LlmRequest> = reqs.iter().filter(|r| r.ok()).collect();
+    let mut figs = Vec::new();
 
     let ttft = data::by_model(&ok, model_names, data::ttft_ms);
     if !ttft.is_empty() {
@@ -114,7 +184,7 @@ pub fn write_run_plots_named(
             y_label: "Time to first token (ms)".into(),
             groups: ttft,
         };
-        written.extend(write_figure(&fig, dir, "time_to_first_token", size)?);
+        figs.push(("time_to_first_token", RunFigure::Box(fig)));
     }
 
     let latency = data::by_model(&ok, model_names, |r| Some(data::latency_ms(r)));
@@ -124,7 +194,7 @@ pub fn write_run_plots_named(
             y_label: "Request latency (ms)".into(),
             groups: latency,
         };
-        written.extend(write_figure(&fig, dir, "request_latency", size)?);
+        figs.push(("request_latency", RunFigure::Box(fig)));
     }
 
     let ttft_isl = data::ttft_vs_isl(&ok);
@@ -135,12 +205,7 @@ pub fn write_run_plots_named(
             y_label: "Time to first token (ms)".into(),
             points: ttft_isl,
         };
-        written.extend(write_figure(
-            &fig,
-            dir,
-            "ttft_vs_input_sequence_length",
-            size,
-        )?);
+        figs.push(("ttft_vs_input_sequence_length", RunFigure::Scatter(fig)));
     }
 
     let gaps = data::token_gaps(&ok);
@@ -151,12 +216,8 @@ pub fn write_run_plots_named(
             y_label: "Token-to-token latency (ms)".into(),
             points: gaps,
         };
-        written.extend(write_figure(
-            &fig,
-            dir,
-            "token_to_token_latency_vs_output_position",
-            size,
-        )?);
+        let stem = "token_to_token_latency_vs_output_position";
+        figs.push((stem, RunFigure::Scatter(fig)));
     }
 
     if let Some(grid) = data::isl_osl_grid(&ok) {
@@ -166,14 +227,9 @@ pub fn write_run_plots_named(
             y_label: "Output sequence length (tokens)".into(),
             grid,
         };
-        written.extend(write_figure(
-            &fig,
-            dir,
-            "input_vs_output_sequence_length",
-            size,
-        )?);
+        figs.push(("input_vs_output_sequence_length", RunFigure::Heat(fig)));
     }
-    Ok(written)
+    figs
 }
 
 #[cfg(test)]
