@@ -188,6 +188,7 @@ fn openai_config(flags: &ServeArgs) -> Result<OpenAiConfig> {
         itl: pace("--openai-itl", &flags.openai_itl)?,
         tokens_per_chunk: flags.openai_tokens_per_chunk,
         usage_on_last: flags.openai_usage_on_last,
+        ..OpenAiConfig::default()
     })
 }
 
@@ -525,6 +526,7 @@ mod tests {
             itl: Delay::Uniform(ms(2), ms(8)),
             tokens_per_chunk: 3,
             usage_on_last: true,
+            ..OpenAiConfig::default()
         };
         assert_eq!(cfg.openai, want);
         let Parsed::Run(cfg, _) = parse(args("serve")).unwrap() else {

@@ -165,6 +165,21 @@ impl ServerHandle {
         self.shared.openai.log.snapshot()
     }
 
+    /// Streams the client closed before their last event (OpenAI and generate streams).
+    pub fn abandoned_streams(&self) -> u64 {
+        self.shared.openai.watch.abandoned()
+    }
+
+    /// Streams generating now.
+    pub fn generating_streams(&self) -> u64 {
+        self.shared.openai.watch.active()
+    }
+
+    /// Generation request bodies received, oldest first (with `OpenAiConfig::keep_bodies`).
+    pub fn generation_bodies(&self) -> Vec<Vec<u8>> {
+        self.shared.openai.watch.bodies()
+    }
+
     /// Like [`ServerHandle::token_times`], but when each piece was handed to the socket: a
     /// paced stream's chunks are logged as due at the loop turn that released them, and one
     /// turn may write many streams, so these are later under load.

@@ -12,6 +12,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
+use super::watch::StreamGuard;
 use super::request::{parse_embeddings, parse_generation, ApiError, Endpoint, GenRequest};
 use super::state::OpenAiState;
 use super::stream::{full_answer_delay, Answer, Pace, SseStream, UsageLayout};
@@ -109,6 +110,7 @@ fn generate(
     rng: &mut u64,
     out: &mut Vec<u8>,
 ) -> OaiReply {
+    state.watch.keep_body(body);
     match parse_generation(endpoint, body, &state.model) {
         Ok(req) => start_generation(&req, state, rng, out),
         Err(e) => error(out, &e),
@@ -152,7 +154,11 @@ pub fn start_generation(
             (true, false) => UsageLayout::FinalChunk,
             (true, true) => UsageLayout::LastContent,
         };
-        let stream = SseStream::new(answer, req, pace, usage);
+        let (guard, generating) = StreamGuard::enter(&state.watch);
+        if let Some(busy) = state.cfg.busy.filter(|b| generating > b.streams) {
+            pace.first_content_at += busy.extra_ttft;
+        }
+        let stream = SseStream::new(answer, req, pace, usage).watched(guard);
         return OaiReply::Stream {
             stream: Box::new(stream),
             log_id,
