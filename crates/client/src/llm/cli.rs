@@ -208,6 +208,8 @@ pub struct ProfileArgs {
     /// Print the metric definitions and exit.
     #[arg(long)]
     pub help_metrics: bool,
+    #[command(flatten)]
+    pub sweep: super::sweep_args::SweepArgs,
 }
 
 /// `--read-batch-us` beyond this would hold completed requests (and the next sends of a

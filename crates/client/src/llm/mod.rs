@@ -13,7 +13,11 @@ pub mod export;
 pub mod input_file;
 pub mod kserve;
 pub mod payload;
+pub mod prefix;
 pub mod runner;
+pub mod sweep;
+pub mod sweep_args;
+pub mod sweep_plan;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -63,89 +67,137 @@ pub fn profile_main(args: Vec<OsString>) -> i32 {
 pub struct PointOutcome {
     pub point: LoadPoint,
     pub dir: PathBuf,
+    /// The measured requests, cancelled ones included.
     pub requests: Vec<LlmRequest>,
+    /// The metrics of the requests that were not cancelled.
+    pub metrics: crate::measure::llm::LlmMetrics,
+    /// Requests cancelled on purpose (`--request-cancellation-rate`).
+    pub cancelled: u64,
+    /// The user pressed Ctrl-C during this point.
+    pub interrupted: bool,
 }
 
-/// Runs every load point of `cfg`, printing each point's table to `out`.
+/// Everything every level of a run shares: the prompts, their bodies and the engine.
+struct Level<'a> {
+    cfg: &'a ProfileConfig,
+    shape: sweep_args::Shape,
+    tokenizer: Tokenizer,
+    entries: Vec<Entry>,
+    models: Vec<u32>,
+    bodies: Vec<Value>,
+    payloads: Vec<String>,
+    spec: EngineSpec,
+    goodput: Vec<crate::measure::llm::goodput::Goodput>,
+    grpc: bool,
+}
+
+/// Runs every load point of `cfg` (a list, a sweep or an SLA search), printing each
+/// point's table to `out` and, over several points, the sweep summary.
 pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>> {
+    let shape = sweep_args::Shape::of(cfg)?;
     let tokenizer = Tokenizer::load(&cfg.args.tokenizer)?;
-    let entries = prepare_entries(cfg, &tokenizer)?;
+    let mut entries = prepare_entries(cfg, &tokenizer)?;
+    let prefixes = prefix::apply(cfg, &tokenizer, &mut entries)?;
     let models = payload::pick_models(cfg, entries.len());
-    let bodies: Vec<Value> = entries
+    let mut bodies: Vec<Value> = entries
         .iter()
         .zip(&models)
         .map(|(e, m)| payload::body(cfg, &cfg.models[*m as usize], e))
         .collect();
+    prefix::add_system(&mut bodies, &prefixes);
     let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
     let grpc = cfg.endpoint_type == cli::EndpointType::Kserve;
     let requests = encode_requests(cfg, &entries, &models, &payloads)?;
     let spec = engine_spec(cfg, requests, grpc)?;
     let goodput = crate::measure::llm::goodput::parse(&cfg.args.goodput)?;
-    let mut outcomes = Vec::new();
-    for &point in &cfg.points {
-        let run = runner::run_point(&spec, cfg, point)?;
-        let count = |t: &str| tokenizer.count(t) as u64;
-        let chunk_counts = ChunkCounts::default();
-        let count_chunk = |t: &str| chunk_counts.get(t, |t| tokenizer.count_chunk(t) as u64);
-        let cx = convert::Context {
-            entries: &entries,
-            models: &models,
-            count: &count,
-            count_chunk: &count_chunk,
-            server_counts: cfg.args.use_server_token_count,
-            needs_done: matches!(
-                cfg.endpoint_type,
-                cli::EndpointType::Chat | cli::EndpointType::Completions
-            ),
-            grpc,
-        };
-        let requests = convert::convert(&run, &cx);
-        let dir = point_dir(cfg, point);
-        let opts = crate::measure::llm::MetricOptions {
-            goodput: goodput.clone(),
-        };
-        let metrics = crate::measure::llm::compute(&requests, &opts);
-        let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
-        let _ = out.write_all(table.as_bytes());
-        let _ = out.write_all(overhead_line(&run, &requests).as_bytes());
-        if let Some(c) = &run.connections {
-            let _ = out.write_all(c.line().as_bytes());
-        }
-        if cfg.args.streaming {
-            let _ = out.write_all(shared_reads_line(&requests).as_bytes());
-        }
-        write_point(
-            cfg, point, &dir, &run, &payloads, &bodies, &requests, &metrics,
-        )?;
-        let _ = writeln!(out, "Results in {}", dir.display());
-        let summary = run.fails.summary(run.records.len() as u64);
-        if !requests.is_empty() && requests.iter().all(|r| !r.ok()) {
-            if let Some(line) = summary {
-                return Err(Error::generic(line));
-            }
-            let first = requests[0]
-                .error
-                .as_ref()
-                .map_or("", |e| e.message.as_str());
-            return Err(Error::generic(format!(
-                "every request at {} failed; the first: {first}",
-                point.label()
-            )));
-        }
-        if let Some(line) = summary {
-            eprintln!("Warning: {}: {line}", point.label());
-        }
-        let interrupted = run.interrupted;
-        outcomes.push(PointOutcome {
-            point,
-            dir,
-            requests,
-        });
-        if interrupted {
-            break;
-        }
+    let level = Level {
+        cfg,
+        shape: shape.clone(),
+        tokenizer,
+        entries,
+        models,
+        bodies,
+        payloads,
+        spec,
+        goodput,
+        grpc,
+    };
+    sweep_plan::drive(cfg, &shape, out, |point, out| run_level(&level, point, out))
+}
+
+/// Runs one level: measures it, prints its table and writes its artifacts.
+fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOutcome> {
+    let cfg = l.cfg;
+    let run = runner::run_point(&l.spec, cfg, point, &l.shape)?;
+    let count = |t: &str| l.tokenizer.count(t) as u64;
+    let chunk_counts = ChunkCounts::default();
+    let count_chunk = |t: &str| chunk_counts.get(t, |t| l.tokenizer.count_chunk(t) as u64);
+    let cx = convert::Context {
+        entries: &l.entries,
+        models: &l.models,
+        count: &count,
+        count_chunk: &count_chunk,
+        server_counts: cfg.args.use_server_token_count,
+        needs_done: matches!(
+            cfg.endpoint_type,
+            cli::EndpointType::Chat | cli::EndpointType::Completions
+        ),
+        grpc: l.grpc,
+    };
+    let requests = convert::convert(&run, &cx);
+    let dir = point_dir(cfg, point);
+    let opts = crate::measure::llm::MetricOptions {
+        goodput: l.goodput.clone(),
+    };
+    let (kept, cancelled) = runner::without_cancelled(&requests);
+    let metrics = crate::measure::llm::compute(&kept, &opts);
+    let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
+    let _ = out.write_all(table.as_bytes());
+    if l.shape.cancel.is_some() {
+        let _ = writeln!(
+            out,
+            "Cancelled requests (on purpose, not in the figures above): {cancelled}"
+        );
     }
-    Ok(outcomes)
+    let _ = out.write_all(overhead_line(&run, &requests).as_bytes());
+    if let Some(c) = &run.connections {
+        let _ = out.write_all(c.line().as_bytes());
+    }
+    if cfg.args.streaming {
+        let _ = out.write_all(shared_reads_line(&requests).as_bytes());
+    }
+    let files = PointFiles {
+        payloads: &l.payloads,
+        bodies: &l.bodies,
+        requests: &requests,
+        metrics: &metrics,
+        cancelled,
+    };
+    write_point(cfg, point, &dir, &run, &files)?;
+    let _ = writeln!(out, "Results in {}", dir.display());
+    let fails = runner::fails_without_cancelled(&run.fails);
+    let summary = fails.summary(run.records.len() as u64 - cancelled);
+    if !kept.is_empty() && kept.iter().all(|r| !r.ok()) {
+        if let Some(line) = summary {
+            return Err(Error::generic(line));
+        }
+        let first = kept[0].error.as_ref().map_or("", |e| e.message.as_str());
+        return Err(Error::generic(format!(
+            "every request at {} failed; the first: {first}",
+            point.label()
+        )));
+    }
+    if let Some(line) = summary {
+        eprintln!("Warning: {}: {line}", point.label());
+    }
+    Ok(PointOutcome {
+        point,
+        dir,
+        requests,
+        metrics,
+        cancelled,
+        interrupted: run.interrupted,
+    })
 }
 
 /// The engine's view of a profile run: every request kept (bodies hold the stream), failures
@@ -371,20 +423,39 @@ fn input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
         "use_server_token_count": a.use_server_token_count,
         "goodput": a.goodput,
         "extra_inputs": cfg.extra.iter().map(|(k, v)| json!({k: v})).collect::<Vec<_>>(),
+        "concurrency_ramp_duration": a.sweep.concurrency_ramp_duration,
+        "request_rate_ramp_duration": a.sweep.request_rate_ramp_duration,
+        "request_cancellation_rate": a.sweep.request_cancellation_rate,
+        "request_cancellation_delay": a.sweep.request_cancellation_delay,
+        "num_prefix_prompts": a.sweep.num_prefix_prompts,
+        "prefix_prompt_length": a.sweep.prefix_prompt_length,
+        "shared_system_prompt_length": a.sweep.shared_system_prompt_length,
     })
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a level writes besides its raw run.
+struct PointFiles<'a> {
+    payloads: &'a [String],
+    bodies: &'a [Value],
+    requests: &'a [LlmRequest],
+    metrics: &'a crate::measure::llm::LlmMetrics,
+    cancelled: u64,
+}
+
 fn write_point(
     cfg: &ProfileConfig,
     point: LoadPoint,
     dir: &Path,
     run: &runner::PointRun,
-    payloads: &[String],
-    bodies: &[Value],
-    requests: &[LlmRequest],
-    metrics: &crate::measure::llm::LlmMetrics,
+    f: &PointFiles,
 ) -> Result<()> {
+    let PointFiles {
+        payloads,
+        bodies,
+        requests,
+        metrics,
+        cancelled,
+    } = *f;
     let io =
         |e: std::io::Error, p: &Path| Error::generic(format!("cannot write {}: {e}", p.display()));
     std::fs::create_dir_all(dir).map_err(|e| io(e, dir))?;
@@ -402,7 +473,10 @@ fn write_point(
         ),
         (
             names.genai_perf_json,
-            crate::report::llm::genai_perf::json(metrics, &input_config(cfg, point)),
+            runner::with_cancelled(
+                crate::report::llm::genai_perf::json(metrics, &input_config(cfg, point)),
+                cancelled,
+            ),
         ),
         (
             names.genai_perf_csv,

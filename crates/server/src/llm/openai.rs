@@ -12,10 +12,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use super::watch::StreamGuard;
 use super::request::{parse_embeddings, parse_generation, ApiError, Endpoint, GenRequest};
 use super::state::OpenAiState;
 use super::stream::{full_answer_delay, Answer, Pace, SseStream, UsageLayout};
+use super::watch::StreamGuard;
 use crate::delay::{next_random, sample_delay};
 use crate::http::Method;
 use crate::reply::Request;

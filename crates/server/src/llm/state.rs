@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::log::{TokenLog, TOKEN_LOG_REQUESTS};
-use super::watch::LoadWatch;
 pub use super::watch::Busy;
+use super::watch::LoadWatch;
 use crate::delay::Delay;
 use inferperf_client::error::{Error, Result};
 
