@@ -328,3 +328,54 @@ fn a_shared_system_prompt_leads_every_chat_request() {
     assert!(outcomes[0].requests.iter().all(|r| r.isl == 34));
     server.stop();
 }
+
+#[test]
+fn cancelled_requests_are_counted_apart_and_the_server_sees_them_go() {
+    // 20 ms to the first token, then 8 tokens 20 ms apart: cancelled at 50 ms, mid-stream.
+    let server = start(paced(20, 20));
+    let dir = temp_dir("profile-sweep-cancel");
+    // One worker sends the 20 prompts in order, twice: 5 of them are marked (25 %).
+    let args = [
+        "--streaming",
+        "--concurrency",
+        "2",
+        "--max-workers",
+        "1",
+        "--num-prompts",
+        "20",
+        "--request-count",
+        "40",
+        "--output-tokens-mean",
+        "8",
+        "--synthetic-input-tokens-mean",
+        "16",
+        "--request-cancellation-rate",
+        "25",
+        "--request-cancellation-delay",
+        "0.05",
+    ];
+    let (outcomes, stdout) = profile(&server, &dir, &args).unwrap();
+    let o = &outcomes[0];
+    assert_eq!(o.requests.len(), 40);
+    assert_eq!(o.cancelled, 10);
+    assert_eq!(
+        o.metrics.request_count, 30,
+        "cancelled ones are not in the figures"
+    );
+    assert_eq!(o.metrics.error_count, 0, "nor counted as errors");
+    assert!(stdout.contains("Cancelled requests (on purpose, not in the figures above): 10"));
+    let summary: Value = serde_json::from_str(
+        &std::fs::read_to_string(o.dir.join("profile_export_genai_perf.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary["cancelled_count"]["avg"], 10);
+    assert_eq!(summary["request_count"]["avg"], 30.0);
+    // The server notices each closed connection when it next writes or reads.
+    let waited = std::time::Instant::now();
+    while server.abandoned_streams() < 10 && waited.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(server.abandoned_streams(), 10);
+    assert_eq!(server.token_times().len(), 40);
+    server.stop();
+}

@@ -108,7 +108,11 @@ pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>
     let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
     let grpc = cfg.endpoint_type == cli::EndpointType::Kserve;
     let requests = encode_requests(cfg, &entries, &models, &payloads)?;
-    let spec = engine_spec(cfg, requests, grpc)?;
+    let mut spec = engine_spec(cfg, requests, grpc)?;
+    spec.cancel = shape.cancel.map(|(share, after)| {
+        let after = std::time::Duration::from_secs_f64(after);
+        crate::engine::Cancel::spread(spec.requests.len(), share, after)
+    });
     let goodput = crate::measure::llm::goodput::parse(&cfg.args.goodput)?;
     let level = Level {
         cfg,
@@ -235,6 +239,7 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         }),
         reply_check: Default::default(),
         max_response_bytes: cfg.args.max_response_bytes,
+        cancel: None,
     })
 }
 

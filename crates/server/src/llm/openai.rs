@@ -292,6 +292,7 @@ mod tests {
             itl: Delay::Fixed(Duration::from_millis(2)),
             tokens_per_chunk: 2,
             usage_on_last: false,
+            ..OpenAiConfig::default()
         };
         let state = OpenAiState::new(cfg).unwrap();
         let before = Instant::now();
