@@ -92,30 +92,21 @@ pub fn drive(
 ) -> Result<Vec<PointOutcome>> {
     let mut outcomes = Vec::new();
     let mut summary = SweepSummary::default();
-    let mut run = |point: LoadPoint,
-                   role: &'static str,
-                   out: &mut dyn Write|
-     -> Result<(SweepRow, Option<f64>)> {
-        let o = level(point, out)?;
-        let row = SweepRow::of(point, role, &o.metrics, o.cancelled, &o.dir);
-        let rate = (!o.interrupted).then_some(o.metrics.request_throughput);
-        outcomes.push(o);
-        Ok((row, rate))
-    };
-    let mut step = |point: LoadPoint,
-                    role: &'static str,
-                    out: &mut dyn Write,
-                    rows: &mut Vec<SweepRow>|
-     -> Result<Option<f64>> {
-        let (row, rate) = run(point, role, out)?;
-        rows.push(row);
-        Ok(rate)
-    };
     let rows = &mut summary.rows;
+    let mut run = |point: LoadPoint, role: &'static str, out: &mut dyn Write| {
+        let o = level(point, out)?;
+        rows.push(SweepRow::of(point, role, &o.metrics, o.cancelled, &o.dir));
+        let figures = Figures {
+            rate: o.metrics.request_throughput,
+            goodput_fraction: o.metrics.goodput.as_ref().map_or(0.0, |g| g.fraction),
+        };
+        outcomes.push(o);
+        Ok((!last_interrupted(&outcomes)).then_some(figures))
+    };
     match shape.plan {
         Plan::List => {
             for &point in &cfg.points {
-                if step(point, "level", out, rows)?.is_none() {
+                if run(point, "level", out)?.is_none() {
                     break;
                 }
             }
@@ -123,10 +114,7 @@ pub fn drive(
         Plan::Sweep {
             profiles,
             concurrency,
-        } => {
-            let mut run = |p, role, out: &mut dyn Write| step(p, role, out, rows);
-            guidellm(profiles, concurrency, out, &mut run)?;
-        }
+        } => guidellm(profiles, concurrency, out, &mut run)?,
         Plan::Sla {
             axis,
             low,
@@ -134,28 +122,11 @@ pub fn drive(
             min_fraction,
             precision,
         } => {
-            let whole = axis == SlaAxis::Concurrency;
-            let mut search = Bisect::new(low, high, precision, whole);
-            while let Some(v) = search.next() {
-                let point = match axis {
-                    SlaAxis::Concurrency => LoadPoint::Concurrency(v as u64),
-                    SlaAxis::RequestRate => LoadPoint::RequestRate(v),
-                };
-                let interrupted = step(point, "probe", out, rows)?.is_none();
-                let row = rows.last_mut().expect("a row per level");
-                let passed = row.goodput_fraction.is_some_and(|f| f >= min_fraction);
-                row.sla_pass = Some(passed);
-                let _ = writeln!(
-                    out,
-                    "SLA probe {}: goodput fraction {:.3} ({})",
-                    point.label(),
-                    row.goodput_fraction.unwrap_or(0.0),
-                    if passed { "pass" } else { "fail" }
-                );
-                if interrupted {
-                    break;
-                }
-                search.record(v, passed);
+            let mut search = Bisect::new(low, high, precision, axis == SlaAxis::Concurrency);
+            let mut passes = Vec::new();
+            sla(axis, min_fraction, &mut search, &mut passes, out, &mut run)?;
+            for (row, pass) in summary.rows.iter_mut().zip(passes) {
+                row.sla_pass = Some(pass);
             }
             let axis = match axis {
                 SlaAxis::Concurrency => "concurrency",
@@ -171,29 +142,77 @@ pub fn drive(
     if summary.rows.len() > 1 || shape.plan != Plan::List {
         let _ = out.write_all(summary.table().as_bytes());
         summary.write(&cfg.args.artifact_dir, cfg.args.generate_plots)?;
-        let _ = writeln!(
-            out,
-            "Sweep summary in {}",
-            cfg.args
-                .artifact_dir
-                .join(super::sweep::SUMMARY_JSON)
-                .display()
-        );
+        let json = cfg.args.artifact_dir.join(super::sweep::SUMMARY_JSON);
+        let _ = writeln!(out, "Sweep summary in {}", json.display());
     }
     Ok(outcomes)
 }
+
+/// The probes of an SLA search, each judged by its goodput fraction (`passes`, in order).
+fn sla(
+    axis: SlaAxis,
+    min_fraction: f64,
+    search: &mut Bisect,
+    passes: &mut Vec<bool>,
+    out: &mut dyn Write,
+    run: &mut RunLevel<'_>,
+) -> Result<()> {
+    while let Some(v) = search.next() {
+        let point = match axis {
+            SlaAxis::Concurrency => LoadPoint::Concurrency(v as u64),
+            SlaAxis::RequestRate => LoadPoint::RequestRate(v),
+        };
+        let Some(Figures {
+            goodput_fraction: fraction,
+            ..
+        }) = run(point, "probe", out)?
+        else {
+            break;
+        };
+        let passed = fraction >= min_fraction;
+        passes.push(passed);
+        let verdict = if passed { "pass" } else { "fail" };
+        let label = point.label();
+        let _ = writeln!(
+            out,
+            "SLA probe {label}: goodput fraction {fraction:.3} ({verdict})"
+        );
+        search.record(v, passed);
+    }
+    Ok(())
+}
+
+/// What the plans need of a finished level.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    /// Successful requests per second.
+    rate: f64,
+    /// Share of requests that met every `--goodput` limit (0 without limits).
+    goodput_fraction: f64,
+}
+
+/// The last level was interrupted (Ctrl-C): no further level runs.
+fn last_interrupted(outcomes: &[PointOutcome]) -> bool {
+    outcomes.last().is_some_and(|o| o.interrupted)
+}
+
+/// Runs one level in a role; its figures, or `None` when it was interrupted.
+type RunLevel<'a> =
+    dyn FnMut(LoadPoint, &'static str, &mut dyn Write) -> Result<Option<Figures>> + 'a;
 
 /// GuideLLM's sweep: synchronous, throughput, then the constant rates between.
 fn guidellm(
     profiles: u32,
     concurrency: u64,
     out: &mut dyn Write,
-    run: &mut dyn FnMut(LoadPoint, &'static str, &mut dyn Write) -> Result<Option<f64>>,
+    run: &mut RunLevel<'_>,
 ) -> Result<()> {
-    let Some(sync) = run(LoadPoint::Concurrency(1), "synchronous", out)? else {
+    let Some(Figures { rate: sync, .. }) = run(LoadPoint::Concurrency(1), "synchronous", out)?
+    else {
         return Ok(());
     };
-    let Some(max) = run(LoadPoint::Concurrency(concurrency), "throughput", out)? else {
+    let throughput = LoadPoint::Concurrency(concurrency);
+    let Some(Figures { rate: max, .. }) = run(throughput, "throughput", out)? else {
         return Ok(());
     };
     if !(sync > 0.0 && max > 0.0) {
