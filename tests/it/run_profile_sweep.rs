@@ -145,9 +145,10 @@ fn guidellm_sweep_runs_synchronous_throughput_then_rates_between() {
         .iter()
         .map(|r| r["request_rate"].as_f64().unwrap())
         .collect();
-    // linspace(sync, max, 3) without its first value.
+    // linspace(sync, max, 3) without its first value, to 0.01 request/s.
     let step = (max - sync) / 2.0;
-    assert_eq!(rates, vec![sync + step, sync + 2.0 * step]);
+    let round = |r: f64| (r * 100.0).round() / 100.0;
+    assert_eq!(rates, vec![round(sync + step), round(sync + 2.0 * step)]);
     assert!(outcomes[2]
         .dir
         .ends_with(format!("{MODEL}-openai-chat-request_rate{}", rates[0])));

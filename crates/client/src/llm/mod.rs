@@ -94,6 +94,14 @@ struct Level<'a> {
 /// Runs every load point of `cfg` (a list, a sweep or an SLA search), printing each
 /// point's table to `out` and, over several points, the sweep summary.
 pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>> {
+    run_with_summary(cfg, out).map(|(outcomes, _)| outcomes)
+}
+
+/// [`run`], also returning the sweep summary (one row per level) for reports.
+pub fn run_with_summary(
+    cfg: &ProfileConfig,
+    out: &mut dyn Write,
+) -> Result<(Vec<PointOutcome>, sweep::SweepSummary)> {
     let shape = sweep_args::Shape::of(cfg)?;
     let tokenizer = Tokenizer::load(&cfg.args.tokenizer)?;
     let mut entries = prepare_entries(cfg, &tokenizer)?;

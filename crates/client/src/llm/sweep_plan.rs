@@ -15,10 +15,18 @@ use crate::error::Result;
 /// GuideLLM's constant rates: `profiles - 2` rates evenly spaced from the synchronous rate
 /// (excluded) up to the throughput rate (included), as `linspace(sync, max, profiles - 1)`
 /// without its first value.
+/// Each rounded to 0.01 request/s (at least 0.01), so levels have short names.
 pub fn sweep_rates(sync_rate: f64, max_rate: f64, profiles: u32) -> Vec<f64> {
     let n = profiles.saturating_sub(1).max(2);
     let step = (max_rate - sync_rate) / f64::from(n - 1);
-    (1..n).map(|i| sync_rate + step * f64::from(i)).collect()
+    (1..n)
+        .map(|i| round_rate(sync_rate + step * f64::from(i)))
+        .collect()
+}
+
+/// A rate rounded to 0.01 request/s, at least 0.01.
+pub fn round_rate(rate: f64) -> f64 {
+    ((rate * 100.0).round() / 100.0).max(0.01)
 }
 
 /// Bisection for the largest passing level in `[low, high]`: `low` first (a failure ends
@@ -84,12 +92,13 @@ impl Bisect {
 
 /// Runs every level of `shape` with `level` and prints the summary after the last one
 /// (when there was more than one level or a sweep/search); writes it beside the levels.
+/// Returns the levels and the summary (which holds a row per level in every case).
 pub fn drive(
     cfg: &ProfileConfig,
     shape: &Shape,
     out: &mut dyn Write,
     mut level: impl FnMut(LoadPoint, &mut dyn Write) -> Result<PointOutcome>,
-) -> Result<Vec<PointOutcome>> {
+) -> Result<(Vec<PointOutcome>, SweepSummary)> {
     let mut outcomes = Vec::new();
     let mut summary = SweepSummary::default();
     let rows = &mut summary.rows;
@@ -145,7 +154,7 @@ pub fn drive(
         let json = cfg.args.artifact_dir.join(super::sweep::SUMMARY_JSON);
         let _ = writeln!(out, "Sweep summary in {}", json.display());
     }
-    Ok(outcomes)
+    Ok((outcomes, summary))
 }
 
 /// The probes of an SLA search, each judged by its goodput fraction (`passes`, in order).
@@ -240,6 +249,8 @@ mod tests {
         );
         assert_eq!(sweep_rates(1.0, 5.0, 3), vec![5.0]);
         assert_eq!(sweep_rates(1.0, 3.0, 4), vec![2.0, 3.0]);
+        assert_eq!(sweep_rates(1.0, 2.0, 5), vec![1.33, 1.67, 2.0]);
+        assert_eq!(sweep_rates(0.001, 0.002, 3), vec![0.01]);
     }
 
     /// Runs a search against a pass/fail rule; returns the probes and the answer.
