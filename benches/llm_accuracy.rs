@@ -2,7 +2,11 @@
 //! TTFT 50 ms, ITL 5 ms) logs when it wrote every chunk; the client's per-chunk read times
 //! (from the profile export, matched by the response id) are compared with them.
 //!
-//! `cargo bench --bench llm_accuracy [-- CONCURRENCY...]` (default 256) prints, per
+//! `cargo bench --bench llm_accuracy [-- CONCURRENCY...]` (default 256; environment
+//! `TTFT_MS` (50), `ITL_MS` (5), `OSL` (64) output tokens; `SERVER=process` runs the server
+//! as its own `inferperf serve` process and reads its log from `GET /v1/inferperf/token-log`,
+//! for levels whose client and server sockets do not fit one process's descriptor limit; both
+//! processes' clocks are the wall clock read once at start plus the monotonic clock) prints, per
 //! concurrency: the requests, the failed ones (their kinds on stderr), the ones matched to
 //! the server's log (the others named on stderr with the reason); chunk delivery delay (client time − server write time) p50/p99/max; the
 //! TTFT error (the measured TTFT minus the TTFT the server's own write time gives, i.e. the
@@ -18,9 +22,16 @@ use std::time::Duration;
 use inferperf::llm::PointOutcome;
 use inferperf::measure::llm::LlmRequest;
 use inferperf::server::{self, OpenAiConfig, ServeConfig};
+
 use serde_json::Value;
 
-const OSL: u64 = 64;
+/// `name` from the environment as a number, or `default`.
+fn knob(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
 
 fn main() {
     let levels: Vec<u64> = std::env::args()
@@ -34,29 +45,121 @@ fn main() {
     }
 }
 
+/// A reference server for one level: in this process, or (`SERVER=process`) as its own
+/// `inferperf serve` process, so client and server sockets count against two descriptor
+/// limits (10,000 streams need 20,000 descriptors in one process).
+enum Server {
+    InProcess(server::ServerHandle),
+    Process(std::process::Child, String),
+}
+
+impl Server {
+    /// Server on the last core, the client's one worker on the first: neither steals the
+    /// other's CPU, as when they run on different machines.
+    fn start() -> Server {
+        let cores = inferperf::engine::available_cores();
+        let last = cores.last().map(|c| c.id).unwrap_or(0);
+        let (ttft, itl) = (knob("TTFT_MS", 50), knob("ITL_MS", 5));
+        if std::env::var("SERVER").as_deref() == Ok("process") {
+            return Server::spawn(last, ttft, itl);
+        }
+        let cfg = ServeConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            threads: 1,
+            pin_cores: vec![last],
+            openai: OpenAiConfig::paced(Duration::from_millis(ttft), Duration::from_millis(itl)),
+            ..ServeConfig::default()
+        };
+        Server::InProcess(server::start(cfg).expect("reference server starts"))
+    }
+
+    fn spawn(core: usize, ttft: u64, itl: u64) -> Server {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_inferperf"))
+            .args([
+                "serve",
+                "--port",
+                "0",
+                "--grpc-port",
+                "0",
+                "--duration",
+                "600",
+            ])
+            .args(["--pin", &core.to_string()])
+            .args(["--openai-ttft", &format!("{ttft}ms")])
+            .args(["--openai-itl", &format!("{itl}ms")])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("inferperf serve starts");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .expect("serve prints its address")
+            .to_string();
+        Server::Process(child, addr)
+    }
+
+    fn addr(&self) -> String {
+        match self {
+            Server::InProcess(h) => h.addr.to_string(),
+            Server::Process(_, a) => a.clone(),
+        }
+    }
+
+    /// The token log (write times, due times) per request, then the server is stopped.
+    fn finish(self) -> (Vec<Vec<u64>>, Vec<Vec<u64>>) {
+        match self {
+            Server::InProcess(h) => {
+                let logs = (h.token_write_times(), h.token_times());
+                h.stop();
+                logs
+            }
+            Server::Process(mut child, addr) => {
+                let log = fetch_token_log(&addr);
+                let _ = child.kill();
+                let _ = child.wait();
+                let column = |k: &str| -> Vec<Vec<u64>> {
+                    serde_json::from_value(log[k].clone()).expect("token log columns")
+                };
+                (column("written"), column("paced"))
+            }
+        }
+    }
+}
+
+/// `GET /v1/inferperf/token-log` from a server process.
+fn fetch_token_log(addr: &str) -> Value {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect for the token log");
+    let req = format!(
+        "GET /v1/inferperf/token-log HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let at = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("an HTTP head");
+    serde_json::from_slice(&raw[at + 4..]).expect("the token log is JSON")
+}
+
 /// Runs one profile at `concurrency` streams against a fresh server and prints one line.
 fn measure(concurrency: u64) {
-    // Server on the last core, the client's one worker on the first: neither steals the
-    // other's CPU, as when they run on different machines.
-    let cores = inferperf::engine::available_cores();
-    let cfg = ServeConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        threads: 1,
-        pin_cores: cores.last().map(|c| vec![c.id]).unwrap_or_default(),
-        openai: OpenAiConfig::paced(Duration::from_millis(50), Duration::from_millis(5)),
-        ..ServeConfig::default()
-    };
-    let server = server::start(cfg).expect("reference server starts");
+    let server = Server::start();
     let dir = std::env::temp_dir().join(format!("inferperf-accuracy-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let outcome = profile(&server.addr.to_string(), concurrency, &dir);
+    let outcome = profile(&server.addr(), concurrency, &dir);
     let failed = failed_requests(concurrency, &outcome.requests);
     let (shared, chunks) = inferperf::llm::shared_reads(&outcome.requests);
     // The client is judged against when each chunk was handed to the socket; how late that
     // was against the chunk's due time is the server's own lag, printed apart.
-    let sent = server.token_write_times();
-    let paced = server.token_times();
-    server.stop();
+    let (sent, paced) = server.finish();
     let mut server_lag: Vec<i64> = sent
         .iter()
         .zip(&paced)
@@ -113,7 +216,7 @@ fn profile(addr: &str, concurrency: u64, dir: &Path) -> PointOutcome {
         "--request-count",
         &requests.to_string(),
         "--output-tokens-mean",
-        &OSL.to_string(),
+        &knob("OSL", 64).to_string(),
         "--synthetic-input-tokens-mean",
         "128",
         "--max-workers",

@@ -76,9 +76,7 @@ fn server_down_exits_99_naming_the_address() {
 #[test]
 fn against_serve_process_with_reports() {
     let (mut child, addr) = common::spawn_serve();
-    let dir = std::env::temp_dir().join(format!("inferperf-bin-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::Scratch::new("inferperf-bin");
     let csv = dir.join("out.csv");
     let json = dir.join("out.json");
     let o = run(&[
@@ -154,9 +152,7 @@ fn demo_runs_end_to_end() {
 #[test]
 fn ctrl_c_ends_the_window_and_still_writes_reports() {
     let (mut server, addr) = common::spawn_serve();
-    let dir = std::env::temp_dir().join(format!("inferperf-sigint-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::Scratch::new("inferperf-sigint");
     let csv = dir.join("out.csv");
     let child = bin()
         .args([

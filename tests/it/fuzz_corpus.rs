@@ -33,6 +33,10 @@ const TARGETS: &[(&str, FuzzFn)] = &[
         "prometheus",
         inferperf::protocol::prometheus::fuzz_prometheus,
     ),
+    (
+        "telemetry_scrape",
+        inferperf::llm::telemetry::fuzz_telemetry,
+    ),
     ("mpi_window", inferperf::mpi::codec::fuzz_window_message),
     (
         "reply_kserve_http",

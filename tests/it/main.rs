@@ -16,6 +16,7 @@ mod mpi_world;
 mod nothing_lost;
 mod overload;
 mod peer_limits;
+mod profile_telemetry;
 mod real_triton;
 mod reconnect;
 mod report_figures;

@@ -14,8 +14,12 @@ use serde_json::Value;
 
 const INFERPERF: &str = env!("CARGO_BIN_EXE_inferperf");
 
-fn stub(tag: &str) -> Option<PathBuf> {
-    build_stub(&common::temp_dir(&format!("mpistub-{tag}")))
+/// The stand-in built into a scratch directory, kept for as long as the returned value lives;
+/// `None` (test skipped) without gcc.
+fn stub(tag: &str) -> Option<(common::Scratch, PathBuf)> {
+    let dir = common::temp_dir(&format!("mpistub-{tag}"));
+    let lib = build_stub(&dir)?;
+    Some((dir, lib))
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -74,7 +78,9 @@ fn check_probe_outputs(outputs: &[Output], n: usize) {
 
 #[test]
 fn stub_ranks_see_the_broadcast_and_root_gets_every_string() {
-    let Some(lib) = stub("ok") else { return };
+    let Some((_dir, lib)) = stub("ok") else {
+        return;
+    };
     for n in [2, 3] {
         let outputs = launch(n, &lib, &[INFERPERF, "mpi-probe"], &[]);
         check_probe_outputs(&outputs, n);
@@ -83,7 +89,9 @@ fn stub_ranks_see_the_broadcast_and_root_gets_every_string() {
 
 #[test]
 fn stub_without_launcher_variables_is_a_world_of_one() {
-    let Some(lib) = stub("single") else { return };
+    let Some((_dir, lib)) = stub("single") else {
+        return;
+    };
     let mut cmd = Command::new(INFERPERF);
     cmd.arg("mpi-probe").env("INFERPERF_MPI_LIB", &lib);
     for var in [
@@ -106,7 +114,9 @@ fn stub_without_launcher_variables_is_a_world_of_one() {
 
 #[test]
 fn stub_rank_that_dies_ends_the_run_on_rank_0_quickly() {
-    let Some(lib) = stub("die") else { return };
+    let Some((_dir, lib)) = stub("die") else {
+        return;
+    };
     let start = Instant::now();
     // A long MPI timeout: rank 0 must notice the death itself, not wait the timeout out.
     let args = [

@@ -4,7 +4,7 @@
 //! report must agree with the stub's own request counter.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,10 +15,9 @@ use inferperf::run::RunResult;
 
 /// Builds the stub (with `defines`) as `<dir>/lib/libtritonserver.so`; `None` without gcc.
 /// Each test gets its own copy, so the stub's counters are its own.
-fn build_stub(tag: &str, defines: &[&str]) -> Option<PathBuf> {
+fn build_stub(tag: &str, defines: &[&str]) -> Option<crate::common::Scratch> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/capi_stub/tritonserver_stub.c");
-    let dir = std::env::temp_dir().join(format!("inferperf-capi-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = crate::common::Scratch::new(&format!("inferperf-capi-{tag}"));
     std::fs::create_dir_all(dir.join("lib")).unwrap();
     std::fs::create_dir_all(dir.join("models")).unwrap();
     let status = std::process::Command::new("gcc")

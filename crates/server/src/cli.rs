@@ -87,6 +87,11 @@ struct ServeArgs {
     /// The extra time to first token above --openai-busy-streams (e.g. 400ms).
     #[arg(long, value_name = "DELAY")]
     openai_busy_ttft: Option<String>,
+    /// Which server's Prometheus names `/metrics` uses for the fake GPUs and LLM (Triton's
+    /// `nv_*`, vLLM's `vllm:*` or the DCGM exporter's `DCGM_FI_*`); `/metrics/triton`,
+    /// `/metrics/vllm` and `/metrics/dcgm` always serve each one.
+    #[arg(long, value_enum, default_value = "triton", value_name = "STYLE")]
+    metrics_style: crate::metrics::MetricsStyle,
     /// Stop after this many seconds (default: run until Ctrl-C/SIGTERM).
     #[arg(long, value_name = "SECONDS")]
     duration: Option<f64>,
@@ -293,6 +298,7 @@ fn parse(args: Vec<OsString>) -> Result<Parsed> {
         control_mode,
         load_models: flags.load_model,
         limits,
+        metrics_style: flags.metrics_style,
     };
     Ok(Parsed::Run(Box::new(cfg), duration))
 }
@@ -535,6 +541,24 @@ mod tests {
         ] {
             assert!(help.contains(flag), "{flag} missing from:\n{help}");
         }
+    }
+
+    #[test]
+    fn metrics_style_flag() {
+        use crate::metrics::MetricsStyle;
+        for (line, want) in [
+            ("serve", MetricsStyle::Triton),
+            ("serve --metrics-style vllm", MetricsStyle::Vllm),
+            ("serve --metrics-style dcgm", MetricsStyle::Dcgm),
+        ] {
+            let Parsed::Run(cfg, _) = parse(args(line)).unwrap() else {
+                panic!()
+            };
+            assert_eq!(cfg.metrics_style, want, "{line}");
+        }
+        let e = parse(args("serve --metrics-style prom")).unwrap_err();
+        assert_eq!(e.exit_code(), 99);
+        assert!(e.to_string().contains("--metrics-style"), "{e}");
     }
 
     #[test]

@@ -22,6 +22,7 @@ use super::http::MAX_HEAD_BYTES;
 use super::http::{write_error_json, write_head, BodyAt, Progress, RequestReader, CONTINUE_100};
 use super::limits::Limits;
 use super::llm::generate;
+use super::llm::load::InFlight;
 use super::llm::openai::{self, OaiReply};
 use super::llm::stream::SseStream;
 use super::reply::InferDone;
@@ -69,6 +70,9 @@ struct Held {
     stream: Option<Box<SseStream>>,
     /// The OpenAI token-log entry to stamp when this answer's tokens go out.
     log_id: Option<u64>,
+    /// A generation answer counts as in flight (the `/metrics` pages) until it is released
+    /// or its connection goes.
+    _in_flight: Option<InFlight>,
 }
 
 #[derive(Debug)]
@@ -306,6 +310,7 @@ fn emit(
         commit,
         stream: None,
         log_id: None,
+        _in_flight: None,
     });
 }
 
@@ -326,6 +331,7 @@ fn hold(
         commit: None,
         stream: held.1,
         log_id: Some(log_id),
+        _in_flight: Some(ctx.shared.openai.load.enter()),
     });
 }
 

@@ -13,7 +13,7 @@
 //! - dispatch: `routes` (HTTP URL routing, health, metadata, statistics, trace settings);
 //! - endpoints: `infer` (KServe v2 infer requests), `llm` (the fake LLM behind the OpenAI
 //!   `/v1/...` endpoints and Triton's generate extension), `torchserve`, `metrics`
-//!   (Triton-style Prometheus gauges of two fake GPUs);
+//!   (Prometheus pages of two fake GPUs and the fake LLM, in Triton, vLLM or DCGM style);
 //! - model core: `execute` (running a model or an ensemble) over `state` (what every thread
 //!   shares);
 //! - stores and shared types: `models` (definitions and compute), `sequence`, `repository`,
@@ -76,6 +76,7 @@ pub use delay::{parse_delay, parse_delay_value, Delay};
 pub use limits::Limits;
 pub use llm::log::TOKEN_LOG_REQUESTS;
 pub use llm::state::{Busy, OpenAiConfig, DEFAULT_OPENAI_MODEL};
+pub use metrics::{LlmCounts, MetricsStyle, KV_CAPACITY};
 pub use repository::ControlMode;
 pub use request_log::ARRIVALS_KEPT;
 pub use serve::{model_names, start, ServeConfig, ServerHandle};

@@ -66,6 +66,10 @@ pub fn route(req: &Request, env: &mut Env, out: &mut Vec<u8>) -> Reply {
     if req.method != Method::Get {
         return error_reply(out, 405, &format!("method not allowed for '{path}'"));
     }
+    if let Some(style) = super::metrics::style_of_path(path, env.shared.metrics_style) {
+        let llm = env.shared.openai.load.snapshot();
+        return super::metrics::reply(style, &stats.counters(), llm, out);
+    }
     match path {
         "/v2/health/live" | "/v2/health/ready" => Reply::plain(200),
         "/v2" | "/v2/" => json_reply(
@@ -78,7 +82,6 @@ pub fn route(req: &Request, env: &mut Env, out: &mut Vec<u8>) -> Reply {
             let loaded = (0..MODELS.len()).filter(|&i| repo.is_ready(i));
             json_reply(out, &stats.to_json_of(loaded))
         }
-        "/metrics" => super::metrics::reply(&stats.counters(), out),
         _ => error_reply(out, 404, "Not Found"),
     }
 }

@@ -53,6 +53,8 @@ pub struct ServeConfig {
     pub load_models: Vec<String>,
     /// What a client may send (sizes, connections, time, HTTP/2 streams).
     pub limits: Limits,
+    /// Which server's metric names `/metrics` serves (Triton, vLLM or DCGM exporter).
+    pub metrics_style: crate::metrics::MetricsStyle,
 }
 
 impl Default for ServeConfig {
@@ -69,6 +71,7 @@ impl Default for ServeConfig {
             control_mode: ControlMode::None,
             load_models: Vec::new(),
             limits: Limits::default(),
+            metrics_style: Default::default(),
         }
     }
 }
@@ -178,6 +181,12 @@ impl ServerHandle {
     /// Generation request bodies received, oldest first (with `OpenAiConfig::keep_bodies`).
     pub fn generation_bodies(&self) -> Vec<Vec<u8>> {
         self.shared.openai.watch.bodies()
+    }
+
+    /// The fake LLM's load as `/metrics` reports it: generation requests in flight and
+    /// ended, prompt words and generated tokens admitted.
+    pub fn llm_counts(&self) -> crate::metrics::LlmCounts {
+        self.shared.openai.load.snapshot()
     }
 
     /// Like [`ServerHandle::token_times`], but when each piece was handed to the socket: a
@@ -379,6 +388,7 @@ pub fn start(cfg: ServeConfig) -> Result<ServerHandle> {
     check_limits(&cfg.limits)?;
     let mut shared = Shared::new(delays, serial);
     shared.limits = cfg.limits;
+    shared.metrics_style = cfg.metrics_style;
     shared.openai = OpenAiState::new(cfg.openai.clone())?;
     shared.repo =
         repository::Repository::new(cfg.control_mode, &cfg.load_models).map_err(Error::usage)?;

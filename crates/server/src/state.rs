@@ -43,6 +43,8 @@ pub struct Shared {
     pub limits: Limits,
     /// Connections open now, HTTP and gRPC.
     pub conns: ConnCount,
+    /// What `/metrics` serves (`--metrics-style`).
+    pub metrics_style: crate::metrics::MetricsStyle,
 }
 
 impl Shared {
@@ -62,6 +64,7 @@ impl Shared {
             repo: Default::default(),
             limits: Limits::default(),
             conns: ConnCount::default(),
+            metrics_style: Default::default(),
         }
     }
 

@@ -231,6 +231,12 @@ fn stream_chunk_and_token_counts_in_both_usage_layouts() {
             server.token_times()[0].len(),
             7usize.div_ceil(tokens_per_chunk as usize)
         );
+        // The same log over HTTP, for benches that run the server as its own process.
+        c.send(b"GET /v1/inferperf/token-log HTTP/1.1\r\nHost: x\r\n\r\n");
+        let (status, log) = c.whole();
+        assert_eq!(status, 200);
+        assert_eq!(log["paced"], json!(server.token_times()));
+        assert_eq!(log["written"], json!(server.token_write_times()));
     }
 }
 

@@ -6,7 +6,7 @@ pub mod pki;
 pub mod scripted;
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -79,12 +79,47 @@ pub fn run(cfg: &Config) -> (inferperf::run::RunResult, String) {
     (res, String::from_utf8(out).unwrap())
 }
 
-/// A fresh, empty temporary directory for report files.
-pub fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("inferperf-test-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh, empty temporary directory for report files, removed with everything in it when
+/// the value is dropped (exports of fast runs reach hundreds of MB).
+pub fn temp_dir(tag: &str) -> Scratch {
+    Scratch::new(&format!("inferperf-test-{tag}"))
+}
+
+/// A temporary directory named `<prefix>-<pid>`, emptied on creation and removed on drop.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn new(prefix: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Scratch(d)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 pub fn model_counters(server: &ServerHandle, model: &str) -> server::ModelCounters {

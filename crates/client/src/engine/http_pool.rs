@@ -8,6 +8,7 @@ use mio::{Registry, Token};
 use super::conn::{Conn, Outcome, State};
 use super::deadline::timeout_message;
 use super::pool::{Cx, Pool, Ready, Send};
+use super::sink::SENDS_PER_TURN;
 use crate::measure::{FailKind, RequestRecord};
 use crate::service::openai::{error_message, stream_error_message};
 use crate::service::reply_check::ReplyCheck;
@@ -393,7 +394,7 @@ impl Pool for HttpPool {
             return self.fill_turns(cx);
         }
         let now_ns = cx.feed.now_if_paced(cx.clock);
-        loop {
+        for _ in 0..SENDS_PER_TURN {
             let Some(&i) = self.idle.last() else {
                 return self.grow(cx, now_ns);
             };
@@ -403,6 +404,7 @@ impl Pool for HttpPool {
             self.idle.pop();
             self.send(i, send, cx);
         }
+        cx.sink.backlog = true;
     }
 
     fn close(&mut self, registry: &Registry) {
@@ -480,3 +482,7 @@ fn conn_event(conn: &mut Conn, ready: Ready, cx: &mut Cx<'_>) -> Outcome {
         conn.on_event(ready.writable, ready.readable, req, cx.clock, cx.registry)
     }
 }
+
+#[cfg(test)]
+#[path = "http_pool_tests.rs"]
+mod tests;

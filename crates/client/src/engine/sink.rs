@@ -38,7 +38,15 @@ pub struct Sink {
     pub ride_out: bool,
     /// Connection losses ridden out since the last successful request.
     ridden: u32,
+    /// A pool stopped sending for this loop turn with sends still due (`SENDS_PER_TURN`):
+    /// the worker polls without sleeping and sends the rest next turn.
+    pub backlog: bool,
 }
+
+/// Sends one pool makes per loop turn at most: between two turns the worker reads what has
+/// arrived, so answers to the first of thousands of requests sent at once are read (and
+/// stamped) while the later ones are still going out.
+pub const SENDS_PER_TURN: u32 = 256;
 
 /// Open loop: connection losses in a row (no success between them) that are counted and
 /// ridden out; the next one fails the run as any failure does (the server is gone, not busy).
@@ -57,6 +65,7 @@ impl Sink {
             error: None,
             tally: FailTally::default(),
             slowest_ns: 0,
+            backlog: false,
             seq_busy: Vec::new(),
             period: 0,
             period_reached: 0,

@@ -220,6 +220,10 @@ impl<P: Pool> Worker<P> {
                 let sweep_in = sweep_at.saturating_duration_since(now);
                 timeout = Some(timeout.map_or(sweep_in, |t| t.min(sweep_in)));
             }
+            if self.sink.backlog {
+                // Sends are still due: look at what arrived, then go on sending.
+                timeout = Some(Duration::ZERO);
+            }
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     self.sink
@@ -341,6 +345,7 @@ impl<P: Pool> Worker<P> {
     }
 
     fn fill(&mut self) {
+        self.sink.backlog = false;
         let mut cx = Cx {
             registry: self.poll.registry(),
             clock: &self.clock,
@@ -368,6 +373,9 @@ impl<P: Pool> Worker<P> {
         let Some(gap) = self.read_batch else {
             return;
         };
+        if self.sink.backlog {
+            return;
+        }
         let due_in = self.feed.next_due_ns().map(|due| {
             let ahead = due.saturating_sub(self.clock.now_ns());
             Duration::from_nanos(ahead)

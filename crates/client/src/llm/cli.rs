@@ -210,6 +210,8 @@ pub struct ProfileArgs {
     pub help_metrics: bool,
     #[command(flatten)]
     pub sweep: super::sweep_args::SweepArgs,
+    #[command(flatten)]
+    pub telemetry: super::telemetry::TelemetryArgs,
 }
 
 /// `--read-batch-us` beyond this would hold completed requests (and the next sends of a

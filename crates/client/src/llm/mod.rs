@@ -18,6 +18,7 @@ pub mod runner;
 pub mod sweep;
 pub mod sweep_args;
 pub mod sweep_plan;
+pub mod telemetry;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -75,6 +76,8 @@ pub struct PointOutcome {
     pub cancelled: u64,
     /// The user pressed Ctrl-C during this point.
     pub interrupted: bool,
+    /// `--server-metrics-url` / `--gpu-telemetry`: what the endpoints reported.
+    pub telemetry: Option<telemetry::Report>,
 }
 
 /// Everything every level of a run shares: the prompts, their bodies and the engine.
@@ -89,6 +92,7 @@ struct Level<'a> {
     spec: EngineSpec,
     goodput: Vec<crate::measure::llm::goodput::Goodput>,
     grpc: bool,
+    scrape: Option<Arc<telemetry::Telemetry>>,
 }
 
 /// Runs every load point of `cfg` (a list, a sweep or an SLA search), printing each
@@ -133,6 +137,7 @@ pub fn run_with_summary(
         spec,
         goodput,
         grpc,
+        scrape: telemetry::Telemetry::from_args(&cfg.args.telemetry)?,
     };
     sweep_plan::drive(cfg, &shape, out, |point, out| run_level(&level, point, out))
 }
@@ -140,7 +145,9 @@ pub fn run_with_summary(
 /// Runs one level: measures it, prints its table and writes its artifacts.
 fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOutcome> {
     let cfg = l.cfg;
+    let scraping = l.scrape.as_ref().map(|t| t.start(l.spec.clock));
     let run = runner::run_point(&l.spec, cfg, point, &l.shape)?;
+    let telemetry = scraping.map(|s| s.finish((run.start_ns, run.end_ns)));
     let count = |t: &str| l.tokenizer.count(t) as u64;
     let chunk_counts = ChunkCounts::default();
     let count_chunk = |t: &str| chunk_counts.get(t, |t| l.tokenizer.count_chunk(t) as u64);
@@ -178,6 +185,9 @@ fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOu
     if cfg.args.streaming {
         let _ = out.write_all(shared_reads_line(&requests).as_bytes());
     }
+    if let Some(t) = &telemetry {
+        let _ = out.write_all(t.console().as_bytes());
+    }
     let files = PointFiles {
         payloads: &l.payloads,
         bodies: &l.bodies,
@@ -186,6 +196,10 @@ fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOu
         cancelled,
     };
     write_point(cfg, point, &dir, &run, &files)?;
+    if let Some(t) = &telemetry {
+        let names = export::ExportNames::from_export_file(&cfg.args.profile_export_file);
+        telemetry::add_to_summary(&dir.join(names.genai_perf_json), t)?;
+    }
     let _ = writeln!(out, "Results in {}", dir.display());
     let fails = runner::fails_without_cancelled(&run.fails);
     let summary = fails.summary(run.records.len() as u64 - cancelled);
@@ -209,6 +223,7 @@ fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOu
         metrics,
         cancelled,
         interrupted: run.interrupted,
+        telemetry,
     })
 }
 

@@ -22,7 +22,7 @@ use crate::measure::metrics::{
     GPU_LABEL,
 };
 use crate::protocol::http1::blocking::BlockingClient;
-use crate::protocol::prometheus::{parse_lossy, Exposition};
+use crate::protocol::prometheus::{parse_lossy, Exposition, ParseError};
 
 /// Connect/read timeout of one scrape: a hung endpoint must not hold the run for long.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -116,25 +116,8 @@ impl MetricsSource {
 
     /// One GET of the metrics URL, reusing `client`'s connection when it is still open.
     fn scrape(&self, client: &mut Option<BlockingClient>) -> Result<GpuMetrics> {
-        let unreachable = |e: Error| {
-            Error::generic(format!(
-                "Unable to connect to Metrics endpoint {}: {e}",
-                self.url
-            ))
-        };
-        let mut conn = match client.take() {
-            Some(c) => c,
-            None => BlockingClient::connect(&self.address, SCRAPE_TIMEOUT).map_err(unreachable)?,
-        };
-        let (status, body) = conn.get(&self.path).map_err(unreachable)?;
-        if status != 200 {
-            return Err(Error::generic(format!(
-                "Metrics endpoint {} answered HTTP {status} (expected 200).",
-                self.url
-            )));
-        }
-        *client = Some(conn);
-        let (exposition, syntax) = parse_lossy(&body);
+        let (exposition, syntax) =
+            fetch_exposition(&self.url, &self.address, &self.path, client, SCRAPE_TIMEOUT)?;
         if let Some(e) = syntax {
             if !self.warned_syntax.swap(true, Ordering::Relaxed) {
                 eprintln!(
@@ -153,6 +136,33 @@ impl MetricsSource {
         }
         Ok(metrics)
     }
+}
+
+/// One GET of a Prometheus endpoint (`address` = `host:port`, `path`; `url` names it in
+/// messages), reusing `client`'s connection when it is still open, parsed leniently: the
+/// exposition and the first line that could not be read. An endpoint that cannot be
+/// reached or answers other than 200 is the error.
+pub fn fetch_exposition(
+    url: &str,
+    address: &str,
+    path: &str,
+    client: &mut Option<BlockingClient>,
+    timeout: Duration,
+) -> Result<(Exposition, Option<ParseError>)> {
+    let unreachable =
+        |e: Error| Error::generic(format!("Unable to connect to Metrics endpoint {url}: {e}"));
+    let mut conn = match client.take() {
+        Some(c) => c,
+        None => BlockingClient::connect(address, timeout).map_err(unreachable)?,
+    };
+    let (status, body) = conn.get(path).map_err(unreachable)?;
+    if status != 200 {
+        return Err(Error::generic(format!(
+            "Metrics endpoint {url} answered HTTP {status} (expected 200)."
+        )));
+    }
+    *client = Some(conn);
+    Ok(parse_lossy(&body))
 }
 
 /// The four GPU metrics of one scrape, picked by their `gpu_uuid` label (other labels may be

@@ -4,7 +4,7 @@ pub mod coordinator;
 pub mod driver;
 mod kinds;
 pub mod load;
-mod metrics;
+pub(crate) mod metrics;
 pub mod peers;
 pub(crate) mod plan;
 mod sessions;

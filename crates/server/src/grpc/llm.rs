@@ -277,6 +277,10 @@ pub async fn serve(
     let inputs = parse(req).map_err(Status::invalid)?;
     let state = &shared.openai;
     let log_id = state.log.begin();
+    state
+        .load
+        .admit(inputs.prompt_tokens, u64::from(inputs.max_tokens));
+    let _in_flight = state.load.enter();
     let (ttft, seed) = {
         let mut rng = rng.lock().unwrap_or_else(|e| e.into_inner());
         (

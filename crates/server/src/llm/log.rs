@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
 
 /// Requests whose send times are kept; older ones are dropped.
-pub const TOKEN_LOG_REQUESTS: usize = 4096;
+pub const TOKEN_LOG_REQUESTS: usize = 16_384;
 
 #[derive(Debug, Default)]
 struct Entries {

@@ -5,9 +5,11 @@
 //!
 //! Layers, top down: `openai` and `generate` (routing, whole answers) use `stream` (the SSE
 //! stream and its pacing) and `request` (request bodies, the error body); `state` (the
-//! `--openai-*` settings shared by every thread) uses `log` (when tokens were sent).
+//! `--openai-*` settings shared by every thread) uses `log` (when tokens were sent) and
+//! `load` (requests in flight and their tokens, for `/metrics`).
 
 pub mod generate;
+pub mod load;
 pub mod log;
 pub mod openai;
 pub mod request;

@@ -70,6 +70,13 @@ pub fn route(
     out: &mut Vec<u8>,
 ) -> Option<OaiReply> {
     let path = req.path.strip_prefix("/v1/")?;
+    if path == "inferperf/token-log" && req.method == Method::Get {
+        // When each content piece was due and written (ns), for benches that run the
+        // server as a separate process.
+        let log = json!({"paced": state.log.snapshot(), "written": state.log.written()});
+        write_json(out, &log);
+        return Some(OaiReply::now(200));
+    }
     let wanted = if path == "models" {
         Method::Get
     } else {
@@ -126,6 +133,9 @@ pub fn start_generation(
     out: &mut Vec<u8>,
 ) -> OaiReply {
     let log_id = state.log.begin();
+    state
+        .load
+        .admit(req.prompt_tokens, u64::from(req.max_tokens));
     let prefix = match req.endpoint {
         Endpoint::Chat => "chatcmpl",
         Endpoint::Completions => "cmpl",

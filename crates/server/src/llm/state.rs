@@ -68,6 +68,8 @@ pub struct OpenAiState {
     pub log: TokenLog,
     /// Streams generating and abandoned, bodies kept.
     pub watch: Arc<LoadWatch>,
+    /// Generation requests in flight and ended, and their tokens (the `/metrics` pages).
+    pub load: Arc<super::load::LlmLoad>,
 }
 
 impl Default for OpenAiState {
@@ -77,6 +79,7 @@ impl Default for OpenAiState {
             model: Arc::from(DEFAULT_OPENAI_MODEL),
             log: TokenLog::new(TOKEN_LOG_REQUESTS),
             watch: Arc::default(),
+            load: Default::default(),
         }
     }
 }
@@ -102,6 +105,7 @@ impl OpenAiState {
             watch: Arc::new(LoadWatch::new(cfg.keep_bodies)),
             cfg,
             log: TokenLog::new(TOKEN_LOG_REQUESTS),
+            load: Default::default(),
         })
     }
 }

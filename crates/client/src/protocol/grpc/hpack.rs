@@ -18,6 +18,11 @@ use std::fmt;
 use super::hpack_huffman;
 
 mod cache;
+mod encode;
+mod fuzz;
+
+pub use encode::{static_index, static_name_index, Encoder};
+pub use fuzz::fuzz_hpack;
 
 /// Default SETTINGS_HEADER_TABLE_SIZE (RFC 7540 §6.5.2), in bytes.
 pub const DEFAULT_HEADER_TABLE_SIZE: usize = 4096;
@@ -567,118 +572,4 @@ fn read_string(block: &[u8], pos: &mut usize, scratch: &mut Vec<u8>) -> Result<T
     let scratch_start = scratch.len();
     hpack_huffman::decode(&block[start..end], scratch)?;
     Ok(Text::Scratch(scratch_start, scratch.len()))
-}
-
-/// HPACK encoder for request headers encoded once and replayed. It never inserts into the
-/// peer's dynamic table, so it keeps no state and the bytes stay valid for the whole
-/// connection.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Encoder;
-
-impl Encoder {
-    pub fn new() -> Self {
-        Encoder
-    }
-
-    /// Appends an indexed field (RFC 7541 §6.1); `index` should be a static index 1..=61
-    /// (see `static_index`), since this encoder never fills the dynamic table.
-    pub fn encode_indexed(&self, out: &mut Vec<u8>, index: usize) {
-        write_integer(out, 0x80, 7, index);
-    }
-
-    /// Appends a literal field without indexing, new name (RFC 7541 §6.2.2), plain strings.
-    pub fn encode_literal_without_indexing(&self, out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-        out.push(0x00);
-        write_string(out, name);
-        write_string(out, value);
-    }
-
-    /// Appends a literal field without indexing whose name is static entry `name_index`
-    /// (see `static_name_index`), plain value.
-    pub fn encode_literal_with_name_index(
-        &self,
-        out: &mut Vec<u8>,
-        name_index: usize,
-        value: &[u8],
-    ) {
-        write_integer(out, 0x00, 4, name_index);
-        write_string(out, value);
-    }
-}
-
-/// Static table index (1..=61) of the exact field `name: value`, if there is one.
-pub fn static_index(name: &[u8], value: &[u8]) -> Option<usize> {
-    STATIC_TABLE
-        .iter()
-        .position(|&(n, v)| n.as_bytes() == name && v.as_bytes() == value)
-        .map(|i| i + 1)
-}
-
-/// Lowest static table index (1..=61) whose name is `name`, if any.
-pub fn static_name_index(name: &[u8]) -> Option<usize> {
-    STATIC_TABLE
-        .iter()
-        .position(|&(n, _)| n.as_bytes() == name)
-        .map(|i| i + 1)
-}
-
-/// Appends `value` as an integer with a `prefix_bits`-bit prefix (RFC 7541 §5.1); `flags`
-/// holds the representation bits above the prefix.
-fn write_integer(out: &mut Vec<u8>, flags: u8, prefix_bits: u32, value: usize) {
-    let max_prefix = (1usize << prefix_bits) - 1;
-    if value < max_prefix {
-        out.push(flags | value as u8);
-        return;
-    }
-    out.push(flags | max_prefix as u8);
-    let mut rest = value - max_prefix;
-    while rest >= 0x80 {
-        out.push(0x80 | (rest & 0x7f) as u8);
-        rest >>= 7;
-    }
-    out.push(rest as u8);
-}
-
-/// Appends a plain (non-Huffman) string literal.
-fn write_string(out: &mut Vec<u8>, bytes: &[u8]) {
-    write_integer(out, 0x00, 7, bytes.len());
-    out.extend_from_slice(bytes);
-}
-
-/// Fuzz entry point: decodes `data` as header blocks on one decoder (`data` twice, its two
-/// halves twice in turn, `data` again: exercising the dynamic table left by earlier blocks and
-/// the replay of repeated ones) beside a decoder that never replays, which must give the same
-/// results, fields and table after every block; then once with a small 256-byte table to
-/// exercise eviction. Must never panic.
-pub fn fuzz_hpack(data: &[u8]) {
-    let mut decoder = Decoder::new();
-    let mut reference = Decoder::new();
-    reference.set_replay(false);
-    let mut small = Decoder::with_limits(256, 4096);
-    let (a, b) = data.split_at(data.len() / 2);
-    for block in [data, data, a, b, a, b, data] {
-        let (result, fields) = fuzz_decode(&mut decoder, block);
-        let (reference_result, reference_fields) = fuzz_decode(&mut reference, block);
-        assert_eq!((result, &fields), (reference_result, &reference_fields));
-        let bytes_seen: usize = fields.iter().map(|(n, v)| n.len() + v.len()).sum();
-        assert!(bytes_seen <= DEFAULT_MAX_HEADER_LIST_SIZE);
-        assert!(decoder.dynamic_table_size() <= decoder.dynamic_table_max_size());
-        assert_eq!(decoder.dynamic_table_size(), reference.dynamic_table_size());
-        assert_eq!(decoder.dynamic_table_len(), reference.dynamic_table_len());
-        for i in 0..decoder.dynamic_table_len() {
-            assert_eq!(decoder.dynamic_entry(i), reference.dynamic_entry(i));
-        }
-    }
-    let _ = small.decode(data, |_, _| {});
-    assert!(small.dynamic_table_size() <= 256);
-}
-
-type FuzzFields = Vec<(Vec<u8>, Vec<u8>)>;
-
-fn fuzz_decode(decoder: &mut Decoder, data: &[u8]) -> (Result<(), HpackError>, FuzzFields) {
-    let mut fields = Vec::new();
-    let result = decoder.decode(data, |name, value| {
-        fields.push((name.to_vec(), value.to_vec()))
-    });
-    (result, fields)
 }
