@@ -201,8 +201,28 @@ fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOu
         telemetry::add_to_summary(&dir.join(names.genai_perf_json), t)?;
     }
     let _ = writeln!(out, "Results in {}", dir.display());
+    check_failures(point, &run, &kept, cancelled)?;
+    Ok(PointOutcome {
+        point,
+        dir,
+        requests,
+        metrics,
+        cancelled,
+        interrupted: run.interrupted,
+        telemetry,
+    })
+}
+
+/// A level whose every (not cancelled) request failed is an error; some failures are a
+/// warning on stderr.
+fn check_failures(
+    point: LoadPoint,
+    run: &runner::PointRun,
+    kept: &[LlmRequest],
+    cancelled: u64,
+) -> Result<()> {
     let fails = runner::fails_without_cancelled(&run.fails);
-    let summary = fails.summary(run.records.len() as u64 - cancelled);
+    let summary = fails.summary((run.records.len() as u64).saturating_sub(cancelled));
     if !kept.is_empty() && kept.iter().all(|r| !r.ok()) {
         if let Some(line) = summary {
             return Err(Error::generic(line));
@@ -216,15 +236,7 @@ fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOu
     if let Some(line) = summary {
         eprintln!("Warning: {}: {line}", point.label());
     }
-    Ok(PointOutcome {
-        point,
-        dir,
-        requests,
-        metrics,
-        cancelled,
-        interrupted: run.interrupted,
-        telemetry,
-    })
+    Ok(())
 }
 
 /// The engine's view of a profile run: every request kept (bodies hold the stream), failures
