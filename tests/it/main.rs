@@ -34,6 +34,7 @@ mod run_openai;
 mod run_profile;
 mod run_profile_report;
 mod run_profile_streams;
+mod run_profile_sweep;
 mod run_rate;
 mod run_sequences;
 mod run_sessions;

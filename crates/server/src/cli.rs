@@ -80,6 +80,13 @@ struct ServeArgs {
     /// Put a stream's usage on its last content chunk instead of a final usage-only chunk.
     #[arg(long)]
     openai_usage_on_last: bool,
+    /// A stream that starts while more than N streams generate gets its first token
+    /// --openai-busy-ttft later (a server with a known breaking point).
+    #[arg(long, value_name = "N")]
+    openai_busy_streams: Option<u64>,
+    /// The extra time to first token above --openai-busy-streams (e.g. 400ms).
+    #[arg(long, value_name = "DELAY")]
+    openai_busy_ttft: Option<String>,
     /// Which server's Prometheus names `/metrics` uses for the fake GPUs and LLM (Triton's
     /// `nv_*`, vLLM's `vllm:*` or the DCGM exporter's `DCGM_FI_*`); `/metrics/triton`,
     /// `/metrics/vllm` and `/metrics/dcgm` always serve each one.
@@ -193,7 +200,26 @@ fn openai_config(flags: &ServeArgs) -> Result<OpenAiConfig> {
         itl: pace("--openai-itl", &flags.openai_itl)?,
         tokens_per_chunk: flags.openai_tokens_per_chunk,
         usage_on_last: flags.openai_usage_on_last,
+        busy: busy(flags)?,
+        ..OpenAiConfig::default()
     })
+}
+
+/// `--openai-busy-streams` with `--openai-busy-ttft` (both or neither).
+fn busy(flags: &ServeArgs) -> Result<Option<crate::llm::state::Busy>> {
+    match (flags.openai_busy_streams, &flags.openai_busy_ttft) {
+        (None, None) => Ok(None),
+        (Some(streams), Some(extra)) => match parse_delay_value("--openai-busy-ttft", extra)? {
+            Delay::Fixed(extra_ttft) => Ok(Some(crate::llm::state::Busy {
+                streams,
+                extra_ttft,
+            })),
+            _ => Err(Error::usage("--openai-busy-ttft must be one fixed delay")),
+        },
+        _ => Err(Error::usage(
+            "--openai-busy-streams and --openai-busy-ttft go together",
+        )),
+    }
 }
 
 fn parse(args: Vec<OsString>) -> Result<Parsed> {
@@ -549,8 +575,25 @@ mod tests {
             itl: Delay::Uniform(ms(2), ms(8)),
             tokens_per_chunk: 3,
             usage_on_last: true,
+            ..OpenAiConfig::default()
         };
         assert_eq!(cfg.openai, want);
+        let busy = "serve --openai-busy-streams 3 --openai-busy-ttft 400ms";
+        let Parsed::Run(cfg, _) = parse(args(busy)).unwrap() else {
+            panic!()
+        };
+        let want = crate::llm::state::Busy {
+            streams: 3,
+            extra_ttft: ms(400),
+        };
+        assert_eq!(cfg.openai.busy, Some(want));
+        for bad in [
+            "serve --openai-busy-streams 3",
+            "serve --openai-busy-ttft 4ms",
+            "serve --openai-busy-streams 3 --openai-busy-ttft 1ms..2ms",
+        ] {
+            assert_eq!(parse(args(bad)).err().unwrap().exit_code(), 99, "{bad}");
+        }
         let Parsed::Run(cfg, _) = parse(args("serve")).unwrap() else {
             panic!()
         };

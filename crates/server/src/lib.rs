@@ -75,7 +75,7 @@ pub use cli::serve_main;
 pub use delay::{parse_delay, parse_delay_value, Delay};
 pub use limits::Limits;
 pub use llm::log::TOKEN_LOG_REQUESTS;
-pub use llm::state::{OpenAiConfig, DEFAULT_OPENAI_MODEL};
+pub use llm::state::{Busy, OpenAiConfig, DEFAULT_OPENAI_MODEL};
 pub use metrics::{LlmCounts, MetricsStyle, KV_CAPACITY};
 pub use repository::ControlMode;
 pub use request_log::ARRIVALS_KEPT;

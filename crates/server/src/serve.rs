@@ -168,6 +168,21 @@ impl ServerHandle {
         self.shared.openai.log.snapshot()
     }
 
+    /// Streams the client closed before their last event (OpenAI and generate streams).
+    pub fn abandoned_streams(&self) -> u64 {
+        self.shared.openai.watch.abandoned()
+    }
+
+    /// Streams generating now.
+    pub fn generating_streams(&self) -> u64 {
+        self.shared.openai.watch.active()
+    }
+
+    /// Generation request bodies received, oldest first (with `OpenAiConfig::keep_bodies`).
+    pub fn generation_bodies(&self) -> Vec<Vec<u8>> {
+        self.shared.openai.watch.bodies()
+    }
+
     /// The fake LLM's load as `/metrics` reports it: generation requests in flight and
     /// ended, prompt words and generated tokens admitted.
     pub fn llm_counts(&self) -> crate::metrics::LlmCounts {

@@ -195,5 +195,6 @@ pub fn engine_spec(addr: SocketAddr, wire: Wire, request: Vec<u8>) -> EngineSpec
         request_timeout: None,
         reply_check: Default::default(),
         max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+        cancel: None,
     }
 }

@@ -645,6 +645,11 @@ impl Conn {
         Some((mark(parts), waiting))
     }
 
+    /// When the request in flight was fully written (ns), while its response is awaited.
+    pub fn sent_at_ns(&self) -> Option<u64> {
+        (self.state == State::Reading).then_some(self.rec.send_end_ns)
+    }
+
     /// A byte of the response to the current (or failed) request has arrived.
     pub fn response_begun(&self) -> bool {
         self.rlen > 0

@@ -421,29 +421,54 @@ impl Pool for HttpPool {
             let Some((mark, waiting)) = self.conns[i].progress() else {
                 continue;
             };
+            if self.cancel_due(i, now_ns, cx) {
+                let msg = "cancelled on purpose (--request-cancellation-rate)".to_string();
+                watching |= self.give_up(i, FailKind::Cancelled, msg, cx);
+                continue;
+            }
             if !self.conns[i].watch.stalled(mark, now_ns, limit_ns) {
                 watching = true;
                 continue;
             }
-            // A silent server is not a stale connection: a session turn is not sent again.
-            self.reuse[i] = Reuse::Fresh;
             let msg = timeout_message(limit_ns, waiting);
-            let out = self.conns[i].expire(FailKind::Timeout, msg);
-            let lost = matches!(
-                out,
-                Outcome::Failed {
-                    request_lost: true,
-                    ..
-                }
-            );
-            self.handle(i, out, cx);
-            if !lost && cx.feed.turns().is_none() {
-                // A connect that never finished: opened again (its slot is not lost).
-                self.reconnect(i, cx);
-                watching = true;
-            }
+            watching |= self.give_up(i, FailKind::Timeout, msg, cx);
         }
         watching
+    }
+}
+
+impl HttpPool {
+    /// The request on connection `i` is marked for cancellation and its delay is over.
+    fn cancel_due(&self, i: usize, now_ns: u64, cx: &Cx<'_>) -> bool {
+        let Some(c) = &cx.feed.cancel else {
+            return false;
+        };
+        let conn = &self.conns[i];
+        conn.sent_at_ns().is_some_and(|sent| {
+            c.marks(conn.step) && now_ns.saturating_sub(sent) >= c.after.as_nanos() as u64
+        })
+    }
+
+    /// Fails the request (or connect) on connection `i` with `kind`, closing the
+    /// connection; returns whether a reconnect is now watched.
+    fn give_up(&mut self, i: usize, kind: FailKind, msg: String, cx: &mut Cx<'_>) -> bool {
+        // A silent server is not a stale connection: a session turn is not sent again.
+        self.reuse[i] = Reuse::Fresh;
+        let out = self.conns[i].expire(kind, msg);
+        let lost = matches!(
+            out,
+            Outcome::Failed {
+                request_lost: true,
+                ..
+            }
+        );
+        self.handle(i, out, cx);
+        if !lost && cx.feed.turns().is_none() {
+            // A connect that never finished: opened again (its slot is not lost).
+            self.reconnect(i, cx);
+            return true;
+        }
+        false
     }
 }
 

@@ -95,6 +95,33 @@ pub struct EngineSpec {
     /// Largest response body (HTTP/1.1) or gRPC message accepted (bytes,
     /// `--max-response-bytes`); a longer one fails its request with a limit error.
     pub max_response_bytes: usize,
+    /// `profile --request-cancellation-rate`: which requests are cancelled, and when.
+    pub cancel: Option<Cancel>,
+}
+
+/// Requests cancelled on purpose: the connection of a marked request is closed this long
+/// after the request was fully written (HTTP/1.1 pools; found by the timeout sweeps).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cancel {
+    /// Per request (input step), whether it is cancelled.
+    pub marked: Arc<[bool]>,
+    pub after: Duration,
+}
+
+impl Cancel {
+    /// `share` of `steps` requests marked, spread evenly over them.
+    pub fn spread(steps: usize, share: f64, after: Duration) -> Cancel {
+        let marked = (0..steps)
+            .map(|i| ((i + 1) as f64 * share).floor() > (i as f64 * share).floor())
+            .collect();
+        Cancel { marked, after }
+    }
+
+    /// Request `step` is cancelled.
+    #[inline]
+    pub fn marks(&self, step: usize) -> bool {
+        self.marked.get(step).copied().unwrap_or(false)
+    }
 }
 
 struct WorkerHandle {

@@ -192,6 +192,8 @@ pub struct Feed {
     pub ramp: Option<Ramp>,
     /// Session turns: requests composed per slot at send time (see `turns.rs`).
     turns: Option<TurnFeed>,
+    /// Requests cancelled on purpose (HTTP/1.1 pools).
+    pub cancel: Option<super::Cancel>,
     /// Cleared by the coordinator's Stop: nothing new starts.
     pub running: bool,
     /// Requests started since the last window swap.
@@ -219,6 +221,7 @@ impl Feed {
             seq,
             ramp: None,
             turns: None,
+            cancel: None,
             running: true,
             sent: 0,
         }

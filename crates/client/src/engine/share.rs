@@ -50,6 +50,7 @@ pub(super) fn worker_plans(
             slots: slot_shares.next().flatten(),
             read_batch: spec.read_batch,
             request_timeout: spec.request_timeout,
+            cancel: spec.cancel.clone(),
             turns: match load {
                 Load::Sessions { turns, .. } => Some(TurnFeed::new(turns.0.worker(slots))),
                 _ => None,
@@ -247,6 +248,7 @@ mod tests {
             request_timeout: None,
             reply_check: Default::default(),
             max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
+            cancel: None,
         }
     }
 

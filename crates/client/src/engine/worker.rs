@@ -105,6 +105,8 @@ pub struct WorkerParams {
     /// `--request-timeout` (see `deadline.rs`); `None`: the default (session turns: their
     /// source's idle limit).
     pub request_timeout: Option<Duration>,
+    /// Requests cancelled on purpose (see `super::Cancel`).
+    pub cancel: Option<super::Cancel>,
 }
 
 pub struct Worker<P: Pool> {
@@ -159,6 +161,7 @@ impl<P: Pool> Worker<P> {
                 let mut feed = Feed::new(p.requests, p.first_step, p.budget, p.pace, p.seq);
                 feed.set_stride(stride);
                 feed.ramp = ramp;
+                feed.cancel = p.cancel;
                 if let Some(share) = slots {
                     feed.set_slots(share);
                 }
@@ -322,7 +325,12 @@ impl<P: Pool> Worker<P> {
             sink: &mut self.sink,
         };
         *watching = self.pool.expire(now_ns, limit_ns, &mut cx);
-        Duration::from_nanos(Deadlines::period_ns(limit_ns))
+        let period = Duration::from_nanos(Deadlines::period_ns(limit_ns));
+        match &self.feed.cancel {
+            // Cancellations are found within a tenth of their delay (at least 1 ms).
+            Some(c) => period.min((c.after / 10).max(Duration::from_millis(1))),
+            None => period,
+        }
     }
 
     /// Hands the failure tally (copied only when it changed) and the completed count to

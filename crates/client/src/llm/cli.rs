@@ -218,6 +218,8 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub help_metrics: bool,
     #[command(flatten)]
+    pub sweep: super::sweep_args::SweepArgs,
+    #[command(flatten)]
     pub telemetry: super::telemetry::TelemetryArgs,
     #[command(flatten)]
     pub compat: CompatArgs,

@@ -124,6 +124,9 @@ fn classify(
             None
         };
     }
+    if r.fail == FailKind::Cancelled {
+        return err("cancelled", "cancelled on purpose by the client".into());
+    }
     if r.fail == FailKind::Timeout {
         return err(
             "timeout",

@@ -16,9 +16,13 @@ pub mod html_report;
 pub mod input_file;
 pub mod kserve;
 pub mod payload;
+pub mod prefix;
 pub mod progress;
 pub mod report_args;
 pub mod runner;
+pub mod sweep;
+pub mod sweep_args;
+pub mod sweep_plan;
 pub mod telemetry;
 
 use std::ffi::OsString;
@@ -72,117 +76,205 @@ pub fn profile_main(args: Vec<OsString>) -> i32 {
 pub struct PointOutcome {
     pub point: LoadPoint,
     pub dir: PathBuf,
+    /// The measured requests, cancelled ones included.
     pub requests: Vec<LlmRequest>,
+    /// The metrics of the requests that were not cancelled.
+    pub metrics: crate::measure::llm::LlmMetrics,
+    /// Requests cancelled on purpose (`--request-cancellation-rate`).
+    pub cancelled: u64,
+    /// The user pressed Ctrl-C during this point.
+    pub interrupted: bool,
     /// `--server-metrics-url` / `--gpu-telemetry`: what the endpoints reported.
     pub telemetry: Option<telemetry::Report>,
 }
 
-/// Runs every load point of `cfg`, printing each point's table to `out`.
+/// Everything every level of a run shares: the prompts, their bodies and the engine.
+struct Level<'a> {
+    cfg: &'a ProfileConfig,
+    shape: sweep_args::Shape,
+    tokenizer: Tokenizer,
+    entries: Vec<Entry>,
+    models: Vec<u32>,
+    bodies: Vec<Value>,
+    payloads: Vec<String>,
+    spec: EngineSpec,
+    goodput: Vec<crate::measure::llm::goodput::Goodput>,
+    grpc: bool,
+    scrape: Option<Arc<telemetry::Telemetry>>,
+}
+
+/// Runs every load point of `cfg` (a list, a sweep or an SLA search), printing each
+/// point's table to `out` and, over several points, the sweep summary.
 pub fn run(cfg: &ProfileConfig, out: &mut dyn Write) -> Result<Vec<PointOutcome>> {
+    run_with_summary(cfg, out).map(|(outcomes, _)| outcomes)
+}
+
+/// [`run`], also returning the sweep summary (one row per level) for reports.
+pub fn run_with_summary(
+    cfg: &ProfileConfig,
+    out: &mut dyn Write,
+) -> Result<(Vec<PointOutcome>, sweep::SweepSummary)> {
+    let shape = sweep_args::Shape::of(cfg)?;
     let tokenizer = Tokenizer::load(&cfg.args.tokenizer)?;
-    let (entries, cfg) = dataset::prepare(cfg, &tokenizer, prepare_entries)?;
+    let (mut entries, cfg) = dataset::prepare(cfg, &tokenizer, prepare_entries)?;
     let cfg = &cfg;
+    let prefixes = prefix::apply(cfg, &tokenizer, &mut entries)?;
     let models = payload::pick_models(cfg, entries.len());
-    let bodies: Vec<Value> = payload::bodies(cfg, &entries, &models);
+    let mut bodies: Vec<Value> = payload::bodies(cfg, &entries, &models);
+    prefix::add_system(&mut bodies, &prefixes);
     let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
     let grpc = cfg.endpoint_type == cli::EndpointType::Kserve;
     let requests = encode_requests(cfg, &entries, &models, &payloads)?;
-    let spec = engine_spec(cfg, requests, grpc)?;
+    let mut spec = engine_spec(cfg, requests, grpc)?;
+    spec.cancel = shape.cancel.map(|(share, after)| {
+        let after = std::time::Duration::from_secs_f64(after);
+        crate::engine::Cancel::spread(spec.requests.len(), share, after)
+    });
     let goodput = crate::measure::llm::goodput::parse(&cfg.args.goodput)?;
-    let mut outcomes = Vec::new();
-    let scrape = telemetry::Telemetry::from_args(&cfg.args.telemetry)?;
-    let mut summaries = Vec::new();
-    for &point in &cfg.points {
-        let scraping = scrape.as_ref().map(|t| t.start(spec.clock));
-        let run = runner::run_point(&spec, cfg, point)?;
-        let telemetry = scraping.map(|s| s.finish((run.start_ns, run.end_ns)));
-        let count = |t: &str| tokenizer.count(t) as u64;
-        let chunk_counts = ChunkCounts::default();
-        let count_chunk = |t: &str| chunk_counts.get(t, |t| tokenizer.count_chunk(t) as u64);
-        let cx = convert::Context {
-            entries: &entries,
-            models: &models,
-            count: &count,
-            count_chunk: &count_chunk,
-            server_counts: cfg.args.use_server_token_count,
-            needs_done: matches!(
-                cfg.endpoint_type,
-                cli::EndpointType::Chat | cli::EndpointType::Completions
-            ),
-            grpc,
-        };
-        let mut requests = convert::convert(&run, &cx);
-        dataset::count_history(cfg, &run.records, &mut requests);
-        let dir = point_dir(cfg, point);
-        let opts = crate::measure::llm::MetricOptions {
-            goodput: goodput.clone(),
-            slice_ns: cfg.args.report.slice_ns(),
-        };
-        let metrics = crate::measure::llm::compute(&requests, &opts);
-        let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
-        let _ = out.write_all(table.as_bytes());
-        let _ = out.write_all(overhead_line(&run, &requests).as_bytes());
-        let _ = out.write_all(dataset::lag_line(cfg, &run.records).as_bytes());
-        if let Some(c) = &run.connections {
-            let _ = out.write_all(c.line().as_bytes());
-        }
-        if cfg.args.streaming {
-            let _ = out.write_all(shared_reads_line(&requests).as_bytes());
-        }
-        if let Some(t) = &telemetry {
-            let _ = out.write_all(t.console().as_bytes());
-        }
-        let sections: Vec<_> = telemetry.iter().map(telemetry_section).collect();
-        write_point(
-            cfg, point, &dir, &run, &payloads, &bodies, &requests, &metrics, &sections,
-        )?;
-        if let Some(t) = &telemetry {
-            let names = export::ExportNames::from_export_file(&cfg.args.profile_export_file);
-            telemetry::add_to_summary(&dir.join(names.genai_perf_json), t)?;
-        }
-        for w in metrics.checks.warnings() {
-            eprintln!("Warning: {}: {w}", point.label());
-        }
-        let _ = writeln!(out, "Results in {}", dir.display());
-        let summary = run.fails.summary(run.records.len() as u64);
-        if !requests.is_empty() && requests.iter().all(|r| !r.ok()) {
-            if let Some(line) = summary {
-                return Err(Error::generic(line));
-            }
-            let first = requests[0]
-                .error
-                .as_ref()
-                .map_or("", |e| e.message.as_str());
-            return Err(Error::generic(format!(
-                "every request at {} failed; the first: {first}",
-                point.label()
-            )));
-        }
+    let level = Level {
+        cfg,
+        shape: shape.clone(),
+        tokenizer,
+        entries,
+        models,
+        bodies,
+        payloads,
+        spec,
+        goodput,
+        grpc,
+        scrape: telemetry::Telemetry::from_args(&cfg.args.telemetry)?,
+    };
+    let (outcomes, summary) =
+        sweep_plan::drive(cfg, &shape, out, |point, out| run_level(&level, point, out))?;
+    write_levels_page(cfg, &outcomes, &summary)?;
+    Ok((outcomes, summary))
+}
+
+/// `<artifact dir>/report.html` over several levels, with the sweep summary.
+fn write_levels_page(
+    cfg: &ProfileConfig,
+    outcomes: &[PointOutcome],
+    summary: &sweep::SweepSummary,
+) -> Result<()> {
+    if cfg.args.report.no_html_report {
+        return Ok(());
+    }
+    let points: Vec<html_report::PointSummary> = outcomes
+        .iter()
+        .map(|o| html_report::PointSummary {
+            label: o.point.label(),
+            dir: o.dir.clone(),
+            metrics: o.metrics.clone(),
+        })
+        .collect();
+    let mut config = input_config(cfg, cfg.points[0]);
+    config["load"] = points.iter().map(|p| p.label.clone()).collect();
+    let sections = [summary.html_section()];
+    html_report::write_levels(cfg, &points, &report_options(cfg), &config, &sections)
+}
+
+/// Runs one level: measures it, prints its table and writes its artifacts.
+fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOutcome> {
+    let cfg = l.cfg;
+    let scraping = l.scrape.as_ref().map(|t| t.start(l.spec.clock));
+    let run = runner::run_point(&l.spec, cfg, point, &l.shape)?;
+    let telemetry = scraping.map(|s| s.finish((run.start_ns, run.end_ns)));
+    let count = |t: &str| l.tokenizer.count(t) as u64;
+    let chunk_counts = ChunkCounts::default();
+    let count_chunk = |t: &str| chunk_counts.get(t, |t| l.tokenizer.count_chunk(t) as u64);
+    let cx = convert::Context {
+        entries: &l.entries,
+        models: &l.models,
+        count: &count,
+        count_chunk: &count_chunk,
+        server_counts: cfg.args.use_server_token_count,
+        needs_done: matches!(
+            cfg.endpoint_type,
+            cli::EndpointType::Chat | cli::EndpointType::Completions
+        ),
+        grpc: l.grpc,
+    };
+    let mut requests = convert::convert(&run, &cx);
+    dataset::count_history(cfg, &run.records, &mut requests);
+    let dir = point_dir(cfg, point);
+    let opts = crate::measure::llm::MetricOptions {
+        goodput: l.goodput.clone(),
+        slice_ns: cfg.args.report.slice_ns(),
+    };
+    let (kept, cancelled) = runner::without_cancelled(&requests);
+    let metrics = crate::measure::llm::compute(&kept, &opts);
+    let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
+    let _ = out.write_all(table.as_bytes());
+    if l.shape.cancel.is_some() {
+        let _ = writeln!(
+            out,
+            "Cancelled requests (on purpose, not in the figures above): {cancelled}"
+        );
+    }
+    let _ = out.write_all(overhead_line(&run, &requests).as_bytes());
+    let _ = out.write_all(dataset::lag_line(cfg, &run.records).as_bytes());
+    if let Some(c) = &run.connections {
+        let _ = out.write_all(c.line().as_bytes());
+    }
+    if cfg.args.streaming {
+        let _ = out.write_all(shared_reads_line(&requests).as_bytes());
+    }
+    if let Some(t) = &telemetry {
+        let _ = out.write_all(t.console().as_bytes());
+    }
+    let files = PointFiles {
+        payloads: &l.payloads,
+        bodies: &l.bodies,
+        requests: &requests,
+        metrics: &metrics,
+        cancelled,
+        sections: &telemetry.iter().map(telemetry_section).collect::<Vec<_>>(),
+    };
+    write_point(cfg, point, &dir, &run, &files)?;
+    if let Some(t) = &telemetry {
+        let names = export::ExportNames::from_export_file(&cfg.args.profile_export_file);
+        telemetry::add_to_summary(&dir.join(names.genai_perf_json), t)?;
+    }
+    for w in metrics.checks.warnings() {
+        eprintln!("Warning: {}: {w}", point.label());
+    }
+    let _ = writeln!(out, "Results in {}", dir.display());
+    check_failures(point, &run, &kept, cancelled)?;
+    Ok(PointOutcome {
+        point,
+        dir,
+        requests,
+        metrics,
+        cancelled,
+        interrupted: run.interrupted,
+        telemetry,
+    })
+}
+
+/// A level whose every (not cancelled) request failed is an error; some failures are a
+/// warning on stderr.
+fn check_failures(
+    point: LoadPoint,
+    run: &runner::PointRun,
+    kept: &[LlmRequest],
+    cancelled: u64,
+) -> Result<()> {
+    let fails = runner::fails_without_cancelled(&run.fails);
+    let summary = fails.summary((run.records.len() as u64).saturating_sub(cancelled));
+    if !kept.is_empty() && kept.iter().all(|r| !r.ok()) {
         if let Some(line) = summary {
-            eprintln!("Warning: {}: {line}", point.label());
+            return Err(Error::generic(line));
         }
-        let interrupted = run.interrupted;
-        summaries.push(html_report::PointSummary {
-            label: point.label(),
-            dir: dir.clone(),
-            metrics,
-        });
-        outcomes.push(PointOutcome {
-            point,
-            dir,
-            requests,
-            telemetry,
-        });
-        if interrupted {
-            break;
-        }
+        let first = kept[0].error.as_ref().map_or("", |e| e.message.as_str());
+        return Err(Error::generic(format!(
+            "every request at {} failed; the first: {first}",
+            point.label()
+        )));
     }
-    if !cfg.args.report.no_html_report {
-        let mut config = input_config(cfg, cfg.points[0]);
-        config["load"] = summaries.iter().map(|p| p.label.clone()).collect();
-        html_report::write_levels(cfg, &summaries, &report_options(cfg), &config, &[])?;
+    if let Some(line) = summary {
+        eprintln!("Warning: {}: {line}", point.label());
     }
-    Ok(outcomes)
+    Ok(())
 }
 
 /// The engine's view of a profile run: every request kept (bodies hold the stream), failures
@@ -220,6 +312,7 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         }),
         reply_check: Default::default(),
         max_response_bytes: cfg.args.max_response_bytes,
+        cancel: None,
     })
 }
 
@@ -409,6 +502,13 @@ fn input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
         "goodput": a.goodput,
         "extra_inputs": cfg.extra.iter().map(|(k, v)| json!({k: v})).collect::<Vec<_>>(),
         "dataset": dataset::config_json(&a.dataset),
+        "concurrency_ramp_duration": a.sweep.concurrency_ramp_duration,
+        "request_rate_ramp_duration": a.sweep.request_rate_ramp_duration,
+        "request_cancellation_rate": a.sweep.request_cancellation_rate,
+        "request_cancellation_delay": a.sweep.request_cancellation_delay,
+        "num_prefix_prompts": a.sweep.num_prefix_prompts,
+        "prefix_prompt_length": a.sweep.prefix_prompt_length,
+        "shared_system_prompt_length": a.sweep.shared_system_prompt_length,
     })
 }
 
@@ -421,18 +521,32 @@ fn telemetry_section(t: &telemetry::Report) -> crate::report::html::Section {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a level writes besides its raw run.
+struct PointFiles<'a> {
+    payloads: &'a [String],
+    bodies: &'a [Value],
+    requests: &'a [LlmRequest],
+    metrics: &'a crate::measure::llm::LlmMetrics,
+    cancelled: u64,
+    /// Further sections of the level's HTML page (telemetry).
+    sections: &'a [crate::report::html::Section],
+}
+
 fn write_point(
     cfg: &ProfileConfig,
     point: LoadPoint,
     dir: &Path,
     run: &runner::PointRun,
-    payloads: &[String],
-    bodies: &[Value],
-    requests: &[LlmRequest],
-    metrics: &crate::measure::llm::LlmMetrics,
-    sections: &[crate::report::html::Section],
+    f: &PointFiles,
 ) -> Result<()> {
+    let PointFiles {
+        payloads,
+        bodies,
+        requests,
+        metrics,
+        cancelled,
+        sections,
+    } = *f;
     let io =
         |e: std::io::Error, p: &Path| Error::generic(format!("cannot write {}: {e}", p.display()));
     std::fs::create_dir_all(dir).map_err(|e| io(e, dir))?;
@@ -450,10 +564,13 @@ fn write_point(
         ),
         (
             names.genai_perf_json,
-            dataset::with_lag(
-                cfg,
-                &run.records,
-                crate::report::llm::genai_perf::json(metrics, &input_config(cfg, point)),
+            runner::with_cancelled(
+                dataset::with_lag(
+                    cfg,
+                    &run.records,
+                    crate::report::llm::genai_perf::json(metrics, &input_config(cfg, point)),
+                ),
+                cancelled,
             ),
         ),
         (

@@ -6,10 +6,12 @@ use std::time::{Duration, Instant};
 
 use super::cli::{Distribution, LoadPoint, ProfileConfig};
 use super::progress::Progress;
+use super::sweep_args::Shape;
 use crate::config;
 use crate::engine::connect::ConnectSummary;
 use crate::engine::{Engine, EngineSpec, Load};
 use crate::error::{Error, Result};
+use crate::measure::llm::LlmRequest;
 use crate::measure::{FailTally, RequestRecord, WindowRecords};
 use crate::report::LoadValue;
 use crate::run::driver::{self, End, Phase, Watch};
@@ -68,17 +70,29 @@ pub fn load(cfg: &ProfileConfig, point: LoadPoint) -> Load {
     .engine_load()
 }
 
-/// Warm-up (not measured), then the measured run.
-pub fn run_point(spec: &EngineSpec, cfg: &ProfileConfig, point: LoadPoint) -> Result<PointRun> {
+/// Warm-up (not measured), the ramp of `shape` (not measured), then the measured run.
+pub fn run_point(
+    spec: &EngineSpec,
+    cfg: &ProfileConfig,
+    point: LoadPoint,
+    shape: &Shape,
+) -> Result<PointRun> {
     let load = load(cfg, point);
+    let interrupted = || PointRun {
+        interrupted: true,
+        ..PointRun::default()
+    };
     if cfg.args.warmup_request_count > 0 {
         let warm = cfg.args.warmup_request_count;
         drive(spec, &load, Some(warm), None, "warm-up", cfg.args.quiet)?;
         if crate::signal::interrupted() {
-            return Ok(PointRun {
-                interrupted: true,
-                ..PointRun::default()
-            });
+            return Ok(interrupted());
+        }
+    }
+    if let Some(ramp_s) = shape.ramp_s {
+        ramp(spec, cfg, point, ramp_s)?;
+        if crate::signal::interrupted() {
+            return Ok(interrupted());
         }
     }
     let count = match (cfg.args.request_count, cfg.args.benchmark_duration) {
@@ -88,6 +102,112 @@ pub fn run_point(spec: &EngineSpec, cfg: &ProfileConfig, point: LoadPoint) -> Re
     };
     let duration = cfg.args.benchmark_duration.map(Duration::from_secs_f64);
     drive(spec, &load, count, duration, &point.label(), cfg.args.quiet)
+}
+
+/// Steps of a concurrency ramp at most (each restarts the engine at the next level).
+const MAX_RAMP_STEPS: u64 = 20;
+/// AIPerf's rate ramp update interval: the ramp starts at rate x this / duration.
+const RAMP_UPDATE_S: f64 = 0.1;
+
+/// The ramp up to `point` over `secs` seconds, not measured: concurrency from 1 in even
+/// steps (each held for its share of the duration), or the request rate rising linearly.
+fn ramp(spec: &EngineSpec, cfg: &ProfileConfig, point: LoadPoint, secs: f64) -> Result<()> {
+    let quiet = cfg.args.quiet;
+    match point {
+        LoadPoint::Concurrency(c) => {
+            let levels = ramp_levels(c);
+            let hold = Duration::from_secs_f64(secs / levels.len().max(1) as f64);
+            for level in levels {
+                drive(
+                    spec,
+                    &Load::Concurrency(level),
+                    None,
+                    Some(hold),
+                    "ramp",
+                    quiet,
+                )?;
+                if crate::signal::interrupted() {
+                    break;
+                }
+            }
+        }
+        LoadPoint::RequestRate(rate) => {
+            let times = ramp_offsets(rate, secs);
+            if times.is_empty() {
+                return Ok(());
+            }
+            let n = times.len() as u64;
+            let load = Load::Paced {
+                schedule: crate::engine::pace::Schedule::Fixed(times),
+                max_inflight: cfg.args.max_inflight,
+            };
+            drive(spec, &load, Some(n), None, "ramp", quiet)?;
+        }
+    }
+    Ok(())
+}
+
+/// The concurrencies a ramp to `target` holds in turn before the target itself: 1 up to
+/// below `target`, evenly spaced, at most [`MAX_RAMP_STEPS`] of them.
+pub fn ramp_levels(target: u64) -> Vec<u64> {
+    if target <= 1 {
+        return Vec::new();
+    }
+    let steps = (target - 1).min(MAX_RAMP_STEPS);
+    let mut levels: Vec<u64> = (0..steps).map(|i| 1 + i * (target - 1) / steps).collect();
+    levels.dedup();
+    levels
+}
+
+/// Send offsets (ns) of a rate rising linearly from `rate` x 0.1 s / `secs` to `rate` over
+/// `secs`: the k-th send is where the expected count of sends reaches k.
+pub fn ramp_offsets(rate: f64, secs: f64) -> Vec<u64> {
+    let r0 = (rate * RAMP_UPDATE_S / secs).min(rate);
+    // sends(t) = r0 t + (rate - r0) t^2 / (2 secs); solved for sends(t) = k.
+    let a = (rate - r0) / (2.0 * secs);
+    let total = r0 * secs + a * secs * secs;
+    (1..=total.floor() as u64)
+        .map(|k| {
+            let k = k as f64;
+            let t = if a > 0.0 {
+                (-r0 + (r0 * r0 + 4.0 * a * k).sqrt()) / (2.0 * a)
+            } else {
+                k / r0
+            };
+            (t * 1e9) as u64
+        })
+        .collect()
+}
+
+/// The requests that were not cancelled on purpose, and how many were.
+pub fn without_cancelled(requests: &[LlmRequest]) -> (Vec<LlmRequest>, u64) {
+    let cancelled = |r: &LlmRequest| r.error.as_ref().is_some_and(|e| e.kind == "cancelled");
+    let kept: Vec<LlmRequest> = requests.iter().filter(|r| !cancelled(r)).cloned().collect();
+    let n = (requests.len() - kept.len()) as u64;
+    (kept, n)
+}
+
+/// The failure tally without the requests cancelled on purpose.
+pub fn fails_without_cancelled(fails: &FailTally) -> FailTally {
+    fails.without(crate::measure::FailKind::Cancelled)
+}
+
+/// The summary JSON with the count of requests cancelled on purpose (`cancelled_count`)
+/// when there were any.
+pub fn with_cancelled(json: String, cancelled: u64) -> String {
+    if cancelled == 0 {
+        return json;
+    }
+    match serde_json::from_str::<serde_json::Value>(&json) {
+        Ok(serde_json::Value::Object(mut map)) => {
+            map.insert(
+                "cancelled_count".into(),
+                serde_json::json!({"unit": "requests", "avg": cancelled}),
+            );
+            serde_json::to_string_pretty(&map).unwrap_or(json)
+        }
+        _ => json,
+    }
 }
 
 /// Runs the engine until `count` requests are done or `duration` is up (then stops sending
@@ -260,5 +380,46 @@ mod tests {
                 max_inflight: None
             }
         );
+    }
+
+    #[test]
+    fn ramps_rise_to_the_target() {
+        assert_eq!(ramp_levels(1), Vec::<u64>::new());
+        assert_eq!(ramp_levels(4), vec![1, 2, 3]);
+        let long = ramp_levels(1000);
+        assert_eq!((long.len(), long[0]), (20, 1));
+        assert!(long.windows(2).all(|w| w[0] < w[1]) && *long.last().unwrap() < 1000);
+        // 10/s over 2 s from 0.5/s: 0.5*2 + 9.5*2/2 = 10.5 expected sends, so 10.
+        let t = ramp_offsets(10.0, 2.0);
+        assert_eq!(t.len(), 10);
+        assert!(t.windows(2).all(|w| w[0] < w[1]) && *t.last().unwrap() <= 2_000_000_000);
+        // The gaps shrink as the rate rises.
+        assert!(t[1] - t[0] > t[9] - t[8]);
+    }
+
+    #[test]
+    fn cancelled_requests_are_set_apart() {
+        use crate::measure::llm::record::RequestError;
+        let cancelled = LlmRequest {
+            error: Some(RequestError {
+                kind: "cancelled".into(),
+                message: String::new(),
+            }),
+            ..LlmRequest::default()
+        };
+        let failed = LlmRequest {
+            error: Some(RequestError {
+                kind: "timeout".into(),
+                message: String::new(),
+            }),
+            ..LlmRequest::default()
+        };
+        let (kept, n) = without_cancelled(&[cancelled, failed.clone(), LlmRequest::default()]);
+        assert_eq!((kept.len(), n), (2, 1));
+        assert_eq!(kept[0], failed);
+        let json = with_cancelled("{\"a\": 1}".into(), 3);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["cancelled_count"]["avg"], 3);
+        assert_eq!(with_cancelled("{}".into(), 0), "{}");
     }
 }

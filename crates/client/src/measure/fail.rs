@@ -41,6 +41,9 @@ pub enum FailKind {
     /// The peer exceeded a limit: header size or count, body size, interim responses, chunk
     /// framing, HTTP/2 SETTINGS/PING floods, header block size.
     Limit,
+    /// Cancelled on purpose by the client (`profile --request-cancellation-rate`): not a
+    /// server failure, reported apart.
+    Cancelled,
     /// Anything else (local I/O errors, C API errors).
     Other,
 }
@@ -63,6 +66,7 @@ impl FailKind {
         FailKind::SseError,
         FailKind::Invalid,
         FailKind::Limit,
+        FailKind::Cancelled,
         FailKind::Other,
     ];
 
@@ -94,6 +98,7 @@ impl FailKind {
             FailKind::SseError => "SSE error event",
             FailKind::Invalid => "invalid reply",
             FailKind::Limit => "over a limit",
+            FailKind::Cancelled => "cancelled",
             FailKind::Other => "other error",
         }
     }
@@ -147,6 +152,14 @@ impl FailTally {
                 self.examples[k] = other.examples[k].clone();
             }
         }
+    }
+
+    /// The same tally without the failures of `kind`.
+    pub fn without(&self, kind: FailKind) -> FailTally {
+        let mut t = self.clone();
+        t.counts[kind as usize] = 0;
+        t.examples[kind as usize] = None;
+        t
     }
 
     pub fn count(&self, kind: FailKind) -> u64 {

@@ -212,6 +212,7 @@ fn engine_spec(
         request_timeout: cfg.request_timeout,
         reply_check: Default::default(),
         max_response_bytes: cfg.max_response_bytes,
+        cancel: None,
     }
 }
 

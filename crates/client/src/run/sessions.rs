@@ -101,6 +101,7 @@ fn engine_spec(cfg: &Config, target: &super::setup::Target) -> EngineSpec {
         request_timeout: cfg.request_timeout,
         reply_check: Default::default(),
         max_response_bytes: cfg.max_response_bytes,
+        cancel: None,
     }
 }
 

@@ -15,3 +15,4 @@ pub mod openai;
 pub mod request;
 pub mod state;
 pub mod stream;
+pub mod watch;

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use super::request::{parse_embeddings, parse_generation, ApiError, Endpoint, GenRequest};
 use super::state::OpenAiState;
 use super::stream::{full_answer_delay, Answer, Pace, SseStream, UsageLayout};
+use super::watch::StreamGuard;
 use crate::delay::{next_random, sample_delay};
 use crate::http::Method;
 use crate::reply::Request;
@@ -116,6 +117,7 @@ fn generate(
     rng: &mut u64,
     out: &mut Vec<u8>,
 ) -> OaiReply {
+    state.watch.keep_body(body);
     match parse_generation(endpoint, body, &state.model) {
         Ok(req) => start_generation(&req, state, rng, out),
         Err(e) => error(out, &e),
@@ -163,7 +165,11 @@ pub fn start_generation(
             (true, false) => UsageLayout::FinalChunk,
             (true, true) => UsageLayout::LastContent,
         };
-        let stream = SseStream::new(answer, req, pace, usage);
+        let (guard, generating) = StreamGuard::enter(&state.watch);
+        if let Some(busy) = state.cfg.busy.filter(|b| generating > b.streams) {
+            pace.first_content_at += busy.extra_ttft;
+        }
+        let stream = SseStream::new(answer, req, pace, usage).watched(guard);
         return OaiReply::Stream {
             stream: Box::new(stream),
             log_id,
@@ -297,6 +303,7 @@ mod tests {
             itl: Delay::Fixed(Duration::from_millis(2)),
             tokens_per_chunk: 2,
             usage_on_last: false,
+            ..OpenAiConfig::default()
         };
         let state = OpenAiState::new(cfg).unwrap();
         let before = Instant::now();

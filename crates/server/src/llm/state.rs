@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::log::{TokenLog, TOKEN_LOG_REQUESTS};
+pub use super::watch::Busy;
+use super::watch::LoadWatch;
 use crate::delay::Delay;
 use inferperf_client::error::{Error, Result};
 
@@ -25,6 +27,10 @@ pub struct OpenAiConfig {
     pub tokens_per_chunk: u32,
     /// Put a stream's usage on its last content chunk instead of a final `choices: []` chunk.
     pub usage_on_last: bool,
+    /// A slower first token above a number of streams generating at once.
+    pub busy: Option<Busy>,
+    /// Keep a copy of every generation request body (tests read them back).
+    pub keep_bodies: bool,
 }
 
 impl Default for OpenAiConfig {
@@ -35,6 +41,8 @@ impl Default for OpenAiConfig {
             itl: Delay::Fixed(Duration::ZERO),
             tokens_per_chunk: 1,
             usage_on_last: false,
+            busy: None,
+            keep_bodies: false,
         }
     }
 }
@@ -58,6 +66,8 @@ pub struct OpenAiState {
     /// The served model name (`cfg.model`), shared by every answer.
     pub model: Arc<str>,
     pub log: TokenLog,
+    /// Streams generating and abandoned, bodies kept.
+    pub watch: Arc<LoadWatch>,
     /// Generation requests in flight and ended, and their tokens (the `/metrics` pages).
     pub load: Arc<super::load::LlmLoad>,
 }
@@ -68,6 +78,7 @@ impl Default for OpenAiState {
             cfg: OpenAiConfig::default(),
             model: Arc::from(DEFAULT_OPENAI_MODEL),
             log: TokenLog::new(TOKEN_LOG_REQUESTS),
+            watch: Arc::default(),
             load: Default::default(),
         }
     }
@@ -91,6 +102,7 @@ impl OpenAiState {
         }
         Ok(OpenAiState {
             model: Arc::from(cfg.model.as_str()),
+            watch: Arc::new(LoadWatch::new(cfg.keep_bodies)),
             cfg,
             log: TokenLog::new(TOKEN_LOG_REQUESTS),
             load: Default::default(),

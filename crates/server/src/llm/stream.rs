@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::request::{Endpoint, GenRequest};
+use super::watch::StreamGuard;
 use crate::delay::sample_delay;
 use crate::delay::Delay;
 use crate::models::MODEL_VERSION;
@@ -204,6 +205,8 @@ pub struct SseStream {
     chunks_sent: u32,
     phase: Phase,
     next_at: Instant,
+    /// Counts the stream among those generating (and as abandoned if dropped unfinished).
+    guard: Option<StreamGuard>,
 }
 
 impl SseStream {
@@ -225,7 +228,14 @@ impl SseStream {
             chunks_sent: 0,
             phase,
             next_at,
+            guard: None,
         }
+    }
+
+    /// The stream counted by `guard` until it ends.
+    pub fn watched(mut self, guard: StreamGuard) -> SseStream {
+        self.guard = Some(guard);
+        self
     }
 
     /// The `Content-Type` of the stream's answer (Triton adds the charset).
@@ -262,7 +272,13 @@ impl SseStream {
                 Phase::Done => {}
             }
         }
-        (content_chunks, self.phase == Phase::Done)
+        let done = self.phase == Phase::Done;
+        if done {
+            if let Some(g) = self.guard.as_mut() {
+                g.finish();
+            }
+        }
+        (content_chunks, done)
     }
 
     /// Writes the next content chunk, then either schedules the one after or ends the stream.

@@ -232,5 +232,28 @@ fn run_figures(reqs: &[LlmRequest], model_names: &[String]) -> Vec<(&'static str
     figs
 }
 
+/// Bars grouped by level (a sweep's summary): one bar per series in each group.
+/// `values[group][series]`; a missing value leaves a gap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarChart {
+    pub title: String,
+    pub y_label: String,
+    pub groups: Vec<String>,
+    pub series: Vec<String>,
+    pub values: Vec<Vec<Option<f64>>>,
+}
+
+/// Draws `chart` into `<dir>/<stem>.svg` and `.png` ([`PLOT_SIZE`]).
+pub fn write_bar_chart(chart: &BarChart, dir: &Path, stem: &str) -> Result<[PathBuf; 2]> {
+    let fig = draw::BarFigure {
+        title: chart.title.clone(),
+        y_label: chart.y_label.clone(),
+        groups: chart.groups.clone(),
+        series: chart.series.clone(),
+        values: chart.values.clone(),
+    };
+    write_figure(&fig, dir, stem, PLOT_SIZE)
+}
+
 #[cfg(test)]
 mod tests;

@@ -137,6 +137,7 @@ fn run_book(addr: SocketAddr, book: Arc<Book>, stop: &AtomicBool) -> Vec<TurnDon
         request_timeout: None,
         reply_check: Default::default(),
         max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
+        cancel: None,
     };
     run_turns(&spec, &book, 1, stop)
         .expect("the engine starts")

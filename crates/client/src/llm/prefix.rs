@@ -1,0 +1,189 @@
+//! Shared prompt prefixes: GenAI-Perf's `--num-prefix-prompts N --prefix-prompt-length L`
+//! (each prompt starts with one of N prefixes of exactly L tokens, dealt round robin) and
+//! AIPerf's `--shared-system-prompt-length L` (one system message of exactly L tokens in
+//! every chat request). Both make a server's prefix cache hit; the ISL counts them.
+
+use serde_json::{json, Value};
+
+use super::cli::ProfileConfig;
+use super::payload::Entry;
+use crate::error::{Error, Result};
+use crate::inputs::prompts::PromptGen;
+use crate::inputs::tokenizer::Tokenizer;
+
+/// Seeds the prefix generator apart from the prompts' own.
+const PREFIX_STREAM: u64 = 0x7072_6566_6978;
+/// Fresh user prompts tried for one entry until prefix + prompt counts as the sum.
+const JOIN_TRIES: usize = 8;
+
+/// The shared text that goes before the prompts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Prefixes {
+    /// Prefix prompts (each `length` tokens), dealt to entries round robin.
+    pub prompts: Vec<String>,
+    pub length: u64,
+    /// The system message of every chat request and its tokens.
+    pub system: Option<(String, u64)>,
+}
+
+/// Builds the prefixes the flags ask for and puts them in front of `entries` (synthetic
+/// prompts), keeping every length exact: a user prompt that merges with its prefix into a
+/// different token count is drawn again. Returns the system prompt for the bodies.
+pub fn apply(cfg: &ProfileConfig, tok: &Tokenizer, entries: &mut [Entry]) -> Result<Prefixes> {
+    let (n, len, system_len) = super::sweep_args::prefixes(cfg)?;
+    let mut gen = PromptGen::new(tok.clone(), cfg.args.random_seed ^ PREFIX_STREAM);
+    let mut exact = |len: u64, what: &str| -> Result<String> {
+        let p = gen.prompt(len as usize);
+        if p.mismatch {
+            return Err(Error::generic(format!(
+                "cannot make a {what} of exactly {len} tokens with this tokenizer (got {})",
+                p.tokens
+            )));
+        }
+        Ok(p.text)
+    };
+    let prompts = (0..n)
+        .map(|_| exact(len, "prefix prompt"))
+        .collect::<Result<Vec<_>>>()?;
+    let system = match system_len {
+        Some(l) => Some((exact(l, "system prompt")?, l)),
+        None => None,
+    };
+    let mut mismatches = 0;
+    for (i, e) in entries.iter_mut().enumerate() {
+        if let Some(prefix) = prompts.get(i % prompts.len().max(1)) {
+            mismatches += usize::from(!join(prefix, len, e, &mut gen, tok));
+        }
+        if let Some((_, l)) = &system {
+            e.isl += l;
+        }
+    }
+    if mismatches > 0 {
+        eprintln!(
+            "warning: {mismatches} of {} prompts merged with their prefix into a different \
+             token count; their true length is used as ISL",
+            entries.len()
+        );
+    }
+    Ok(Prefixes {
+        prompts,
+        length: len,
+        system,
+    })
+}
+
+/// `prefix` + the entry's prompt, counted as the sum of both; false when no prompt of that
+/// length joined cleanly (the entry keeps the true count).
+fn join(prefix: &str, len: u64, e: &mut Entry, gen: &mut PromptGen, tok: &Tokenizer) -> bool {
+    let want = len + e.isl;
+    let mut text = format!("{prefix}{}", e.text);
+    for _ in 0..JOIN_TRIES {
+        if tok.count(&text) as u64 == want {
+            e.text = text;
+            e.isl = want;
+            return true;
+        }
+        let p = gen.prompt((want - len) as usize);
+        text = format!("{prefix}{}", p.text);
+    }
+    e.isl = tok.count(&text) as u64;
+    e.text = text;
+    false
+}
+
+/// Puts the system message first in every chat body (bodies given whole are left alone).
+pub fn add_system(bodies: &mut [Value], prefixes: &Prefixes) {
+    let Some((text, _)) = &prefixes.system else {
+        return;
+    };
+    for body in bodies {
+        if let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) {
+            messages.insert(0, json!({"role": "system", "content": text}));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(args: &[&str]) -> ProfileConfig {
+        let mut v: Vec<std::ffi::OsString> = vec!["profile".into(), "-m".into(), "m".into()];
+        v.extend(args.iter().map(Into::into));
+        super::super::cli::parse(v).unwrap().unwrap()
+    }
+
+    fn entries(tok: &Tokenizer, n: usize, len: usize) -> Vec<Entry> {
+        let mut gen = PromptGen::new(tok.clone(), 1);
+        (0..n)
+            .map(|_| {
+                let p = gen.prompt(len);
+                Entry {
+                    text: p.text,
+                    isl: p.tokens as u64,
+                    osl: None,
+                    payload: None,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn prefixes_are_shared_round_robin_and_lengths_stay_exact() {
+        let tok = Tokenizer::load("cl100k_base").unwrap();
+        let c = cfg(&["--num-prefix-prompts", "3", "--prefix-prompt-length", "40"]);
+        let mut es = entries(&tok, 7, 20);
+        let p = apply(&c, &tok, &mut es).unwrap();
+        assert_eq!(p.prompts.len(), 3);
+        for (i, e) in es.iter().enumerate() {
+            assert!(e.text.starts_with(&p.prompts[i % 3]));
+            assert_eq!(e.isl, 60);
+            assert_eq!(tok.count(&e.text), 60);
+        }
+        for prefix in &p.prompts {
+            assert_eq!(tok.count(prefix), 40);
+        }
+    }
+
+    #[test]
+    fn the_system_prompt_goes_first_and_counts_in_the_isl() {
+        let tok = Tokenizer::load("cl100k_base").unwrap();
+        let c = cfg(&["--shared-system-prompt-length", "25"]);
+        let mut es = entries(&tok, 2, 10);
+        let p = apply(&c, &tok, &mut es).unwrap();
+        assert!(es.iter().all(|e| e.isl == 35));
+        let mut bodies = vec![json!({"messages": [{"role": "user", "content": "x"}]})];
+        add_system(&mut bodies, &p);
+        let text = bodies[0]["messages"][0]["content"].as_str().unwrap();
+        assert_eq!(bodies[0]["messages"][0]["role"], "system");
+        assert_eq!(tok.count(text), 25);
+        assert_eq!(bodies[0]["messages"][1]["content"], "x");
+    }
+
+    #[test]
+    fn bad_prefix_flags_are_usage_errors() {
+        let tok = Tokenizer::load("cl100k_base").unwrap();
+        for args in [
+            &["--num-prefix-prompts", "3"][..],
+            &["--prefix-prompt-length", "3"],
+            &["--shared-system-prompt-length", "0"],
+            &[
+                "--shared-system-prompt-length",
+                "5",
+                "--endpoint-type",
+                "completions",
+            ],
+            &[
+                "--shared-system-prompt-length",
+                "5",
+                "--num-prefix-prompts",
+                "1",
+                "--prefix-prompt-length",
+                "2",
+            ],
+        ] {
+            let e = apply(&cfg(args), &tok, &mut []).unwrap_err();
+            assert_eq!(e.exit_code(), 99, "{args:?}: {e}");
+        }
+    }
+}
