@@ -69,7 +69,9 @@ pub struct LevelsPage<'a> {
     pub sections: &'a [Section],
 }
 
-/// `&`, `<`, `>`, `"` and `'` as character references.
+/// `&`, `<`, `>`, `"` and `'` as character references, and control characters other than
+/// newline and tab (which a server's text may hold) as U+FFFD: safe inside elements and
+/// attribute values.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -79,6 +81,7 @@ pub fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{FFFD}'),
             c => out.push(c),
         }
     }

@@ -6,6 +6,7 @@ pub mod console;
 pub mod csv;
 pub mod export;
 pub mod fmt;
+#[cfg(feature = "llm")]
 pub mod html;
 pub mod html_check;
 pub mod llm;

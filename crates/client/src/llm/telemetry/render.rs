@@ -116,19 +116,22 @@ impl Report {
         for e in &self.endpoints {
             out.push_str(&format!(
                 "<table class=\"telemetry\">\n<caption>{} ({} scrapes, {} failed)</caption>\n<thead><tr>",
-                html_escape(&e.url),
+                crate::report::html::escape(&e.url),
                 e.scrapes,
                 e.failed
             ));
             for h in HEADERS {
-                out.push_str(&format!("<th>{}</th>", html_escape(h)));
+                out.push_str(&format!("<th>{}</th>", crate::report::html::escape(h)));
             }
             out.push_str("</tr></thead>\n<tbody>\n");
             for s in &e.series {
                 out.push_str("<tr>");
                 for (i, cell) in console_row(s).iter().enumerate() {
                     let tag = if i == 0 { "th" } else { "td" };
-                    out.push_str(&format!("<{tag}>{}</{tag}>", html_escape(cell)));
+                    out.push_str(&format!(
+                        "<{tag}>{}</{tag}>",
+                        crate::report::html::escape(cell)
+                    ));
                 }
                 out.push_str("</tr>\n");
             }
@@ -247,22 +250,5 @@ fn draw(title: &str, rows: &[Vec<String>]) -> String {
         out.push_str(&line("│", row));
     }
     out.push_str(&rule("└", "─", "┴", "┘"));
-    out
-}
-
-/// Text made safe inside HTML elements and attribute values.
-pub fn html_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
     out
 }

@@ -24,6 +24,12 @@ fn unit(tag: &str) -> &'static str {
 fn stats_node(tag: &str, s: &Stats) -> Node {
     let mut o = Node::obj();
     o.put("unit", unit(tag));
+    put_stats(&mut o, s);
+    o
+}
+
+/// `avg`, `min`, `max`, the percentiles and `std` of `s`, in GenAI-Perf's order.
+pub(super) fn put_stats(o: &mut Node, s: &Stats) {
     o.put("avg", num(s.avg));
     o.put("min", num(s.min));
     o.put("max", num(s.max));
@@ -31,7 +37,6 @@ fn stats_node(tag: &str, s: &Stats) -> Node {
         o.put(&format!("p{p}"), num(v));
     }
     o.put("std", num(s.std));
-    o
 }
 
 fn value_node(tag: &str, v: f64) -> Node {

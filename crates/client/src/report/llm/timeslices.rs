@@ -4,7 +4,6 @@
 
 use super::json_text::{num, Node};
 use crate::measure::llm::slices::Slice;
-use crate::measure::llm::stats::PERCENTILES;
 use crate::measure::llm::Stats;
 
 /// ns → ms.
@@ -15,13 +14,7 @@ fn stats_node(s: &Stats) -> Node {
     let mut o = Node::obj();
     o.put("unit", "ms");
     o.put("count", s.count);
-    o.put("avg", num(s.avg));
-    o.put("min", num(s.min));
-    o.put("max", num(s.max));
-    for (p, v) in PERCENTILES.iter().zip(s.percentiles) {
-        o.put(&format!("p{p}"), num(v));
-    }
-    o.put("std", num(s.std));
+    super::genai_perf::put_stats(&mut o, &s);
     o
 }
 
