@@ -17,7 +17,7 @@ const INFERPERF: &str = env!("CARGO_BIN_EXE_inferperf");
 /// The stand-in built into a scratch directory, kept for as long as the returned value lives;
 /// `None` (test skipped) without gcc.
 fn stub(tag: &str) -> Option<(common::Scratch, PathBuf)> {
-    let dir = common::temp_dir(&format!("mpistub-{tag}"));
+    let dir = common::Scratch::new(&format!("inferperf-test-mpistub-{tag}"));
     let lib = build_stub(&dir)?;
     Some((dir, lib))
 }

@@ -257,7 +257,7 @@ fn binary_search_over_concurrency_finds_the_latency_limit() {
 #[test]
 fn count_windows_look_at_their_count_once_a_second() {
     let server = start_server();
-    let dir = temp_dir("count-windows");
+    let dir = common::Scratch::new("inferperf-test-count-windows");
     // 20 requests complete within a few ms on the reference server; the window still lasts
     // until its first whole second, as perf_analyzer's count windows do.
     let mut cfg = quick_config(&server, "simple", 20);

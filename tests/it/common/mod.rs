@@ -79,13 +79,18 @@ pub fn run(cfg: &Config) -> (inferperf::run::RunResult, String) {
     (res, String::from_utf8(out).unwrap())
 }
 
-/// A fresh, empty temporary directory for report files, removed with everything in it when
-/// the value is dropped (exports of fast runs reach hundreds of MB).
-pub fn temp_dir(tag: &str) -> Scratch {
-    Scratch::new(&format!("inferperf-test-{tag}"))
+/// A fresh, empty temporary directory for report files (kept after the test; use [`Scratch`]
+/// where a run writes large exports).
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("inferperf-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
 }
 
-/// A temporary directory named `<prefix>-<pid>`, emptied on creation and removed on drop.
+/// A temporary directory named `<prefix>-<pid>`, emptied on creation and removed with
+/// everything in it on drop (exports of fast runs reach hundreds of MB). Keep the value bound
+/// for as long as the files are used.
 pub struct Scratch(PathBuf);
 
 impl Scratch {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
 pub struct Pki {
-    pub dir: super::Scratch,
+    pub dir: PathBuf,
     pub ca: PathBuf,
     pub other_ca: PathBuf,
     pub server_cert: PathBuf,
