@@ -6,6 +6,7 @@
 //! ([`runner`]), the stored events become [`LlmRequest`]s ([`convert`]), metrics are
 //! computed, printed and written ([`export`], `report::llm`, `report::plot`).
 
+mod artifacts;
 pub mod cli;
 pub mod cli_compat;
 pub mod convert;
@@ -27,10 +28,10 @@ pub mod telemetry;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::clock::Clock;
 use crate::engine::wire::Wire;
@@ -39,6 +40,7 @@ use crate::error::{Error, Result};
 use crate::inputs::prompts::PromptGen;
 use crate::inputs::tokenizer::Tokenizer;
 use crate::measure::llm::LlmRequest;
+use artifacts::{input_config, point_dir, telemetry_section, write_point, PointFiles};
 use cli::{LoadPoint, ProfileConfig};
 use payload::Entry;
 
@@ -461,165 +463,6 @@ fn requested_osl(cfg: &ProfileConfig, gen: &mut PromptGen) -> Option<u64> {
     Some(gen.sample_len(mean as f64, cfg.args.output_tokens_stddev) as u64)
 }
 
-/// `artifacts/<model>-<service kind>-<endpoint type>-<mode><value>`, as GenAI-Perf names it;
-/// the model part is a safe file stem (`org/model` gives `org_model`), so the directory is
-/// always inside the artifact directory.
-fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
-    let model = crate::text::safe_file_stem(&cfg.models.join("_"));
-    let kind = if cfg.endpoint_type == cli::EndpointType::Kserve {
-        "triton"
-    } else {
-        "openai"
-    };
-    cfg.args.artifact_dir.join(format!(
-        "{model}-{kind}-{}-{}",
-        cfg.endpoint_type.name(),
-        point.label()
-    ))
-}
-
-/// The effective settings, written into the summary JSON (no headers: they may hold keys).
-fn input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
-    let a = &cfg.args;
-    json!({
-        "model": cfg.models,
-        "endpoint_type": cfg.endpoint_type.name(),
-        "endpoint": cfg.endpoint,
-        "url": cfg.address,
-        "streaming": a.streaming,
-        "load": point.label(),
-        "request_count": a.request_count,
-        "warmup_request_count": a.warmup_request_count,
-        "benchmark_duration": a.benchmark_duration,
-        "synthetic_input_tokens_mean": a.synthetic_input_tokens_mean,
-        "synthetic_input_tokens_stddev": a.synthetic_input_tokens_stddev,
-        "output_tokens_mean": a.output_tokens_mean,
-        "output_tokens_stddev": a.output_tokens_stddev,
-        "num_prompts": a.num_prompts,
-        "random_seed": a.random_seed,
-        "tokenizer": a.tokenizer,
-        "use_server_token_count": a.use_server_token_count,
-        "goodput": a.goodput,
-        "extra_inputs": cfg.extra.iter().map(|(k, v)| json!({k: v})).collect::<Vec<_>>(),
-        "dataset": dataset::config_json(&a.dataset),
-        "concurrency_ramp_duration": a.sweep.concurrency_ramp_duration,
-        "request_rate_ramp_duration": a.sweep.request_rate_ramp_duration,
-        "request_cancellation_rate": a.sweep.request_cancellation_rate,
-        "request_cancellation_delay": a.sweep.request_cancellation_delay,
-        "num_prefix_prompts": a.sweep.num_prefix_prompts,
-        "prefix_prompt_length": a.sweep.prefix_prompt_length,
-        "shared_system_prompt_length": a.sweep.shared_system_prompt_length,
-    })
-}
-
-/// The telemetry of a point as a section of its HTML page.
-fn telemetry_section(t: &telemetry::Report) -> crate::report::html::Section {
-    crate::report::html::Section {
-        id: "telemetry".into(),
-        title: "Server and GPU telemetry".into(),
-        html: t.html(),
-    }
-}
-
-/// What a level writes besides its raw run.
-struct PointFiles<'a> {
-    payloads: &'a [String],
-    bodies: &'a [Value],
-    requests: &'a [LlmRequest],
-    metrics: &'a crate::measure::llm::LlmMetrics,
-    cancelled: u64,
-    /// Further sections of the level's HTML page (telemetry).
-    sections: &'a [crate::report::html::Section],
-}
-
-fn write_point(
-    cfg: &ProfileConfig,
-    point: LoadPoint,
-    dir: &Path,
-    run: &runner::PointRun,
-    f: &PointFiles,
-) -> Result<()> {
-    let PointFiles {
-        payloads,
-        bodies,
-        requests,
-        metrics,
-        cancelled,
-        sections,
-    } = *f;
-    let io =
-        |e: std::io::Error, p: &Path| Error::generic(format!("cannot write {}: {e}", p.display()));
-    std::fs::create_dir_all(dir).map_err(|e| io(e, dir))?;
-    let kind = if cfg.endpoint_type == cli::EndpointType::Kserve {
-        "triton"
-    } else {
-        "openai"
-    };
-    let names = export::ExportNames::from_export_file(&cfg.args.profile_export_file);
-    let mut files: Vec<(String, String)> = vec![
-        ("inputs.json".into(), export::inputs_json(bodies)),
-        (
-            cfg.args.profile_export_file.clone(),
-            export::profile_export(run, point, payloads, kind, &cfg.endpoint),
-        ),
-        (
-            names.genai_perf_json,
-            runner::with_cancelled(
-                dataset::with_lag(
-                    cfg,
-                    &run.records,
-                    crate::report::llm::genai_perf::json(metrics, &input_config(cfg, point)),
-                ),
-                cancelled,
-            ),
-        ),
-        (
-            names.genai_perf_csv,
-            crate::report::llm::genai_perf::csv(metrics, &report_options(cfg)),
-        ),
-        (
-            names.records_jsonl,
-            crate::report::llm::jsonl::records(requests),
-        ),
-    ];
-    if let Some(seconds) = cfg.args.report.slice_duration {
-        use crate::report::llm::timeslices;
-        files.push((
-            names.timeslices_json,
-            timeslices::json(&metrics.slices, seconds),
-        ));
-        files.push((names.timeslices_csv, timeslices::csv(&metrics.slices)));
-    }
-    for (name, text) in files {
-        crate::report::write::write_atomic("", &dir.join(name), text.as_bytes())?;
-    }
-    if !cfg.args.report.no_html_report {
-        let page = html_report::PointReport {
-            label: &point.label(),
-            requests,
-            metrics,
-            opts: &report_options(cfg),
-            config: &input_config(cfg, point),
-            sections,
-        };
-        html_report::write_point(cfg, dir, &page)?;
-    }
-    if cfg.args.generate_plots {
-        let plots = dir.join("plots");
-        std::fs::create_dir_all(&plots).map_err(|e| io(e, &plots))?;
-        crate::report::plot::write_run_plots_named(
-            requests,
-            &cfg.models,
-            &plots,
-            crate::report::plot::PLOT_SIZE,
-        )?;
-    }
-    Ok(())
-}
-
-/// Fuzz entry for everything `profile` decodes from a server or a file: a whole JSON
-/// response, framed SSE events, Triton `ModelStreamInferResponse` messages, and `--input-file`
-/// JSONL. Any bytes give results or errors, never a panic.
 /// Token counts of chunk texts already seen: streamed chunks are mostly single words that
 /// recur thousands of times, and a hash lookup is far cheaper than a BPE pass.
 #[derive(Default)]
@@ -642,6 +485,9 @@ impl ChunkCounts {
     }
 }
 
+/// Fuzz entry for everything `profile` decodes from a server or a file: a whole JSON
+/// response, framed SSE events, Triton `ModelStreamInferResponse` messages, and `--input-file`
+/// JSONL. Any bytes give results or errors, never a panic.
 pub fn fuzz_llm_responses(data: &[u8]) {
     use crate::measure::record::framed_responses;
     let whole = events::parse_whole(1, data);

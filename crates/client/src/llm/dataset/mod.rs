@@ -292,6 +292,21 @@ pub fn prepare(
         let entries = entries_of(&records, cfg, tok, &mut gen)?;
         return Ok((sample(entries, cfg), out));
     }
+    let source = (path, flag);
+    fixed_schedule(cfg, &records, source, tok, &mut gen, out)
+}
+
+/// A trace replayed on its timestamps: the entries in send order, and the settings with the
+/// schedule (one open-loop level, the request count, the offsets).
+fn fixed_schedule(
+    cfg: &ProfileConfig,
+    records: &[Record],
+    (path, flag): (&Path, &str),
+    tok: &Tokenizer,
+    gen: &mut PromptGen,
+    mut out: ProfileConfig,
+) -> Result<(Vec<Entry>, ProfileConfig)> {
+    let d = &cfg.args.dataset;
     let a = &cfg.args;
     if !a.concurrency.is_empty() || !a.request_rate.is_empty() {
         return Err(Error::usage(
@@ -305,7 +320,7 @@ pub fn prepare(
         ));
     }
     let mut stamps = Vec::with_capacity(records.len());
-    for r in &records {
+    for r in records {
         stamps.push(r.timestamp_ms.ok_or_else(|| {
             Error::usage(format!(
                 "{flag} {} line {}: --fixed-schedule needs field 'timestamp' on every entry",
@@ -325,7 +340,7 @@ pub fn prepare(
         )));
     }
     let kept: Vec<Record> = order.iter().map(|&i| records[i].clone()).collect();
-    let entries = entries_of(&kept, cfg, tok, &mut gen)?;
+    let entries = entries_of(&kept, cfg, tok, gen)?;
     let span_s = (offsets.last().copied().unwrap_or(0) - offsets[0]) as f64 / 1e9;
     let rate = if span_s > 0.0 {
         entries.len() as f64 / span_s

@@ -1,0 +1,207 @@
+//! Checks of `profile`'s numeric flags: request timeout, load, token lengths and the upper
+//! bounds that keep everything derived from them in range.
+
+use std::time::Duration;
+
+use super::{ProfileArgs, MAX_READ_BATCH_US, MAX_RESPONSE_BYTES};
+use crate::error::{Error, Result};
+
+/// AIPerf's default request timeout.
+const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+/// The longest request timeout (one day).
+const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(86_400);
+
+/// `--request-timeout MS` or `--request-timeout-seconds S` (not both), within one day.
+pub(super) fn request_timeout(args: &ProfileArgs) -> Result<Duration> {
+    let limit = match (&args.request_timeout, &args.request_timeout_seconds) {
+        (Some(_), Some(_)) => {
+            return Err(Error::usage(
+                "profile: give --request-timeout (ms) or --request-timeout-seconds, not both",
+            ))
+        }
+        (Some(ms), None) => match ms.trim().parse::<u64>() {
+            Ok(ms) if ms > 0 && ms <= MAX_REQUEST_TIMEOUT.as_millis() as u64 => {
+                Duration::from_millis(ms)
+            }
+            _ => {
+                return Err(Error::usage(format!(
+                    "profile: --request-timeout must be a whole number of ms from 1 to \
+                     86400000 (got '{ms}')"
+                )))
+            }
+        },
+        (None, Some(secs)) => match secs.trim().parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 && s <= MAX_REQUEST_TIMEOUT.as_secs_f64() => {
+                Duration::from_secs_f64(s)
+            }
+            _ => {
+                return Err(Error::usage(format!(
+                    "profile: --request-timeout-seconds must be a number of seconds above 0 \
+                     and at most 86400 (got '{secs}')"
+                )))
+            }
+        },
+        (None, None) => DEFAULT_REQUEST_TIMEOUT,
+    };
+    Ok(limit)
+}
+
+/// The load flags: how much, how fast, on how many workers.
+pub(super) fn check_load(args: &ProfileArgs) -> Result<()> {
+    if !args.concurrency.is_empty() && !args.request_rate.is_empty() {
+        return Err(Error::usage(
+            "profile: give --concurrency or --request-rate, not both",
+        ));
+    }
+    if args.concurrency.contains(&0) {
+        return Err(Error::usage(
+            "profile: --concurrency values must be at least 1",
+        ));
+    }
+    if args
+        .request_rate
+        .iter()
+        .any(|r| !(r.is_finite() && *r > 0.0))
+    {
+        return Err(Error::usage(
+            "profile: --request-rate values must be positive",
+        ));
+    }
+    if args.request_count == Some(0) {
+        return Err(Error::usage("profile: --request-count must be at least 1"));
+    }
+    if args
+        .benchmark_duration
+        .is_some_and(|d| !(d.is_finite() && d > 0.0))
+    {
+        return Err(Error::usage(
+            "profile: --benchmark-duration must be positive",
+        ));
+    }
+    if args.max_workers == Some(0) {
+        return Err(Error::usage("profile: --max-workers must be at least 1"));
+    }
+    if !(1..=MAX_RESPONSE_BYTES).contains(&args.max_response_bytes) {
+        return Err(Error::usage(format!(
+            "profile: --max-response-bytes must be between 1 and {MAX_RESPONSE_BYTES} (16 GiB)"
+        )));
+    }
+    if args.read_batch_us > MAX_READ_BATCH_US {
+        return Err(Error::usage(format!(
+            "profile: --read-batch-us must be at most {MAX_READ_BATCH_US} (100 ms)"
+        )));
+    }
+    Ok(())
+}
+
+/// The prompt and output length flags.
+pub(super) fn check_tokens(args: &ProfileArgs) -> Result<()> {
+    if args.num_prompts == 0 {
+        return Err(Error::usage("profile: --num-prompts must be at least 1"));
+    }
+    if args.synthetic_input_tokens_mean == 0 {
+        return Err(Error::usage(
+            "profile: --synthetic-input-tokens-mean must be at least 1",
+        ));
+    }
+    if args.output_tokens_mean == Some(0) {
+        return Err(Error::usage(
+            "profile: --output-tokens-mean must be at least 1",
+        ));
+    }
+    if args.output_tokens_mean_deterministic && args.output_tokens_mean.is_none() {
+        return Err(Error::usage(
+            "profile: --output-tokens-mean-deterministic needs --output-tokens-mean",
+        ));
+    }
+    for (name, sd) in [
+        (
+            "--synthetic-input-tokens-stddev",
+            args.synthetic_input_tokens_stddev,
+        ),
+        ("--output-tokens-stddev", args.output_tokens_stddev),
+    ] {
+        if !(sd.is_finite() && sd >= 0.0) {
+            return Err(Error::usage(format!("profile: {name} must be >= 0")));
+        }
+    }
+    Ok(())
+}
+
+/// Tokens per prompt or answer at most (mean and standard deviation).
+const MAX_TOKENS: u64 = 1_000_000;
+/// `--num-prompts` at most.
+const MAX_PROMPTS: u64 = 1_000_000;
+/// `--max-workers` at most.
+const MAX_WORKERS: u64 = 4096;
+/// `--benchmark-duration` at most: a week, in seconds.
+const MAX_DURATION_S: f64 = 604_800.0;
+
+/// Upper bounds of the numeric flags: far above any real run, low enough that nothing
+/// derived from them (buffers, schedules, durations) overflows or exhausts memory.
+pub(super) fn check_bounds(args: &ProfileArgs) -> Result<()> {
+    use crate::cli::number::{MAX_COUNT, MAX_LEVEL, MAX_RATE};
+    let ints = [
+        (
+            "--concurrency",
+            args.concurrency.iter().max().copied(),
+            MAX_LEVEL,
+        ),
+        ("--max-inflight", args.max_inflight, MAX_LEVEL),
+        ("--request-count", args.request_count, MAX_COUNT),
+        (
+            "--warmup-request-count",
+            Some(args.warmup_request_count),
+            MAX_COUNT,
+        ),
+        (
+            "--synthetic-input-tokens-mean",
+            Some(args.synthetic_input_tokens_mean),
+            MAX_TOKENS,
+        ),
+        ("--output-tokens-mean", args.output_tokens_mean, MAX_TOKENS),
+        ("--num-prompts", Some(args.num_prompts), MAX_PROMPTS),
+        (
+            "--max-workers",
+            args.max_workers.map(|w| w as u64),
+            MAX_WORKERS,
+        ),
+    ];
+    for (flag, value, max) in ints {
+        if let Some(v) = value.filter(|&v| v > max) {
+            return Err(Error::usage(format!(
+                "profile: {flag} must be at most {max} (got {v})"
+            )));
+        }
+    }
+    let floats = [
+        (
+            "--request-rate",
+            args.request_rate.iter().copied().fold(0.0, f64::max),
+            MAX_RATE,
+        ),
+        (
+            "--benchmark-duration",
+            args.benchmark_duration.unwrap_or(0.0),
+            MAX_DURATION_S,
+        ),
+        (
+            "--synthetic-input-tokens-stddev",
+            args.synthetic_input_tokens_stddev,
+            MAX_TOKENS as f64,
+        ),
+        (
+            "--output-tokens-stddev",
+            args.output_tokens_stddev,
+            MAX_TOKENS as f64,
+        ),
+    ];
+    for (flag, value, max) in floats {
+        if value > max {
+            return Err(Error::usage(format!(
+                "profile: {flag} must be at most {max} (got {value})"
+            )));
+        }
+    }
+    Ok(())
+}
