@@ -5,9 +5,10 @@
 #
 #   bash ../shared/bench/setup-guidellm.sh; bash ../shared/bench/setup-aiperf.sh
 #   bash ../shared/bench/setup-genai-perf.sh; bash ../shared/bench/setup-genai-perf-cli.sh
-#   bash benches/llm_peers.sh [STREAMS...]            # default: 8 64
+#   PEERS=... bash benches/llm_peers.sh [STREAMS...]    # default: 8 64
 #
-# Environment: PEERS (default /tmp/peers, where the setup scripts install), PER_STREAM
+# Environment: PEERS (required: the folder the ../shared/bench setup scripts installed into,
+# their PEERS; it holds guidellm-venv, aiperf-venv, genai-cli-venv, genai-tokenizer), PER_STREAM
 # (requests per stream, default 16), OSL (256), TTFT_MS (5), ITL_MS (1), TOOLS (default
 # "inferperf aiperf genai-perf python"), PORT (18390). The server runs on the last core, every
 # client on core 0. CPU is user + system of the client's whole process tree (GNU time counts
@@ -16,7 +17,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 INFERPERF=${INFERPERF:-$ROOT/target/release/inferperf}
-PEERS=${PEERS:-/tmp/peers}
+PEERS=${PEERS:?set PEERS to the folder the ../shared/bench setup scripts installed into}
 PER_STREAM=${PER_STREAM:-16}
 OSL=${OSL:-256}
 TTFT_MS=${TTFT_MS:-5}
@@ -30,9 +31,10 @@ last=$(( $(nproc) - 1 ))
 [ -x "$INFERPERF" ] || (cd "$ROOT" && cargo build --release -q)
 [ -d "$TOK" ] || { echo "no tokenizer at $TOK: run ../shared/bench/setup-genai-perf.sh"; exit 1; }
 
+tmp=$(mktemp -d)
 taskset -c "$last" "$PEERS/guidellm-venv/bin/guidellm" mock-server --host 127.0.0.1 \
   --port "$PORT" --model "$MODEL" --ttft-ms "$TTFT_MS" --itl-ms "$ITL_MS" \
-  --output-tokens "$OSL" >/tmp/llm-peers-mock.log 2>&1 &
+  --output-tokens "$OSL" >"$tmp/mock.log" 2>&1 &
 mock=$!
 trap 'kill $mock 2>/dev/null' EXIT
 up=
@@ -41,8 +43,7 @@ for _ in $(seq 150); do
   kill -0 $mock 2>/dev/null || break
   sleep 0.2
 done
-[ -n "$up" ] || { echo "the mock server did not start: /tmp/llm-peers-mock.log"; exit 1; }
-tmp=$(mktemp -d)
+[ -n "$up" ] || { echo "the mock server did not start: $tmp/mock.log"; exit 1; }
 URL=127.0.0.1:$PORT
 
 # Runs "$@" on core 0 under GNU time; prints the CPU seconds (user + system).
