@@ -64,6 +64,22 @@ fn a_concurrency_list_ends_with_a_summary_table_files_and_charts() {
     let s = summary(&dir);
     let rows = s["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
+    // The server's own write times give each level's true inter-token latency: (last write -
+    // first write) / (chunks - 1) per request, averaged over the level's 9 requests (the
+    // levels run one after the other, so the log holds them in order).
+    let written = server.token_write_times();
+    for (level, o) in outcomes.iter().enumerate() {
+        let truth: Vec<f64> = written[level * 9..(level + 1) * 9]
+            .iter()
+            .map(|w| (w[w.len() - 1] - w[0]) as f64 / (w.len() - 1) as f64)
+            .collect();
+        let truth = truth.iter().sum::<f64>() / truth.len() as f64;
+        let measured = o.metrics.itl.as_ref().expect("ITL").avg;
+        assert!(
+            (measured - truth).abs() < 100_000.0,
+            "level {level}: ITL measured {measured} ns, server {truth} ns"
+        );
+    }
     for (row, o) in rows.iter().zip(&outcomes) {
         assert_eq!(row["requests"], 9);
         assert_eq!(row["errors"], 0);
