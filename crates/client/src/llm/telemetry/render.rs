@@ -109,10 +109,11 @@ impl Report {
         })
     }
 
-    /// An HTML fragment: one `<table class="telemetry">` per endpoint with a caption, text
-    /// escaped; nothing fetched, no script.
+    /// An HTML fragment for a page section (which gives the heading): one
+    /// `<table class="telemetry">` per endpoint with a caption, text escaped; nothing
+    /// fetched, no script.
     pub fn html(&self) -> String {
-        let mut out = String::from("<section class=\"telemetry\">\n<h2>Server telemetry</h2>\n");
+        let mut out = String::new();
         for e in &self.endpoints {
             out.push_str(&format!(
                 "<table class=\"telemetry\">\n<caption>{} ({} scrapes, {} failed)</caption>\n<thead><tr>",
@@ -137,7 +138,6 @@ impl Report {
             }
             out.push_str("</tbody>\n</table>\n");
         }
-        out.push_str("</section>\n");
         out
     }
 }
