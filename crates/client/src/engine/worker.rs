@@ -212,18 +212,9 @@ impl<P: Pool> Worker<P> {
             if let (Some(at), Some(prev)) = (woke, before) {
                 self.gather(at, at - prev);
             }
-            let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let mut timeout = timeout.map(|t| t.min(Duration::from_millis(10)));
-            if watching || self.sink.in_flight > 0 {
-                // Wake for the next sweep even when every request has stalled (measured
-                // from the last wake-up: no clock read for it).
-                let sweep_in = sweep_at.saturating_duration_since(now);
-                timeout = Some(timeout.map_or(sweep_in, |t| t.min(sweep_in)));
-            }
-            if self.sink.backlog {
-                // Sends are still due: look at what arrived, then go on sending.
-                timeout = Some(Duration::ZERO);
-            }
+            let sweep_in = (watching || self.sink.in_flight > 0)
+                .then(|| sweep_at.saturating_duration_since(now));
+            let timeout = self.poll_timeout(deadline, sweep_in);
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     self.sink
@@ -341,6 +332,28 @@ impl<P: Pool> Worker<P> {
                 t.0 = self.sink.tally.clone();
             }
             t.1 = self.sink.completed;
+        }
+    }
+
+    /// How long the next poll may sleep: until the stop `deadline` (at most 10 ms at a time)
+    /// or the next time-out sweep (`sweep_in`, measured from the last wake-up: no clock read
+    /// for it, and kept even when every request has stalled), and not at all while sends
+    /// are still due (`Sink::backlog`).
+    fn poll_timeout(
+        &self,
+        deadline: Option<Instant>,
+        sweep_in: Option<Duration>,
+    ) -> Option<Duration> {
+        if self.sink.backlog {
+            return Some(Duration::ZERO);
+        }
+        let stop_in = deadline.map(|d| {
+            d.saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(10))
+        });
+        match (stop_in, sweep_in) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
