@@ -107,10 +107,6 @@ pub(super) fn write_point(
     let mut files: Vec<(String, String)> = vec![
         ("inputs.json".into(), export::inputs_json(bodies)),
         (
-            cfg.args.profile_export_file.clone(),
-            export::profile_export(run, point, payloads, kind, &cfg.endpoint),
-        ),
-        (
             names.genai_perf_json,
             runner::with_cancelled(
                 dataset::with_lag(
@@ -138,6 +134,10 @@ pub(super) fn write_point(
         ));
         files.push((names.timeslices_csv, timeslices::csv(&metrics.slices)));
     }
+    let export_path = dir.join(&cfg.args.profile_export_file);
+    crate::report::write::write_atomic_with("", &export_path, |w| {
+        export::write_profile_export(w, run, point, payloads, kind, &cfg.endpoint)
+    })?;
     for (name, text) in files {
         crate::report::write::write_atomic("", &dir.join(name), text.as_bytes())?;
     }

@@ -3,12 +3,15 @@
 //! schema: one request per entry with its send time, payload, and every response's read
 //! time and text). Headers (API keys) are never written.
 
+use std::io::{self, Write};
+
 use serde_json::{json, Value};
 
 use super::cli::LoadPoint;
 use super::runner::PointRun;
 use crate::measure::record::framed_responses;
 use crate::measure::RequestRecord;
+use crate::report::write::WRITE_PIECE;
 
 /// The names of a profile's summary files, from `--profile-export-file` as GenAI-Perf
 /// derives them: the file name without its last extension, then `_genai_perf.json`,
@@ -52,17 +55,19 @@ pub fn inputs_json(bodies: &[Value]) -> String {
 /// blank line that ends the event, and the end marker as `data: [DONE]` with its blank line:
 /// the bytes perf_analyzer stores and GenAI-Perf parses.
 ///
-/// Written straight into one buffer (one response per event adds up to millions of values
-/// in a long run), with the keys in the sorted order `serde_json` gives a `Value`, so the
-/// bytes are those of the tree it replaces (a test compares them).
-pub fn profile_export(
+/// Written straight into `w`, a piece of about [`WRITE_PIECE`] bytes at a time (one response
+/// per event adds up to hundreds of megabytes in a long run, never held whole), with the keys
+/// in the sorted order `serde_json` gives a `Value`, so the bytes are those of the tree it
+/// replaces (a test compares them).
+pub fn write_profile_export(
+    w: &mut dyn Write,
     run: &PointRun,
     point: LoadPoint,
     payloads: &[String],
     service_kind: &str,
     endpoint: &str,
-) -> String {
-    let mut out = Vec::with_capacity(run.bodies.len() + run.bodies.len() / 4 + 4096);
+) -> io::Result<()> {
+    let mut out = Vec::with_capacity(WRITE_PIECE + (64 << 10));
     out.extend_from_slice(b"{\"endpoint\":");
     push_str(&mut out, endpoint);
     out.extend_from_slice(b",\"experiments\":[{\"experiment\":{\"mode\":");
@@ -84,6 +89,10 @@ pub fn profile_export(
             out.push(b',');
         }
         push_request(&mut out, run, r, payloads);
+        if out.len() >= WRITE_PIECE {
+            w.write_all(&out)?;
+            out.clear();
+        }
     }
     out.extend_from_slice(b"],\"window_boundaries\":[");
     push_value(&mut out, &run.start_ns);
@@ -94,7 +103,22 @@ pub fn profile_export(
     out.extend_from_slice(b",\"version\":");
     push_str(&mut out, env!("CARGO_PKG_VERSION"));
     out.extend_from_slice(b"}\n");
-    // Every piece is UTF-8 (JSON text of strings made valid by `from_utf8_lossy`).
+    w.write_all(&out)
+}
+
+/// [`write_profile_export`] into a string.
+#[cfg(test)]
+pub fn profile_export(
+    run: &PointRun,
+    point: LoadPoint,
+    payloads: &[String],
+    service_kind: &str,
+    endpoint: &str,
+) -> String {
+    let mut out = Vec::new();
+    // Writing into a Vec cannot fail; every piece is UTF-8 (JSON text of strings made
+    // valid by `from_utf8_lossy`).
+    let _ = write_profile_export(&mut out, run, point, payloads, service_kind, endpoint);
     String::from_utf8(out).unwrap_or_default()
 }
 
@@ -142,25 +166,62 @@ fn push_request(out: &mut Vec<u8>, run: &PointRun, r: &RequestRecord, payloads: 
     out.push(b'}');
 }
 
-/// A number (or any value) as `serde_json` writes it.
+/// A number as `serde_json` writes it.
 fn push_value<T: serde::Serialize>(out: &mut Vec<u8>, v: &T) {
-    // Writing numbers and strings into a Vec cannot fail.
+    // Writing numbers into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, v);
 }
 
 /// A JSON string.
 fn push_str(out: &mut Vec<u8>, s: &str) {
-    push_value(out, &s);
+    out.push(b'"');
+    push_escaped(out, s);
+    out.push(b'"');
 }
 
-/// The JSON string of the SSE event `data: <text>\n\n`, without joining them first.
+/// The JSON string of the SSE event `data: <text>` and its blank-line terminator.
 fn push_sse_event_str(out: &mut Vec<u8>, text: &str) {
-    let open = out.len() + 1;
-    push_str(out, text);
-    out.splice(open..open, b"data: ".iter().copied());
-    // Before the closing quote: the event's blank-line terminator, JSON-escaped.
-    let close = out.len() - 1;
-    out.splice(close..close, br"\n\n".iter().copied());
+    out.extend_from_slice(b"\"data: ");
+    push_escaped(out, text);
+    out.extend_from_slice(br#"\n\n""#);
+}
+
+/// The inside of a JSON string, escaped as `serde_json` escapes it: `"`, `\` and control
+/// characters (`\b \f \n \r \t`, the others as `\u00xx`); everything else as it is.
+fn push_escaped(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = s.as_bytes();
+    let mut plain = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b >= 0x20 && b != b'"' && b != b'\\' {
+            continue;
+        }
+        out.extend_from_slice(&bytes[plain..i]);
+        plain = i + 1;
+        let short = match b {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            0x08 => b'b',
+            0x0c => b'f',
+            b'\n' => b'n',
+            b'\r' => b'r',
+            b'\t' => b't',
+            _ => {
+                let code = [
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[(b >> 4) as usize],
+                    HEX[(b & 15) as usize],
+                ];
+                out.extend_from_slice(&code);
+                continue;
+            }
+        };
+        out.extend_from_slice(&[b'\\', short]);
+    }
+    out.extend_from_slice(&bytes[plain..]);
 }
 
 #[cfg(test)]
@@ -290,6 +351,23 @@ mod tests {
                 let tree = profile_export_tree(&run, point, &payloads, kind, endpoint);
                 assert_eq!(direct, tree, "{point:?} {kind}");
             }
+        }
+    }
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        let mut text: String = (0u8..0x80).map(char::from).collect();
+        text.push_str("caf\u{e9} \u{1f600} \u{2028} \"quoted\" back\\slash");
+        for s in [text.as_str(), "", "plain", "\"", "\\\\", "\u{0}"] {
+            let mut ours = Vec::new();
+            push_str(&mut ours, s);
+            assert_eq!(ours, serde_json::to_vec(s).unwrap(), "{s:?}");
+            let mut event = Vec::new();
+            push_sse_event_str(&mut event, s);
+            assert_eq!(
+                event,
+                serde_json::to_vec(&format!("data: {s}\n\n")).unwrap()
+            );
         }
     }
 
