@@ -33,15 +33,15 @@ pub fn write_in_pieces(w: &mut dyn Write, bytes: &[u8]) -> io::Result<()> {
         .try_for_each(|piece| w.write_all(piece))
 }
 
-/// [`write_atomic`] for a writer that streams its report: `fill` writes into a buffered
-/// temporary file.
+/// [`write_atomic`] for a writer that streams its report: `fill` writes into a temporary
+/// file behind a buffer of [`WRITE_PIECE`] bytes.
 pub fn write_atomic_with(
     what: &str,
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<()> {
     write_atomic_via(what, path, |tmp| {
-        let mut w = BufWriter::new(File::create(tmp)?);
+        let mut w = BufWriter::with_capacity(WRITE_PIECE, File::create(tmp)?);
         fill(&mut w)?;
         let f = w.into_inner().map_err(io::IntoInnerError::into_error)?;
         f.sync_data()
