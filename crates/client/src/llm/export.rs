@@ -106,22 +106,6 @@ pub fn write_profile_export(
     w.write_all(&out)
 }
 
-/// [`write_profile_export`] into a string.
-#[cfg(test)]
-pub fn profile_export(
-    run: &PointRun,
-    point: LoadPoint,
-    payloads: &[String],
-    service_kind: &str,
-    endpoint: &str,
-) -> String {
-    let mut out = Vec::new();
-    // Writing into a Vec cannot fail; every piece is UTF-8 (JSON text of strings made
-    // valid by `from_utf8_lossy`).
-    let _ = write_profile_export(&mut out, run, point, payloads, service_kind, endpoint);
-    String::from_utf8(out).unwrap_or_default()
-}
-
 /// One request's entry: payload, each response's text and time, send time.
 fn push_request(out: &mut Vec<u8>, run: &PointRun, r: &RequestRecord, payloads: &[String]) {
     let body = run
@@ -347,7 +331,9 @@ mod tests {
         ];
         for point in points {
             for (kind, endpoint) in [("openai", "v1/chat/completions"), ("tri\"ton", "")] {
-                let direct = profile_export(&run, point, &payloads, kind, endpoint);
+                let mut direct = Vec::new();
+                write_profile_export(&mut direct, &run, point, &payloads, kind, endpoint).unwrap();
+                let direct = String::from_utf8(direct).unwrap();
                 let tree = profile_export_tree(&run, point, &payloads, kind, endpoint);
                 assert_eq!(direct, tree, "{point:?} {kind}");
             }
@@ -410,8 +396,10 @@ mod tests {
             connections: None,
         };
         let payloads = vec!["{\"p\":0}".to_string(), "{\"p\":1}".to_string()];
-        let text = profile_export(&run, LoadPoint::Concurrency(2), &payloads, "openai", "v1/x");
-        let v: Value = serde_json::from_str(&text).unwrap();
+        let mut text = Vec::new();
+        let point = LoadPoint::Concurrency(2);
+        write_profile_export(&mut text, &run, point, &payloads, "openai", "v1/x").unwrap();
+        let v: Value = serde_json::from_slice(&text).unwrap();
         let e = &v["experiments"][0];
         assert_eq!(e["experiment"], json!({"mode": "concurrency", "value": 2}));
         assert_eq!(e["window_boundaries"], json!([5, 30]));
