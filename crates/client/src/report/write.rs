@@ -23,27 +23,34 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 /// Writes `bytes` to `path` atomically. `what` names the report in the error (a flag such as
 /// `-f`, or empty), which always names the file: `-f: cannot write out.csv: Permission denied`.
 pub fn write_atomic(what: &str, path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomic_with(what, path, |w| write_in_pieces(w, bytes))
+    write_atomic_with(what, path, |w| w.write_all(bytes))
 }
 
-/// `w.write_all(bytes)` in pieces of at most [`WRITE_PIECE`] bytes.
-pub fn write_in_pieces(w: &mut dyn Write, bytes: &[u8]) -> io::Result<()> {
-    bytes
-        .chunks(WRITE_PIECE)
-        .try_for_each(|piece| w.write_all(piece))
+/// A writer that hands its inner writer at most [`WRITE_PIECE`] bytes per `write`, however
+/// large the caller's slice (`BufWriter` passes a slice larger than its buffer straight on).
+struct Pieces<W>(W);
+
+impl<W: Write> Write for Pieces<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(&buf[..buf.len().min(WRITE_PIECE)])
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
 }
 
 /// [`write_atomic`] for a writer that streams its report: `fill` writes into a temporary
-/// file behind a buffer of [`WRITE_PIECE`] bytes.
+/// file behind a buffer of [`WRITE_PIECE`] bytes, which gets no larger `write`.
 pub fn write_atomic_with(
     what: &str,
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<()> {
     write_atomic_via(what, path, |tmp| {
-        let mut w = BufWriter::with_capacity(WRITE_PIECE, File::create(tmp)?);
+        let mut w = BufWriter::with_capacity(WRITE_PIECE, Pieces(File::create(tmp)?));
         fill(&mut w)?;
-        let f = w.into_inner().map_err(io::IntoInnerError::into_error)?;
+        let Pieces(f) = w.into_inner().map_err(io::IntoInnerError::into_error)?;
         f.sync_data()
     })
 }
@@ -183,12 +190,13 @@ mod tests {
     #[test]
     fn large_reports_go_out_in_pieces() {
         let bytes = vec![7u8; 2 * WRITE_PIECE + 5];
-        let mut sizes = Sizes(Vec::new());
-        write_in_pieces(&mut sizes, &bytes).unwrap();
+        let mut sizes = BufWriter::with_capacity(WRITE_PIECE, Pieces(Sizes(Vec::new())));
+        sizes.write_all(&bytes).unwrap();
+        let Pieces(sizes) = sizes.into_inner().map_err(|e| e.into_error()).unwrap();
         assert_eq!(sizes.0, vec![WRITE_PIECE, WRITE_PIECE, 5]);
-        let mut sizes = Sizes(Vec::new());
-        write_in_pieces(&mut sizes, b"").unwrap();
-        assert!(sizes.0.is_empty());
+        let mut sizes = Pieces(Sizes(Vec::new()));
+        sizes.write_all(b"").unwrap();
+        assert!(sizes.0 .0.is_empty());
         let d = dir("pieces");
         let path = d.join("big.json");
         write_atomic("", &path, &bytes).unwrap();
