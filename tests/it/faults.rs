@@ -66,6 +66,11 @@ fn expect(mode: FaultMode, grpc: bool) -> Expect {
         F::PingFlood => fail(&["limit", "PING", "ENHANCE_YOUR_CALM", "flood"]),
         F::DimsHuge | F::DimsBig => fail(&["INPUT0"]),
         F::EscapeText => fail(&["red alert"]),
+        // OpenAI modes (`tests/it/profile_faults.rs`): KServe requests stay healthy.
+        F::SseErrorEvent | F::SseOpenaiError | F::SseVllmError | F::SseNotJson => Expect {
+            code: 0,
+            words: &["throughput"],
+        },
     }
 }
 

@@ -49,6 +49,8 @@ pub(super) fn serve_conn(mut s: TcpStream, sh: &Shared) {
         };
         let keep = if req.method == "POST" && req.path.ends_with("/infer") {
             infer(&mut s, &req, sh)
+        } else if super::openai::serves(sh.mode, &req.method, &req.path) {
+            written(super::openai::answer(&mut s, &req.path, &req.body, sh))
         } else {
             metadata(&mut s, &req, sh)
         };

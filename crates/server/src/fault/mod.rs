@@ -10,16 +10,21 @@
 //! - `model`: what the server says about its model (JSON and protobuf), per mode;
 //! - `http`: the HTTP/1.1 front and its faults;
 //! - `grpc`: the HTTP/2 front (frames and HPACK from the client crate) and its faults;
-//! - `io`: bounded reads, writes and holds shared by both fronts.
+//! - `io`: bounded reads, writes and holds shared by both fronts;
+//! - `openai`: the OpenAI chat and completions endpoints (`inferperf profile`), healthy in
+//!   `none` and answered with an error inside a 200 in the `sse-*` modes.
 
 mod grpc;
 mod http;
 mod io;
 mod model;
+pub mod openai;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_grpc;
+#[cfg(test)]
+mod tests_openai;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -102,6 +107,19 @@ pub enum FaultMode {
     NameAbs,
     /// Every infer request fails with error text holding ESC sequences, BEL and CR.
     EscapeText,
+    /// OpenAI chat and completions only: a stream of two text chunks, an `event: error`
+    /// packet holding an OpenAI error object, then `[DONE]`; not streamed, a 200 whose body
+    /// is that object.
+    SseErrorEvent,
+    /// OpenAI chat and completions only: two text chunks, then `data: {"error":{..}}` (an
+    /// OpenAI error object), then `[DONE]`; not streamed, a 200 whose body is that object.
+    SseOpenaiError,
+    /// OpenAI chat and completions only: two text chunks, then vLLM's
+    /// `data: {"object":"error",..}`, then `[DONE]`; not streamed, a 200 with that object.
+    SseVllmError,
+    /// OpenAI chat and completions only: two text chunks, then `data: {not json`, then
+    /// `[DONE]`; not streamed, a 200 whose body is `{not json`.
+    SseNotJson,
 }
 
 impl FaultMode {
@@ -119,12 +137,12 @@ impl FaultMode {
         FaultMode::value_variants()
     }
 
-    /// Whether the mode changes what the HTTP/1.1 port does.
+    /// Whether the mode changes what the HTTP/1.1 port does for KServe clients.
     pub fn applies_to_http(self) -> bool {
         !matches!(
             self,
             FaultMode::None | FaultMode::SettingsFlood | FaultMode::PingFlood
-        )
+        ) && !self.applies_to_openai()
     }
 
     /// Whether the mode changes what the gRPC port does.
@@ -132,6 +150,18 @@ impl FaultMode {
         !matches!(
             self,
             FaultMode::None | FaultMode::InterimFlood | FaultMode::ChunkExtensionFlood
+        ) && !self.applies_to_openai()
+    }
+
+    /// Whether the mode is about the OpenAI endpoints (`inferperf profile`); it leaves KServe
+    /// requests healthy.
+    pub fn applies_to_openai(self) -> bool {
+        matches!(
+            self,
+            FaultMode::SseErrorEvent
+                | FaultMode::SseOpenaiError
+                | FaultMode::SseVllmError
+                | FaultMode::SseNotJson
         )
     }
 }
