@@ -18,6 +18,10 @@
 # any file written outside a/b/out or /abs/x_v1.r.csv, and the first error line (for exit 0,
 # the throughput line) with control characters shown as `cat -v` shows them. The server is
 # then killed by its PID. Progress goes to stderr; the table to stdout.
+#
+# The OpenAI modes (protocol "openai") run `inferperf profile --streaming` (its first `error:`
+# line is the key) and perf_analyzer `--service-kind openai --endpoint v1/chat/completions
+# --async` with one streamed chat payload as --input-data.
 set -euo pipefail
 
 : "${INFERPERF:?set INFERPERF to the inferperf binary}"
@@ -36,6 +40,7 @@ GRPC_MODES="none refuse reset close-mid-body stall-head stall-body stall-forever
   wrong-content-length garbage status-500 every-nth-fails every-nth-resets not-protobuf endless-header
   huge-content-length settings-flood ping-flood huge-headers dims-huge dims-big name-dotdot
   name-abs escape-text"
+OPENAI_MODES="sse-error-event sse-openai-error sse-vllm-error sse-not-json"
 MODES=${MODES:-}
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/faults.XXXXXX")
@@ -89,9 +94,23 @@ run_client() {
   start_server "$mode"
   local args=(-m identity --request-count 20 -f r.csv)
   if [ "$proto" = http ]; then url=127.0.0.1:$HTTP_PORT; else url=127.0.0.1:$GRPC_PORT; args+=(-i grpc); fi
+  if [ "$proto" = openai ]; then
+    url=127.0.0.1:$HTTP_PORT
+    args=(-m m --request-count 20)
+  fi
   start=$(date +%s.%N)
   set +e
-  if [ "$who" = inferperf ]; then
+  if [ "$who" = inferperf ] && [ "$proto" = openai ]; then
+    ( cd "$dir/a/b/out" && ulimit -d 4194304 &&
+      exec /usr/bin/time -f %M -o "$tf" timeout -k 5 30 \
+        "$INFERPERF" profile -u "$url" "${args[@]}" --streaming --quiet \
+        --request-timeout-seconds 1 --artifact-dir art ) </dev/null >"$log" 2>&1
+  elif [ "$proto" = openai ]; then
+    ( cd "$dir/a/b/out" &&
+      exec /usr/bin/time -f %M -o "$tf" timeout -k 5 30 \
+        "$PA" -u "$url" "${args[@]}" -i http --service-kind openai \
+        --endpoint v1/chat/completions --async --input-data "$WORK/chat.json" ) </dev/null >"$log" 2>&1
+  elif [ "$who" = inferperf ]; then
     ( cd "$dir/a/b/out" && ulimit -d 4194304 &&
       exec /usr/bin/time -f %M -o "$tf" timeout -k 5 30 \
         "$INFERPERF" -u "$url" "${args[@]}" --request-timeout 1000 ) </dev/null >"$log" 2>&1
@@ -116,6 +135,8 @@ run_client() {
   # (failing that, the first line, unless timeout killed it).
   if [ "$rc" = 0 ]; then
     key=$(grep -a -m 1 'throughput' "$log" || true)
+  elif [ "$proto" = openai ] && grep -a -q '^error:' "$log"; then
+    key=$(grep -a -m 1 '^error:' "$log")
   else
     key=$(grep -a -i -m 1 -E 'error|fail|terminate|warning|panick|abort|out of memory' "$log" || true)
   fi
@@ -147,10 +168,18 @@ run_client() {
 
 wanted() { [ -z "$MODES" ] || [[ " $(echo $MODES) " == *" $1 "* ]]; }
 
+cat >"$WORK/chat.json" <<'EOF'
+{"data": [{"payload": [{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true, "max_tokens": 8}]}]}
+EOF
+
 echo "| mode | protocol | inferperf, --request-timeout 1000 | perf_analyzer |"
 echo "|---|---|---|---|"
-for proto in http grpc; do
-  if [ "$proto" = http ]; then list=$HTTP_MODES; else list=$GRPC_MODES; fi
+for proto in http grpc openai; do
+  case $proto in
+    http) list=$HTTP_MODES ;;
+    grpc) list=$GRPC_MODES ;;
+    *) list=$OPENAI_MODES ;;
+  esac
   for mode in $list; do
     wanted "$mode" || continue
     echo "[$(date -u +%T)] $mode $proto: inferperf" >&2

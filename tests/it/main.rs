@@ -17,6 +17,7 @@ mod nothing_lost;
 mod overload;
 mod peer_limits;
 mod profile_compat;
+mod profile_faults;
 mod profile_telemetry;
 mod real_triton;
 mod reconnect;

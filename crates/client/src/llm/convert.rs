@@ -36,7 +36,7 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
         .bodies
         .get(r.body_off as usize..(r.body_off as usize + r.body_len as usize))
         .unwrap_or(&[]);
-    let parsed = if cx.grpc {
+    let mut parsed = if cx.grpc {
         super::kserve::parse_responses(framed_responses(body))
     } else if r.sse {
         parse_events(framed_responses(body))
@@ -47,7 +47,11 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
     };
     let step = r.step as usize;
     let entry = cx.entries.get(step);
-    let error = classify(r, body, &parsed, cx.needs_done);
+    let streamed = r.sse || cx.grpc;
+    let error = classify(r, body, &parsed, cx.needs_done, streamed);
+    if parsed.error.is_some() || r.fail == FailKind::SseError {
+        parsed.drop_output();
+    }
     let chunks: Vec<Chunk> = parsed
         .chunks
         .iter()
@@ -104,6 +108,7 @@ fn classify(
     body: &[u8],
     parsed: &Parsed,
     needs_done: bool,
+    streamed: bool,
 ) -> Option<RequestError> {
     let err = |kind: &str, message: String| {
         Some(RequestError {
@@ -111,8 +116,15 @@ fn classify(
             message,
         })
     };
-    if let Some(msg) = &parsed.error {
-        return err("sse_error_event", msg.clone());
+    let error_event = r.fail == FailKind::SseError;
+    if let Some(e) = &parsed.error {
+        return Some(e.request_error(streamed, error_event));
+    }
+    if error_event {
+        return err(
+            "sse_error_event",
+            "an `event: error` packet in the response stream".into(),
+        );
     }
     if r.ok {
         return if r.sse && needs_done && !parsed.finished {
@@ -286,7 +298,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             (e.kind.as_str(), e.message.as_str()),
-            ("sse_error_event", "boom")
+            ("sse_error_event", "error in the response stream: boom")
         );
 
         let body = br#"{"error":{"message":"model 'x' not found"}}"#.to_vec();
@@ -324,5 +336,85 @@ mod tests {
             .clone()
             .unwrap();
         assert_eq!(e.kind, "timeout");
+    }
+
+    /// The kind and message of the one request `r` with `body` converts to, and its OSL and
+    /// chunk count (server counts on).
+    fn outcome(r: RequestRecord, body: Vec<u8>) -> (String, String, u64, usize) {
+        let r = RequestRecord {
+            body_len: body.len() as u32,
+            ..r
+        };
+        let es = entries();
+        let q = convert(&run_with(vec![r], body), &cx(&es, true)).remove(0);
+        let e = q.error.expect("failed");
+        (e.kind, e.message, q.osl, q.chunks.len())
+    }
+
+    #[test]
+    fn an_error_after_good_chunks_fails_and_counts_no_token() {
+        let (r, mut b) = streamed();
+        push_framed_response(
+            &mut b,
+            180,
+            br#"{"object":"error","message":"oom","code":500}"#,
+        );
+        let got = outcome(r, b);
+        let want = "error in the response stream: oom (code: 500)";
+        assert_eq!(got, ("sse_error_event".into(), want.into(), 0, 0));
+
+        let (r, mut b) = streamed();
+        push_framed_response(&mut b, 180, b"{not json");
+        let got = outcome(r, b);
+        let want = "an event of the response stream is not JSON: {not json";
+        assert_eq!(got, ("not_json".into(), want.into(), 0, 0));
+
+        // An `event: error` packet (the engine failed the record) with plain text data.
+        let (mut r, mut b) = streamed();
+        push_framed_response(&mut b, 180, b"overloaded\r\n\x1b[31m");
+        (r.ok, r.fail) = (false, FailKind::SseError);
+        let got = outcome(r, b);
+        let want = "error event in the response stream: overloaded\\x0d\\x0a\\x1b[31m";
+        assert_eq!(got, ("sse_error_event".into(), want.into(), 0, 0));
+        let (r, mut b) = streamed();
+        let r = RequestRecord {
+            ok: false,
+            fail: FailKind::SseError,
+            ..r
+        };
+        push_framed_response(&mut b, 180, br#"{"note":1}"#);
+        let (kind, message, ..) = outcome(r, b);
+        assert_eq!(kind, "sse_error_event");
+        assert!(message.contains("event: error"), "{message}");
+    }
+
+    #[test]
+    fn a_whole_reply_with_an_error_or_not_json_fails() {
+        let whole = RequestRecord {
+            ok: true,
+            end_ns: 9,
+            ..RequestRecord::default()
+        };
+        let body = br#"{"error":{"message":"no","type":"t"}}"#.to_vec();
+        let got = outcome(whole, body);
+        assert_eq!(
+            got,
+            (
+                "invalid_reply".into(),
+                "error in the reply: no (type: t)".into(),
+                0,
+                0
+            )
+        );
+        let got = outcome(whole, b"<html>".to_vec());
+        assert_eq!(
+            got,
+            (
+                "not_json".into(),
+                "the reply is not JSON: <html>".into(),
+                0,
+                0
+            )
+        );
     }
 }

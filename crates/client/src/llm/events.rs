@@ -8,6 +8,7 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::reply_error::ReplyError;
 use crate::measure::llm::Usage;
 
 /// The output of one request, before token counting.
@@ -17,9 +18,10 @@ pub struct Parsed {
     pub chunks: Vec<(u64, String)>,
     /// The last `usage` the server reported.
     pub usage: Option<Usage>,
-    /// The server reported an error inside a 2xx response (an `event: error` packet or an
-    /// `{"error": ...}` chunk).
-    pub error: Option<String>,
+    /// The first error inside the 2xx response: an error object (OpenAI's `{"error": ..}`,
+    /// vLLM's `{"object": "error", ..}`, as a chunk, an `event: error` packet's data or the
+    /// whole body), or data that is not JSON.
+    pub error: Option<ReplyError>,
     /// `[DONE]` (or a finish reason) was seen: the stream ended properly.
     pub finished: bool,
     /// Reasoning text (`reasoning_content`), joined; it is part of `chunks` too.
@@ -33,6 +35,15 @@ impl Parsed {
     /// All output text, joined.
     pub fn text(&self) -> String {
         self.chunks.iter().map(|(_, t)| t.as_str()).collect()
+    }
+
+    /// Forgets the output: a reply that carried an error counts no token, not even those
+    /// that came before the error.
+    pub fn drop_output(&mut self) {
+        self.chunks.clear();
+        self.usage = None;
+        self.reasoning.clear();
+        self.first_output_ns = None;
     }
 }
 
@@ -50,21 +61,21 @@ pub fn parse_events_general<'a>(events: impl Iterator<Item = (u64, &'a [u8])>) -
 fn parse_with<'a>(events: impl Iterator<Item = (u64, &'a [u8])>, typed: bool) -> Parsed {
     let mut out = Parsed::default();
     for (at, data) in events {
-        if data.is_empty() {
+        // The empty payload is the engine's `[DONE]`; a named event may still carry it.
+        if data.is_empty() || data.trim_ascii() == b"[DONE]" {
             out.finished = true;
             continue;
         }
-        // An `error` member takes the general path, which words the error.
+        // An error object takes the general path, which words the error.
         let fast = typed
             .then(|| serde_json::from_slice::<Message<'_>>(data).ok())
             .flatten();
-        if let Some(m) = fast.filter(|m| !m.error.0) {
+        if let Some(m) = fast.filter(|m| !m.is_error()) {
             m.absorb(at, &mut out);
         } else if let Ok(v) = serde_json::from_slice::<Value>(data) {
             absorb(&v, at, &mut out);
-        } else if let Ok(s) = std::str::from_utf8(data) {
-            // Not JSON: a server that streams plain text; count it as text.
-            push_chunk(&mut out, at, s.to_string(), 0);
+        } else {
+            out.error.get_or_insert_with(|| ReplyError::not_json(data));
         }
     }
     out
@@ -73,17 +84,21 @@ fn parse_with<'a>(events: impl Iterator<Item = (u64, &'a [u8])>, typed: bool) ->
 /// Parses a whole (non-streamed) JSON response that completed at `end_ns`.
 pub fn parse_whole(end_ns: u64, body: &[u8]) -> Parsed {
     let mut out = Parsed::default();
-    if let Ok(v) = serde_json::from_slice::<Value>(body) {
-        absorb(&v, end_ns, &mut out);
-        out.finished = true;
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v) => {
+            absorb(&v, end_ns, &mut out);
+            out.finished = true;
+        }
+        Err(_) => out.error = Some(ReplyError::not_json(body)),
     }
     out
 }
 
 /// The common shape of a streamed message, read without building a JSON tree: borrowed
 /// strings, everything else skipped. Any message that does not fit these types exactly (a
-/// number where text was expected, a duplicate key, an `error` member) fails here and goes
-/// through the general [`absorb`] on a `Value`, so both paths give the same result.
+/// number where text was expected, a duplicate key) fails here, and an error object is
+/// refused; both go through the general [`absorb`] on a `Value`, so both paths give the same
+/// result.
 #[derive(Deserialize)]
 struct Message<'a> {
     #[serde(borrow)]
@@ -93,6 +108,8 @@ struct Message<'a> {
     text_output: Option<Cow<'a, str>>,
     #[serde(default)]
     error: Present,
+    #[serde(borrow)]
+    object: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -120,17 +137,22 @@ struct UsageCounts {
     completion_tokens: Option<u64>,
 }
 
-/// True when the member is there at all, whatever its value (even `null`).
+/// True when the member is there and not `null`, whatever its value.
 #[derive(Default)]
 struct Present(bool);
 
 impl<'de> Deserialize<'de> for Present {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        IgnoredAny::deserialize(d).map(|_| Present(true))
+        Option::<IgnoredAny>::deserialize(d).map(|v| Present(v.is_some()))
     }
 }
 
 impl Message<'_> {
+    /// An error object, as [`ReplyError::of_message`] reads one.
+    fn is_error(&self) -> bool {
+        self.error.0 || self.object.as_deref() == Some("error")
+    }
+
     /// What [`absorb`] does with the same message (without an `error`) as a `Value`.
     fn absorb(self, at: u64, out: &mut Parsed) {
         if let Some(u) = self.usage {
@@ -163,13 +185,8 @@ impl Message<'_> {
 
 /// One JSON message: its text (any known layout), usage, error and finish reason.
 fn absorb(v: &Value, at: u64, out: &mut Parsed) {
-    if let Some(e) = v.get("error") {
-        let msg = e
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| e.to_string());
-        out.error.get_or_insert(msg);
+    if let Some(e) = ReplyError::of_message(v) {
+        out.error.get_or_insert(e);
         return;
     }
     if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
@@ -272,10 +289,48 @@ mod tests {
         ]);
         assert_eq!(p.chunks, vec![(7, "a".into()), (8, "b".into())]);
         assert!(!p.finished);
-        let p = ev(&[(1, r#"{"error":{"message":"overloaded"}}"#)]);
-        assert_eq!(p.error.as_deref(), Some("overloaded"));
-        let p = ev(&[(1, "plain words")]);
-        assert_eq!(p.text(), "plain words");
+    }
+
+    #[test]
+    fn errors_inside_the_stream() {
+        use crate::llm::reply_error::ReplyErrorKind as K;
+        let error = |list: &[(u64, &'static str)]| {
+            let e = ev(list).error.expect("an error");
+            (e.kind, e.detail)
+        };
+        let object = r#"{"error":{"message":"overloaded","type":"server_error"}}"#;
+        let want = (
+            K::ErrorObject,
+            "overloaded (type: server_error)".to_string(),
+        );
+        assert_eq!(error(&[(1, object)]), want);
+        let vllm = r#"{"object":"error","message":"bad","code":400}"#;
+        assert_eq!(
+            error(&[(1, vllm)]),
+            (K::ErrorObject, "bad (code: 400)".into())
+        );
+        assert_eq!(
+            error(&[(1, "plain words")]),
+            (K::NotJson, "plain words".into())
+        );
+        // Mid-stream: the chunks before the error are still parsed; the first error wins.
+        let text = r#"{"choices":[{"delta":{"content":"a"}}]}"#;
+        let p = ev(&[(1, text), (2, "{not json"), (3, object), (4, "")]);
+        assert_eq!(p.chunks.len(), 1);
+        assert_eq!(p.error.as_ref().unwrap().detail, "{not json");
+        assert!(p.finished);
+        let mut p = p;
+        p.drop_output();
+        assert!(p.chunks.is_empty() && p.first_output_ns.is_none());
+        // `"error": null` is no error; a `[DONE]` in a named event ends the stream.
+        let p = ev(&[
+            (1, r#"{"error":null,"choices":[{"text":"a"}]}"#),
+            (2, " [DONE] "),
+        ]);
+        assert_eq!(
+            (&p.error, p.text().as_str(), p.finished),
+            (&None, "a", true)
+        );
     }
 
     #[test]
@@ -297,6 +352,11 @@ mod tests {
             r#"{"usage":{"prompt_tokens":3,"completion_tokens":4},"choices":[]}"#,
             r#"{"usage":5}"#,
             r#"{"error":null}"#,
+            r#"{"error":null,"choices":[{"text":"e"}]}"#,
+            r#"{"object":"error","message":"v","code":500}"#,
+            r#"{"object":"text_completion","choices":[{"text":"o"}]}"#,
+            r#"{"object":5,"choices":[{"text":"n"}]}"#,
+            r#"{"object":"error","object":"x"}"#,
             r#"{"error":{"message":"m"},"choices":[{"text":"ignored"}]}"#,
             r#"{"error":"plain"}"#,
             r#"{"text_output":"a","text_output":"b"}"#,
@@ -315,7 +375,7 @@ mod tests {
         let all: Vec<(u64, &[u8])> = messages.iter().map(|m| (1, m.as_bytes())).collect();
         let fast = parse_events(all.iter().copied());
         assert_eq!(fast, parse_events_general(all.iter().copied()));
-        assert_eq!(fast.chunks.len(), 9);
+        assert_eq!(fast.chunks.len(), 11);
         assert!(fast.finished && fast.error.is_some() && fast.usage.is_some());
     }
 
@@ -364,6 +424,10 @@ mod tests {
         assert_eq!(p.usage.unwrap().completion_tokens, 2);
         let p = parse_whole(42, br#"{"data":[{"embedding":[0.1]}]}"#);
         assert!(p.chunks.is_empty() && p.finished);
-        assert_eq!(parse_whole(1, b"not json"), Parsed::default());
+        let p = parse_whole(1, b"not json");
+        assert!(p.chunks.is_empty() && !p.finished);
+        assert_eq!(p.error.unwrap().detail, "not json");
+        let p = parse_whole(1, br#"{"object":"error","message":"no"}"#);
+        assert_eq!(p.error.unwrap().detail, "no");
     }
 }

@@ -15,6 +15,7 @@ use super::cli::ProfileConfig;
 use super::cli_compat::Backend;
 use super::events::Parsed;
 use super::payload::Entry;
+use super::reply_error::{ReplyError, ReplyErrorKind as K};
 use crate::config::Compression;
 use crate::engine::wire::{GrpcWire, Wire};
 use crate::error::Result;
@@ -160,11 +161,12 @@ pub fn parse_responses<'a>(responses: impl Iterator<Item = (u64, &'a [u8])>) -> 
     for (at, data) in responses {
         let Ok(msg) = pb::ModelStreamInferResponse::decode(data) else {
             out.error
-                .get_or_insert_with(|| "undecodable ModelStreamInferResponse".into());
+                .get_or_insert_with(|| ReplyError::message(K::NotProtobuf, "undecodable"));
             continue;
         };
         if !msg.error_message.is_empty() {
-            out.error.get_or_insert(msg.error_message);
+            out.error
+                .get_or_insert_with(|| ReplyError::message(K::ErrorObject, &msg.error_message));
             continue;
         }
         let Some(resp) = msg.infer_response else {
@@ -250,7 +252,9 @@ mod tests {
         }
         .encode_to_vec();
         let p = parse_responses([(1, &err[..]), (2, &[0xff_u8, 0xff][..])].into_iter());
-        assert_eq!(p.error.as_deref(), Some("bad input"));
+        assert_eq!(p.error.unwrap().detail, "bad input");
+        let p = parse_responses([(1, &[0xff_u8, 0xff][..])].into_iter());
+        assert_eq!(p.error.unwrap().kind, K::NotProtobuf);
     }
 
     fn cfg(args: &[&str]) -> ProfileConfig {

@@ -19,6 +19,7 @@ pub mod kserve;
 pub mod payload;
 pub mod prefix;
 pub mod progress;
+pub mod reply_error;
 pub mod report_args;
 pub mod runner;
 pub mod sweep;
@@ -40,6 +41,7 @@ use crate::error::{Error, Result};
 use crate::inputs::prompts::PromptGen;
 use crate::inputs::tokenizer::Tokenizer;
 use crate::measure::llm::LlmRequest;
+use crate::measure::FailTally;
 use artifacts::{input_config, point_dir, telemetry_section, write_point, PointFiles};
 use cli::{LoadPoint, ProfileConfig};
 use payload::Entry;
@@ -241,7 +243,7 @@ fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOu
         eprintln!("Warning: {}: {w}", point.label());
     }
     let _ = writeln!(out, "Results in {}", dir.display());
-    check_failures(point, &run, &kept, cancelled)?;
+    check_failures(point, &run, &requests, &kept, cancelled)?;
     Ok(PointOutcome {
         point,
         dir,
@@ -258,10 +260,11 @@ fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOu
 fn check_failures(
     point: LoadPoint,
     run: &runner::PointRun,
+    requests: &[LlmRequest],
     kept: &[LlmRequest],
     cancelled: u64,
 ) -> Result<()> {
-    let fails = runner::fails_without_cancelled(&run.fails);
+    let fails = failure_tally(run, requests);
     let summary = fails.summary((run.records.len() as u64).saturating_sub(cancelled));
     if !kept.is_empty() && kept.iter().all(|r| !r.ok()) {
         if let Some(line) = summary {
@@ -274,9 +277,23 @@ fn check_failures(
         )));
     }
     if let Some(line) = summary {
+        let line = crate::text::escape_control(&line);
         eprintln!("Warning: {}: {line}", point.label());
     }
     Ok(())
+}
+
+/// The engine's failures (cancelled ones aside), and the failures found in replies the
+/// engine saw complete (`requests` in record order): an error inside a 2xx reply, a stream
+/// that ended without `[DONE]`.
+fn failure_tally(run: &runner::PointRun, requests: &[LlmRequest]) -> FailTally {
+    let mut fails = runner::fails_without_cancelled(&run.fails);
+    for (record, request) in run.records.iter().zip(requests) {
+        if let (true, Some(e)) = (record.ok, &request.error) {
+            fails.add(e.fail_kind(), || e.message.clone());
+        }
+    }
+    fails
 }
 
 /// The engine's view of a profile run: every request kept (bodies hold the stream), failures
@@ -497,7 +514,17 @@ pub fn fuzz_llm_responses(data: &[u8]) {
     // The typed fast path must read every message as the general `Value` path does.
     let general = events::parse_events_general(framed_responses(data));
     assert_eq!(streamed, general, "typed and general SSE parsing disagree");
-    let _ = kserve::parse_responses(framed_responses(data));
+    let triton = kserve::parse_responses(framed_responses(data));
+    // A server's words in an error are one short line without control characters.
+    for e in [&whole.error, &streamed.error, &triton.error]
+        .into_iter()
+        .flatten()
+    {
+        let message = e.request_error(true, false).message;
+        assert!(!message.chars().any(char::is_control), "{message:?}");
+        // The message, and at most a type and a code, each cut to an excerpt.
+        assert!(e.detail.chars().count() <= 4 * reply_error::EXCERPT_CHARS);
+    }
     let _ = input_file::parse(&String::from_utf8_lossy(data));
 }
 
@@ -542,6 +569,53 @@ mod tests {
         let line = shared_reads_line(&requests);
         assert!(line.contains("2 of 6 (33.3 %)"), "{line}");
         assert_eq!(shared_reads_line(&[request(&[])]), "");
+    }
+
+    /// Failures found in replies the engine saw complete join the engine's own in the line
+    /// on stderr and the error of an all-failed level.
+    #[test]
+    fn failures_inside_replies_are_tallied_with_the_engines() {
+        use crate::measure::llm::RequestError;
+        use crate::measure::{FailKind, RequestRecord};
+        let ok = RequestRecord {
+            ok: true,
+            ..RequestRecord::default()
+        };
+        let reset = RequestRecord {
+            fail: FailKind::Reset,
+            ..RequestRecord::default()
+        };
+        let mut run = runner::PointRun {
+            records: vec![ok, ok, ok, reset],
+            ..runner::PointRun::default()
+        };
+        run.fails.add(FailKind::Reset, || "connection reset".into());
+        let failed = |kind: &str, message: &str| LlmRequest {
+            error: Some(RequestError {
+                kind: kind.into(),
+                message: message.into(),
+            }),
+            ..LlmRequest::default()
+        };
+        let mut requests = vec![
+            LlmRequest::default(),
+            failed("sse_error_event", "error in the response stream: oom"),
+            failed("not_json", "the reply is not JSON: <html>"),
+            failed("transport", "no response"),
+        ];
+        let fails = failure_tally(&run, &requests);
+        assert_eq!(fails.total(), 3);
+        assert_eq!(fails.count(FailKind::SseError), 1);
+        let line = fails.summary(4).unwrap();
+        assert!(
+            line.starts_with("3 of 4 requests failed (1 reset, 1 not JSON, 1 SSE error event)"),
+            "{line}"
+        );
+        let point = LoadPoint::Concurrency(1);
+        assert!(check_failures(point, &run, &requests, &requests, 0).is_ok());
+        requests[0] = failed("invalid_reply", "error in the reply: no");
+        let e = check_failures(point, &run, &requests, &requests, 0).unwrap_err();
+        assert!(e.msg.starts_with("all 4 requests failed ("), "{}", e.msg);
     }
 
     /// The README's metric definitions are the ones `--help-metrics` prints, kept in sync.

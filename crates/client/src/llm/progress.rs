@@ -109,16 +109,20 @@ impl Live {
     /// Adds the successful streamed requests among `window.records`.
     pub fn add(&mut self, window: &WindowRecords, elapsed: Duration) {
         for r in window.records.iter().filter(|r| r.ok) {
-            self.ok += 1;
             let at = r.body_off as usize;
             let body = window
                 .bodies
                 .get(at..at + r.body_len as usize)
                 .unwrap_or(&[]);
-            if !r.sse {
+            let parsed = r.sse.then(|| parse_events(framed_responses(body)));
+            // A stream that carried an error failed and counts no token (see `convert`).
+            if parsed.as_ref().is_some_and(|p| p.error.is_some()) {
                 continue;
             }
-            let parsed = parse_events(framed_responses(body));
+            self.ok += 1;
+            let Some(parsed) = parsed else {
+                continue;
+            };
             let (Some(first), Some(last)) = (parsed.chunks.first(), parsed.chunks.last()) else {
                 continue;
             };
@@ -260,6 +264,17 @@ mod tests {
         live.add(&window(2, 10000, 40, 5, true), Duration::from_secs(10));
         let s = live.summary();
         assert!(s.starts_with(" | 2.0 req/s, 16 out chunks/s"), "{s}");
+    }
+
+    #[test]
+    fn streams_that_carried_an_error_are_not_counted() {
+        let mut live = Live::default();
+        let mut w = window(2, 0, 20, 5, true);
+        let last = w.records[1];
+        push_framed_response(&mut w.bodies, 50 * MS, br#"{"error":{"message":"x"}}"#);
+        w.records[1].body_len = (w.bodies.len() - last.body_off as usize) as u32;
+        live.add(&w, Duration::from_secs(1));
+        assert_eq!((live.ok, live.tokens), (1, 8));
     }
 
     #[test]

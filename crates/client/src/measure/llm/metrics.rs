@@ -40,6 +40,8 @@ pub struct LlmMetrics {
     pub error_count: u64,
     /// Failed requests by `RequestError::kind`, sorted by kind.
     pub errors_by_kind: Vec<(String, u64)>,
+    /// The first failed request's message of each kind, in the order of `errors_by_kind`.
+    pub error_examples: Vec<String>,
     /// max(last response) − min(start) over all requests (ns).
     pub duration_ns: u64,
     /// Successful requests per second.
@@ -175,13 +177,14 @@ pub fn duration_ns(reqs: &[LlmRequest]) -> u64 {
 /// Computes every per-request value and the run-level statistics.
 pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
     let mut acc = Accumulators::new();
-    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    let mut errors: BTreeMap<String, (u64, String)> = BTreeMap::new();
     let (mut ok, mut good, mut same_read) = (0u64, 0u64, 0u64);
     let (mut total_isl, mut total_osl, mut reasoning) = (0u64, 0u64, 0u64);
     for r in reqs {
         let Some(m) = request_metrics(r) else {
             if let Some(e) = &r.error {
-                *errors.entry(e.kind.clone()).or_default() += 1;
+                let entry = errors.entry(e.kind.clone());
+                entry.or_insert_with(|| (0, e.message.clone())).0 += 1;
             }
             continue;
         };
@@ -195,7 +198,7 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
         }
         acc.add(r, &m);
     }
-    let error_count: u64 = errors.values().sum();
+    let error_count: u64 = errors.values().map(|(n, _)| n).sum();
     let duration_ns = duration_ns(reqs);
     let per_sec = |x: f64| {
         if duration_ns == 0 {
@@ -216,7 +219,8 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
     LlmMetrics {
         request_count: ok,
         error_count,
-        errors_by_kind: errors.into_iter().collect(),
+        errors_by_kind: errors.iter().map(|(k, (n, _))| (k.clone(), *n)).collect(),
+        error_examples: errors.into_values().map(|(_, m)| m).collect(),
         duration_ns,
         request_throughput: per_sec(ok as f64),
         output_token_throughput: per_sec(total_osl as f64),

@@ -5,6 +5,8 @@
 //! text (role-only chunks, usage-only chunks, `[DONE]`), counts tokens, and builds one
 //! [`LlmRequest`] per request. All times are ns since the Unix epoch.
 
+use crate::measure::FailKind;
+
 /// One response that carried output text (a content chunk of an SSE stream, one Triton
 /// streaming response, or the whole body of a non-streaming request).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -27,11 +29,30 @@ pub struct Usage {
 /// Why a request failed, for the error count by kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestError {
-    /// A short stable label: `http_<status>`, `sse_error_event`, `transport`, `incomplete`
-    /// (stream ended without `[DONE]` or a finish), `bad_response`.
+    /// A short stable label: `http_error` (`http_<status>`), `timeout`, `transport`,
+    /// `cancelled`, `incomplete` (stream ended without `[DONE]` or a finish), and for a 2xx
+    /// reply that carried an error: `sse_error_event` (an error event or object in the
+    /// stream), `invalid_reply` (an error object as the whole reply), `not_json`,
+    /// `not_protobuf`.
     pub kind: String,
     /// The detail shown to the user (server message, OS error).
     pub message: String,
+}
+
+impl RequestError {
+    /// The kind (README "Failures by kind") a failure found in a reply the engine saw
+    /// complete counts as in the run's tally: an error inside a 2xx reply, or a stream that
+    /// ended without `[DONE]` (closed early).
+    pub fn fail_kind(&self) -> FailKind {
+        match self.kind.as_str() {
+            "sse_error_event" => FailKind::SseError,
+            "invalid_reply" => FailKind::Invalid,
+            "not_json" => FailKind::NotJson,
+            "not_protobuf" => FailKind::NotProtobuf,
+            "incomplete" => FailKind::Closed,
+            _ => FailKind::Other,
+        }
+    }
 }
 
 /// One request of an LLM run.

@@ -166,6 +166,10 @@ fn json_parses_back_with_genai_perf_keys() {
     );
     assert_eq!(v["input_config"], input_config());
     assert_eq!(v["errors_by_kind"]["http_500"], 1);
+    let summary = &v["error_summary"][0];
+    assert_eq!(summary["count"], 1);
+    assert_eq!(summary["error_details"]["code"], 500);
+    assert_eq!(summary["error_details"]["message"], "Internal Server Error");
     assert_eq!(v["request_count"]["avg"], 2.0);
 }
 
