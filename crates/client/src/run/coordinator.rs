@@ -131,7 +131,6 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
     let (tally, completed) = engine.fail_tally();
     engine.stop(DRAIN);
     let last: Vec<WindowStats> = m.last.into();
-    let mut stall = None;
     if !follower
         && matches!(status, PointStatus::Stable | PointStatus::Unstable)
         && last.iter().any(|w| w.request_count == 0)
@@ -142,14 +141,17 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
             Some(why) if last.iter().any(|w| w.error_count > 0) => PointStatus::Failed(why),
             _ => PointStatus::NoValidRequests,
         };
-        // The oldest request was sent when the level's first window started.
-        let waited = last
-            .last()
-            .map_or(0, |w| w.end_ns.saturating_sub(window_start));
-        if status == PointStatus::NoValidRequests {
-            stall = stall::note(cfg, m.level, waited);
-        }
     }
+    // Requests sent and none answered: the oldest went out as the first window started.
+    let stall = match status {
+        PointStatus::NoValidRequests => {
+            let waited = last
+                .last()
+                .map_or(0, |w| w.end_ns.saturating_sub(window_start));
+            stall::note(cfg, m.level, waited)
+        }
+        _ => None,
+    };
     let client = (!last.is_empty()).then(|| {
         let mut c = merge(&last, cfg.batch_size, cfg.percentile);
         if ctx.decoupled {
