@@ -734,3 +734,23 @@ fn a_limit_that_fires_in_a_time_window_is_the_error() {
     );
     assert!(!stderr.contains(NO_VALID), "{stderr}");
 }
+
+#[test]
+fn a_streaming_grpc_request_past_the_total_limit_fails_naming_it() {
+    // Each answer takes 3 s; the total limit is 300 ms, the idle limit the default 30 s.
+    let delay = inferperf::server::Delay::Fixed(Duration::from_secs(3));
+    let server = crate::common::start_grpc_server(vec![("simple".into(), delay)]);
+    let grpc = server.grpc_addr.expect("gRPC endpoint").to_string();
+    let args = ["-m", "simple", "-i", "grpc", "--streaming", "-u", &grpc];
+    let limits = ["--request-count", "3", "--request-timeout", LIMIT_MS];
+    let (code, stderr, _) = run_bin(&[&args[..], &limits].concat());
+    assert_eq!(code, Some(99), "{stderr}");
+    assert!(
+        stderr.contains(
+            "timed out after 0.3 s in total (--request-timeout) waiting for the first response, \
+             0 responses received"
+        ),
+        "{stderr}"
+    );
+    server.stop();
+}
