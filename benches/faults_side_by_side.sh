@@ -32,11 +32,11 @@ PA=${PA:-}
 # HTTP: every mode but the HTTP/2-only floods (settings-flood, ping-flood) and not-protobuf (the
 # same reply as not-json there). gRPC: every mode but the HTTP/1.1-only floods (interim-flood,
 # chunk-extension-flood) and not-json (the same reply as not-protobuf there).
-HTTP_MODES="none refuse reset close-mid-body stall-head stall-body stall-forever
+HTTP_MODES="none refuse reset close-mid-body stall-head stall-body stall-forever drip
   wrong-content-length garbage status-500 every-nth-fails every-nth-resets not-json interim-flood
   chunk-extension-flood endless-header huge-content-length huge-headers dims-huge dims-big
   name-dotdot name-abs escape-text"
-GRPC_MODES="none refuse reset close-mid-body stall-head stall-body stall-forever
+GRPC_MODES="none refuse reset close-mid-body stall-head stall-body stall-forever drip
   wrong-content-length garbage status-500 every-nth-fails every-nth-resets not-protobuf endless-header
   huge-content-length settings-flood ping-flood huge-headers dims-huge dims-big name-dotdot
   name-abs escape-text"

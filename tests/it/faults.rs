@@ -44,6 +44,7 @@ fn expect(mode: FaultMode, grpc: bool) -> Expect {
         F::Reset | F::EveryNthResets => fail(&["reset"]),
         F::CloseMidBody => fail(&["closed", "Content-Length", "shorter"]),
         F::StallHead | F::StallBody | F::StallForever => fail(&["timed out", "no response"]),
+        F::Drip => fail(&["timed out after 1 s in total (--request-timeout)"]),
         F::WrongContentLength if grpc => {
             fail(&["length", "prefix", "protobuf", "inside a message"])
         }
@@ -341,6 +342,8 @@ matrix! {
     grpc_stall_body: StallBody, true;
     http_stall_forever: StallForever, false;
     grpc_stall_forever: StallForever, true;
+    http_drip: Drip, false;
+    grpc_drip: Drip, true;
     http_wrong_content_length: WrongContentLength, false;
     grpc_wrong_content_length: WrongContentLength, true;
     http_garbage: Garbage, false;

@@ -1,13 +1,16 @@
 //! Nothing measured is lost: a server that dies in the middle of a sweep still leaves the
 //! CSV, the profile export and the console summary of the levels measured (and the run's
-//! exit code); a second Ctrl-C exits at once; a huge value for any numeric flag is a usage
+//! exit code); a second Ctrl-C exits at once, even while a request of the first one's ending
+//! waits; a huge value for any numeric flag is a usage
 //! error naming the flag, never a panic or a run that goes on with a wrapped number.
 
 use crate::common;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -148,17 +151,58 @@ fn a_server_gone_mid_sweep_keeps_the_levels_measured() {
     );
 }
 
+/// Model `m`'s statistics, all zero.
+const STATS: &str = r#"{"model_stats":[{"name":"m","version":"1","last_inference":0,"inference_count":0,"execution_count":0,"inference_stats":{"success":{"count":0,"ns":0},"fail":{"count":0,"ns":0},"queue":{"count":0,"ns":0},"compute_input":{"count":0,"ns":0},"compute_infer":{"count":0,"ns":0},"compute_output":{"count":0,"ns":0}},"batch_stats":[]}]}"#;
+
+/// A server for model `m` with the statistics extension that never answers an infer request,
+/// and answers only the first statistics request (`stats` counts them); later ones wait
+/// until the client leaves.
+fn serve_stalling_stats(stream: TcpStream, stats: &AtomicU64) {
+    use common::scripted::{discovery_reply, read_request};
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut out = stream;
+    while let Some(req) = read_request(&mut reader) {
+        let reply = if req.path == "/v2" {
+            r#"{"name":"t","version":"1","extensions":["statistics"]}"#
+        } else if req.path.ends_with("/stats") && stats.fetch_add(1, Ordering::SeqCst) == 0 {
+            STATS
+        } else if let Some(reply) = discovery_reply(&req.path) {
+            reply
+        } else {
+            // An infer request, or a later statistics request: held until the client leaves.
+            let mut buf = [0u8; 1024];
+            while matches!(reader.read(&mut buf), Ok(n) if n > 0) {}
+            return;
+        };
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            reply.len()
+        );
+        if out.write_all(format!("{head}{reply}").as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
 #[test]
 fn a_second_ctrl_c_exits_at_once() {
-    // Requests that take a minute: after the first Ctrl-C the level waits for the ones in
-    // flight (the drain), and only a second Ctrl-C can end the process early.
-    let delay = server::Delay::Fixed(Duration::from_secs(60));
-    let server = common::start_server_with(vec![("simple".into(), delay)]);
-    let addr = server.addr.to_string();
+    // The first Ctrl-C ends the window at once, but the server no longer answers statistics:
+    // the request for the window's statistics holds the run for its own limit (2 s), and
+    // only a second Ctrl-C ends the process before it.
+    let (addr, _) = common::scripted::serve_each(serve_stalling_stats);
     let dir = common::temp_dir("nothing-lost-sigint");
     let csv = dir.join("out.csv");
     let mut child = bin()
-        .args(["-m", "simple", "-u", &addr, "--no-pin", "-p", "60000"])
+        .args([
+            "-m",
+            "m",
+            "-u",
+            &addr.to_string(),
+            "--no-pin",
+            "-p",
+            "60000",
+        ])
         .args(["--concurrency-range", "2", "-f", csv.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -169,7 +213,7 @@ fn a_second_ctrl_c_exits_at_once() {
     sigint(&child);
     std::thread::sleep(Duration::from_millis(200));
     sigint(&child);
-    // The drain alone would hold the process for 5 s and then exit 0.
+    // The statistics request alone would hold the process for 2 s and then exit 99.
     let o = wait_bounded(child, Duration::from_secs(30));
     let _ = reader.join();
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -177,7 +221,6 @@ fn a_second_ctrl_c_exits_at_once() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     // Nothing was measured: no CSV, and no temporary file either.
     assert!(names(&dir).is_empty(), "{:?}", names(&dir));
-    server.stop();
 }
 
 /// The values every numeric flag is tried with.
@@ -279,6 +322,8 @@ const PA_FLAGS: &[Case] = &[
     flag("--ssl-https-verify-peer"),
     flag("--ssl-https-verify-host"),
     flag("--ready-timeout"),
+    flag("--request-timeout"),
+    flag("--request-idle-timeout"),
     flag("--trace-rate"),
     // -1: no limit on the traces (Triton's default).
     Case {
@@ -301,6 +346,9 @@ const PROFILE_FLAGS: &[Case] = &[
     flag("--request-count"),
     flag("--warmup-request-count"),
     flag("--benchmark-duration"),
+    flag("--request-timeout"),
+    flag("--request-timeout-seconds"),
+    flag("--request-idle-timeout"),
     flag("--synthetic-input-tokens-mean"),
     flag("--synthetic-input-tokens-stddev"),
     flag("--output-tokens-mean"),

@@ -344,9 +344,12 @@ pub struct Config {
     // --- run control ---
     /// Seconds to wait for `/v2/health/ready` before giving up.
     pub ready_timeout_s: u64,
-    /// `--request-timeout`: a request with no progress for this long fails as timed out;
-    /// `None`: max(30 s, 10x the slowest request completed so far).
+    /// `--request-timeout`: a request not complete this long after its start fails as
+    /// timed out; `None`: max(10 min, 10x the slowest request completed so far).
     pub request_timeout: Option<std::time::Duration>,
+    /// `--request-idle-timeout`: a request with no byte moved for this long fails as timed
+    /// out; `None`: max(30 s, 10x the slowest request completed so far).
+    pub request_idle_timeout: Option<std::time::Duration>,
     /// `--max-response-bytes`: the largest response body or gRPC message accepted.
     pub max_response_bytes: usize,
 }
@@ -423,6 +426,7 @@ impl Default for Config {
             metrics: None,
             ready_timeout_s: 10,
             request_timeout: None,
+            request_idle_timeout: None,
             max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
         }
     }

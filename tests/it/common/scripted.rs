@@ -192,7 +192,7 @@ pub fn engine_spec(addr: SocketAddr, wire: Wire, request: Vec<u8>) -> EngineSpec
         sequences: None,
         slots: None,
         read_batch: None,
-        request_timeout: None,
+        request_limits: Default::default(),
         reply_check: Default::default(),
         max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         cancel: None,

@@ -305,11 +305,16 @@ pub struct RunArgs {
     /// Seconds to wait for /v2/health/ready before giving up; 0 = check once [default: 10]
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, help_heading = TRANSPORT)]
     pub ready_timeout: Option<String>,
-    /// Milliseconds a request may go without a response byte (or a connect without
-    /// finishing) before it fails as timed out, at most 86400000
-    /// [default: max(30 s, 10x the slowest request so far)]
+    /// Milliseconds a request may take from its start to its last byte (a stream: the whole
+    /// stream) before it fails as timed out, at most 86400000
+    /// [default: max(10 min, 10x the slowest request so far)]
     #[arg(long, value_name = "MS", allow_negative_numbers = true, help_heading = TRANSPORT)]
     pub request_timeout: Option<String>,
+    /// Milliseconds a request may go without a byte moving (or a connect without finishing)
+    /// before it fails as timed out, at most 86400000
+    /// [default: max(30 s, 10x the slowest request so far)]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true, help_heading = TRANSPORT)]
+    pub request_idle_timeout: Option<String>,
     /// Largest response body or gRPC message accepted, in bytes; a larger one fails its
     /// request [default: 67108864 (64 MiB)]
     #[arg(long, value_name = "BYTES", allow_negative_numbers = true, help_heading = TRANSPORT)]

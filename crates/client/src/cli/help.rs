@@ -32,9 +32,11 @@ Notes (where inferperf differs from perf_analyzer):
   4. Before measuring, inferperf waits until GET /v2/health/ready answers 200 (gRPC:
      ServerReady; 404 or UNIMPLEMENTED, i.e. no health endpoint, counts as ready), for at most
      --ready-timeout seconds (default 10, at most 86400; 0 checks once without retrying).
-     A request that gets no response byte for --request-timeout ms (a connect that does
-     not finish, likewise) fails as timed out and its connection is replaced; the default is
-     max(30 s, 10x the slowest request so far). perf_analyzer waits forever.
+     A request that moves no byte for --request-idle-timeout ms (a connect that does not
+     finish, likewise; default max(30 s, 10x the slowest request so far)), or that is not
+     complete --request-timeout ms after its start (default max(10 min, 10x the slowest
+     request so far)), fails as timed out and its connection is replaced. perf_analyzer
+     waits forever.
   5. Decoupled models (-i grpc --streaming): latency runs to the last response with outputs,
      and the banner says so (perf_analyzer's says 'first response' but measures the last).
      Each point adds Response Throughput, the time to the first response and the time

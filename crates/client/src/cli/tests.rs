@@ -275,7 +275,16 @@ const FLAG_ROWS: &[(&[&str], Check)] = &[
     (&["--request-timeout", "300"], |c| {
         c.request_timeout == Some(std::time::Duration::from_millis(300))
     }),
-    (&["-m", "m"], |c| c.request_timeout.is_none()),
+    (&["-m", "m"], |c| {
+        c.request_timeout.is_none() && c.request_idle_timeout.is_none()
+    }),
+    (
+        &["--request-idle-timeout", "250", "--request-timeout", "900"],
+        |c| {
+            c.request_idle_timeout == Some(std::time::Duration::from_millis(250))
+                && c.request_timeout == Some(std::time::Duration::from_millis(900))
+        },
+    ),
     (&[], |c| c.max_response_bytes == 64 << 20),
     (&["--max-response-bytes", "1073741824"], |c| {
         c.max_response_bytes == 1 << 30

@@ -132,6 +132,14 @@ const ERROR_ROWS: &[(&[&str], &[&str])] = &[
         &["--request-timeout", "> 0"],
     ),
     (
+        &["-m", "m", "--request-idle-timeout", "0"],
+        &["--request-idle-timeout", "> 0"],
+    ),
+    (
+        &["-m", "m", "--request-idle-timeout", "86400001"],
+        &["--request-idle-timeout", "<= 86400000"],
+    ),
+    (
         &["-m", "m", "--max-response-bytes", "0"],
         &["--max-response-bytes", "> 0"],
     ),

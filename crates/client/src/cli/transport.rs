@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 /// The longest `--ready-timeout` (one day): beyond it the deadline is not a wait but a typo.
 const MAX_READY_TIMEOUT_S: u64 = 86_400;
 
-/// The longest `--request-timeout` (one day, in ms).
+/// The longest `--request-timeout` or `--request-idle-timeout` (one day, in ms).
 const MAX_REQUEST_TIMEOUT_MS: u64 = 86_400_000;
 /// The largest `--max-response-bytes` (16 GiB): a body is held in memory whole.
 const MAX_RESPONSE_BYTES: u64 = 16 << 30;
@@ -18,6 +18,15 @@ const MAX_RESPONSE_BYTES: u64 = 16 << 30;
 /// perf_analyzer's default server addresses per protocol.
 const DEFAULT_HTTP_URL: &str = "localhost:8000";
 const DEFAULT_GRPC_URL: &str = "localhost:8001";
+
+/// `--request-timeout MS` or `--request-idle-timeout MS` (`flag`), from 1 ms to a day.
+fn request_timeout(flag: &str, raw: &Option<String>) -> Result<Option<std::time::Duration>> {
+    let Some(raw) = raw.as_deref() else {
+        return Ok(None);
+    };
+    let ms = super::number::parse_in_range(flag, raw, 1, MAX_REQUEST_TIMEOUT_MS)?;
+    Ok(Some(std::time::Duration::from_millis(ms)))
+}
 
 pub fn apply_transport(args: &RunArgs, config: &mut Config) -> Result<()> {
     if let Some(protocol) = args.protocol.as_deref() {
@@ -58,11 +67,9 @@ pub fn apply_transport(args: &RunArgs, config: &mut Config) -> Result<()> {
         config.ready_timeout_s =
             super::number::parse_in_range("--ready-timeout", raw, 0, MAX_READY_TIMEOUT_S)?;
     }
-    if let Some(raw) = args.request_timeout.as_deref() {
-        let ms =
-            super::number::parse_in_range("--request-timeout", raw, 1, MAX_REQUEST_TIMEOUT_MS)?;
-        config.request_timeout = Some(std::time::Duration::from_millis(ms));
-    }
+    config.request_timeout = request_timeout("--request-timeout", &args.request_timeout)?;
+    config.request_idle_timeout =
+        request_timeout("--request-idle-timeout", &args.request_idle_timeout)?;
     if let Some(raw) = args.max_response_bytes.as_deref() {
         let flag = "--max-response-bytes";
         let n = super::number::parse_in_range(flag, raw, 1, MAX_RESPONSE_BYTES)?;

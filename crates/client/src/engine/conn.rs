@@ -650,6 +650,17 @@ impl Conn {
         (self.state == State::Reading).then_some(self.rec.send_end_ns)
     }
 
+    /// When the request in flight started (ns); `None` when none is (idle or connecting).
+    pub fn request_start_ns(&self) -> Option<u64> {
+        self.in_flight().then_some(self.rec.start_ns)
+    }
+
+    /// Bytes of the current response received so far (head included, interim responses
+    /// not).
+    pub fn received(&self) -> usize {
+        self.rlen
+    }
+
     /// A byte of the response to the current (or failed) request has arrived.
     pub fn response_begun(&self) -> bool {
         self.rlen > 0

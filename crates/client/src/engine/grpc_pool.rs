@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 
 use mio::{Interest, Registry, Token};
 
-use super::deadline::{mark, Watch};
+use super::deadline::{mark, Sweep, Watch};
 use super::grpc_streams::{Slot, StreamCx, When};
 use super::pool::{Cx, Pool, Ready, Send};
 use super::wire::GrpcWire;
@@ -553,7 +553,7 @@ impl Pool for GrpcPool {
     /// A connection that connects for the limit, or moves no byte for it while streams are
     /// in flight, fails them and is replaced; a single stream with no progress for the limit
     /// is reset (RST_STREAM CANCEL) and fails.
-    fn expire(&mut self, now_ns: u64, limit_ns: u64, cx: &mut Cx<'_>) -> bool {
+    fn expire(&mut self, sweep: &Sweep, cx: &mut Cx<'_>) -> bool {
         let mut watching = false;
         for i in 0..self.conns.len() {
             let conn = &mut self.conns[i];
@@ -568,10 +568,10 @@ impl Pool for GrpcPool {
             }
             watching = true;
             let progress = mark([conn.state as u64, conn.bytes_in, 0, 0]);
-            if conn.watch.stalled(progress, now_ns, limit_ns) {
-                self.expire_conn(i, connecting, limit_ns, cx);
+            if conn.watch.stalled(progress, sweep.now_ns, sweep.idle_ns) {
+                self.expire_conn(i, connecting, sweep, cx);
             } else {
-                self.expire_streams(i, now_ns, limit_ns, cx);
+                self.expire_streams(i, sweep, cx);
             }
         }
         watching

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use mio::{Registry, Token};
 
 use super::conn::{Conn, Outcome, State};
-use super::deadline::timeout_message;
+use super::deadline::{Received, Sweep};
 use super::pool::{Cx, Pool, Ready, Send};
 use super::sink::SENDS_PER_TURN;
 use crate::measure::{FailKind, RequestRecord};
@@ -413,24 +413,27 @@ impl Pool for HttpPool {
         }
     }
 
-    /// A request (or connect) with no progress for `limit_ns` fails with a timeout; its
+    /// A request (or connect) past its idle or total limit fails with a timeout; its
     /// connection is closed and replaced.
-    fn expire(&mut self, now_ns: u64, limit_ns: u64, cx: &mut Cx<'_>) -> bool {
+    fn expire(&mut self, sweep: &Sweep, cx: &mut Cx<'_>) -> bool {
         let mut watching = false;
         for i in 0..self.conns.len() {
             let Some((mark, waiting)) = self.conns[i].progress() else {
                 continue;
             };
-            if self.cancel_due(i, now_ns, cx) {
+            if self.cancel_due(i, sweep.now_ns, cx) {
                 let msg = "cancelled on purpose (--request-cancellation-rate)".to_string();
                 watching |= self.give_up(i, FailKind::Cancelled, msg, cx);
                 continue;
             }
-            if !self.conns[i].watch.stalled(mark, now_ns, limit_ns) {
+            let conn = &mut self.conns[i];
+            let start = conn.request_start_ns();
+            let Some(limit) = sweep.over(&mut conn.watch, mark, start) else {
                 watching = true;
                 continue;
-            }
-            let msg = timeout_message(limit_ns, waiting);
+            };
+            let received = Received::Bytes(conn.received() as u64);
+            let msg = sweep.message(limit, waiting, received);
             watching |= self.give_up(i, FailKind::Timeout, msg, cx);
         }
         watching

@@ -21,6 +21,7 @@ pub mod window;
 pub mod wire;
 pub mod worker;
 
+pub use deadline::RequestLimits;
 pub use share::{split, split_lanes};
 
 use std::net::SocketAddr;
@@ -87,9 +88,9 @@ pub struct EngineSpec {
     /// data gather for up to this long between polls, so a wake-up reads several streams'
     /// tokens; `None`: read as soon as data arrives, timed at the read.
     pub read_batch: Option<Duration>,
-    /// `--request-timeout`: a request with no progress for this long fails as timed out;
-    /// `None`: max(30 s, 10x the slowest request completed so far) (see `deadline.rs`).
-    pub request_timeout: Option<Duration>,
+    /// `--request-timeout` (total) and `--request-idle-timeout`: a request past either
+    /// fails as timed out (see `deadline.rs`).
+    pub request_limits: RequestLimits,
     /// What every successful reply must be (`ReplyCheck::None`: nothing is checked).
     pub reply_check: ReplyCheck,
     /// Largest response body (HTTP/1.1) or gRPC message accepted (bytes,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use mio::Registry;
 
+use super::deadline::Sweep;
 use super::pace::WorkerSchedule;
 use super::seq_feed::{SeqFeed, SeqSend};
 pub use super::sink::{Sink, RIDE_OUT_LIMIT};
@@ -43,10 +44,11 @@ pub trait Pool: std::marker::Send + 'static {
     /// Moves requests that finished off the worker thread into `cx.sink` (called before
     /// every window swap, so the swap sees them).
     fn flush(&mut self, _cx: &mut Cx<'_>) {}
-    /// A sweep at `now_ns` (clock ns): every request (or connect) that made no progress for
-    /// `limit_ns` fails with [`crate::measure::FailKind::Timeout`] (see `deadline.rs`).
-    /// Returns whether anything is still being watched (in flight or connecting).
-    fn expire(&mut self, _now_ns: u64, _limit_ns: u64, _cx: &mut Cx<'_>) -> bool {
+    /// A sweep: every request (or connect) that made no progress for the idle limit, and
+    /// every request that started the total limit ago, fails with
+    /// [`crate::measure::FailKind::Timeout`] (see `deadline.rs`). Returns whether anything
+    /// is still being watched (in flight or connecting).
+    fn expire(&mut self, _sweep: &Sweep, _cx: &mut Cx<'_>) -> bool {
         false
     }
 }

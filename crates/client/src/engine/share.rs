@@ -49,7 +49,7 @@ pub(super) fn worker_plans(
             ramp: ramp(load),
             slots: slot_shares.next().flatten(),
             read_batch: spec.read_batch,
-            request_timeout: spec.request_timeout,
+            request_limits: spec.request_limits,
             cancel: spec.cancel.clone(),
             turns: match load {
                 Load::Sessions { turns, .. } => Some(TurnFeed::new(turns.0.worker(slots))),
@@ -245,7 +245,7 @@ mod tests {
             sequences: None,
             slots: Some(Arc::new(OutputSlots::new(slots, Vec::new()).unwrap())),
             read_batch: None,
-            request_timeout: None,
+            request_limits: Default::default(),
             reply_check: Default::default(),
             max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
             cancel: None,

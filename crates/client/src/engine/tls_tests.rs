@@ -64,7 +64,7 @@ fn run_engine(
         sequences: None,
         slots: None,
         read_batch: None,
-        request_timeout: None,
+        request_limits: Default::default(),
         reply_check: Default::default(),
         max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
         cancel: None,

@@ -12,7 +12,7 @@ use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Poll, Token};
 
 use super::connect::{self, ConnectReport};
-use super::deadline::Deadlines;
+use super::deadline::{Deadlines, RequestLimits};
 use super::pool::{Cx, Feed, Pace, Pool, Ramp, Ready, Sink};
 use super::seq_feed::SeqFeed;
 use super::slots::SlotShare;
@@ -102,9 +102,9 @@ pub struct WorkerParams {
     pub read_batch: Option<Duration>,
     /// Session turns: this worker's slots' requests, composed at send time.
     pub turns: Option<TurnFeed>,
-    /// `--request-timeout` (see `deadline.rs`); `None`: the default (session turns: their
-    /// source's idle limit).
-    pub request_timeout: Option<Duration>,
+    /// `--request-timeout` and `--request-idle-timeout` (see `deadline.rs`); session turns
+    /// take their source's idle limit as the default.
+    pub request_limits: RequestLimits,
     /// Requests cancelled on purpose (see `super::Cancel`).
     pub cancel: Option<super::Cancel>,
 }
@@ -125,7 +125,7 @@ pub struct Worker<P: Pool> {
     out: Sender<Batch>,
     /// Batched reads: the shortest time between wake-ups (see `gather`).
     read_batch: Option<Duration>,
-    /// The request timeout, checked by sweeps (see `sweep`).
+    /// The request time limits, checked by sweeps (see `sweep`).
     deadlines: Deadlines,
 }
 
@@ -151,7 +151,7 @@ impl<P: Pool> Worker<P> {
             .turns
             .as_ref()
             .map(|t| Duration::from_nanos(t.idle_limit_ns()));
-        let deadlines = Deadlines::new(p.request_timeout.or(session_limit));
+        let deadlines = Deadlines::new(p.request_limits, session_limit);
         Worker {
             index: p.index,
             clock: p.clock,
@@ -249,8 +249,9 @@ impl<P: Pool> Worker<P> {
                 self.publish_completed();
                 self.shared.finished.store(true, Ordering::Release);
             }
+            // Ctrl-C cuts a stop's wait for the requests in flight short: the run ends now.
             if let Some(d) = deadline {
-                if idle || now >= d {
+                if idle || now >= d || crate::signal::interrupted() {
                     break;
                 }
             }
@@ -262,7 +263,7 @@ impl<P: Pool> Worker<P> {
     /// Closed loop: opens every connection (paced), reports the connects, and waits for
     /// the engine's go. False when told to stop instead.
     fn connect_first(&mut self, commands: &Receiver<Command>) -> bool {
-        let limit = Duration::from_nanos(self.deadlines.limit_ns(0));
+        let limit = Duration::from_nanos(self.deadlines.idle_ns(0));
         let parts = connect::Parts {
             pool: &mut self.pool,
             poll: &mut self.poll,
@@ -304,19 +305,20 @@ impl<P: Pool> Worker<P> {
         stop
     }
 
-    /// Fails the requests that made no progress for the request timeout (see
-    /// `deadline.rs`); returns the time to the next sweep.
+    /// Fails the requests that made no progress for the idle limit or ran past the total
+    /// limit (see `deadline.rs`); returns the time to the next sweep.
     fn sweep(&mut self, watching: &mut bool) -> Duration {
-        let limit_ns = self.deadlines.limit_ns(self.sink.slowest_ns);
-        let now_ns = self.clock.now_ns();
+        let sweep = self
+            .deadlines
+            .sweep(self.clock.now_ns(), self.sink.slowest_ns);
         let mut cx = Cx {
             registry: self.poll.registry(),
             clock: &self.clock,
             feed: &mut self.feed,
             sink: &mut self.sink,
         };
-        *watching = self.pool.expire(now_ns, limit_ns, &mut cx);
-        let period = Duration::from_nanos(Deadlines::period_ns(limit_ns));
+        *watching = self.pool.expire(&sweep, &mut cx);
+        let period = Duration::from_nanos(sweep.period_ns());
         match &self.feed.cancel {
             // Cancellations are found within a tenth of their delay (at least 1 ms).
             Some(c) => period.min((c.after / 10).max(Duration::from_millis(1))),

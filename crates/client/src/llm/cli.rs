@@ -128,14 +128,19 @@ pub struct ProfileArgs {
     /// Stop sending after this many seconds (requests in flight are waited for).
     #[arg(long)]
     pub benchmark_duration: Option<f64>,
-    /// Milliseconds a request may go without a response byte (or a connect without
-    /// finishing) before it fails as timed out and its connection is replaced (default
-    /// 600000, AIPerf's 600 s).
+    /// Milliseconds a request may take from its start to its last byte (a stream: the whole
+    /// stream) before it fails as timed out and its connection is replaced (default 600000,
+    /// AIPerf's 600 s).
     #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     pub request_timeout: Option<String>,
     /// AIPerf's spelling of --request-timeout, in seconds (default 600).
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
     pub request_timeout_seconds: Option<String>,
+    /// Milliseconds a request may go without a byte moving (or a connect without finishing)
+    /// before it fails as timed out (default: no limit of its own; --request-timeout bounds
+    /// every wait).
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    pub request_idle_timeout: Option<String>,
     /// Synthetic prompts: mean input length in tokens.
     #[arg(long, visible_alias = "isl", default_value_t = 550)]
     pub synthetic_input_tokens_mean: u64,
@@ -268,8 +273,12 @@ pub struct ProfileConfig {
     pub headers: Vec<(String, String)>,
     /// `--extra-inputs`, parsed.
     pub extra: Vec<(String, serde_json::Value)>,
-    /// `--request-timeout` / `--request-timeout-seconds` (default 600 s).
+    /// `--request-timeout` / `--request-timeout-seconds` (default 600 s): the total limit.
     pub request_timeout: Duration,
+    /// The flag that set `request_timeout`, named when it fires.
+    pub request_timeout_flag: &'static str,
+    /// `--request-idle-timeout`; `None`: none but the total limit.
+    pub request_idle_timeout: Option<Duration>,
     /// `-u https://...`: the TLS client (from the `--ssl-https-*` options).
     pub tls: Option<TlsClient>,
     /// `--backend`: the kserve request tensors.
@@ -368,12 +377,15 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         crate::transport::tls::host_of(&address),
         endpoint_type == EndpointType::Kserve,
     )?;
-    let request_timeout = request_timeout(&args)?;
+    let (request_timeout, request_timeout_flag) = request_timeout(&args)?;
+    let request_idle_timeout = request_idle_timeout(&args)?;
     Ok(ProfileConfig {
         tls,
         backend: args.compat.backend.unwrap_or_default(),
         batch_size: args.compat.batch_size_text.unwrap_or(1) as usize,
         request_timeout,
+        request_timeout_flag,
+        request_idle_timeout,
         points: load_points(&args),
         args,
         models,
@@ -471,7 +483,7 @@ pub fn check_export_file_name(name: &str) -> std::result::Result<(), String> {
 }
 
 mod checks;
-use checks::{check_bounds, check_load, check_tokens, request_timeout};
+use checks::{check_bounds, check_load, check_tokens, request_idle_timeout, request_timeout};
 
 #[cfg(test)]
 #[path = "cli_tests.rs"]

@@ -151,3 +151,21 @@ fn max_response_bytes_defaults_to_64_mib_and_can_be_raised() {
     let raised = cfg(&["-m", "x", "--max-response-bytes", "1073741824"]).unwrap();
     assert_eq!(raised.args.max_response_bytes, 1 << 30);
 }
+
+#[test]
+fn time_limits_name_the_flag_that_set_them() {
+    let c = cfg(&["-m", "m"]).unwrap();
+    assert_eq!(c.request_timeout, Duration::from_secs(600));
+    assert_eq!(c.request_timeout_flag, "--request-timeout-seconds");
+    assert_eq!(c.request_idle_timeout, None);
+    let c = cfg(&["-m", "m", "--request-timeout", "2500"]).unwrap();
+    assert_eq!(c.request_timeout, Duration::from_millis(2500));
+    assert_eq!(c.request_timeout_flag, "--request-timeout");
+    let c = cfg(&["-m", "m", "--request-idle-timeout", "300"]).unwrap();
+    assert_eq!(c.request_idle_timeout, Some(Duration::from_millis(300)));
+    for bad in ["0", "1.5", "86400001", "x"] {
+        let err = cfg(&["-m", "m", "--request-idle-timeout", bad]).unwrap_err();
+        assert!(err.msg.contains("--request-idle-timeout"), "{}", err.msg);
+        assert_eq!(err.exit_code(), 99);
+    }
+}

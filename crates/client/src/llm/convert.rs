@@ -142,7 +142,7 @@ fn classify(
     if r.fail == FailKind::Timeout {
         return err(
             "timeout",
-            "no response byte within the request timeout".into(),
+            "past the request's time limit (--request-timeout or --request-idle-timeout)".into(),
         );
     }
     if r.sse {

@@ -36,7 +36,7 @@ use serde_json::Value;
 
 use crate::clock::Clock;
 use crate::engine::wire::Wire;
-use crate::engine::EngineSpec;
+use crate::engine::{EngineSpec, RequestLimits};
 use crate::error::{Error, Result};
 use crate::inputs::prompts::PromptGen;
 use crate::inputs::tokenizer::Tokenizer;
@@ -319,7 +319,13 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         wire,
         sequences: None,
         slots: None,
-        request_timeout: Some(cfg.request_timeout),
+        // AIPerf's limit is a total one; without --request-idle-timeout it bounds every
+        // wait too (an idle limit equal to it never fires first).
+        request_limits: RequestLimits {
+            total: Some(cfg.request_timeout),
+            idle: Some(cfg.request_idle_timeout.unwrap_or(cfg.request_timeout)),
+            total_flag: cfg.request_timeout_flag,
+        },
         // Reads are timed by the kernel's receive stamps; streams may gather between reads.
         read_batch: Some({
             let batch = if cfg.args.streaming {

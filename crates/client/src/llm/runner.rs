@@ -242,19 +242,19 @@ fn drive(
     };
     // Failed requests stay in the records; Ctrl-C is watched through the signal alone.
     let never = AtomicBool::new(false);
-    let mut watch = Watch {
+    let watch = Watch {
         stop: Some(&never),
         fail_on_error: false,
         gather_every: TICK,
     };
     let end = driver::drive(watch, &mut engine, &mut point)?;
-    if !point.finished {
-        // Out of time or interrupted: nothing new is sent; what is in flight may finish.
-        point.run.interrupted = end == End::Interrupted;
+    point.run.interrupted = end == End::Interrupted;
+    if !point.finished && !point.run.interrupted {
+        // Out of time: nothing new is sent; what is in flight may finish (Ctrl-C ends the
+        // wait: the requests still in flight are left out).
         engine.halt();
         point.until = Some(point.started.elapsed() + DRAIN);
-        watch.stop = None;
-        driver::drive(watch, &mut engine, &mut point)?;
+        point.run.interrupted = driver::drive(watch, &mut engine, &mut point)? == End::Interrupted;
     }
     point.gather(&mut engine)?;
     let Gather {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::driver::{drive, End, Phase, UntilFinished, Watch};
 use super::peers::Peers;
 pub use super::peers::PointStatus;
+use super::stall::{self, Sent};
 use crate::config::{Config, MeasurementMode};
 use crate::engine::window::{OutputCheck, WindowAcc, PULL_EVERY};
 use crate::engine::{Engine, EngineSpec, Load};
@@ -46,6 +47,9 @@ pub struct PointOutcome {
     /// Start and end (ns since the epoch) of the windows `client` merges; `--collect-metrics`
     /// merges the metrics sampled in it.
     pub span_ns: Option<(u64, u64)>,
+    /// No valid request because the server answered none: what was sent and how long it
+    /// waited (see `stall.rs`).
+    pub stall: Option<String>,
 }
 
 /// Everything a level needs besides its concurrency.
@@ -110,6 +114,7 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
         trials: Vec::new(),
         last: VecDeque::with_capacity(4),
         windows: Vec::new(),
+        level: Sent::default(),
     };
     let follower = is_follower(ctx);
     let mut status = PointStatus::Unstable;
@@ -137,6 +142,16 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
             _ => PointStatus::NoValidRequests,
         };
     }
+    // Requests sent and none answered: the oldest went out as the first window started.
+    let stall = match status {
+        PointStatus::NoValidRequests => {
+            let waited = last
+                .last()
+                .map_or(0, |w| w.end_ns.saturating_sub(window_start));
+            stall::note(cfg, m.level, waited)
+        }
+        _ => None,
+    };
     let client = (!last.is_empty()).then(|| {
         let mut c = merge(&last, cfg.batch_size, cfg.percentile);
         if ctx.decoupled {
@@ -156,6 +171,7 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
         server,
         windows: m.windows,
         span_ns,
+        stall,
     })
 }
 
@@ -215,6 +231,7 @@ pub fn profile_periodic(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome>
         server: None,
         windows: window.into_iter().collect(),
         span_ns: None,
+        stall: None,
     })
 }
 
@@ -243,6 +260,8 @@ struct Measurement {
     last: VecDeque<WindowStats>,
     /// Every window's records, for the profile export.
     windows: Vec<WindowRecords>,
+    /// Requests sent and ended over every window of the level.
+    level: Sent,
 }
 
 /// Runs one window to its end and records its statistics and trial.
@@ -299,6 +318,8 @@ fn measure_window(ctx: &mut PointCtx, engine: &mut Engine, m: &mut Measurement) 
     }
     m.trials
         .push(Trial::from_window(&ws, cfg.batch_size, cfg.percentile));
+    m.level.sent += ws.sent;
+    m.level.ended += ws.request_count + ws.error_count;
     m.windows.extend(records);
     if m.last.len() == 3 {
         m.last.pop_front();

@@ -9,6 +9,7 @@ pub mod peers;
 pub(crate) mod plan;
 mod sessions;
 pub mod setup;
+mod stall;
 mod sweep;
 
 use std::io::Write;
@@ -19,7 +20,7 @@ use crate::clock::Clock;
 use crate::config::{Config, Distribution, LoadMode, MeasurementMode};
 use crate::engine::slots::OutputSlots;
 use crate::engine::window::OutputCheck;
-use crate::engine::{available_cores, EngineSpec};
+use crate::engine::{available_cores, EngineSpec, RequestLimits};
 use crate::error::{Error, Result};
 use crate::report::export::ExportExperiment;
 use crate::report::write::write_atomic_with;
@@ -209,10 +210,19 @@ fn engine_spec(
         sequences: plan.sequences.clone(),
         slots,
         read_batch: None,
-        request_timeout: cfg.request_timeout,
+        request_limits: request_limits(cfg),
         reply_check: Default::default(),
         max_response_bytes: cfg.max_response_bytes,
         cancel: None,
+    }
+}
+
+/// `--request-timeout` and `--request-idle-timeout`, for the engine.
+pub(crate) fn request_limits(cfg: &Config) -> RequestLimits {
+    RequestLimits {
+        total: cfg.request_timeout,
+        idle: cfg.request_idle_timeout,
+        ..RequestLimits::default()
     }
 }
 

@@ -11,8 +11,9 @@
 //! window spans `[0, u64::MAX]`, holding every answered turn with its per-event timestamps.
 //! The console gets one summary line. A failed turn ends its conversation (the later turns
 //! would carry a broken history); so does a turn whose connection moves no byte for
-//! `--request-timeout` (default ten minutes: "timed out after 600 s waiting for the response
-//! head"). A turn lost before any answer byte on a connection
+//! `--request-idle-timeout` (default ten minutes: "timed out after 600 s idle
+//! (--request-idle-timeout) waiting for the response head") or that runs past
+//! `--request-timeout`. A turn lost before any answer byte on a connection
 //! the server closed while idle is sent once more on a new one. Ctrl-C stops starting turns
 //! (a turn still in flight counts as failed), and the export is written either way.
 
@@ -98,7 +99,7 @@ fn engine_spec(cfg: &Config, target: &super::setup::Target) -> EngineSpec {
         sequences: None,
         slots: None,
         read_batch: None,
-        request_timeout: cfg.request_timeout,
+        request_limits: super::request_limits(cfg),
         reply_check: Default::default(),
         max_response_bytes: cfg.max_response_bytes,
         cancel: None,

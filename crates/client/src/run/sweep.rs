@@ -218,6 +218,7 @@ impl Sweeper<'_> {
             server,
             windows,
             span_ns,
+            stall,
         } = outcome;
         // A metrics endpoint that failed during the point fails the run (perf_analyzer).
         let metrics = match collector {
@@ -241,7 +242,7 @@ impl Sweeper<'_> {
         let first_linear = first && !cfg.binary_search;
         // Scale-out ranks other than 0 report nothing, not even the warnings.
         let quiet = !self.peers.reports();
-        let verdict = judge(
+        let mut verdict = judge(
             cfg,
             &status,
             report.as_ref(),
@@ -250,6 +251,10 @@ impl Sweeper<'_> {
             self.out,
             quiet,
         );
+        // perf_analyzer's sentence stays the first line (tools read it); the stall follows.
+        if let (Some(note), Some(e)) = (stall, verdict.error.as_mut()) {
+            e.msg = format!("{}\n{note}", e.msg);
+        }
         self.record(report, verdict)
     }
 

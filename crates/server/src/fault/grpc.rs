@@ -373,6 +373,7 @@ impl Conn<'_> {
                 self.reply(stream, &huge, false);
             }
             FaultMode::SettingsFlood | FaultMode::PingFlood => return self.flood(s),
+            FaultMode::Drip => return self.drip(s, stream, &reply),
             _ => self.reply(stream, &reply, true),
         }
         Next::Go
@@ -385,6 +386,24 @@ impl Conn<'_> {
         }
         self.out.clear();
         next
+    }
+
+    /// The whole reply (HEADERS, DATA, trailers), one byte at a time: what was queued before
+    /// it goes out at once, the reply's frames drip.
+    fn drip(&mut self, s: &mut TcpStream, stream: u32, reply: &[u8]) -> Next {
+        if self.flush_then(s, Next::Go).is_gone() {
+            return Next::Gone;
+        }
+        self.reply(stream, reply, true);
+        let frames = std::mem::take(&mut self.out);
+        let sent = io::drip(s, &frames, self.sh);
+        self.out = frames;
+        self.out.clear();
+        if sent {
+            Next::Go
+        } else {
+            Next::Gone
+        }
     }
 
     /// HEADERS without END_HEADERS, then CONTINUATION frames until the peer goes.

@@ -293,6 +293,7 @@ fn fault_reply(s: &mut TcpStream, req: &Request, head: &str, body: &[u8], sh: &S
         FaultMode::EndlessHeader => endless_header(s, sh),
         FaultMode::HugeContentLength => huge_content_length(s, sh),
         FaultMode::HugeHeaders => huge_headers(s, head, body, sh),
+        FaultMode::Drip => written(io::drip(s, head.as_bytes(), sh) && io::drip(s, body, sh)),
         _ => whole(s, head, body, sh),
     }
 }

@@ -77,6 +77,20 @@ pub(super) fn write_all(s: &mut TcpStream, mut bytes: &[u8], sh: &Shared) -> boo
     true
 }
 
+/// Writes `bytes` one at a time, [`DRIP_EVERY`](super::DRIP_EVERY) apart. `false` when the
+/// peer is gone or the server is stopping.
+pub(super) fn drip(s: &mut TcpStream, bytes: &[u8], sh: &Shared) -> bool {
+    for (i, byte) in bytes.iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(super::DRIP_EVERY);
+        }
+        if !write_all(s, std::slice::from_ref(byte), sh) {
+            return false;
+        }
+    }
+    true
+}
+
 /// Keeps the connection open, reading and dropping whatever arrives, until the peer closes
 /// it or the server stops.
 pub(super) fn hold(s: &mut TcpStream, sh: &Shared) {

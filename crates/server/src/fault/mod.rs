@@ -43,6 +43,8 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
 const TICK: Duration = Duration::from_millis(50);
 /// In `every-nth-fails`, every this-many-th infer request fails.
 pub const NTH: u64 = 3;
+/// In `drip`, the time between two bytes of a reply.
+pub const DRIP_EVERY: Duration = Duration::from_millis(100);
 
 /// What the server does wrong. The names are the `--fault` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -62,6 +64,9 @@ pub enum FaultMode {
     StallBody,
     /// Accepts connections and never sends a byte, not even for health or metadata.
     StallForever,
+    /// A correct infer reply, one byte every 100 ms: a reply of a few hundred bytes takes
+    /// half a minute, and its connection is never idle for long.
+    Drip,
     /// HTTP: Content-Length 8 bytes short of the body sent. gRPC: a message length prefix 100
     /// bytes longer than the message.
     WrongContentLength,

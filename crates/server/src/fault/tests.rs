@@ -249,6 +249,44 @@ fn stalls_send_nothing_until_the_server_stops() {
 }
 
 #[test]
+fn drip_sends_the_healthy_reply_a_byte_at_a_time() {
+    let healthy = infer_reply(FaultMode::None).0;
+    let srv = server(FaultMode::Drip, TTL);
+    // Health is answered at once: only infer replies drip.
+    let (reply, _) = exchange(srv.addr, &get("/v2/health/ready"), 1 << 20, QUICK);
+    assert!(reply.starts_with(b"HTTP/1.1 200 OK\r\n"));
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let started = Instant::now();
+    s.write_all(&infer_request()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while got.len() < 10 {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed early");
+        got.extend_from_slice(&buf[..n]);
+    }
+    // Ten bytes come with nine waits between them, and they are the healthy reply's.
+    assert!(
+        started.elapsed() >= super::DRIP_EVERY * 9,
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        healthy.starts_with(&got),
+        "{:?}",
+        String::from_utf8_lossy(&got)
+    );
+    // Stopping the server ends the drip.
+    let stopped = Instant::now();
+    srv.stop();
+    let (rest, end) = read_until(&mut s, 1 << 20);
+    assert_ne!(end, End::Idle);
+    assert!(rest.len() < healthy.len() - got.len(), "the reply went on");
+    assert!(stopped.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
 fn the_lifetime_ends_stalls_and_closes_the_ports() {
     let srv = server(FaultMode::StallForever, Duration::from_millis(400));
     let mut s = TcpStream::connect(srv.addr).unwrap();

@@ -219,6 +219,43 @@ fn broken_replies_are_sent_as_the_mode_says() {
 }
 
 #[test]
+fn drip_sends_the_reply_a_byte_at_a_time() {
+    let srv = server(FaultMode::Drip, TTL);
+    let addr = srv.grpc_addr.unwrap();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let mut out = PREFACE.to_vec();
+    write_settings(&mut out, &[]);
+    let block = call_headers(&addr.to_string(), "ModelInfer", &[], false, None);
+    write_headers(&mut out, 1, &block, false, 16_384);
+    write_data(&mut out, 1, &framed(&infer_message()), true, 16_384);
+    s.write_all(&out).unwrap();
+    // The reply's HEADERS frame alone is over 20 bytes: after a second and a half at a byte
+    // per 100 ms it has begun and not ended.
+    let mut got = Vec::new();
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 4096];
+    while started.elapsed() < Duration::from_millis(1500) {
+        if let Ok(n) = std::io::Read::read(&mut s, &mut buf) {
+            got.extend_from_slice(&buf[..n]);
+        }
+    }
+    let frames = frames(&got);
+    let answered = frames.iter().any(|f| f.2 == 1 && matches!(f.0, 0 | 1));
+    assert!(!answered, "stream 1 got a whole HEADERS or DATA frame");
+    let whole: usize = frames.iter().map(|f| 9 + f.3.len()).sum();
+    let partial = &got[whole..];
+    assert!(!partial.is_empty(), "nothing dripped");
+    if partial.len() >= 9 {
+        assert_eq!(
+            (partial[3], partial[8]),
+            (1, 1),
+            "a HEADERS frame of stream 1"
+        );
+    }
+}
+
+#[test]
 fn garbage_and_floods() {
     let srv = server(FaultMode::Garbage, TTL);
     let mut s = TcpStream::connect(srv.grpc_addr.unwrap()).unwrap();

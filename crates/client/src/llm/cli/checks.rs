@@ -11,28 +11,19 @@ const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 /// The longest request timeout (one day).
 const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(86_400);
 
-/// `--request-timeout MS` or `--request-timeout-seconds S` (not both), within one day.
-pub(super) fn request_timeout(args: &ProfileArgs) -> Result<Duration> {
+/// `--request-timeout MS` or `--request-timeout-seconds S` (not both), within one day, and
+/// the flag that set it (AIPerf's when neither did).
+pub(super) fn request_timeout(args: &ProfileArgs) -> Result<(Duration, &'static str)> {
     let limit = match (&args.request_timeout, &args.request_timeout_seconds) {
         (Some(_), Some(_)) => {
             return Err(Error::usage(
                 "profile: give --request-timeout (ms) or --request-timeout-seconds, not both",
             ))
         }
-        (Some(ms), None) => match ms.trim().parse::<u64>() {
-            Ok(ms) if ms > 0 && ms <= MAX_REQUEST_TIMEOUT.as_millis() as u64 => {
-                Duration::from_millis(ms)
-            }
-            _ => {
-                return Err(Error::usage(format!(
-                    "profile: --request-timeout must be a whole number of ms from 1 to \
-                     86400000 (got '{ms}')"
-                )))
-            }
-        },
+        (Some(ms), None) => (timeout_ms("--request-timeout", ms)?, "--request-timeout"),
         (None, Some(secs)) => match secs.trim().parse::<f64>() {
             Ok(s) if s.is_finite() && s > 0.0 && s <= MAX_REQUEST_TIMEOUT.as_secs_f64() => {
-                Duration::from_secs_f64(s)
+                (Duration::from_secs_f64(s), "--request-timeout-seconds")
             }
             _ => {
                 return Err(Error::usage(format!(
@@ -41,9 +32,30 @@ pub(super) fn request_timeout(args: &ProfileArgs) -> Result<Duration> {
                 )))
             }
         },
-        (None, None) => DEFAULT_REQUEST_TIMEOUT,
+        (None, None) => (DEFAULT_REQUEST_TIMEOUT, "--request-timeout-seconds"),
     };
     Ok(limit)
+}
+
+/// `--request-idle-timeout MS`, within one day; `None` when not given.
+pub(super) fn request_idle_timeout(args: &ProfileArgs) -> Result<Option<Duration>> {
+    let flag = "--request-idle-timeout";
+    args.request_idle_timeout
+        .as_deref()
+        .map(|ms| timeout_ms(flag, ms))
+        .transpose()
+}
+
+/// A whole number of ms from 1 to a day given to `flag`.
+fn timeout_ms(flag: &str, ms: &str) -> Result<Duration> {
+    match ms.trim().parse::<u64>() {
+        Ok(n) if n > 0 && n <= MAX_REQUEST_TIMEOUT.as_millis() as u64 => {
+            Ok(Duration::from_millis(n))
+        }
+        _ => Err(Error::usage(format!(
+            "profile: {flag} must be a whole number of ms from 1 to 86400000 (got '{ms}')"
+        ))),
+    }
 }
 
 /// The load flags: how much, how fast, on how many workers.

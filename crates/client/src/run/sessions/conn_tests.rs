@@ -134,7 +134,7 @@ fn run_book(addr: SocketAddr, book: Arc<Book>, stop: &AtomicBool) -> Vec<TurnDon
         sequences: None,
         slots: None,
         read_batch: None,
-        request_timeout: None,
+        request_limits: Default::default(),
         reply_check: Default::default(),
         max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
         cancel: None,
@@ -353,7 +353,7 @@ fn a_turn_with_no_answer_byte_for_the_idle_limit_fails() {
     assert_eq!(turns.len(), 1);
     assert_eq!(
         error_of(&turns, 0),
-        "timed out after 0.3 s waiting for the response head"
+        "timed out after 0.3 s idle (--request-idle-timeout) waiting for the response head"
     );
     assert_eq!(server.join().unwrap(), 1);
 }
