@@ -267,6 +267,39 @@ mod tests {
     }
 
     #[test]
+    fn composing_models_keep_their_loaded_largest_batch() {
+        use crate::repository::{ControlMode, LoadParams, Repository};
+        let mut shared = Shared::new(vec![None; MODELS.len()], vec![false; MODELS.len()]);
+        shared.repo = Repository::new(ControlMode::Explicit, &["*".into()]).unwrap();
+        let config = LoadParams {
+            config: Some(r#"{"max_batch_size": 2}"#.into()),
+            files: Vec::new(),
+        };
+        shared.repo.load("simple", &config).unwrap();
+        let mut rng = 5u64;
+        let mut env = Env {
+            shared: &shared,
+            rng: &mut rng,
+        };
+        let model = &MODELS[find_model("ensemble_simple").unwrap()];
+        let run = |env: &mut Env, batch: usize| {
+            let values = vec![1; 16 * batch];
+            let shape = [batch as i64, 16];
+            let inputs = vec![tensor(&shape, &values), tensor(&shape, &values)];
+            execute(env, model, inputs, batch, &SeqControl::default()).map(|r| r.outputs.len())
+        };
+        assert_eq!(run(&mut env, 2), Ok(2));
+        assert_eq!(
+            run(&mut env, 3),
+            Err(
+                "ensemble ensemble_simple allows maximum batch size 8, but it contains model \
+                 simple which only allows maximum batch size to be 2"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
     fn accumulate_goes_through_the_sequence_table() {
         let shared = Shared::new(vec![None; MODELS.len()], vec![false; MODELS.len()]);
         let mut rng = 1u64;

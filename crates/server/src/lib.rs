@@ -83,6 +83,7 @@ pub use delay::{parse_delay, parse_delay_value, Delay};
 pub use limits::Limits;
 pub use llm::log::TOKEN_LOG_REQUESTS;
 pub use llm::state::{Busy, OpenAiConfig, DEFAULT_OPENAI_MODEL};
+pub use load_config::fuzz_load_config;
 pub use metrics::{LlmCounts, MetricsStyle, KV_CAPACITY};
 pub use repository::ControlMode;
 pub use request_log::ARRIVALS_KEPT;

@@ -10,6 +10,9 @@ use serde_json::{json, Value};
 /// instance groups.
 pub const GPU_IDS: [i32; 2] = [0, 1];
 
+/// The most instances a model may have (each is a slot the server tracks).
+pub const MAX_INSTANCES: usize = 1024;
+
 /// `instance_group[].kind` once resolved (Triton turns `KIND_AUTO` into GPU or CPU).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InstanceKind {
@@ -55,7 +58,7 @@ impl InstanceGroup {
             InstanceKind::Gpu => self.gpus.len().max(1),
             _ => 1,
         };
-        self.count as usize * devices
+        (self.count as usize).saturating_mul(devices)
     }
 
     fn json(&self) -> Value {
@@ -127,7 +130,8 @@ impl ModelSettings {
     /// How many executions run at once: `None` is no limit (no instance group was loaded).
     pub fn instances(&self) -> Option<usize> {
         let groups = self.instance_group.as_ref()?;
-        Some(groups.iter().map(InstanceGroup::instances).sum())
+        let each = groups.iter().map(InstanceGroup::instances);
+        Some(each.fold(0, usize::saturating_add))
     }
 
     /// `instance_group` as config JSON.

@@ -8,16 +8,19 @@
 //! model already is (its inputs, outputs, platform, scheduling, ...) or the load is refused:
 //! nothing given is ignored.
 
+mod fuzz;
 mod json;
 mod sections;
 #[cfg(test)]
 mod tests;
 
+pub use fuzz::fuzz_load_config;
+
 use serde_json::{Map, Value};
 
 use self::json::{field_name, integer, is_default, object, same, string};
 use crate::models::ModelDef;
-use crate::settings::ModelSettings;
+use crate::settings::{ModelSettings, MAX_INSTANCES};
 
 /// Why an override cannot be loaded, in Triton's two ways of failing a load.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +109,13 @@ pub fn parse(model: &ModelDef, text: &str) -> Result<ModelSettings, Refusal> {
         }
         let groups = sections::instance_groups(m, v)?;
         settings.instance_group = (!groups.is_empty()).then_some(groups);
+        let instances = settings.instances().unwrap_or(0);
+        if instances > MAX_INSTANCES {
+            return Err(Refusal::model(format!(
+                "{instances} instances of model '{m}': the reference server models at most \
+                 {MAX_INSTANCES}"
+            )));
+        }
     }
     if let Some(v) = given
         .iter()
