@@ -47,6 +47,7 @@ const TARGETS: &[(&str, FuzzFn)] = &[
         "reply_kserve_grpc",
         inferperf::service::reply_check::fuzz_kserve_grpc,
     ),
+    ("load_config", inferperf::server::fuzz_load_config),
 ];
 
 #[test]

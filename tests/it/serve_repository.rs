@@ -58,10 +58,14 @@ fn call<Resp: Message + Default>(
 }
 
 fn simple_infer_body() -> String {
-    let zeros = vec![0; 16];
+    simple_batch_body(1)
+}
+
+fn simple_batch_body(batch: usize) -> String {
+    let zeros = vec![0; 16 * batch];
     json!({"inputs": [
-        {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16], "data": zeros},
-        {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16], "data": zeros}]})
+        {"name": "INPUT0", "datatype": "INT32", "shape": [batch, 16], "data": zeros},
+        {"name": "INPUT1", "datatype": "INT32", "shape": [batch, 16], "data": zeros}]})
     .to_string()
 }
 
@@ -351,4 +355,84 @@ fn explicit_mode_over_grpc() {
     let err =
         call::<pb::RepositoryModelLoadResponse>(&mut g, "RepositoryModelLoad", &bad).unwrap_err();
     assert!(err.contains("failed to load 'nosuch'"), "{err}");
+}
+
+fn load_body(config: &Value) -> String {
+    json!({"parameters": {"config": config.to_string()}}).to_string()
+}
+
+/// A load's `config` becomes the model's config and limits its requests; over gRPC too, where
+/// ModelConfig also carries the instance groups.
+#[test]
+fn a_load_config_override_applies_over_http_and_grpc() {
+    let server = start(ControlMode::Explicit, &["simple"]);
+    let mut c = http(&server);
+    let config = json!({"max_batch_size": 2, "instance_group": [{"count": 3, "kind": "KIND_CPU"}]});
+    assert_eq!(
+        post(
+            &mut c,
+            "/v2/repository/models/simple/load",
+            &load_body(&config)
+        ),
+        (200, String::new())
+    );
+    let (_, shown) = get(&mut c, "/v2/models/simple/config");
+    let shown: Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(shown["max_batch_size"], 2);
+    assert_eq!(shown["instance_group"][0]["count"], 3);
+    assert_eq!(
+        post(&mut c, "/v2/models/simple/infer", &simple_batch_body(2)).0,
+        200
+    );
+    assert_eq!(
+        post(&mut c, "/v2/models/simple/infer", &simple_batch_body(3)),
+        (
+            400,
+            error("inference request batch-size must be <= 2 for 'simple'")
+        )
+    );
+
+    let mut g = grpc(&server);
+    let grpc_load = |g: &mut GrpcClient, model: &str, config: &str| {
+        let param = pb::ModelRepositoryParameter {
+            parameter_choice: Some(
+                pb::model_repository_parameter::ParameterChoice::StringParam(config.into()),
+            ),
+        };
+        let req = pb::RepositoryModelLoadRequest {
+            model_name: model.into(),
+            parameters: [("config".to_string(), param)].into(),
+            ..Default::default()
+        };
+        call::<pb::RepositoryModelLoadResponse>(g, "RepositoryModelLoad", &req)
+    };
+    let batching = json!({"dynamic_batching": {"max_queue_delay_microseconds": 500}});
+    grpc_load(&mut g, "identity_fp32", &batching.to_string()).unwrap();
+    let req = pb::ModelConfigRequest {
+        name: "identity_fp32".into(),
+        version: String::new(),
+    };
+    let cfg = call::<pb::ModelConfigResponse>(&mut g, "ModelConfig", &req)
+        .unwrap()
+        .config
+        .unwrap();
+    use pb::model_config::SchedulingChoice;
+    assert!(matches!(
+        cfg.scheduling_choice,
+        Some(SchedulingChoice::DynamicBatching(
+            pb::ModelDynamicBatching {
+                max_queue_delay_microseconds: 500,
+                ..
+            }
+        ))
+    ));
+    assert_eq!(cfg.instance_group.len(), 1, "as the HTTP config: {cfg:?}");
+    assert_eq!(cfg.instance_group[0].name, "identity_fp32_0");
+    let err = grpc_load(&mut g, "identity_fp32", "{").unwrap_err();
+    assert!(
+        err.ends_with(
+            "gRPC status 13: failed to load 'identity_fp32', failed to poll from model repository"
+        ),
+        "{err}"
+    );
 }

@@ -61,7 +61,8 @@ struct ServeArgs {
     #[arg(long = "delay", value_name = "MODEL=SPEC")]
     delays: Vec<String>,
     /// Run MODEL's executions one at a time per server thread (a single model instance):
-    /// requests queue behind each other's delay, so latency grows with concurrency. Repeatable.
+    /// requests queue behind each other's delay, so latency grows with concurrency; a load's
+    /// config with an instance_group replaces it. Repeatable.
     #[arg(long = "serial", value_name = "MODEL")]
     serial: Vec<String>,
     /// Model name of the OpenAI-compatible endpoints (/v1/models, /v1/chat/completions,

@@ -20,6 +20,7 @@ use super::delay::sample_delay;
 use super::execute::Env;
 use super::http::MAX_HEAD_BYTES;
 use super::http::{write_error_json, write_head, BodyAt, Progress, RequestReader, CONTINUE_100};
+use super::instances::Run;
 use super::limits::Limits;
 use super::llm::generate;
 use super::llm::load::InFlight;
@@ -451,28 +452,33 @@ fn record_inference(
         infer_ns: done.infer_ns,
         output_ns: done.output_ns,
         success_ns: nanos(ready.saturating_duration_since(received)),
+        batched: false,
     };
     // An ensemble's response also waits for its composing models' delays.
     let own = ctx.shared.delays[model].as_ref();
-    if own.is_none() && done.composing_delay.is_zero() {
+    let wait = own.map_or(Duration::ZERO, |d| sample_delay(d, ctx.rng)) + done.composing_delay;
+    // The loaded instances and batcher, else one execution at a time for a serial model.
+    let run = ctx
+        .shared
+        .repo
+        .reserve(model, ready, done.batch_size, wait)
+        .unwrap_or_else(|| {
+            let busy = ctx.shared.serial[model].then(|| &mut ctx.busy_until[model]);
+            Run::serial(busy, ready, wait)
+        });
+    if run.end <= ready {
         ctx.shared.stats.record_success(model, &timing);
         return None;
     }
-    let wait = own.map_or(Duration::ZERO, |d| sample_delay(d, ctx.rng)) + done.composing_delay;
-    let mut start = ready;
-    if ctx.shared.serial[model] {
-        // One execution at a time: wait for the previous one to finish.
-        start = start.max(ctx.busy_until[model]);
-        ctx.busy_until[model] = start + wait;
-        timing.queue_ns += nanos(start - ready);
-    }
+    timing.queue_ns += nanos(run.start - ready);
+    timing.batched = run.batched;
     let c = Commit {
         model,
         timing,
         received,
-        delay_start: start,
+        delay_start: run.start,
     };
-    Some((start + wait, c))
+    Some((run.end, c))
 }
 
 /// Answers every complete request in the read buffer, in order, while there is room for

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use super::delay::sample_delay;
-use super::models::{find_model, Compute, EnsembleStep, ModelDef, TensorData, MODELS};
+use super::models::{find_model, Compute, EnsembleStep, ModelDef, TensorData};
 use super::sequence::SeqControl;
 use super::state::Shared;
 use super::stats::InferTiming;
@@ -95,7 +95,8 @@ fn run_ensemble<'a>(
                 model.name, step.model
             )
         })?;
-        let composing = &MODELS[index];
+        let composing = &env.shared.repo.model(index);
+        check_batch(model, composing, batch_size)?;
         let started = Instant::now();
         let step_inputs = step_inputs(model, step, composing, &pool)?;
         let input_bytes = step_inputs.iter().map(|t| t.data.len() as u64).sum();
@@ -130,6 +131,7 @@ fn run_ensemble<'a>(
             infer_ns,
             output_ns: nanos(done - encoding),
             success_ns: nanos(done - step_ready) + nanos(delay + ran.composing_delay),
+            batched: false,
         };
         env.shared.stats.record_success(index, &timing);
         step_ready = done;
@@ -138,6 +140,23 @@ fn run_ensemble<'a>(
         outputs: ensemble_outputs(model, pool)?,
         composing_delay,
     })
+}
+
+/// A composing model loaded with a smaller largest batch than the ensemble's refuses the
+/// batch it cannot take, with Triton's words for such an ensemble.
+fn check_batch(ensemble: &ModelDef, composing: &ModelDef, batch_size: usize) -> Result<(), String> {
+    let theirs = composing.max_batch_size;
+    if ensemble.max_batch_size == 0 || (theirs != 0 && batch_size <= theirs) {
+        return Ok(());
+    }
+    let limit = match theirs {
+        0 => "does not batch".to_string(),
+        n => format!("only allows maximum batch size to be {n}"),
+    };
+    Err(format!(
+        "ensemble {} allows maximum batch size {}, but it contains model {} which {limit}",
+        ensemble.name, ensemble.max_batch_size, composing.name
+    ))
 }
 
 /// The inputs of one ensemble step, taken from the tensors produced so far.
@@ -195,6 +214,7 @@ fn ensemble_outputs<'a>(
 mod tests {
     use super::*;
     use crate::delay::Delay;
+    use crate::models::MODELS;
     use crate::sequence::SeqId;
 
     fn i32s(v: &[i32]) -> Vec<u8> {
@@ -244,6 +264,39 @@ mod tests {
             .stats
             .snapshot(find_model("ensemble_simple").unwrap());
         assert_eq!(ens.execution_count, 0);
+    }
+
+    #[test]
+    fn composing_models_keep_their_loaded_largest_batch() {
+        use crate::repository::{ControlMode, LoadParams, Repository};
+        let mut shared = Shared::new(vec![None; MODELS.len()], vec![false; MODELS.len()]);
+        shared.repo = Repository::new(ControlMode::Explicit, &["*".into()]).unwrap();
+        let config = LoadParams {
+            config: Some(r#"{"max_batch_size": 2}"#.into()),
+            files: Vec::new(),
+        };
+        shared.repo.load("simple", &config).unwrap();
+        let mut rng = 5u64;
+        let mut env = Env {
+            shared: &shared,
+            rng: &mut rng,
+        };
+        let model = &MODELS[find_model("ensemble_simple").unwrap()];
+        let run = |env: &mut Env, batch: usize| {
+            let values = vec![1; 16 * batch];
+            let shape = [batch as i64, 16];
+            let inputs = vec![tensor(&shape, &values), tensor(&shape, &values)];
+            execute(env, model, inputs, batch, &SeqControl::default()).map(|r| r.outputs.len())
+        };
+        assert_eq!(run(&mut env, 2), Ok(2));
+        assert_eq!(
+            run(&mut env, 3),
+            Err(
+                "ensemble ensemble_simple allows maximum batch size 8, but it contains model \
+                 simple which only allows maximum batch size to be 2"
+                    .into()
+            )
+        );
     }
 
     #[test]

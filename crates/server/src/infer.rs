@@ -336,9 +336,15 @@ fn check_signature(
         return Ok(1);
     }
     let batch = shape[0] as usize;
-    if batch == 0 || batch > model.max_batch_size {
+    if batch > model.max_batch_size {
         return Err(format!(
-            "inference request batch-size must be between 1 and {} for '{m}', got {batch}",
+            "inference request batch-size must be <= {} for '{m}'",
+            model.max_batch_size
+        ));
+    }
+    if batch == 0 {
+        return Err(format!(
+            "inference request batch-size must be between 1 and {} for '{m}', got 0",
             model.max_batch_size
         ));
     }

@@ -83,7 +83,7 @@ fn validation_errors() {
         ("simple", format!(r#"{{"inputs":[{{"name":"X",{i32x16}}}]}}"#), "unexpected inference input 'X'"),
         ("simple", two(&i32x16.replace("INT32", "FP32"), i32x16), "data-type is 'FP32', but model 'simple' expects 'INT32'"),
         ("simple", two(&i32x16.replace("[1,16]", "[1,8]"), i32x16), "Expected [-1,16], got [1,8]"),
-        ("simple", two(&i32x16.replace("[1,16]", "[9,16]"), i32x16), "batch-size must be between 1 and 8"),
+        ("simple", two(&i32x16.replace("[1,16]", "[9,16]"), i32x16), "batch-size must be <= 8 for 'simple'"),
         ("simple", two(&i32x16.replace("[1,16]", "[2,16]"), i32x16), "byte size mismatch for input 'INPUT0' for model 'simple'. Expected 128, got 64"),
         ("simple", two(i32x16, i32x16).replace("]}", r#"],"outputs":[{"name":"OUT9"}]}"#), "unexpected inference output 'OUT9'"),
         ("simple", two(i32x16, &i32x16.replace("0]", "\"x\"]")), "is not a valid INT32"),

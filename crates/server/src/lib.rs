@@ -16,7 +16,9 @@
 //!   (Prometheus pages of two fake GPUs and the fake LLM, in Triton, vLLM or DCGM style);
 //! - model core: `execute` (running a model or an ensemble) over `state` (what every thread
 //!   shares);
-//! - stores and shared types: `models` (definitions and compute), `sequence`, `repository`,
+//! - stores and shared types: `models` (definitions and compute), `sequence`, `repository`
+//!   (load state and loaded configs) over `load_config` (a load's config override),
+//!   `instances` (when delayed executions run) and `settings` (what a load may set),
 //!   `stats`, `trace`, `request_log`, `shm` (system and CUDA shared memory regions, with their
 //!   HTTP and gRPC calls), `llm::state` (the LLM settings and token log), `json_data`, `reply`
 //!   (what an endpoint hands the connection), `delay`, `http` (request parsing, limits,
@@ -31,9 +33,11 @@ pub mod fault;
 mod grpc;
 mod http;
 mod infer;
+mod instances;
 mod json_data;
 mod limits;
 mod llm;
+mod load_config;
 mod metrics;
 mod models;
 mod reply;
@@ -42,6 +46,7 @@ mod request_log;
 mod routes;
 pub mod sequence;
 mod serve;
+mod settings;
 mod shm;
 mod state;
 mod stats;
@@ -63,6 +68,8 @@ mod tests_generate;
 #[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]
+mod tests_load_config;
+#[cfg(test)]
 mod tests_models;
 #[cfg(test)]
 mod tests_openai;
@@ -76,6 +83,7 @@ pub use delay::{parse_delay, parse_delay_value, Delay};
 pub use limits::Limits;
 pub use llm::log::TOKEN_LOG_REQUESTS;
 pub use llm::state::{Busy, OpenAiConfig, DEFAULT_OPENAI_MODEL};
+pub use load_config::fuzz_load_config;
 pub use metrics::{LlmCounts, MetricsStyle, KV_CAPACITY};
 pub use repository::ControlMode;
 pub use request_log::ARRIVALS_KEPT;

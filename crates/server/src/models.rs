@@ -8,6 +8,7 @@ use std::borrow::Cow;
 
 use serde_json::{json, Value};
 
+use super::settings::ModelSettings;
 use inferperf_client::tensor::DataType;
 
 /// The only version every reference model has.
@@ -50,7 +51,8 @@ pub struct EnsembleStep {
     pub output_map: &'static [(&'static str, &'static str)],
 }
 
-#[derive(Debug)]
+/// A model as defined; the server serves a copy with the loaded `max_batch_size`.
+#[derive(Debug, Clone, Copy)]
 pub struct ModelDef {
     pub name: &'static str,
     /// 0 = the model does not batch (no batch dimension on the wire).
@@ -284,8 +286,18 @@ impl ModelDef {
         })
     }
 
-    /// `GET /v2/models/{m}/config`: Triton's model configuration as JSON.
+    /// The repository config's settings (what a load without a config override gives).
+    pub fn settings(&self) -> ModelSettings {
+        ModelSettings::new(self.max_batch_size)
+    }
+
+    /// `GET /v2/models/{m}/config` of the repository config: Triton's config as JSON.
     pub fn config_json(&self) -> Value {
+        self.config_json_with(&self.settings())
+    }
+
+    /// The config JSON with loaded `settings`.
+    pub fn config_json_with(&self, settings: &ModelSettings) -> Value {
         let config_type = |d: DataType| {
             if d == DataType::Bytes {
                 "TYPE_STRING".to_string()
@@ -318,8 +330,8 @@ impl ModelDef {
             "platform": self.platform(),
             "backend": backend,
             "runtime": "",
-            "version_policy": {"latest": {"num_versions": 1}},
-            "max_batch_size": self.max_batch_size,
+            "version_policy": settings.version_policy,
+            "max_batch_size": settings.max_batch_size,
             "input": inputs,
             "output": outputs,
             "batch_input": [],
@@ -335,9 +347,10 @@ impl ModelDef {
             config["optimization"] = json!({"priority": "PRIORITY_DEFAULT",
                 "input_pinned_memory": {"enable": true}, "output_pinned_memory": {"enable": true},
                 "gather_kernel_buffer_threshold": 0, "eager_batching": false});
-            config["instance_group"] = json!([{"name": format!("{}_0", self.name),
-                "kind": "KIND_CPU", "count": 1, "gpus": [], "secondary_devices": [],
-                "profile": [], "passive": false, "host_policy": ""}]);
+            config["instance_group"] = settings.instance_group_json(self.name);
+        }
+        if let Some(batching) = settings.dynamic_batching_json() {
+            config["dynamic_batching"] = batching;
         }
         if self.sequence {
             config["sequence_batching"] = json!({});

@@ -106,7 +106,10 @@ fn repository_route(req: &Request, rest: &str, env: &mut Env, out: &mut Vec<u8>)
         }
         Some((model, "load")) => repository::load_request(req.body)
             .map_err(|msg| (500, msg))
-            .and_then(|()| repo.load(model).map_err(|e| (e.http_status(), e.into()))),
+            .and_then(|params| {
+                repo.load(model, &params)
+                    .map_err(|e| (e.http_status(), e.into()))
+            }),
         Some((model, _)) => repository::unload_request(req.body)
             .map_err(|msg| (500, msg))
             .and_then(|deps| {
@@ -182,13 +185,13 @@ fn model_route(req: &Request, rest: &str, env: &mut Env, out: &mut Vec<u8>) -> R
     if req.method != wanted && !matches!(action, Action::Trace) {
         return error_reply(out, 405, &format!("method not allowed for '{}'", req.path));
     }
-    let model = &MODELS[index];
     let shared = env.shared;
+    let model = &shared.repo.model(index);
     let stats = &shared.stats;
     match action {
         Action::Metadata => json_reply(out, &model.metadata_json()),
         Action::Ready => Reply::plain(200),
-        Action::Config => json_reply(out, &model.config_json()),
+        Action::Config => json_reply(out, &model.config_json_with(&shared.repo.settings(index))),
         Action::Stats => json_reply(out, &stats.to_json(Some(index))),
         Action::Trace => trace_setting(req, Some(name), env, out),
         Action::Infer => match infer(env, model, req.body, req.inference_header_len, out) {

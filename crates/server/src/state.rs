@@ -37,7 +37,7 @@ pub struct Shared {
     pub openai: OpenAiState,
     /// Registered system shared memory regions.
     pub shm: ShmRegions,
-    /// Which models are loaded (the model repository extension).
+    /// Which models are loaded, with which config (the model repository extension).
     pub repo: Repository,
     /// What a client may send (sizes, connections, time).
     pub limits: Limits,

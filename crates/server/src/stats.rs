@@ -4,6 +4,7 @@
 //! uncontended with one thread and short with several; a snapshot is then always consistent
 //! (count and ns of a bucket move together), which a client differencing two snapshots needs.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -46,6 +47,9 @@ pub struct InferTiming {
     pub output_ns: u64,
     /// From the request being fully read to its response being ready to write.
     pub success_ns: u64,
+    /// It joined a dynamic batch another request started: its inferences count, but the
+    /// execution (and its batch statistics) is the other request's.
+    pub batched: bool,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -68,8 +72,8 @@ pub struct ModelStats {
     pub compute_input: StatDuration,
     pub compute_infer: StatDuration,
     pub compute_output: StatDuration,
-    /// Indexed by batch size (0..=max_batch_size, or 1 for a model that does not batch).
-    pub batch: Vec<BatchStats>,
+    /// By batch size (1 for a model that does not batch), sizes that ran only.
+    pub batch: BTreeMap<usize, BatchStats>,
     pub input_bytes: u64,
 }
 
@@ -136,13 +140,7 @@ impl Stats {
     pub fn new() -> Stats {
         let models = MODELS
             .iter()
-            .map(|m| {
-                let batch = vec![BatchStats::default(); m.max_batch_size.max(1) + 1];
-                Mutex::new(ModelStats {
-                    batch,
-                    ..ModelStats::default()
-                })
-            })
+            .map(|_| Mutex::new(ModelStats::default()))
             .collect();
         Stats {
             http_requests: AtomicU64::new(0),
@@ -170,20 +168,22 @@ impl Stats {
         self.model(index).clone()
     }
 
-    /// Records one successful request (one execution of `t.batch_size` inferences).
+    /// Records one successful request (one execution of `t.batch_size` inferences, unless
+    /// it joined another's batch).
     pub fn record_success(&self, model: usize, t: &InferTiming) {
         let now = now_ms();
         let mut s = self.model(model);
         s.last_inference_ms = now;
         s.inference_count += t.batch_size as u64;
-        s.execution_count += 1;
         s.success.add(t.success_ns);
         s.queue.add(t.queue_ns);
         s.compute_input.add(t.input_ns);
         s.compute_infer.add(t.infer_ns);
         s.compute_output.add(t.output_ns);
         s.input_bytes += t.input_bytes;
-        if let Some(b) = s.batch.get_mut(t.batch_size) {
+        if !t.batched {
+            s.execution_count += 1;
+            let b = s.batch.entry(t.batch_size).or_default();
             b.compute_input.add(t.input_ns);
             b.compute_infer.add(t.infer_ns);
             b.compute_output.add(t.output_ns);
@@ -211,8 +211,6 @@ impl Stats {
         let batch_stats: Vec<Value> = s
             .batch
             .iter()
-            .enumerate()
-            .filter(|(_, b)| b.compute_infer.count > 0)
             .map(|(size, b)| {
                 json!({"batch_size": size, "compute_input": b.compute_input.json(),
                     "compute_infer": b.compute_infer.json(),
@@ -282,9 +280,16 @@ mod tests {
             infer_ns: 100,
             output_ns: 20,
             success_ns: 140,
+            batched: false,
         };
         stats.record_success(0, &t);
         stats.record_success(0, &InferTiming { batch_size: 1, ..t });
+        let joined = InferTiming { batched: true, ..t };
+        let other = Stats::new();
+        other.record_success(1, &joined);
+        let s1 = other.snapshot(1);
+        assert_eq!((s1.inference_count, s1.execution_count), (4, 0));
+        assert!(s1.batch.is_empty() && s1.compute_infer.count == 1);
         stats.record_failure(0, 7);
         stats.count_http_request();
         stats.count_grpc_call();

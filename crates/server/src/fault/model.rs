@@ -189,6 +189,7 @@ pub fn config_pb(mode: FaultMode, model: &str) -> pb::ModelConfigResponse {
         model_transaction_policy: Some(pb::ModelTransactionPolicy { decoupled: false }),
         response_cache: None,
         scheduling_choice: scheduling,
+        instance_group: Vec::new(),
     };
     pb::ModelConfigResponse {
         config: Some(config),

@@ -26,6 +26,8 @@ mod tests_hostile;
 #[cfg(test)]
 mod tests_llm;
 #[cfg(test)]
+mod tests_load_config;
+#[cfg(test)]
 mod tests_models;
 #[cfg(test)]
 mod tests_stream;

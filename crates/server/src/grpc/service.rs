@@ -1,5 +1,5 @@
 //! `/inference.GRPCInferenceService/*`: routing a call to its RPC, inference with the
-//! configured delays and `--serial`, the decoupled repeat model, and the stream (which also
+//! configured delays, the loaded instances and batching or `--serial`, the decoupled repeat model, and the stream (which also
 //! serves the fake LLM, see `llm`).
 //!
 //! Statistics go to the same `Stats` as the HTTP side, with the same timing points: `received`
@@ -28,6 +28,7 @@ use super::wire::{
 use crate::delay::sample_delay;
 use crate::execute::{execute, Env};
 use crate::infer::decoupled_refusal;
+use crate::instances::Run;
 use crate::models::MODELS;
 use crate::sequence::SeqControl;
 use crate::shm::{self, cuda as cuda_shm};
@@ -70,16 +71,18 @@ impl Service {
         }
     }
 
-    /// When an execution of `busy` ready at `ready` may start: at once, or for a serial model
-    /// when the previous execution is over (which then lasts until start + busy).
-    fn reserve(&self, index: usize, ready: Instant, busy: Duration) -> Instant {
+    /// When an execution of `batch` inferences, ready at `ready` and lasting `busy`, runs:
+    /// under the model's loaded instances and batcher, else at once or, for a serial model,
+    /// when the previous execution is over.
+    fn reserve(&self, index: usize, ready: Instant, batch: usize, busy: Duration) -> Run {
+        if let Some(run) = self.shared.repo.reserve(index, ready, batch, busy) {
+            return run;
+        }
         if !self.shared.serial[index] {
-            return ready;
+            return Run::serial(None, ready, busy);
         }
         let mut until = self.busy_until.lock().unwrap_or_else(|e| e.into_inner());
-        let start = ready.max(until[index]);
-        until[index] = start + busy;
-        start
+        Run::serial(Some(&mut until[index]), ready, busy)
     }
 
     /// Answers one call, whatever its method.
@@ -196,7 +199,7 @@ impl Service {
         }
         let index = unary::lookup_loaded(&self.shared.repo, &req.model_name, &req.model_version)?;
         self.shared.log_arrival(index, received);
-        let model = &MODELS[index];
+        let model = &self.shared.repo.model(index);
         let stats = &self.shared.stats;
         let started = Instant::now();
         let fail = |msg: String| {
@@ -241,13 +244,15 @@ impl Service {
             infer_ns: nanos(encoding - computed),
             output_ns: nanos(ready - encoding),
             success_ns: 0,
+            batched: false,
         };
         let wait = self.sample(index) + ran.composing_delay;
-        if !wait.is_zero() {
-            let start = self.reserve(index, ready, wait);
-            timing.queue_ns += nanos(start - ready);
-            sleep_until(start + wait).await;
-            timing.infer_ns += nanos(start.elapsed());
+        let run = self.reserve(index, ready, batch_size, wait);
+        if run.end > ready {
+            timing.queue_ns += nanos(run.start - ready);
+            timing.batched = run.batched;
+            sleep_until(run.end).await;
+            timing.infer_ns += nanos(run.start.elapsed());
         }
         timing.success_ns = nanos(received.elapsed());
         stats.record_success(index, &timing);
@@ -263,7 +268,7 @@ impl Service {
         send: &mut SendStream<Bytes>,
     ) -> Result<(), Status> {
         self.shared.log_arrival(index, received);
-        let model = &MODELS[index];
+        let model = &self.shared.repo.model(index);
         let stats = &self.shared.stats;
         let started = Instant::now();
         let checked = decode_inputs(model, req).and_then(|(inputs, _)| {
@@ -283,7 +288,8 @@ impl Service {
         })?;
         let ready = Instant::now();
         let gaps: Vec<Duration> = values.iter().map(|_| self.sample(index)).collect();
-        let start = self.reserve(index, ready, gaps.iter().sum());
+        let run = self.reserve(index, ready, 1, gaps.iter().sum());
+        let start = run.start;
         let mut last = start;
         for (i, (&value, &gap)) in values.iter().zip(&gaps).enumerate() {
             sleep_until(last + gap).await;
@@ -312,6 +318,7 @@ impl Service {
             infer_ns: nanos(done.saturating_duration_since(start)),
             output_ns: 0,
             success_ns: nanos(done - received),
+            batched: run.batched,
         };
         stats.record_success(index, &timing);
         Ok(())
@@ -463,15 +470,15 @@ mod tests {
         let ms = Duration::from_millis;
         let (s, p) = (service(true), service(false));
         let now = Instant::now();
-        assert_eq!(s.reserve(0, now, ms(5)), now);
-        assert_eq!(s.reserve(0, now + ms(1), ms(5)), now + ms(5));
+        assert_eq!(s.reserve(0, now, 1, ms(5)).start, now);
+        assert_eq!(s.reserve(0, now + ms(1), 1, ms(5)).start, now + ms(5));
         assert_eq!(
-            s.reserve(1, now, ms(5)),
+            s.reserve(1, now, 1, ms(5)).start,
             now,
             "models have their own instance"
         );
-        assert_eq!(p.reserve(0, now, ms(5)), now);
-        assert_eq!(p.reserve(0, now, ms(5)), now);
+        assert_eq!(p.reserve(0, now, 1, ms(5)).start, now);
+        assert_eq!(p.reserve(0, now, 1, ms(5)).start, now);
         assert_eq!(p.sample(0), ms(2));
     }
 }

@@ -11,7 +11,8 @@ use inferperf_client::protocol::grpc::pb::inference::model_config::SchedulingCho
 use inferperf_client::tensor::DataType;
 
 use super::wire::{code, Status};
-use crate::repository::{self, RepoError, Repository};
+use crate::repository::{self, LoadParams, RepoError, Repository};
+use crate::settings::{InstanceGroup, ModelSettings};
 
 /// The model a request names (index into `MODELS`); an empty version means the latest.
 /// Messages match the HTTP side's 404 texts.
@@ -58,9 +59,11 @@ pub fn model_metadata(
     repo: &Repository,
     req: &pb::ModelMetadataRequest,
 ) -> Result<pb::ModelMetadataResponse, Status> {
-    Ok(metadata_of(
-        &MODELS[lookup_loaded(repo, &req.name, &req.version)?],
-    ))
+    Ok(metadata_of(&repo.model(lookup_loaded(
+        repo,
+        &req.name,
+        &req.version,
+    )?)))
 }
 
 /// The metadata of a model definition, the same facts as the HTTP metadata JSON.
@@ -93,13 +96,18 @@ fn config_type(datatype: DataType) -> i32 {
     pb::DataType::from_str_name(&name).unwrap_or(pb::DataType::TypeInvalid) as i32
 }
 
-/// The model configuration, the same facts as the HTTP config JSON.
+/// The repository configuration of a model, the same facts as the HTTP config JSON.
 pub fn config_of(model: &ModelDef) -> pb::ModelConfig {
+    config_with(model, &model.settings())
+}
+
+/// The configuration with loaded `settings`, the same facts as the HTTP config JSON.
+pub fn config_with(model: &ModelDef, settings: &ModelSettings) -> pb::ModelConfig {
     pb::ModelConfig {
         name: model.name.into(),
         platform: model.platform().into(),
         backend: if model.steps.is_empty() { PLATFORM } else { "" }.into(),
-        max_batch_size: model.max_batch_size as i32,
+        max_batch_size: settings.max_batch_size as i32,
         input: model
             .inputs
             .iter()
@@ -120,7 +128,8 @@ pub fn config_of(model: &ModelDef) -> pb::ModelConfig {
                 ..Default::default()
             })
             .collect(),
-        scheduling_choice: scheduling(model),
+        scheduling_choice: scheduling(model, settings),
+        instance_group: instance_groups(model, settings),
         model_transaction_policy: Some(pb::ModelTransactionPolicy {
             decoupled: model.decoupled,
         }),
@@ -128,8 +137,33 @@ pub fn config_of(model: &ModelDef) -> pb::ModelConfig {
     }
 }
 
-/// `sequence_batching` for sequence models, `ensemble_scheduling` (the steps) for ensembles.
-fn scheduling(model: &ModelDef) -> Option<SchedulingChoice> {
+/// The instance groups (none for an ensemble, as in Triton's config).
+fn instance_groups(model: &ModelDef, settings: &ModelSettings) -> Vec<pb::ModelInstanceGroup> {
+    if !model.steps.is_empty() {
+        return Vec::new();
+    }
+    let group = |g: InstanceGroup| pb::ModelInstanceGroup {
+        name: g.name,
+        kind: g.kind.proto(),
+        count: g.count as i32,
+        gpus: g.gpus,
+        ..Default::default()
+    };
+    settings.groups(model.name).into_iter().map(group).collect()
+}
+
+/// `sequence_batching` for sequence models, `ensemble_scheduling` (the steps) for ensembles,
+/// `dynamic_batching` when it is loaded.
+fn scheduling(model: &ModelDef, settings: &ModelSettings) -> Option<SchedulingChoice> {
+    if let Some(b) = &settings.dynamic_batching {
+        return Some(SchedulingChoice::DynamicBatching(
+            pb::ModelDynamicBatching {
+                preferred_batch_size: b.preferred_batch_size.iter().map(|&n| n as i32).collect(),
+                max_queue_delay_microseconds: b.max_queue_delay.as_micros() as u64,
+                preserve_ordering: b.preserve_ordering,
+            },
+        ));
+    }
     if model.sequence {
         return Some(SchedulingChoice::SequenceBatching(
             pb::ModelSequenceBatching {},
@@ -189,9 +223,9 @@ pub fn model_config(
     repo: &Repository,
     req: &pb::ModelConfigRequest,
 ) -> Result<pb::ModelConfigResponse, Status> {
-    let model = &MODELS[lookup_loaded(repo, &req.name, &req.version)?];
+    let index = lookup_loaded(repo, &req.name, &req.version)?;
     Ok(pb::ModelConfigResponse {
-        config: Some(config_of(model)),
+        config: Some(config_with(&repo.model(index), &repo.settings(index))),
     })
 }
 
@@ -221,7 +255,7 @@ pub fn repository_index(
             name: e.name.into(),
             version: e.version.unwrap_or_default().into(),
             state: e.state.unwrap_or_default().into(),
-            reason: e.reason.unwrap_or_default().into(),
+            reason: e.reason.unwrap_or_default(),
         })
         .collect();
     pb::RepositoryIndexResponse { models }
@@ -231,14 +265,41 @@ fn repo_status(e: RepoError) -> Status {
     match e {
         RepoError::Unavailable(m) => Status::new(code::UNAVAILABLE, m),
         RepoError::Internal(m) => Status::new(code::INTERNAL, m),
+        RepoError::InvalidArg(m) => Status::invalid(m),
     }
 }
 
+/// RepositoryModelLoad; its parameters may be `config` (string_param: a JSON config
+/// override) and `file:PATH` (bytes_param), with Triton's refusals of anything else.
 pub fn repository_load(
     repo: &Repository,
     req: &pb::RepositoryModelLoadRequest,
 ) -> Result<pb::RepositoryModelLoadResponse, Status> {
-    repo.load(&req.model_name).map_err(repo_status)?;
+    use pb::model_repository_parameter::ParameterChoice;
+    let mut params = LoadParams::default();
+    for (name, param) in &req.parameters {
+        let wrong = |want: &str| {
+            Status::invalid(format!(
+                "invalid value type for load parameter '{name}', expected {want}."
+            ))
+        };
+        match (name.as_str(), &param.parameter_choice) {
+            ("config", Some(ParameterChoice::StringParam(text))) => {
+                params.config = Some(text.clone())
+            }
+            ("config", _) => return Err(wrong("string_param")),
+            (file, Some(ParameterChoice::BytesParam(_))) if file.starts_with("file:") => {
+                params.files.push(name.clone())
+            }
+            (file, _) if file.starts_with("file:") => return Err(wrong("bytes_param")),
+            _ => {
+                return Err(Status::invalid(format!(
+                    "unrecognized load parameter '{name}'."
+                )))
+            }
+        }
+    }
+    repo.load(&req.model_name, &params).map_err(repo_status)?;
     Ok(pb::RepositoryModelLoadResponse {})
 }
 
@@ -286,9 +347,7 @@ pub fn model_statistics(
             let batch_stats = s
                 .batch
                 .iter()
-                .enumerate()
-                .filter(|(_, b)| b.compute_infer.count > 0)
-                .map(|(size, b)| pb::InferBatchStatistics {
+                .map(|(&size, b)| pb::InferBatchStatistics {
                     batch_size: size as u64,
                     compute_input: duration(b.compute_input),
                     compute_infer: duration(b.compute_infer),
@@ -364,6 +423,7 @@ mod tests {
             infer_ns: 7,
             output_ns: 11,
             success_ns: 26,
+            batched: false,
         };
         stats.record_success(1, &t);
         stats.record_failure(1, 4);
