@@ -94,7 +94,7 @@ fn connections_that_never_bring_a_request_are_closed_after_the_read_timeout() {
     for (what, s) in &mut conns {
         assert_closed_after(what, s, start, SHORT);
     }
-    assert_eq!(server.open_connections(), 0);
+    eventually(|| server.open_connections() == 0);
     // A connection that brings its request in time is served.
     let mut c = Client::connect(http);
     check_simple_binary(&c.request(&simple_binary(1)), 1);
@@ -169,12 +169,20 @@ fn connections_idle_between_requests_are_closed_after_the_idle_timeout() {
     check_simple_binary(&c.request(&simple_binary(1)), 1);
     let served = Instant::now();
     assert_closed_after("HTTP after a request", &mut c.stream, served, SHORT);
-    // A connection that keeps sending requests stays open past the idle timeout.
+    // A connection that keeps sending requests stays open for many idle timeouts.
+    let idle_timeout = Duration::from_secs(1);
+    let server = limited(
+        Limits {
+            idle_timeout,
+            ..Limits::default()
+        },
+        Vec::new(),
+    );
     let mut busy = Client::connect(server.addr);
-    let until = Instant::now() + SHORT * 3;
+    let until = Instant::now() + idle_timeout * 3;
     while Instant::now() < until {
         check_simple_binary(&busy.request(&simple_binary(2)), 2);
-        std::thread::sleep(SHORT / 6);
+        std::thread::sleep(idle_timeout / 10);
     }
     check_simple_binary(&busy.request(&simple_binary(3)), 3);
 }
@@ -183,7 +191,6 @@ fn connections_idle_between_requests_are_closed_after_the_idle_timeout() {
 fn a_trickled_body_is_cut_off_with_408() {
     let server = limited(
         Limits {
-            read_timeout: SHORT,
             request_read_timeout: SHORT * 3,
             ..Limits::default()
         },
@@ -191,7 +198,7 @@ fn a_trickled_body_is_cut_off_with_408() {
     );
     let mut c = Client::connect(server.addr);
     c.send(b"POST /v2/models/simple/infer HTTP/1.1\r\nContent-Length: 1000\r\n\r\n{");
-    // A byte every 50 ms never pauses for the 300 ms read timeout; 1,000 would take 50 s.
+    // A byte every 50 ms never pauses for the 30 s read timeout; 1,000 would take 50 s.
     let start = Instant::now();
     let mut sent = 1;
     while sent < 1000 && start.elapsed() < GENEROUS * 2 {
@@ -242,7 +249,8 @@ fn at_max_connections_idle_connections_make_way_for_requests() {
         .map(|i| open(firsts[i % 4].0, firsts[i % 4].1))
         .collect();
     eventually(|| server.connection_totals().0 as usize == 1 + flood.len());
-    assert!(server.open_connections() <= max + 1, "flood capped");
+    // The connections whose places were taken close.
+    eventually(|| server.open_connections() <= max);
     // Real clients are served, on both ports, while the flood holds its connections.
     let mut c = Client::connect(http);
     assert_eq!(c.request(&get("/v2/health/ready")).status, 200);

@@ -153,13 +153,23 @@ where
         return;
     };
     let calls = Arc::new(Calls::default());
-    let (mut idle, mut idle_due) = (true, first_due);
+    // When the connection became idle; None before its first call.
+    let (mut idle, mut idle_since) = (true, None);
+    // One timer and one wake-up registration for the connection's life, not one per call:
+    // the timer is moved on when it fires early, and back only for a shorter idle time.
+    let timer = tokio::time::sleep_until(first_due.into());
+    let none_left = calls.none_left.notified();
+    tokio::pin!(timer, none_left);
     loop {
         if !idle && calls.running.load(Ordering::Acquire) == 0 {
             let now = Instant::now();
-            (idle, idle_due) = (true, now + limits.idle_timeout);
+            (idle, idle_since) = (true, Some(now));
             if !place.idle(now, true) {
                 return;
+            }
+            let due = (now + limits.idle_timeout).into();
+            if due < timer.deadline() {
+                timer.as_mut().reset(due);
             }
         }
         tokio::select! {
@@ -177,9 +187,13 @@ where
                     drop(call);
                 });
             }
-            _ = calls.none_left.notified(), if !idle => {}
-            _ = tokio::time::sleep_until(idle_due.into()), if idle => {
-                return close_idle(conn).await;
+            () = &mut none_left, if !idle => none_left.set(calls.none_left.notified()),
+            () = &mut timer, if idle => {
+                let due = idle_since.map_or(first_due, |at| at + limits.idle_timeout);
+                if due <= Instant::now() {
+                    return close_idle(conn).await;
+                }
+                timer.as_mut().reset(due.into());
             }
         }
     }
