@@ -109,14 +109,24 @@ struct ServeArgs {
     /// RESOURCE_EXHAUSTED).
     #[arg(long, default_value_t = limits::DEFAULT_MAX_REQUEST_BYTES, value_name = "BYTES")]
     max_request_bytes: usize,
-    /// Connections open at once, HTTP and gRPC together; more are closed at accept (HTTP with
-    /// a 503).
+    /// Connections open at once, HTTP and gRPC together. A new one past it takes the place of
+    /// the connection idle longest (one that has not completed a request first); when all
+    /// are busy it is closed at accept (HTTP with a 503).
     #[arg(long, default_value_t = limits::DEFAULT_MAX_CONNECTIONS, value_name = "N")]
     max_connections: usize,
-    /// Seconds an HTTP request head may take to arrive after its first byte, and the longest
-    /// a request body may pause; then the answer is 408 and the connection closes.
+    /// Seconds a new connection may stay silent before it is closed (gRPC: until TLS, the
+    /// HTTP/2 preface and its first call are in); also the longest an HTTP request head may
+    /// take after its first byte, and a body may pause (then the answer is 408).
     #[arg(long, default_value_t = limits::DEFAULT_READ_TIMEOUT.as_secs_f64(), value_name = "SECONDS")]
     read_timeout: f64,
+    /// Seconds a connection may stay idle between requests (gRPC: with no call open) before
+    /// it is closed.
+    #[arg(long, default_value_t = limits::DEFAULT_IDLE_TIMEOUT.as_secs_f64(), value_name = "SECONDS")]
+    idle_timeout: f64,
+    /// Seconds a whole request may take to arrive after its first byte, however steadily it
+    /// trickles in (HTTP: 408; gRPC: DEADLINE_EXCEEDED for the call, or the stream's message).
+    #[arg(long, default_value_t = limits::DEFAULT_REQUEST_READ_TIMEOUT.as_secs_f64(), value_name = "SECONDS")]
+    request_read_timeout: f64,
     /// Streams one gRPC (HTTP/2) connection may have open at once; more are refused with
     /// REFUSED_STREAM.
     #[arg(long, default_value_t = limits::DEFAULT_MAX_STREAMS, value_name = "N")]
@@ -170,21 +180,26 @@ fn run_duration(secs: f64) -> Result<Duration> {
         })
 }
 
-/// `--max-request-bytes`, `--max-connections`, `--read-timeout`, `--max-concurrent-streams`.
-fn limits_of(flags: &ServeArgs) -> Result<Limits> {
-    let read_timeout = Duration::try_from_secs_f64(flags.read_timeout)
+/// A timeout flag's seconds: positive, at most a day.
+fn timeout_secs(flag: &str, secs: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(secs)
         .ok()
         .filter(|d| !d.is_zero() && d.as_secs() <= 86_400)
         .ok_or_else(|| {
             Error::usage(format!(
-                "--read-timeout {:?}: expected a positive number of seconds, at most 86400",
-                flags.read_timeout
+                "{flag} {secs:?}: expected a positive number of seconds, at most 86400"
             ))
-        })?;
+        })
+}
+
+/// `--max-request-bytes`, `--max-connections`, the timeouts, `--max-concurrent-streams`.
+fn limits_of(flags: &ServeArgs) -> Result<Limits> {
     Ok(Limits {
         max_request_bytes: flags.max_request_bytes,
         max_connections: flags.max_connections,
-        read_timeout,
+        read_timeout: timeout_secs("--read-timeout", flags.read_timeout)?,
+        idle_timeout: timeout_secs("--idle-timeout", flags.idle_timeout)?,
+        request_read_timeout: timeout_secs("--request-read-timeout", flags.request_read_timeout)?,
         max_streams: flags.max_concurrent_streams,
     })
 }

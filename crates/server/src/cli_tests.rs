@@ -87,7 +87,7 @@ fn grpc_and_tls_flags() {
 #[test]
 fn limit_flags() {
     let line = "serve --max-request-bytes 1024 --max-connections 10 --read-timeout 0.5 \
-                --max-concurrent-streams 8";
+                --idle-timeout 2 --request-read-timeout 7.5 --max-concurrent-streams 8";
     let Parsed::Run(cfg, _) = parse(args(line)).unwrap() else {
         panic!()
     };
@@ -95,6 +95,8 @@ fn limit_flags() {
         max_request_bytes: 1024,
         max_connections: 10,
         read_timeout: Duration::from_millis(500),
+        idle_timeout: Duration::from_secs(2),
+        request_read_timeout: Duration::from_millis(7500),
         max_streams: 8,
     };
     assert_eq!(cfg.limits, want);
@@ -105,6 +107,14 @@ fn limit_flags() {
         ),
         ("serve --read-timeout 1e300", "--read-timeout 1e300"),
         ("serve --read-timeout nan", "--read-timeout NaN"),
+        (
+            "serve --idle-timeout 0",
+            "--idle-timeout 0.0: expected a positive",
+        ),
+        (
+            "serve --request-read-timeout 100000",
+            "--request-read-timeout 100000.0: expected a positive number of seconds, at most 86400",
+        ),
         ("serve --max-request-bytes 1.5", "--max-request-bytes"),
         ("serve --max-connections 1e3", "--max-connections"),
     ] {
@@ -120,6 +130,9 @@ fn limit_flags() {
         "[default: 67108864]",
         "--max-connections <N>",
         "--read-timeout <SECONDS>",
+        "--idle-timeout <SECONDS>",
+        "[default: 60]",
+        "--request-read-timeout <SECONDS>",
         "--max-concurrent-streams <N>",
         "RESOURCE_EXHAUSTED",
     ] {

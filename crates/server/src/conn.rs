@@ -7,6 +7,12 @@
 //! queue until its deadline, and everything behind it waits too, so responses stay in order
 //! without ever blocking the loop. An OpenAI event stream sits in the same queue and re-arms
 //! its own deadline for each event (see `llm::stream`).
+//!
+//! A connection holds no buffer until its first bytes arrive, and keeps its place (see
+//! `places`) in step: idle while no request is being answered and no body is arriving.
+//! One deadline at a time is armed for reading: the first request (`--read-timeout` after
+//! accept), the request partly there (its head, a body pause, the whole request), or the idle
+//! time between requests (`--idle-timeout`).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -26,13 +32,14 @@ use super::llm::generate;
 use super::llm::load::InFlight;
 use super::llm::openai::{self, OaiReply};
 use super::llm::stream::SseStream;
+use super::places::Place;
 use super::reply::InferDone;
 use super::reply::{Outcome, Request, JSON};
 use super::routes::route;
 use super::state::Shared;
 use super::stats::{InferTiming, Stats};
 
-/// Initial (and idle) read buffer per connection, bytes; it grows for larger requests.
+/// Read buffer per connection once it has sent a byte, bytes; it grows for larger requests.
 pub const READ_BUF: usize = 16 * 1024;
 /// Bytes of chunk framing a request may carry besides its head and body.
 const MAX_CHUNK_FRAMING: usize = 1024 * 1024;
@@ -115,20 +122,40 @@ pub struct Conn {
     max_raw: usize,
     /// How long a head may take, and a body may pause (`--read-timeout`).
     read_timeout: Duration,
+    /// How long a whole request may take to arrive (`--request-read-timeout`).
+    request_read_timeout: Duration,
+    /// How long the connection may wait idle between requests (`--idle-timeout`).
+    idle_timeout: Duration,
+    /// The connection's place among the open ones.
+    pub place: Place,
+    /// When the connection was accepted.
+    accepted: Instant,
+    /// When the connection last became idle (see [`Conn::idle`]).
+    idle_since: Instant,
+    /// The connection was idle when its place was last told.
+    was_idle: bool,
+    /// A request has been read completely.
+    served: bool,
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream, generation: u64, limits: &Limits) -> Conn {
-        let now = Instant::now();
+    /// A connection accepted at `now`, holding `place`.
+    pub fn new(
+        stream: TcpStream,
+        generation: u64,
+        limits: &Limits,
+        place: Place,
+        now: Instant,
+    ) -> Conn {
         Conn {
             stream,
             generation,
-            rbuf: vec![0; READ_BUF],
+            rbuf: Vec::new(),
             rstart: 0,
             rend: 0,
             reader: RequestReader::new(limits.max_request_bytes),
             decoded: Vec::new(),
-            wbuf: Vec::with_capacity(READ_BUF),
+            wbuf: Vec::new(),
             wpos: 0,
             held: VecDeque::new(),
             held_bytes: 0,
@@ -145,6 +172,13 @@ impl Conn {
                 .saturating_add(limits.max_request_bytes)
                 .saturating_add(MAX_CHUNK_FRAMING),
             read_timeout: limits.read_timeout,
+            request_read_timeout: limits.request_read_timeout,
+            idle_timeout: limits.idle_timeout,
+            place,
+            accepted: now,
+            idle_since: now,
+            was_idle: true,
+            served: false,
         }
     }
 
@@ -165,8 +199,24 @@ impl Conn {
         (self.closing || self.read_eof) && self.unsent() == 0 && self.held.is_empty()
     }
 
-    /// Makes room for a read: drops consumed bytes, grows for a large request, or refuses.
+    /// No request is being answered or its body read, and the connection may go on reading:
+    /// its place may go to a new connection. A partial request head counts as idle.
+    fn idle(&self) -> bool {
+        self.reader.in_head()
+            && !self.backlog
+            && self.unsent() == 0
+            && self.held.is_empty()
+            && !self.closing
+            && !self.read_eof
+            && self.lingering.is_none()
+    }
+
+    /// Makes room for a read: drops consumed bytes, grows for a large request (to its exact
+    /// size once its head announced it), or refuses.
     fn make_room(&mut self) -> Result<(), ()> {
+        if self.rbuf.is_empty() {
+            self.rbuf = vec![0; READ_BUF];
+        }
         if self.rstart == self.rend {
             if self.rbuf.len() > 4 * READ_BUF {
                 self.rbuf = vec![0; READ_BUF];
@@ -186,8 +236,11 @@ impl Conn {
         if self.rbuf.len() >= self.max_raw {
             return Err(());
         }
-        let grown = (self.rbuf.len() * 2).min(self.max_raw);
-        self.rbuf.resize(grown, 0);
+        let grown = match self.reader.request_len() {
+            Some(len) if len > self.rbuf.len() => len,
+            _ => self.rbuf.len() * 2,
+        };
+        self.rbuf.resize(grown.min(self.max_raw), 0);
         Ok(())
     }
 
@@ -508,6 +561,9 @@ fn process(conn: &mut Conn, ctx: &mut Ctx) {
                 answer(conn, ctx, &head, body);
                 conn.rstart += consumed;
                 conn.request_started = None;
+                conn.served = true;
+                // Idle again from now on, even if the answer went out at once.
+                conn.was_idle = false;
                 if conn.rstart == conn.rend && conn.decoded.capacity() > 4 * READ_BUF {
                     // A large chunked body's buffer is not kept by an idle connection.
                     conn.decoded = Vec::new();
@@ -538,6 +594,9 @@ pub fn pump(conn: &mut Conn, ctx: &mut Ctx) -> bool {
     if conn.lingering.is_some() {
         return discard_input(conn);
     }
+    if conn.place.evicted() {
+        return false;
+    }
     if conn.backlog && conn.room_to_answer() {
         process(conn, ctx);
     }
@@ -566,6 +625,9 @@ pub fn pump(conn: &mut Conn, ctx: &mut Ctx) -> bool {
             break;
         }
     }
+    if !sync_place(conn) {
+        return false;
+    }
     arm_read_timer(conn, ctx);
     if !conn.finished() {
         return true;
@@ -584,70 +646,142 @@ pub fn pump(conn: &mut Conn, ctx: &mut Ctx) -> bool {
     discard_input(conn)
 }
 
-/// When the request being read times out: its head [`Conn::read_timeout`] after its first
-/// byte, its body that long after the last byte.
+/// Tells the connection's place whether it is idle now; false when the place has gone to
+/// another connection (close it).
+fn sync_place(conn: &mut Conn) -> bool {
+    let idle = conn.idle();
+    if idle && !conn.was_idle {
+        conn.idle_since = Instant::now();
+    }
+    conn.was_idle = idle;
+    if idle {
+        conn.place.idle(conn.idle_since, conn.served)
+    } else {
+        conn.place.busy()
+    }
+}
+
+/// When the request being read times out: [`Conn::request_read_timeout`] after its first byte,
+/// and sooner its head [`Conn::read_timeout`] after its first byte, its body that long after
+/// the last byte.
 fn read_due(conn: &Conn, started: Instant) -> Instant {
     let from = if conn.reader.in_head() {
         started
     } else {
         conn.last_read
     };
-    from + conn.read_timeout
+    (from + conn.read_timeout).min(started + conn.request_read_timeout)
 }
 
-/// Arms a timer for the request being read, if one is partly there and none is armed yet.
+/// Why the request being read (its first byte at `started`) is refused at `now`, if it is late.
+fn lateness(conn: &Conn, started: Instant, now: Instant) -> Option<String> {
+    if started + conn.request_read_timeout <= now {
+        return Some(format!(
+            "request not complete {:?} after its first byte (--request-read-timeout)",
+            conn.request_read_timeout
+        ));
+    }
+    if read_due(conn, started) > now {
+        return None;
+    }
+    Some(if conn.reader.in_head() {
+        format!(
+            "request head not complete {:?} after its first byte",
+            conn.read_timeout
+        )
+    } else {
+        format!("request body paused for more than {:?}", conn.read_timeout)
+    })
+}
+
+/// When an idle connection with nothing partly read is closed: [`Conn::read_timeout`] after
+/// accept until its first request, then [`Conn::idle_timeout`] after it last became idle.
+fn idle_due(conn: &Conn) -> Instant {
+    if conn.served {
+        conn.idle_since + conn.idle_timeout
+    } else {
+        conn.accepted + conn.read_timeout
+    }
+}
+
+/// Arms the read timer for the request partly there, or for the idle connection, unless one
+/// is armed for that time or sooner already. Nothing is armed while answers are pending.
 fn arm_read_timer(conn: &mut Conn, ctx: &mut Ctx) {
-    let partial = conn.rstart < conn.rend || !conn.reader.in_head();
-    if !partial || conn.closing || conn.read_eof {
+    if conn.closing || conn.read_eof {
         conn.request_started = None;
         return;
     }
-    let started = *conn.request_started.get_or_insert(conn.last_read);
-    if conn.read_deadline.is_none() {
-        let due = read_due(conn, started);
+    let partial = conn.rstart < conn.rend || !conn.reader.in_head();
+    let due = if partial {
+        let started = *conn.request_started.get_or_insert(conn.last_read);
+        read_due(conn, started)
+    } else {
+        conn.request_started = None;
+        if !conn.idle() {
+            return;
+        }
+        idle_due(conn)
+    };
+    arm_at(conn, ctx, due);
+}
+
+fn arm_at(conn: &mut Conn, ctx: &mut Ctx, due: Instant) {
+    if conn.read_deadline.map_or(true, |armed| due < armed) {
         conn.read_deadline = Some(due);
         ctx.timers.push(Reverse((due, ctx.slot, conn.generation)));
     }
 }
 
 /// A timer of the connection fired: a request that has not arrived in time is refused with
-/// 408 (the connection closes after it), and held answers whose time has come are released.
-/// Returns false when the connection must be closed now (its lingering close is over).
+/// 408 (the connection closes after it), an idle connection whose time is up is closed, and
+/// held answers whose time has come are released. Returns false when the connection must be
+/// closed now (idle too long, or its lingering close is over).
 pub fn on_timer(conn: &mut Conn, ctx: &mut Ctx, now: Instant) -> bool {
     if conn.lingering.is_some() {
         return now < conn.linger_until;
     }
     if conn.read_deadline.is_some_and(|d| d <= now) {
         conn.read_deadline = None;
-        if let Some(started) = conn.request_started.filter(|_| !conn.closing) {
-            // While the server itself holds answers back it does not read: not the client's delay.
-            let due = if conn.unsent() > 0 || !conn.held.is_empty() {
-                now + conn.read_timeout
-            } else {
-                read_due(conn, started)
-            };
-            if due <= now {
-                let msg = if conn.reader.in_head() {
-                    format!(
-                        "request head not complete {:?} after its first byte",
-                        conn.read_timeout
-                    )
-                } else {
-                    format!("request body paused for more than {:?}", conn.read_timeout)
-                };
-                refuse(conn, ctx, 408, &msg);
-            } else {
-                conn.read_deadline = Some(due);
-                ctx.timers.push(Reverse((due, ctx.slot, conn.generation)));
-            }
+        if !check_read(conn, ctx, now) {
+            return false;
         }
     }
     conn.release_held(now, ctx.shared, ctx.timers, ctx.slot);
     true
 }
 
+/// The read deadline has passed: refuses a late request, or says the idle connection must
+/// close (false), or arms the timer again.
+fn check_read(conn: &mut Conn, ctx: &mut Ctx, now: Instant) -> bool {
+    if conn.closing || conn.read_eof {
+        return true;
+    }
+    let Some(started) = conn.request_started else {
+        if conn.idle() && idle_due(conn) <= now {
+            return false;
+        }
+        arm_read_timer(conn, ctx);
+        return true;
+    };
+    if conn.unsent() > 0 || !conn.held.is_empty() {
+        // While the server itself holds answers back it does not read: not the client's
+        // delay. The request's time starts again.
+        conn.request_started = Some(now);
+        arm_at(conn, ctx, now + conn.read_timeout);
+        return true;
+    }
+    match lateness(conn, started, now) {
+        Some(msg) => refuse(conn, ctx, 408, &msg),
+        None => arm_read_timer(conn, ctx),
+    }
+    true
+}
+
 /// Reads and drops input while lingering; false once the peer is done or sent too much.
 fn discard_input(conn: &mut Conn) -> bool {
+    if conn.rbuf.is_empty() {
+        conn.rbuf = vec![0; READ_BUF];
+    }
     loop {
         match conn.stream.read(&mut conn.rbuf) {
             Ok(0) => return false,

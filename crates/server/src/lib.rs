@@ -22,7 +22,8 @@
 //!   `stats`, `trace`, `request_log`, `shm` (system and CUDA shared memory regions, with their
 //!   HTTP and gRPC calls), `llm::state` (the LLM settings and token log), `json_data`, `reply`
 //!   (what an endpoint hands the connection), `delay`, `http` (request parsing, limits,
-//!   response framing), `limits` (what a client may send: sizes, connections, time);
+//!   response framing), `limits` (what a client may send: sizes, connections, time), `places`
+//!   (connection places, and taking them back from idle connections);
 //! - `fault` (`serve --fault MODE`): a separate, deliberately faulty server for testing clients.
 
 mod cli;
@@ -40,6 +41,7 @@ mod llm;
 mod load_config;
 mod metrics;
 mod models;
+mod places;
 mod reply;
 mod repository;
 mod request_log;
@@ -67,6 +69,8 @@ mod tests_endpoints;
 mod tests_generate;
 #[cfg(test)]
 mod tests_hostile;
+#[cfg(test)]
+mod tests_idle;
 #[cfg(test)]
 mod tests_load_config;
 #[cfg(test)]

@@ -15,6 +15,7 @@ use super::grpc;
 use super::limits::Limits;
 use super::llm::state::{OpenAiConfig, OpenAiState};
 use super::models;
+use super::places::Inbox;
 use super::repository::{self, ControlMode};
 use super::sequence;
 use super::state::Shared;
@@ -84,7 +85,8 @@ pub struct ServerHandle {
     /// The gRPC endpoint's address, when the config asked for one.
     pub grpc_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
-    wakers: Vec<Waker>,
+    /// Each HTTP thread's eviction inbox, with the waker of its loop.
+    inboxes: Vec<Arc<Inbox>>,
     threads: Vec<JoinHandle<()>>,
     /// The gRPC / HTTPS-front runtime, when either is on.
     runtime: Option<grpc::Runtime>,
@@ -104,6 +106,11 @@ impl ServerHandle {
     /// Connections since start, HTTP and gRPC: (accepted, refused over `--max-connections`).
     pub fn connection_totals(&self) -> (u64, u64) {
         self.shared.conns.totals()
+    }
+
+    /// Idle connections closed since start to make room for a new one at `--max-connections`.
+    pub fn connections_evicted(&self) -> u64 {
+        self.shared.conns.evicted()
     }
 
     /// Connections open now, HTTP and gRPC (an HTTPS connection counts once its request reaches
@@ -222,8 +229,8 @@ impl ServerHandle {
             runtime.shutdown();
         }
         self.shared.stop.store(true, Ordering::Release);
-        for waker in &self.wakers {
-            let _ = waker.wake();
+        for inbox in &self.inboxes {
+            inbox.wake();
         }
         for thread in self.threads.drain(..) {
             let _ = thread.join();
@@ -278,6 +285,11 @@ fn check_limits(limits: &Limits) -> Result<()> {
         (limits.max_request_bytes == 0, "--max-request-bytes"),
         (limits.max_connections == 0, "--max-connections"),
         (limits.read_timeout.is_zero(), "--read-timeout"),
+        (limits.idle_timeout.is_zero(), "--idle-timeout"),
+        (
+            limits.request_read_timeout.is_zero(),
+            "--request-read-timeout",
+        ),
         (limits.max_streams == 0, "--max-concurrent-streams"),
     ];
     match zero.iter().find(|(is_zero, _)| *is_zero) {
@@ -398,7 +410,7 @@ pub fn start(cfg: ServeConfig) -> Result<ServerHandle> {
         addr,
         grpc_addr,
         shared,
-        wakers: Vec::new(),
+        inboxes: Vec::new(),
         threads: Vec::new(),
         runtime: None,
     };
@@ -431,9 +443,10 @@ fn start_http_thread(
     seed: u64,
 ) -> Result<()> {
     let poll = Poll::new()?;
-    let waker = Waker::new(poll.registry(), WAKER)?;
+    let inbox = Arc::new(Inbox::new(Waker::new(poll.registry(), WAKER)?));
     let thread_listener = mio::net::TcpListener::from_std(listener.try_clone()?);
-    let worker = Worker::new(poll, thread_listener, Arc::clone(&handle.shared), seed)?;
+    let shared = Arc::clone(&handle.shared);
+    let worker = Worker::new(poll, thread_listener, shared, Arc::clone(&inbox), seed)?;
     let core = (!pin_cores.is_empty()).then(|| pin_cores[i % pin_cores.len()]);
     let thread = std::thread::Builder::new()
         .name(format!("inferperf-serve-{i}"))
@@ -448,7 +461,7 @@ fn start_http_thread(
             }
         })
         .map_err(|e| Error::generic(format!("cannot start server thread: {e}")))?;
-    handle.wakers.push(waker);
+    handle.inboxes.push(inbox);
     handle.threads.push(thread);
     Ok(())
 }

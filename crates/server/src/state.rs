@@ -5,9 +5,10 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use super::delay::Delay;
-use super::limits::{ConnCount, Limits};
+use super::limits::Limits;
 use super::llm::state::OpenAiState;
 use super::models::MODELS;
+use super::places::Places;
 use super::repository::Repository;
 use super::request_log::{ArrivalLog, ARRIVALS_KEPT};
 use super::sequence::Sequences;
@@ -41,8 +42,8 @@ pub struct Shared {
     pub repo: Repository,
     /// What a client may send (sizes, connections, time).
     pub limits: Limits,
-    /// Connections open now, HTTP and gRPC.
-    pub conns: ConnCount,
+    /// Connections open now, HTTP and gRPC, and their places.
+    pub conns: Places,
     /// What `/metrics` serves (`--metrics-style`).
     pub metrics_style: crate::metrics::MetricsStyle,
 }
@@ -63,7 +64,7 @@ impl Shared {
             shm: Default::default(),
             repo: Default::default(),
             limits: Limits::default(),
-            conns: ConnCount::default(),
+            conns: Places::default(),
             metrics_style: Default::default(),
         }
     }

@@ -171,18 +171,22 @@ fn peer_spoke(stream: &TcpStream) -> bool {
 }
 
 #[test]
-fn connections_over_the_limit_get_503() {
+fn connections_over_the_limit_get_503_while_every_connection_is_busy() {
+    // Each held connection waits 3 s for a delayed answer, so none is idle to make way.
     let server = limited(
         Limits {
             max_connections: 3,
             ..Limits::default()
         },
-        Vec::new(),
+        vec![("simple".into(), Delay::Fixed(Duration::from_secs(3)))],
     );
     let mut held: Vec<Client> = (0..3).map(|_| Client::connect(server.addr)).collect();
     for c in &mut held {
-        assert_eq!(c.request(&get("/v2/health/live")).status, 200);
+        c.send(&simple_binary(1));
     }
+    eventually("the held requests are read", || {
+        server.counters().http_requests == 3
+    });
     for _ in 0..5 {
         let mut extra = Client::connect(server.addr);
         let mut answer = Vec::new();
@@ -201,7 +205,8 @@ fn connections_over_the_limit_get_503() {
     drop(held.pop());
     eventually("a place frees up", || server.open_connections() == 2);
     let mut c = Client::connect(server.addr);
-    check_simple_binary(&c.request(&simple_binary(1)), 1);
+    assert_eq!(c.request(&get("/v2/health/live")).status, 200);
+    assert_eq!(server.connections_evicted(), 0);
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! The HTTP server itself stays TLS-free: with TLS on it listens on an internal 127.0.0.1
 //! ephemeral port, and this front (on the gRPC runtime) accepts on the public address, does
 //! the handshake, then copies both ways. The extra hop costs a little latency on HTTPS only.
+//! The HTTP loop's limits apply to the relayed connection; when it closes one, the front
+//! closes the TLS connection too.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -19,8 +21,12 @@ use tokio_rustls::TlsAcceptor;
 
 use inferperf_client::error::{Error, Result};
 
-/// A TLS handshake that has not finished after this long is dropped.
+/// A TLS handshake that has not finished after this long (or `--read-timeout`, if shorter) is
+/// dropped.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// After the HTTP loop has closed a relayed connection, what the client still sends is passed
+/// on (and discarded there) for at most this long, so the answer is not reset away.
+const RELAY_LINGER: Duration = Duration::from_secs(2);
 
 /// PEM files for TLS on both ports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,8 +104,14 @@ pub fn server_config(files: &TlsFiles, alpn: &[u8]) -> Result<Arc<ServerConfig>>
 }
 
 /// Accepts TLS connections on `listener` and relays each to the HTTP server at `backend`,
-/// until the runtime stops.
-pub async fn front_http(listener: TcpListener, acceptor: TlsAcceptor, backend: SocketAddr) {
+/// until the runtime stops. A connection must send its first byte and finish its handshake
+/// within `first_byte` (`--read-timeout`) and [`HANDSHAKE_TIMEOUT`].
+pub async fn front_http(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    backend: SocketAddr,
+    first_byte: Duration,
+) {
     loop {
         let tcp = match listener.accept().await {
             Ok((tcp, _)) => tcp,
@@ -111,17 +123,59 @@ pub async fn front_http(listener: TcpListener, acceptor: TlsAcceptor, backend: S
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
-            let Ok(Ok(mut tls)) = handshake.await else {
+            let accepted = tokio::time::Instant::now();
+            let due = accepted + first_byte.min(HANDSHAKE_TIMEOUT);
+            // `readable` may return before a byte is there; a peek waits for one (or the end).
+            if tokio::time::timeout_at(due, tcp.peek(&mut [0u8; 1]))
+                .await
+                .is_err()
+            {
                 return;
-            };
-            let Ok(mut plain) = TcpStream::connect(backend).await else {
-                return;
-            };
-            let _ = plain.set_nodelay(true);
-            // Ends when both directions are done; half-closes are passed on.
-            let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+            }
+            // Boxed: until the first byte the task holds only the socket, not the TLS state.
+            Box::pin(handshake_and_relay(tcp, acceptor, backend, due)).await
         });
+    }
+}
+
+/// The TLS handshake (by `due`), then the relay to the HTTP loop at `backend`.
+async fn handshake_and_relay(
+    tcp: TcpStream,
+    acceptor: TlsAcceptor,
+    backend: SocketAddr,
+    due: tokio::time::Instant,
+) {
+    let handshake = tokio::time::timeout_at(due, acceptor.accept(tcp));
+    let Ok(Ok(tls)) = handshake.await else {
+        return;
+    };
+    let Ok(plain) = TcpStream::connect(backend).await else {
+        return;
+    };
+    let _ = plain.set_nodelay(true);
+    relay(tls, plain).await;
+}
+
+/// Copies both ways until both are done (half-closes are passed on), or, once the HTTP loop
+/// has closed its side, for at most [`RELAY_LINGER`] more.
+async fn relay(tls: tokio_rustls::server::TlsStream<TcpStream>, plain: TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let (mut tls_in, mut tls_out) = tokio::io::split(tls);
+    let (mut plain_in, mut plain_out) = plain.into_split();
+    let upstream = async {
+        let _ = tokio::io::copy(&mut tls_in, &mut plain_out).await;
+        let _ = plain_out.shutdown().await;
+    };
+    let downstream = async {
+        let _ = tokio::io::copy(&mut plain_in, &mut tls_out).await;
+        let _ = tls_out.shutdown().await;
+    };
+    tokio::pin!(upstream, downstream);
+    tokio::select! {
+        _ = &mut downstream => {
+            let _ = tokio::time::timeout(RELAY_LINGER, upstream).await;
+        }
+        _ = &mut upstream => downstream.await,
     }
 }
 

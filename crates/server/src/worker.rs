@@ -14,6 +14,7 @@ use mio::{Events, Interest, Poll, Token};
 use super::conn::{abandon, on_timer, pump, Conn, Ctx, Timers, READ_BUF};
 use super::http::{write_error_json, write_head};
 use super::models::MODELS;
+use super::places::{Inbox, Wake};
 use super::reply::JSON;
 
 use super::state::Shared;
@@ -24,7 +25,8 @@ pub const WAKER: Token = Token(1);
 const TIMER: Token = Token(2);
 const FIRST_CONN: usize = 3;
 
-/// The answer to a connection over `--max-connections`, written once before closing it.
+/// The answer to a connection over `--max-connections` (every open one busy), written once
+/// before closing it.
 fn busy_answer() -> Vec<u8> {
     let mut body = Vec::new();
     write_error_json(&mut body, "too many connections (--max-connections)");
@@ -38,6 +40,8 @@ fn busy_answer() -> Vec<u8> {
 pub struct Worker {
     poll: Poll,
     listener: TcpListener,
+    /// Connections of this loop whose places went to new connections.
+    inbox: Arc<Inbox>,
     timer: Option<DeadlineTimer>,
     /// The deadline the timer is armed for, to avoid re-arming it for the same one.
     armed_for: Option<Instant>,
@@ -54,11 +58,12 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// `poll` must already have the waker registered under [`WAKER`].
+    /// `poll` must already have the waker of `inbox` registered under [`WAKER`].
     pub fn new(
         poll: Poll,
         mut listener: TcpListener,
         shared: Arc<Shared>,
+        inbox: Arc<Inbox>,
         seed: u64,
     ) -> io::Result<Worker> {
         poll.registry()
@@ -68,6 +73,7 @@ impl Worker {
         Ok(Worker {
             poll,
             listener,
+            inbox,
             timer,
             armed_for: None,
             conns: Vec::new(),
@@ -94,7 +100,7 @@ impl Worker {
             for event in events.iter() {
                 match event.token() {
                     LISTENER => self.accept(),
-                    WAKER => {}
+                    WAKER => self.close_evicted(),
                     TIMER => {
                         if let Some(t) = &self.timer {
                             t.drain();
@@ -141,18 +147,26 @@ impl Worker {
                 // peer that reset before accept) leave the listener usable for the next edge.
                 Err(_) => return,
             };
-            let limits = &self.shared.limits;
-            if !self.shared.conns.try_open(limits.max_connections) {
-                // Best effort: the refusal fits the socket's empty send buffer.
-                let _ = (&stream).write(&busy_answer());
-                continue;
-            }
-            let _ = stream.set_nodelay(true);
             let slot = self.free_slots.pop().unwrap_or_else(|| {
                 self.conns.push(None);
                 self.conns.len() - 1
             });
-            let mut conn = Conn::new(stream, self.next_generation, limits);
+            let generation = self.next_generation;
+            let wake = Wake::Loop {
+                inbox: Arc::clone(&self.inbox),
+                slot,
+                generation,
+            };
+            let limits = &self.shared.limits;
+            let now = Instant::now();
+            let Some(place) = self.shared.conns.enter(limits.max_connections, now, wake) else {
+                self.free_slots.push(slot);
+                // Best effort: the refusal fits the socket's empty send buffer.
+                let _ = (&stream).write(&busy_answer());
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let mut conn = Conn::new(stream, generation, limits, place, now);
             self.next_generation += 1;
             let interest = Interest::READABLE | Interest::WRITABLE;
             if self
@@ -162,10 +176,22 @@ impl Worker {
                 .is_err()
             {
                 self.free_slots.push(slot);
-                self.shared.conns.close();
+                self.shared.conns.leave(conn.place);
                 continue;
             }
             self.conns[slot] = Some(conn);
+            // Arms the connection's first-request deadline.
+            self.drive(slot);
+        }
+    }
+
+    /// Closes the connections whose places went to new connections.
+    fn close_evicted(&mut self) {
+        for (slot, generation) in self.inbox.take() {
+            let current = self.conns.get(slot).and_then(Option::as_ref);
+            if current.is_some_and(|c| c.generation == generation) {
+                self.close(slot);
+            }
         }
     }
 
@@ -199,7 +225,7 @@ impl Worker {
         };
         let _ = self.poll.registry().deregister(&mut conn.stream);
         abandon(&mut conn, &self.shared.stats);
-        self.shared.conns.close();
+        self.shared.conns.leave(conn.place);
         self.free_slots.push(slot);
     }
 

@@ -2,11 +2,13 @@
 //! HTTP/2 with `h2`) and, with TLS, the HTTPS front of the HTTP listener: both on one tokio
 //! runtime on its own thread, stopped and joined by [`Runtime::shutdown`].
 //!
-//! Files: `wire` (status, compression, message framing on h2 streams), `convert` (infer
-//! request/response messages), `unary` (metadata, config, statistics), `service` (routing,
-//! inference, delays, the stream), `llm` (the fake LLM as a decoupled model on the stream),
-//! `sleep` (precise delays).
+//! Files: `connection` (one connection: first byte, TLS, HTTP/2, idle time, its place among
+//! the open ones), `wire` (status, compression, message framing on h2 streams), `convert`
+//! (infer request/response messages), `unary` (metadata, config, statistics), `service`
+//! (routing, inference, delays, the stream), `llm` (the fake LLM as a decoupled model on the
+//! stream), `sleep` (precise delays).
 
+mod connection;
 mod convert;
 mod llm;
 mod service;
@@ -24,6 +26,8 @@ mod tests_diff;
 #[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]
+mod tests_idle;
+#[cfg(test)]
 mod tests_llm;
 #[cfg(test)]
 mod tests_load_config;
@@ -35,29 +39,17 @@ mod tests_stream;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 use tokio_rustls::TlsAcceptor;
 
+use super::places::Wake;
 use super::state::Shared;
-use super::tls::{self, HANDSHAKE_TIMEOUT};
+use super::tls;
 use inferperf_client::error::{Error, Result};
 use service::Service;
-
-/// Per-stream and per-connection receive windows, bytes: large enough that a request of a few
-/// MB arrives without waiting for window updates.
-const STREAM_WINDOW: u32 = 4 << 20;
-const CONNECTION_WINDOW: u32 = 16 << 20;
-/// Largest DATA frame a client may send (SETTINGS_MAX_FRAME_SIZE): a 1 MiB tensor arrives in
-/// one frame instead of 64 of the 16 KiB default, each of which costs the connection task a
-/// wake-up and a read.
-const MAX_FRAME: u32 = 1 << 20;
-/// Largest header block a client may send (SETTINGS_MAX_HEADER_LIST_SIZE, decoded bytes); h2
-/// refuses a longer one and bounds the CONTINUATION frames that carry it.
-const MAX_HEADER_LIST: u32 = 64 << 10;
 
 /// What the runtime serves; listeners are bound (and their addresses known) by the caller.
 pub struct Endpoints {
@@ -67,7 +59,6 @@ pub struct Endpoints {
     /// cleartext HTTP address it forwards to.
     pub https: Option<(std::net::TcpListener, Arc<rustls::ServerConfig>, SocketAddr)>,
 }
-
 /// The running runtime thread.
 pub struct Runtime {
     stop: Option<oneshot::Sender<()>>,
@@ -128,6 +119,7 @@ pub fn spawn(
 
 /// Spawns the accept loops (inside the runtime, which tokio listeners need).
 fn start_listeners(service: Arc<Service>, endpoints: Endpoints) {
+    let first_byte = service.shared.limits.read_timeout;
     if let Some((listener, config)) = endpoints.grpc {
         match TcpListener::from_std(listener) {
             Ok(listener) => {
@@ -140,11 +132,8 @@ fn start_listeners(service: Arc<Service>, endpoints: Endpoints) {
     if let Some((listener, config, backend)) = endpoints.https {
         match TcpListener::from_std(listener) {
             Ok(listener) => {
-                tokio::spawn(tls::front_http(
-                    listener,
-                    TlsAcceptor::from(config),
-                    backend,
-                ));
+                let acceptor = TlsAcceptor::from(config);
+                tokio::spawn(tls::front_http(listener, acceptor, backend, first_byte));
             }
             Err(e) => eprintln!("inferperf serve: HTTPS listener: {e}"),
         }
@@ -163,58 +152,18 @@ async fn accept_grpc(listener: TcpListener, tls: Option<TlsAcceptor>, service: A
             }
         };
         let shared = &service.shared;
-        if !shared.conns.try_open(shared.limits.max_connections) {
-            drop(tcp); // over --max-connections
+        let accepted = Instant::now();
+        let wake = Wake::Task(Notify::new());
+        let Some(place) = shared
+            .conns
+            .enter(shared.limits.max_connections, accepted, wake)
+        else {
+            drop(tcp); // over --max-connections, every open connection busy
             continue;
-        }
+        };
         let _ = tcp.set_nodelay(true);
         let service = Arc::clone(&service);
         let tls = tls.clone();
-        tokio::spawn(async move {
-            // Gives the connection's place back however the task ends (runtime stop included).
-            let _open = OpenConn(Arc::clone(&service.shared));
-            match tls {
-                None => serve_connection(tcp, service).await,
-                Some(acceptor) => {
-                    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
-                    if let Ok(Ok(stream)) = handshake.await {
-                        serve_connection(stream, service).await;
-                    }
-                }
-            }
-        });
-    }
-}
-
-/// A gRPC connection's place in the server's connection count.
-struct OpenConn(Arc<super::state::Shared>);
-
-impl Drop for OpenConn {
-    fn drop(&mut self) {
-        self.0.conns.close();
-    }
-}
-
-/// Serves one HTTP/2 connection: each call runs in its own task. Besides the limits set
-/// here, h2 itself answers each PING and SETTINGS before reading the next frame (a flood
-/// queues nothing), resets streams a client opens past the concurrent limit, and ends a
-/// connection with ENHANCE_YOUR_CALM that resets streams too fast or floods empty frames.
-async fn serve_connection<T>(io: T, service: Arc<Service>)
-where
-    T: AsyncRead + AsyncWrite + Unpin,
-{
-    let handshake = h2::server::Builder::new()
-        .initial_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(CONNECTION_WINDOW)
-        .max_frame_size(MAX_FRAME)
-        .max_concurrent_streams(service.shared.limits.max_streams)
-        .max_header_list_size(MAX_HEADER_LIST)
-        .handshake::<T, bytes::Bytes>(io);
-    let Ok(mut conn) = handshake.await else {
-        return;
-    };
-    while let Some(Ok((request, respond))) = conn.accept().await {
-        let service = Arc::clone(&service);
-        tokio::spawn(service.handle(request, respond));
+        tokio::spawn(connection::run(tcp, tls, service, place, accepted));
     }
 }

@@ -94,9 +94,11 @@ impl Service {
         self.shared.stats.count_grpc_call();
         let (parts, body) = request.into_parts();
         let max = self.shared.limits.max_request_bytes;
+        let limit = self.shared.limits.request_read_timeout;
         if super::tfserving::owns(parts.uri.path()) {
             let path = parts.uri.path().to_string();
-            return super::tfserving::handle(&path, &parts.headers, body, respond, max).await;
+            let headers = &parts.headers;
+            return super::tfserving::handle(&path, headers, body, respond, max, limit).await;
         }
         let encoding = match Encoding::from_headers(&parts.headers) {
             Ok(e) => e,
@@ -104,13 +106,13 @@ impl Service {
                 return answer_unary(&mut respond, Err::<pb::ServerLiveResponse, _>(status))
             }
         };
-        let mut source = MessageSource::new(body, encoding, max);
+        let mut source = MessageSource::new(body, encoding, max, limit);
         let path = parts.uri.path();
         let method = path.strip_prefix(SERVICE_PREFIX).unwrap_or("");
         let r = &mut respond;
         let shared = &*self.shared;
         match method {
-            "ModelStreamInfer" => self.stream(source, respond).await,
+            "ModelStreamInfer" => self.stream(source.per_message(), respond).await,
             "ModelInfer" => {
                 let result = match source.single::<pb::ModelInferRequest>().await {
                     Ok(req) => self.infer_once(&req, Instant::now(), None).await,

@@ -185,12 +185,28 @@ impl Client {
         body: Vec<u8>,
         encoding: Option<&str>,
     ) -> Result<Reply, String> {
+        self.call_ending(method, body, encoding, true).await
+    }
+
+    /// Sends `body` to `method` without ending the request, and reads the whole reply.
+    pub async fn call_unfinished(&mut self, method: &str, body: Vec<u8>) -> Reply {
+        let reply = self.call_ending(method, body, None, false).await;
+        reply.expect("call")
+    }
+
+    async fn call_ending(
+        &mut self,
+        method: &str,
+        body: Vec<u8>,
+        encoding: Option<&str>,
+        end: bool,
+    ) -> Result<Reply, String> {
         let err = |e: h2::Error| e.to_string();
         let (response, mut send) = self
             .send
             .send_request(request(method, encoding), false)
             .map_err(err)?;
-        send.send_data(Bytes::from(body), true).map_err(err)?;
+        send.send_data(Bytes::from(body), end).map_err(err)?;
         let response = response.await.map_err(err)?;
         assert_eq!(response.status(), 200);
         assert_eq!(response.headers()["content-type"], "application/grpc");

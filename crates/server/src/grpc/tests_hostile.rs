@@ -160,15 +160,15 @@ fn a_call_may_not_carry_endless_messages() {
 
 // ---- raw HTTP/2 ----
 
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-const DATA: u8 = 0;
-const HEADERS: u8 = 1;
+pub(super) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(super) const DATA: u8 = 0;
+pub(super) const HEADERS: u8 = 1;
 const RST_STREAM: u8 = 3;
-const SETTINGS: u8 = 4;
+pub(super) const SETTINGS: u8 = 4;
 const PING: u8 = 6;
-const GOAWAY: u8 = 7;
+pub(super) const GOAWAY: u8 = 7;
 
-fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+pub(super) fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let len = payload.len() as u32;
     let mut out = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
     out.extend_from_slice(&stream.to_be_bytes());
@@ -177,7 +177,7 @@ fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
 }
 
 /// A HEADERS block (HPACK, literals without indexing) for a call to `method`.
-fn call_headers(method: &str) -> Vec<u8> {
+pub(super) fn call_headers(method: &str) -> Vec<u8> {
     let mut block = vec![0x83, 0x86]; // :method POST, :scheme http
     let path = format!("/inference.GRPCInferenceService/{method}");
     block.push(0x04); // :path, literal value
@@ -188,7 +188,7 @@ fn call_headers(method: &str) -> Vec<u8> {
     block
 }
 
-struct Raw {
+pub(super) struct Raw {
     stream: TcpStream,
     buf: Vec<u8>,
 }
@@ -196,7 +196,7 @@ struct Raw {
 impl Raw {
     /// Connects, sends the preface and empty SETTINGS, and acks the server's SETTINGS, which
     /// it returns as (id, value) pairs.
-    fn connect(addr: SocketAddr) -> (Raw, Vec<(u16, u32)>) {
+    pub(super) fn connect(addr: SocketAddr) -> (Raw, Vec<(u16, u32)>) {
         let stream = TcpStream::connect(addr).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
@@ -225,12 +225,12 @@ impl Raw {
         (raw, settings)
     }
 
-    fn send(&mut self, bytes: &[u8]) {
+    pub(super) fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).unwrap();
     }
 
     /// The next frame (kind, flags, stream, payload); None at EOF or timeout.
-    fn next(&mut self) -> Option<(u8, u8, u32, Vec<u8>)> {
+    pub(super) fn next(&mut self) -> Option<(u8, u8, u32, Vec<u8>)> {
         loop {
             if self.buf.len() >= 9 {
                 let len = u32::from_be_bytes([0, self.buf[0], self.buf[1], self.buf[2]]) as usize;

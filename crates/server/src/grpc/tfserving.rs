@@ -9,6 +9,7 @@
 //!   with one message, their concatenation (so its length proves every message arrived).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -46,8 +47,12 @@ pub async fn handle(
     body: RecvStream,
     mut respond: SendResponse<Bytes>,
     max: usize,
+    limit: Duration,
 ) {
-    let messages = read_messages(headers, body, max).await;
+    // The whole request within `--request-read-timeout` from the call's start.
+    let messages = tokio::time::timeout(limit, read_messages(headers, body, max))
+        .await
+        .unwrap_or_else(|_| Err(Status::late(limit)));
     if path == ECHO_PATH {
         return echo(messages, &mut respond);
     }

@@ -2,6 +2,7 @@
 //! length-prefixed messages from a request body, and the response head, messages and trailers.
 
 use std::io::Read;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -18,6 +19,7 @@ use inferperf_client::protocol::grpc::pb::inference as pb;
 pub mod code {
     pub const OK: u32 = 0;
     pub const INVALID_ARGUMENT: u32 = 3;
+    pub const DEADLINE_EXCEEDED: u32 = 4;
     pub const NOT_FOUND: u32 = 5;
     pub const RESOURCE_EXHAUSTED: u32 = 8;
     pub const UNIMPLEMENTED: u32 = 12;
@@ -51,6 +53,14 @@ impl Status {
 
     pub fn not_found(message: impl Into<String>) -> Status {
         Status::new(code::NOT_FOUND, message)
+    }
+
+    /// DEADLINE_EXCEEDED: a request that has not arrived `limit` after it started.
+    pub fn late(limit: Duration) -> Status {
+        Status::new(
+            code::DEADLINE_EXCEEDED,
+            format!("request not complete {limit:?} after it started (--request-read-timeout)"),
+        )
     }
 
     /// RESOURCE_EXHAUSTED: a request message (or all of a call's) over `limit` bytes.
@@ -138,13 +148,21 @@ impl Encoding {
     }
 }
 
-/// Reads a call's request messages from its HTTP/2 body.
+/// Reads a call's request messages from its HTTP/2 body, each within a time limit: a unary
+/// call's whole request from its start, or (see [`MessageSource::per_message`]) each message
+/// of a stream from its first byte.
 pub struct MessageSource {
     body: RecvStream,
     reader: MessageReader,
     encoding: Encoding,
     /// Largest message, bytes, before and after decompression.
     max: usize,
+    /// How long a request may take to arrive (`--request-read-timeout`).
+    limit: Duration,
+    /// When the request being read must be complete; None between a stream's messages.
+    due: Option<Instant>,
+    /// Each message has its own limit, and none runs between messages (streams).
+    per_message: bool,
 }
 
 /// What the next read brought.
@@ -157,14 +175,40 @@ pub enum Next<T> {
 }
 
 impl MessageSource {
-    /// Reads messages of at most `max` bytes (compressed, and again inflated).
-    pub fn new(body: RecvStream, encoding: Encoding, max: usize) -> MessageSource {
+    /// Reads messages of at most `max` bytes (compressed, and again inflated), all of which
+    /// must arrive within `limit` from now.
+    pub fn new(body: RecvStream, encoding: Encoding, max: usize, limit: Duration) -> MessageSource {
         MessageSource {
             body,
             reader: MessageReader::with_limit(max),
             encoding,
             max,
+            limit,
+            due: Some(Instant::now() + limit),
+            per_message: false,
         }
+    }
+
+    /// Times each message from its first byte instead, with no limit between messages.
+    pub fn per_message(mut self) -> MessageSource {
+        self.per_message = true;
+        self.due = None;
+        self
+    }
+
+    /// The next DATA payload; `Err` when the request's time is up.
+    async fn data(&mut self) -> Result<Option<Result<Bytes, h2::Error>>, Status> {
+        if self.per_message && self.due.is_none() && self.reader.buffered() > 0 {
+            self.due = Some(Instant::now() + self.limit);
+        }
+        let Some(due) = self.due else {
+            let data = self.body.data().await;
+            self.due = Some(Instant::now() + self.limit);
+            return Ok(data);
+        };
+        tokio::time::timeout_at(due.into(), self.body.data())
+            .await
+            .map_err(|_| Status::late(self.limit))
     }
 
     /// The next message decoded as `T`. `Err` means the stream itself is broken (framing, a
@@ -186,12 +230,15 @@ impl MessageSource {
                 } else {
                     parse(msg.data)
                 };
+                if self.per_message {
+                    self.due = None;
+                }
                 return Ok(match decoded {
                     Ok(m) => Next::Message(m),
                     Err(status) => Next::Bad(status),
                 });
             }
-            match self.body.data().await {
+            match self.data().await? {
                 Some(Ok(chunk)) => {
                     // Give the window back at once: messages are bounded by `max`.
                     let _ = self.body.flow_control().release_capacity(chunk.len());

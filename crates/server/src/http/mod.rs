@@ -227,6 +227,18 @@ impl RequestReader {
         matches!(self.state, ReadState::Head)
     }
 
+    /// Bytes of the current request from its first byte (head and Content-Length body), once
+    /// its head has announced them; None while the head is incomplete or the body is chunked.
+    pub fn request_len(&self) -> Option<usize> {
+        match &self.state {
+            ReadState::Body(head) => match head.framing {
+                Framing::Length(n) => Some(head.head_len + n),
+                _ => Some(head.head_len),
+            },
+            _ => None,
+        }
+    }
+
     /// Advances over `buf`, the buffered bytes starting at the current request's first byte.
     /// A chunked body is decoded into `decoded` (cleared when a new request starts).
     pub fn advance(&mut self, buf: &[u8], decoded: &mut Vec<u8>) -> Result<Progress, HttpError> {
@@ -416,12 +428,14 @@ mod tests {
                 send_continue: false
             }
         );
+        assert_eq!(r.request_len(), None, "head not complete");
         assert_eq!(
             r.advance(&req[..head_end], &mut dec).unwrap(),
             Progress::NeedMore {
                 send_continue: true
             }
         );
+        assert_eq!(r.request_len(), Some(req.len()), "head and announced body");
         assert_eq!(
             r.advance(&req[..head_end + 2], &mut dec).unwrap(),
             Progress::NeedMore {
