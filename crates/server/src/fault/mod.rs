@@ -10,16 +10,20 @@
 //! - `model`: what the server says about its model (JSON and protobuf), per mode;
 //! - `http`: the HTTP/1.1 front and its faults;
 //! - `grpc`: the HTTP/2 front (frames and HPACK from the client crate) and its faults;
-//! - `io`: bounded reads, writes and holds shared by both fronts.
+//! - `io`: bounded reads, writes and holds shared by both fronts;
+//! - `odd`: replies that are almost right (a request refused early, odd numbers and chunks).
 
 mod grpc;
 mod http;
 mod io;
 mod model;
+mod odd;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_grpc;
+#[cfg(test)]
+mod tests_odd;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -102,6 +106,21 @@ pub enum FaultMode {
     NameAbs,
     /// Every infer request fails with error text holding ESC sequences, BEL and CR.
     EscapeText,
+    /// Model metadata and config give INPUT0 the dims [4194304] (16 MiB of FP32). HTTP: an
+    /// infer request over 1 MiB is answered 413 once its head is read, and the connection
+    /// closes without reading the body (a reset). gRPC: grpc-status 8 RESOURCE_EXHAUSTED once
+    /// 1 MiB of the message has arrived.
+    PayloadTooLarge,
+    /// gRPC: the reply's content-type is `text/html`. HTTP: no fault.
+    WrongContentType,
+    /// gRPC: the reply message has its compressed flag set but the reply has no
+    /// grpc-encoding. HTTP: no fault.
+    CompressedNoEncoding,
+    /// HTTP: OUTPUT0 comes as JSON data whose first value has 5000 digits. gRPC: no fault.
+    HugeNumber,
+    /// HTTP: the healthy reply, its JSON padded to 400 KB with whitespace, sent chunked in
+    /// one-byte chunks (valid, only slow to parse). gRPC: no fault.
+    TinyChunks,
 }
 
 impl FaultMode {
@@ -123,7 +142,11 @@ impl FaultMode {
     pub fn applies_to_http(self) -> bool {
         !matches!(
             self,
-            FaultMode::None | FaultMode::SettingsFlood | FaultMode::PingFlood
+            FaultMode::None
+                | FaultMode::SettingsFlood
+                | FaultMode::PingFlood
+                | FaultMode::WrongContentType
+                | FaultMode::CompressedNoEncoding
         )
     }
 
@@ -131,7 +154,11 @@ impl FaultMode {
     pub fn applies_to_grpc(self) -> bool {
         !matches!(
             self,
-            FaultMode::None | FaultMode::InterimFlood | FaultMode::ChunkExtensionFlood
+            FaultMode::None
+                | FaultMode::InterimFlood
+                | FaultMode::ChunkExtensionFlood
+                | FaultMode::HugeNumber
+                | FaultMode::TinyChunks
         )
     }
 }
