@@ -29,17 +29,18 @@ PA=${PA:-}
 [ -x "$INFERPERF" ] || { echo "INFERPERF=$INFERPERF is not executable" >&2; exit 2; }
 [ -z "$PA" ] || [ -x "$PA" ] || { echo "PA=$PA is not executable" >&2; exit 2; }
 
-# HTTP: every mode but the HTTP/2-only floods (settings-flood, ping-flood) and not-protobuf (the
-# same reply as not-json there). gRPC: every mode but the HTTP/1.1-only floods (interim-flood,
-# chunk-extension-flood) and not-json (the same reply as not-protobuf there).
+# HTTP: every mode but the HTTP/2-only ones (settings-flood, ping-flood, wrong-content-type,
+# compressed-no-encoding) and not-protobuf (the same reply as not-json there). gRPC: every mode
+# but the HTTP/1.1-only ones (interim-flood, chunk-extension-flood, huge-number, tiny-chunks)
+# and not-json (the same reply as not-protobuf there).
 HTTP_MODES="none refuse reset close-mid-body stall-head stall-body stall-forever drip
   wrong-content-length garbage status-500 every-nth-fails every-nth-resets not-json interim-flood
   chunk-extension-flood endless-header huge-content-length huge-headers dims-huge dims-big
-  name-dotdot name-abs escape-text"
+  name-dotdot name-abs escape-text payload-too-large huge-number tiny-chunks"
 GRPC_MODES="none refuse reset close-mid-body stall-head stall-body stall-forever drip
   wrong-content-length garbage status-500 every-nth-fails every-nth-resets not-protobuf endless-header
   huge-content-length settings-flood ping-flood huge-headers dims-huge dims-big name-dotdot
-  name-abs escape-text"
+  name-abs escape-text payload-too-large wrong-content-type compressed-no-encoding"
 OPENAI_MODES="sse-error-event sse-openai-error sse-vllm-error sse-not-json"
 MODES=${MODES:-}
 

@@ -67,8 +67,13 @@ fn expect(mode: FaultMode, grpc: bool) -> Expect {
         F::PingFlood => fail(&["limit", "PING", "ENHANCE_YOUR_CALM", "flood"]),
         F::DimsHuge | F::DimsBig => fail(&["INPUT0"]),
         F::EscapeText => fail(&["red alert"]),
+        F::PayloadTooLarge if grpc => fail(&["status 8: request exceeds"]),
+        F::PayloadTooLarge => fail(&["HTTP 413", "limit of 1048576 bytes"]),
+        F::WrongContentType => fail(&["content-type is 'text/html'"]),
+        F::CompressedNoEncoding => fail(&["names no grpc-encoding"]),
+        F::HugeNumber => fail(&["which FP32 cannot hold"]),
         // OpenAI modes (`tests/it/profile_faults.rs`): KServe requests stay healthy.
-        F::SseErrorEvent | F::SseOpenaiError | F::SseVllmError | F::SseNotJson => Expect {
+        F::TinyChunks | F::SseErrorEvent | F::SseOpenaiError | F::SseVllmError | F::SseNotJson => Expect {
             code: 0,
             words: &["throughput"],
         },
@@ -378,6 +383,12 @@ matrix! {
     grpc_name_abs: NameAbs, true;
     http_escape_text: EscapeText, false;
     grpc_escape_text: EscapeText, true;
+    http_payload_too_large: PayloadTooLarge, false;
+    grpc_payload_too_large: PayloadTooLarge, true;
+    grpc_wrong_content_type: WrongContentType, true;
+    grpc_compressed_no_encoding: CompressedNoEncoding, true;
+    http_huge_number: HugeNumber, false;
+    http_tiny_chunks: TinyChunks, false;
 }
 
 #[test]
@@ -443,4 +454,46 @@ fn a_fault_server_child_ends_after_its_ttl() {
     let (status, _, killed) = wait_bounded(&mut child);
     assert!(!killed);
     assert_eq!(std::process::ExitStatus::from_raw(status).code(), Some(0));
+}
+
+/// A request over the reference server's `--max-request-bytes`: the server answers 413 after
+/// the head and closes while the client is still sending. The run names the server's answer
+/// (as perf_analyzer does), not the broken pipe of the send cut short.
+#[test]
+fn a_request_refused_while_it_is_sent_names_the_refusal() {
+    let cfg = inferperf::server::ServeConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        limits: inferperf::server::Limits {
+            max_request_bytes: 1_000_000,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let server = inferperf::server::start(cfg).expect("reference server starts");
+    let url = server.addr.to_string();
+    // 16 MiB of FP32: the server stops reading after its lingering close (4 MiB).
+    let args = [
+        "-m",
+        "identity_fp32",
+        "-u",
+        &url,
+        "--shape",
+        "INPUT0:4194304",
+        "--request-count",
+        "3",
+    ];
+    for _ in 0..3 {
+        let o = Command::new(env!("CARGO_BIN_EXE_inferperf"))
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(99), "{stderr}");
+        assert!(
+            stderr.contains("request body exceeds the limit of 1000000 bytes"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    }
+    server.stop();
 }

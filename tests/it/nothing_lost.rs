@@ -438,3 +438,96 @@ fn a_huge_value_for_any_numeric_profile_flag_is_a_usage_error_naming_it() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A password in a URL flag is never printed: the URL is refused (credentials go in `-H`),
+/// and the error shows it redacted, with and without `-v`.
+#[test]
+fn a_password_in_a_url_is_never_printed() {
+    let runs: &[&[&str]] = &[
+        &["-m", "simple", "-u", "http://user:s3cret@127.0.0.1:1"],
+        &["-m", "simple", "-u", "user:s3cret@127.0.0.1:1", "-v", "-v"],
+        &["-m", "simple", "-u", "https://user:s3cret@127.0.0.1:1/v2"],
+        &[
+            "-m",
+            "simple",
+            "-i",
+            "grpc",
+            "-u",
+            "user:s3cret@127.0.0.1:1",
+        ],
+        &[
+            "-m",
+            "simple",
+            "-i",
+            "grpc",
+            "-u",
+            "https://user:s3cret@127.0.0.1:1",
+        ],
+        &[
+            "-m",
+            "simple",
+            "-u",
+            "127.0.0.1:1",
+            "--collect-metrics",
+            "--metrics-url",
+            "http://user:s3cret@127.0.0.1:1/metrics",
+        ],
+        &[
+            "profile",
+            "-m",
+            "x",
+            "--url",
+            "http://user:s3cret@127.0.0.1:1",
+        ],
+    ];
+    for args in runs {
+        let o = bin().args(*args).output().unwrap();
+        let out = [o.stdout.as_slice(), o.stderr.as_slice()].concat();
+        let text = String::from_utf8_lossy(&out);
+        assert_eq!(o.status.code(), Some(99), "{args:?}: {text}");
+        assert!(!text.contains("s3cret"), "{args:?}: {text}");
+        assert!(
+            text.contains("user:<redacted>@127.0.0.1:1"),
+            "{args:?}: {text}"
+        );
+    }
+}
+
+/// Ctrl-C in the warm-up: nothing of the level was measured, so no CSV row of zeros is
+/// written (no CSV at all: no level was measured) and the run exits 3, as one whose windows
+/// held no valid request.
+#[test]
+fn ctrl_c_in_the_warm_up_reports_nothing_measured() {
+    // 100 ms per request: 100,000 warm-up requests would take hours.
+    let delay = server::Delay::Fixed(Duration::from_millis(100));
+    let server = common::start_server_with(vec![("simple".into(), delay)]);
+    let addr = server.addr.to_string();
+    let dir = common::temp_dir("nothing-lost-warmup");
+    let csv = dir.join("out.csv");
+    let mut child = bin()
+        .args(["-m", "simple", "-u", &addr, "--no-pin"])
+        .args([
+            "--warmup-request-count",
+            "100000",
+            "-f",
+            csv.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (rx, reader) = follow_stdout(&mut child);
+    wait_line(&rx, "Request concurrency: 1");
+    sigint(&child);
+    let o = wait_bounded(child, Duration::from_secs(60));
+    let stdout = reader.join().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("interrupted before any request was measured"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("infer/sec"), "{stdout}");
+    assert!(names(&dir).is_empty(), "{:?}", names(&dir));
+    server.stop();
+}

@@ -112,3 +112,37 @@ fn der_client_files_are_read_and_checked() {
     assert!(err.msg.contains("--ssl-https"), "{}", err.msg);
     assert!(err.msg.contains("none.der"), "{}", err.msg);
 }
+
+/// A self-signed certificate with `CA:TRUE` (what `openssl req -x509` makes by default),
+/// served by the reference server and given to the client as its own CA: trusted on both
+/// protocols, as curl trusts it.
+#[test]
+fn a_self_signed_ca_certificate_is_its_own_ca() {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let dir = temp_dir("tls-own-ca");
+    let names = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+    let mut params = CertificateParams::new(names).expect("params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let key = KeyPair::generate().expect("key");
+    let cert = params.self_signed(&key).expect("certificate");
+    let (cert_pem, key_pem) = (dir.join("own.pem"), dir.join("own.key"));
+    std::fs::write(&cert_pem, cert.pem()).unwrap();
+    std::fs::write(&key_pem, key.serialize_pem()).unwrap();
+    let files = TlsFiles {
+        cert_chain: cert_pem.clone(),
+        key: key_pem,
+        client_ca: None,
+    };
+    let server = start_grpc_server_with(Vec::new(), Some(files));
+    let mut cfg = quick_config(&server, "simple", 40);
+    cfg.tls = Some(tls_settings(&cert_pem, "--ssl-https"));
+    cfg.request_count = 50;
+    let (res, _) = run(&cfg);
+    assert!(res.error.is_none(), "{:?}", res.error);
+    cfg.protocol = Protocol::Grpc;
+    cfg.url = server.grpc_addr.unwrap().to_string();
+    cfg.tls = Some(tls_settings(&cert_pem, "--ssl-grpc"));
+    let (res, _) = run(&cfg);
+    assert!(res.error.is_none(), "{:?}", res.error);
+    assert_eq!(model_counters(&server, "simple").infer_requests, 100);
+}

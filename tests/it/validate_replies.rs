@@ -17,6 +17,9 @@ use crate::common;
 enum Spoil {
     /// Answers each HTTP request with `200 OK` and the body `not json`.
     HttpNotJson,
+    /// Answers each HTTP request with `simple`'s reply as JSON, the first INT32 of OUTPUT0
+    /// 5000 digits long.
+    HttpHugeInt32,
     /// Relays HTTP/2 but overwrites the bytes of every gRPC message the server sends.
     GrpcNotProtobuf,
 }
@@ -32,7 +35,8 @@ fn proxy(upstream: SocketAddr, spoil: Spoil) -> SocketAddr {
             let _ = client.set_read_timeout(Some(Duration::from_secs(20)));
             thread::spawn(move || match (n, spoil) {
                 (0, _) => relay(client, upstream, false),
-                (_, Spoil::HttpNotJson) => answer_not_json(client),
+                (_, Spoil::HttpNotJson) => answer_with(client, b"not json".to_vec()),
+                (_, Spoil::HttpHugeInt32) => answer_with(client, huge_int32_reply()),
                 (_, Spoil::GrpcNotProtobuf) => relay(client, upstream, true),
             });
         }
@@ -89,15 +93,32 @@ fn spoil_frames(buf: &mut [u8]) -> usize {
     pos
 }
 
-/// Answers every request on the connection with `200 OK` and a body that is not JSON.
-fn answer_not_json(mut client: TcpStream) {
+/// `simple`'s reply with JSON outputs, OUTPUT0's first value 5000 digits long.
+fn huge_int32_reply() -> Vec<u8> {
+    let zeros = vec!["0"; 15].join(",");
+    let output = |name: &str, first: &str| {
+        format!(r#"{{"name":"{name}","datatype":"INT32","shape":[1,16],"data":[{first},{zeros}]}}"#)
+    };
+    let huge = format!("1{}", "0".repeat(4999));
+    format!(
+        r#"{{"model_name":"simple","model_version":"1","outputs":[{},{}]}}"#,
+        output("OUTPUT0", &huge),
+        output("OUTPUT1", "0")
+    )
+    .into_bytes()
+}
+
+/// Answers every request on the connection with `200 OK` and `body`.
+fn answer_with(mut client: TcpStream, body: Vec<u8>) {
+    let mut reply =
+        format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+    reply.extend_from_slice(&body);
     let mut seen = Vec::new();
     let mut chunk = [0u8; 16384];
     loop {
         while let Some(end) = request_end(&seen) {
             seen.drain(..end);
-            let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nnot json";
-            if client.write_all(reply).is_err() {
+            if client.write_all(&reply).is_err() {
                 return;
             }
         }
@@ -153,6 +174,20 @@ fn http_200_with_a_body_that_is_not_json_fails_the_run() {
     assert_eq!(o.status.code(), Some(99), "{e}");
     assert!(
         e.contains("reply is not JSON (expected a JSON object at byte 0)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn http_json_value_out_of_its_datatype_fails_the_run() {
+    let server = common::start_server();
+    let addr = proxy(server.addr, Spoil::HttpHugeInt32);
+    let o = run_binary(&addr.to_string(), &[]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(99), "{e}");
+    assert!(e.contains("output OUTPUT0 has 1000"), "{e}");
+    assert!(
+        e.contains("as element 0 of its INT32 data, which INT32 cannot hold"),
         "{e}"
     );
 }

@@ -51,6 +51,27 @@ pub fn redact_header(line: &str) -> Cow<'_, str> {
     }
 }
 
+/// Why a URL with `user:password@` is refused (the flag's error adds the URL, redacted):
+/// credentials are sent as a header, which `-v` prints redacted.
+pub const URL_CREDENTIALS: &str = "Credentials in the URL (user:password@) are not supported; \
+     send them with -H 'Authorization: Basic ...'";
+
+/// A URL (or `host:port`) fit for a message: credentials before the host
+/// (`user:password@`) keep the user name and lose the password (`user:<redacted>@`); a lone
+/// `token@` becomes `<redacted>@`.
+pub fn redact_url(url: &str) -> Cow<'_, str> {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let end = url[start..].find('/').map_or(url.len(), |i| start + i);
+    let Some(at) = url[start..end].rfind('@').map(|i| start + i) else {
+        return Cow::Borrowed(url);
+    };
+    let keep = match url[start..at].find(':') {
+        Some(colon) => &url[start..=start + colon],
+        None => "",
+    };
+    Cow::Owned(format!("{}{keep}<redacted>{}", &url[..start], &url[at..]))
+}
+
 /// A name (a model, a version, a label) as one plain file name component: path separators
 /// and control characters become `_`, leading dots become `_` (no `.`, `..` or hidden
 /// file), an empty name becomes `_`, and the result is cut to [`MAX_STEM_BYTES`]. Joined to
@@ -149,6 +170,29 @@ mod tests {
         ] {
             assert_eq!(redact_header(line), line);
         }
+    }
+
+    #[test]
+    fn passwords_in_urls_are_redacted() {
+        let cases = [
+            (
+                "http://user:pw@host:8000",
+                "http://user:<redacted>@host:8000",
+            ),
+            ("user:p:w@h:1/x@y", "user:<redacted>@h:1/x@y"),
+            ("https://tok@h", "https://<redacted>@h"),
+            (
+                "http://a:b@c@h:80/metrics",
+                "http://a:<redacted>@h:80/metrics",
+            ),
+            ("http://h:8000", "http://h:8000"),
+            ("h:8000/path@x", "h:8000/path@x"),
+            ("", ""),
+        ];
+        for (url, want) in cases {
+            assert_eq!(redact_url(url), want, "{url}");
+        }
+        assert!(matches!(redact_url("h:1"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -75,9 +75,10 @@ pub fn default_metrics_url(server: &str) -> String {
 /// curl does). Other schemes, https included, are rejected: the poller speaks plain HTTP
 /// like Triton's metrics port.
 pub fn normalize_metrics_url(raw: &str) -> Result<String> {
+    let shown = crate::text::redact_url(raw);
     let bad = |why: &str| {
         Error::usage(format!(
-            "Failed to parse --metrics-url. {why} (got '{raw}')."
+            "Failed to parse --metrics-url. {why} (got '{shown}')."
         ))
     };
     let text = raw.trim();
@@ -90,6 +91,9 @@ pub fn normalize_metrics_url(raw: &str) -> Result<String> {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
+    if authority.contains('@') {
+        return Err(bad(crate::text::URL_CREDENTIALS));
+    }
     if authority.is_empty() || authority.starts_with(':') {
         return Err(bad("The host is empty"));
     }
@@ -230,6 +234,15 @@ mod tests {
             "h /m",
         ] {
             assert!(normalize_metrics_url(raw).is_err(), "{raw}");
+        }
+        for raw in [
+            "http://u:s3cret@h:8002/metrics",
+            "u:s3cret@h",
+            "ftp://u:s3cret@h/m",
+        ] {
+            let e = normalize_metrics_url(raw).unwrap_err();
+            assert!(e.msg.contains("u:<redacted>@h"), "{raw}: {e}");
+            assert!(!e.msg.contains("s3cret"), "{raw}: {e}");
         }
     }
 }

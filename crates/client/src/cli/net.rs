@@ -41,7 +41,8 @@ pub fn parse_header(raw: &str) -> Result<(String, String)> {
 /// `host:port`, `http://host:port` or `https://host:port` (a trailing `/` is allowed); a missing
 /// port is 80 (443 for https).
 pub fn parse_url(raw: &str) -> Result<ParsedUrl> {
-    let bad = |why: &str| Error::usage(format!("Failed to parse -u. {why} (got '{raw}')."));
+    let shown = crate::text::redact_url(raw);
+    let bad = |why: &str| Error::usage(format!("Failed to parse -u. {why} (got '{shown}')."));
     let lower = raw.to_ascii_lowercase();
     let https = lower.starts_with("https://");
     let rest = if https {
@@ -57,6 +58,9 @@ pub fn parse_url(raw: &str) -> Result<ParsedUrl> {
     let authority = rest.trim_end_matches('/');
     if authority.contains('/') {
         return Err(bad("A path after host:port is not supported"));
+    }
+    if authority.contains('@') {
+        return Err(bad(crate::text::URL_CREDENTIALS));
     }
     let (host, port) = split_host_port(authority).ok_or_else(|| bad("Expected host:port"))?;
     if host.is_empty() {
@@ -165,12 +169,34 @@ mod tests {
             ("::1:8000", "host:port"),
             ("[::1", "host:port"),
             ("[::1]x", "host:port"),
+            ("http://user@h:8000", "Credentials"),
         ];
         for (raw, needle) in cases {
             let err = parse_url(raw).unwrap_err();
             assert!(err.msg.contains(needle), "{raw}: {}", err.msg);
             assert!(err.msg.contains("-u"), "{raw}: {}", err.msg);
-            assert!(err.msg.contains(raw), "{raw}: {}", err.msg);
+            assert!(
+                err.msg.contains(raw) || raw.contains('@'),
+                "{raw}: {}",
+                err.msg
+            );
+        }
+    }
+
+    #[test]
+    fn url_errors_never_echo_a_password() {
+        for raw in [
+            "http://user:s3cret@h:8000",
+            "user:s3cret@h:8000",
+            "https://user:s3cret@h",
+            "http://user:s3cret@h:8000/v2",
+            "grpc://user:s3cret@h:1",
+            "user:s3cret@h:x",
+        ] {
+            let err = parse_url(raw).unwrap_err();
+            assert!(err.msg.contains("-u"), "{raw}: {}", err.msg);
+            assert!(!err.msg.contains("s3cret"), "{raw}: {}", err.msg);
+            assert!(err.msg.contains("user:<redacted>@h"), "{raw}: {}", err.msg);
         }
     }
 

@@ -49,7 +49,8 @@ pub fn apply_transport(args: &RunArgs, config: &mut Config) -> Result<()> {
             if parsed.https && grpc {
                 return Err(Error::usage(format!(
                     "Failed to parse -u. https:// is for -i http; gRPC over TLS takes host:port \
-                     and --ssl-grpc-use-ssl (got '{url}')."
+                     and --ssl-grpc-use-ssl (got '{}').",
+                    crate::text::redact_url(url)
                 )));
             }
             https = parsed.https;

@@ -261,18 +261,71 @@ impl Conn {
                     return self.want_writable(registry);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.fail(FailKind::of_io(&e), format!("send failed: {e}")),
+                Err(e) => return self.send_failed(&e, clock),
             }
         }
         // With TLS the last records may still be queued; the request is sent once they are out.
         match self.stream.flush() {
             Ok(true) => {}
             Ok(false) => return self.want_writable(registry),
-            Err(e) => return self.fail(FailKind::of_io(&e), format!("send failed: {e}")),
+            Err(e) => return self.send_failed(&e, clock),
         }
         self.rec.send_end_ns = clock.now_ns();
         self.state = State::Reading;
         Outcome::Pending
+    }
+
+    /// The request could not be sent in full. A server refusing a request before reading all
+    /// of it (413 for a body over its limit) answers, then closes, and the close fails the
+    /// send; the answer is still in the socket. A response that arrived whole completes the
+    /// request with its status; a head alone is named in the failure; without either the
+    /// send error is the failure.
+    fn send_failed(&mut self, e: &io::Error, clock: &Clock) -> Outcome {
+        self.rec.send_end_ns = clock.now_ns();
+        self.state = State::Reading;
+        if let Some(head) = self.read_early_response(clock) {
+            let read_ns = clock.now_ns();
+            let out = self.complete_read(head, read_ns, clock);
+            self.must_reconnect = true;
+            return out;
+        }
+        let msg = match self.reader.status() {
+            0 => format!("send failed: {e}"),
+            status => format!(
+                "server answered HTTP {status} before the request was sent in full and closed \
+                 the connection (send failed: {e})"
+            ),
+        };
+        self.fail(FailKind::of_io(e), msg)
+    }
+
+    /// After a failed send: reads what the server sent until the socket has no more (the
+    /// reader's limits bound it); the head of a response that is complete.
+    fn read_early_response(&mut self, clock: &Clock) -> Option<ResponseHead> {
+        loop {
+            if self.rlen == self.rbuf.len() {
+                self.rbuf.resize(self.rbuf.len() * 2, 0);
+            }
+            let progress = match self.read_some(clock) {
+                Ok((0, _)) => self.reader.on_eof(&self.rbuf[..self.rlen]),
+                Ok((n, read_ns)) => {
+                    if self.rlen == 0 && self.rec.recv_start_ns == 0 {
+                        self.rec.recv_start_ns = read_ns;
+                    }
+                    self.rlen += n;
+                    let progress = self.reader.advance(&self.rbuf[..self.rlen]);
+                    self.drop_interim();
+                    progress
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return None,
+            };
+            match progress {
+                Ok(Progress::Done(head)) => return Some(head),
+                Ok(Progress::NeedMore) => {}
+                Err(_) => return None,
+            }
+        }
     }
 
     /// Asks for a writable edge (normally a request fits the socket buffer, so this is rare).

@@ -96,18 +96,27 @@ pub fn server_address(url: Option<&str>, kind: EndpointType) -> Result<(String, 
         "localhost:8000"
     };
     let url = url.unwrap_or(default);
+    let shown = crate::text::redact_url(url);
     let (rest, https) = match url.strip_prefix("https://") {
         Some(rest) => (rest, true),
         None => (url.strip_prefix("http://").unwrap_or(url), false),
     };
     if rest.contains("://") {
         return Err(Error::usage(format!(
-            "profile: --url '{url}' must be host:port, http://host:port or https://host:port"
+            "profile: --url '{shown}' must be host:port, http://host:port or https://host:port"
         )));
     }
     let host = rest.split('/').next().unwrap_or("");
     if host.is_empty() {
-        return Err(Error::usage(format!("profile: --url '{url}' has no host")));
+        return Err(Error::usage(format!(
+            "profile: --url '{shown}' has no host"
+        )));
+    }
+    if host.contains('@') {
+        return Err(Error::usage(format!(
+            "profile: --url '{shown}': {}",
+            crate::text::URL_CREDENTIALS
+        )));
     }
     let has_port = match host.rfind(']') {
         Some(end) => host[end..].contains(':'),

@@ -324,4 +324,13 @@ fn urls_to_addresses() {
         server_address(None, EndpointType::Kserve).unwrap(),
         ("localhost:8001".into(), false)
     );
+    for url in [
+        "http://u:s3cret@h:80",
+        "grpc://u:s3cret@h",
+        "u:s3cret@h:1/v1",
+    ] {
+        let e = server_address(Some(url), EndpointType::Chat).unwrap_err();
+        assert!(e.msg.contains("u:<redacted>@h"), "{url}: {e}");
+        assert!(!e.msg.contains("s3cret"), "{url}: {e}");
+    }
 }

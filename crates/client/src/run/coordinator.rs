@@ -87,8 +87,17 @@ impl PointCtx<'_> {
 /// Measures one load level.
 pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
     let cfg = ctx.cfg;
-    if cfg.warmup_request_count > 0 {
-        warm_up(ctx, load)?;
+    // Interrupted in the warm-up, nothing of the level is measured. Scale-out ranks go on to
+    // the level's barriers, where they agree on the interruption.
+    let warm = cfg.warmup_request_count > 0;
+    if warm && warm_up(ctx, load)? == End::Interrupted && !ctx.peers.scale_out() {
+        return Ok(PointOutcome {
+            status: PointStatus::Interrupted,
+            client: None,
+            server: None,
+            windows: Vec::new(),
+            span_ns: None,
+        });
     }
     let budget = (cfg.request_count > 0).then(|| share(ctx, cfg.request_count));
     // Closed loop: the connections open before the clock starts (and before any request).
@@ -423,11 +432,11 @@ impl Phase for Window<'_, '_> {
 }
 
 /// Sends `--warmup-request-count` requests (at `min(concurrency, W)`, or on the level's
-/// schedule) and throws them away.
-fn warm_up(ctx: &mut PointCtx, load: &Load) -> Result<()> {
+/// schedule) and throws them away; `End::Interrupted` when Ctrl-C ended it.
+fn warm_up(ctx: &mut PointCtx, load: &Load) -> Result<End> {
     let w = share(ctx, ctx.cfg.warmup_request_count);
     if w == 0 {
-        return Ok(());
+        return Ok(End::Done);
     }
     let load = match load {
         Load::Concurrency(c) => {
@@ -448,7 +457,7 @@ fn warm_up(ctx: &mut PointCtx, load: &Load) -> Result<()> {
         return Err(Error::generic(format!("warm-up failed: {msg}")));
     }
     engine.stop(DRAIN);
-    Ok(())
+    Ok(end)
 }
 
 fn server_delta(

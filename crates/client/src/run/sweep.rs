@@ -16,7 +16,7 @@ use crate::config::{Config, LoadMode, MeasurementMode};
 use crate::engine::pace::{nominal_rate, Schedule};
 use crate::engine::window::OutputCheck;
 use crate::engine::{EngineSpec, Load};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::report::export::ExportExperiment;
 use crate::report::{console, LoadValue, PointReport};
 
@@ -225,6 +225,10 @@ impl Sweeper<'_> {
             Some(c) => c.finish(span_ns)?,
             None => None,
         };
+        let measured = client.as_ref().is_some_and(|c| c.request_count > 0);
+        if status == PointStatus::Interrupted && !measured {
+            return Ok(self.interrupted_unmeasured());
+        }
         if cfg.profile_export_file.is_some() {
             self.result.exps.push(ExportExperiment {
                 load: value,
@@ -256,6 +260,24 @@ impl Sweeper<'_> {
             e.msg = format!("{}\n{note}", e.msg);
         }
         self.record(report, verdict)
+    }
+
+    /// Ctrl-C ended a level before any of its requests was measured (in its warm-up, or
+    /// before its first window held one): the level has nothing to report, so it gets no
+    /// console point, CSV row or export experiment. A run with no level measured at all ends
+    /// with exit code 3, as one whose windows held no valid request. Returns false: the
+    /// sweep stops.
+    fn interrupted_unmeasured(&mut self) -> bool {
+        if self.peers.reports() {
+            eprintln!("Interrupted before any request of this level was measured.");
+        }
+        if self.result.points.is_empty() && self.result.error.is_none() {
+            self.result.error = Some(Error {
+                kind: ErrorKind::NoValidRequests,
+                msg: "interrupted before any request was measured; nothing to report".into(),
+            });
+        }
+        false
     }
 
     /// Measures one point at `load` against the target.

@@ -9,6 +9,7 @@ pub mod reply_check;
 mod reply_grpc;
 mod reply_http;
 mod reply_json;
+mod reply_values;
 pub mod seq_patch;
 pub mod stream_scan;
 pub mod tfserving;

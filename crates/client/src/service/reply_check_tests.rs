@@ -199,6 +199,31 @@ fn http_shape_contradicting_its_bytes_is_invalid() {
 }
 
 #[test]
+fn http_json_value_its_datatype_cannot_hold_is_invalid() {
+    let digits = format!("1{}", "0".repeat(4999));
+    let json = SIMPLE_JSON.replacen("[0,2,4,", &format!("[0,{digits},4,"), 1);
+    let bad = http_err(&simple(), json.as_bytes(), None);
+    assert_eq!(bad.kind, FailKind::Invalid);
+    assert!(
+        bad.msg.starts_with("output OUTPUT0 has 1000"),
+        "{}",
+        bad.msg
+    );
+    assert!(
+        bad.msg
+            .ends_with("... as element 1 of its INT32 data, which INT32 cannot hold"),
+        "{}",
+        bad.msg
+    );
+    let json = SIMPLE_JSON.replacen(",0]}]}", ",-2147483649]}]}", 1);
+    let bad = http_err(&simple(), json.as_bytes(), None);
+    assert_eq!(
+        bad.msg,
+        "output OUTPUT1 has -2147483649 as element 15 of its INT32 data, which INT32 cannot hold"
+    );
+}
+
+#[test]
 fn http_binary_tail_of_the_wrong_length_is_length() {
     let (body, len) = binary(SIMPLE_HEADER, &[0; 100]);
     let bad = http_err(&simple(), &body, len);

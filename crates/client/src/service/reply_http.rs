@@ -1,11 +1,13 @@
 //! The KServe v2 HTTP infer reply, checked in place: a JSON object (the whole body, or the
 //! first `Inference-Header-Content-Length` bytes) with `outputs`, each output's shape
-//! against its data, and the binary tail against the declared `binary_data_size`s.
+//! against its data (JSON values against the datatype too), and the binary tail against the
+//! declared `binary_data_size`s.
 
 use std::borrow::Cow;
 
 use super::reply_check::{product, shown, Bad, Expect, Seen, SizeCheck};
 use super::reply_json::{as_i64, as_u64, decoded, str_eq, Json};
+use super::reply_values::data_elements;
 use crate::measure::fail::FailKind;
 
 /// Checks one infer reply body against `exp`.
@@ -77,8 +79,8 @@ struct Output<'b> {
     name: Option<&'b [u8]>,
     datatype: Option<&'b [u8]>,
     shape: Option<&'b [u8]>,
-    /// Leaves of `data`.
-    data: Option<u64>,
+    /// `data`, raw (its values are checked once the datatype is known).
+    data: Option<&'b [u8]>,
     binary_size: Option<u64>,
 }
 
@@ -126,7 +128,11 @@ impl<'b> Reply<'_, 'b> {
                         .map_err(|_| field_type(at, "shape", "array of integers"))?;
                     out.shape = Some(j.slice(start));
                 }
-                b"data" => out.data = Some(j.count_leaves()?),
+                b"data" => {
+                    let start = j.pos;
+                    j.value()?;
+                    out.data = Some(j.slice(start));
+                }
                 b"parameters" if j.peek() == Some(b'{') => j.object(|j, key| {
                     if key != b"binary_data_size" {
                         return j.value();
@@ -184,7 +190,7 @@ impl<'b> Reply<'_, 'b> {
                 });
                 check.binary(size, data)
             }
-            (None, Some(count)) => check.json(count),
+            (None, Some(data)) => check.json(data_elements(data, datatype, &name)?),
             (None, None) if self.exp.shm_outputs => Ok(()),
             (None, None) => Err(Bad::invalid(format!(
                 "output {} has no data (neither \"data\" nor \"parameters.binary_data_size\")",

@@ -154,21 +154,6 @@ impl<'a> Json<'a> {
         }
     }
 
-    /// The leaves of a value: 1 for a scalar, the sum over the elements for an array (a
-    /// tensor's `data`, flat or nested).
-    pub(crate) fn count_leaves(&mut self) -> Result<u64, Bad> {
-        if self.peek() != Some(b'[') {
-            self.value()?;
-            return Ok(1);
-        }
-        let mut n = 0u64;
-        self.array(|j, _| {
-            n += j.count_leaves()?;
-            Ok(())
-        })?;
-        Ok(n)
-    }
-
     /// A string: its raw content between the quotes (escapes checked, not decoded).
     pub(crate) fn string(&mut self) -> Result<&'a [u8], Bad> {
         self.expect(b'"', "expected a string")?;

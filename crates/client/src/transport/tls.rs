@@ -277,10 +277,18 @@ fn server_verifier(
     let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
         .build()
         .map_err(|e| Error::generic(format!("TLS verifier setup failed: {e}")))?;
-    if opts.verify_host {
-        Ok(webpki)
+    let verifier: Arc<dyn ServerCertVerifier> = if opts.verify_host {
+        webpki
     } else {
-        Ok(Arc::new(IgnoreHostName { inner: webpki }))
+        Arc::new(IgnoreHostName { inner: webpki })
+    };
+    match &opts.ca_file {
+        Some(path) => Ok(Arc::new(TrustedAsGiven {
+            inner: verifier,
+            given: pem_certificates(opts.flag_prefix, FileFlag::Ca, path)?,
+            verify_host: opts.verify_host,
+        })),
+        None => Ok(verifier),
     }
 }
 
@@ -420,6 +428,100 @@ impl ServerCertVerifier for IgnoreHostName {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// A server certificate that is itself in the CA file is trusted as it is, as curl (OpenSSL)
+/// trusts it, also when it is a CA certificate: a self-signed certificate made with
+/// `CA:TRUE` and given as its own CA, which webpki refuses as an end entity
+/// (`CaUsedAsEndEntity`). webpki checks a certificate's validity period before its basic
+/// constraints, so that error means the certificate is current; the name is checked here
+/// (unless `verify_host` is off), and the handshake signatures by `inner` as always.
+#[derive(Debug)]
+struct TrustedAsGiven {
+    inner: Arc<dyn ServerCertVerifier>,
+    /// The certificates of the CA file.
+    given: Vec<CertificateDer<'static>>,
+    verify_host: bool,
+}
+
+impl TrustedAsGiven {
+    /// `end_entity`, refused by webpki only for being a CA certificate, is one of the CA
+    /// file's own certificates and names the server.
+    fn accepts(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        server_name: &ServerName<'_>,
+    ) -> std::result::Result<bool, rustls::Error> {
+        if !self.given.iter().any(|c| c.as_ref() == end_entity.as_ref()) {
+            return Ok(false);
+        }
+        if self.verify_host {
+            let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+            rustls::client::verify_server_name(&parsed, server_name)?;
+        }
+        Ok(true)
+    }
+}
+
+/// webpki's `CaUsedAsEndEntity`, which rustls passes on as an opaque "other" error.
+fn is_ca_used_as_end_entity(e: &rustls::Error) -> bool {
+    match e {
+        rustls::Error::InvalidCertificate(CertificateError::Other(other)) => {
+            format!("{other:?}").contains("CaUsedAsEndEntity")
+        }
+        _ => false,
+    }
+}
+
+impl ServerCertVerifier for TrustedAsGiven {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        let verdict = self.inner.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        );
+        match verdict {
+            Err(e) if is_ca_used_as_end_entity(&e) => {
+                if self.accepts(end_entity, server_name)? {
+                    Ok(ServerCertVerified::assertion())
+                } else {
+                    Err(e)
+                }
+            }
             other => other,
         }
     }

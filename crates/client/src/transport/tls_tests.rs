@@ -300,3 +300,85 @@ fn options_from_the_run_config() {
     assert_eq!(opts.alpn, vec![b"h2".to_vec()]);
     assert_eq!(opts.flag_prefix, "--ssl-grpc");
 }
+
+/// A self-signed certificate for 127.0.0.1 and localhost; `ca`: with `CA:TRUE` (as
+/// `openssl req -x509` makes one); `expired`: valid only in 2001. Written to `dir` as PEM.
+fn self_signed(
+    dir: &Path,
+    name: &str,
+    ca: bool,
+    expired: bool,
+) -> (CertificateDer<'static>, PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let sans = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+    let mut params = CertificateParams::new(sans).unwrap();
+    if ca {
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    }
+    if expired {
+        params.not_before = rcgen::date_time_ymd(2001, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2001, 12, 31);
+    }
+    let cert = params.self_signed(&KeyPair::generate().unwrap()).unwrap();
+    let path = dir.join(format!("{name}.pem"));
+    std::fs::write(&path, cert.pem()).unwrap();
+    (cert.der().clone(), path)
+}
+
+/// What the verifier built for `opts` says of `cert` presented by `host`.
+fn verdict(
+    opts: &TlsOptions,
+    cert: &CertificateDer<'_>,
+    host: &str,
+) -> std::result::Result<(), String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = server_verifier(opts, &provider).unwrap();
+    let name = ServerName::try_from(host.to_string()).unwrap();
+    verifier
+        .verify_server_cert(cert, &[], &name, &[], UnixTime::now())
+        .map(|_| ())
+        .map_err(|e| format!("{e:?}"))
+}
+
+#[test]
+fn a_self_signed_ca_certificate_given_as_its_own_ca_is_trusted() {
+    let pki = Pki::new("own-ca");
+    let (cert, pem) = self_signed(&pki.dir, "own", true, false);
+    let own = TlsOptions {
+        ca_file: Some(pem.clone()),
+        ..TlsOptions::new("--ssl-https", &[b"http/1.1"])
+    };
+    assert_eq!(verdict(&own, &cert, "127.0.0.1"), Ok(()));
+    assert_eq!(verdict(&own, &cert, "localhost"), Ok(()));
+    // The name still counts, unless host verification is off.
+    let wrong = verdict(&own, &cert, "elsewhere.example").unwrap_err();
+    assert!(wrong.contains("NotValidForName"), "{wrong}");
+    let no_host = with(&own, |o| o.verify_host = false);
+    assert_eq!(verdict(&no_host, &cert, "elsewhere.example"), Ok(()));
+    // In a file with other certificates too.
+    let bundle = pki.dir.join("bundle.pem");
+    let mut text = std::fs::read_to_string(&pki.ca_pem).unwrap();
+    text.push_str(&std::fs::read_to_string(&pem).unwrap());
+    std::fs::write(&bundle, text).unwrap();
+    let in_bundle = with(&own, |o| o.ca_file = Some(bundle.clone()));
+    assert_eq!(verdict(&in_bundle, &cert, "127.0.0.1"), Ok(()));
+    // A self-signed certificate without CA:TRUE was trusted already; it still is.
+    let (plain, plain_pem) = self_signed(&pki.dir, "plain", false, false);
+    let plain_opts = with(&own, |o| o.ca_file = Some(plain_pem.clone()));
+    assert_eq!(verdict(&plain_opts, &plain, "127.0.0.1"), Ok(()));
+}
+
+#[test]
+fn a_ca_certificate_not_in_the_file_or_expired_is_still_refused() {
+    let pki = Pki::new("own-ca-refused");
+    let (cert, _) = self_signed(&pki.dir, "own", true, false);
+    // The CA file holds another certificate: webpki's refusal stands.
+    let other = https(&pki);
+    let err = verdict(&other, &cert, "127.0.0.1").unwrap_err();
+    assert!(err.contains("CaUsedAsEndEntity"), "{err}");
+    // The certificate is in the file but expired.
+    let (old, old_pem) = self_signed(&pki.dir, "old", true, true);
+    let expired = with(&other, |o| o.ca_file = Some(old_pem.clone()));
+    let err = verdict(&expired, &old, "127.0.0.1").unwrap_err();
+    assert!(err.contains("Expired"), "{err}");
+}

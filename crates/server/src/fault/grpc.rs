@@ -173,6 +173,14 @@ impl Conn<'_> {
                 let Some((_, body)) = self.streams.get_mut(&stream) else {
                     return Next::Go;
                 };
+                let refused = self.sh.mode == FaultMode::PayloadTooLarge;
+                if refused && body.len() + data.len() > super::odd::REQUEST_LIMIT {
+                    // Answered before the message is read; later DATA of the stream is dropped.
+                    self.streams.remove(&stream);
+                    self.sh.next_infer();
+                    self.status(stream, 8, &super::odd::too_large_text());
+                    return Next::Go;
+                }
                 if body.len() + data.len() > MAX_MESSAGE {
                     return Next::Close;
                 }
@@ -374,6 +382,20 @@ impl Conn<'_> {
             }
             FaultMode::SettingsFlood | FaultMode::PingFlood => return self.flood(s),
             FaultMode::Drip => return self.drip(s, stream, &reply),
+            FaultMode::WrongContentType => {
+                let mut block = Vec::new();
+                let enc = &self.encoder;
+                enc.encode_literal_without_indexing(&mut block, b":status", b"200");
+                enc.encode_literal_without_indexing(&mut block, b"content-type", b"text/html");
+                write_headers(&mut self.out, stream, &block, false, DEFAULT_MAX_FRAME_SIZE);
+                write_data(&mut self.out, stream, &reply, false, DEFAULT_MAX_FRAME_SIZE);
+                self.ok_trailers(stream);
+            }
+            FaultMode::CompressedNoEncoding => {
+                let mut flagged = reply.clone();
+                flagged[0] = 1;
+                self.reply(stream, &flagged, true);
+            }
             _ => self.reply(stream, &reply, true),
         }
         Next::Go

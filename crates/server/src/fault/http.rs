@@ -35,6 +35,9 @@ pub(super) fn serve_conn(mut s: TcpStream, sh: &Shared) {
         let req = match read_request(&mut s, &mut buf, sh) {
             Ok(Some(req)) => req,
             Ok(None) => return,
+            Err(413) if sh.mode == FaultMode::PayloadTooLarge => {
+                return super::odd::refuse_large(s, sh)
+            }
             Err(status) => {
                 let _ = respond(
                     &mut s,
@@ -105,9 +108,14 @@ fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>, sh: &Shared) -> Result<Opt
                 .ok()
                 .and_then(|v| v.trim().parse::<usize>().ok())
         });
+    let max_body = if sh.mode == FaultMode::PayloadTooLarge {
+        super::odd::REQUEST_LIMIT
+    } else {
+        MAX_BODY
+    };
     let length = match length {
         None => 0,
-        Some(Some(n)) if n <= MAX_BODY => n,
+        Some(Some(n)) if n <= max_body => n,
         Some(Some(_)) => return Err(413),
         Some(None) => return Err(400),
     };
@@ -294,6 +302,13 @@ fn fault_reply(s: &mut TcpStream, req: &Request, head: &str, body: &[u8], sh: &S
         FaultMode::HugeContentLength => huge_content_length(s, sh),
         FaultMode::HugeHeaders => huge_headers(s, head, body, sh),
         FaultMode::Drip => written(io::drip(s, head.as_bytes(), sh) && io::drip(s, body, sh)),
+        FaultMode::HugeNumber => {
+            let (head, body) = super::odd::huge_number_reply();
+            whole(s, &head, &body, sh)
+        }
+        FaultMode::TinyChunks => {
+            written(io::write_all(s, &super::odd::tiny_chunks(head, body), sh))
+        }
         _ => whole(s, head, body, sh),
     }
 }

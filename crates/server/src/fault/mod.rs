@@ -13,18 +13,21 @@
 //! - `io`: bounded reads, writes and holds shared by both fronts;
 //! - `openai`: the OpenAI chat and completions endpoints (`inferperf profile`), healthy in
 //!   `none` and answered with an error inside a 200 in the `sse-*` modes.
+//! - `odd`: replies that are almost right (a request refused early, odd numbers and chunks).
 
 mod grpc;
 mod http;
 mod io;
 mod model;
 pub mod openai;
+mod odd;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_grpc;
 #[cfg(test)]
 mod tests_openai;
+mod tests_odd;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -125,6 +128,21 @@ pub enum FaultMode {
     /// OpenAI chat and completions only: two text chunks, then `data: {not json`, then
     /// `[DONE]`; not streamed, a 200 whose body is `{not json`.
     SseNotJson,
+    /// Model metadata and config give INPUT0 the dims [4194304] (16 MiB of FP32). HTTP: an
+    /// infer request over 1 MiB is answered 413 once its head is read, and the connection
+    /// closes without reading the body (a reset). gRPC: grpc-status 8 RESOURCE_EXHAUSTED once
+    /// 1 MiB of the message has arrived.
+    PayloadTooLarge,
+    /// gRPC: the reply's content-type is `text/html`. HTTP: no fault.
+    WrongContentType,
+    /// gRPC: the reply message has its compressed flag set but the reply has no
+    /// grpc-encoding. HTTP: no fault.
+    CompressedNoEncoding,
+    /// HTTP: OUTPUT0 comes as JSON data whose first value has 5000 digits. gRPC: no fault.
+    HugeNumber,
+    /// HTTP: the healthy reply, its JSON padded to 400 KB with whitespace, sent chunked in
+    /// one-byte chunks (valid, only slow to parse). gRPC: no fault.
+    TinyChunks,
 }
 
 impl FaultMode {
@@ -146,7 +164,11 @@ impl FaultMode {
     pub fn applies_to_http(self) -> bool {
         !matches!(
             self,
-            FaultMode::None | FaultMode::SettingsFlood | FaultMode::PingFlood
+            FaultMode::None
+                | FaultMode::SettingsFlood
+                | FaultMode::PingFlood
+                | FaultMode::WrongContentType
+                | FaultMode::CompressedNoEncoding
         ) && !self.applies_to_openai()
     }
 
@@ -154,7 +176,11 @@ impl FaultMode {
     pub fn applies_to_grpc(self) -> bool {
         !matches!(
             self,
-            FaultMode::None | FaultMode::InterimFlood | FaultMode::ChunkExtensionFlood
+            FaultMode::None
+                | FaultMode::InterimFlood
+                | FaultMode::ChunkExtensionFlood
+                | FaultMode::HugeNumber
+                | FaultMode::TinyChunks
         ) && !self.applies_to_openai()
     }
 

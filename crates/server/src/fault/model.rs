@@ -23,6 +23,7 @@ pub fn input_dims(mode: FaultMode) -> Vec<i64> {
     match mode {
         FaultMode::DimsHuge => vec![1 << 32; 3],
         FaultMode::DimsBig => vec![65_536, 65_536],
+        FaultMode::PayloadTooLarge => vec![super::odd::LARGE_ELEMENTS],
         _ => vec![ELEMENTS as i64],
     }
 }

@@ -64,12 +64,12 @@ pub(super) fn read_until(s: &mut TcpStream, max: usize) -> (Vec<u8>, End) {
     }
 }
 
-fn get(path: &str) -> Vec<u8> {
+pub(super) fn get(path: &str) -> Vec<u8> {
     format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes()
 }
 
 /// A KServe v2 binary infer request for `identity` whose input is the bytes 0..64.
-fn infer_request() -> Vec<u8> {
+pub(super) fn infer_request() -> Vec<u8> {
     let json = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[16],"parameters":{"binary_data_size":64}}],"outputs":[{"name":"OUTPUT0","parameters":{"binary_data":true}}]}"#;
     let data: Vec<u8> = (0..64).collect();
     let mut req = format!(
@@ -82,10 +82,10 @@ fn infer_request() -> Vec<u8> {
     req
 }
 
-const QUICK: Duration = Duration::from_millis(300);
-const TTL: Duration = Duration::from_secs(20);
+pub(super) const QUICK: Duration = Duration::from_millis(300);
+pub(super) const TTL: Duration = Duration::from_secs(20);
 
-fn head_and_body(reply: &[u8]) -> (String, &[u8]) {
+pub(super) fn head_and_body(reply: &[u8]) -> (String, &[u8]) {
     let end = reply
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -111,7 +111,7 @@ fn content_length(head: &str) -> usize {
         .unwrap()
 }
 
-fn json_of(reply: &[u8]) -> Value {
+pub(super) fn json_of(reply: &[u8]) -> Value {
     serde_json::from_slice(head_and_body(reply).1).unwrap()
 }
 

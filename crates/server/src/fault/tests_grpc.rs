@@ -20,14 +20,14 @@ use inferperf_client::protocol::grpc::request::call_headers;
 const TTL: Duration = Duration::from_secs(20);
 const QUICK: Duration = Duration::from_millis(300);
 
-fn framed(message: &[u8]) -> Vec<u8> {
+pub(super) fn framed(message: &[u8]) -> Vec<u8> {
     let mut out = vec![0];
     out.extend_from_slice(&(message.len() as u32).to_be_bytes());
     out.extend_from_slice(message);
     out
 }
 
-fn infer_message() -> Vec<u8> {
+pub(super) fn infer_message() -> Vec<u8> {
     pb::ModelInferRequest {
         model_name: "identity".into(),
         id: "7".into(),
@@ -38,7 +38,12 @@ fn infer_message() -> Vec<u8> {
 }
 
 /// One raw call on stream 1: what came back, and how it ended.
-fn raw_call(addr: SocketAddr, method: &str, message: &[u8], max: usize) -> (Vec<Frame>, End) {
+pub(super) fn raw_call(
+    addr: SocketAddr,
+    method: &str,
+    message: &[u8],
+    max: usize,
+) -> (Vec<Frame>, End) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(QUICK)).unwrap();
     let mut out = PREFACE.to_vec();
@@ -52,7 +57,7 @@ fn raw_call(addr: SocketAddr, method: &str, message: &[u8], max: usize) -> (Vec<
 }
 
 /// A frame as received: (type, flags, stream, payload).
-type Frame = (u8, u8, u32, Vec<u8>);
+pub(super) type Frame = (u8, u8, u32, Vec<u8>);
 
 fn frames(mut bytes: &[u8]) -> Vec<Frame> {
     let mut out = Vec::new();
@@ -69,7 +74,7 @@ fn frames(mut bytes: &[u8]) -> Vec<Frame> {
 }
 
 /// Header fields of stream 1, every block decoded (HEADERS + CONTINUATION joined).
-fn fields(frames: &[Frame]) -> Vec<(String, String)> {
+pub(super) fn fields(frames: &[Frame]) -> Vec<(String, String)> {
     let mut decoder = Decoder::with_limits(4096, 8 << 20);
     let mut out = Vec::new();
     let mut block = Vec::new();
@@ -90,7 +95,7 @@ fn fields(frames: &[Frame]) -> Vec<(String, String)> {
     out
 }
 
-fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(super) fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
     fields
         .iter()
         .find(|(n, _)| n == name)
@@ -98,7 +103,7 @@ fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
 }
 
 /// The DATA bytes of stream 1.
-fn data(frames: &[Frame]) -> Vec<u8> {
+pub(super) fn data(frames: &[Frame]) -> Vec<u8> {
     let mut out = Vec::new();
     for (kind, _, stream, payload) in frames {
         if *kind == 0 && *stream == 1 {

@@ -20,6 +20,8 @@ pub enum GrpcFramingError {
     Unencodable { len: usize },
     /// The stream ended in the middle of a message; `buffered` bytes were left over.
     Truncated { buffered: usize },
+    /// A message flagged compressed in a response that names no `grpc-encoding`.
+    CompressedWithoutEncoding,
 }
 
 impl fmt::Display for GrpcFramingError {
@@ -43,6 +45,9 @@ impl fmt::Display for GrpcFramingError {
             GrpcFramingError::Truncated { buffered } => write!(
                 f,
                 "gRPC stream ended inside a message ({buffered} bytes left over)"
+            ),
+            GrpcFramingError::CompressedWithoutEncoding => f.write_str(
+                "gRPC message flagged compressed, but the response names no grpc-encoding",
             ),
         }
     }

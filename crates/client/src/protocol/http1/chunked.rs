@@ -5,9 +5,11 @@
 //!
 //! The raw body stays in the caller's buffer until the response is complete, so its framing
 //! is bounded as a whole, not only per line: the chunk-size lines, their extensions and the
-//! CRLFs together may exceed the data by at most the head limit (64 KiB by default). Tiny
-//! chunks with long extensions, or endless empty extensions, fail early instead of growing
-//! the buffer.
+//! CRLFs together may take [`FRAMING_PER_BYTE`] bytes per data byte (what one-byte chunks
+//! without extensions need, so every valid chunking passes) plus the head limit (64 KiB by
+//! default), and never more than the body limit plus the head limit, so the raw body stays
+//! within twice the body limit. Tiny chunks with long extensions, or endless empty
+//! extensions, fail early instead of growing the buffer.
 
 use super::error::ParseError;
 use super::response::Limits;
@@ -15,6 +17,9 @@ use super::response::Limits;
 /// Longest accepted chunk-size line, extensions included (bytes). Real servers send a few hex
 /// digits; the limit stops a peer from making the parser buffer an endless extension.
 const MAX_CHUNK_LINE: usize = 4096;
+/// Framing bytes allowed per data byte: a one-byte chunk takes `1\r\n` before and `\r\n`
+/// after its byte; a chunk of n bytes takes at most that per byte.
+pub(crate) const FRAMING_PER_BYTE: usize = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
@@ -136,9 +141,9 @@ impl ChunkedDecoder {
     }
 
     /// The longest next size line (bytes, without its LF) and the error past it: the
-    /// per-line cap, or what is left of the framing allowance (`decoded` data bytes plus the
-    /// head limit, the line's LF included) when that is smaller. Whichever bound a line
-    /// crosses first is reported, however its bytes were split across reads.
+    /// per-line cap, or what is left of the framing allowance (see [`framing_allowance`],
+    /// the line's LF included) when that is smaller. Whichever bound a line crosses first is
+    /// reported, however its bytes were split across reads.
     fn size_line_limit(
         &self,
         decoded: usize,
@@ -147,7 +152,7 @@ impl ChunkedDecoder {
         let framing_error = ParseError::ChunkFramingTooLarge {
             limit: limits.max_head_bytes,
         };
-        let allowed = decoded.saturating_add(limits.max_head_bytes);
+        let allowed = framing_allowance(decoded, limits);
         match allowed.checked_sub(self.framing + 1) {
             None => Err(framing_error),
             Some(left) if left < MAX_CHUNK_LINE => Ok((left, framing_error)),
@@ -187,6 +192,15 @@ impl ChunkedDecoder {
         self.line_scan = self.pos;
         Ok(Some(line))
     }
+}
+
+/// Framing bytes a chunked body with `decoded` data bytes so far may have used:
+/// [`FRAMING_PER_BYTE`] per data byte, at most the body limit, plus the head limit.
+fn framing_allowance(decoded: usize, limits: Limits) -> usize {
+    decoded
+        .saturating_mul(FRAMING_PER_BYTE)
+        .min(limits.max_body_bytes)
+        .saturating_add(limits.max_head_bytes)
 }
 
 /// Parses `1a2b[ ;ext...]`: hex digits, optional blanks, optional extensions (ignored).
@@ -331,17 +345,18 @@ mod tests {
         let framing = ParseError::ChunkFramingTooLarge { limit: 1024 };
         // One data byte per chunk, each with a 200-byte extension (every line is short).
         let ext = [b"1;".as_slice(), &[b'e'; 200], b"\r\nx\r\n"].concat();
-        let flood = ext.repeat(100);
-        // Empty extensions forever: no data at all.
-        let empty = b"1;\r\nx\r\n".repeat(1000);
-        for (name, raw) in [("extensions", &flood), ("short lines", &empty)] {
+        // One-letter extensions forever: two framing bytes per data byte beyond the allowance.
+        let short = b"1;e\r\nx\r\n".to_vec();
+        for (name, unit) in [("extensions", &ext), ("short lines", &short)] {
+            let raw = unit.repeat(1000);
+            // The chunks that fit: each takes its framing minus the five bytes allowed.
+            let fit = 1024 / (unit.len() - 1 - FRAMING_PER_BYTE);
             for step in [raw.len(), 1, 7, 100] {
-                let (got, arrived) = feed_in_steps(raw, step);
+                let (got, arrived) = feed_in_steps(&raw, step);
                 assert_eq!(got, Err(framing), "{name}, step {step}");
-                // Stopped within the allowance: the data seen plus 1 KiB of framing, plus
-                // one read.
+                // Stopped within the allowance, plus one chunk and one read.
                 assert!(
-                    arrived <= 2 * 1024 + step + 210,
+                    arrived <= (fit + 2) * unit.len() + step,
                     "{name}: read {arrived} bytes"
                 );
             }
@@ -351,6 +366,26 @@ mod tests {
         let fine = [chunk.repeat(5000), b"0\r\n\r\n".to_vec()].concat();
         let (got, _) = feed_in_steps(&fine, 4096);
         assert_eq!(got, Ok(Some(fine.len())));
+    }
+
+    #[test]
+    fn one_byte_chunks_pass_up_to_the_body_limit() {
+        // 150 KB of data in one-byte chunks: five framing bytes per data byte.
+        let body = [b"1\r\nx\r\n".repeat(150_000), b"0\r\n\r\n".to_vec()].concat();
+        let (got, _) = feed_in_steps(&body, 64 * 1024);
+        assert_eq!(got, Ok(Some(body.len())));
+        // Bare LFs take less.
+        let lf = [b"1\nx\n".repeat(1000), b"0\n\n".to_vec()].concat();
+        assert_eq!(feed_in_steps(&lf, 100).0, Ok(Some(lf.len())));
+        // The framing never exceeds the body limit (1 MiB here) plus the head limit, so the
+        // raw body stays within twice the body limit whatever the chunking.
+        let huge = b"1\r\nx\r\n".repeat(300_000);
+        let (got, arrived) = feed_in_steps(&huge, 64 * 1024);
+        assert_eq!(got, Err(ParseError::ChunkFramingTooLarge { limit: 1024 }));
+        assert!(
+            arrived <= 2 * MAX + 1024 + 64 * 1024,
+            "read {arrived} bytes"
+        );
     }
 
     #[test]

@@ -20,8 +20,8 @@ pub enum ParseError {
     BadChunkEnd,
     BadTrailer,
     TrailersTooLarge,
-    /// The chunk-size lines, extensions and CRLFs of a chunked body exceed its data by more
-    /// than `limit` bytes.
+    /// The chunk-size lines, extensions and CRLFs of a chunked body exceed 5 bytes per data
+    /// byte (what one-byte chunks need) by more than `limit` bytes.
     ChunkFramingTooLarge {
         limit: usize,
     },
@@ -90,8 +90,9 @@ impl fmt::Display for ParseError {
             ParseError::ChunkFramingTooLarge { limit } => {
                 return write!(
                     f,
-                    "chunked body framing (chunk-size lines, extensions, CRLFs) exceeds its \
-                     data by more than {limit} bytes"
+                    "chunked body framing (chunk-size lines, extensions, CRLFs) exceeds {} \
+                     bytes per data byte by more than {limit} bytes",
+                    super::chunked::FRAMING_PER_BYTE
                 )
             }
             ParseError::BodyTooLarge { limit } => {

@@ -1,5 +1,6 @@
 //! Reading a response header block: the few fields gRPC cares about (`:status`,
-//! `grpc-status`, `grpc-message`), decoded without allocating, and how trailers end a stream.
+//! `content-type`, `grpc-encoding`, `grpc-status`, `grpc-message`), decoded without
+//! allocating, and how trailers end a stream.
 
 use super::StreamEnd;
 use crate::protocol::grpc::hpack::{Decoder, HpackError};
@@ -11,6 +12,61 @@ pub(super) struct Head {
     pub(super) status: Option<Result<u16, ()>>,
     /// `grpc-status`: None if absent, Some(Err) if not a decimal u32.
     pub(super) grpc_status: Option<Result<u32, ()>>,
+    pub(super) content_type: ContentType,
+    /// `grpc-encoding` names a compression (present, and not `identity`): messages may
+    /// carry the compressed flag.
+    pub(super) encoded: bool,
+}
+
+/// Longest piece of a wrong `content-type` kept for the message (bytes).
+const SHOWN_TYPE: usize = 40;
+
+/// A response's `content-type`, as far as gRPC cares.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ContentType {
+    #[default]
+    Missing,
+    /// `application/grpc`, alone or followed by `+format` or `;parameters`.
+    Grpc,
+    /// Anything else: its first [`SHOWN_TYPE`] bytes and their count.
+    Other([u8; SHOWN_TYPE], u8),
+}
+
+impl ContentType {
+    fn of(value: &[u8]) -> ContentType {
+        let grpc = b"application/grpc";
+        let prefix = value
+            .get(..grpc.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(grpc));
+        let end = matches!(value.get(grpc.len()), None | Some(b'+' | b';'));
+        if prefix && end {
+            return ContentType::Grpc;
+        }
+        let n = value.len().min(SHOWN_TYPE);
+        let mut kept = [0; SHOWN_TYPE];
+        kept[..n].copy_from_slice(&value[..n]);
+        ContentType::Other(kept, n as u8)
+    }
+
+    /// Why a response with this content type is not a gRPC response (`None`: it is one).
+    /// A trailers-only response (`trailers_only`) may leave the type out: its status says
+    /// what happened.
+    pub(super) fn problem(&self, trailers_only: bool) -> Option<String> {
+        match self {
+            ContentType::Grpc => None,
+            ContentType::Missing if trailers_only => None,
+            ContentType::Missing => {
+                Some("response has no content-type (gRPC needs application/grpc)".into())
+            }
+            ContentType::Other(kept, n) => {
+                let text = String::from_utf8_lossy(&kept[..usize::from(*n)]);
+                let text = crate::text::escape_control(&text);
+                Some(format!(
+                    "response content-type is '{text}', not application/grpc"
+                ))
+            }
+        }
+    }
 }
 
 /// Decodes `block` (keeping the HPACK context in step even for streams the session has stopped
@@ -30,6 +86,8 @@ pub(super) fn decode_head(
             head.status = Some(status.ok_or(()));
         }
         b"grpc-status" => head.grpc_status = Some(parse_decimal(value).ok_or(())),
+        b"content-type" => head.content_type = ContentType::of(value),
+        b"grpc-encoding" => head.encoded = !value.is_empty() && value != b"identity",
         b"grpc-message" => {
             grpc_message.clear();
             grpc_message.extend_from_slice(value);
@@ -114,6 +172,44 @@ mod tests {
         for &(raw, want) in cases {
             assert_eq!(percent_decode(raw), want, "input {raw:?}");
         }
+    }
+
+    #[test]
+    fn content_types() {
+        for grpc in [
+            "application/grpc",
+            "application/grpc+proto",
+            "Application/GRPC;charset=x",
+        ] {
+            assert_eq!(
+                ContentType::of(grpc.as_bytes()),
+                ContentType::Grpc,
+                "{grpc}"
+            );
+            assert_eq!(ContentType::of(grpc.as_bytes()).problem(false), None);
+        }
+        for (other, shown) in [
+            ("text/html", "text/html"),
+            ("application/grpcx", "application/grpcx"),
+            ("application/grp", "application/grp"),
+            ("", ""),
+            ("x\x1b[31m", "x\\x1b[31m"),
+        ] {
+            let why = ContentType::of(other.as_bytes()).problem(false).unwrap();
+            assert_eq!(
+                why,
+                format!("response content-type is '{shown}', not application/grpc")
+            );
+        }
+        let long = ContentType::of("a".repeat(100).as_bytes())
+            .problem(true)
+            .unwrap();
+        assert!(
+            long.contains(&format!("'{}'", "a".repeat(SHOWN_TYPE))),
+            "{long}"
+        );
+        assert_eq!(ContentType::Missing.problem(true), None);
+        assert!(ContentType::Missing.problem(false).is_some());
     }
 
     #[test]

@@ -245,7 +245,7 @@ impl Conn {
             self.reset_stream(id, ErrorCode::FlowControlError, msg, on);
             return Ok(());
         }
-        if let Err(e) = deliver_messages(id, &mut stream.reader, data, on) {
+        if let Err(e) = deliver_messages(id, &mut stream.reader, stream.encoded, data, on) {
             if let GrpcFramingError::TooLong { len, limit } = e {
                 let msg = format!(
                     "gRPC message length {len} exceeds the response size limit ({limit} bytes; \
@@ -392,12 +392,20 @@ impl Conn {
                 self.reset_stream(id, ErrorCode::ProtocolError, msg, on);
             }
             200 => {
+                if let Some(why) = head.content_type.problem(end_stream) {
+                    return if end_stream {
+                        self.end_stream(id, StreamEnd::Protocol(why), on)
+                    } else {
+                        self.reset_stream(id, ErrorCode::Cancel, &why, on)
+                    };
+                }
                 on(Event::Headers { stream: id });
                 if end_stream {
                     let end = trailers_end(head, &self.grpc_message);
                     self.end_stream(id, end, on);
                 } else if let Some(stream) = self.streams.get_mut(id) {
                     stream.phase = Phase::Body;
+                    stream.encoded = head.encoded;
                 }
             }
             other => {
@@ -497,15 +505,21 @@ impl Conn {
     }
 }
 
-/// Feeds one DATA payload to a stream's reader and reports every whole message.
+/// Feeds one DATA payload to a stream's reader and reports every whole message; a message
+/// flagged compressed on a response without `grpc-encoding` (`encoded` false) is an error,
+/// as gRPC has nothing to decompress it with.
 fn deliver_messages(
     id: u32,
     reader: &mut crate::protocol::grpc::message::MessageReader,
+    encoded: bool,
     data: &[u8],
     on: On<'_>,
 ) -> Result<(), GrpcFramingError> {
     reader.push(data)?;
     while let Some(message) = reader.next_message()? {
+        if message.compressed && !encoded {
+            return Err(GrpcFramingError::CompressedWithoutEncoding);
+        }
         on(Event::Message {
             stream: id,
             compressed: message.compressed,

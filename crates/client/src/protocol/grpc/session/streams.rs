@@ -34,6 +34,8 @@ pub(super) struct Stream {
     pub(super) pending_end: bool,
     /// Reassembles response messages from DATA payloads.
     pub(super) reader: MessageReader,
+    /// The response named a `grpc-encoding`: its messages may be flagged compressed.
+    pub(super) encoded: bool,
 }
 
 impl Stream {
@@ -106,6 +108,7 @@ impl StreamTable {
                     pending_sent: 0,
                     pending_end: false,
                     reader: MessageReader::with_limit(self.max_message),
+                    encoded: false,
                 });
                 self.slots.len() - 1
             }
@@ -115,6 +118,7 @@ impl StreamTable {
         stream.id = id;
         stream.in_use = true;
         stream.phase = Phase::AwaitHeaders;
+        stream.encoded = false;
         stream.local_done = false;
         stream.send_window = send_window;
         stream.recv_remaining = recv_window;

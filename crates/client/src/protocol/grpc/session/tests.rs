@@ -314,8 +314,17 @@ fn compressed_flag_is_reported() {
     h.s.open(REQ, &[], true).unwrap();
     let mut body = Vec::new();
     write_message(&mut body, b"zz", true).unwrap();
-    h.feed(&[status_200(1), data(1, &body, false), trailers(1, "0")].concat())
-        .unwrap();
+    let head = [
+        (":status", "200"),
+        ("content-type", "application/grpc"),
+        ("grpc-encoding", "gzip"),
+    ];
+    let bytes = [
+        headers(1, &head, false),
+        data(1, &body, false),
+        trailers(1, "0"),
+    ];
+    h.feed(&bytes.concat()).unwrap();
     assert_eq!(h.take()[1], Owned::Message(1, true, b"zz".to_vec()));
 }
 
@@ -323,7 +332,7 @@ fn compressed_flag_is_reported() {
 fn padded_headers_and_data() {
     let mut h = Harness::new();
     h.s.open(REQ, &[], true).unwrap();
-    let head = block(&[(":status", "200")]);
+    let head = block(&[(":status", "200"), ("content-type", "application/grpc")]);
     let padded_head = [&[4u8][..], &head, &[0; 4]].concat();
     let framed = msg(b"xy");
     let padded_data = [&[10u8][..], &framed, &[0; 10]].concat();
@@ -403,7 +412,11 @@ fn trailers_only_error_reports_headers_then_the_decoded_status() {
 fn headers_split_into_continuations_are_reassembled() {
     let mut h = Harness::new();
     h.s.open(REQ, &[], true).unwrap();
-    let head = block(&[(":status", "200"), ("x-long", &"v".repeat(300))]);
+    let head = block(&[
+        (":status", "200"),
+        ("content-type", "application/grpc"),
+        ("x-long", &"v".repeat(300)),
+    ]);
     let (a, rest) = head.split_at(100);
     let (b, c) = rest.split_at(100);
     let bytes = [
@@ -520,7 +533,8 @@ fn headers_of_closed_streams_still_update_the_hpack_table() {
     let indexed = [&[0x40, 5][..], b"x-tag", &[3], b"abc"].concat();
     let closed_block = [block(&[(":status", "200")]), indexed].concat();
     // Index 62 is that entry; a decoder out of step would fail on it.
-    let open_block = [block(&[(":status", "200")]), vec![0x80 | 62]].concat();
+    let grpc = block(&[(":status", "200"), ("content-type", "application/grpc")]);
+    let open_block = [grpc, vec![0x80 | 62]].concat();
     let bytes = [
         frame(FrameType::Headers, END_HEADERS, first, &closed_block),
         frame(FrameType::Headers, END_HEADERS, second, &open_block),

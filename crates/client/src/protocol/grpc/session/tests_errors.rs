@@ -105,6 +105,36 @@ fn bad_response_heads_end_the_stream() {
             None,
         ),
         (
+            &[(":status", "200")],
+            false,
+            StreamEnd::Protocol(
+                "stream 1: response has no content-type (gRPC needs application/grpc) (CANCEL)"
+                    .into(),
+            ),
+            Some(ErrorCode::Cancel),
+        ),
+        (
+            &[(":status", "200"), ("content-type", "text/html")],
+            false,
+            StreamEnd::Protocol(
+                "stream 1: response content-type is 'text/html', not application/grpc (CANCEL)"
+                    .into(),
+            ),
+            Some(ErrorCode::Cancel),
+        ),
+        (
+            &[
+                (":status", "200"),
+                ("content-type", "application/grpcx"),
+                ("grpc-status", "0"),
+            ],
+            true,
+            StreamEnd::Protocol(
+                "response content-type is 'application/grpcx', not application/grpc".into(),
+            ),
+            None,
+        ),
+        (
             &[(":status", "103")],
             true,
             StreamEnd::Protocol(
@@ -174,6 +204,11 @@ fn bad_bodies_and_trailers_end_the_stream() {
             "bad flag",
             [status_200(1), data(1, &[9, 0, 0, 0, 0], false)].concat(),
             "compressed flag is 9",
+        ),
+        (
+            "compressed without grpc-encoding",
+            [status_200(1), data(1, &[1, 0, 0, 0, 0], false)].concat(),
+            "flagged compressed, but the response names no grpc-encoding",
         ),
         (
             "zero window increment",

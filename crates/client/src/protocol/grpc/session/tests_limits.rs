@@ -149,10 +149,11 @@ fn many_table_size_updates_fail_the_connection() {
     let block = b"\x20\x20\x20\x88";
     let got = h.feed(&frame(FrameType::Headers, END_HEADERS, 1, block));
     assert_limit_failure(&mut h, got, "more than 2 dynamic table size updates");
-    // Two are allowed.
+    // Two are allowed (then `content-type`, static name 31, literal value).
     let mut h = Harness::new();
     h.s.open(REQ, &[], true).unwrap();
-    h.feed(&frame(FrameType::Headers, END_HEADERS, 1, b"\x20\x20\x88"))
+    let block = b"\x20\x20\x88\x0f\x10\x10application/grpc";
+    h.feed(&frame(FrameType::Headers, END_HEADERS, 1, block))
         .unwrap();
     assert_eq!(h.take(), [Owned::Headers(1)]);
 }
