@@ -301,3 +301,80 @@ fn runs_check_responses_against_validation_data() {
         assert!(err.msg.contains("OUTPUT0"), "{}", err.msg);
     }
 }
+
+/// Input files are read with bounds: a line over its bound, a value over its bound or a
+/// broken JSON file ends the run with exit 99 and a short error naming the file, the line
+/// and the bound, quoting at most a short excerpt.
+#[test]
+fn hostile_input_files_fail_with_a_short_error_naming_file_line_and_bound() {
+    let server = start_server();
+    let addr = server.addr.to_string();
+    let dir = temp_dir("input-hostile");
+    let long_intervals = dir.join("long.txt");
+    let mut bytes = b"100\n".to_vec();
+    bytes.extend(vec![0u8; 1 << 20]);
+    std::fs::write(&long_intervals, bytes).unwrap();
+    let huge_interval = dir.join("huge.txt");
+    std::fs::write(&huge_interval, "100\n\n18446744073709551615\n").unwrap();
+    let broken = dir.join("broken.json");
+    let mut bytes = br#"{"data": ["#.to_vec();
+    bytes.extend(format!("{},", simple_step(1, 2)).repeat(10_000).bytes());
+    bytes.extend(vec![b'x'; 1 << 20]);
+    std::fs::write(&broken, bytes).unwrap();
+    let long_prompt = dir.join("long.jsonl");
+    let line = format!("{{\"text\": \"{}\"}}\n", "a".repeat(16 << 20));
+    std::fs::write(&long_prompt, format!("{{\"text\": \"a\"}}\n{line}")).unwrap();
+    let pa = |flag: &str, p: &Path| {
+        let args = ["-m", "simple", "-u", &addr, "--ready-timeout", "2", flag];
+        let mut args: Vec<String> = args.map(String::from).to_vec();
+        args.push(p.to_str().unwrap().into());
+        args
+    };
+    let cases: [(Vec<String>, String); 4] = [
+        (
+            pa("--request-intervals", &long_intervals),
+            format!(
+                "{} line 2: the line is longer than 4 KiB (the bound on one line).",
+                long_intervals.display()
+            ),
+        ),
+        (
+            pa("--request-intervals", &huge_interval),
+            format!(
+                "{} line 3: '18446744073709551615' is above 3600000000 microseconds (an hour).",
+                huge_interval.display()
+            ),
+        ),
+        (
+            pa("--input-data", &broken),
+            format!(
+                "--input-data {}: failed to parse the specified json file for reading provided \
+                 data: expected value at line 1 column ",
+                broken.display()
+            ),
+        ),
+        (
+            ["profile", "-m", "m", "-u", &addr, "--input-file"]
+                .map(String::from)
+                .into_iter()
+                .chain([long_prompt.to_str().unwrap().to_string()])
+                .collect(),
+            format!(
+                "--input-file {} line 2: the line is longer than 16 MiB (the bound on one line)",
+                long_prompt.display()
+            ),
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_inferperf"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(99), "{args:?}: {stderr}");
+        assert!(stderr.contains(&needle), "{args:?}: {stderr}");
+        assert!(stderr.len() < 1024, "{args:?}: {} bytes", stderr.len());
+    }
+    assert_eq!(model_counters(&server, "simple").infer_requests, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

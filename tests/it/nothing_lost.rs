@@ -530,4 +530,89 @@ fn ctrl_c_in_the_warm_up_reports_nothing_measured() {
     assert!(!stdout.contains("infer/sec"), "{stdout}");
     assert!(names(&dir).is_empty(), "{:?}", names(&dir));
     server.stop();
+
+/// `-f` through a symbolic link replaces the link's target (the link stays, and so does the
+/// target's mode); `-f` at a FIFO writes the CSV into it for its reader; `-f /dev/null`
+/// leaves the device a device.
+#[test]
+fn reports_follow_links_and_write_through_fifos_and_devices() {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
+    let server = common::start_server();
+    let addr = server.addr.to_string();
+    let dir = common::temp_dir("nothing-lost-kinds");
+    let run = |csv: &Path| {
+        let o = bin()
+            .args([
+                "-m",
+                "simple",
+                "-u",
+                &addr,
+                "--no-pin",
+                "--ready-timeout",
+                "2",
+            ])
+            // Any window counts as stable: the machine is shared.
+            .args(["-p", "200", "-s", "10000"])
+            .args(["-f", csv.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(0), "{stderr}");
+    };
+    let real = dir.join("real.csv");
+    std::fs::write(&real, "old").unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink("real.csv", dir.join("link.csv")).unwrap();
+    run(&dir.join("link.csv"));
+    let link = std::fs::symlink_metadata(dir.join("link.csv")).unwrap();
+    assert!(link.file_type().is_symlink(), "the link stays a link");
+    let text = std::fs::read_to_string(&real).unwrap();
+    assert!(text.starts_with("Concurrency,Inferences/Second,"), "{text}");
+    let mode = std::fs::metadata(&real).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    let fifo = dir.join("fifo.csv");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // Opened without waiting for a writer, so the reader exists before the run starts; it
+    // reads until the FIFO has no writer left after the run ended.
+    let mut reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    let ended = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let read = {
+        let ended = ended.clone();
+        std::thread::spawn(move || {
+            let (mut got, mut buf) = (Vec::new(), [0u8; 4096]);
+            loop {
+                let last = ended.load(std::sync::atomic::Ordering::SeqCst);
+                match reader.read(&mut buf) {
+                    Ok(0) if last => return got,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("{e}"),
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    run(&fifo);
+    ended.store(true, std::sync::atomic::Ordering::SeqCst);
+    let got = String::from_utf8(read.join().unwrap()).unwrap();
+    assert!(got.starts_with("Concurrency,Inferences/Second,"), "{got}");
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert_eq!(names(&dir), vec!["fifo.csv", "link.csv", "real.csv"]);
+
+    run(Path::new("/dev/null"));
+    let null = std::fs::symlink_metadata("/dev/null").unwrap();
+    assert!(null.file_type().is_char_device());
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
 }

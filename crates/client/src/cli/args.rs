@@ -85,8 +85,8 @@ pub struct RunArgs {
     /// Inter-arrival distribution of request-rate mode: constant|poisson [default: constant]
     #[arg(long, value_name = "DIST", help_heading = LOAD)]
     pub request_distribution: Option<String>,
-    /// Open-loop schedule from a file: one gap in microseconds per line, looped
-    /// [default: none]
+    /// Open-loop schedule from a file: one gap in microseconds per line (at most an hour),
+    /// looped; at most 1,048,576 gaps [default: none]
     #[arg(long, value_name = "FILE", help_heading = LOAD)]
     pub request_intervals: Option<String>,
     /// Streaming ramp: START requests, STEP more each time all launched ones have had

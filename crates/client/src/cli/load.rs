@@ -11,6 +11,7 @@ use super::number::{
 };
 use crate::config::{Config, Distribution, LoadMode, RateRange};
 use crate::error::{Error, Result};
+use crate::inputs::lines;
 
 /// Applies the load-mode flags; runs after the concurrency flags.
 pub fn apply_load_modes(args: &RunArgs, config: &mut Config) -> Result<()> {
@@ -233,35 +234,57 @@ pub fn parse_periodic_range(raw: &str) -> Result<crate::config::ConcurrencyRange
     Ok(crate::config::ConcurrencyRange { start, end, step })
 }
 
-/// `--request-intervals`: one integer gap in µs per line (blank lines skipped), as ns.
+/// The longest line of a `--request-intervals` file (one number and spaces).
+const MAX_INTERVAL_LINE: usize = 4 << 10;
+/// The largest interval, in µs (an hour): far above any gap between two requests of one
+/// run, and the sum of the largest file of them fits in nanoseconds.
+const MAX_INTERVAL_US: u64 = 3_600_000_000;
+/// The most intervals a file may hold; the schedule repeats them once per worker.
+const MAX_INTERVALS: usize = 1 << 20;
+
+/// `--request-intervals`: one integer gap in µs per line (blank lines skipped), as ns. The
+/// file is read line by line; a line, a value and the count of values are bounded.
 pub fn read_intervals(path: &Path) -> Result<Vec<u64>> {
     let name = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::usage(format!(
-            "Failed to parse --request-intervals. Cannot read '{name}': {e}"
-        ))
-    })?;
+    let fail = |msg: String| Error::usage(format!("Failed to parse --request-intervals. {msg}"));
+    let mut lines = lines::open(path, MAX_INTERVAL_LINE)
+        .map_err(|e| fail(format!("Cannot read '{name}': {e}")))?;
     let mut gaps = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    loop {
+        let (n, line) = match lines.next_line() {
+            Ok(Some(next)) => next,
+            Ok(None) => break,
+            Err((n, msg)) => return Err(fail(format!("{name} line {n}: {msg}."))),
+        };
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
-        let us: u64 = line.parse().map_err(|_| {
-            Error::usage(format!(
-                "Failed to parse --request-intervals. {name} line {}: '{line}' is not a whole \
-                 number of microseconds.",
-                i + 1
-            ))
-        })?;
-        gaps.push(us.saturating_mul(1000));
+        if gaps.len() == MAX_INTERVALS {
+            return Err(fail(format!(
+                "{name} line {n}: the file holds more than {MAX_INTERVALS} intervals."
+            )));
+        }
+        gaps.push(interval_ns(line).map_err(|why| fail(format!("{name} line {n}: {why}.")))?);
     }
     if gaps.is_empty() || gaps.iter().all(|&g| g == 0) {
-        return Err(Error::usage(format!(
-            "Failed to parse --request-intervals. {name} has no interval above 0."
-        )));
+        return Err(fail(format!("{name} has no interval above 0.")));
     }
     Ok(gaps)
+}
+
+/// One line's interval, µs to ns, at most [`MAX_INTERVAL_US`].
+fn interval_ns(line: &str) -> std::result::Result<u64, String> {
+    let quoted = lines::excerpt(line);
+    let us: u64 = line
+        .parse()
+        .map_err(|_| format!("'{quoted}' is not a whole number of microseconds"))?;
+    if us > MAX_INTERVAL_US {
+        return Err(format!(
+            "'{quoted}' is above {MAX_INTERVAL_US} microseconds (an hour)"
+        ));
+    }
+    Ok(us * 1000)
 }
 
 /// Cross-flag checks of §1.11 for the open-loop modes and binary search (after every flag is
@@ -430,5 +453,62 @@ mod tests {
         let missing = read_intervals(&dir.join("none.txt")).unwrap_err();
         assert!(missing.msg.contains("none.txt"), "{}", missing.msg);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Writes `bytes` as `name` in a fresh directory and reads it as an intervals file.
+    fn intervals_of(name: &str, bytes: &[u8]) -> (String, Result<Vec<u64>>) {
+        let dir =
+            std::env::temp_dir().join(format!("inferperf-intervals-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let got = read_intervals(&path);
+        let _ = std::fs::remove_dir_all(&dir);
+        (path.display().to_string(), got)
+    }
+
+    #[test]
+    fn interval_files_are_bounded_and_quoted_short() {
+        let top = format!("{MAX_INTERVAL_US}\n");
+        let (_, got) = intervals_of("top.txt", top.as_bytes());
+        assert_eq!(got.unwrap(), vec![MAX_INTERVAL_US * 1000]);
+        let mut long = b"100\n".to_vec();
+        long.extend(vec![b'7'; MAX_INTERVAL_LINE + 1]);
+        let mut bad_long = b"100\n".to_vec();
+        bad_long.extend(vec![b'x'; 1000]);
+        let rows: [(&str, Vec<u8>, &str); 5] = [
+            (
+                "over.txt",
+                b"100\n18446744073709551615\n".to_vec(),
+                "line 2: '18446744073709551615' is above 3600000000 microseconds (an hour).",
+            ),
+            (
+                "long.txt",
+                long,
+                "line 2: the line is longer than 4 KiB (the bound on one line).",
+            ),
+            (
+                "nuls.txt",
+                vec![0; 1 << 20],
+                "line 1: the line is longer than 4 KiB (the bound on one line).",
+            ),
+            (
+                "bad.txt",
+                bad_long,
+                &format!("line 2: '{}...' is not a whole number", "x".repeat(80)),
+            ),
+            (
+                "many.txt",
+                b"1\n".repeat(MAX_INTERVALS + 1),
+                "line 1048577: the file holds more than 1048576 intervals.",
+            ),
+        ];
+        for (name, bytes, needle) in rows {
+            let (path, got) = intervals_of(name, &bytes);
+            let msg = got.unwrap_err().msg;
+            let want = format!("Failed to parse --request-intervals. {path} {needle}");
+            assert!(msg.starts_with(&want), "{name}: {msg}");
+            assert!(msg.len() < want.len() + 40, "{name}: {msg}");
+        }
     }
 }

@@ -91,7 +91,8 @@ fn read_tensor_file(
     need_shape: bool,
 ) -> std::result::Result<TensorValue, String> {
     let name = &spec.name;
-    let raw = std::fs::read(path).map_err(|e| format!("cannot read '{}': {e}", path.display()))?;
+    let raw =
+        super::file::read_bounded(path).map_err(|e| format!("file '{}': {e}", path.display()))?;
     if raw.is_empty() {
         return Err(format!("file '{}' is empty", path.display()));
     }
@@ -265,6 +266,23 @@ mod tests {
             );
             assert_eq!(err.exit_code(), 99);
         }
+    }
+
+    #[test]
+    fn a_tensor_file_over_the_bound_is_refused_unread() {
+        let dir = dir_with("huge", &[("TEXT", b"a\nb\nc")]);
+        let f = std::fs::File::create(dir.join("NUM")).unwrap();
+        // Sparse: the size is over the bound, no byte of it is written.
+        f.set_len(super::super::file::MAX_FILE_BYTES + 1).unwrap();
+        let err = read_directory(&dir, &model()).unwrap_err();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let want = format!(
+            "--input-data {}: file '{}': the file is larger than 1 GiB (the bound on an input \
+             file)",
+            dir.display(),
+            dir.join("NUM").display()
+        );
+        assert_eq!(err.msg, want);
     }
 
     #[test]

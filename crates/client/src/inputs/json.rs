@@ -61,22 +61,21 @@ impl Location<'_> {
     }
 }
 
-/// Reads one JSON data file into `acc`.
+/// What a data file that is not JSON is (perf_analyzer's words).
+pub(super) const SYNTAX: &str = "failed to parse the specified json file for reading provided data";
+
+/// Reads one JSON data file into `acc` (at most [`super::file::MAX_FILE_BYTES`]).
 pub fn read_json_file(path: &Path, model: &ModelSpec, acc: &mut Collected) -> Result<()> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path)
-        .map_err(|e| Error::usage(format!("--input-data {file}: cannot read the file: {e}")))?;
+    let bytes = super::file::read_json(path, SYNTAX)
+        .map_err(|e| Error::usage(format!("--input-data {file}: {e}")))?;
     parse_json(&bytes, &file, model, acc)
 }
 
 /// Parses the bytes of one JSON data file named `file` into `acc`.
 pub fn parse_json(bytes: &[u8], file: &str, model: &ModelSpec, acc: &mut Collected) -> Result<()> {
     let whole = |msg: &str| Error::usage(format!("--input-data {file}: {msg}"));
-    let doc: Value = serde_json::from_slice(bytes).map_err(|e| {
-        whole(&format!(
-            "failed to parse the specified json file for reading provided data: {e}"
-        ))
-    })?;
+    let doc: Value = serde_json::from_slice(bytes).map_err(|e| whole(&format!("{SYNTAX}: {e}")))?;
     let Value::Object(top) = doc else {
         return Err(whole(
             "the top level must be an object with a \"data\" field",

@@ -241,3 +241,24 @@ fn fuzz_model_reads_its_own_forms() {
     parse_json(text, "f.json", &fuzz_model(false), &mut acc).unwrap();
     assert_eq!(acc.streams[0][0].inputs.len(), 4);
 }
+
+#[test]
+fn a_broken_file_names_the_place_and_quotes_a_short_excerpt() {
+    let dir = std::env::temp_dir().join(format!("inferperf-json-broken-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("broken.json");
+    let mut text = br#"{"data": ["#.to_vec();
+    text.extend(br#"{"IN": [1, 2]},"#.repeat(10_000));
+    text.extend(b"\x1b[31m");
+    std::fs::write(&path, &text).unwrap();
+    let err = read_json_file(&path, &model(false), &mut Collected::default()).unwrap_err();
+    std::fs::remove_dir_all(&dir).unwrap();
+    // The error is at the ESC, byte 150011; the 79 bytes before it are quoted with it.
+    let before = std::str::from_utf8(&text[150_011 - 80..150_010]).unwrap();
+    let want = format!(
+        "--input-data {}: failed to parse the specified json file for reading provided data: \
+         expected value at line 1 column 150011, near '...{before}\\x1b'",
+        path.display(),
+    );
+    assert_eq!(err.msg, want);
+}

@@ -4,13 +4,16 @@
 //! [`check_outputs`] compares a response with the steps' validation data.
 //!
 //! Split by role: `model` (what the model expects), `value` (one JSON tensor value),
-//! `json` and `directory` (the file formats), `generate` (random/zero), `batch`,
-//! `validation` (outputs against expected data).
+//! `json` and `directory` (the file formats), `file` and `lines` (bounded reading of input
+//! files, whole or line by line), `generate` (random/zero), `batch`, `validation` (outputs
+//! against expected data).
 
 mod batch;
 mod directory;
+pub mod file;
 mod generate;
 mod json;
+pub mod lines;
 pub mod model;
 pub mod openai;
 #[cfg(feature = "llm")]

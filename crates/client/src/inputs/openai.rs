@@ -65,19 +65,16 @@ fn read_payload_file(path: &Path, opts: PayloadOptions) -> Result<Vec<PayloadEnt
              entries, not a directory"
         )));
     }
-    let bytes = std::fs::read(path)
-        .map_err(|e| Error::usage(format!("--input-data {file}: cannot read the file: {e}")))?;
+    let bytes = super::file::read_json(path, super::json::SYNTAX)
+        .map_err(|e| Error::usage(format!("--input-data {file}: {e}")))?;
     parse_payloads(&bytes, &file, opts)
 }
 
 /// Parses one data file's bytes (`file` names it in errors).
 pub fn parse_payloads(bytes: &[u8], file: &str, opts: PayloadOptions) -> Result<Vec<PayloadEntry>> {
     let whole = |msg: &str| Error::usage(format!("--input-data {file}: {msg}"));
-    let doc: Value = serde_json::from_slice(bytes).map_err(|e| {
-        whole(&format!(
-            "failed to parse the specified json file for reading provided data: {e}"
-        ))
-    })?;
+    let doc: Value = serde_json::from_slice(bytes)
+        .map_err(|e| whole(&format!("{}: {e}", super::json::SYNTAX)))?;
     let Some(top) = doc.as_object() else {
         return Err(whole(
             "the top level must be an object with a \"data\" field",

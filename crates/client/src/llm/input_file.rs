@@ -2,18 +2,21 @@
 //! `input` (a string, or a list of strings joined with spaces), optional `output_length`
 //! (`max_tokens` for that prompt), or a `payload` object sent verbatim.
 
+use std::io::BufRead;
 use std::path::Path;
 
 use serde_json::Value;
 
 use super::payload::Entry;
 use crate::error::{Error, Result};
+use crate::inputs::lines::{self, LineError, Lines, MAX_JSONL_LINE};
 
-/// Reads the file; errors name the file and the line.
+/// Reads the file line by line, each line at most [`MAX_JSONL_LINE`]; errors name the file
+/// and the line.
 pub fn read(path: &Path) -> Result<Vec<Entry>> {
-    let text = std::fs::read_to_string(path)
+    let lines = lines::open(path, MAX_JSONL_LINE)
         .map_err(|e| Error::usage(format!("--input-file {}: {e}", path.display())))?;
-    parse(&text).map_err(|(line, msg)| {
+    parse_lines(lines).map_err(|(line, msg)| {
         Error::usage(format!(
             "--input-file {} line {line}: {msg}",
             path.display()
@@ -22,15 +25,19 @@ pub fn read(path: &Path) -> Result<Vec<Entry>> {
 }
 
 /// Parses JSONL text; on error, the 1-based line and what is wrong.
-pub fn parse(text: &str) -> std::result::Result<Vec<Entry>, (usize, String)> {
+pub fn parse(text: &str) -> std::result::Result<Vec<Entry>, LineError> {
+    parse_lines(Lines::new(text.as_bytes(), MAX_JSONL_LINE))
+}
+
+fn parse_lines(mut lines: Lines<impl BufRead>) -> std::result::Result<Vec<Entry>, LineError> {
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    while let Some((n, line)) = lines.next_line()? {
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
-        let v: Value = serde_json::from_str(line).map_err(|e| (i + 1, format!("not JSON: {e}")))?;
-        out.push(entry(&v).map_err(|m| (i + 1, m))?);
+        let v: Value = serde_json::from_str(line).map_err(|e| (n, format!("not JSON: {e}")))?;
+        out.push(entry(&v).map_err(|m| (n, m))?);
     }
     if out.is_empty() {
         return Err((0, "no prompts in the file".into()));
@@ -123,6 +130,20 @@ mod tests {
             assert_eq!(l, line, "{text}");
             assert!(msg.contains(needle), "{text}: {msg}");
         }
+    }
+
+    #[test]
+    fn a_line_over_the_bound_is_named_with_the_bound() {
+        let long = format!("{{\"text\": \"{}\"}}\n", "a".repeat(MAX_JSONL_LINE));
+        let text = format!("{{\"text\": \"a\"}}\n{long}");
+        let (line, msg) = parse(&text).unwrap_err();
+        assert_eq!(line, 2);
+        assert_eq!(
+            msg,
+            "the line is longer than 16 MiB (the bound on one line)"
+        );
+        let ok = format!("{{\"text\": \"{}\"}}\n", "a".repeat(MAX_JSONL_LINE - 12));
+        assert_eq!(parse(&ok).unwrap()[0].text.len(), MAX_JSONL_LINE - 12);
     }
 
     #[test]

@@ -9,7 +9,13 @@
 //! `input_length` with `hash_ids` asks for a synthetic prompt whose i-th block of
 //! `--isl-block-size` tokens is the same text wherever hash id i appears.
 
+use std::io::BufRead;
+use std::path::Path;
+
 use serde_json::{Map, Value};
+
+use crate::inputs::file;
+use crate::inputs::lines::{self, Lines, MAX_JSONL_LINE};
 
 /// What a record sends.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,38 +84,59 @@ pub enum Format {
 pub type ParseError = (usize, String);
 type Parsed<T> = std::result::Result<T, ParseError>;
 
-/// Parses a whole file's text in `format` (a `random_pool` directory is read file by file by
-/// the caller, each through this).
-pub fn parse(format: Format, text: &str) -> Parsed<Vec<Record>> {
-    let records = match format {
-        Format::ShareGpt => return sharegpt(text),
-        Format::SingleTurn => jsonl(text, |v, line| single_turn(v, line).map(|r| vec![r]))?,
-        Format::MultiTurn => jsonl(text, multi_turn)?,
-        Format::RandomPool => jsonl(text, |v, line| random_pool(v, line).map(|r| vec![r]))?,
-        Format::MooncakeTrace => jsonl(text, |v, line| mooncake(v, line).map(|r| vec![r]))?,
+/// Reads the file `path` in `format` (a `random_pool` directory is read file by file by the
+/// caller, each through this): ShareGPT whole, at most [`file::MAX_FILE_BYTES`], its syntax
+/// checked first; the JSONL formats line by line, each line at most [`MAX_JSONL_LINE`].
+pub fn read(format: Format, path: &Path) -> Parsed<Vec<Record>> {
+    let Some(each) = per_line(format) else {
+        let bytes = file::read_json(path, "not JSON").map_err(|e| (0, e))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let at = e.utf8_error().valid_up_to() + 1;
+            (0, format!("the file is not UTF-8 (at byte {at})"))
+        })?;
+        return sharegpt(&text);
     };
-    if records.is_empty() {
-        return Err((0, "no entries in the file".into()));
-    }
-    Ok(records)
+    let lines = lines::open(path, MAX_JSONL_LINE).map_err(|e| (0, e.to_string()))?;
+    jsonl(lines, each)
 }
 
-fn jsonl(
-    text: &str,
-    each: impl Fn(&Map<String, Value>, usize) -> std::result::Result<Vec<Record>, String>,
-) -> Parsed<Vec<Record>> {
+/// Parses a whole file's text in `format`, as [`read`] reads it.
+pub fn parse(format: Format, text: &str) -> Parsed<Vec<Record>> {
+    match per_line(format) {
+        None => sharegpt(text),
+        Some(each) => jsonl(Lines::new(text.as_bytes(), MAX_JSONL_LINE), each),
+    }
+}
+
+/// What one line of a JSONL format gives: its records, or what is wrong.
+type LineParser = fn(&Map<String, Value>, usize) -> Field<Vec<Record>>;
+
+/// The line parser of a JSONL format (`None`: ShareGPT, one JSON document).
+fn per_line(format: Format) -> Option<LineParser> {
+    Some(match format {
+        Format::ShareGpt => return None,
+        Format::SingleTurn => |v, line| single_turn(v, line).map(|r| vec![r]),
+        Format::MultiTurn => multi_turn,
+        Format::RandomPool => |v, line| random_pool(v, line).map(|r| vec![r]),
+        Format::MooncakeTrace => |v, line| mooncake(v, line).map(|r| vec![r]),
+    })
+}
+
+fn jsonl(mut lines: Lines<impl BufRead>, each: LineParser) -> Parsed<Vec<Record>> {
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    while let Some((n, line)) = lines.next_line()? {
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
-        let n = i + 1;
         let v: Value = serde_json::from_str(line).map_err(|e| (n, format!("not JSON: {e}")))?;
         let Some(obj) = v.as_object() else {
             return Err((n, "each line must be a JSON object".into()));
         };
         out.extend(each(obj, n).map_err(|m| (n, m))?);
+    }
+    if out.is_empty() {
+        return Err((0, "no entries in the file".into()));
     }
     Ok(out)
 }

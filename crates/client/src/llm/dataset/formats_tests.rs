@@ -235,3 +235,30 @@ fn sharegpt_first_human_turn_and_its_reply() {
         assert!(msg.contains(needle), "{text}: {msg}");
     }
 }
+
+#[test]
+fn files_are_read_with_bounds_and_quoted_short() {
+    let dir = std::env::temp_dir().join(format!("inferperf-formats-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let jsonl = dir.join("long.jsonl");
+    let mut text = b"{\"text\": \"a\"}\n".to_vec();
+    text.extend(vec![0u8; MAX_JSONL_LINE + 1]);
+    std::fs::write(&jsonl, &text).unwrap();
+    let (line, msg) = read(Format::SingleTurn, &jsonl).unwrap_err();
+    assert_eq!(line, 2);
+    assert_eq!(msg, "the line is longer than 16 MiB (the bound on one line)");
+    let share = dir.join("broken.json");
+    let mut text = b"[".to_vec();
+    text.extend(b"{\"conversations\": []},".repeat(1000));
+    text.push(b'}');
+    std::fs::write(&share, &text).unwrap();
+    let (line, msg) = read(Format::ShareGpt, &share).unwrap_err();
+    assert_eq!(line, 0);
+    assert!(
+        msg.starts_with("not JSON: expected value at line 1 column 22002, near '...")
+            && msg.ends_with("{\"conversations\": []},}'")
+            && msg.len() < 200,
+        "{msg}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

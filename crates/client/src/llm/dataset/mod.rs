@@ -217,9 +217,7 @@ pub fn read(format: Format, path: &Path, flag: &str) -> Result<Vec<Vec<Record>>>
 }
 
 fn read_file(format: Format, path: &Path, flag: &str) -> Result<Vec<Record>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::usage(format!("{flag} {}: {e}", path.display())))?;
-    formats::parse(format, &text).map_err(|(line, msg)| {
+    formats::read(format, path).map_err(|(line, msg)| {
         let at = if line > 0 {
             format!(" line {line}")
         } else {
