@@ -73,10 +73,12 @@ fn expect(mode: FaultMode, grpc: bool) -> Expect {
         F::CompressedNoEncoding => fail(&["names no grpc-encoding"]),
         F::HugeNumber => fail(&["which FP32 cannot hold"]),
         // OpenAI modes (`tests/it/profile_faults.rs`): KServe requests stay healthy.
-        F::TinyChunks | F::SseErrorEvent | F::SseOpenaiError | F::SseVllmError | F::SseNotJson => Expect {
-            code: 0,
-            words: &["throughput"],
-        },
+        F::TinyChunks | F::SseErrorEvent | F::SseOpenaiError | F::SseVllmError | F::SseNotJson => {
+            Expect {
+                code: 0,
+                words: &["throughput"],
+            }
+        }
     }
 }
 

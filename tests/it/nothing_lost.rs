@@ -530,6 +530,7 @@ fn ctrl_c_in_the_warm_up_reports_nothing_measured() {
     assert!(!stdout.contains("infer/sec"), "{stdout}");
     assert!(names(&dir).is_empty(), "{:?}", names(&dir));
     server.stop();
+}
 
 /// `-f` through a symbolic link replaces the link's target (the link stays, and so does the
 /// target's mode); `-f` at a FIFO writes the CSV into it for its reader; `-f /dev/null`

@@ -19,15 +19,15 @@ mod grpc;
 mod http;
 mod io;
 mod model;
-pub mod openai;
 mod odd;
+pub mod openai;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_grpc;
+mod tests_odd;
 #[cfg(test)]
 mod tests_openai;
-mod tests_odd;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;

@@ -246,7 +246,10 @@ fn files_are_read_with_bounds_and_quoted_short() {
     std::fs::write(&jsonl, &text).unwrap();
     let (line, msg) = read(Format::SingleTurn, &jsonl).unwrap_err();
     assert_eq!(line, 2);
-    assert_eq!(msg, "the line is longer than 16 MiB (the bound on one line)");
+    assert_eq!(
+        msg,
+        "the line is longer than 16 MiB (the bound on one line)"
+    );
     let share = dir.join("broken.json");
     let mut text = b"[".to_vec();
     text.extend(b"{\"conversations\": []},".repeat(1000));
