@@ -97,6 +97,7 @@ pub fn profile_point(ctx: &mut PointCtx, load: &Load) -> Result<PointOutcome> {
             server: None,
             windows: Vec::new(),
             span_ns: None,
+            stall: None,
         });
     }
     let budget = (cfg.request_count > 0).then(|| share(ctx, cfg.request_count));

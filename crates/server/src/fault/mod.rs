@@ -25,6 +25,7 @@ pub mod openai;
 mod tests;
 #[cfg(test)]
 mod tests_grpc;
+#[cfg(test)]
 mod tests_odd;
 #[cfg(test)]
 mod tests_openai;
