@@ -618,9 +618,11 @@ fn the_first_ctrl_c_ends_a_dripping_run_at_once_with_its_reports() {
     interrupt_when(&child, || server.infers() >= 4);
     let (status, took) = wait_exit(&mut child, Duration::from_secs(60));
     assert!(took < CTRL_C_BOUND, "the run took {took:?} to end");
-    assert_eq!(status.code(), Some(0));
+    // No reply finished dripping, so nothing was measured: perf_analyzer's exit code for a
+    // window without a valid request, no CSV row, and the export with no experiment.
+    assert_eq!(status.code(), Some(3));
     assert!(
-        csv.exists() && json.exists(),
+        !csv.exists() && json.exists(),
         "{:?}",
         std::fs::read_dir(&dir)
     );
