@@ -277,19 +277,18 @@ fn server_verifier(
     let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
         .build()
         .map_err(|e| Error::generic(format!("TLS verifier setup failed: {e}")))?;
-    let verifier: Arc<dyn ServerCertVerifier> = if opts.verify_host {
-        webpki
-    } else {
-        Arc::new(IgnoreHostName { inner: webpki })
+    let given = match &opts.ca_file {
+        Some(path) => pem_certificates(opts.flag_prefix, FileFlag::Ca, path)?,
+        None => Vec::new(),
     };
-    match &opts.ca_file {
-        Some(path) => Ok(Arc::new(TrustedAsGiven {
-            inner: verifier,
-            given: pem_certificates(opts.flag_prefix, FileFlag::Ca, path)?,
-            verify_host: opts.verify_host,
-        })),
-        None => Ok(verifier),
+    if opts.verify_host && given.is_empty() {
+        return Ok(webpki);
     }
+    Ok(Arc::new(WebPkiForgiving {
+        inner: webpki,
+        given,
+        verify_host: opts.verify_host,
+    }))
 }
 
 /// The client certificate chain and key, checked to belong together.
@@ -401,75 +400,24 @@ impl ServerCertVerifier for AcceptAnyCertificate {
     }
 }
 
-/// `verify_host = false`: the webpki verifier, with only a name mismatch forgiven. webpki
-/// checks the chain before the name, so a name error means the chain was good.
-#[derive(Debug)]
-struct IgnoreHostName {
-    inner: Arc<WebPkiServerVerifier>,
-}
-
-impl ServerCertVerifier for IgnoreHostName {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        let verdict = self.inner.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        );
-        match verdict {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
 /// A server certificate that is itself in the CA file is trusted as it is, as curl (OpenSSL)
 /// trusts it, also when it is a CA certificate: a self-signed certificate made with
 /// `CA:TRUE` and given as its own CA, which webpki refuses as an end entity
 /// (`CaUsedAsEndEntity`). webpki checks a certificate's validity period before its basic
 /// constraints, so that error means the certificate is current; the name is checked here
 /// (unless `verify_host` is off), and the handshake signatures by `inner` as always.
+///
+/// With `verify_host` off, a name mismatch is forgiven too: webpki checks the chain before
+/// the name, so a name error means the chain was good.
 #[derive(Debug)]
-struct TrustedAsGiven {
-    inner: Arc<dyn ServerCertVerifier>,
-    /// The certificates of the CA file.
+struct WebPkiForgiving {
+    inner: Arc<WebPkiServerVerifier>,
+    /// The certificates of the CA file (none without one).
     given: Vec<CertificateDer<'static>>,
     verify_host: bool,
 }
 
-impl TrustedAsGiven {
+impl WebPkiForgiving {
     /// `end_entity`, refused by webpki only for being a CA certificate, is one of the CA
     /// file's own certificates and names the server.
     fn accepts(
@@ -498,7 +446,7 @@ fn is_ca_used_as_end_entity(e: &rustls::Error) -> bool {
     }
 }
 
-impl ServerCertVerifier for TrustedAsGiven {
+impl ServerCertVerifier for WebPkiForgiving {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -515,6 +463,9 @@ impl ServerCertVerifier for TrustedAsGiven {
             now,
         );
         match verdict {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) if !self.verify_host => Ok(ServerCertVerified::assertion()),
             Err(e) if is_ca_used_as_end_entity(&e) => {
                 if self.accepts(end_entity, server_name)? {
                     Ok(ServerCertVerified::assertion())
