@@ -1,6 +1,7 @@
-//! Token counting for LLM mode, fully offline (spec llm.md §3, §10.5): the built-in tiktoken
-//! encodings `cl100k_base` and `o200k_base` (their BPE ranks are compiled into the binary) or
-//! a local HuggingFace `tokenizer.json`. Nothing here ever touches the network.
+//! Token counting for LLM mode (spec llm.md §3, §10.5): the built-in tiktoken encodings
+//! `cl100k_base` and `o200k_base` (their BPE ranks are compiled into the binary), a local
+//! HuggingFace `tokenizer.json`, or a Hugging Face Hub name `ORG/NAME` whose tokenizer.json
+//! comes from the Hub cache, downloaded into it when missing ([`hub`]).
 //!
 //! Loading is once per process: the tiktoken tables live in `tiktoken-rs` statics
 //! (`o200k_base` takes ~180 ms to build), and `tokenizer.json` files are cached by path, so
@@ -16,6 +17,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use tiktoken_rs::CoreBPE;
 
 use crate::error::{Error, Result};
+
+pub mod hub;
+
+use hub::HubEnv;
+
+/// The revision used when none is given (`--tokenizer-revision`).
+pub const DEFAULT_REVISION: &str = "main";
 
 /// The built-in encodings, by the name `load` accepts.
 pub const BUILTIN_ENCODINGS: [&str; 2] = ["cl100k_base", "o200k_base"];
@@ -48,13 +56,26 @@ impl fmt::Debug for Tokenizer {
 }
 
 impl Tokenizer {
-    /// `spec` is `cl100k_base`, `o200k_base`, a `tokenizer.json` file, or a directory that
-    /// holds one. Anything else is a usage error naming `spec` and what was tried.
+    /// `spec` is `cl100k_base`, `o200k_base`, a `tokenizer.json` file, a directory that
+    /// holds one, or a Hub name at revision `main`. See [`Tokenizer::load_from`].
     pub fn load(spec: &str) -> Result<Tokenizer> {
+        Tokenizer::load_revision(spec, DEFAULT_REVISION)
+    }
+
+    /// [`Tokenizer::load_from`] with the Hub settings of the process environment.
+    pub fn load_revision(spec: &str, revision: &str) -> Result<Tokenizer> {
+        Tokenizer::load_from(spec, revision, &HubEnv::from_process())
+    }
+
+    /// `spec` is, in this order: a built-in encoding; an existing `tokenizer.json` file or a
+    /// directory holding one; a Hub repository id (`ORG/NAME` or `NAME`) whose tokenizer.json
+    /// at `revision` is taken from `env`'s cache or downloaded into it. Anything else, or a
+    /// Hub name that cannot be had, is a one-line usage error naming `spec` and why.
+    pub fn load_from(spec: &str, revision: &str, env: &HubEnv) -> Result<Tokenizer> {
         let backend = match spec {
             "cl100k_base" => Backend::Tiktoken(tiktoken_rs::cl100k_base_singleton()),
             "o200k_base" => Backend::Tiktoken(tiktoken_rs::o200k_base_singleton()),
-            _ => Backend::HuggingFace(load_json_cached(spec)?),
+            _ => Backend::HuggingFace(load_json_cached(spec, revision, env)?),
         };
         Ok(Tokenizer {
             name: Arc::from(spec),
@@ -206,30 +227,37 @@ fn json_cache() -> &'static Mutex<HashMap<String, Arc<tokenizers::Tokenizer>>> {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// Reads `spec` as a tokenizer.json path (or a directory holding one), once per process.
-fn load_json_cached(spec: &str) -> Result<Arc<tokenizers::Tokenizer>> {
+/// Reads the tokenizer.json `spec` names, once per process (keyed by spec and, for a Hub
+/// name, revision).
+fn load_json_cached(
+    spec: &str,
+    revision: &str,
+    env: &HubEnv,
+) -> Result<Arc<tokenizers::Tokenizer>> {
+    let key = format!("{spec}@{revision}");
     if let Some(tk) = json_cache()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .get(spec)
+        .get(&key)
     {
         return Ok(tk.clone());
     }
-    let tk = Arc::new(load_json(spec)?);
+    let file = json_path(spec, revision, env)?;
+    let tk = Arc::new(load_json(spec, &file)?);
     json_cache()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .insert(spec.to_string(), tk.clone());
+        .insert(key, tk.clone());
     Ok(tk)
 }
 
-/// The file `spec` names: itself, or `<dir>/tokenizer.json`.
-fn json_path(spec: &str) -> Result<PathBuf> {
+/// The file `spec` names: itself, `<dir>/tokenizer.json`, or the Hub cache's copy.
+fn json_path(spec: &str, revision: &str, env: &HubEnv) -> Result<PathBuf> {
     let builtins = BUILTIN_ENCODINGS.join(", ");
     if spec.is_empty() {
         return Err(Error::usage(format!(
-            "--tokenizer: empty value; give a built-in encoding ({builtins}) or a path to a \
-             tokenizer.json file or its directory"
+            "--tokenizer: empty value; give a built-in encoding ({builtins}), a path to a \
+             tokenizer.json file or its directory, or a Hugging Face Hub name ORG/NAME"
         )));
     }
     let path = Path::new(spec);
@@ -243,20 +271,23 @@ fn json_path(spec: &str) -> Result<PathBuf> {
         }
         return Ok(file);
     }
-    if !path.exists() {
-        return Err(Error::usage(format!(
-            "--tokenizer {spec}: not a built-in encoding ({builtins}) and no such file or \
-             directory (tokenizers are never downloaded; give a local tokenizer.json)"
-        )));
+    if path.exists() {
+        return Ok(path.to_path_buf());
     }
-    Ok(path.to_path_buf())
+    if hub::is_repo_id(spec) {
+        return hub::resolve(spec, revision, env)
+            .map_err(|miss| Error::usage(hub::miss_message(spec, revision, env, &miss)));
+    }
+    Err(Error::usage(format!(
+        "--tokenizer {spec}: not a built-in encoding ({builtins}), no such file or \
+         directory, and not a Hugging Face Hub name ORG/NAME"
+    )))
 }
 
 /// Reads and parses a tokenizer.json; truncation and padding from the file are switched off
 /// so a count is never capped (some files ship `max_length: 128`).
-fn load_json(spec: &str) -> Result<tokenizers::Tokenizer> {
-    let file = json_path(spec)?;
-    let mut tk = tokenizers::Tokenizer::from_file(&file).map_err(|e| {
+fn load_json(spec: &str, file: &Path) -> Result<tokenizers::Tokenizer> {
+    let mut tk = tokenizers::Tokenizer::from_file(file).map_err(|e| {
         Error::usage(format!(
             "--tokenizer {spec}: cannot read {} as a HuggingFace tokenizer.json: {e}",
             file.display()
@@ -390,8 +421,15 @@ mod tests {
             (bad.display().to_string(), "cannot read"),
             (String::new(), "empty value"),
         ];
+        // Offline, with an empty cache: a name that is not a path never reaches the network.
+        let env = HubEnv {
+            cache: dir.join("hub"),
+            endpoint: "http://127.0.0.1:9".into(),
+            token: None,
+            offline: Some("HF_HUB_OFFLINE"),
+        };
         for (spec, want) in cases {
-            let err = Tokenizer::load(&spec).unwrap_err();
+            let err = Tokenizer::load_from(&spec, DEFAULT_REVISION, &env).unwrap_err();
             assert_eq!(err.kind, ErrorKind::Usage, "{spec}");
             assert_eq!(err.exit_code(), 99);
             assert!(err.msg.contains(want), "{spec}: {}", err.msg);
