@@ -47,6 +47,7 @@ pub(super) fn input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
         "num_prompts": a.num_prompts,
         "random_seed": a.random_seed,
         "tokenizer": a.tokenizer,
+        "tokenizer_revision": a.tokenizer_revision,
         "use_server_token_count": a.use_server_token_count,
         "goodput": a.goodput,
         "extra_inputs": cfg.extra.iter().map(|(k, v)| json!({k: v})).collect::<Vec<_>>(),

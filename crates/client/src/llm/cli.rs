@@ -176,10 +176,19 @@ pub struct ProfileArgs {
     /// output file.
     #[arg(short = 'H', long = "header", action = ArgAction::Append)]
     pub header: Vec<String>,
-    /// `cl100k_base`, `o200k_base` (built in) or a local tokenizer.json (file or directory).
-    /// Never downloads anything.
-    #[arg(long, default_value = "o200k_base")]
-    pub tokenizer: String,
+    /// `cl100k_base`, `o200k_base` (built in), a local tokenizer.json (file or directory),
+    /// or a Hugging Face Hub name ORG/NAME (its tokenizer.json, from the Hub cache or
+    /// downloaded into it). Default: the first model name when it has the ORG/NAME form
+    /// (as AIPerf does), else o200k_base.
+    #[arg(long)]
+    pub tokenizer: Option<String>,
+    /// Hub branch, tag or commit of a --tokenizer ORG/NAME.
+    #[arg(long, default_value = crate::inputs::tokenizer::DEFAULT_REVISION)]
+    pub tokenizer_revision: String,
+    /// Accepted for AIPerf and GenAI-Perf command lines: only tokenizer.json is read and no
+    /// repository code is ever run, so it changes nothing.
+    #[arg(long)]
+    pub tokenizer_trust_remote_code: bool,
     /// Take ISL and OSL from the server's `usage` (asks for it with
     /// `stream_options.include_usage`).
     #[arg(long)]
@@ -366,6 +375,9 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
     }
     crate::measure::llm::goodput::parse(&args.goodput)?;
     let models: Vec<String> = args.model.clone();
+    if args.tokenizer.is_none() {
+        args.tokenizer = Some(default_tokenizer(&models[0]));
+    }
     let endpoint = match &args.endpoint {
         Some(e) => e.trim_start_matches('/').to_string(),
         None => endpoint_type.default_path(&models[0]),
@@ -395,6 +407,17 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         headers,
         extra,
     })
+}
+
+/// The tokenizer when `--tokenizer` is not given: the model name when it has the Hub's
+/// ORG/NAME form (AIPerf's default is the model name), else the built-in `o200k_base`, so a
+/// plain served name such as `gpt-4o` never sends a lookup to the Hub.
+pub fn default_tokenizer(model: &str) -> String {
+    if model.contains('/') && crate::inputs::tokenizer::hub::is_repo_id(model) {
+        model.to_string()
+    } else {
+        "o200k_base".to_string()
+    }
 }
 
 /// One load point per `--request-rate` or `--concurrency` value; concurrency 1 by default.

@@ -164,8 +164,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("--input-dataset", "inferperf never downloads datasets; save the dataset as a local file and give it with --input-file"),
     ("--public-dataset", "inferperf never downloads datasets; save the dataset as a local file and give it with --input-file"),
     ("--hf-subset", "inferperf never downloads datasets; give a local file with --input-file"),
-    ("--tokenizer-revision", "tokenizers are never downloaded, so there is no Hub revision; give a local tokenizer.json with --tokenizer"),
-    ("--tokenizer-trust-remote-code", "tokenizers are never downloaded or run as code; give a local tokenizer.json with --tokenizer"),
     ("--grpc-method", "the dynamic_grpc endpoint type is not supported; use --endpoint-type kserve for Triton gRPC"),
     ("--output-format", "older GenAI-Perf spelling; use --endpoint-type (and --backend tensorrtllm|vllm for kserve)"),
     ("--checkpoint-dir", "there is no checkpointing: every run writes complete results to --artifact-dir"),
@@ -258,7 +256,7 @@ pub fn settings_text(cfg: &super::cli::ProfileConfig) -> String {
     format!(
         "Server: {} ({tls})\nEndpoint: {} {:?}{}\nModels: {}\nLoad: {}; request count {}; \
          benchmark duration {}; warm-up {}\nPrompts: {} tokens (sd {}), {} distinct, seed {}, \
-         tokenizer {}\nOutput tokens: {}\nHeaders: {}\nExtra inputs: {}\n",
+         tokenizer {} (revision {})\nOutput tokens: {}\nHeaders: {}\nExtra inputs: {}\n",
         cfg.address,
         cfg.endpoint_type.name(),
         cfg.endpoint,
@@ -277,7 +275,8 @@ pub fn settings_text(cfg: &super::cli::ProfileConfig) -> String {
         a.synthetic_input_tokens_stddev,
         a.num_prompts,
         a.random_seed,
-        a.tokenizer,
+        a.tokenizer.as_deref().unwrap_or_default(),
+        a.tokenizer_revision,
         a.output_tokens_mean
             .map_or("server decides".into(), |n| n.to_string()),
         if names.is_empty() {

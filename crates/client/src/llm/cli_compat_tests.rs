@@ -140,10 +140,6 @@ fn refused_flags_name_the_flag_and_why() {
             &["--public-dataset", "--input-file"],
         ),
         (
-            &["-m", "m", "--tokenizer-revision", "main"],
-            &["--tokenizer-revision", "local"],
-        ),
-        (
             &["-m", "m", "--image-width-mean", "10"],
             &["--image-width-mean", "image"],
         ),
@@ -333,4 +329,29 @@ fn urls_to_addresses() {
         assert!(e.msg.contains("u:<redacted>@h"), "{url}: {e}");
         assert!(!e.msg.contains("s3cret"), "{url}: {e}");
     }
+}
+
+/// AIPerf's tokenizer flags are accepted, and with no --tokenizer a Hub-shaped model name is
+/// the tokenizer (AIPerf's default) while a plain served name keeps o200k_base.
+#[test]
+fn tokenizer_flags_and_default() {
+    let c = cfg(&["-m", "Qwen/Qwen3-0.6B"]).unwrap();
+    assert_eq!(c.args.tokenizer.as_deref(), Some("Qwen/Qwen3-0.6B"));
+    assert_eq!(c.args.tokenizer_revision, "main");
+    let c = cfg(&["-m", "gpt-4o", "m2"]).unwrap();
+    assert_eq!(c.args.tokenizer.as_deref(), Some("o200k_base"));
+    let c = cfg(&[
+        "-m",
+        "org/model",
+        "--tokenizer",
+        "cl100k_base",
+        "--tokenizer-revision",
+        "v1.0",
+        "--tokenizer-trust-remote-code",
+    ])
+    .unwrap();
+    assert_eq!(c.args.tokenizer.as_deref(), Some("cl100k_base"));
+    assert_eq!(c.args.tokenizer_revision, "v1.0");
+    assert!(c.args.tokenizer_trust_remote_code);
+    assert!(settings_text(&c).contains("tokenizer cl100k_base (revision v1.0)"));
 }

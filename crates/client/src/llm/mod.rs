@@ -119,7 +119,10 @@ pub fn run_with_summary(
     out: &mut dyn Write,
 ) -> Result<(Vec<PointOutcome>, sweep::SweepSummary)> {
     let shape = sweep_args::Shape::of(cfg)?;
-    let tokenizer = Tokenizer::load(&cfg.args.tokenizer)?;
+    let tokenizer = Tokenizer::load_revision(
+        cfg.args.tokenizer.as_deref().unwrap_or("o200k_base"),
+        &cfg.args.tokenizer_revision,
+    )?;
     let (mut entries, cfg) = dataset::prepare(cfg, &tokenizer, prepare_entries)?;
     let cfg = &cfg;
     let prefixes = prefix::apply(cfg, &tokenizer, &mut entries)?;

@@ -1,0 +1,159 @@
+//! `inferperf profile` with a Hugging Face Hub tokenizer name, the binary run with the Hub
+//! environment variables pointing at an in-process stand-in of the Hub's resolve endpoint
+//! and a temporary cache: the first run downloads into the cache in huggingface_hub's layout,
+//! later runs and offline runs use the cache without a request, and a name that cannot be
+//! had exits 99 with one line.
+
+use crate::common::temp_dir;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use inferperf::inputs::tokenizer::hub::stand_in::{StandIn, COMMIT, ETAG};
+use inferperf::server::{self, OpenAiConfig, ServeConfig, ServerHandle};
+
+/// The reference server's fake LLM, serving `model`.
+fn start_llm(model: &str) -> ServerHandle {
+    let cfg = ServeConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        openai: OpenAiConfig {
+            model: model.to_string(),
+            ..OpenAiConfig::default()
+        },
+        ..ServeConfig::default()
+    };
+    server::start(cfg).expect("reference server starts")
+}
+
+/// `inferperf profile -m MODEL ...` against `server`, with the Hub settings `env`.
+fn profile(server: &str, model: &str, dir: &Path, env: &[(&str, String)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_inferperf"));
+    cmd.args(["profile", "-m", model, "-u", server, "--quiet"])
+        .args([
+            "--request-count",
+            "4",
+            "--synthetic-input-tokens-mean",
+            "12",
+        ])
+        .args(["--output-tokens-mean", "3", "--artifact-dir"])
+        .arg(dir.join("artifacts"))
+        .env_remove("HF_HUB_OFFLINE")
+        .env_remove("TRANSFORMERS_OFFLINE")
+        .env_remove("HF_TOKEN")
+        .env("HF_HUB_CACHE", dir.join("hub"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("binary runs")
+}
+
+/// Every file under `dir` whose text contains `needle`.
+fn files_containing(dir: &Path, needle: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .map(|e| e.unwrap().path())
+        .map(|p| {
+            if p.is_dir() {
+                files_containing(&p, needle)
+            } else {
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                usize::from(text.contains(needle))
+            }
+        })
+        .sum()
+}
+
+#[test]
+fn a_hub_model_name_is_the_tokenizer_downloaded_once_then_cached() {
+    let server = start_llm("org/model");
+    let hub = StandIn::start();
+    let dir = temp_dir("profile-hub");
+    let addr = server.addr.to_string();
+    let endpoint = ("HF_ENDPOINT", hub.endpoint());
+    // No --tokenizer: the ORG/NAME model name is the tokenizer, as in AIPerf.
+    let o = profile(&addr, "org/model", &dir, &[endpoint.clone()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let repo = dir.join("hub/models--org--model");
+    let link = repo.join("snapshots").join(COMMIT).join("tokenizer.json");
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        Path::new("../../blobs").join(ETAG)
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("refs/main")).unwrap(),
+        COMMIT
+    );
+    assert_eq!(hub.seen().len(), 2, "{:?}", hub.seen());
+    assert!(
+        files_containing(&dir.join("artifacts"), "\"org/model\"") > 0,
+        "the artifacts record the tokenizer"
+    );
+    // Again: from the cache, no request.
+    let o = profile(&addr, "org/model", &dir, &[endpoint.clone()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(hub.seen().len(), 2);
+    // Offline with the cache: works, no request.
+    let offline = ("HF_HUB_OFFLINE", "1".to_string());
+    let o = profile(
+        &addr,
+        "org/model",
+        &dir,
+        &[endpoint.clone(), offline.clone()],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Offline, not cached: one line naming the model, the cache folder and why; no request.
+    let o = profile(&addr, "org/other", &dir, &[endpoint.clone(), offline]);
+    assert_eq!(o.status.code(), Some(99));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("org/other"), "{stderr}");
+    assert!(stderr.contains("models--org--other"), "{stderr}");
+    assert!(stderr.contains("HF_HUB_OFFLINE"), "{stderr}");
+    assert_eq!(hub.seen().len(), 2);
+    // A gated repository: 401, and the line says to set HF_TOKEN.
+    let o = profile(&addr, "gated/model", &dir, &[endpoint]);
+    assert_eq!(o.status.code(), Some(99));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("HF_TOKEN"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn tokenizer_flag_with_revision_and_trust_remote_code() {
+    let server = start_llm("served-name");
+    let hub = StandIn::start();
+    let dir = temp_dir("profile-hub-rev");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_inferperf"));
+    let o = cmd
+        .args([
+            "profile",
+            "-m",
+            "served-name",
+            "-u",
+            &server.addr.to_string(),
+        ])
+        .args(["--quiet", "--request-count", "2", "--artifact-dir"])
+        .arg(dir.join("artifacts"))
+        .args(["--tokenizer", "small/tok", "--tokenizer-revision", COMMIT])
+        .arg("--tokenizer-trust-remote-code")
+        .env_remove("HF_HUB_OFFLINE")
+        .env_remove("TRANSFORMERS_OFFLINE")
+        .env("HF_HUB_CACHE", dir.join("hub"))
+        .env("HF_ENDPOINT", hub.endpoint())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let seen = hub.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].path,
+        format!("/small/tok/resolve/{COMMIT}/tokenizer.json")
+    );
+    // A commit revision writes no ref.
+    assert!(!dir.join("hub/models--small--tok/refs").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
