@@ -12,12 +12,13 @@ use std::process::{Command, Output};
 use inferperf::inputs::tokenizer::hub::stand_in::{StandIn, COMMIT, ETAG};
 use inferperf::server::{self, OpenAiConfig, ServeConfig, ServerHandle};
 
-/// The reference server's fake LLM, serving `model`.
+/// The reference server's fake LLM, serving `model`, keeping the request bodies.
 fn start_llm(model: &str) -> ServerHandle {
     let cfg = ServeConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         openai: OpenAiConfig {
             model: model.to_string(),
+            keep_bodies: true,
             ..OpenAiConfig::default()
         },
         ..ServeConfig::default()
@@ -155,5 +156,76 @@ fn tokenizer_flag_with_revision_and_trust_remote_code() {
     );
     // A commit revision writes no ref.
     assert!(!dir.join("hub/models--small--tok/refs").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A mooncake trace counted with a tokenizer.json (the Hub tokenizer, a WordLevel one whose
+/// decoding is lossy): every prompt the server receives has exactly `input_length` tokens by
+/// that tokenizer, short entries (under one 512-token block) included, with no `[UNK]` text,
+/// and entries sharing leading hash ids share a prefix.
+#[test]
+fn a_mooncake_trace_with_a_tokenizer_json_has_exact_lengths() {
+    let server = start_llm("org/model");
+    let hub = StandIn::start();
+    let dir = temp_dir("profile-hub-mooncake");
+    let lengths: [(u64, &str); 5] = [
+        (9, "[1]"),
+        (300, "[1]"),
+        (700, "[1, 2]"),
+        (1100, "[1, 2, 3]"),
+        (40, "[]"),
+    ];
+    let trace: String = lengths
+        .iter()
+        .map(|(n, ids)| {
+            format!("{{\"input_length\": {n}, \"output_length\": 2, \"hash_ids\": {ids}}}\n")
+        })
+        .collect();
+    let file = dir.join("trace.jsonl");
+    std::fs::write(&file, trace).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .args(["profile", "-m", "org/model", "-u", &server.addr.to_string()])
+        .args(["--quiet", "--request-count", "5", "--artifact-dir"])
+        .arg(dir.join("artifacts"))
+        .arg("--input-file")
+        .arg(&file)
+        .args(["--custom-dataset-type", "mooncake_trace"])
+        .args(["--dataset-sampling-strategy", "sequential"])
+        .env_remove("HF_HUB_OFFLINE")
+        .env_remove("TRANSFORMERS_OFFLINE")
+        .env("HF_HUB_CACHE", dir.join("hub"))
+        .env("HF_ENDPOINT", hub.endpoint())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    let tok = inferperf::inputs::tokenizer::Tokenizer::load(
+        &dir.join("hub/models--org--model/snapshots")
+            .join(COMMIT)
+            .join("tokenizer.json")
+            .display()
+            .to_string(),
+    )
+    .unwrap();
+    let prompts: Vec<String> = server
+        .generation_bodies()
+        .iter()
+        .map(|b| {
+            let v: serde_json::Value = serde_json::from_slice(b).unwrap();
+            v["messages"][0]["content"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let mut counts: Vec<usize> = prompts.iter().map(|p| tok.count(p)).collect();
+    counts.sort_unstable();
+    assert_eq!(counts, [9, 40, 300, 700, 1100]);
+    assert!(prompts.iter().all(|p| !p.contains("[UNK]")));
+    let by_len = |n: usize| prompts.iter().find(|p| tok.count(p) == n).unwrap();
+    let common = |a: &str, b: &str| a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    // 9 and 300 are the start of block 1; 700 and 1100 share blocks 1 and 2 (688 tokens).
+    assert!(common(by_len(9), by_len(300)) + 32 >= by_len(9).len());
+    assert!(common(by_len(700), by_len(1100)) > common(by_len(300), by_len(700)));
+    assert!(common(by_len(300), by_len(700)) + 32 >= by_len(300).len());
+    server.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

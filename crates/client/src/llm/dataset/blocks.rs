@@ -5,11 +5,16 @@
 //! for a partial block (`input_length` below ids x block size: its first tokens), and an
 //! `input_length` beyond the ids' blocks is topped up with fresh tokens.
 //!
-//! A block is a window of the built-in corpus chosen from (seed, hash id) alone. Windows
-//! start at a word (a token that decodes to a space and a letter) and end before one, so
-//! joined blocks do not merge into other tokens at their seams; the prompt's length is then
-//! checked by re-encoding, and only its last segment is trimmed or topped up until the
-//! length is exact.
+//! A block is a window of the built-in corpus chosen from (seed, hash id) alone, addressed
+//! by token. Its text is the corpus text of those tokens, up to where the next token starts
+//! (so a tokenizer that drops whitespace between words keeps it), taken from the
+//! tokenizer's own offsets; only a tokenizer whose offsets do not run forward through the
+//! corpus gets decoded ids instead. Text never passes through decoding otherwise, so a
+//! tokenizer.json whose decoding is lossy (no decoder: ids joined with spaces, `[UNK]` for
+//! unknown words) still gets corpus text of the asked length. Windows start at a word and
+//! end before one, so joined blocks do not merge into other tokens at their seams; the
+//! prompt's length is then checked by re-encoding, and only its last segment is trimmed or
+//! topped up until the length is exact.
 
 use std::collections::HashMap;
 
@@ -30,29 +35,62 @@ pub struct BlockPrompt {
     pub mismatch: bool,
 }
 
-/// Block texts by hash id, for one tokenizer, block size and seed.
+/// Block windows by hash id, for one tokenizer, block size and seed.
 pub struct Blocks {
     tok: Tokenizer,
     corpus: Vec<u32>,
+    /// Byte start of each corpus token in [`corpus_text`], when the offsets run forward.
+    starts: Option<Vec<usize>>,
     /// Corpus positions whose token starts a word.
     word_starts: Vec<usize>,
     is_start: Vec<bool>,
     block: usize,
     seed: u64,
-    cache: HashMap<u64, Vec<u32>>,
+    /// Window start in the corpus, by hash id.
+    cache: HashMap<u64, usize>,
+}
+
+/// `len` corpus tokens from token `start` (wrapping).
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    start: usize,
+    len: usize,
 }
 
 impl Blocks {
     pub fn new(tok: Tokenizer, block: usize, seed: u64) -> Blocks {
-        let corpus = tok.encode(corpus_text());
-        let is_start: Vec<bool> = corpus
-            .iter()
-            .map(|&id| {
-                let t = tok.decode_lossy(&[id]);
-                let mut c = t.chars();
-                c.next() == Some(' ') && c.next().is_some_and(char::is_alphanumeric)
-            })
-            .collect();
+        let text = corpus_text();
+        let corpus = tok.encode(text);
+        let spans = tok.encode_spans(text);
+        let forward = spans.len() == corpus.len()
+            && spans.iter().all(|&(s, e)| s <= e && e <= text.len())
+            && spans
+                .windows(2)
+                .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].0);
+        let starts: Option<Vec<usize>> = forward.then(|| spans.iter().map(|s| s.0).collect());
+        let is_start: Vec<bool> = match &starts {
+            Some(starts) => spans
+                .iter()
+                .zip(starts)
+                .map(|(&(s, e), &at)| {
+                    let piece = &text[s..e];
+                    let mut c = piece.chars();
+                    let first = c.next();
+                    let spaced = first == Some(' ') && c.next().is_some_and(char::is_alphanumeric);
+                    let after_gap = first.is_some_and(char::is_alphanumeric)
+                        && (at == 0 || text[..at].ends_with(char::is_whitespace));
+                    spaced || after_gap
+                })
+                .collect(),
+            None => corpus
+                .iter()
+                .map(|&id| {
+                    let t = tok.decode_lossy(&[id]);
+                    let mut c = t.chars();
+                    c.next() == Some(' ') && c.next().is_some_and(char::is_alphanumeric)
+                })
+                .collect(),
+        };
         let mut word_starts: Vec<usize> = (0..corpus.len()).filter(|&i| is_start[i]).collect();
         if word_starts.is_empty() {
             word_starts = (0..corpus.len()).collect();
@@ -60,6 +98,7 @@ impl Blocks {
         Blocks {
             tok,
             corpus,
+            starts,
             word_starts,
             is_start,
             block: block.max(1),
@@ -68,14 +107,44 @@ impl Blocks {
         }
     }
 
-    /// `len` corpus ids from `start`, wrapping.
-    fn window(&self, start: usize, len: usize) -> Vec<u32> {
+    /// The text of `seg`: corpus text from its first token to where the token after its
+    /// last one starts, or its decoded ids when the offsets are not usable.
+    fn text_of(&self, seg: Segment, out: &mut String) {
         let n = self.corpus.len();
-        (0..len).map(|i| self.corpus[(start + i) % n]).collect()
+        if seg.len == 0 || n == 0 {
+            return;
+        }
+        let Some(starts) = &self.starts else {
+            let ids: Vec<u32> = (0..seg.len)
+                .map(|i| self.corpus[(seg.start + i) % n])
+                .collect();
+            out.push_str(&self.tok.decode_lossy(&ids));
+            return;
+        };
+        let text = corpus_text();
+        // Position g of the corpus repeated without end, in bytes of the repeated text.
+        let at = |g: usize| (g / n) * text.len() + starts[g % n];
+        let (from, to) = (at(seg.start), at(seg.start + seg.len));
+        let mut pos = from;
+        while pos < to {
+            let offset = pos % text.len();
+            let take = (text.len() - offset).min(to - pos);
+            out.push_str(&text[offset..offset + take]);
+            pos += take;
+        }
     }
 
-    /// A word-aligned window of `len` tokens that re-encodes to `len` tokens, chosen by `key`.
-    fn aligned(&self, key: u64, len: usize) -> Vec<u32> {
+    fn render(&self, segs: &[Segment]) -> String {
+        let mut out = String::new();
+        for &s in segs {
+            self.text_of(s, &mut out);
+        }
+        out
+    }
+
+    /// A word-aligned window of `len` tokens whose text encodes to `len` tokens, chosen by
+    /// `key`; its start.
+    fn aligned(&self, key: u64, len: usize) -> usize {
         let n = self.corpus.len();
         let mut state = self.seed ^ key.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let mut first = None;
@@ -84,22 +153,27 @@ impl Blocks {
                 as usize;
             let start = self.word_starts[k];
             let ends_at_word = self.is_start[(start + len) % n] || len >= n;
-            let ids = self.window(start, len);
-            if ends_at_word && self.tok.count(&self.tok.decode_lossy(&ids)) == len {
-                return ids;
+            let seg = Segment { start, len };
+            if ends_at_word && self.tok.count(&self.render(&[seg])) == len {
+                return start;
             }
-            first.get_or_insert(ids);
+            first.get_or_insert(start);
         }
         first.unwrap_or_default()
     }
 
-    /// The ids of hash id `h`'s block.
-    fn block_ids(&mut self, h: u64) -> &[u32] {
-        if !self.cache.contains_key(&h) {
-            let ids = self.aligned(h, self.block);
-            self.cache.insert(h, ids);
-        }
-        &self.cache[&h]
+    /// Hash id `h`'s block.
+    fn block_of(&mut self, h: u64) -> Segment {
+        let block = self.block;
+        let start = match self.cache.get(&h) {
+            Some(&s) => s,
+            None => {
+                let s = self.aligned(h, block);
+                self.cache.insert(h, s);
+                s
+            }
+        };
+        Segment { start, len: block }
     }
 
     /// A prompt of `input_length` tokens over `hash_ids`; `entry` seeds the fresh tail.
@@ -113,34 +187,43 @@ impl Blocks {
         }
         let block = self.block;
         let m = hash_ids.len();
-        let mut text = String::new();
-        let last: Vec<u32> = if m > 0 && m * block >= input_length {
+        let mut prefix: Vec<Segment> = Vec::with_capacity(m);
+        let last = if m > 0 && m * block >= input_length {
             // Full blocks, then the first tokens of the last id's block.
             for &h in &hash_ids[..m - 1] {
-                let ids = self.block_ids(h).to_vec();
-                text.push_str(&self.tok.decode_lossy(&ids));
+                prefix.push(self.block_of(h));
             }
             let partial = input_length - (m - 1) * block;
-            self.block_ids(hash_ids[m - 1])[..partial].to_vec()
+            Segment {
+                len: partial,
+                ..self.block_of(hash_ids[m - 1])
+            }
         } else {
             for &h in hash_ids {
-                let ids = self.block_ids(h).to_vec();
-                text.push_str(&self.tok.decode_lossy(&ids));
+                prefix.push(self.block_of(h));
             }
             let tail = input_length - m * block;
             // Fresh tokens: keyed apart from every hash id's block.
-            self.aligned(!entry ^ 0x7461_696c, tail)
+            let start = self.aligned(!entry ^ 0x7461_696c, tail);
+            Segment { start, len: tail }
         };
-        self.fix_last(text, last, input_length, entry)
+        let prefix = self.render(&prefix);
+        self.fix_last(prefix, vec![last], input_length, entry)
     }
 
     /// Trims or tops up `last` (joined after `prefix`) until the whole re-encodes to `want`.
-    fn fix_last(&self, prefix: String, mut last: Vec<u32>, want: usize, entry: u64) -> BlockPrompt {
+    fn fix_last(
+        &self,
+        prefix: String,
+        mut last: Vec<Segment>,
+        want: usize,
+        entry: u64,
+    ) -> BlockPrompt {
         let n = self.corpus.len();
         let mut cursor = (entry as usize).wrapping_mul(7919) % n;
-        let mut best = None;
+        let mut best: Option<BlockPrompt> = None;
         for _ in 0..FIXUPS {
-            let text = format!("{prefix}{}", self.tok.decode_lossy(&last));
+            let text = format!("{prefix}{}", self.render(&last));
             let got = self.tok.count(&text);
             if got == want {
                 return BlockPrompt {
@@ -149,16 +232,33 @@ impl Blocks {
                     mismatch: false,
                 };
             }
-            best = Some(BlockPrompt {
-                text,
-                tokens: got,
-                mismatch: true,
-            });
+            let closer = match &best {
+                None => true,
+                Some(b) => got.abs_diff(want) < b.tokens.abs_diff(want),
+            };
+            if closer {
+                best = Some(BlockPrompt {
+                    text,
+                    tokens: got,
+                    mismatch: true,
+                });
+            }
             if got > want {
-                let cut = (got - want).min(last.len());
-                last.truncate(last.len() - cut);
+                let mut cut = got - want;
+                while cut > 0 {
+                    let Some(seg) = last.last_mut() else { break };
+                    let take = cut.min(seg.len);
+                    seg.len -= take;
+                    cut -= take;
+                    if seg.len == 0 {
+                        last.pop();
+                    }
+                }
             } else {
-                last.extend(self.window(cursor, want - got));
+                last.push(Segment {
+                    start: cursor,
+                    len: want - got,
+                });
                 cursor += want - got;
             }
         }
@@ -223,5 +323,79 @@ mod tests {
         );
         let none = b.prompt(40, &[], 3);
         assert_eq!(none.tokens, 40);
+    }
+
+    /// A tokenizer.json whose decoding is lossy, as the issue's: WordLevel over a few
+    /// corpus words (everything else `[UNK]`), words split on whitespace, no decoder (ids
+    /// decode joined with spaces, unknown ones as the text `[UNK]`, itself three tokens).
+    fn word_level() -> Tokenizer {
+        let dir = std::env::temp_dir().join(format!("inferperf-blocks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let json = r#"{"version": "1.0", "truncation": null, "padding": null,
+          "added_tokens": [{"id": 0, "content": "[UNK]", "single_word": false,
+            "lstrip": false, "rstrip": false, "normalized": false, "special": true}],
+          "normalizer": {"type": "Lowercase"}, "pre_tokenizer": {"type": "Whitespace"},
+          "post_processor": null, "decoder": null,
+          "model": {"type": "WordLevel", "unk_token": "[UNK]", "vocab": {"[UNK]": 0,
+            "the": 1, "and": 2, "of": 3, "to": 4, "my": 5, ",": 6, ".": 7, "thy": 8,
+            "[": 9, "]": 10, "i": 11, "in": 12, "that": 13, "thee": 14, "love": 15}}}"#;
+        let file = dir.join("tokenizer.json");
+        std::fs::write(&file, json).unwrap();
+        let tk = Tokenizer::load(&file.display().to_string()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        tk
+    }
+
+    /// With a tokenizer.json, every length is exact (short entries included: below one
+    /// block they are a partial block, not an empty prompt), the text is corpus text (no
+    /// decoded `[UNK]`), and shared leading hash ids give a shared prefix.
+    #[test]
+    fn exact_lengths_and_shared_prefixes_with_a_tokenizer_json() {
+        let tok = word_level();
+        let mut b = Blocks::new(tok.clone(), 512, 3);
+        let cases: [(usize, &[u64]); 6] = [
+            (7, &[1]),
+            (300, &[1]),
+            (512, &[1]),
+            (700, &[1, 2]),
+            (1100, &[1, 2, 3]),
+            (1500, &[1, 2]),
+        ];
+        let mut prompts = Vec::new();
+        for (i, &(n, ids)) in cases.iter().enumerate() {
+            let p = b.prompt(n, ids, i as u64);
+            assert_eq!((p.tokens, p.mismatch), (n, false), "{n} {ids:?}");
+            assert_eq!(tok.count(&p.text), n, "{n} {ids:?}");
+            assert!(
+                !p.text.contains("[UNK]"),
+                "{}",
+                &p.text[..80.min(p.text.len())]
+            );
+            assert!(corpus_text().contains(p.text.split_whitespace().next().unwrap()));
+            prompts.push(p.text);
+        }
+        // Entries within block 1 are its start; 700, 1100 and 1500 begin with blocks 1, 2.
+        let common =
+            |a: &str, b: &str| a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+        let one = &prompts[2];
+        for p in &prompts[..2] {
+            assert!(
+                common(p, one) + 64 >= p.len(),
+                "{} of {}",
+                common(p, one),
+                p.len()
+            );
+        }
+        let two = b.prompt(1024, &[1, 2], 99);
+        assert_eq!(two.tokens, 1024);
+        for p in &prompts[3..] {
+            let want = p.len().min(two.text.len());
+            assert!(
+                common(p, &two.text) + 64 >= want,
+                "{} of {want}",
+                common(p, &two.text)
+            );
+            assert!(common(p, &two.text) > one.len());
+        }
     }
 }
