@@ -10,21 +10,28 @@ use super::{dataset, export, html_report, report_options, runner, telemetry};
 use crate::error::{Error, Result};
 use crate::measure::llm::LlmRequest;
 
-/// `artifacts/<model>-<service kind>-<endpoint type>-<mode><value>`, as GenAI-Perf names it;
-/// the model part is a safe file stem (`org/model` gives `org_model`), so the directory is
-/// always inside the artifact directory.
+/// `artifacts/<model>-<service kind>-<kind detail>-<mode><value>`, as GenAI-Perf names it:
+/// `openai-<endpoint type>` for OpenAI endpoints, `triton-<backend>` (`tensorrtllm`, `vllm`)
+/// for Triton's KServe endpoint. The model part is a safe file stem (`org/model` gives
+/// `org_model`), so the directory is always inside the artifact directory.
 pub(super) fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
     let model = crate::text::safe_file_stem(&cfg.models.join("_"));
     let kind = if cfg.endpoint_type == cli::EndpointType::Kserve {
-        "triton"
+        format!("triton-{}", backend_name(cfg.backend))
     } else {
-        "openai"
+        format!("openai-{}", cfg.endpoint_type.name())
     };
-    cfg.args.artifact_dir.join(format!(
-        "{model}-{kind}-{}-{}",
-        cfg.endpoint_type.name(),
-        point.label()
-    ))
+    cfg.args
+        .artifact_dir
+        .join(format!("{model}-{kind}-{}", point.label()))
+}
+
+/// GenAI-Perf's lower-case backend name.
+fn backend_name(b: super::cli_compat::Backend) -> &'static str {
+    match b {
+        super::cli_compat::Backend::Tensorrtllm => "tensorrtllm",
+        super::cli_compat::Backend::Vllm => "vllm",
+    }
 }
 
 /// The effective settings, written into the summary JSON (no headers: they may hold keys).
@@ -169,4 +176,33 @@ fn write_pages(cfg: &ProfileConfig, point: LoadPoint, dir: &Path, f: &PointFiles
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn cfg(args: &[&str]) -> ProfileConfig {
+        let mut v: Vec<OsString> = vec!["profile".into()];
+        v.extend(args.iter().map(OsString::from));
+        cli::parse(v).unwrap().unwrap()
+    }
+
+    #[test]
+    fn point_dirs_are_named_as_genai_perf_names_them() {
+        let name = |args: &[&str]| {
+            let c = cfg(args);
+            let dir = point_dir(&c, c.points[0]);
+            dir.file_name().unwrap().to_string_lossy().into_owned()
+        };
+        let triton = ["-m", "org/llm", "--service-kind", "triton", "--concurrency", "2"];
+        assert_eq!(name(&triton), "org_llm-triton-tensorrtllm-concurrency2");
+        let vllm = [&triton[..], &["--backend", "vllm"]].concat();
+        assert_eq!(name(&vllm), "org_llm-triton-vllm-concurrency2");
+        let trt = [&triton[..], &["--backend", "tensorrtllm"]].concat();
+        assert_eq!(name(&trt), "org_llm-triton-tensorrtllm-concurrency2");
+        let chat = ["-m", "llm", "--endpoint-type", "chat", "--request-rate", "5"];
+        assert_eq!(name(&chat), "llm-openai-chat-request_rate5");
+    }
 }
