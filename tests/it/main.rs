@@ -16,6 +16,7 @@ mod mpi_world;
 mod nothing_lost;
 mod overload;
 mod peer_limits;
+mod profile_aiperf_files;
 mod profile_compat;
 mod profile_faults;
 mod profile_hub;

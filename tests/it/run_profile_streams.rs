@@ -49,7 +49,7 @@ fn triton_grpc_kserve_streams() {
     }
     assert!(outcomes[0]
         .dir
-        .ends_with("inferperf-llm-triton-kserve-concurrency3"));
+        .ends_with("inferperf-llm-triton-tensorrtllm-concurrency3"));
     assert_eq!(server.token_times().len(), 9);
     server.stop();
 }

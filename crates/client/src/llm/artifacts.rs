@@ -10,21 +10,28 @@ use super::{dataset, export, html_report, report_options, runner, telemetry};
 use crate::error::{Error, Result};
 use crate::measure::llm::LlmRequest;
 
-/// `artifacts/<model>-<service kind>-<endpoint type>-<mode><value>`, as GenAI-Perf names it;
-/// the model part is a safe file stem (`org/model` gives `org_model`), so the directory is
-/// always inside the artifact directory.
+/// `artifacts/<model>-<service kind>-<kind detail>-<mode><value>`, as GenAI-Perf names it:
+/// `openai-<endpoint type>` for OpenAI endpoints, `triton-<backend>` (`tensorrtllm`, `vllm`)
+/// for Triton's KServe endpoint. The model part is a safe file stem (`org/model` gives
+/// `org_model`), so the directory is always inside the artifact directory.
 pub(super) fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
     let model = crate::text::safe_file_stem(&cfg.models.join("_"));
     let kind = if cfg.endpoint_type == cli::EndpointType::Kserve {
-        "triton"
+        format!("triton-{}", backend_name(cfg.backend))
     } else {
-        "openai"
+        format!("openai-{}", cfg.endpoint_type.name())
     };
-    cfg.args.artifact_dir.join(format!(
-        "{model}-{kind}-{}-{}",
-        cfg.endpoint_type.name(),
-        point.label()
-    ))
+    cfg.args
+        .artifact_dir
+        .join(format!("{model}-{kind}-{}", point.label()))
+}
+
+/// GenAI-Perf's lower-case backend name.
+fn backend_name(b: super::cli_compat::Backend) -> &'static str {
+    match b {
+        super::cli_compat::Backend::Tensorrtllm => "tensorrtllm",
+        super::cli_compat::Backend::Vllm => "vllm",
+    }
 }
 
 /// The effective settings, written into the summary JSON (no headers: they may hold keys).
@@ -80,6 +87,8 @@ pub(super) struct PointFiles<'a> {
     pub(super) cancelled: u64,
     /// Further sections of the level's HTML page (telemetry).
     pub(super) sections: &'a [crate::report::html::Section],
+    /// The level's console table and notes, as printed.
+    pub(super) console: &'a str,
 }
 
 pub(super) fn write_point(
@@ -139,10 +148,157 @@ pub(super) fn write_point(
     crate::report::write::write_atomic_with("", &export_path, |w| {
         export::write_profile_export(w, run, point, payloads, kind, &cfg.endpoint)
     })?;
+    files.extend(aiperf_files(cfg, point, run, f));
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs)
+        .map_err(|e| Error::generic(format!("cannot write {}: {e}", logs.display())))?;
     for (name, text) in files {
         crate::report::write::write_atomic("", &dir.join(name), text.as_bytes())?;
     }
     write_pages(cfg, point, dir, f)
+}
+
+/// AIPerf's files for a level (see the README's artifact list): its JSON and CSV summaries,
+/// the console text, `logs/aiperf.log` and the marker its tools wait for. Written last among
+/// the summaries, so the marker stands only beside complete files.
+fn aiperf_files(
+    cfg: &ProfileConfig,
+    point: LoadPoint,
+    run: &runner::PointRun,
+    f: &PointFiles,
+) -> Vec<(String, String)> {
+    use crate::report::llm::aiperf;
+    let info = aiperf::RunInfo {
+        benchmark_id: benchmark_id(run),
+        cli_command: cli_command(),
+        start_ns: run.start_ns,
+        end_ns: run.end_ns,
+        was_cancelled: run.interrupted,
+        input_config: aiperf_input_config(cfg, point),
+    };
+    // AIPerf's log line: `<date> <time to the ms> - <source> - <LEVEL> - <message>`.
+    let at = |ns: u64| {
+        let t = aiperf::iso_time(ns).replacen('T', " ", 1);
+        t[..t.len() - 3].to_string()
+    };
+    let log = format!(
+        "{start} - inferperf.profile - INFO - inferperf {} started: {}\n\
+         {end} - inferperf.profile - INFO - {} requests measured, {} failed\n\
+         {end} - inferperf.profile - INFO - results in {}\n",
+        env!("CARGO_PKG_VERSION"),
+        info.cli_command,
+        f.requests.len(),
+        f.requests.iter().filter(|r| r.error.is_some()).count(),
+        point_dir(cfg, point).display(),
+        start = at(run.start_ns),
+        end = at(run.end_ns),
+    );
+    vec![
+        (
+            "profile_export_aiperf.json".into(),
+            aiperf::json(f.metrics, &info),
+        ),
+        ("profile_export_aiperf.csv".into(), aiperf::csv(f.metrics)),
+        ("profile_export_console.txt".into(), f.console.to_string()),
+        ("logs/aiperf.log".into(), log),
+        (
+            ".aiperf_results_ready.json".into(),
+            aiperf::ready_marker(run.interrupted),
+        ),
+    ]
+}
+
+/// 12 hex digits from the run's start time and process id: distinct per run.
+fn benchmark_id(run: &runner::PointRun) -> String {
+    let mixed = run
+        .start_ns
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .rotate_left(17)
+        ^ u64::from(std::process::id());
+    format!("{:012x}", mixed & 0xFFFF_FFFF_FFFF)
+}
+
+/// The command line, each argument quoted as a POSIX shell reads it back.
+fn cli_command() -> String {
+    std::env::args()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c))
+            {
+                a
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// AIPerf's `input_config` block (its v2 layout: models, endpoint, datasets, phases,
+/// artifacts, tokenizer) for the settings inferperf shares with it.
+fn aiperf_input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
+    let a = &cfg.args;
+    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
+    let mut phase = json!({"name": "profiling", "kind": "profiling"});
+    match point {
+        LoadPoint::Concurrency(c) => {
+            phase["type"] = "concurrency".into();
+            phase["concurrency"] = c.into();
+        }
+        LoadPoint::RequestRate(r) => {
+            phase["type"] = match a.request_distribution {
+                cli::Distribution::Constant => "constant",
+                cli::Distribution::Poisson => "poisson",
+            }
+            .into();
+            phase["rate"] = json!(r);
+        }
+    }
+    if let Some(n) = a.request_count {
+        phase["requests"] = n.into();
+    }
+    if let Some(d) = a.benchmark_duration {
+        phase["duration"] = json!(d);
+    }
+    let mut dataset = json!({"name": "main"});
+    match &a.input_file {
+        Some(path) => {
+            dataset["type"] = "file".into();
+            dataset["path"] = path.display().to_string().into();
+        }
+        None => {
+            dataset["type"] = "synthetic".into();
+            dataset["entries"] = a.num_prompts.into();
+            dataset["prompts"] = json!({
+                "isl": {"mean": a.synthetic_input_tokens_mean, "stddev": a.synthetic_input_tokens_stddev},
+                "osl": {"mean": a.output_tokens_mean, "stddev": a.output_tokens_stddev},
+            });
+        }
+    }
+    json!({
+        "models": {"items": cfg.models.iter().map(|m| json!({"name": m})).collect::<Vec<_>>()},
+        "endpoint": {
+            "urls": [format!("{scheme}://{}", cfg.address)],
+            "type": cfg.endpoint_type.name(),
+            "streaming": a.streaming,
+        },
+        "datasets": [dataset],
+        "phases": [phase],
+        "artifacts": {
+            "dir": point_dir(cfg, point).display().to_string(),
+            "auto_plot": false,
+            "plot_required": false,
+        },
+        "tokenizer": {"name": a.tokenizer},
+        "gpu_telemetry": {"enabled": false},
+        "server_metrics": {"enabled": false, "urls": [], "formats": []},
+        "network_latency": {"enabled": false},
+        "otel": {},
+        "mlflow": {},
+        "wandb": {},
+        "runtime": {"ui": "none"},
+    })
 }
 
 /// The level's `report.html` and (`--generate-plots`) its plot files.
@@ -170,4 +326,33 @@ fn write_pages(cfg: &ProfileConfig, point: LoadPoint, dir: &Path, f: &PointFiles
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn cfg(args: &[&str]) -> ProfileConfig {
+        let mut v: Vec<OsString> = vec!["profile".into()];
+        v.extend(args.iter().map(OsString::from));
+        cli::parse(v).unwrap().unwrap()
+    }
+
+    #[test]
+    fn point_dirs_are_named_as_genai_perf_names_them() {
+        let name = |args: &[&str]| {
+            let c = cfg(args);
+            let dir = point_dir(&c, c.points[0]);
+            dir.file_name().unwrap().to_string_lossy().into_owned()
+        };
+        let triton = ["-m", "org/llm", "--service-kind", "triton", "--concurrency", "2"];
+        assert_eq!(name(&triton), "org_llm-triton-tensorrtllm-concurrency2");
+        let vllm = [&triton[..], &["--backend", "vllm"]].concat();
+        assert_eq!(name(&vllm), "org_llm-triton-vllm-concurrency2");
+        let trt = [&triton[..], &["--backend", "tensorrtllm"]].concat();
+        assert_eq!(name(&trt), "org_llm-triton-tensorrtllm-concurrency2");
+        let chat = ["-m", "llm", "--endpoint-type", "chat", "--request-rate", "5"];
+        assert_eq!(name(&chat), "llm-openai-chat-request_rate5");
+    }
 }

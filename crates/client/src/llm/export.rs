@@ -42,9 +42,15 @@ impl ExportNames {
     }
 }
 
-/// `{"data": [{"payload": [<body>]}, ...]}`.
+/// `{"data": [{"payload": [<body>], "session_id": "session_<i>", "payloads": [<body>]}, ...]}`:
+/// each entry in both tools' shapes at once, GenAI-Perf's `payload` (what perf_analyzer's
+/// `--input-data` reads) and AIPerf's `session_id` and `payloads`.
 pub fn inputs_json(bodies: &[Value]) -> String {
-    let data: Vec<Value> = bodies.iter().map(|b| json!({"payload": [b]})).collect();
+    let data: Vec<Value> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| json!({"payload": [b], "session_id": format!("session_{i}"), "payloads": [b]}))
+        .collect();
     let mut s = serde_json::to_string_pretty(&json!({ "data": data })).unwrap_or_default();
     s.push('\n');
     s
@@ -411,7 +417,10 @@ mod tests {
         assert_eq!(r[1]["response_outputs"][0]["response"], "{\"x\":1}");
         assert_eq!(v["service_kind"], "openai");
         let inputs: Value = serde_json::from_str(&inputs_json(&[json!({"a": 1})])).unwrap();
-        assert_eq!(inputs, json!({"data": [{"payload": [{"a": 1}]}]}));
+        assert_eq!(
+            inputs,
+            json!({"data": [{"payload": [{"a": 1}], "session_id": "session_0", "payloads": [{"a": 1}]}]})
+        );
     }
 
     #[test]

@@ -211,24 +211,25 @@ fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOu
     let (kept, cancelled) = runner::without_cancelled(&requests);
     let metrics = crate::measure::llm::compute(&kept, &opts);
     let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
-    let _ = out.write_all(table.as_bytes());
+    let mut console: Vec<u8> = table.into_bytes();
     if l.shape.cancel.is_some() {
         let _ = writeln!(
-            out,
+            console,
             "Cancelled requests (on purpose, not in the figures above): {cancelled}"
         );
     }
-    let _ = out.write_all(overhead_line(&run, &requests).as_bytes());
-    let _ = out.write_all(dataset::lag_line(cfg, &run.records).as_bytes());
+    let _ = console.write_all(overhead_line(&run, &requests).as_bytes());
+    let _ = console.write_all(dataset::lag_line(cfg, &run.records).as_bytes());
     if let Some(c) = &run.connections {
-        let _ = out.write_all(c.line().as_bytes());
+        let _ = console.write_all(c.line().as_bytes());
     }
     if cfg.args.streaming {
-        let _ = out.write_all(shared_reads_line(&requests).as_bytes());
+        let _ = console.write_all(shared_reads_line(&requests).as_bytes());
     }
     if let Some(t) = &telemetry {
-        let _ = out.write_all(t.console().as_bytes());
+        let _ = console.write_all(t.console().as_bytes());
     }
+    let _ = out.write_all(&console);
     let files = PointFiles {
         payloads: &l.payloads,
         bodies: &l.bodies,
@@ -236,6 +237,7 @@ fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOu
         metrics: &metrics,
         cancelled,
         sections: &telemetry.iter().map(telemetry_section).collect::<Vec<_>>(),
+        console: &String::from_utf8_lossy(&console),
     };
     write_point(cfg, point, &dir, &run, &files)?;
     if let Some(t) = &telemetry {

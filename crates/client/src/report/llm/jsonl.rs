@@ -21,14 +21,46 @@ fn metric(value: Value, unit: &str) -> Node {
 
 fn metadata(index: usize, r: &LlmRequest) -> Node {
     let mut md = Node::obj();
+    // AIPerf's record metadata first (the keys `aiperf plot` reads), then inferperf's own.
+    md.put("session_num", index as u64);
+    for key in ["x_request_id", "x_correlation_id", "conversation_id"] {
+        md.put(key, Value::Null);
+    }
+    md.put("turn_index", 0u64);
+    md.put(
+        "credit_issued_ns",
+        if r.intended_ns != 0 {
+            r.intended_ns
+        } else {
+            r.start_ns
+        },
+    );
+    md.put("request_start_ns", r.start_ns);
+    md.put(
+        "request_ack_ns",
+        r.chunks.first().map(|c| c.arrival_ns),
+    );
+    md.put("request_end_ns", r.end_ns);
+    md.put("worker_id", "inferperf");
+    md.put("record_processor_id", "inferperf");
+    md.put("benchmark_phase", "profiling");
+    md.put("phase_index", 0u64);
+    md.put("profiling_index", 0u64);
+    md.put("phase_name", "profiling");
+    md.put("phase_kind", "profiling");
+    md.put(
+        "was_cancelled",
+        r.error.as_ref().is_some_and(|e| e.kind == "cancelled"),
+    );
+    md.put("context_overflow_skip", false);
+    md.put("agent_depth", 0u64);
+    md.put("root_correlation_id", Value::Null);
     md.put("request_index", index as u64);
     md.put("model_index", r.model);
-    md.put("request_start_ns", r.start_ns);
     md.put(
         "intended_start_ns",
         (r.intended_ns != 0).then_some(r.intended_ns),
     );
-    md.put("request_end_ns", r.end_ns);
     let offsets: Vec<u64> = r
         .chunks
         .iter()
@@ -65,6 +97,9 @@ fn metrics(r: &LlmRequest) -> Node {
     };
     put("input_sequence_length", Some(m.isl.into()), "tokens");
     put("output_sequence_length", Some(m.osl.into()), "tokens");
+    if m.reasoning_tokens == 0 {
+        put("output_token_count", Some(m.osl.into()), "tokens");
+    }
     put("time_to_first_token", m.ttft_ns.map(ms), "ms");
     put("time_to_second_token", m.ttst_ns.map(ms), "ms");
     put("request_latency", Some(ms(m.e2e_ns)), "ms");
@@ -98,6 +133,8 @@ fn metrics(r: &LlmRequest) -> Node {
             "tokens",
         );
         put("time_to_first_output_token", m.ttfo_ns.map(ms), "ms");
+    } else {
+        put("time_to_first_output_token", m.ttft_ns.map(ms), "ms");
     }
     put(
         "time_to_first_token_from_intended",

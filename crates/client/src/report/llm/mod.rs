@@ -2,6 +2,7 @@
 //! `profile_export_genai_perf.{json,csv}`, and an AIPerf-like per-request
 //! `profile_export.jsonl`. Plain data in, text out.
 
+pub mod aiperf;
 pub mod console;
 pub mod genai_perf;
 mod json_text;

@@ -1,0 +1,412 @@
+//! AIPerf's run summaries, so AIPerf's own tools (`aiperf plot`, `aiperf analyze`) and
+//! scripts written for AIPerf read inferperf's run folders: `profile_export_aiperf.json`
+//! (schema 1.4 of AIPerf 0.13: one object per metric under AIPerf's tag, with `unit`, `avg`,
+//! and for per-request metrics `min`, `max`, the percentiles, `std`, `count` and `sum`; then
+//! `input_config`, `run_info`, the run's state and times) and `profile_export_aiperf.csv`
+//! (a per-request block sorted by display name, a blank line, a `Metric,Value` block).
+//!
+//! Metrics inferperf does not measure (HTTP trace timings, usage diffs) are left out; the
+//! ones it measures carry AIPerf's names and units: times in ms, throughputs per second.
+
+use serde_json::Value;
+
+use super::json_text::{num, Node};
+use crate::measure::llm::stats::PERCENTILES;
+use crate::measure::llm::{LlmMetrics, Stats};
+
+/// The schema version of AIPerf 0.13's `profile_export_aiperf.json`.
+pub const SCHEMA_VERSION: &str = "1.4";
+/// The AIPerf release whose file layout these files follow.
+pub const AIPERF_VERSION: &str = "0.13.0";
+
+/// ns → ms.
+const MS: f64 = 1e-6;
+
+/// What the summary says about the run besides its metrics.
+pub struct RunInfo {
+    /// A 12-hex-digit id shared by the JSON's `benchmark_id` and `run_info`.
+    pub benchmark_id: String,
+    /// The command line as typed, shell-quoted.
+    pub cli_command: String,
+    /// First send and last reply, ns since the Unix epoch.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Stopped by Ctrl-C before its end.
+    pub was_cancelled: bool,
+    /// AIPerf's `input_config` block, as the caller builds it from the run's settings.
+    pub input_config: Value,
+}
+
+/// One metric as AIPerf exports it.
+enum Figure {
+    /// Per-request distribution, already in the display unit.
+    Dist(Stats),
+    /// One run-level value.
+    Value(f64),
+}
+
+struct Row {
+    tag: &'static str,
+    /// AIPerf's CSV label without the unit.
+    header: &'static str,
+    unit: &'static str,
+    figure: Figure,
+}
+
+/// Every metric inferperf measures, under AIPerf's tag, label and unit, in AIPerf's JSON order.
+fn rows(m: &LlmMetrics) -> Vec<Row> {
+    let mut out = Vec::new();
+    let mut dist = |tag, header, unit, s: Option<&Stats>, factor: f64| {
+        if let Some(s) = s {
+            out.push(Row {
+                tag,
+                header,
+                unit,
+                figure: Figure::Dist(s.scaled(factor)),
+            });
+        }
+    };
+    dist(
+        "request_latency",
+        "Request Latency",
+        "ms",
+        m.request_latency.as_ref(),
+        MS,
+    );
+    dist(
+        "time_to_first_token",
+        "Time to First Token",
+        "ms",
+        m.ttft.as_ref(),
+        MS,
+    );
+    dist(
+        "time_to_second_token",
+        "Time to Second Token",
+        "ms",
+        m.ttst.as_ref(),
+        MS,
+    );
+    dist(
+        "inter_token_latency",
+        "Inter Token Latency",
+        "ms",
+        m.itl.as_ref(),
+        MS,
+    );
+    dist(
+        "output_token_throughput_per_user",
+        "Output Token Throughput Per User",
+        "tokens/sec/user",
+        m.tps_per_user.as_ref(),
+        1.0,
+    );
+    dist(
+        "output_sequence_length",
+        "Output Sequence Length",
+        "tokens",
+        m.osl.as_ref(),
+        1.0,
+    );
+    dist(
+        "input_sequence_length",
+        "Input Sequence Length",
+        "tokens",
+        m.isl.as_ref(),
+        1.0,
+    );
+    if m.reasoning_tokens.is_none() {
+        // Without reasoning every output token is a visible one.
+        dist(
+            "output_token_count",
+            "Output Token Count",
+            "tokens",
+            m.osl.as_ref(),
+            1.0,
+        );
+    }
+    dist(
+        "reasoning_token_count",
+        "Reasoning Token Count",
+        "tokens",
+        m.reasoning_tokens.as_ref(),
+        1.0,
+    );
+    dist(
+        "inter_chunk_latency",
+        "Inter Chunk Latency",
+        "ms",
+        m.chunk_gap.as_ref(),
+        MS,
+    );
+    dist(
+        "time_to_first_output_token",
+        "Time to First Output Token",
+        "ms",
+        m.ttfo.as_ref().or(m.ttft.as_ref()),
+        MS,
+    );
+    let mut value = |tag, header, unit, v: f64| {
+        out.push(Row {
+            tag,
+            header,
+            unit,
+            figure: Figure::Value(v),
+        });
+    };
+    value(
+        "request_throughput",
+        "Request Throughput",
+        "requests/sec",
+        m.request_throughput,
+    );
+    value(
+        "request_count",
+        "Request Count",
+        "requests",
+        m.request_count as f64,
+    );
+    if m.error_count > 0 {
+        value(
+            "error_request_count",
+            "Error Request Count",
+            "requests",
+            m.error_count as f64,
+        );
+    }
+    let completed = m.request_count + m.error_count;
+    value(
+        "completed_request_count",
+        "Completed Requests (Success + Error)",
+        "requests",
+        completed as f64,
+    );
+    value(
+        "request_error_rate",
+        "Request Error Rate",
+        "%",
+        if completed == 0 {
+            0.0
+        } else {
+            m.error_count as f64 * 100.0 / completed as f64
+        },
+    );
+    if m.total_osl > 0 {
+        value(
+            "output_token_throughput",
+            "Output Token Throughput",
+            "tokens/sec",
+            m.output_token_throughput,
+        );
+        value(
+            "total_output_tokens",
+            "Total Output Tokens",
+            "tokens",
+            m.total_osl.saturating_sub(m.total_reasoning_tokens) as f64,
+        );
+    }
+    if m.total_reasoning_tokens > 0 {
+        value(
+            "total_reasoning_tokens",
+            "Total Reasoning Tokens",
+            "tokens",
+            m.total_reasoning_tokens as f64,
+        );
+    }
+    value(
+        "benchmark_duration",
+        "Benchmark Duration",
+        "sec",
+        m.duration_ns as f64 / 1e9,
+    );
+    value(
+        "total_isl",
+        "Total Input Sequence Length",
+        "tokens",
+        m.total_isl as f64,
+    );
+    value(
+        "total_osl",
+        "Total Output Sequence Length",
+        "tokens",
+        m.total_osl as f64,
+    );
+    value(
+        "input_token_throughput",
+        "Input Token Throughput",
+        "tokens/sec",
+        m.input_token_throughput,
+    );
+    value(
+        "total_token_throughput",
+        "Total Token Throughput",
+        "tokens/sec",
+        m.total_token_throughput,
+    );
+    if let Some(g) = &m.goodput {
+        value("goodput", "Goodput", "requests/sec", g.per_sec);
+    }
+    out
+}
+
+fn metric_node(r: &Row) -> Node {
+    let mut o = Node::obj();
+    o.put("unit", r.unit);
+    match &r.figure {
+        Figure::Value(v) => o.put("avg", num(*v)),
+        Figure::Dist(s) => {
+            o.put("avg", num(s.avg));
+            for (p, v) in PERCENTILES.iter().zip(s.percentiles) {
+                o.put(&format!("p{p}"), num(v));
+            }
+            o.put("min", num(s.min));
+            o.put("max", num(s.max));
+            o.put("std", num(s.std));
+            o.put("count", s.count);
+            o.put("sum", num(s.avg * s.count as f64));
+        }
+    }
+    o
+}
+
+/// `2026-12-06T04:30:23.815132`: a Unix time in ns as AIPerf writes its times (UTC, µs).
+pub fn iso_time(ns: u64) -> String {
+    let secs = ns / 1_000_000_000;
+    let micros = (ns % 1_000_000_000) / 1_000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Days to a civil date (proleptic Gregorian), after Howard Hinnant's public algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{micros:06}",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60
+    )
+}
+
+/// `profile_export_aiperf.json`.
+pub fn json(m: &LlmMetrics, info: &RunInfo) -> String {
+    let mut root = Node::obj();
+    root.put("schema_version", SCHEMA_VERSION);
+    root.put("aiperf_version", AIPERF_VERSION);
+    root.put("benchmark_id", info.benchmark_id.as_str());
+    for r in rows(m) {
+        root.push(r.tag, metric_node(&r));
+    }
+    let mut telemetry = Node::obj();
+    let mut summary = Node::obj();
+    summary.push("endpoints_configured", Node::List(Vec::new()));
+    summary.push("endpoints_successful", Node::List(Vec::new()));
+    summary.put("start_time", iso_time(info.start_ns));
+    summary.put("end_time", iso_time(info.end_ns));
+    telemetry.push("summary", summary);
+    telemetry.push("endpoints", Node::obj());
+    telemetry.push("error_summary", Node::List(Vec::new()));
+    root.push("telemetry_data", telemetry);
+    root.push("input_config", Node::Leaf(info.input_config.clone()));
+    let mut run = Node::obj();
+    run.put("benchmark_id", info.benchmark_id.as_str());
+    run.put("trial", 0u64);
+    run.put("cli_command", info.cli_command.as_str());
+    root.push("run_info", run);
+    root.put("was_cancelled", info.was_cancelled);
+    root.put("is_complete", !info.was_cancelled);
+    let errors: Vec<Node> = m
+        .errors_by_kind
+        .iter()
+        .map(|(kind, count)| {
+            let mut detail = Node::obj();
+            detail.put("type", kind.as_str());
+            detail.put("message", kind.as_str());
+            let mut e = Node::obj();
+            e.push("error_details", detail);
+            e.put("count", *count);
+            e
+        })
+        .collect();
+    root.push("error_summary", Node::List(errors));
+    root.put("start_time", iso_time(info.start_ns));
+    root.put("end_time", iso_time(info.end_ns));
+    let mut text = root.pretty();
+    text.push('\n');
+    text
+}
+
+/// `profile_export_aiperf.csv`: per-request metrics
+/// (`Metric,avg,min,max,sum,p1,..,p99,std`), a blank line, run-level values
+/// (`Metric,Value`), two blank lines, the (empty) GPU telemetry block; each block sorted by
+/// label, numbers with two decimals, rows ending in CRLF.
+pub fn csv(m: &LlmMetrics) -> String {
+    // AIPerf labels its request counts without a unit.
+    let label = |r: &Row| match r.unit {
+        "requests" => r.header.to_string(),
+        unit => format!("{} ({unit})", r.header),
+    };
+    let rows = rows(m);
+    let mut dists: Vec<(String, &Stats)> = Vec::new();
+    let mut values: Vec<(String, f64)> = Vec::new();
+    for r in &rows {
+        match &r.figure {
+            Figure::Dist(s) => dists.push((label(r), s)),
+            Figure::Value(v) => values.push((label(r), *v)),
+        }
+    }
+    dists.sort_by(|a, b| a.0.cmp(&b.0));
+    values.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out = String::from("Metric,avg,min,max,sum");
+    for p in PERCENTILES {
+        out.push_str(&format!(",p{p}"));
+    }
+    out.push_str(",std\n");
+    for (name, s) in dists {
+        out.push_str(&format!(
+            "{},{:.2},{:.2},{:.2},{:.2}",
+            csv_field(&name),
+            s.avg,
+            s.min,
+            s.max,
+            s.avg * s.count as f64
+        ));
+        for v in s.percentiles {
+            out.push_str(&format!(",{v:.2}"));
+        }
+        out.push_str(&format!(",{:.2}\n", s.std));
+    }
+    out.push_str("\nMetric,Value\n");
+    for (name, v) in values {
+        out.push_str(&format!("{},{v:.2}\n", csv_field(&name)));
+    }
+    // AIPerf's GPU telemetry block; inferperf reads no DCGM endpoint, so it has no rows.
+    out.push_str("\n\n");
+    out.push_str(GPU_TELEMETRY_HEADER);
+    out.push('\n');
+    // Python's csv module ends its rows with CRLF.
+    out.replace('\n', "\r\n")
+}
+
+/// The header of the GPU telemetry block of AIPerf's CSV.
+const GPU_TELEMETRY_HEADER: &str =
+    "Endpoint,GPU_Index,GPU_Name,GPU_UUID,Platform,Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std";
+
+/// A CSV field, quoted when it holds a comma or a quote.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// `.aiperf_results_ready.json`, the marker AIPerf leaves once its files are complete.
+pub fn ready_marker(was_cancelled: bool) -> String {
+    format!("{{\"ready\":true,\"was_cancelled\":{was_cancelled},\"partial\":{was_cancelled}}}")
+}

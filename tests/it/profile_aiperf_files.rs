@@ -1,0 +1,243 @@
+//! AIPerf's files in a `profile` run folder, checked against a sample AIPerf 0.13 wrote for
+//! the same kind of run (crates/client/src/report/llm/testdata/aiperf/single, trimmed): the
+//! same files and folders, every JSON key (recursively) but those of metrics inferperf does
+//! not measure, the CSV's blocks and labels, the per-request record keys. With
+//! `INFERPERF_AIPERF` naming an `aiperf` executable, `aiperf plot` and `aiperf analyze
+//! swim-lane` must read the folder and draw their images; without it that part prints one
+//! line saying it skipped.
+
+use crate::common::temp_dir;
+use crate::run_profile::{profile, start_llm};
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// AIPerf metrics inferperf does not measure (HTTP trace timings, server-reported usage and
+/// its differences, AIPerf's concurrency-aware and phase-split throughputs); every other key
+/// of the sample must be in inferperf's files.
+const NOT_MEASURED: &[&str] = &[
+    "http_req_",
+    "usage_",
+    "total_usage_",
+    "effective_",
+    "active_",
+    "tokens_in_flight",
+    "credit_to_start_latency",
+    "e2e_output_token_throughput",
+    "prefill_throughput_per_user",
+    "decode_duration",
+    "osl_mismatch_",
+];
+
+fn not_measured(key: &str) -> bool {
+    NOT_MEASURED.iter().any(|p| key.starts_with(p))
+}
+
+fn sample_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/client/src/report/llm/testdata/aiperf/single")
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn files_under(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            files_under(root, &p, out);
+        } else {
+            out.insert(p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/"));
+        }
+    }
+}
+
+/// Paths of keys in `sample` missing from `ours`, object keys recursively, lists by their
+/// first elements; metric objects must also have the sample's `unit`.
+fn missing(sample: &Value, ours: &Value, path: &str, top: bool, out: &mut Vec<String>) {
+    match (sample, ours) {
+        (Value::Object(s), Value::Object(o)) => {
+            for (k, sv) in s {
+                if top && not_measured(k) {
+                    continue;
+                }
+                let at = format!("{path}.{k}");
+                match o.get(k) {
+                    None => out.push(at),
+                    Some(ov) => {
+                        if k == "unit" && sv != ov {
+                            out.push(format!("{at} is {ov}, AIPerf's is {sv}"));
+                        }
+                        missing(sv, ov, &at, false, out);
+                    }
+                }
+            }
+        }
+        (Value::Array(s), Value::Array(o)) => {
+            if let (Some(s), Some(o)) = (s.first(), o.first()) {
+                missing(s, o, &format!("{path}[0]"), false, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The CSV's blocks: each block's rows, split at blank lines.
+fn csv_blocks(text: &str) -> Vec<Vec<String>> {
+    let mut blocks = vec![Vec::new()];
+    for line in text.split("\r\n") {
+        if line.is_empty() {
+            if !blocks.last().unwrap().is_empty() {
+                blocks.push(Vec::new());
+            }
+        } else {
+            blocks.last_mut().unwrap().push(line.to_string());
+        }
+    }
+    blocks.retain(|b| !b.is_empty());
+    blocks
+}
+
+/// The first field of a CSV row (labels with commas are quoted).
+fn label(row: &str) -> String {
+    if let Some(rest) = row.strip_prefix('"') {
+        rest[..rest.find('"').unwrap()].to_string()
+    } else {
+        row.split(',').next().unwrap().to_string()
+    }
+}
+
+fn run_dir(tag: &str) -> PathBuf {
+    let server = start_llm(3, 1, 1);
+    let dir = temp_dir(tag);
+    let args = [
+        "--endpoint-type",
+        "chat",
+        "--streaming",
+        "--concurrency",
+        "2",
+        "--request-count",
+        "6",
+        "--synthetic-input-tokens-mean",
+        "20",
+        "--output-tokens-mean",
+        "8",
+    ];
+    let (outcomes, _) = profile(&server, &dir, &args).unwrap();
+    server.stop();
+    outcomes[0].dir.clone()
+}
+
+#[test]
+fn aiperf_files_have_the_layout_and_keys_of_aiperfs() {
+    let ours = run_dir("profile-aiperf-files");
+    let sample = sample_dir();
+
+    // Every file and folder AIPerf writes for the run, beside GenAI-Perf's.
+    let (mut want, mut have) = (BTreeSet::new(), BTreeSet::new());
+    files_under(&sample, &sample, &mut want);
+    files_under(&ours, &ours, &mut have);
+    let lacking: Vec<_> = want.difference(&have).collect();
+    assert!(lacking.is_empty(), "missing {lacking:?} in {have:?}");
+    for genai in ["profile_export.json", "profile_export_genai_perf.json", "profile_export_genai_perf.csv"] {
+        assert!(have.contains(genai), "{genai}");
+    }
+
+    // The summary JSON: AIPerf's schema, keys and units.
+    let s: Value = serde_json::from_str(&read(&sample.join("profile_export_aiperf.json"))).unwrap();
+    let o: Value = serde_json::from_str(&read(&ours.join("profile_export_aiperf.json"))).unwrap();
+    assert_eq!(o["schema_version"], s["schema_version"]);
+    let mut gaps = Vec::new();
+    missing(&s, &o, "", true, &mut gaps);
+    assert!(gaps.is_empty(), "profile_export_aiperf.json lacks {gaps:?}");
+    assert_eq!(o["request_count"]["avg"], 6.0);
+    assert_eq!(o["request_latency"]["count"], 6);
+    assert_eq!(o["input_config"]["phases"][0]["concurrency"], 2);
+    assert_eq!(o["output_sequence_length"]["avg"], 8.0);
+
+    // The CSV: AIPerf's blocks with their headers, and only labels AIPerf writes.
+    let sb = csv_blocks(&read(&sample.join("profile_export_aiperf.csv")));
+    let ob = csv_blocks(&read(&ours.join("profile_export_aiperf.csv")));
+    assert_eq!(ob.len(), sb.len());
+    for (s, o) in sb.iter().zip(&ob) {
+        assert_eq!(o[0], s[0], "block header");
+        let known: BTreeSet<String> = s.iter().map(|r| label(r)).collect();
+        for row in o {
+            assert!(known.contains(&label(row)), "{row:?} is not one of AIPerf's rows");
+            assert_eq!(row.split(',').count(), s[0].split(',').count(), "{row}");
+        }
+    }
+    assert!(ob[0].iter().any(|r| r.starts_with("Time to First Token (ms),")));
+    assert!(ob[1].contains(&"Request Count,6.00".to_string()), "{:?}", ob[1]);
+
+    // The per-request records: AIPerf's metadata keys and metric units.
+    let first = |path: &Path| -> Value {
+        serde_json::from_str(read(path).lines().next().unwrap()).unwrap()
+    };
+    let sr = first(&sample.join("profile_export.jsonl"));
+    let records = read(&ours.join("profile_export.jsonl"));
+    assert_eq!(records.lines().count(), 6);
+    for line in records.lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        let mut gaps = Vec::new();
+        missing(&sr["metadata"], &r["metadata"], "metadata", false, &mut gaps);
+        let metrics = sr["metrics"].as_object().unwrap();
+        for (k, v) in metrics.iter().filter(|(k, _)| !not_measured(k)) {
+            match r["metrics"].get(k) {
+                None => gaps.push(format!("metrics.{k}")),
+                Some(m) if m["unit"] != v["unit"] => gaps.push(format!("metrics.{k}.unit")),
+                Some(_) => {}
+            }
+        }
+        assert!(gaps.is_empty(), "record lacks {gaps:?}");
+    }
+
+    // inputs.json: GenAI-Perf's `payload` and AIPerf's `session_id` / `payloads` together.
+    let si: Value = serde_json::from_str(&read(&sample.join("inputs.json"))).unwrap();
+    let oi: Value = serde_json::from_str(&read(&ours.join("inputs.json"))).unwrap();
+    let entries = oi["data"].as_array().unwrap();
+    assert!(!entries.is_empty());
+    for key in si["data"][0].as_object().unwrap().keys() {
+        assert!(entries.iter().all(|e| e.get(key).is_some()), "inputs.json lacks {key}");
+    }
+    assert!(entries.iter().all(|e| e["payload"] == e["payloads"]));
+
+    let console = read(&ours.join("profile_export_console.txt"));
+    assert!(console.contains("Time To First Token"), "{console}");
+    assert!(read(&ours.join("logs/aiperf.log")).contains(" - INFO - "));
+}
+
+/// `INFERPERF_AIPERF=<aiperf executable>`: AIPerf's own tools read the run folder.
+#[test]
+fn aiperf_tools_read_the_run_folder() {
+    let Some(aiperf) = std::env::var_os("INFERPERF_AIPERF") else {
+        println!("profile_aiperf_files: aiperf tools skipped (set INFERPERF_AIPERF to an aiperf executable)");
+        return;
+    };
+    let ours = run_dir("profile-aiperf-plot");
+    let home = temp_dir("profile-aiperf-home");
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(&aiperf)
+            .args(args)
+            .env("HOME", &home)
+            .output()
+            .expect("aiperf runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "aiperf {args:?}: {text}");
+    };
+    // The artifact directory holding the run folder, as `aiperf plot` is usually pointed at.
+    let parent = ours.parent().unwrap();
+    run(&["plot".as_ref(), parent.as_os_str()]);
+    let pngs: Vec<_> = std::fs::read_dir(parent.join("plots"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "png"))
+        .collect();
+    assert!(!pngs.is_empty(), "aiperf plot drew nothing");
+    run(&["analyze".as_ref(), "swim-lane".as_ref(), ours.as_os_str()]);
+    assert!(ours.join("swim_lane.png").is_file());
+}
