@@ -18,6 +18,7 @@ mod overload;
 mod peer_limits;
 mod profile_compat;
 mod profile_faults;
+mod profile_load_flags;
 mod profile_telemetry;
 mod real_triton;
 mod reconnect;

@@ -30,7 +30,7 @@ pub(super) fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
 /// The effective settings, written into the summary JSON (no headers: they may hold keys).
 pub(super) fn input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
     let a = &cfg.args;
-    json!({
+    let mut config = json!({
         "model": cfg.models,
         "endpoint_type": cfg.endpoint_type.name(),
         "endpoint": cfg.endpoint,
@@ -58,7 +58,13 @@ pub(super) fn input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
         "num_prefix_prompts": a.sweep.num_prefix_prompts,
         "prefix_prompt_length": a.sweep.prefix_prompt_length,
         "shared_system_prompt_length": a.sweep.shared_system_prompt_length,
-    })
+    });
+    if let (Value::Object(map), Value::Object(load)) =
+        (&mut config, super::load_args::config_json(&cfg.load))
+    {
+        map.extend(load);
+    }
+    config
 }
 
 /// The telemetry of a point as a section of its HTML page.
