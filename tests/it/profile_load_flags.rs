@@ -178,3 +178,172 @@ fn bad_load_flag_values_are_one_line_usage_errors() {
         );
     }
 }
+
+/// A stand-in rankings server on a loopback port: answers every POST with a ranking (or,
+/// with `fail_every` n > 0, every n-th with a 500) and keeps the bodies it received.
+struct Ranker {
+    addr: std::net::SocketAddr,
+    bodies: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl Ranker {
+    fn start(fail_every: usize) -> Ranker {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = bodies.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let kept = kept.clone();
+                std::thread::spawn(move || {
+                    let mut writer = stream.try_clone().unwrap();
+                    let mut reader = BufReader::new(stream);
+                    loop {
+                        let mut len = 0usize;
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        loop {
+                            let mut h = String::new();
+                            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if h == "\r\n" {
+                                break;
+                            }
+                            let lower = h.to_ascii_lowercase();
+                            if let Some(v) = lower.strip_prefix("content-length:") {
+                                len = v.trim().parse().unwrap();
+                            }
+                        }
+                        let mut body = vec![0; len];
+                        if reader.read_exact(&mut body).is_err() {
+                            return;
+                        }
+                        let n = {
+                            let mut b = kept.lock().unwrap();
+                            b.push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+                            b.len()
+                        };
+                        let (status, reply) = if fail_every > 0 && n % fail_every == 0 {
+                            ("500 Internal Server Error", r#"{"error":"boom"}"#)
+                        } else {
+                            ("200 OK", r#"{"rankings":[{"index":0,"logit":0.5}]}"#)
+                        };
+                        let head = format!(
+                            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n\
+                             Content-Length: {}\r\n\r\n",
+                            reply.len()
+                        );
+                        if writer
+                            .write_all(format!("{head}{reply}").as_bytes())
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Ranker { addr, bodies }
+    }
+
+    fn bodies(&self) -> Vec<Value> {
+        self.bodies.lock().unwrap().clone()
+    }
+}
+
+/// `profile -m MODEL -u ADDR --artifact-dir DIR --quiet ARGS` through the library.
+fn profile_at(
+    addr: std::net::SocketAddr,
+    dir: &Path,
+    args: &[&str],
+) -> inferperf::error::Result<Vec<inferperf::llm::PointOutcome>> {
+    let mut argv: Vec<std::ffi::OsString> = vec!["profile".into(), "-m".into(), "ranker".into()];
+    argv.extend(["-u".into(), addr.to_string().into()]);
+    argv.extend(["--artifact-dir".into(), dir.as_os_str().to_owned()]);
+    argv.extend(["--quiet".into(), "--tokenizer".into(), "cl100k_base".into()]);
+    argv.extend(args.iter().map(std::ffi::OsString::from));
+    let cfg = inferperf::llm::cli::parse(argv)?.expect("a run, not help");
+    inferperf::llm::run(&cfg, &mut Vec::new())
+}
+
+/// GenAI-Perf's rankings folder: three queries, two passages (the shorter file sets the
+/// count).
+fn rankings_folder(tag: &str) -> std::path::PathBuf {
+    let dir = temp_dir(tag).join("rankings");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("queries.jsonl"),
+        "{\"text\": \"What is a GPU?\"}\n{\"text\": \"Why batch?\"}\n\n{\"text\": \"unused\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("passages.jsonl"),
+        "{\"text\": \"A GPU runs many threads.\"}\n{\"text_input\": \"Batching fills it.\"}\n",
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn a_rankings_folder_sends_genai_perfs_rankings_bodies() {
+    let server = Ranker::start(0);
+    let folder = rankings_folder("profile-rankings-folder");
+    let out = temp_dir("profile-rankings-out");
+    let input = folder.to_str().unwrap();
+    let base = [
+        "--endpoint-type",
+        "rankings",
+        "--input-file",
+        input,
+        "--request-count",
+        "4",
+    ];
+    let outcomes = profile_at(server.addr, &out, &base).unwrap();
+    assert_eq!(outcomes[0].requests.len(), 4);
+    assert!(outcomes[0].requests.iter().all(|r| r.ok()));
+    let bodies = server.bodies();
+    assert_eq!(bodies.len(), 4);
+    let first = serde_json::json!({
+        "model": "ranker",
+        "query": {"text": "What is a GPU?"},
+        "passages": [{"text": "A GPU runs many threads."}],
+    });
+    let second = serde_json::json!({
+        "model": "ranker",
+        "query": {"text": "Why batch?"},
+        "passages": [{"text": "Batching fills it."}],
+    });
+    assert_eq!(bodies, [first.clone(), second.clone(), first, second]);
+    // Hugging Face TEI bodies, extra inputs added, two passages per request.
+    let tei = [
+        "--extra-inputs",
+        "rankings:tei",
+        "--extra-inputs",
+        "truncate:true",
+        "-b",
+        "2",
+    ];
+    let args: Vec<&str> = base.iter().chain(tei.iter()).copied().collect();
+    profile_at(server.addr, &out, &args).unwrap();
+    let bodies = server.bodies();
+    assert_eq!(
+        bodies[4],
+        serde_json::json!({
+            "query": "What is a GPU?",
+            "texts": ["A GPU runs many threads.", "Batching fills it."],
+            "truncate": true,
+        })
+    );
+    // A folder for another endpoint type, or without its files, is a usage error.
+    let err = profile_at(server.addr, &out, &["--input-file", input]).unwrap_err();
+    assert_eq!(err.exit_code(), 99);
+    assert!(err.msg.contains("--endpoint-type rankings"), "{}", err.msg);
+    std::fs::remove_file(folder.join("passages.jsonl")).unwrap();
+    let err = profile_at(server.addr, &out, &base).unwrap_err();
+    assert_eq!(err.exit_code(), 99);
+    assert!(err.msg.contains("passages.jsonl"), "{}", err.msg);
+}

@@ -20,6 +20,7 @@ pub mod load_args;
 pub mod payload;
 pub mod prefix;
 pub mod progress;
+pub mod rankings_dir;
 pub mod rate_series;
 pub mod reply_error;
 pub mod report_args;
@@ -447,7 +448,11 @@ fn prepare_entries(cfg: &ProfileConfig, tok: &Tokenizer) -> Result<Vec<Entry>> {
     let args = &cfg.args;
     let mut gen = PromptGen::new(tok.clone(), args.random_seed);
     if let Some(path) = &args.input_file {
-        let mut entries = input_file::read(path)?;
+        let mut entries = if path.is_dir() {
+            rankings_dir::read(path, cfg)?
+        } else {
+            input_file::read(path)?
+        };
         for e in &mut entries {
             e.isl = tok.count(&e.text) as u64;
             if e.osl.is_none() {
