@@ -347,3 +347,58 @@ fn a_rankings_folder_sends_genai_perfs_rankings_bodies() {
     assert_eq!(err.exit_code(), 99);
     assert!(err.msg.contains("passages.jsonl"), "{}", err.msg);
 }
+
+#[test]
+fn the_failed_request_threshold_stops_a_failing_run() {
+    // Every second request fails. At 50/s, 100 requests take 2 s; the threshold is checked
+    // from the 10th finished request on, so the run stops long before the end.
+    let folder = rankings_folder("profile-threshold-folder");
+    let input = folder.to_str().unwrap();
+    let base = [
+        "--endpoint-type",
+        "rankings",
+        "--input-file",
+        input,
+        "--request-rate",
+        "50",
+        "--request-count",
+        "100",
+    ];
+    let server = Ranker::start(2);
+    let out = temp_dir("profile-threshold-out");
+    let mut args = base.to_vec();
+    args.extend(["--failed-request-threshold", "0.2"]);
+    let err = profile_at(server.addr, &out, &args).unwrap_err();
+    assert_eq!(err.exit_code(), 99);
+    assert!(
+        err.msg.contains("--failed-request-threshold 0.2 exceeded"),
+        "{}",
+        err.msg
+    );
+    let received = server.bodies().len();
+    assert!(
+        (10..50).contains(&received),
+        "the server got {received} of 100"
+    );
+    // What was measured is written, with the threshold in its settings.
+    let level = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().is_dir());
+    let summary = summary(&level.expect("the level's directory").path());
+    assert_eq!(summary["input_config"]["failed_request_threshold"], 0.2);
+    let counted = summary["request_count"]["avg"].as_f64().unwrap()
+        + summary["error_request_count"]["avg"].as_f64().unwrap();
+    assert!(summary["error_request_count"]["avg"].as_f64().unwrap() >= 3.0);
+    assert!(
+        counted >= 10.0 && counted <= received as f64,
+        "{counted} of {received}"
+    );
+    // Under a looser threshold the same run goes to the end.
+    let server = Ranker::start(2);
+    let mut args = base.to_vec();
+    args.extend(["--failed-request-threshold", "0.6"]);
+    let outcomes = profile_at(server.addr, &temp_dir("profile-threshold-loose"), &args).unwrap();
+    assert_eq!(server.bodies().len(), 100);
+    assert_eq!(outcomes[0].requests.len(), 100);
+}

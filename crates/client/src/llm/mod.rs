@@ -246,6 +246,15 @@ fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOu
         eprintln!("Warning: {}: {w}", point.label());
     }
     let _ = writeln!(out, "Results in {}", dir.display());
+    if let (Some((failed, total)), Some(t)) = (run.threshold_hit, cfg.load.failed_request_threshold)
+    {
+        return Err(Error::generic(format!(
+            "profile: {}: --failed-request-threshold {t} exceeded: {failed} of {total} \
+             finished requests failed, so the run stopped (results so far are in {})",
+            point.label(),
+            dir.display()
+        )));
+    }
     check_failures(point, &run, &requests, &kept, cancelled)?;
     Ok(PointOutcome {
         point,
