@@ -402,3 +402,48 @@ fn the_failed_request_threshold_stops_a_failing_run() {
     assert_eq!(server.bodies().len(), 100);
     assert_eq!(outcomes[0].requests.len(), 100);
 }
+
+#[test]
+fn the_grace_period_decides_whether_requests_in_flight_at_the_end_count() {
+    // Each answer takes 300 ms; 4 in flight at a time for 1 s, so 4 are in flight when the
+    // duration ends. Grace 0 leaves them out; the default (30 s) waits for them.
+    let mut seen = Vec::new();
+    for grace in [Some("0"), None] {
+        let server = start_llm(300, 0, 1);
+        let dir = temp_dir("profile-grace");
+        let mut args = vec![
+            "--concurrency",
+            "4",
+            "--benchmark-duration",
+            "1",
+            "--osl",
+            "1",
+        ];
+        if let Some(g) = grace {
+            args.extend(["--benchmark-grace-period", g]);
+        }
+        let (outcomes, _) = profile(&server, &dir, &args).unwrap();
+        let received = server.token_times().len();
+        let recorded = outcomes[0].requests.len();
+        assert!(outcomes[0].requests.iter().all(|r| r.ok()));
+        let config = &summary(&outcomes[0].dir)["input_config"];
+        assert_eq!(
+            config["benchmark_grace_period"],
+            grace.map_or(30.0, |_| 0.0)
+        );
+        seen.push((received, recorded));
+        server.stop();
+    }
+    let [(got0, kept0), (got30, kept30)] = seen[..] else {
+        unreachable!()
+    };
+    assert_eq!(
+        got0 - kept0,
+        4,
+        "grace 0: the 4 in flight are left out ({seen:?})"
+    );
+    assert_eq!(
+        got30, kept30,
+        "default grace: every request counts ({seen:?})"
+    );
+}
