@@ -447,3 +447,49 @@ fn the_grace_period_decides_whether_requests_in_flight_at_the_end_count() {
         "default grace: every request counts ({seen:?})"
     );
 }
+
+#[test]
+fn a_request_rate_series_ramps_the_rate_the_server_sees() {
+    // 20/s rising to 100/s over 2 s: 40 sends in the first second, 80 in the second.
+    let server = start_llm(0, 0, 1);
+    let dir = temp_dir("profile-rate-series");
+    let series = dir.join("series.json");
+    std::fs::write(
+        &series,
+        r#"{"points": [{"time_s": 0, "qps": 20}, {"time_s": 2, "qps": 100}]}"#,
+    )
+    .unwrap();
+    let args = [
+        "--request-rate-series",
+        series.to_str().unwrap(),
+        "--request-count",
+        "120",
+        "--osl",
+        "1",
+    ];
+    let (outcomes, _) = profile(&server, &dir, &args).unwrap();
+    let mut arrivals: Vec<u64> = server.token_times().iter().map(|t| t[0]).collect();
+    arrivals.sort_unstable();
+    assert_eq!(arrivals.len(), 120);
+    assert_eq!(outcomes[0].requests.len(), 120);
+    let start = outcomes[0]
+        .requests
+        .iter()
+        .map(|r| r.start_ns)
+        .min()
+        .unwrap();
+    // The schedule's clock starts one gap (about 48 ms) before the first send.
+    let first_second = arrivals
+        .iter()
+        .filter(|&&t| t < start + 950_000_000)
+        .count();
+    let rest = arrivals.len() - first_second;
+    let ratio = rest as f64 / first_second as f64;
+    assert!((1.6..2.5).contains(&ratio), "{first_second} then {rest}");
+    assert!(outcomes[0]
+        .dir
+        .ends_with("inferperf-llm-openai-chat-request_rate20"));
+    let config = &summary(&outcomes[0].dir)["input_config"];
+    assert_eq!(config["request_rate_series"][1]["qps"], 100.0, "{config}");
+    server.stop();
+}
