@@ -20,6 +20,7 @@ mod profile_aiperf_files;
 mod profile_compat;
 mod profile_faults;
 mod profile_hub;
+mod profile_load_flags;
 mod profile_telemetry;
 mod real_triton;
 mod reconnect;

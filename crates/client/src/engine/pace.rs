@@ -23,6 +23,15 @@ pub enum Schedule {
         seed: u64,
         horizon_ns: u64,
     },
+    /// Gamma-distributed gaps at mean `rate` per second with shape `shape` (coefficient of
+    /// variation 1/sqrt(shape): 1 is Poisson, larger is smoother, smaller burstier), from a
+    /// seeded generator, generated up to `horizon_ns` and then repeated.
+    Gamma {
+        rate: f64,
+        shape: f64,
+        seed: u64,
+        horizon_ns: u64,
+    },
     /// `--request-intervals`: gaps (ns) in file order, looped.
     Intervals(Vec<u64>),
     /// `--fixed-schedule`: absolute send offsets (ns), each sent once.
@@ -97,6 +106,23 @@ fn global_times(schedule: &Schedule, workers: usize) -> (Vec<u64>, Option<u64>) 
             let period = t;
             (times, Some(period))
         }
+        Schedule::Gamma {
+            rate,
+            shape,
+            seed,
+            horizon_ns,
+        } => {
+            let mut rng = Rng::new(*seed);
+            let mean = NS_PER_S / rate.max(1e-9);
+            let shape = shape.max(1e-3);
+            let mut t = 0u64;
+            let mut times = Vec::new();
+            while t < (*horizon_ns).max(1) && times.len() < MAX_SCHEDULE_LEN {
+                t += ((gamma(&mut rng, shape) * mean / shape) as u64).max(1);
+                times.push(t);
+            }
+            (times, Some(t))
+        }
         Schedule::Intervals(gaps) => {
             // Cumulative sums, looping through the file until the worker index and the
             // interval index wrap together (perf_analyzer's rule).
@@ -131,6 +157,40 @@ fn gap_ns(rate: f64) -> u64 {
 fn exponential(rng: &mut Rng, mean: f64) -> u64 {
     let u = ((rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
     (-u.ln() * mean) as u64
+}
+
+/// A uniform variate in (0, 1].
+fn unit(rng: &mut Rng) -> f64 {
+    ((rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+}
+
+/// A standard normal variate (Box-Muller).
+fn normal(rng: &mut Rng) -> f64 {
+    let (u, v) = (unit(rng), unit(rng));
+    (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+}
+
+/// A Gamma(`shape`, 1) variate (mean `shape`): Marsaglia and Tsang's squeeze method, with
+/// the boost `G(a) = G(a + 1) U^(1/a)` for shapes below 1.
+fn gamma(rng: &mut Rng, shape: f64) -> f64 {
+    if shape < 1.0 {
+        let boost = unit(rng).powf(1.0 / shape);
+        return gamma(rng, shape + 1.0) * boost;
+    }
+    let d = shape - 1.0 / 3.0;
+    let c = 1.0 / (9.0 * d).sqrt();
+    loop {
+        let x = normal(rng);
+        let v = 1.0 + c * x;
+        if v <= 0.0 {
+            continue;
+        }
+        let v = v * v * v;
+        let u = unit(rng);
+        if u.ln() < 0.5 * x * x + d - d * v + d * v.ln() {
+            return d * v;
+        }
+    }
 }
 
 fn gcd(a: usize, b: usize) -> usize {
@@ -191,7 +251,9 @@ pub fn deal_lanes(schedule: &Schedule, workers: usize, lanes: usize) -> Vec<Work
 /// custom intervals: sends over the summed gaps.
 pub fn nominal_rate(schedule: &Schedule) -> f64 {
     match schedule {
-        Schedule::Constant { rate } | Schedule::Poisson { rate, .. } => *rate,
+        Schedule::Constant { rate }
+        | Schedule::Poisson { rate, .. }
+        | Schedule::Gamma { rate, .. } => *rate,
         Schedule::Intervals(gaps) => {
             let total: u64 = gaps.iter().sum();
             if total == 0 {

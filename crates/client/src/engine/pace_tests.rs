@@ -171,3 +171,44 @@ fn lanes_get_every_nth_send_whatever_the_worker_split() {
     let s = Schedule::Constant { rate: 10.0 };
     assert_eq!(deal_lanes(&s, 3, 3), deal(&s, 3));
 }
+
+#[test]
+fn gamma_schedule_has_the_mean_rate_and_the_shapes_dispersion() {
+    // Shape k: gaps with mean 1/rate and coefficient of variation 1/sqrt(k).
+    for (shape, seed) in [(0.25, 1), (1.0, 2), (4.0, 3), (16.0, 4)] {
+        let rate = 1000.0;
+        let schedule = Schedule::Gamma {
+            rate,
+            shape,
+            seed,
+            horizon_ns: 40_000_000_000,
+        };
+        let mut w = deal(&schedule, 1).remove(0);
+        let times = take(&mut w, 30_000);
+        let gaps: Vec<f64> = times.windows(2).map(|p| (p[1] - p[0]) as f64).collect();
+        let n = gaps.len() as f64;
+        let mean = gaps.iter().sum::<f64>() / n;
+        let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        let want = 1e9 / rate;
+        assert!(
+            (mean / want - 1.0).abs() < 0.03,
+            "shape {shape}: mean gap {mean}"
+        );
+        let cv = var.sqrt() / mean;
+        let want_cv = 1.0 / shape.sqrt();
+        assert!(
+            (cv / want_cv - 1.0).abs() < 0.06,
+            "shape {shape}: coefficient of variation {cv}, want {want_cv}"
+        );
+        assert_eq!(nominal_rate(&schedule), rate);
+    }
+    let s = |seed| Schedule::Gamma {
+        rate: 50.0,
+        shape: 2.0,
+        seed,
+        horizon_ns: 1_000_000_000,
+    };
+    let a = take(&mut deal(&s(7), 2).remove(1), 40);
+    assert_eq!(a, take(&mut deal(&s(7), 2).remove(1), 40));
+    assert_ne!(a, take(&mut deal(&s(8), 2).remove(1), 40));
+}

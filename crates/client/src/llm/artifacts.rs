@@ -37,7 +37,7 @@ fn backend_name(b: super::cli_compat::Backend) -> &'static str {
 /// The effective settings, written into the summary JSON (no headers: they may hold keys).
 pub(super) fn input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
     let a = &cfg.args;
-    json!({
+    let mut config = json!({
         "model": cfg.models,
         "endpoint_type": cfg.endpoint_type.name(),
         "endpoint": cfg.endpoint,
@@ -66,7 +66,13 @@ pub(super) fn input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
         "num_prefix_prompts": a.sweep.num_prefix_prompts,
         "prefix_prompt_length": a.sweep.prefix_prompt_length,
         "shared_system_prompt_length": a.sweep.shared_system_prompt_length,
-    })
+    });
+    if let (Value::Object(map), Value::Object(load)) =
+        (&mut config, super::load_args::config_json(&cfg.load))
+    {
+        map.extend(load);
+    }
+    config
 }
 
 /// The telemetry of a point as a section of its HTML page.

@@ -113,9 +113,10 @@ pub struct ProfileArgs {
     /// Open loop: requests per second; a comma list runs one profile per value.
     #[arg(long, value_delimiter = ',')]
     pub request_rate: Vec<f64>,
-    /// Arrival process for `--request-rate`.
-    #[arg(long, value_enum, default_value = "constant")]
-    pub request_distribution: Distribution,
+    /// Arrival process for `--request-rate` (perf_analyzer's name) [default: constant];
+    /// see also --arrival-pattern.
+    #[arg(long, value_enum)]
+    pub request_distribution: Option<Distribution>,
     /// Open loop: cap on requests in flight.
     #[arg(long)]
     pub max_inflight: Option<u64>,
@@ -241,6 +242,8 @@ pub struct ProfileArgs {
     pub dataset: super::dataset::DatasetArgs,
     #[command(flatten)]
     pub report: super::report_args::ReportArgs,
+    #[command(flatten)]
+    pub load: super::load_args::LoadArgs,
 }
 
 /// `--read-batch-us` beyond this would hold completed requests (and the next sends of a
@@ -294,6 +297,9 @@ pub struct ProfileConfig {
     pub backend: Backend,
     /// `--batch-size-text`: texts per embeddings or rankings request.
     pub batch_size: usize,
+    /// AIPerf's load flags: arrival pattern, grace period, prefill cap, rate series,
+    /// failed-request threshold.
+    pub load: super::load_args::LoadPlan,
 }
 
 /// Parses `argv` (args[0] = "profile"). `Ok(None)`: help or metric definitions were printed.
@@ -391,14 +397,16 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
     )?;
     let (request_timeout, request_timeout_flag) = request_timeout(&args)?;
     let request_idle_timeout = request_idle_timeout(&args)?;
+    let load = load_plan(&args)?;
     Ok(ProfileConfig {
+        points: load_points(&args, &load),
+        load,
         tls,
         backend: args.compat.backend.unwrap_or_default(),
         batch_size: args.compat.batch_size_text.unwrap_or(1) as usize,
         request_timeout,
         request_timeout_flag,
         request_idle_timeout,
-        points: load_points(&args),
         args,
         models,
         endpoint_type,
@@ -421,7 +429,11 @@ pub fn default_tokenizer(model: &str) -> String {
 }
 
 /// One load point per `--request-rate` or `--concurrency` value; concurrency 1 by default.
-fn load_points(args: &ProfileArgs) -> Vec<LoadPoint> {
+fn load_points(args: &ProfileArgs, plan: &super::load_args::LoadPlan) -> Vec<LoadPoint> {
+    if let Some(points) = &plan.rate_series {
+        // One level, named after the series' first rate.
+        return vec![LoadPoint::RequestRate(points[0].1)];
+    }
     if !args.request_rate.is_empty() {
         args.request_rate
             .iter()
@@ -506,7 +518,9 @@ pub fn check_export_file_name(name: &str) -> std::result::Result<(), String> {
 }
 
 mod checks;
-use checks::{check_bounds, check_load, check_tokens, request_idle_timeout, request_timeout};
+use checks::{
+    check_bounds, check_load, check_tokens, load_plan, request_idle_timeout, request_timeout,
+};
 
 #[cfg(test)]
 #[path = "cli_tests.rs"]

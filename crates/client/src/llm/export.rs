@@ -327,6 +327,7 @@ mod tests {
             worker_cpu_ns: 0,
             fails: Default::default(),
             connections: None,
+            threshold_hit: None,
         };
         let payloads = vec!["{\"p\":\"\\u0001\"}".to_string(), "\u{7f}\n".to_string()];
         let points = [
@@ -400,6 +401,7 @@ mod tests {
             worker_cpu_ns: 0,
             fails: Default::default(),
             connections: None,
+            threshold_hit: None,
         };
         let payloads = vec!["{\"p\":0}".to_string(), "{\"p\":1}".to_string()];
         let mut text = Vec::new();

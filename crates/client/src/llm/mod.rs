@@ -16,9 +16,12 @@ pub mod export;
 pub mod html_report;
 pub mod input_file;
 pub mod kserve;
+pub mod load_args;
 pub mod payload;
 pub mod prefix;
 pub mod progress;
+pub mod rankings_dir;
+pub mod rate_series;
 pub mod reply_error;
 pub mod report_args;
 pub mod runner;
@@ -248,6 +251,15 @@ fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOu
         eprintln!("Warning: {}: {w}", point.label());
     }
     let _ = writeln!(out, "Results in {}", dir.display());
+    if let (Some((failed, total)), Some(t)) = (run.threshold_hit, cfg.load.failed_request_threshold)
+    {
+        return Err(Error::generic(format!(
+            "profile: {}: --failed-request-threshold {t} exceeded: {failed} of {total} \
+             finished requests failed, so the run stopped (results so far are in {})",
+            point.label(),
+            dir.display()
+        )));
+    }
     check_failures(point, &run, &requests, &kept, cancelled)?;
     Ok(PointOutcome {
         point,
@@ -450,7 +462,11 @@ fn prepare_entries(cfg: &ProfileConfig, tok: &Tokenizer) -> Result<Vec<Entry>> {
     let args = &cfg.args;
     let mut gen = PromptGen::new(tok.clone(), args.random_seed);
     if let Some(path) = &args.input_file {
-        let mut entries = input_file::read(path)?;
+        let mut entries = if path.is_dir() {
+            rankings_dir::read(path, cfg)?
+        } else {
+            input_file::read(path)?
+        };
         for e in &mut entries {
             e.isl = tok.count(&e.text) as u64;
             if e.osl.is_none() {

@@ -4,11 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use super::cli::{Distribution, LoadPoint, ProfileConfig};
+use super::cli::{LoadPoint, ProfileConfig};
+use super::load_args::Arrival;
 use super::progress::Progress;
 use super::sweep_args::Shape;
-use crate::config;
 use crate::engine::connect::ConnectSummary;
+use crate::engine::pace::Schedule;
 use crate::engine::{Engine, EngineSpec, Load};
 use crate::error::{Error, Result};
 use crate::measure::llm::LlmRequest;
@@ -43,6 +44,8 @@ pub struct PointRun {
     pub fails: FailTally,
     /// Closed loop: the connections, opened before the first request.
     pub connections: Option<ConnectSummary>,
+    /// `--failed-request-threshold` stopped the run: (failed, finished) when it did.
+    pub threshold_hit: Option<(u64, u64)>,
 }
 
 /// How long a `profile` Poisson schedule runs before it repeats (ns).
@@ -57,17 +60,57 @@ pub fn load(cfg: &ProfileConfig, point: LoadPoint) -> Load {
         LoadPoint::Concurrency(c) => LoadValue::Concurrency(c),
         LoadPoint::RequestRate(rate) => LoadValue::RequestRate(rate),
     };
-    LoadDesc {
-        distribution: match cfg.args.request_distribution {
-            Distribution::Constant => config::Distribution::Constant,
-            Distribution::Poisson => config::Distribution::Poisson,
+    let horizon_ns = POISSON_HORIZON_NS;
+    let seed = cfg.args.random_seed;
+    let schedule = match (point, &cfg.load.rate_series, cfg.load.arrival) {
+        (LoadPoint::Concurrency(_), ..) => None,
+        (LoadPoint::RequestRate(_), Some(points), _) => {
+            let (count, duration) = measured_until(cfg);
+            let duration = duration.map(|d| d.as_secs_f64());
+            let times = super::rate_series::offsets(points, count, duration);
+            Some(Schedule::Fixed(times))
+        }
+        (LoadPoint::RequestRate(rate), None, Arrival::Gamma(shape)) => Some(Schedule::Gamma {
+            rate,
+            shape,
+            seed,
+            horizon_ns,
+        }),
+        (LoadPoint::RequestRate(rate), None, Arrival::Poisson) => Some(Schedule::Poisson {
+            rate,
+            seed,
+            horizon_ns,
+        }),
+        (LoadPoint::RequestRate(rate), None, Arrival::Constant) => {
+            Some(Schedule::Constant { rate })
+        }
+    };
+    match schedule {
+        Some(schedule) => Load::Paced {
+            schedule,
+            max_inflight: cfg.args.max_inflight,
         },
-        seed: cfg.args.random_seed,
-        poisson_horizon_ns: POISSON_HORIZON_NS,
-        max_inflight: cfg.args.max_inflight,
-        ..LoadDesc::simple(value)
+        None => LoadDesc {
+            seed,
+            max_inflight: cfg.args.max_inflight,
+            ..LoadDesc::simple(value)
+        }
+        .engine_load(),
     }
-    .engine_load()
+}
+
+/// The measured run's bounds: a request count (the default when neither is given) and a
+/// duration.
+fn measured_until(cfg: &ProfileConfig) -> (Option<u64>, Option<Duration>) {
+    let count = match (cfg.args.request_count, cfg.args.benchmark_duration) {
+        (Some(n), _) => Some(n),
+        (None, Some(_)) => None,
+        (None, None) => Some(DEFAULT_REQUEST_COUNT),
+    };
+    (
+        count,
+        cfg.args.benchmark_duration.map(Duration::from_secs_f64),
+    )
 }
 
 /// Warm-up (not measured), the ramp of `shape` (not measured), then the measured run.
@@ -95,13 +138,48 @@ pub fn run_point(
             return Ok(interrupted());
         }
     }
-    let count = match (cfg.args.request_count, cfg.args.benchmark_duration) {
-        (Some(n), _) => Some(n),
-        (None, Some(_)) => None,
-        (None, None) => Some(DEFAULT_REQUEST_COUNT),
+    let (count, duration) = measured_until(cfg);
+    let measured = Measured {
+        grace: cfg.load.grace,
+        failed_threshold: cfg.load.failed_request_threshold.map(|t| {
+            let floor = match point {
+                LoadPoint::Concurrency(c) => c.max(THRESHOLD_FLOOR),
+                LoadPoint::RequestRate(_) => THRESHOLD_FLOOR,
+            };
+            (t, floor)
+        }),
     };
-    let duration = cfg.args.benchmark_duration.map(Duration::from_secs_f64);
-    drive(spec, &load, count, duration, &point.label(), cfg.args.quiet)
+    drive_measured(
+        spec,
+        &load,
+        count,
+        duration,
+        &point.label(),
+        cfg.args.quiet,
+        measured,
+    )
+}
+
+/// `--failed-request-threshold` is checked once this many requests (or the concurrency, if
+/// more) have finished, as AIPerf's grace floor.
+const THRESHOLD_FLOOR: u64 = 10;
+
+/// What the measured run adds to a plain drive: its grace period and failure threshold.
+#[derive(Debug, Clone, Copy)]
+struct Measured {
+    /// Wait after the duration for requests in flight; `None`: until they finish.
+    grace: Option<Duration>,
+    /// (ratio, requests finished before it is checked).
+    failed_threshold: Option<(f64, u64)>,
+}
+
+impl Default for Measured {
+    fn default() -> Self {
+        Measured {
+            grace: Some(DRAIN),
+            failed_threshold: None,
+        }
+    }
 }
 
 /// Steps of a concurrency ramp at most (each restarts the engine at the next level).
@@ -220,6 +298,20 @@ fn drive(
     label: &str,
     quiet: bool,
 ) -> Result<PointRun> {
+    let m = Measured::default();
+    drive_measured(spec, load, count, duration, label, quiet, m)
+}
+
+/// [`drive`] with the measured run's grace period and failure threshold.
+fn drive_measured(
+    spec: &EngineSpec,
+    load: &Load,
+    count: Option<u64>,
+    duration: Option<Duration>,
+    label: &str,
+    quiet: bool,
+    measured: Measured,
+) -> Result<PointRun> {
     // Closed loop: every connection is open before the run's clock starts.
     let mut engine = Engine::connect_load(spec, load, count)?;
     if let Some(msg) = engine.connect_error() {
@@ -239,6 +331,8 @@ fn drive(
         started: Instant::now(),
         until: duration,
         finished: false,
+        threshold: measured.failed_threshold,
+        failed: 0,
     };
     // Failed requests stay in the records; Ctrl-C is watched through the signal alone.
     let never = AtomicBool::new(false);
@@ -250,10 +344,16 @@ fn drive(
     let end = driver::drive(watch, &mut engine, &mut point)?;
     point.run.interrupted = end == End::Interrupted;
     if !point.finished && !point.run.interrupted {
-        // Out of time: nothing new is sent; what is in flight may finish (Ctrl-C ends the
-        // wait: the requests still in flight are left out).
+        // Out of time (or over the failure threshold): nothing new is sent; what is in
+        // flight may finish within the grace period (Ctrl-C ends the wait: the requests
+        // still in flight are left out).
         engine.halt();
-        point.until = Some(point.started.elapsed() + DRAIN);
+        let grace = match point.run.threshold_hit {
+            Some(_) => DRAIN,
+            None => measured.grace.unwrap_or(Duration::MAX),
+        };
+        point.until = point.started.elapsed().checked_add(grace);
+        point.threshold = None;
         point.run.interrupted = driver::drive(watch, &mut engine, &mut point)? == End::Interrupted;
     }
     point.gather(&mut engine)?;
@@ -292,6 +392,10 @@ struct Gather<'a> {
     until: Option<Duration>,
     /// Every worker had finished when the phase ended.
     finished: bool,
+    /// `--failed-request-threshold`: (ratio, requests finished before it is checked).
+    threshold: Option<(f64, u64)>,
+    /// Failed requests gathered so far (cancelled ones not counted).
+    failed: u64,
 }
 
 impl Phase for Gather<'_> {
@@ -299,7 +403,9 @@ impl Phase for Gather<'_> {
         // Read before the last gather: a worker that finishes after its batch was taken
         // would leave its last records out of the run.
         self.finished = engine.all_finished();
-        self.finished || self.until.is_some_and(|d| self.started.elapsed() >= d)
+        self.finished
+            || self.run.threshold_hit.is_some() && self.threshold.is_some()
+            || self.until.is_some_and(|d| self.started.elapsed() >= d)
     }
 
     fn gather(&mut self, engine: &mut Engine) -> Result<Option<String>> {
@@ -307,6 +413,18 @@ impl Phase for Gather<'_> {
         engine.collect(now_ns, &mut self.window)?;
         let run = &mut self.run;
         run.records.extend_from_slice(&self.window.records);
+        self.failed += self
+            .window
+            .records
+            .iter()
+            .filter(|r| !r.ok && r.fail != crate::measure::FailKind::Cancelled)
+            .count() as u64;
+        if let Some((ratio, floor)) = self.threshold {
+            let total = run.records.len() as u64;
+            if run.threshold_hit.is_none() && over_threshold(self.failed, total, ratio, floor) {
+                run.threshold_hit = Some((self.failed, total));
+            }
+        }
         run.worker_cpu_ns += self.window.client_cpu_ns;
         rebase(run, &self.window);
         run.end_ns = now_ns;
@@ -319,6 +437,11 @@ impl Phase for Gather<'_> {
     fn nap(&self) -> Duration {
         TICK
     }
+}
+
+/// More than `ratio` of `total` finished requests failed, once `floor` have finished.
+pub fn over_threshold(failed: u64, total: u64, ratio: f64, floor: u64) -> bool {
+    total >= floor.max(1) && failed as f64 / total as f64 > ratio
 }
 
 /// Moves the window's bodies into the run, fixing the offsets of the records just added.
@@ -336,7 +459,6 @@ fn rebase(run: &mut PointRun, window: &WindowRecords) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::pace::Schedule;
 
     fn cfg(args: &[&str]) -> ProfileConfig {
         let mut v: Vec<std::ffi::OsString> = vec!["profile".into()];
@@ -372,6 +494,34 @@ mod tests {
                 max_inflight: Some(4)
             }
         );
+        let gamma = ["-m", "llm", "--request-rate", "3", "--vllm-burstiness", "4"];
+        assert_eq!(
+            load(&cfg(&gamma), LoadPoint::RequestRate(3.0)),
+            Load::Paced {
+                schedule: Schedule::Gamma {
+                    rate: 3.0,
+                    shape: 4.0,
+                    seed: 0,
+                    horizon_ns: 60_000_000_000
+                },
+                max_inflight: None
+            }
+        );
+        let aiperf = [
+            "-m",
+            "llm",
+            "--request-rate",
+            "3",
+            "--request-rate-mode",
+            "poisson",
+        ];
+        assert!(matches!(
+            load(&cfg(&aiperf), LoadPoint::RequestRate(3.0)),
+            Load::Paced {
+                schedule: Schedule::Poisson { rate, .. },
+                ..
+            } if rate == 3.0
+        ));
         let c = cfg(&["-m", "llm", "--request-rate", "2"]);
         assert_eq!(
             load(&c, LoadPoint::RequestRate(2.0)),
@@ -380,6 +530,15 @@ mod tests {
                 max_inflight: None
             }
         );
+    }
+
+    #[test]
+    fn the_failure_threshold_waits_for_its_floor_and_then_compares_the_share() {
+        assert!(!over_threshold(9, 9, 0.5, 10), "below the floor");
+        assert!(over_threshold(6, 10, 0.5, 10));
+        assert!(!over_threshold(5, 10, 0.5, 10), "exceeds, not reaches");
+        assert!(over_threshold(1, 10, 0.0, 10));
+        assert!(!over_threshold(10, 10, 1.0, 10));
     }
 
     #[test]

@@ -217,3 +217,47 @@ pub(super) fn check_bounds(args: &ProfileArgs) -> Result<()> {
     }
     Ok(())
 }
+
+/// AIPerf's load flags, checked against the rest of the load.
+pub(super) fn load_plan(args: &ProfileArgs) -> Result<super::super::load_args::LoadPlan> {
+    use super::super::load_args::{self, Given};
+    use super::Distribution;
+    let given = args.request_distribution.map(|d| match d {
+        Distribution::Constant => Given::Constant,
+        Distribution::Poisson => Given::Poisson,
+    });
+    let plan = load_args::plan(&args.load, given)?;
+    let l = &args.load;
+    if l.benchmark_grace_period.is_some() && args.benchmark_duration.is_none() {
+        return Err(Error::usage(
+            "profile: --benchmark-grace-period applies after --benchmark-duration; give that too",
+        ));
+    }
+    if plan.rate_series.is_some() && (!args.request_rate.is_empty() || !args.concurrency.is_empty())
+    {
+        return Err(Error::usage(
+            "profile: --request-rate-series sets the rate; give it or --request-rate or \
+             --concurrency, not two of them (--max-inflight caps requests in flight)",
+        ));
+    }
+    let paced = !args.request_rate.is_empty() || plan.rate_series.is_some();
+    if (l.arrival_pattern.is_some() || l.arrival_smoothness.is_some()) && !paced {
+        return Err(Error::usage(
+            "profile: --arrival-pattern and --arrival-smoothness shape --request-rate (or              --request-rate-series) arrivals; give one of those",
+        ));
+    }
+    if let Some(n) = plan.prefill_concurrency {
+        if !args.streaming {
+            return Err(Error::usage(
+                "profile: --prefill-concurrency needs --streaming (the first token ends a \
+                 request's prefill)",
+            ));
+        }
+        if let Some(c) = args.concurrency.iter().find(|c| **c < n) {
+            return Err(Error::usage(format!(
+                "profile: --prefill-concurrency {n} must be at most --concurrency ({c})"
+            )));
+        }
+    }
+    Ok(plan)
+}

@@ -1,0 +1,102 @@
+//! `--input-file DIR` with `--endpoint-type rankings`: GenAI-Perf's rankings folder, a
+//! `queries.jsonl` and a `passages.jsonl` (one `{"text": ...}` or `{"text_input": ...}`
+//! object a line). Line i of each makes request i, built as GenAI-Perf builds it: `model`,
+//! `query: {"text": Q}` and `passages: [{"text": P}]`, the extra inputs added; with
+//! `--extra-inputs rankings:tei` (Hugging Face Text Embeddings Inference) the body is
+//! `{"query": Q, "texts": [P]}` instead. With `--batch-size-text` B, a request carries the
+//! B passages from its own line on (wrapping).
+
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+
+use super::cli::{EndpointType, ProfileConfig};
+use super::payload::Entry;
+use crate::error::{Error, Result};
+use crate::inputs::lines::{self, MAX_JSONL_LINE};
+
+/// The requests of the folder: one entry per query that has a passage line, each with its
+/// body whole.
+pub fn read(dir: &Path, cfg: &ProfileConfig) -> Result<Vec<Entry>> {
+    if cfg.endpoint_type != EndpointType::Rankings {
+        return Err(Error::usage(format!(
+            "--input-file {}: a directory is read as GenAI-Perf's rankings folder \
+             (queries.jsonl and passages.jsonl) with --endpoint-type rankings; give a JSONL \
+             file for {}",
+            dir.display(),
+            cfg.endpoint_type.name()
+        )));
+    }
+    let queries = texts(&dir.join("queries.jsonl"))?;
+    let passages = texts(&dir.join("passages.jsonl"))?;
+    let n = queries.len().min(passages.len());
+    let models = super::payload::pick_models(cfg, n);
+    let tei = cfg
+        .extra
+        .iter()
+        .any(|(k, v)| k == "rankings" && v.as_str() == Some("tei"));
+    let batch = cfg.batch_size.max(1);
+    let entries = (0..n)
+        .map(|i| {
+            let own: Vec<&str> = (0..batch)
+                .map(|k| passages[(i + k) % passages.len()].as_str())
+                .collect();
+            let mut body = Map::new();
+            if tei {
+                body.insert("query".into(), json!(queries[i]));
+                body.insert("texts".into(), json!(own));
+            } else {
+                let list: Vec<Value> = own.iter().map(|p| json!({"text": p})).collect();
+                body.insert("query".into(), json!({"text": queries[i]}));
+                body.insert("passages".into(), Value::Array(list));
+                body.insert("model".into(), json!(cfg.models[models[i] as usize]));
+            }
+            for (k, v) in &cfg.extra {
+                if !(k == "rankings" && v.as_str() == Some("tei")) {
+                    body.insert(k.clone(), v.clone());
+                }
+            }
+            Entry {
+                text: format!("{} {}", queries[i], own.join(" ")),
+                isl: 0,
+                osl: None,
+                payload: Some(Value::Object(body)),
+            }
+        })
+        .collect();
+    Ok(entries)
+}
+
+/// The `text` (or `text_input`) of every non-empty line; errors name the file and line.
+fn texts(path: &Path) -> Result<Vec<String>> {
+    let shown = path.display();
+    let mut lines = lines::open(path, MAX_JSONL_LINE).map_err(|e| {
+        Error::usage(format!(
+            "--input-file {shown}: {e} (a rankings folder holds queries.jsonl and \
+             passages.jsonl)"
+        ))
+    })?;
+    let at = |(line, msg): (usize, String)| {
+        Error::usage(format!("--input-file {shown} line {line}: {msg}"))
+    };
+    let mut out = Vec::new();
+    while let Some((n, line)) = lines.next_line().map_err(at)? {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(line).map_err(|e| at((n, format!("not JSON: {e}"))))?;
+        let text = match (v.get("text"), v.get("text_input")) {
+            (Some(Value::String(t)), None) | (None, Some(Value::String(t))) => t.trim(),
+            (Some(_), Some(_)) => return Err(at((n, "give text or text_input, not both".into()))),
+            _ => return Err(at((n, "needs a string text (or text_input)".into()))),
+        };
+        out.push(text.to_string());
+    }
+    if out.is_empty() {
+        return Err(Error::usage(format!(
+            "--input-file {shown}: no lines with text"
+        )));
+    }
+    Ok(out)
+}

@@ -1,0 +1,495 @@
+//! AIPerf's load flags of `inferperf profile` against the in-process reference server: the
+//! arrival pattern (and its gamma shape), the failed-request threshold, the grace period
+//! after a duration, the prefill cap and the request-rate series. Each test checks what the
+//! server received (counts, the spread of the gaps between arrivals) and what the summary
+//! says; spreads are compared as coefficients of variation, never as wall-clock limits.
+
+use crate::common;
+use crate::run_profile::{profile, start_llm};
+
+use std::path::Path;
+use std::process::Command;
+
+use common::temp_dir;
+use serde_json::Value;
+
+fn summary(dir: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join("profile_export_genai_perf.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The coefficient of variation of the gaps between the times the server answered each
+/// request (its first token: no delay, so the arrival).
+fn arrival_cv(server: &inferperf::server::ServerHandle) -> (usize, f64) {
+    let mut first: Vec<u64> = server.token_times().iter().map(|t| t[0]).collect();
+    first.sort_unstable();
+    let gaps: Vec<f64> = first.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+    let n = gaps.len() as f64;
+    let mean = gaps.iter().sum::<f64>() / n;
+    let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (first.len(), var.sqrt() / mean)
+}
+
+#[test]
+fn arrival_patterns_space_the_requests_the_server_receives() {
+    // 300 requests at 150/s: constant gaps (spread near 0), Poisson (near 1), gamma of
+    // shape 0.25 (vLLM's burstiness; near 2).
+    let mut cvs = Vec::new();
+    for (tag, extra) in [
+        ("constant", &[][..]),
+        ("poisson", &["--arrival-pattern", "poisson"][..]),
+        (
+            "gamma",
+            &["--request-rate-mode", "gamma", "--vllm-burstiness", "0.25"][..],
+        ),
+    ] {
+        let server = start_llm(0, 0, 1);
+        let dir = temp_dir(&format!("profile-arrival-{tag}"));
+        let mut args = vec![
+            "--request-rate",
+            "150",
+            "--request-count",
+            "300",
+            "--osl",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        args.extend(["--random-seed", "5"]);
+        let (outcomes, _) = profile(&server, &dir, &args).unwrap();
+        let (n, cv) = arrival_cv(&server);
+        assert_eq!(n, 300, "{tag}: the server saw every request");
+        assert_eq!(outcomes[0].requests.len(), 300);
+        let config = &summary(&outcomes[0].dir)["input_config"];
+        assert_eq!(config["arrival_pattern"], tag, "{config}");
+        cvs.push((tag, cv, config["arrival_smoothness"].clone()));
+        server.stop();
+    }
+    eprintln!("arrival spreads: {cvs:?}");
+    let [(_, constant, _), (_, poisson, _), (_, gamma, shape)] = &cvs[..] else {
+        unreachable!()
+    };
+    assert!(*constant < 0.4, "constant arrivals: cv {constant}");
+    assert!(
+        (0.7..1.35).contains(poisson),
+        "poisson arrivals: cv {poisson}"
+    );
+    assert!(
+        *gamma > 1.5,
+        "gamma 0.25 arrivals: cv {gamma} (poisson {poisson})"
+    );
+    assert_eq!(*shape, 0.25);
+}
+
+/// Runs the built binary's `profile` with `args`; returns (exit code, stderr).
+fn run_binary(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .arg("profile")
+        .args(["-m", "m", "-u", "127.0.0.1:9", "--quiet"])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_load_flag_values_are_one_line_usage_errors() {
+    let dir = temp_dir("profile-load-flags-bad");
+    let series = dir.join("series.json");
+    std::fs::write(&series, r#"[{"time_s": 0, "qps": 1}]"#).unwrap();
+    let series = series.to_str().unwrap();
+    for (args, flag) in [
+        (
+            &["--request-rate", "5", "--arrival-pattern", "bursty"][..],
+            "--arrival-pattern",
+        ),
+        (
+            &["--request-rate", "5", "--arrival-smoothness", "0"][..],
+            "--arrival-smoothness",
+        ),
+        (
+            &["--request-rate", "5", "--vllm-burstiness", "-1"][..],
+            "--arrival-smoothness",
+        ),
+        (
+            &["--concurrency", "2", "--arrival-pattern", "poisson"][..],
+            "--arrival-pattern",
+        ),
+        (
+            &[
+                "--request-rate",
+                "5",
+                "--request-distribution",
+                "constant",
+                "--arrival-pattern",
+                "poisson",
+            ][..],
+            "--arrival-pattern",
+        ),
+        (
+            &[
+                "--benchmark-duration",
+                "1",
+                "--benchmark-grace-period",
+                "-2",
+            ][..],
+            "--benchmark-grace-period",
+        ),
+        (
+            &["--benchmark-grace-period", "2"][..],
+            "--benchmark-grace-period",
+        ),
+        (
+            &["--failed-request-threshold", "2"][..],
+            "--failed-request-threshold",
+        ),
+        (
+            &["--streaming", "--prefill-concurrency", "0"][..],
+            "--prefill-concurrency",
+        ),
+        (&["--prefill-concurrency", "2"][..], "--prefill-concurrency"),
+        (
+            &[
+                "--streaming",
+                "--concurrency",
+                "2",
+                "--prefill-concurrency",
+                "4",
+            ][..],
+            "--prefill-concurrency",
+        ),
+        (
+            &["--request-rate-series", series][..],
+            "--request-rate-series",
+        ),
+        (
+            &["--request-rate-series", "/nonexistent/s.json"][..],
+            "--request-rate-series",
+        ),
+    ] {
+        let (code, stderr) = run_binary(args);
+        assert_eq!(code, 99, "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: profile: ") && stderr.contains(flag),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// A stand-in rankings server on a loopback port: answers every POST with a ranking (or,
+/// with `fail_every` n > 0, every n-th with a 500) and keeps the bodies it received.
+struct Ranker {
+    addr: std::net::SocketAddr,
+    bodies: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl Ranker {
+    fn start(fail_every: usize) -> Ranker {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = bodies.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let kept = kept.clone();
+                std::thread::spawn(move || {
+                    let mut writer = stream.try_clone().unwrap();
+                    let mut reader = BufReader::new(stream);
+                    loop {
+                        let mut len = 0usize;
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        loop {
+                            let mut h = String::new();
+                            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if h == "\r\n" {
+                                break;
+                            }
+                            let lower = h.to_ascii_lowercase();
+                            if let Some(v) = lower.strip_prefix("content-length:") {
+                                len = v.trim().parse().unwrap();
+                            }
+                        }
+                        let mut body = vec![0; len];
+                        if reader.read_exact(&mut body).is_err() {
+                            return;
+                        }
+                        let n = {
+                            let mut b = kept.lock().unwrap();
+                            b.push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+                            b.len()
+                        };
+                        let (status, reply) = if fail_every > 0 && n % fail_every == 0 {
+                            ("500 Internal Server Error", r#"{"error":"boom"}"#)
+                        } else {
+                            ("200 OK", r#"{"rankings":[{"index":0,"logit":0.5}]}"#)
+                        };
+                        let head = format!(
+                            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n\
+                             Content-Length: {}\r\n\r\n",
+                            reply.len()
+                        );
+                        if writer
+                            .write_all(format!("{head}{reply}").as_bytes())
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Ranker { addr, bodies }
+    }
+
+    fn bodies(&self) -> Vec<Value> {
+        self.bodies.lock().unwrap().clone()
+    }
+}
+
+/// `profile -m MODEL -u ADDR --artifact-dir DIR --quiet ARGS` through the library.
+fn profile_at(
+    addr: std::net::SocketAddr,
+    dir: &Path,
+    args: &[&str],
+) -> inferperf::error::Result<Vec<inferperf::llm::PointOutcome>> {
+    let mut argv: Vec<std::ffi::OsString> = vec!["profile".into(), "-m".into(), "ranker".into()];
+    argv.extend(["-u".into(), addr.to_string().into()]);
+    argv.extend(["--artifact-dir".into(), dir.as_os_str().to_owned()]);
+    argv.extend(["--quiet".into(), "--tokenizer".into(), "cl100k_base".into()]);
+    argv.extend(args.iter().map(std::ffi::OsString::from));
+    let cfg = inferperf::llm::cli::parse(argv)?.expect("a run, not help");
+    inferperf::llm::run(&cfg, &mut Vec::new())
+}
+
+/// GenAI-Perf's rankings folder: three queries, two passages (the shorter file sets the
+/// count).
+fn rankings_folder(tag: &str) -> std::path::PathBuf {
+    let dir = temp_dir(tag).join("rankings");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("queries.jsonl"),
+        "{\"text\": \"What is a GPU?\"}\n{\"text\": \"Why batch?\"}\n\n{\"text\": \"unused\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("passages.jsonl"),
+        "{\"text\": \"A GPU runs many threads.\"}\n{\"text_input\": \"Batching fills it.\"}\n",
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn a_rankings_folder_sends_genai_perfs_rankings_bodies() {
+    let server = Ranker::start(0);
+    let folder = rankings_folder("profile-rankings-folder");
+    let out = temp_dir("profile-rankings-out");
+    let input = folder.to_str().unwrap();
+    let base = [
+        "--endpoint-type",
+        "rankings",
+        "--input-file",
+        input,
+        "--request-count",
+        "4",
+    ];
+    let outcomes = profile_at(server.addr, &out, &base).unwrap();
+    assert_eq!(outcomes[0].requests.len(), 4);
+    assert!(outcomes[0].requests.iter().all(|r| r.ok()));
+    let bodies = server.bodies();
+    assert_eq!(bodies.len(), 4);
+    let first = serde_json::json!({
+        "model": "ranker",
+        "query": {"text": "What is a GPU?"},
+        "passages": [{"text": "A GPU runs many threads."}],
+    });
+    let second = serde_json::json!({
+        "model": "ranker",
+        "query": {"text": "Why batch?"},
+        "passages": [{"text": "Batching fills it."}],
+    });
+    assert_eq!(bodies, [first.clone(), second.clone(), first, second]);
+    // Hugging Face TEI bodies, extra inputs added, two passages per request.
+    let tei = [
+        "--extra-inputs",
+        "rankings:tei",
+        "--extra-inputs",
+        "truncate:true",
+        "-b",
+        "2",
+    ];
+    let args: Vec<&str> = base.iter().chain(tei.iter()).copied().collect();
+    profile_at(server.addr, &out, &args).unwrap();
+    let bodies = server.bodies();
+    assert_eq!(
+        bodies[4],
+        serde_json::json!({
+            "query": "What is a GPU?",
+            "texts": ["A GPU runs many threads.", "Batching fills it."],
+            "truncate": true,
+        })
+    );
+    // A folder for another endpoint type, or without its files, is a usage error.
+    let err = profile_at(server.addr, &out, &["--input-file", input]).unwrap_err();
+    assert_eq!(err.exit_code(), 99);
+    assert!(err.msg.contains("--endpoint-type rankings"), "{}", err.msg);
+    std::fs::remove_file(folder.join("passages.jsonl")).unwrap();
+    let err = profile_at(server.addr, &out, &base).unwrap_err();
+    assert_eq!(err.exit_code(), 99);
+    assert!(err.msg.contains("passages.jsonl"), "{}", err.msg);
+}
+
+#[test]
+fn the_failed_request_threshold_stops_a_failing_run() {
+    // Every second request fails. At 50/s, 100 requests take 2 s; the threshold is checked
+    // from the 10th finished request on, so the run stops long before the end.
+    let folder = rankings_folder("profile-threshold-folder");
+    let input = folder.to_str().unwrap();
+    let base = [
+        "--endpoint-type",
+        "rankings",
+        "--input-file",
+        input,
+        "--request-rate",
+        "50",
+        "--request-count",
+        "100",
+    ];
+    let server = Ranker::start(2);
+    let out = temp_dir("profile-threshold-out");
+    let mut args = base.to_vec();
+    args.extend(["--failed-request-threshold", "0.2"]);
+    let err = profile_at(server.addr, &out, &args).unwrap_err();
+    assert_eq!(err.exit_code(), 99);
+    assert!(
+        err.msg.contains("--failed-request-threshold 0.2 exceeded"),
+        "{}",
+        err.msg
+    );
+    let received = server.bodies().len();
+    assert!(
+        (10..50).contains(&received),
+        "the server got {received} of 100"
+    );
+    // What was measured is written, with the threshold in its settings.
+    let level = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().is_dir());
+    let summary = summary(&level.expect("the level's directory").path());
+    assert_eq!(summary["input_config"]["failed_request_threshold"], 0.2);
+    let counted = summary["request_count"]["avg"].as_f64().unwrap()
+        + summary["error_request_count"]["avg"].as_f64().unwrap();
+    assert!(summary["error_request_count"]["avg"].as_f64().unwrap() >= 3.0);
+    assert!(
+        counted >= 10.0 && counted <= received as f64,
+        "{counted} of {received}"
+    );
+    // Under a looser threshold the same run goes to the end.
+    let server = Ranker::start(2);
+    let mut args = base.to_vec();
+    args.extend(["--failed-request-threshold", "0.6"]);
+    let outcomes = profile_at(server.addr, &temp_dir("profile-threshold-loose"), &args).unwrap();
+    assert_eq!(server.bodies().len(), 100);
+    assert_eq!(outcomes[0].requests.len(), 100);
+}
+
+#[test]
+fn the_grace_period_decides_whether_requests_in_flight_at_the_end_count() {
+    // Each answer takes 300 ms; 4 in flight at a time for 1 s, so 4 are in flight when the
+    // duration ends. Grace 0 leaves them out; the default (30 s) waits for them.
+    let mut seen = Vec::new();
+    for grace in [Some("0"), None] {
+        let server = start_llm(300, 0, 1);
+        let dir = temp_dir("profile-grace");
+        let mut args = vec![
+            "--concurrency",
+            "4",
+            "--benchmark-duration",
+            "1",
+            "--osl",
+            "1",
+        ];
+        if let Some(g) = grace {
+            args.extend(["--benchmark-grace-period", g]);
+        }
+        let (outcomes, _) = profile(&server, &dir, &args).unwrap();
+        let received = server.token_times().len();
+        let recorded = outcomes[0].requests.len();
+        assert!(outcomes[0].requests.iter().all(|r| r.ok()));
+        let config = &summary(&outcomes[0].dir)["input_config"];
+        assert_eq!(
+            config["benchmark_grace_period"],
+            grace.map_or(30.0, |_| 0.0)
+        );
+        seen.push((received, recorded));
+        server.stop();
+    }
+    let [(got0, kept0), (got30, kept30)] = seen[..] else {
+        unreachable!()
+    };
+    assert_eq!(
+        got0 - kept0,
+        4,
+        "grace 0: the 4 in flight are left out ({seen:?})"
+    );
+    assert_eq!(
+        got30, kept30,
+        "default grace: every request counts ({seen:?})"
+    );
+}
+
+#[test]
+fn a_request_rate_series_ramps_the_rate_the_server_sees() {
+    // 20/s rising to 100/s over 2 s: 40 sends in the first second, 80 in the second.
+    let server = start_llm(0, 0, 1);
+    let dir = temp_dir("profile-rate-series");
+    let series = dir.join("series.json");
+    std::fs::write(
+        &series,
+        r#"{"points": [{"time_s": 0, "qps": 20}, {"time_s": 2, "qps": 100}]}"#,
+    )
+    .unwrap();
+    let args = [
+        "--request-rate-series",
+        series.to_str().unwrap(),
+        "--request-count",
+        "120",
+        "--osl",
+        "1",
+    ];
+    let (outcomes, _) = profile(&server, &dir, &args).unwrap();
+    let mut arrivals: Vec<u64> = server.token_times().iter().map(|t| t[0]).collect();
+    arrivals.sort_unstable();
+    assert_eq!(arrivals.len(), 120);
+    assert_eq!(outcomes[0].requests.len(), 120);
+    let start = outcomes[0]
+        .requests
+        .iter()
+        .map(|r| r.start_ns)
+        .min()
+        .unwrap();
+    // The schedule's clock starts one gap (about 48 ms) before the first send.
+    let first_second = arrivals
+        .iter()
+        .filter(|&&t| t < start + 950_000_000)
+        .count();
+    let rest = arrivals.len() - first_second;
+    let ratio = rest as f64 / first_second as f64;
+    assert!((1.6..2.5).contains(&ratio), "{first_second} then {rest}");
+    assert!(outcomes[0]
+        .dir
+        .ends_with("inferperf-llm-openai-chat-request_rate20"));
+    let config = &summary(&outcomes[0].dir)["input_config"];
+    assert_eq!(config["request_rate_series"][1]["qps"], 100.0, "{config}");
+    server.stop();
+}
