@@ -321,6 +321,7 @@ mod tests {
             worker_cpu_ns: 0,
             fails: Default::default(),
             connections: None,
+            cut_short: None,
         };
         let payloads = vec!["{\"p\":\"\\u0001\"}".to_string(), "\u{7f}\n".to_string()];
         let points = [
@@ -394,6 +395,7 @@ mod tests {
             worker_cpu_ns: 0,
             fails: Default::default(),
             connections: None,
+            cut_short: None,
         };
         let payloads = vec!["{\"p\":0}".to_string(), "{\"p\":1}".to_string()];
         let mut text = Vec::new();
