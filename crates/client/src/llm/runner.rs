@@ -239,7 +239,7 @@ fn drive(
             ..PointRun::default()
         },
         window: WindowRecords::default(),
-        progress: Progress::new(label, count, quiet),
+        progress: Progress::new(label, count, duration, quiet),
         started,
         until: duration,
         finished: false,
