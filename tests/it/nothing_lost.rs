@@ -22,7 +22,7 @@ fn bin() -> Command {
 
 /// Waits for `child` for at most `limit`; a child still running then is killed and the
 /// test fails (a run that never ends is the bug these tests look for).
-fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+pub(crate) fn wait_bounded(mut child: Child, limit: Duration) -> Output {
     let start = Instant::now();
     while child.try_wait().unwrap().is_none() {
         if start.elapsed() > limit {

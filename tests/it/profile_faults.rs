@@ -2,7 +2,8 @@
 //! --fault sse-*`, in-process on an ephemeral port): a 200 that carries an error (an
 //! `event: error` packet, an OpenAI or vLLM error object, an event that is not JSON), streamed
 //! or not, is a failed request of a named kind with the server's message; the text chunks
-//! sent before the error count nowhere; a run where every request failed so exits 99.
+//! sent before the error count nowhere; a run where every request failed so exits 99; a
+//! server gone mid-run cuts the run short (exit 99) with every failure counted once.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -153,4 +154,95 @@ fn an_event_that_is_not_json_fails_the_stream_and_the_reply() {
     assert_failed(&run, "not_json", "{not json");
     let run = profile(FaultMode::SseNotJson, &[]);
     assert_failed(&run, "not_json", "{not json");
+}
+
+/// The number after `prefix` in `text` (up to the next space or parenthesis).
+fn number_after(text: &str, prefix: &str) -> u64 {
+    let at = text
+        .find(prefix)
+        .unwrap_or_else(|| panic!("{prefix:?} in {text}"))
+        + prefix.len();
+    let digits: String = text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("a number after {prefix:?} in {text}"))
+}
+
+/// A server that goes away in the middle of a duration run: the run stops, exits 99 saying
+/// it was cut short (as perf_analyzer mode does when the server dies), writes what was
+/// measured, and counts every failed request once, the same in the console, the summary,
+/// the per-request export and the line on stderr (requests whose connection could not be
+/// reopened included).
+#[test]
+fn a_server_gone_mid_run_is_an_error_with_every_failure_counted_once() {
+    let server = crate::run_profile::start_llm(2, 2, 1);
+    let dir = crate::common::temp_dir("profile-server-gone");
+    let child = Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .args(["profile", "-m", crate::run_profile::MODEL])
+        .args(["-u", &server.addr.to_string(), "--streaming"])
+        .args(["--concurrency", "4", "--benchmark-duration", "60"])
+        .args(["--output-tokens-mean", "8", "--tokenizer", "cl100k_base"])
+        .args(["--artifact-dir", dir.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Some requests are answered, then the server stops: open connections are dropped and
+    // new ones refused.
+    let waited = std::time::Instant::now();
+    while server.counters().http_requests < 40 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "no request came"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.stop();
+    let out = crate::nothing_lost::wait_bounded(child, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(99), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains("error: concurrency4: the run was cut short after ")
+            && stderr.contains("of the 60 s asked (--benchmark-duration)")
+            && stderr.contains("the server stopped accepting connections"),
+        "{stderr}"
+    );
+    // Console, stderr, summary and per-request export agree.
+    let console = number_after(&stdout, "Errors: ");
+    let failed = number_after(&stderr, "Warning: concurrency4: ");
+    let total = number_after(&stderr, &format!("{failed} of "));
+    assert!(console > 0, "{stdout}");
+    assert_eq!(console, failed, "{stdout}\n{stderr}");
+    assert!(stderr.contains("connect failed"), "{stderr}");
+    let point = point_dir(&dir);
+    let read = |name: &str| std::fs::read_to_string(point.join(name)).unwrap();
+    let summary: Value = serde_json::from_str(&read("profile_export_genai_perf.json")).unwrap();
+    assert_eq!(
+        summary["error_request_count"]["avg"], console as f64,
+        "{summary}"
+    );
+    let ok = summary["request_count"]["avg"].as_f64().unwrap() as u64;
+    assert!(ok > 0, "{summary}");
+    assert_eq!(ok + console, total, "{summary}\n{stderr}");
+    let kinds: u64 = summary["errors_by_kind"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(kinds, console, "{summary}");
+    let records: Vec<Value> = read("profile_export.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len() as u64, total);
+    let errors = records.iter().filter(|r| !r["error"].is_null()).count() as u64;
+    assert_eq!(errors, console);
+    assert!(point.join("report.html").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
 }

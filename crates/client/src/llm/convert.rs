@@ -48,7 +48,18 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
     let step = r.step as usize;
     let entry = cx.entries.get(step);
     let streamed = r.sse || cx.grpc;
-    let error = classify(r, body, &parsed, cx.needs_done, streamed);
+    let mut error = classify(r, body, &parsed, cx.needs_done, streamed);
+    if r.fail == FailKind::Connect {
+        // A request the run could not send: its connection could not be reopened.
+        error = Some(RequestError {
+            kind: "transport".into(),
+            message: run
+                .fails
+                .example(FailKind::Connect)
+                .unwrap_or("connect failed")
+                .to_string(),
+        });
+    }
     if parsed.error.is_some() || r.fail == FailKind::SseError {
         parsed.drop_output();
     }

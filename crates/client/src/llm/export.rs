@@ -328,6 +328,7 @@ mod tests {
             fails: Default::default(),
             connections: None,
             threshold_hit: None,
+            cut_short: None,
         };
         let payloads = vec!["{\"p\":\"\\u0001\"}".to_string(), "\u{7f}\n".to_string()];
         let points = [
@@ -402,6 +403,7 @@ mod tests {
             fails: Default::default(),
             connections: None,
             threshold_hit: None,
+            cut_short: None,
         };
         let payloads = vec!["{\"p\":0}".to_string(), "{\"p\":1}".to_string()];
         let mut text = Vec::new();

@@ -261,6 +261,10 @@ fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOu
         )));
     }
     check_failures(point, &run, &requests, &kept, cancelled)?;
+    if let Some(why) = &run.cut_short {
+        // As in perf_analyzer mode: a server gone mid-run exits 99, its reports written.
+        return Err(Error::generic(format!("{}: {why}", point.label())));
+    }
     Ok(PointOutcome {
         point,
         dir,

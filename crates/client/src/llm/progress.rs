@@ -1,5 +1,5 @@
-//! The live progress line of a `profile` point on stderr: done/total, and while requests
-//! complete, the recent request and output-token throughput and the running TTFT and ITL
+//! The live progress line of a `profile` point on stderr: done/total (or elapsed/duration),
+//! the estimated time left, and while requests complete, the recent request and output-token throughput and the running TTFT and ITL
 //! medians. Written only when stderr is a terminal and `--quiet` is off; the reports go to
 //! stdout and files, so a redirected run never carries it.
 //!
@@ -23,6 +23,8 @@ const RATE_SPAN: Duration = Duration::from_secs(2);
 pub struct Progress {
     label: String,
     total: Option<u64>,
+    /// `--benchmark-duration`: the point ends this long after its start.
+    duration: Option<Duration>,
     on: bool,
     shown: bool,
     /// Characters of the line last written (a shorter one is padded to cover it).
@@ -31,8 +33,15 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new(label: &str, total: Option<u64>, quiet: bool) -> Progress {
-        Progress::with_output(label, total, !quiet && std::io::stderr().is_terminal())
+    pub fn new(
+        label: &str,
+        total: Option<u64>,
+        duration: Option<Duration>,
+        quiet: bool,
+    ) -> Progress {
+        let mut p = Progress::with_output(label, total, !quiet && std::io::stderr().is_terminal());
+        p.duration = duration;
+        p
     }
 
     /// A progress line that is written (`on`) or only kept.
@@ -40,6 +49,7 @@ impl Progress {
         Progress {
             label: label.to_string(),
             total,
+            duration: None,
             on,
             shown: false,
             last_len: 0,
@@ -59,7 +69,7 @@ impl Progress {
             return;
         }
         self.live.add(window, elapsed);
-        let mut line = progress_line(&self.label, done, self.total, elapsed);
+        let mut line = progress_line(&self.label, done, self.total, self.duration, elapsed);
         line.push_str(&self.live.summary());
         let pad = self.last_len.saturating_sub(line.chars().count());
         self.last_len = line.chars().count();
@@ -74,20 +84,72 @@ impl Progress {
     }
 }
 
-/// `label [#####.....] 50/100 requests 1.2 s`.
-pub fn progress_line(label: &str, done: u64, total: Option<u64>, elapsed: Duration) -> String {
+/// `label [#####.....] 50/100 requests 1.2 s, ETA 1.2 s` for a count run, `label
+/// [#####.....] 40 requests 30.0/60 s, ETA 30 s` for a duration run (the bar is the time),
+/// `label 40 requests 1.2 s` when neither bounds the run.
+pub fn progress_line(
+    label: &str,
+    done: u64,
+    total: Option<u64>,
+    duration: Option<Duration>,
+    elapsed: Duration,
+) -> String {
     const WIDTH: u64 = 30;
-    match total {
-        Some(t) if t > 0 => {
-            let filled = (done.min(t) * WIDTH / t) as usize;
-            format!(
-                "{label} [{}{}] {done}/{t} requests {:.1} s",
-                "#".repeat(filled),
-                ".".repeat(WIDTH as usize - filled),
-                elapsed.as_secs_f64()
-            )
-        }
-        _ => format!("{label} {done} requests {:.1} s", elapsed.as_secs_f64()),
+    let bar = |fraction: f64| {
+        let filled = ((fraction.clamp(0.0, 1.0) * WIDTH as f64) as usize).min(WIDTH as usize);
+        format!(
+            "[{}{}]",
+            "#".repeat(filled),
+            ".".repeat(WIDTH as usize - filled)
+        )
+    };
+    let secs = elapsed.as_secs_f64();
+    let mut line = match (total, duration) {
+        (Some(t), _) if t > 0 => format!(
+            "{label} {} {done}/{t} requests {secs:.1} s",
+            bar(done as f64 / t as f64)
+        ),
+        (_, Some(d)) if !d.is_zero() => format!(
+            "{label} {} {done} requests {secs:.1}/{} s",
+            bar(secs / d.as_secs_f64()),
+            crate::report::fmt::fmt_g(d.as_secs_f64())
+        ),
+        _ => format!("{label} {done} requests {secs:.1} s"),
+    };
+    if let Some(left) = eta(done, total, duration, elapsed) {
+        line.push_str(", ETA ");
+        line.push_str(&fmt_eta(left));
+    }
+    line
+}
+
+/// The time left: for a count run, the requests still to do at the completion rate so far
+/// (unknown until one completed); for a duration run, the time to its end; with both, the
+/// sooner. Past the end (in-flight requests finishing), zero.
+pub fn eta(
+    done: u64,
+    total: Option<u64>,
+    duration: Option<Duration>,
+    elapsed: Duration,
+) -> Option<Duration> {
+    let by_count = total.filter(|&t| t > 0).and_then(|t| {
+        (done > 0).then(|| elapsed.mul_f64(t.saturating_sub(done) as f64 / done as f64))
+    });
+    let by_time = duration.map(|d| d.saturating_sub(elapsed));
+    match (by_count, by_time) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// `42 s` under a minute, `3:05` under an hour, `1:02:05` beyond (whole seconds, rounded
+/// up so that the last second reads `1 s` until it is over).
+pub fn fmt_eta(left: Duration) -> String {
+    let s = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{}:{:02}", s / 60, s % 60),
+        _ => format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60),
     }
 }
 
@@ -194,15 +256,54 @@ mod tests {
     fn progress_line_shapes() {
         let d = Duration::from_millis(1500);
         assert_eq!(
-            progress_line("c4", 50, Some(100), d),
+            progress_line("c4", 50, Some(100), None, d),
             format!(
-                "c4 [{}{}] 50/100 requests 1.5 s",
+                "c4 [{}{}] 50/100 requests 1.5 s, ETA 2 s",
                 "#".repeat(15),
                 ".".repeat(15)
             )
         );
-        assert!(progress_line("c4", 500, Some(100), d).contains(&"#".repeat(30)));
-        assert_eq!(progress_line("r2", 7, None, d), "r2 7 requests 1.5 s");
+        assert!(progress_line("c4", 500, Some(100), None, d).contains(&"#".repeat(30)));
+        assert_eq!(progress_line("r2", 7, None, None, d), "r2 7 requests 1.5 s");
+        // A duration run: the bar is the time, the ETA what is left of it.
+        let line = progress_line("c4", 7, None, Some(Duration::from_secs(6)), d);
+        assert_eq!(
+            line,
+            format!(
+                "c4 [{}{}] 7 requests 1.5/6 s, ETA 5 s",
+                "#".repeat(7),
+                ".".repeat(23)
+            )
+        );
+        // Nothing done yet in a count run: no estimate.
+        assert_eq!(
+            progress_line("c4", 0, Some(10), None, d),
+            format!("c4 [{}] 0/10 requests 1.5 s", ".".repeat(30))
+        );
+    }
+
+    #[test]
+    fn the_eta_follows_the_rate_or_the_clock() {
+        let secs = Duration::from_secs;
+        // 25 of 100 in 10 s: 75 more at 2.5/s.
+        assert_eq!(eta(25, Some(100), None, secs(10)), Some(secs(30)));
+        assert_eq!(eta(0, Some(100), None, secs(10)), None);
+        assert_eq!(eta(100, Some(100), None, secs(10)), Some(secs(0)));
+        assert_eq!(eta(5, None, Some(secs(60)), secs(45)), Some(secs(15)));
+        // Draining after the duration: nothing left.
+        assert_eq!(eta(5, None, Some(secs(60)), secs(61)), Some(secs(0)));
+        // Both bounds: the sooner one.
+        assert_eq!(
+            eta(10, Some(1000), Some(secs(60)), secs(10)),
+            Some(secs(50))
+        );
+        assert_eq!(eta(50, Some(100), Some(secs(60)), secs(10)), Some(secs(10)));
+        assert_eq!(eta(3, None, None, secs(1)), None);
+        assert_eq!(fmt_eta(Duration::ZERO), "0 s");
+        assert_eq!(fmt_eta(Duration::from_millis(200)), "1 s");
+        assert_eq!(fmt_eta(secs(59)), "59 s");
+        assert_eq!(fmt_eta(secs(185)), "3:05");
+        assert_eq!(fmt_eta(secs(3725)), "1:02:05");
     }
 
     /// A window with `n` streamed requests started at `start_ms`: TTFT `ttft_ms`, then
@@ -279,7 +380,7 @@ mod tests {
 
     #[test]
     fn quiet_keeps_the_line_off() {
-        let mut p = Progress::new("c1", Some(2), true);
+        let mut p = Progress::new("c1", Some(2), None, true);
         assert!(!p.is_on());
         p.show(&window(1, 0, 1, 2, true), 1, Duration::from_secs(1));
         assert!(p.live.samples.is_empty(), "nothing is gathered when off");

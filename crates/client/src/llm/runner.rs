@@ -13,7 +13,7 @@ use crate::engine::pace::Schedule;
 use crate::engine::{Engine, EngineSpec, Load};
 use crate::error::{Error, Result};
 use crate::measure::llm::LlmRequest;
-use crate::measure::{FailTally, RequestRecord, WindowRecords};
+use crate::measure::{FailKind, FailTally, RequestRecord, WindowRecords};
 use crate::report::LoadValue;
 use crate::run::driver::{self, End, Phase, Watch};
 use crate::run::load::LoadDesc;
@@ -46,6 +46,9 @@ pub struct PointRun {
     pub connections: Option<ConnectSummary>,
     /// `--failed-request-threshold` stopped the run: (failed, finished) when it did.
     pub threshold_hit: Option<(u64, u64)>,
+    /// The run ended before its request count or duration because its connections could
+    /// not be reopened (the server went away): why, for the run's error.
+    pub cut_short: Option<String>,
 }
 
 /// How long a `profile` Poisson schedule runs before it repeats (ns).
@@ -319,6 +322,7 @@ fn drive_measured(
     }
     let start_ns = spec.clock.now_ns();
     engine.go();
+    let started = Instant::now();
     let mut point = Gather {
         spec,
         run: PointRun {
@@ -327,8 +331,8 @@ fn drive_measured(
             ..PointRun::default()
         },
         window: WindowRecords::default(),
-        progress: Progress::new(label, count, quiet),
-        started: Instant::now(),
+        progress: Progress::new(label, count, duration, quiet),
+        started,
         until: duration,
         finished: false,
         threshold: measured.failed_threshold,
@@ -343,6 +347,8 @@ fn drive_measured(
     };
     let end = driver::drive(watch, &mut engine, &mut point)?;
     point.run.interrupted = end == End::Interrupted;
+    // Every worker stopped on its own before the duration was up: its connections are gone.
+    let ended_early = point.finished && !point.run.interrupted;
     if !point.finished && !point.run.interrupted {
         // Out of time (or over the failure threshold): nothing new is sent; what is in
         // flight may finish within the grace period (Ctrl-C ends the wait: the requests
@@ -373,7 +379,70 @@ fn drive_measured(
             None => Error::no_valid_requests(),
         });
     }
+    let recorded = run.records.len() as u64;
+    let short_of_count = count.is_none_or(|n| recorded < n);
+    if ended_early && short_of_count && run.fails.count(FailKind::Connect) > 0 {
+        let elapsed = started.elapsed().as_secs_f64();
+        run.cut_short = Some(cut_short_line(
+            &run.fails, recorded, count, duration, elapsed,
+        ));
+    }
+    add_unrecorded_failures(&mut run);
     Ok(run)
+}
+
+/// Why a run that ended early ended: how far it got against what was asked, and the
+/// connect failure that stopped it.
+fn cut_short_line(
+    fails: &FailTally,
+    recorded: u64,
+    count: Option<u64>,
+    duration: Option<Duration>,
+    elapsed_s: f64,
+) -> String {
+    let asked = match (count, duration) {
+        (Some(n), _) => format!("{recorded} of the {n} requests asked (--request-count)"),
+        (None, Some(d)) => format!(
+            "{elapsed_s:.1} s of the {} s asked (--benchmark-duration)",
+            crate::report::fmt::fmt_g(d.as_secs_f64())
+        ),
+        (None, None) => format!("{recorded} requests"),
+    };
+    let example = fails.example(FailKind::Connect).unwrap_or("connect failed");
+    format!(
+        "the run was cut short after {asked}: the server stopped accepting connections ({example}); \
+         the reports hold what was measured"
+    )
+}
+
+/// Failures the engine counted without a record (a connection that could not be reopened
+/// for the next request) become failed records stamped at the last record's end, so that
+/// every failed request counts once in the console, the exports and the line on stderr.
+fn add_unrecorded_failures(run: &mut PointRun) {
+    let at = run
+        .records
+        .iter()
+        .map(|r| r.end_ns)
+        .max()
+        .unwrap_or(run.start_ns);
+    for kind in FailKind::ALL {
+        let recorded = run
+            .records
+            .iter()
+            .filter(|r| !r.ok && r.fail == kind)
+            .count() as u64;
+        for _ in recorded..run.fails.count(kind) {
+            run.records.push(RequestRecord {
+                start_ns: at,
+                send_end_ns: at,
+                end_ns: at,
+                // No prompt went out: the step indexes nothing.
+                step: u32::MAX,
+                fail: kind,
+                ..RequestRecord::default()
+            });
+        }
+    }
 }
 
 /// The workers' failure tally (published at their last swap and at their exit).
@@ -529,6 +598,49 @@ mod tests {
                 schedule: Schedule::Constant { rate: 2.0 },
                 max_inflight: None
             }
+        );
+    }
+
+    /// A failure the engine counted without a record becomes one failed record; failures
+    /// that have their record are not counted twice.
+    #[test]
+    fn failures_without_a_record_become_records() {
+        let rec = |end_ns, fail| RequestRecord {
+            end_ns,
+            ok: fail == FailKind::None,
+            fail,
+            ..RequestRecord::default()
+        };
+        let mut run = PointRun {
+            records: vec![
+                rec(10, FailKind::None),
+                rec(30, FailKind::Closed),
+                rec(20, FailKind::None),
+            ],
+            ..PointRun::default()
+        };
+        run.fails.add(FailKind::Closed, || "closed".into());
+        for _ in 0..2 {
+            run.fails
+                .add(FailKind::Connect, || "connect failed: refused".into());
+        }
+        add_unrecorded_failures(&mut run);
+        assert_eq!(run.records.len(), 5);
+        let added = &run.records[3..];
+        assert!(added
+            .iter()
+            .all(|r| r.fail == FailKind::Connect && !r.ok && r.end_ns == 30));
+        let failed = run.records.iter().filter(|r| !r.ok).count() as u64;
+        assert_eq!(failed, run.fails.total());
+        let line = cut_short_line(&run.fails, 3, None, Some(Duration::from_secs(12)), 4.86);
+        assert!(
+            line.starts_with("the run was cut short after 4.9 s of the 12 s asked (--benchmark-duration): the server stopped accepting connections (connect failed: refused)"),
+            "{line}"
+        );
+        let line = cut_short_line(&run.fails, 44, Some(100), None, 1.0);
+        assert!(
+            line.contains("after 44 of the 100 requests asked (--request-count)"),
+            "{line}"
         );
     }
 

@@ -114,7 +114,10 @@ thead th{background:#eee}\
 figure{margin:1em 0}\
 figure svg{max-width:100%;height:auto;border:1px solid #ddd}\
 .warning{background:#fff3cd;border:1px solid #e0c36c;padding:0.5em 1em}\
-nav a{margin-right:1em}";
+nav a{margin-right:1em}\
+table.config{table-layout:fixed;width:100%}\
+table.config th:first-child,table.config td:first-child{width:16em}\
+table.config td{text-align:left;white-space:pre-wrap;overflow-wrap:anywhere;word-break:break-word}";
 
 /// The page around `body`, with a table of contents of `sections` (id, title).
 fn page(title: &str, toc: &[(String, String)], body: &str) -> String {
@@ -208,27 +211,38 @@ fn checks_section(m: &LlmMetrics) -> Section {
     }
     let pct =
         |d: &crate::measure::llm::checks::DiffPct| format!("{:.1}% avg, {:.1}% max", d.avg, d.max);
+    // Nothing compared: no percentage (a 0.0 % would read as a perfect match).
+    let usage = if c.usage_compared == 0 {
+        "nothing compared: no response carried usage".to_string()
+    } else {
+        format!(
+            "prompt {}; completion {}",
+            pct(&c.prompt_diff_pct),
+            pct(&c.completion_diff_pct)
+        )
+    };
+    let osl = if c.osl_compared == 0 {
+        "nothing compared: no request asked for max_tokens".to_string()
+    } else {
+        format!(
+            "{} (asked {:.1}, received {:.1} on average)",
+            pct(&c.osl_diff_pct),
+            c.osl_asked_avg,
+            c.osl_got_avg
+        )
+    };
     let rows = vec![
         vec![
             "Server usage vs client tokenizer".to_string(),
             c.usage_compared.to_string(),
             c.usage_discrepancies.to_string(),
-            format!(
-                "prompt {}; completion {}",
-                pct(&c.prompt_diff_pct),
-                pct(&c.completion_diff_pct)
-            ),
+            usage,
         ],
         vec![
             "Asked (max_tokens) vs received output length".to_string(),
             c.osl_compared.to_string(),
             c.osl_mismatches.to_string(),
-            format!(
-                "{} (asked {:.1}, received {:.1} on average)",
-                pct(&c.osl_diff_pct),
-                c.osl_asked_avg,
-                c.osl_got_avg
-            ),
+            osl,
         ],
     ];
     html.push_str(&table(
@@ -329,12 +343,14 @@ fn config_section(config: &Value) -> Section {
             .collect(),
         v => vec![vec!["config".into(), v.to_string()]],
     };
-    Section::table(
-        "configuration",
-        "Run configuration",
-        &["Setting", "Value"],
-        &rows,
-    )
+    // A fixed layout that wraps long values (a dataset's JSON) keeps every value on screen.
+    let html =
+        table(&["Setting", "Value"], &rows).replacen("<table>", "<table class=\"config\">", 1);
+    Section {
+        id: "configuration".into(),
+        title: "Run configuration".into(),
+        html,
+    }
 }
 
 /// Every metric's definition (the `--help-metrics` dictionary).

@@ -125,15 +125,84 @@ fn point<'a>(l: &'a Level<'_>, s: &Option<Stats>) -> Option<(f64, f64, &'a str)>
     })
 }
 
-/// One line chart: `y_label` against output token throughput, points labelled by level.
+/// Up to about five round steps (1, 2 or 5 times a power of ten) from 0 covering `max`:
+/// the axis ends at the last one.
+pub(super) fn nice_ticks(max: f64) -> Vec<f64> {
+    let max = if max.is_finite() && max > 0.0 {
+        max
+    } else {
+        1.0
+    };
+    let raw = max / 5.0;
+    let power = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * power)
+        .find(|&st| st >= raw)
+        .unwrap_or(10.0 * power);
+    let n = (max / step).ceil() as usize;
+    (0..=n.max(1)).map(|i| i as f64 * step).collect()
+}
+
+/// Font size of the point labels (px) and the width of one character at that size, an
+/// upper estimate for sans-serif digits and letters, used to keep labels apart.
+const LABEL_PX: f64 = 12.0;
+pub(super) const LABEL_CHAR_W: f64 = 7.2;
+
+/// The box a label takes: (left, top, right, bottom) for text at (x, y) (its baseline)
+/// anchored `start` or `end`.
+pub(super) fn label_box(x: f64, y: f64, anchor: &str, text: &str) -> (f64, f64, f64, f64) {
+    let w = text.chars().count() as f64 * LABEL_CHAR_W;
+    let (l, r) = if anchor == "end" {
+        (x - w, x)
+    } else {
+        (x, x + w)
+    };
+    (l, y - LABEL_PX, r, y + 3.0)
+}
+
+fn overlaps(a: (f64, f64, f64, f64), b: (f64, f64, f64, f64)) -> bool {
+    a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
+}
+
+/// One line chart: `y_label` against output token throughput, both axes from 0 with round
+/// tick labels, points labelled by level where a label fits without covering another one
+/// (a level left unlabelled is still in the table above).
 fn chart(y_label: &str, points: &[(f64, f64, &str)], color: &str) -> String {
-    let max_x = points.iter().map(|p| p.0).fold(0.0, f64::max).max(1e-9) * 1.1;
-    let max_y = points.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-9) * 1.1;
+    let xt = nice_ticks(points.iter().map(|p| p.0).fold(0.0, f64::max) * 1.05);
+    let yt = nice_ticks(points.iter().map(|p| p.1).fold(0.0, f64::max) * 1.1);
+    let (max_x, max_y) = (xt[xt.len() - 1], yt[yt.len() - 1]);
     let x = |v: f64| PAD + v / max_x * (W - 2.0 * PAD);
     let y = |v: f64| H - PAD - v / max_y * (H - 2.0 * PAD);
     let mut svg = format!(
-        "<figure><svg width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" role=\"img\">\n"
+        "<figure><svg width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" role=\"img\" \
+         font-family=\"sans-serif\">\n"
     );
+    for &t in &xt {
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{px:.1}\" y1=\"{PAD}\" x2=\"{px:.1}\" y2=\"{b}\" stroke=\"#e4e4e4\"/>\
+             <text class=\"tick x-tick\" x=\"{px:.1}\" y=\"{ty}\" text-anchor=\"middle\" \
+             font-size=\"11\">{}</text>",
+            escape(&fmt_num(t)),
+            px = x(t),
+            b = H - PAD,
+            ty = H - PAD + 16.0,
+        );
+    }
+    for &t in &yt {
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{PAD}\" y1=\"{py:.1}\" x2=\"{r}\" y2=\"{py:.1}\" stroke=\"#e4e4e4\"/>\
+             <text class=\"tick y-tick\" x=\"{tx}\" y=\"{ty:.1}\" text-anchor=\"end\" \
+             font-size=\"11\">{}</text>",
+            escape(&fmt_num(t)),
+            py = y(t),
+            r = W - PAD,
+            tx = PAD - 5.0,
+            ty = y(t) + 4.0,
+        );
+    }
     let _ = writeln!(
         svg,
         "<line x1=\"{PAD}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\" stroke=\"#444\"/>\
@@ -143,20 +212,18 @@ fn chart(y_label: &str, points: &[(f64, f64, &str)], color: &str) -> String {
     );
     let _ = writeln!(
         svg,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-family=\"sans-serif\" \
-         font-size=\"14\">Output token throughput (tokens/sec), 0 to {}</text>",
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"14\">Output token \
+         throughput (tokens/sec)</text>",
         W / 2.0,
         H - 15.0,
-        escape(&fmt_num(max_x))
     );
     let _ = writeln!(
         svg,
-        "<text x=\"15\" y=\"{}\" font-family=\"sans-serif\" font-size=\"14\" \
-         transform=\"rotate(-90 15 {})\" text-anchor=\"middle\">{}, 0 to {}</text>",
+        "<text x=\"15\" y=\"{}\" font-size=\"14\" transform=\"rotate(-90 15 {})\" \
+         text-anchor=\"middle\">{}</text>",
         H / 2.0,
         H / 2.0,
         escape(y_label),
-        escape(&fmt_num(max_y))
     );
     let mut sorted: Vec<&(f64, f64, &str)> = points.iter().collect();
     sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -169,25 +236,45 @@ fn chart(y_label: &str, points: &[(f64, f64, &str)], color: &str) -> String {
         "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
         line.join(" ")
     );
-    for p in sorted {
-        // Labels in the right half end at their point, so they stay inside the chart.
-        let (anchor, dx) = if x(p.0) > W / 2.0 {
-            ("end", -6.0)
-        } else {
-            ("start", 6.0)
-        };
+    for p in &sorted {
         let _ = writeln!(
             svg,
-            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"4\" fill=\"{color}\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\" font-family=\"sans-serif\" \
-             font-size=\"12\">{} ({})</text>",
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"4\" fill=\"{color}\"/>",
             x(p.0),
-            y(p.1),
-            x(p.0) + dx,
-            y(p.1) - 6.0,
-            escape(p.2),
-            escape(&fmt_num(p.1))
+            y(p.1)
         );
+    }
+    let mut placed: Vec<(f64, f64, f64, f64)> = Vec::new();
+    for p in &sorted {
+        let text = format!("{} ({})", p.2, fmt_num(p.1));
+        let (px, py) = (x(p.0), y(p.1));
+        // Above or below the point, to its right or left: the first that fits the chart
+        // and covers no label placed before.
+        let spot = [
+            (6.0, -8.0, "start"),
+            (-6.0, -8.0, "end"),
+            (6.0, 18.0, "start"),
+            (-6.0, 18.0, "end"),
+        ]
+        .into_iter()
+        .map(|(dx, dy, anchor)| (px + dx, py + dy, anchor))
+        .find(|&(tx, ty, anchor)| {
+            let b = label_box(tx, ty, anchor, &text);
+            b.0 >= 0.0
+                && b.2 <= W
+                && b.1 >= 0.0
+                && b.3 <= H - PAD
+                && !placed.iter().any(|&o| overlaps(o, b))
+        });
+        if let Some((tx, ty, anchor)) = spot {
+            placed.push(label_box(tx, ty, anchor, &text));
+            let _ = writeln!(
+                svg,
+                "<text class=\"point-label\" x=\"{tx:.1}\" y=\"{ty:.1}\" \
+                 text-anchor=\"{anchor}\" font-size=\"{LABEL_PX}\">{}</text>",
+                escape(&text)
+            );
+        }
     }
     let _ = writeln!(
         svg,

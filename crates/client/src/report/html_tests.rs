@@ -204,3 +204,171 @@ fn escape_covers_markup_characters() {
         "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
     );
 }
+
+/// Every `<text class="{class}" ...>` of `svg`: (x, y, text-anchor, text).
+fn svg_texts(svg: &str, class: &str) -> Vec<(f64, f64, String, String)> {
+    let attr = |tag: &str, name: &str| {
+        let at = tag
+            .find(&format!(" {name}=\""))
+            .map(|i| i + name.len() + 3)?;
+        Some(tag[at..at + tag[at..].find('"')?].to_string())
+    };
+    svg.split("<text ")
+        .skip(1)
+        .filter(|t| t.starts_with(&format!("class=\"{class}")))
+        .map(|t| {
+            let (tag, rest) = t.split_once('>').unwrap();
+            let text = rest.split("</text>").next().unwrap().to_string();
+            let num = |n: &str| attr(tag, n).unwrap().parse::<f64>().unwrap();
+            let anchor = attr(tag, "text-anchor").unwrap_or_else(|| "start".into());
+            (num("x"), num("y"), anchor, text)
+        })
+        .collect()
+}
+
+/// The levels' charts have tick labels on both axes, and the point labels of levels that
+/// crowd together never overlap (those that do not fit are left out).
+#[test]
+fn level_charts_have_ticks_and_labels_apart() {
+    let all = requests(32);
+    let base = metrics(&all[..4]);
+    // Eight levels a hair apart in throughput, the same latency: every label would land
+    // on the others.
+    let per: Vec<LlmMetrics> = (0..8)
+        .map(|i| {
+            let mut m = base.clone();
+            m.output_token_throughput = 1000.0 + f64::from(i);
+            m
+        })
+        .collect();
+    let levels: Vec<Level<'_>> = per
+        .iter()
+        .enumerate()
+        .map(|(i, m)| Level {
+            label: format!("concurrency{}", i + 1),
+            href: format!("c{i}/report.html"),
+            metrics: m,
+        })
+        .collect();
+    let page = levels_page(&LevelsPage {
+        title: "levels",
+        levels: &levels,
+        opts: &STREAMING,
+        config: &json!({}),
+        sections: &[],
+    });
+    let charts: Vec<&str> = page.split("<svg").skip(1).collect();
+    assert_eq!(charts.len(), 2);
+    for svg in charts {
+        for axis in ["x-tick", "y-tick"] {
+            let ticks = svg_texts(svg, &format!("tick {axis}"));
+            assert!(ticks.len() >= 3, "{axis}: {ticks:?}");
+            let values: Vec<f64> = ticks
+                .iter()
+                .map(|t| t.3.replace(',', "").parse().unwrap())
+                .collect();
+            assert_eq!(values[0], 0.0);
+            assert!(values.windows(2).all(|w| w[0] < w[1]), "{values:?}");
+        }
+        // The x axis reaches past the largest throughput.
+        let top: f64 = svg_texts(svg, "tick x-tick")
+            .last()
+            .unwrap()
+            .3
+            .replace(',', "")
+            .parse()
+            .unwrap();
+        assert!(top >= 1007.0, "{top}");
+        let labels = svg_texts(svg, "point-label");
+        assert!(!labels.is_empty() && labels.len() < 8, "{labels:?}");
+        let boxes: Vec<_> = labels
+            .iter()
+            .map(|(x, y, a, t)| levels::label_box(*x, *y, a, t))
+            .collect();
+        for (i, a) in boxes.iter().enumerate() {
+            assert!(a.0 >= 0.0 && a.2 <= 800.0, "{a:?}");
+            for b in &boxes[i + 1..] {
+                let apart = a.2 <= b.0 || b.2 <= a.0 || a.3 <= b.1 || b.3 <= a.1;
+                assert!(apart, "{a:?} and {b:?} overlap");
+            }
+        }
+    }
+    // Apart, two levels both get their label.
+    let mut far = per[7].clone();
+    far.output_token_throughput = 4000.0;
+    let spread = [
+        Level {
+            label: "concurrency1".into(),
+            href: "c1/report.html".into(),
+            metrics: &per[0],
+        },
+        Level {
+            label: "concurrency8".into(),
+            href: "c8/report.html".into(),
+            metrics: &far,
+        },
+    ];
+    let page = levels_page(&LevelsPage {
+        title: "levels",
+        levels: &spread,
+        opts: &STREAMING,
+        config: &json!({}),
+        sections: &[],
+    });
+    let svg = page.split("<svg").nth(1).unwrap();
+    assert_eq!(svg_texts(svg, "point-label").len(), 2);
+}
+
+#[test]
+fn nice_ticks_are_round_and_cover_the_maximum() {
+    assert_eq!(levels::nice_ticks(7.3), vec![0.0, 2.0, 4.0, 6.0, 8.0]);
+    assert_eq!(
+        levels::nice_ticks(0.0),
+        vec![0.0, 0.2, 0.4, 0.6000000000000001, 0.8, 1.0]
+    );
+    let t = levels::nice_ticks(1057.0);
+    assert_eq!(t, vec![0.0, 500.0, 1000.0, 1500.0]);
+    assert!(*t.last().unwrap() >= 1057.0 && t.len() <= 7);
+}
+
+/// A long configuration value wraps inside a fixed-layout table instead of pushing the
+/// values off the page; a check that compared nothing says so, with no percentage.
+#[test]
+fn config_values_wrap_and_empty_checks_say_nothing_was_compared() {
+    let mut reqs = requests(3);
+    for r in &mut reqs {
+        r.usage = None;
+        r.requested_osl = None;
+    }
+    let m = metrics(&reqs);
+    let long = "x".repeat(3000);
+    let config = json!({"dataset": {"path": long}, "model": ["llm"]});
+    let page = run_page(&RunPage {
+        title: "c1",
+        metrics: &m,
+        opts: &STREAMING,
+        config: &config,
+        plots: &[],
+        sections: &[],
+    });
+    let conf = &page[page.find("id=\"configuration\"").unwrap()..];
+    assert!(
+        conf.contains("<table class=\"config\">"),
+        "{}",
+        &conf[..200]
+    );
+    let style = &page[page.find("<style>").unwrap()..page.find("</style>").unwrap()];
+    assert!(
+        style.contains("table.config{table-layout:fixed;width:100%}"),
+        "{style}"
+    );
+    assert!(style.contains("overflow-wrap:anywhere"), "{style}");
+    let checks = &page[page.find("id=\"token-checks\"").unwrap()..];
+    let checks = &checks[..checks.find("</table>").unwrap()];
+    assert!(
+        checks.contains("nothing compared: no response carried usage"),
+        "{checks}"
+    );
+    assert!(checks.contains("nothing compared: no request asked for max_tokens"));
+    assert!(!checks.contains('%'), "{checks}");
+}
