@@ -253,11 +253,7 @@ fn aiperf_input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
             phase["concurrency"] = c.into();
         }
         LoadPoint::RequestRate(r) => {
-            phase["type"] = match a.request_distribution {
-                cli::Distribution::Constant => "constant",
-                cli::Distribution::Poisson => "poisson",
-            }
-            .into();
+            phase["type"] = cfg.load.arrival.name().into();
             phase["rate"] = json!(r);
         }
     }
