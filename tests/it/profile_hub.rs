@@ -74,7 +74,7 @@ fn a_hub_model_name_is_the_tokenizer_downloaded_once_then_cached() {
     let addr = server.addr.to_string();
     let endpoint = ("HF_ENDPOINT", hub.endpoint());
     // No --tokenizer: the ORG/NAME model name is the tokenizer, as in AIPerf.
-    let o = profile(&addr, "org/model", &dir, &[endpoint.clone()]);
+    let o = profile(&addr, "org/model", &dir, std::slice::from_ref(&endpoint));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
     let repo = dir.join("hub/models--org--model");
@@ -93,7 +93,7 @@ fn a_hub_model_name_is_the_tokenizer_downloaded_once_then_cached() {
         "the artifacts record the tokenizer"
     );
     // Again: from the cache, no request.
-    let o = profile(&addr, "org/model", &dir, &[endpoint.clone()]);
+    let o = profile(&addr, "org/model", &dir, std::slice::from_ref(&endpoint));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(hub.seen().len(), 2);
     // Offline with the cache: works, no request.
