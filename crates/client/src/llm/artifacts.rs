@@ -192,7 +192,26 @@ fn aiperf_files(
         start = at(run.start_ns),
         end = at(run.end_ns),
     );
-    vec![
+    let mut files = Vec::new();
+    if cfg.args.report.slice_duration.is_some() {
+        let origin = f
+            .requests
+            .iter()
+            .filter(|r| r.error.as_ref().is_none_or(|e| e.kind != "cancelled"))
+            .map(|r| r.start_ns)
+            .min()
+            .unwrap_or(run.start_ns);
+        let slices = &f.metrics.slices;
+        files.push((
+            "profile_export_aiperf_timeslices.json".into(),
+            aiperf::timeslices_json(slices, origin, &info.input_config),
+        ));
+        files.push((
+            "profile_export_aiperf_timeslices.csv".into(),
+            aiperf::timeslices_csv(slices, origin),
+        ));
+    }
+    files.extend([
         (
             "profile_export_aiperf.json".into(),
             aiperf::json(f.metrics, &info),
@@ -204,7 +223,8 @@ fn aiperf_files(
             ".aiperf_results_ready.json".into(),
             aiperf::ready_marker(run.interrupted),
         ),
-    ]
+    ]);
+    files
 }
 
 /// 12 hex digits from the run's start time and process id: distinct per run.
@@ -286,6 +306,7 @@ fn aiperf_input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
         "phases": [phase],
         "artifacts": {
             "dir": point_dir(cfg, point).display().to_string(),
+            "slice_duration": a.report.slice_duration,
             "auto_plot": false,
             "plot_required": false,
         },
@@ -345,13 +366,27 @@ mod tests {
             let dir = point_dir(&c, c.points[0]);
             dir.file_name().unwrap().to_string_lossy().into_owned()
         };
-        let triton = ["-m", "org/llm", "--service-kind", "triton", "--concurrency", "2"];
+        let triton = [
+            "-m",
+            "org/llm",
+            "--service-kind",
+            "triton",
+            "--concurrency",
+            "2",
+        ];
         assert_eq!(name(&triton), "org_llm-triton-tensorrtllm-concurrency2");
         let vllm = [&triton[..], &["--backend", "vllm"]].concat();
         assert_eq!(name(&vllm), "org_llm-triton-vllm-concurrency2");
         let trt = [&triton[..], &["--backend", "tensorrtllm"]].concat();
         assert_eq!(name(&trt), "org_llm-triton-tensorrtllm-concurrency2");
-        let chat = ["-m", "llm", "--endpoint-type", "chat", "--request-rate", "5"];
+        let chat = [
+            "-m",
+            "llm",
+            "--endpoint-type",
+            "chat",
+            "--request-rate",
+            "5",
+        ];
         assert_eq!(name(&chat), "llm-openai-chat-request_rate5");
     }
 }

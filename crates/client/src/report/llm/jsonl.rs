@@ -36,10 +36,7 @@ fn metadata(index: usize, r: &LlmRequest) -> Node {
         },
     );
     md.put("request_start_ns", r.start_ns);
-    md.put(
-        "request_ack_ns",
-        r.chunks.first().map(|c| c.arrival_ns),
-    );
+    md.put("request_ack_ns", r.chunks.first().map(|c| c.arrival_ns));
     md.put("request_end_ns", r.end_ns);
     md.put("worker_id", "inferperf");
     md.put("record_processor_id", "inferperf");
