@@ -1,5 +1,5 @@
-//! What a `profile` level leaves in its directory: the raw export, GenAI-Perf's summaries,
-//! the per-request records, time slices, the HTML page and plots.
+//! What a `profile` level leaves in its directory: the raw export, GenAI-Perf's and AIPerf's
+//! summaries, the per-request records, time slices, the HTML page and plots.
 
 use std::path::{Path, PathBuf};
 
