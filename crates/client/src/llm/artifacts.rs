@@ -197,7 +197,7 @@ fn aiperf_files(
         let origin = f
             .requests
             .iter()
-            .filter(|r| r.error.as_ref().is_none_or(|e| e.kind != "cancelled"))
+            .filter(|r| !r.error.as_ref().is_some_and(|e| e.kind == "cancelled"))
             .map(|r| r.start_ns)
             .min()
             .unwrap_or(run.start_ns);
