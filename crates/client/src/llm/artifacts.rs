@@ -23,7 +23,17 @@ pub(super) fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
     };
     cfg.args
         .artifact_dir
-        .join(format!("{model}-{kind}-{}", point.label()))
+        .join(format!("{model}-{kind}-{}", stimulus(cfg, point)))
+}
+
+/// The load part of a level's folder name: `fixed_schedule` for a trace replayed on its
+/// timestamps (as GenAI-Perf and AIPerf name it), else `concurrencyN` / `request_rateR`.
+fn stimulus(cfg: &ProfileConfig, point: LoadPoint) -> String {
+    if cfg.args.dataset.replaying() {
+        "fixed_schedule".into()
+    } else {
+        point.label()
+    }
 }
 
 /// GenAI-Perf's lower-case backend name.
@@ -261,6 +271,7 @@ fn aiperf_input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
     let scheme = if cfg.tls.is_some() { "https" } else { "http" };
     let mut phase = json!({"name": "profiling", "kind": "profiling"});
     match point {
+        _ if a.dataset.replaying() => phase["type"] = "fixed_schedule".into(),
         LoadPoint::Concurrency(c) => {
             phase["type"] = "concurrency".into();
             phase["concurrency"] = c.into();
