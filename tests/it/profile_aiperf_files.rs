@@ -37,7 +37,8 @@ fn not_measured(key: &str) -> bool {
 }
 
 fn sample_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/client/src/report/llm/testdata/aiperf/single")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/client/src/report/llm/testdata/aiperf/single")
 }
 
 fn read(path: &Path) -> String {
@@ -50,7 +51,12 @@ fn files_under(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
         if p.is_dir() {
             files_under(root, &p, out);
         } else {
-            out.insert(p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/"));
+            out.insert(
+                p.strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/"),
+            );
         }
     }
 }
@@ -110,10 +116,10 @@ fn label(row: &str) -> String {
     }
 }
 
-fn run_dir(tag: &str) -> PathBuf {
+fn run_dir(tag: &str, more: &[&str]) -> PathBuf {
     let server = start_llm(3, 1, 1);
     let dir = temp_dir(tag);
-    let args = [
+    let mut args = vec![
         "--endpoint-type",
         "chat",
         "--streaming",
@@ -126,6 +132,7 @@ fn run_dir(tag: &str) -> PathBuf {
         "--output-tokens-mean",
         "8",
     ];
+    args.extend(more);
     let (outcomes, _) = profile(&server, &dir, &args).unwrap();
     server.stop();
     outcomes[0].dir.clone()
@@ -133,7 +140,7 @@ fn run_dir(tag: &str) -> PathBuf {
 
 #[test]
 fn aiperf_files_have_the_layout_and_keys_of_aiperfs() {
-    let ours = run_dir("profile-aiperf-files");
+    let ours = run_dir("profile-aiperf-files", &[]);
     let sample = sample_dir();
 
     // Every file and folder AIPerf writes for the run, beside GenAI-Perf's.
@@ -142,7 +149,11 @@ fn aiperf_files_have_the_layout_and_keys_of_aiperfs() {
     files_under(&ours, &ours, &mut have);
     let lacking: Vec<_> = want.difference(&have).collect();
     assert!(lacking.is_empty(), "missing {lacking:?} in {have:?}");
-    for genai in ["profile_export.json", "profile_export_genai_perf.json", "profile_export_genai_perf.csv"] {
+    for genai in [
+        "profile_export.json",
+        "profile_export_genai_perf.json",
+        "profile_export_genai_perf.csv",
+    ] {
         assert!(have.contains(genai), "{genai}");
     }
 
@@ -166,12 +177,21 @@ fn aiperf_files_have_the_layout_and_keys_of_aiperfs() {
         assert_eq!(o[0], s[0], "block header");
         let known: BTreeSet<String> = s.iter().map(|r| label(r)).collect();
         for row in o {
-            assert!(known.contains(&label(row)), "{row:?} is not one of AIPerf's rows");
+            assert!(
+                known.contains(&label(row)),
+                "{row:?} is not one of AIPerf's rows"
+            );
             assert_eq!(row.split(',').count(), s[0].split(',').count(), "{row}");
         }
     }
-    assert!(ob[0].iter().any(|r| r.starts_with("Time to First Token (ms),")));
-    assert!(ob[1].contains(&"Request Count,6.00".to_string()), "{:?}", ob[1]);
+    assert!(ob[0]
+        .iter()
+        .any(|r| r.starts_with("Time to First Token (ms),")));
+    assert!(
+        ob[1].contains(&"Request Count,6.00".to_string()),
+        "{:?}",
+        ob[1]
+    );
 
     // The per-request records: AIPerf's metadata keys and metric units.
     let first = |path: &Path| -> Value {
@@ -183,7 +203,13 @@ fn aiperf_files_have_the_layout_and_keys_of_aiperfs() {
     for line in records.lines() {
         let r: Value = serde_json::from_str(line).unwrap();
         let mut gaps = Vec::new();
-        missing(&sr["metadata"], &r["metadata"], "metadata", false, &mut gaps);
+        missing(
+            &sr["metadata"],
+            &r["metadata"],
+            "metadata",
+            false,
+            &mut gaps,
+        );
         let metrics = sr["metrics"].as_object().unwrap();
         for (k, v) in metrics.iter().filter(|(k, _)| !not_measured(k)) {
             match r["metrics"].get(k) {
@@ -201,7 +227,10 @@ fn aiperf_files_have_the_layout_and_keys_of_aiperfs() {
     let entries = oi["data"].as_array().unwrap();
     assert!(!entries.is_empty());
     for key in si["data"][0].as_object().unwrap().keys() {
-        assert!(entries.iter().all(|e| e.get(key).is_some()), "inputs.json lacks {key}");
+        assert!(
+            entries.iter().all(|e| e.get(key).is_some()),
+            "inputs.json lacks {key}"
+        );
     }
     assert!(entries.iter().all(|e| e["payload"] == e["payloads"]));
 
@@ -217,7 +246,7 @@ fn aiperf_tools_read_the_run_folder() {
         println!("profile_aiperf_files: aiperf tools skipped (set INFERPERF_AIPERF to an aiperf executable)");
         return;
     };
-    let ours = run_dir("profile-aiperf-plot");
+    let ours = run_dir("profile-aiperf-plot", &["--slice-duration", "0.01"]);
     let home = temp_dir("profile-aiperf-home");
     let run = |args: &[&std::ffi::OsStr]| {
         let out = Command::new(&aiperf)
@@ -240,4 +269,47 @@ fn aiperf_tools_read_the_run_folder() {
     assert!(!pngs.is_empty(), "aiperf plot drew nothing");
     run(&["analyze".as_ref(), "swim-lane".as_ref(), ours.as_os_str()]);
     assert!(ours.join("swim_lane.png").is_file());
+}
+
+#[test]
+fn aiperf_time_slices_have_aiperfs_names_and_rows() {
+    let ours = run_dir("profile-aiperf-slices", &["--slice-duration", "0.01"]);
+    let sample = sample_dir().with_file_name("timeslices");
+    let name = "profile_export_aiperf_timeslices";
+    let s: Value = serde_json::from_str(&read(&sample.join(format!("{name}.json")))).unwrap();
+    let o: Value = serde_json::from_str(&read(&ours.join(format!("{name}.json")))).unwrap();
+    let (ss, os) = (&s["timeslices"][0], o["timeslices"].as_array().unwrap());
+    assert!(!os.is_empty());
+    let mut requests = 0.0;
+    for slice in os {
+        assert!(slice["end_ns"].as_u64().unwrap() > slice["start_ns"].as_u64().unwrap());
+        for (k, v) in slice.as_object().unwrap() {
+            let known = ss
+                .get(k)
+                .unwrap_or_else(|| panic!("{k} is not one of AIPerf's slice keys"));
+            assert_eq!(v.get("unit"), known.get("unit"), "{k}");
+        }
+        requests += slice["request_count"]["avg"].as_f64().unwrap();
+    }
+    assert_eq!(requests, 6.0, "every request counted in a slice");
+    assert!(o.get("input_config").is_some());
+
+    // The CSV: AIPerf's header, and each (metric, unit, statistic) one AIPerf writes.
+    let rows = |text: &str| -> Vec<Vec<String>> {
+        text.split("\r\n")
+            .filter(|l| !l.is_empty())
+            .map(|l| l.split(',').map(str::to_string).collect())
+            .collect()
+    };
+    let sr = rows(&read(&sample.join(format!("{name}.csv"))));
+    let or = rows(&read(&ours.join(format!("{name}.csv"))));
+    assert_eq!(or[0], sr[0]);
+    let known: BTreeSet<&[String]> = sr[1..].iter().map(|r| &r[3..6]).collect();
+    assert!(or.len() > 1);
+    for r in &or[1..] {
+        assert!(
+            known.contains(&r[3..6]),
+            "{r:?} is not one of AIPerf's rows"
+        );
+    }
 }

@@ -46,6 +46,23 @@ fn replay_once(attempt: usize) -> (Vec<u64>, String) {
     let reqs = &outcomes[0].requests;
     assert_eq!(reqs.len(), STAMPS_MS.len());
     assert!(reqs.iter().all(|r| r.ok()), "{:?}", reqs[0].error);
+    // Named as GenAI-Perf and AIPerf name a replay's folder.
+    assert!(
+        outcomes[0]
+            .dir
+            .to_string_lossy()
+            .ends_with("-fixed_schedule"),
+        "{}",
+        outcomes[0].dir.display()
+    );
+    let aiperf: Value = serde_json::from_str(
+        &std::fs::read_to_string(outcomes[0].dir.join("profile_export_aiperf.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        aiperf["input_config"]["phases"][0]["type"],
+        "fixed_schedule"
+    );
     // The synthetic hash-id prompts have their exact input_length.
     assert_eq!(reqs.iter().filter(|r| r.isl == 40).count(), 4);
     // When the server answered each request (no TTFT: as soon as it was read), in time

@@ -309,11 +309,16 @@ fn summary_files_are_named_after_the_profile_export_file() {
     assert_eq!(
         names,
         [
+            ".aiperf_results_ready.json",
             "inputs.json",
+            "logs",
             "my.json",
             "my.jsonl",
             "my_genai_perf.csv",
             "my_genai_perf.json",
+            "profile_export_aiperf.csv",
+            "profile_export_aiperf.json",
+            "profile_export_console.txt",
             "report.html",
         ]
     );

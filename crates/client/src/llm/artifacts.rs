@@ -1,5 +1,5 @@
-//! What a `profile` level leaves in its directory: the raw export, GenAI-Perf's summaries,
-//! the per-request records, time slices, the HTML page and plots.
+//! What a `profile` level leaves in its directory: the raw export, GenAI-Perf's and AIPerf's
+//! summaries, the per-request records, time slices, the HTML page and plots.
 
 use std::path::{Path, PathBuf};
 
@@ -23,7 +23,17 @@ pub(super) fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
     };
     cfg.args
         .artifact_dir
-        .join(format!("{model}-{kind}-{}", point.label()))
+        .join(format!("{model}-{kind}-{}", stimulus(cfg, point)))
+}
+
+/// The load part of a level's folder name: `fixed_schedule` for a trace replayed on its
+/// timestamps (as GenAI-Perf and AIPerf name it), else `concurrencyN` / `request_rateR`.
+fn stimulus(cfg: &ProfileConfig, point: LoadPoint) -> String {
+    if cfg.args.dataset.replaying() {
+        "fixed_schedule".into()
+    } else {
+        point.label()
+    }
 }
 
 /// GenAI-Perf's lower-case backend name.
@@ -199,7 +209,26 @@ fn aiperf_files(
         start = at(run.start_ns),
         end = at(run.end_ns),
     );
-    vec![
+    let mut files = Vec::new();
+    if cfg.args.report.slice_duration.is_some() {
+        let origin = f
+            .requests
+            .iter()
+            .filter(|r| !r.error.as_ref().is_some_and(|e| e.kind == "cancelled"))
+            .map(|r| r.start_ns)
+            .min()
+            .unwrap_or(run.start_ns);
+        let slices = &f.metrics.slices;
+        files.push((
+            "profile_export_aiperf_timeslices.json".into(),
+            aiperf::timeslices_json(slices, origin, &info.input_config),
+        ));
+        files.push((
+            "profile_export_aiperf_timeslices.csv".into(),
+            aiperf::timeslices_csv(slices, origin),
+        ));
+    }
+    files.extend([
         (
             "profile_export_aiperf.json".into(),
             aiperf::json(f.metrics, &info),
@@ -211,7 +240,8 @@ fn aiperf_files(
             ".aiperf_results_ready.json".into(),
             aiperf::ready_marker(run.interrupted),
         ),
-    ]
+    ]);
+    files
 }
 
 /// 12 hex digits from the run's start time and process id: distinct per run.
@@ -248,6 +278,7 @@ fn aiperf_input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
     let scheme = if cfg.tls.is_some() { "https" } else { "http" };
     let mut phase = json!({"name": "profiling", "kind": "profiling"});
     match point {
+        _ if a.dataset.replaying() => phase["type"] = "fixed_schedule".into(),
         LoadPoint::Concurrency(c) => {
             phase["type"] = "concurrency".into();
             phase["concurrency"] = c.into();
@@ -289,6 +320,7 @@ fn aiperf_input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
         "phases": [phase],
         "artifacts": {
             "dir": point_dir(cfg, point).display().to_string(),
+            "slice_duration": a.report.slice_duration,
             "auto_plot": false,
             "plot_required": false,
         },
@@ -348,13 +380,27 @@ mod tests {
             let dir = point_dir(&c, c.points[0]);
             dir.file_name().unwrap().to_string_lossy().into_owned()
         };
-        let triton = ["-m", "org/llm", "--service-kind", "triton", "--concurrency", "2"];
+        let triton = [
+            "-m",
+            "org/llm",
+            "--service-kind",
+            "triton",
+            "--concurrency",
+            "2",
+        ];
         assert_eq!(name(&triton), "org_llm-triton-tensorrtllm-concurrency2");
         let vllm = [&triton[..], &["--backend", "vllm"]].concat();
         assert_eq!(name(&vllm), "org_llm-triton-vllm-concurrency2");
         let trt = [&triton[..], &["--backend", "tensorrtllm"]].concat();
         assert_eq!(name(&trt), "org_llm-triton-tensorrtllm-concurrency2");
-        let chat = ["-m", "llm", "--endpoint-type", "chat", "--request-rate", "5"];
+        let chat = [
+            "-m",
+            "llm",
+            "--endpoint-type",
+            "chat",
+            "--request-rate",
+            "5",
+        ];
         assert_eq!(name(&chat), "llm-openai-chat-request_rate5");
     }
 }

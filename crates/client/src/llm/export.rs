@@ -49,7 +49,9 @@ pub fn inputs_json(bodies: &[Value]) -> String {
     let data: Vec<Value> = bodies
         .iter()
         .enumerate()
-        .map(|(i, b)| json!({"payload": [b], "session_id": format!("session_{i}"), "payloads": [b]}))
+        .map(
+            |(i, b)| json!({"payload": [b], "session_id": format!("session_{i}"), "payloads": [b]}),
+        )
         .collect();
     let mut s = serde_json::to_string_pretty(&json!({ "data": data })).unwrap_or_default();
     s.push('\n');

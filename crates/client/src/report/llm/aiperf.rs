@@ -11,6 +11,7 @@
 use serde_json::Value;
 
 use super::json_text::{num, Node};
+use crate::measure::llm::slices::Slice;
 use crate::measure::llm::stats::PERCENTILES;
 use crate::measure::llm::{LlmMetrics, Stats};
 
@@ -409,4 +410,113 @@ fn csv_field(s: &str) -> String {
 /// `.aiperf_results_ready.json`, the marker AIPerf leaves once its files are complete.
 pub fn ready_marker(was_cancelled: bool) -> String {
     format!("{{\"ready\":true,\"was_cancelled\":{was_cancelled},\"partial\":{was_cancelled}}}")
+}
+
+/// The metrics of one time slice, under AIPerf's tags (request_count counts the slice's
+/// successful requests, as AIPerf's does).
+fn slice_rows(s: &Slice) -> Vec<Row> {
+    let mut out = Vec::new();
+    for (tag, header, st) in [
+        ("request_latency", "Request Latency", &s.request_latency),
+        ("time_to_first_token", "Time to First Token", &s.ttft),
+        ("inter_token_latency", "Inter Token Latency", &s.itl),
+    ] {
+        if let Some(st) = st {
+            out.push(Row {
+                tag,
+                header,
+                unit: "ms",
+                figure: Figure::Dist(st.scaled(MS)),
+            });
+        }
+    }
+    let ok = s.request_count.saturating_sub(s.error_count);
+    let secs = s.end_ns.saturating_sub(s.start_ns) as f64 / 1e9;
+    let mut value = |tag, header, unit, v: f64| {
+        out.push(Row {
+            tag,
+            header,
+            unit,
+            figure: Figure::Value(v),
+        })
+    };
+    value("request_count", "Request Count", "requests", ok as f64);
+    value(
+        "total_osl",
+        "Total Output Sequence Length",
+        "tokens",
+        s.total_osl as f64,
+    );
+    if secs > 0.0 {
+        value(
+            "request_throughput",
+            "Request Throughput",
+            "requests/sec",
+            ok as f64 / secs,
+        );
+    }
+    out
+}
+
+/// `profile_export_aiperf_timeslices.json`: `{"timeslices": [{start_ns, end_ns, <metric>:
+/// {unit, avg, ..}}, ..], "input_config": ..}`, slice bounds in ns since the Unix epoch
+/// (`origin_ns` is the first request's start).
+pub fn timeslices_json(slices: &[Slice], origin_ns: u64, input_config: &Value) -> String {
+    let list = slices
+        .iter()
+        .map(|s| {
+            let mut o = Node::obj();
+            o.put("start_ns", origin_ns + s.start_ns);
+            o.put("end_ns", origin_ns + s.end_ns);
+            for r in slice_rows(s) {
+                o.push(r.tag, metric_node(&r));
+            }
+            o
+        })
+        .collect();
+    let mut root = Node::obj();
+    root.push("timeslices", Node::List(list));
+    root.push("input_config", Node::Leaf(input_config.clone()));
+    let mut text = root.pretty();
+    text.push('\n');
+    text
+}
+
+/// `profile_export_aiperf_timeslices.csv`: one row per slice, metric and statistic
+/// (`Timeslice,Start_NS,End_NS,Metric,Unit,Stat,Value`), metrics sorted by label, CRLF rows.
+pub fn timeslices_csv(slices: &[Slice], origin_ns: u64) -> String {
+    let mut out = String::from("Timeslice,Start_NS,End_NS,Metric,Unit,Stat,Value\r\n");
+    for s in slices {
+        let mut rows = slice_rows(s);
+        rows.sort_by(|a, b| a.header.cmp(b.header));
+        let lead = format!(
+            "{},{},{}",
+            s.index,
+            origin_ns + s.start_ns,
+            origin_ns + s.end_ns
+        );
+        for r in rows {
+            let mut stat = |name: &str, v: f64| {
+                out.push_str(&format!(
+                    "{lead},{},{},{name},{v:.2}\r\n",
+                    csv_field(r.header),
+                    r.unit
+                ));
+            };
+            match &r.figure {
+                Figure::Value(v) => stat("avg", *v),
+                Figure::Dist(st) => {
+                    stat("avg", st.avg);
+                    stat("min", st.min);
+                    stat("max", st.max);
+                    stat("sum", st.avg * st.count as f64);
+                    for (p, v) in PERCENTILES.iter().zip(st.percentiles) {
+                        stat(&format!("p{p}"), v);
+                    }
+                    stat("std", st.std);
+                }
+            }
+        }
+    }
+    out
 }

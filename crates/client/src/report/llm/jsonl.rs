@@ -1,7 +1,7 @@
-//! `profile_export.jsonl`: one JSON line per request, shaped like AIPerf's record export
-//! (`metadata`, `metrics` as `{"value", "unit"}` pairs, `error`), so per-request analysis
-//! needs no re-parsing of the raw export. Times in `metrics` are ms; `metadata` keeps exact
-//! ns timestamps and each chunk's arrival offset from the request start (ns).
+//! `profile_export.jsonl`: one JSON line per request in AIPerf's record shape (`metadata`
+//! with AIPerf's keys, `metrics` as `{"value", "unit"}` pairs, `error`), which `aiperf plot`
+//! reads; `metadata` then adds inferperf's exact ns timestamps and each chunk's arrival offset
+//! from the request start (ns). Times in `metrics` are ms.
 
 use serde_json::Value;
 
@@ -36,10 +36,7 @@ fn metadata(index: usize, r: &LlmRequest) -> Node {
         },
     );
     md.put("request_start_ns", r.start_ns);
-    md.put(
-        "request_ack_ns",
-        r.chunks.first().map(|c| c.arrival_ns),
-    );
+    md.put("request_ack_ns", r.chunks.first().map(|c| c.arrival_ns));
     md.put("request_end_ns", r.end_ns);
     md.put("worker_id", "inferperf");
     md.put("record_processor_id", "inferperf");

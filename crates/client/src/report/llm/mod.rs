@@ -1,6 +1,7 @@
 //! LLM reports: the console table (GenAI-Perf's layout plus inferperf's extra lines), GenAI-Perf's
-//! `profile_export_genai_perf.{json,csv}`, and an AIPerf-like per-request
-//! `profile_export.jsonl`. Plain data in, text out.
+//! `profile_export_genai_perf.{json,csv}`, AIPerf's `profile_export_aiperf.{json,csv}` and
+//! time slices, and the per-request `profile_export.jsonl` in AIPerf's record shape. Plain
+//! data in, text out.
 
 pub mod aiperf;
 pub mod console;

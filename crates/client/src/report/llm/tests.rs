@@ -314,3 +314,45 @@ fn missing_stats_print_as_na() {
     let csv = genai_perf::csv(&m, &STREAMING);
     assert!(!csv.contains("Time To Second Token"), "{csv}");
 }
+
+#[test]
+fn aiperf_summaries_count_errors_and_goodput_under_aiperfs_labels() {
+    let m = metrics();
+    let csv = aiperf::csv(&m);
+    let rows: Vec<&str> = csv.split("\r\n").collect();
+    assert!(rows.contains(&"Request Count,2.00"), "{csv}");
+    assert!(rows.contains(&"Error Request Count,1.00"), "{csv}");
+    assert!(
+        rows.contains(&"Completed Requests (Success + Error),3.00"),
+        "{csv}"
+    );
+    assert!(rows.contains(&"Request Error Rate (%),33.33"), "{csv}");
+    assert!(
+        rows.iter()
+            .any(|r| r.starts_with("Goodput (requests/sec),")),
+        "{csv}"
+    );
+    assert!(csv.ends_with("std\r\n") && !csv.replace("\r\n", "").contains('\n'));
+    let info = aiperf::RunInfo {
+        benchmark_id: "0123456789ab".into(),
+        cli_command: "inferperf profile -m m".into(),
+        start_ns: 1_700_000_000_000_000_000,
+        end_ns: 1_700_000_000_250_000_000,
+        was_cancelled: false,
+        input_config: serde_json::json!({"phases": []}),
+    };
+    let json: serde_json::Value = serde_json::from_str(&aiperf::json(&m, &info)).unwrap();
+    assert_eq!(json["schema_version"], "1.4");
+    assert_eq!(
+        json["error_request_count"],
+        serde_json::json!({"unit": "requests", "avg": 1.0})
+    );
+    assert_eq!(json["request_latency"]["count"], 2);
+    assert_eq!(json["error_summary"][0]["count"], 1);
+    assert_eq!(json["start_time"], "2023-11-14T22:13:20.000000");
+    assert_eq!(json["end_time"], "2023-11-14T22:13:20.250000");
+    assert_eq!(
+        aiperf::iso_time(951_782_400_000_000_000),
+        "2000-02-29T00:00:00.000000"
+    );
+}
