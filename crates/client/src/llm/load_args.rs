@@ -31,11 +31,12 @@ pub struct LoadArgs {
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
     pub benchmark_grace_period: Option<String>,
     /// JSON file of `{"time_s": T, "qps": R}` points (a list, or `{"points": [...]}`): the
-    /// request rate follows the line through them, then holds the last rate.
+    /// request rate follows the line through them, then holds the last rate (instead of
+    /// --request-rate).
     #[arg(long, value_name = "FILE")]
     pub request_rate_series: Option<PathBuf>,
     /// Stop the run when the share of failed requests exceeds RATIO (0 to 1), checked once
-    /// max(concurrency, 10) requests have finished; results so far are written, exit 1.
+    /// max(concurrency, 10) requests have finished; results so far are written, exit 99.
     #[arg(long, value_name = "RATIO", allow_negative_numbers = true)]
     pub failed_request_threshold: Option<String>,
 }
