@@ -1,6 +1,7 @@
-//! AIPerf's load flags of `inferperf profile` against the in-process reference server: the
-//! arrival pattern (and its gamma shape), the failed-request threshold, the grace period
-//! after a duration, the prefill cap and the request-rate series. Each test checks what the
+//! AIPerf's load flags of `inferperf profile` against the in-process reference server (or a
+//! stand-in rankings server): the arrival pattern (and its gamma shape), GenAI-Perf's
+//! rankings folder, the failed-request threshold, the grace period after a duration and the
+//! request-rate series. Each test checks what the
 //! server received (counts, the spread of the gaps between arrivals) and what the summary
 //! says; spreads are compared as coefficients of variation, never as wall-clock limits.
 
@@ -145,19 +146,9 @@ fn bad_load_flag_values_are_one_line_usage_errors() {
             &["--failed-request-threshold", "2"][..],
             "--failed-request-threshold",
         ),
+        // Refused: nothing holds requests back until their first token.
         (
-            &["--streaming", "--prefill-concurrency", "0"][..],
-            "--prefill-concurrency",
-        ),
-        (&["--prefill-concurrency", "2"][..], "--prefill-concurrency"),
-        (
-            &[
-                "--streaming",
-                "--concurrency",
-                "2",
-                "--prefill-concurrency",
-                "4",
-            ][..],
+            &["--streaming", "--prefill-concurrency", "2"][..],
             "--prefill-concurrency",
         ),
         (

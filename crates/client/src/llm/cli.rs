@@ -297,8 +297,8 @@ pub struct ProfileConfig {
     pub backend: Backend,
     /// `--batch-size-text`: texts per embeddings or rankings request.
     pub batch_size: usize,
-    /// AIPerf's load flags: arrival pattern, grace period, prefill cap, rate series,
-    /// failed-request threshold.
+    /// AIPerf's load flags: arrival pattern, grace period, rate series, failed-request
+    /// threshold.
     pub load: super::load_args::LoadPlan,
 }
 

@@ -1,6 +1,6 @@
 //! AIPerf's load-shaping flags of `profile`: the arrival pattern of `--request-rate`, the
-//! grace period after `--benchmark-duration`, the prefill concurrency cap, a request-rate
-//! series and the failed-request threshold; parsed here into a [`LoadPlan`].
+//! grace period after `--benchmark-duration`, a request-rate series and the failed-request
+//! threshold; parsed here into a [`LoadPlan`].
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,15 +30,13 @@ pub struct LoadArgs {
     /// AIPerf; `inf`: until all finish); those still unanswered are left out.
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
     pub benchmark_grace_period: Option<String>,
-    /// Streaming: at most N requests waiting for their first token at a time.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub prefill_concurrency: Option<String>,
     /// JSON file of `{"time_s": T, "qps": R}` points (a list, or `{"points": [...]}`): the
-    /// request rate follows the line through them, then holds the last rate.
+    /// request rate follows the line through them, then holds the last rate (instead of
+    /// --request-rate).
     #[arg(long, value_name = "FILE")]
     pub request_rate_series: Option<PathBuf>,
     /// Stop the run when the share of failed requests exceeds RATIO (0 to 1), checked once
-    /// max(concurrency, 10) requests have finished; results so far are written, exit 1.
+    /// max(concurrency, 10) requests have finished; results so far are written, exit 99.
     #[arg(long, value_name = "RATIO", allow_negative_numbers = true)]
     pub failed_request_threshold: Option<String>,
 }
@@ -69,7 +67,6 @@ pub struct LoadPlan {
     pub arrival: Arrival,
     /// Wait after the duration for requests in flight; `None`: until they all finish.
     pub grace: Option<Duration>,
-    pub prefill_concurrency: Option<u64>,
     /// `(time_s, qps)` points, time strictly increasing.
     pub rate_series: Option<Vec<(f64, f64)>>,
     pub failed_request_threshold: Option<f64>,
@@ -80,7 +77,6 @@ impl Default for LoadPlan {
         LoadPlan {
             arrival: Arrival::Constant,
             grace: Some(DEFAULT_GRACE),
-            prefill_concurrency: None,
             rate_series: None,
             failed_request_threshold: None,
         }
@@ -155,17 +151,6 @@ pub fn plan(args: &LoadArgs, distribution: Option<Given>) -> Result<LoadPlan> {
             }
         },
     };
-    let prefill_concurrency = args
-        .prefill_concurrency
-        .as_deref()
-        .map(|raw| match raw.trim().parse::<u64>() {
-            Ok(n) if (1..=MAX_PREFILL).contains(&n) => Ok(n),
-            _ => Err(Error::usage(format!(
-                "profile: --prefill-concurrency must be a whole number from 1 to \
-                 {MAX_PREFILL} (got '{raw}')"
-            ))),
-        })
-        .transpose()?;
     let failed_request_threshold = args
         .failed_request_threshold
         .as_deref()
@@ -184,14 +169,10 @@ pub fn plan(args: &LoadArgs, distribution: Option<Given>) -> Result<LoadPlan> {
     Ok(LoadPlan {
         arrival,
         grace,
-        prefill_concurrency,
         rate_series,
         failed_request_threshold,
     })
 }
-
-/// `--prefill-concurrency` at most.
-const MAX_PREFILL: u64 = 1 << 20;
 
 /// A finite number above 0 given to `flag`.
 fn positive(flag: &str, raw: &str) -> Result<f64> {
@@ -212,7 +193,6 @@ pub fn config_json(plan: &LoadPlan) -> Value {
             _ => None,
         },
         "benchmark_grace_period": plan.grace.map_or(json!("inf"), |g| json!(g.as_secs_f64())),
-        "prefill_concurrency": plan.prefill_concurrency,
         "request_rate_series": plan.rate_series.as_ref().map(|points| {
             points
                 .iter()

@@ -8,7 +8,6 @@ fn args(pairs: &[(&str, &str)]) -> LoadArgs {
             "pattern" => a.arrival_pattern = v,
             "smooth" => a.arrival_smoothness = v,
             "grace" => a.benchmark_grace_period = v,
-            "prefill" => a.prefill_concurrency = v,
             "threshold" => a.failed_request_threshold = v,
             _ => unreachable!(),
         }
@@ -69,11 +68,6 @@ fn arrival_pattern_smoothness_and_distribution_resolve_as_aiperf_does() {
             "--benchmark-grace-period must be",
         ),
         (
-            vec![("prefill", "0")],
-            None,
-            "--prefill-concurrency must be",
-        ),
-        (
             vec![("threshold", "1.5")],
             None,
             "--failed-request-threshold must be",
@@ -93,17 +87,12 @@ fn arrival_pattern_smoothness_and_distribution_resolve_as_aiperf_does() {
 }
 
 #[test]
-fn grace_prefill_and_threshold_are_read() {
+fn grace_and_threshold_are_read() {
     let d = plan(&LoadArgs::default(), None).unwrap();
     assert_eq!(d, LoadPlan::default());
     assert_eq!(d.grace, Some(Duration::from_secs(30)));
-    let p = plan(
-        &args(&[("grace", "2.5"), ("prefill", "3"), ("threshold", "0.25")]),
-        None,
-    )
-    .unwrap();
+    let p = plan(&args(&[("grace", "2.5"), ("threshold", "0.25")]), None).unwrap();
     assert_eq!(p.grace, Some(Duration::from_millis(2500)));
-    assert_eq!(p.prefill_concurrency, Some(3));
     assert_eq!(p.failed_request_threshold, Some(0.25));
     assert_eq!(plan(&args(&[("grace", "inf")]), None).unwrap().grace, None);
     assert_eq!(

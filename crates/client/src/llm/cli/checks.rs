@@ -246,18 +246,5 @@ pub(super) fn load_plan(args: &ProfileArgs) -> Result<super::super::load_args::L
             "profile: --arrival-pattern and --arrival-smoothness shape --request-rate (or              --request-rate-series) arrivals; give one of those",
         ));
     }
-    if let Some(n) = plan.prefill_concurrency {
-        if !args.streaming {
-            return Err(Error::usage(
-                "profile: --prefill-concurrency needs --streaming (the first token ends a \
-                 request's prefill)",
-            ));
-        }
-        if let Some(c) = args.concurrency.iter().find(|c| **c < n) {
-            return Err(Error::usage(format!(
-                "profile: --prefill-concurrency {n} must be at most --concurrency ({c})"
-            )));
-        }
-    }
     Ok(plan)
 }
