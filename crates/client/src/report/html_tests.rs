@@ -288,7 +288,8 @@ fn level_charts_have_ticks_and_labels_apart() {
         for (i, a) in boxes.iter().enumerate() {
             assert!(a.0 >= 0.0 && a.2 <= 800.0, "{a:?}");
             for b in &boxes[i + 1..] {
-                let apart = a.2 <= b.0 || b.2 <= a.0 || a.3 <= b.1 || b.3 <= a.1;
+                let apart =
+                    a.2 + 4.0 <= b.0 || b.2 + 4.0 <= a.0 || a.3 + 4.0 <= b.1 || b.3 + 4.0 <= a.1;
                 assert!(apart, "{a:?} and {b:?} overlap");
             }
         }
