@@ -380,7 +380,7 @@ fn drive_measured(
         });
     }
     let recorded = run.records.len() as u64;
-    let short_of_count = count.is_none_or(|n| recorded < n);
+    let short_of_count = count.map_or(true, |n| recorded < n);
     if ended_early && short_of_count && run.fails.count(FailKind::Connect) > 0 {
         let elapsed = started.elapsed().as_secs_f64();
         run.cut_short = Some(cut_short_line(

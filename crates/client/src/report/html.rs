@@ -117,6 +117,7 @@ figure svg{max-width:100%;height:auto;border:1px solid #ddd}\
 nav a{margin-right:1em}\
 table.config{table-layout:fixed;width:100%}\
 table.config th:first-child,table.config td:first-child{width:16em}\
+table.config th{text-align:left}\
 table.config td{text-align:left;white-space:pre-wrap;overflow-wrap:anywhere;word-break:break-word}";
 
 /// The page around `body`, with a table of contents of `sections` (id, title).

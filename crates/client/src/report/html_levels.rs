@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use super::{assemble, config_section, definitions_section, escape, Level, LevelsPage, Section};
 use crate::measure::llm::Stats;
+use crate::report::fmt::fmt_g;
 use crate::report::llm::fmt_num;
 
 /// The comparison page.
@@ -161,8 +162,11 @@ pub(super) fn label_box(x: f64, y: f64, anchor: &str, text: &str) -> (f64, f64, 
     (l, y - LABEL_PX, r, y + 3.0)
 }
 
+/// Least room kept between two labels, and between a label and a point (px).
+const LABEL_GAP: f64 = 4.0;
+
 fn overlaps(a: (f64, f64, f64, f64), b: (f64, f64, f64, f64)) -> bool {
-    a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
+    a.0 < b.2 + LABEL_GAP && b.0 < a.2 + LABEL_GAP && a.1 < b.3 + LABEL_GAP && b.1 < a.3 + LABEL_GAP
 }
 
 /// One line chart: `y_label` against output token throughput, both axes from 0 with round
@@ -184,7 +188,7 @@ fn chart(y_label: &str, points: &[(f64, f64, &str)], color: &str) -> String {
             "<line x1=\"{px:.1}\" y1=\"{PAD}\" x2=\"{px:.1}\" y2=\"{b}\" stroke=\"#e4e4e4\"/>\
              <text class=\"tick x-tick\" x=\"{px:.1}\" y=\"{ty}\" text-anchor=\"middle\" \
              font-size=\"11\">{}</text>",
-            escape(&fmt_num(t)),
+            escape(&fmt_g(t)),
             px = x(t),
             b = H - PAD,
             ty = H - PAD + 16.0,
@@ -196,7 +200,7 @@ fn chart(y_label: &str, points: &[(f64, f64, &str)], color: &str) -> String {
             "<line x1=\"{PAD}\" y1=\"{py:.1}\" x2=\"{r}\" y2=\"{py:.1}\" stroke=\"#e4e4e4\"/>\
              <text class=\"tick y-tick\" x=\"{tx}\" y=\"{ty:.1}\" text-anchor=\"end\" \
              font-size=\"11\">{}</text>",
-            escape(&fmt_num(t)),
+            escape(&fmt_g(t)),
             py = y(t),
             r = W - PAD,
             tx = PAD - 5.0,
@@ -244,6 +248,14 @@ fn chart(y_label: &str, points: &[(f64, f64, &str)], color: &str) -> String {
             y(p.1)
         );
     }
+    // A label covers neither another label nor a point's mark.
+    let marks: Vec<(f64, f64, f64, f64)> = sorted
+        .iter()
+        .map(|p| (x(p.0) - 4.0, y(p.1) - 4.0, x(p.0) + 4.0, y(p.1) + 4.0))
+        .collect();
+    let touches = |a: (f64, f64, f64, f64), b: (f64, f64, f64, f64)| {
+        a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
+    };
     let mut placed: Vec<(f64, f64, f64, f64)> = Vec::new();
     for p in &sorted {
         let text = format!("{} ({})", p.2, fmt_num(p.1));
@@ -265,6 +277,7 @@ fn chart(y_label: &str, points: &[(f64, f64, &str)], color: &str) -> String {
                 && b.1 >= 0.0
                 && b.3 <= H - PAD
                 && !placed.iter().any(|&o| overlaps(o, b))
+                && !marks.iter().any(|&m| touches(m, b))
         });
         if let Some((tx, ty, anchor)) = spot {
             placed.push(label_box(tx, ty, anchor, &text));

@@ -288,7 +288,8 @@ fn level_charts_have_ticks_and_labels_apart() {
         for (i, a) in boxes.iter().enumerate() {
             assert!(a.0 >= 0.0 && a.2 <= 800.0, "{a:?}");
             for b in &boxes[i + 1..] {
-                let apart = a.2 <= b.0 || b.2 <= a.0 || a.3 <= b.1 || b.3 <= a.1;
+                let apart =
+                    a.2 + 4.0 <= b.0 || b.2 + 4.0 <= a.0 || a.3 + 4.0 <= b.1 || b.3 + 4.0 <= a.1;
                 assert!(apart, "{a:?} and {b:?} overlap");
             }
         }
@@ -371,4 +372,73 @@ fn config_values_wrap_and_empty_checks_say_nothing_was_compared() {
     );
     assert!(checks.contains("nothing compared: no request asked for max_tokens"));
     assert!(!checks.contains('%'), "{checks}");
+}
+
+/// `chromium` on PATH, if any (the optional browser tier).
+fn chromium() -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join("chromium"))
+        .find(|p| p.is_file())
+}
+
+/// Optional tier, where `chromium` is installed: a real page at 1400 px wide takes a
+/// screenshot (a PNG is written), and, measured in the browser, every run-configuration
+/// value cell ends inside the window and holds visible text (a long JSON value wraps
+/// instead of pushing the values off-screen).
+#[test]
+fn in_a_browser_the_config_values_are_on_screen() {
+    let Some(browser) = chromium() else {
+        eprintln!("skipped: no chromium on PATH");
+        return;
+    };
+    let reqs = requests(10);
+    let m = metrics(&reqs);
+    let long: String = (0..60).map(|i| format!("\"field_{i}\":null,")).collect();
+    let config = json!({"dataset": {"raw": long}, "model": ["llm"], "streaming": true});
+    let page = run_page(&RunPage {
+        title: "c1",
+        metrics: &m,
+        opts: &STREAMING,
+        config: &config,
+        plots: &[],
+        sections: &[],
+    });
+    let dir = std::env::temp_dir().join(format!("inferperf-html-browser-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("report.html");
+    std::fs::write(&file, &page).unwrap();
+    let run = |args: &[String]| {
+        std::process::Command::new(&browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+            ])
+            .arg("--window-size=1400,1000")
+            .args(args)
+            .output()
+            .expect("chromium runs")
+    };
+    let url = format!("file://{}", file.display());
+    let png = dir.join("shot.png");
+    run(&[format!("--screenshot={}", png.display()), url.clone()]);
+    let bytes = std::fs::read(&png).expect("a screenshot");
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 1000);
+    // The same page with a measuring script (the report itself has none).
+    let probe = "<script>const w=window.innerWidth;const bad=[...document.querySelectorAll(\
+        'table.config td:last-child')].filter(c=>{const r=c.getBoundingClientRect();\
+        return r.right>w||r.width<100||c.textContent.trim()===''}).length;\
+        document.body.setAttribute('data-probe','cells='+document.querySelectorAll(\
+        'table.config td:last-child').length+' bad='+bad);</script></body>";
+    std::fs::write(&file, page.replace("</body>", probe)).unwrap();
+    let dom = String::from_utf8_lossy(&run(&["--dump-dom".into(), url]).stdout).into_owned();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        dom.contains("data-probe=\"cells=3 bad=0\""),
+        "{}",
+        &dom[..dom.len().min(300)]
+    );
 }

@@ -35,6 +35,9 @@ impl Scale {
     fn font(&self, at_600: f64) -> TextStyle<'static> {
         TextStyle::from((FONT_FAMILY, at_600 * self.0))
     }
+    fn root_fill<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
+        root.fill(&WHITE).map_err(plot_err)
+    }
 }
 
 /// Tick text of a token-count axis: whole numbers without decimals ("200", not "200.0").
@@ -53,6 +56,82 @@ fn axis_top(max: f64, headroom: f64) -> f64 {
         max * (1.0 + headroom)
     } else {
         1.0
+    }
+}
+
+/// A value axis over the data, `lo..hi`, with a tenth of the span as margin each side
+/// (a box chart's boxes fill the picture instead of sitting in a sliver at the top), not
+/// below 0 for data that is not negative. A single value gets a margin of 5 % of itself
+/// (at least 0.5) so it sits mid-axis.
+pub(crate) fn data_axis(lo: f64, hi: f64) -> std::ops::Range<f64> {
+    if !(lo.is_finite() && hi.is_finite()) || hi < lo {
+        return 0.0..1.0;
+    }
+    let margin = if hi > lo {
+        (hi - lo) * 0.1
+    } else {
+        (hi.abs() * 0.05).max(0.5)
+    };
+    let bottom = lo - margin;
+    let bottom = if lo >= 0.0 { bottom.max(0.0) } else { bottom };
+    bottom..hi + margin
+}
+
+/// A heat map axis of `bins` integer bins of `width` from `lo`: one tick in the middle of
+/// each bin (thinned to at most [`MAX_BIN_LABELS`]), labelled with the bin's value (`100`)
+/// or its range (`100-104`), so a single value is one labelled cell at that value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bins {
+    pub lo: u64,
+    pub width: u64,
+    pub bins: usize,
+}
+
+/// Most bin labels on a heat map axis.
+const MAX_BIN_LABELS: usize = 10;
+
+impl Bins {
+    fn end(&self) -> f64 {
+        (self.lo + self.width * self.bins as u64) as f64
+    }
+
+    /// The label of the bin holding `v`.
+    pub(crate) fn label(&self, v: f64) -> String {
+        let i = ((v - self.lo as f64) / self.width.max(1) as f64)
+            .floor()
+            .max(0.0) as u64;
+        let first = self.lo + i * self.width;
+        if self.width <= 1 {
+            first.to_string()
+        } else {
+            format!("{first}-{}", first + self.width - 1)
+        }
+    }
+}
+
+impl Ranged for Bins {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let span = (self.end() - self.lo as f64).max(1.0);
+        let fraction = (value - self.lo as f64) / span;
+        limit.0 + (f64::from(limit.1 - limit.0) * fraction).round() as i32
+    }
+
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            return Vec::new();
+        }
+        let every = self.bins.div_ceil(MAX_BIN_LABELS).max(1);
+        (0..self.bins)
+            .step_by(every)
+            .map(|i| self.lo as f64 + (i as f64 + 0.5) * self.width as f64)
+            .collect()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.lo as f64..self.end()
     }
 }
 
@@ -119,9 +198,14 @@ impl Figure for BoxFigure {
             .groups
             .iter()
             .filter_map(|g| g.values.last())
-            .fold(0.0, |a: f64, &b| a.max(b));
+            .fold(f64::NEG_INFINITY, |a: f64, &b| a.max(b));
+        let min = self
+            .groups
+            .iter()
+            .filter_map(|g| g.values.first())
+            .fold(f64::INFINITY, |a: f64, &b| a.min(b));
         let x = Slots(n);
-        let mut chart = base_chart(root, &self.title, x, 0.0..axis_top(max, 0.1))?;
+        let mut chart = base_chart(root, &self.title, x, data_axis(min, max))?;
         let label_of = |v: &f64| {
             let i = v.floor().max(0.0) as usize;
             self.groups
@@ -266,17 +350,33 @@ impl Figure for HeatFigure {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
         let s = Scale::of(root);
         let g = &self.grid;
-        let x_end = (g.x_lo + g.x_width * g.x_bins() as u64) as f64;
-        let y_end = (g.y_lo + g.y_width * g.y_bins() as u64) as f64;
-        let x: RangedCoordf64 = (g.x_lo as f64..x_end).into();
-        let mut chart = base_chart(root, &self.title, x, g.y_lo as f64..y_end)?;
+        let x = Bins {
+            lo: g.x_lo,
+            width: g.x_width,
+            bins: g.x_bins(),
+        };
+        let y = Bins {
+            lo: g.y_lo,
+            width: g.y_width,
+            bins: g.y_bins(),
+        };
+        s.root_fill(root)?;
+        let mut chart = ChartBuilder::on(root)
+            .caption(self.title.as_str(), s.font(22.0))
+            .margin(s.px(12.0))
+            .x_label_area_size(s.px(55.0))
+            .y_label_area_size(s.px(80.0))
+            .build_cartesian_2d(x, y)
+            .map_err(plot_err)?;
+        let x_label = |v: &f64| x.label(*v);
+        let y_label = |v: &f64| y.label(*v);
         chart
             .configure_mesh()
             .disable_mesh()
             .x_desc(self.x_label.as_str())
             .y_desc(self.y_label.as_str())
-            .x_label_formatter(&count_label)
-            .y_label_formatter(&count_label)
+            .x_label_formatter(&x_label)
+            .y_label_formatter(&y_label)
             .axis_desc_style(s.font(16.0))
             .label_style(s.font(14.0))
             .draw()

@@ -186,3 +186,72 @@ fn a_missing_directory_is_an_error_naming_the_file() {
         err.msg
     );
 }
+
+/// Every `<text>` content of `svg`.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| {
+            let body = t.split_once('>')?.1;
+            Some(body.split("</text>").next()?.trim().to_string())
+        })
+        .collect()
+}
+
+/// The numbers among a chart's texts (tick labels).
+fn numbers(svg: &str) -> Vec<f64> {
+    svg_texts(svg)
+        .iter()
+        .filter_map(|t| t.parse::<f64>().ok())
+        .collect()
+}
+
+fn chart_svg(reqs: &[LlmRequest], stem: &str) -> String {
+    let plots = super::run_plot_svgs(reqs, &["m".into()], TEST_SIZE).expect("charts");
+    plots
+        .into_iter()
+        .find(|p| p.stem == stem)
+        .unwrap_or_else(|| panic!("{stem} drawn"))
+        .svg
+}
+
+/// A box chart's value axis spans the data with a margin, not 0 to the top: TTFTs of 20
+/// to 31 ms get ticks between about 18 and 33.
+#[test]
+fn box_charts_scale_to_the_data() {
+    let reqs: Vec<LlmRequest> = (0..12).map(|i| streamed(i, 0)).collect();
+    let ticks = numbers(&chart_svg(&reqs, "time_to_first_token"));
+    assert!(ticks.len() >= 3, "{ticks:?}");
+    let (lo, hi) = ticks
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &t| (a.min(t), b.max(t)));
+    assert!(lo >= 18.0 && hi <= 33.0, "{ticks:?}");
+    assert_eq!(super::draw::data_axis(20.0, 31.0), 18.9..32.1);
+    assert_eq!(super::draw::data_axis(20.0, 20.0), 19.0..21.0);
+    assert_eq!(super::draw::data_axis(0.1, 10.0).start, 0.0);
+}
+
+/// One ISL and one OSL value: one cell, each axis one tick labelled with that value.
+#[test]
+fn a_single_value_heat_map_is_one_labelled_cell() {
+    let reqs: Vec<LlmRequest> = (0..5)
+        .map(|i| LlmRequest {
+            isl: 100,
+            osl: 8,
+            ..streamed(i, 0)
+        })
+        .collect();
+    let texts = svg_texts(&chart_svg(&reqs, "input_vs_output_sequence_length"));
+    let ticks: Vec<&String> = texts.iter().filter(|t| t.parse::<f64>().is_ok()).collect();
+    // The axes' labels, and the cell's count (5).
+    let mut sorted: Vec<&str> = ticks.iter().map(|t| t.as_str()).collect();
+    sorted.sort_unstable();
+    assert_eq!(sorted, vec!["100", "5", "8"], "{texts:?}");
+    // Wide bins are labelled with their range.
+    let axis = super::draw::Bins {
+        lo: 100,
+        width: 5,
+        bins: 3,
+    };
+    assert_eq!(axis.label(107.5), "105-109");
+}
