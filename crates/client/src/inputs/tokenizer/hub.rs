@@ -608,7 +608,6 @@ fn link_or_copy(_target: &Path, blob: &Path, link: &Path) -> std::io::Result<()>
 
 #[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
-#[path = "hub_stand_in.rs"]
 pub mod stand_in;
 
 #[cfg(test)]
