@@ -130,8 +130,8 @@ pub(super) fn write_point(
         "openai"
     };
     let names = export::ExportNames::from_export_file(&cfg.args.profile_export_file);
+    let inputs = ("inputs.json".to_string(), export::inputs_json(bodies));
     let mut files: Vec<(String, String)> = vec![
-        ("inputs.json".into(), export::inputs_json(bodies)),
         (
             names.genai_perf_json,
             runner::with_cancelled(
@@ -147,10 +147,6 @@ pub(super) fn write_point(
             names.genai_perf_csv,
             crate::report::llm::genai_perf::csv(metrics, &report_options(cfg)),
         ),
-        (
-            names.records_jsonl,
-            crate::report::llm::jsonl::records(requests),
-        ),
     ];
     if let Some(seconds) = cfg.args.report.slice_duration {
         use crate::report::llm::timeslices;
@@ -164,14 +160,38 @@ pub(super) fn write_point(
     crate::report::write::write_atomic_with("", &export_path, |w| {
         export::write_profile_export(w, run, point, payloads, kind, &cfg.endpoint)
     })?;
-    files.extend(aiperf_files(cfg, point, run, f));
-    let logs = dir.join("logs");
-    std::fs::create_dir_all(&logs)
-        .map_err(|e| Error::generic(format!("cannot write {}: {e}", logs.display())))?;
-    for (name, text) in files {
-        crate::report::write::write_atomic("", &dir.join(name), text.as_bytes())?;
+    // AIPerf's run folder: the per-request records beside its summaries (`aiperf plot` wants
+    // both), and the inputs both tools write.
+    let aiperf_dir = super::layout::aiperf_dir(cfg, point);
+    let mut aiperf = vec![(
+        names.records_jsonl,
+        crate::report::llm::jsonl::records(requests),
+    )];
+    aiperf.extend(aiperf_files(cfg, point, run, f));
+    if aiperf_dir == dir {
+        files.insert(0, inputs);
+        files.extend(aiperf);
+        write_files(dir, files)?;
+    } else {
+        files.insert(0, inputs.clone());
+        write_files(dir, files)?;
+        aiperf.insert(0, inputs);
+        write_files(&aiperf_dir, aiperf)?;
     }
     write_pages(cfg, point, dir, f)
+}
+
+/// Writes each `(name, text)` into `dir` (names may hold a sub-folder: `logs/aiperf.log`).
+fn write_files(dir: &Path, files: Vec<(String, String)>) -> Result<()> {
+    for (name, text) in files {
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Error::generic(format!("cannot write {}: {e}", parent.display())))?;
+        }
+        crate::report::write::write_atomic("", &path, text.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// AIPerf's files for a level (see the README's artifact list): its JSON and CSV summaries,
@@ -205,7 +225,7 @@ fn aiperf_files(
         info.cli_command,
         f.requests.len(),
         f.requests.iter().filter(|r| r.error.is_some()).count(),
-        point_dir(cfg, point).display(),
+        super::layout::aiperf_dir(cfg, point).display(),
         start = at(run.start_ns),
         end = at(run.end_ns),
     );
@@ -319,7 +339,7 @@ fn aiperf_input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
         "datasets": [dataset],
         "phases": [phase],
         "artifacts": {
-            "dir": point_dir(cfg, point).display().to_string(),
+            "dir": super::layout::aiperf_dir(cfg, point).display().to_string(),
             "slice_duration": a.report.slice_duration,
             "auto_plot": false,
             "plot_required": false,

@@ -205,6 +205,9 @@ pub struct ProfileArgs {
         default_value = "artifacts"
     )]
     pub artifact_dir: PathBuf,
+    /// `--artifact-dir` was typed on the command line (AIPerf then writes straight into it).
+    #[arg(skip)]
+    pub artifact_dir_given: bool,
     /// Name of perf_analyzer's raw export inside each profile's directory (a file name, no
     /// directory); the GenAI-Perf summaries are named after it: `my.json` gives
     /// `my_genai_perf.json` and `my_genai_perf.csv`, and the per-request file `my.jsonl`.
@@ -304,7 +307,7 @@ pub struct ProfileConfig {
 
 /// Parses `argv` (args[0] = "profile"). `Ok(None)`: help or metric definitions were printed.
 pub fn parse(args: Vec<OsString>) -> Result<std::result::Result<ProfileConfig, String>> {
-    let args = match ProfileArgs::try_parse_from(args) {
+    let args = match parse_args(args) {
         Ok(a) => a,
         Err(e) => {
             use clap::error::ErrorKind as K;
@@ -330,6 +333,16 @@ pub fn parse(args: Vec<OsString>) -> Result<std::result::Result<ProfileConfig, S
         return Ok(Err(cli_compat::version_text()));
     }
     validate(args).map(Ok)
+}
+
+/// clap's parse, noting whether `--artifact-dir` came from the command line.
+fn parse_args(args: Vec<OsString>) -> std::result::Result<ProfileArgs, clap::Error> {
+    use clap::{parser::ValueSource, CommandFactory, FromArgMatches};
+    let matches = ProfileArgs::command().try_get_matches_from(args)?;
+    let mut parsed = ProfileArgs::from_arg_matches(&matches)?;
+    parsed.artifact_dir_given =
+        matches.value_source("artifact_dir") == Some(ValueSource::CommandLine);
+    Ok(parsed)
 }
 
 /// clap's message without its own leading "error: " (the caller adds one).

@@ -16,6 +16,7 @@ pub mod export;
 pub mod html_report;
 pub mod input_file;
 pub mod kserve;
+pub mod layout;
 pub mod load_args;
 pub mod payload;
 pub mod prefix;

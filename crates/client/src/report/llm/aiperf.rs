@@ -54,6 +54,18 @@ struct Row {
     figure: Figure,
 }
 
+impl Row {
+    /// A run-level value.
+    fn value(tag: &'static str, header: &'static str, unit: &'static str, v: f64) -> Row {
+        Row {
+            tag,
+            header,
+            unit,
+            figure: Figure::Value(v),
+        }
+    }
+}
+
 /// Every metric inferperf measures, under AIPerf's tag, label and unit, in AIPerf's JSON order.
 fn rows(m: &LlmMetrics) -> Vec<Row> {
     let mut out = Vec::new();
@@ -147,14 +159,7 @@ fn rows(m: &LlmMetrics) -> Vec<Row> {
         m.ttfo.as_ref().or(m.ttft.as_ref()),
         MS,
     );
-    let mut value = |tag, header, unit, v: f64| {
-        out.push(Row {
-            tag,
-            header,
-            unit,
-            figure: Figure::Value(v),
-        });
-    };
+    let mut value = |tag, header, unit, v: f64| out.push(Row::value(tag, header, unit, v));
     value(
         "request_throughput",
         "Request Throughput",
@@ -268,6 +273,29 @@ fn metric_node(r: &Row) -> Node {
         }
     }
     o
+}
+
+/// Every statistic of every metric, keyed as AIPerf's sweep aggregate keys them: the tag, an
+/// underscore and the statistic (`request_throughput_avg`, `time_to_first_token_p99`), in the
+/// summary's order, each with its unit.
+pub fn flat_stats(m: &LlmMetrics) -> Vec<(String, f64, &'static str)> {
+    let mut out = Vec::new();
+    for r in rows(m) {
+        let mut stat = |name: &str, v: f64| out.push((format!("{}_{name}", r.tag), v, r.unit));
+        match &r.figure {
+            Figure::Value(v) => stat("avg", *v),
+            Figure::Dist(s) => {
+                stat("avg", s.avg);
+                stat("min", s.min);
+                stat("max", s.max);
+                for (p, v) in PERCENTILES.iter().zip(s.percentiles) {
+                    stat(&format!("p{p}"), v);
+                }
+                stat("std", s.std);
+            }
+        }
+    }
+    out
 }
 
 /// `2026-12-06T04:30:23.815132`: a Unix time in ns as AIPerf writes its times (UTC, µs).
@@ -432,14 +460,7 @@ fn slice_rows(s: &Slice) -> Vec<Row> {
     }
     let ok = s.request_count.saturating_sub(s.error_count);
     let secs = s.end_ns.saturating_sub(s.start_ns) as f64 / 1e9;
-    let mut value = |tag, header, unit, v: f64| {
-        out.push(Row {
-            tag,
-            header,
-            unit,
-            figure: Figure::Value(v),
-        })
-    };
+    let mut value = |tag, header, unit, v: f64| out.push(Row::value(tag, header, unit, v));
     value("request_count", "Request Count", "requests", ok as f64);
     value(
         "total_osl",
