@@ -86,7 +86,10 @@ pub fn check_aiperf_dirs(cfg: &ProfileConfig) -> Result<()> {
         check_dir(&dir, &files)?;
     }
     if is_sweep(cfg) {
-        let sweep = ["profile_export_aiperf_sweep.json", "profile_export_aiperf_sweep.csv"];
+        let sweep = [
+            "profile_export_aiperf_sweep.json",
+            "profile_export_aiperf_sweep.csv",
+        ];
         check_dir(
             &cfg.args.artifact_dir.join(SWEEP_AGGREGATE_DIR),
             &sweep.map(String::from),
@@ -137,7 +140,10 @@ mod tests {
     fn aiperf_folders_follow_aiperfs_rule() {
         let one = cfg(&["-m", "llm", "--concurrency", "2"]);
         let p = one.points[0];
-        assert_eq!(aiperf_dir(&one, p), super::super::artifacts::point_dir(&one, p));
+        assert_eq!(
+            aiperf_dir(&one, p),
+            super::super::artifacts::point_dir(&one, p)
+        );
         let typed = cfg(&["-m", "llm", "--concurrency", "2", "--artifact-dir", "out"]);
         assert_eq!(aiperf_dir(&typed, typed.points[0]), PathBuf::from("out"));
         let typed_default = cfg(&["-m", "llm", "--artifact-dir", "artifacts"]);
@@ -145,7 +151,14 @@ mod tests {
             aiperf_dir(&typed_default, typed_default.points[0]),
             PathBuf::from("artifacts")
         );
-        let list = cfg(&["-m", "llm", "--request-rate", "2.5,5", "--artifact-dir", "o"]);
+        let list = cfg(&[
+            "-m",
+            "llm",
+            "--request-rate",
+            "2.5,5",
+            "--artifact-dir",
+            "o",
+        ]);
         assert!(is_sweep(&list));
         let dirs: Vec<PathBuf> = list.points.iter().map(|p| aiperf_dir(&list, *p)).collect();
         assert_eq!(

@@ -83,7 +83,11 @@ pub fn profile_main(args: Vec<OsString>) -> i32 {
 #[derive(Debug)]
 pub struct PointOutcome {
     pub point: LoadPoint,
+    /// GenAI-Perf's folder of the level.
     pub dir: PathBuf,
+    /// AIPerf's folder of the level (the same folder unless `--artifact-dir` was typed or
+    /// the run has several levels: see [`layout`]).
+    pub aiperf_dir: PathBuf,
     /// The measured requests, cancelled ones included.
     pub requests: Vec<LlmRequest>,
     /// The metrics of the requests that were not cancelled.
@@ -94,6 +98,10 @@ pub struct PointOutcome {
     pub interrupted: bool,
     /// `--server-metrics-url` / `--gpu-telemetry`: what the endpoints reported.
     pub telemetry: Option<telemetry::Report>,
+    /// The level was measured and written but failed (every request failed, the failure
+    /// threshold tripped, the server went away): no further level runs and the run ends
+    /// with this error.
+    pub failure: Option<Error>,
 }
 
 /// Everything every level of a run shares: the prompts, their bodies and the engine.
@@ -123,6 +131,7 @@ pub fn run_with_summary(
     out: &mut dyn Write,
 ) -> Result<(Vec<PointOutcome>, sweep::SweepSummary)> {
     let shape = sweep_args::Shape::of(cfg)?;
+    layout::check_aiperf_dirs(cfg)?;
     let tokenizer = Tokenizer::load_revision(
         cfg.args.tokenizer.as_deref().unwrap_or("o200k_base"),
         &cfg.args.tokenizer_revision,
@@ -252,29 +261,51 @@ fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOu
         eprintln!("Warning: {}: {w}", point.label());
     }
     let _ = writeln!(out, "Results in {}", dir.display());
+    let aiperf_dir = layout::aiperf_dir(cfg, point);
+    if aiperf_dir != dir {
+        let _ = writeln!(out, "AIPerf's files in {}", aiperf_dir.display());
+    }
+    let failure = level_failure(point, &run, &dir, &requests, &kept, cancelled, cfg);
+    Ok(PointOutcome {
+        point,
+        dir,
+        aiperf_dir,
+        requests,
+        metrics,
+        cancelled,
+        interrupted: run.interrupted,
+        telemetry,
+        failure,
+    })
+}
+
+/// Why a measured level counts as failed: the failure threshold tripped, every request
+/// failed, or the server went away mid-run.
+fn level_failure(
+    point: LoadPoint,
+    run: &runner::PointRun,
+    dir: &std::path::Path,
+    requests: &[LlmRequest],
+    kept: &[LlmRequest],
+    cancelled: u64,
+    cfg: &ProfileConfig,
+) -> Option<Error> {
     if let (Some((failed, total)), Some(t)) = (run.threshold_hit, cfg.load.failed_request_threshold)
     {
-        return Err(Error::generic(format!(
+        return Some(Error::generic(format!(
             "profile: {}: --failed-request-threshold {t} exceeded: {failed} of {total} \
              finished requests failed, so the run stopped (results so far are in {})",
             point.label(),
             dir.display()
         )));
     }
-    check_failures(point, &run, &requests, &kept, cancelled)?;
-    if let Some(why) = &run.cut_short {
-        // As in perf_analyzer mode: a server gone mid-run exits 99, its reports written.
-        return Err(Error::generic(format!("{}: {why}", point.label())));
+    if let Err(e) = check_failures(point, run, requests, kept, cancelled) {
+        return Some(e);
     }
-    Ok(PointOutcome {
-        point,
-        dir,
-        requests,
-        metrics,
-        cancelled,
-        interrupted: run.interrupted,
-        telemetry,
-    })
+    // As in perf_analyzer mode: a server gone mid-run exits 99, its reports written.
+    run.cut_short
+        .as_ref()
+        .map(|why| Error::generic(format!("{}: {why}", point.label())))
 }
 
 /// A level whose every (not cancelled) request failed is an error; some failures are a

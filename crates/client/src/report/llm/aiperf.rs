@@ -10,6 +10,7 @@
 
 use serde_json::Value;
 
+use super::csv_field;
 use super::json_text::{num, Node};
 use crate::measure::llm::slices::Slice;
 use crate::measure::llm::stats::PERCENTILES;
@@ -425,15 +426,6 @@ pub fn csv(m: &LlmMetrics) -> String {
 /// The header of the GPU telemetry block of AIPerf's CSV.
 const GPU_TELEMETRY_HEADER: &str =
     "Endpoint,GPU_Index,GPU_Name,GPU_UUID,Platform,Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std";
-
-/// A CSV field, quoted when it holds a comma or a quote.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
 
 /// `.aiperf_results_ready.json`, the marker AIPerf leaves once its files are complete.
 pub fn ready_marker(was_cancelled: bool) -> String {

@@ -15,6 +15,7 @@
 
 use serde_json::Value;
 
+use super::csv_field;
 use super::json_text::{num, Node};
 use crate::measure::llm::LlmMetrics;
 
@@ -122,9 +123,8 @@ fn pareto<'a, 'b>(cells: &'b [Cell<'a>]) -> Vec<&'b Cell<'a>> {
     if cells.iter().any(|c| point(c).is_none()) {
         return Vec::new();
     }
-    let dominates = |a: (f64, f64), b: (f64, f64)| {
-        a.0 >= b.0 && a.1 <= b.1 && (a.0 > b.0 || a.1 < b.1)
-    };
+    let dominates =
+        |a: (f64, f64), b: (f64, f64)| a.0 >= b.0 && a.1 <= b.1 && (a.0 > b.0 || a.1 < b.1);
     let mut front: Vec<&Cell> = cells
         .iter()
         .filter(|c| {
@@ -168,7 +168,10 @@ pub fn json(levels: &[SweepLevel]) -> String {
         .map(|(name, values)| {
             let mut o = Node::obj();
             o.put("name", *name);
-            o.put("values", Value::Array(values.iter().map(|l| l.value.clone()).collect()));
+            o.put(
+                "values",
+                Value::Array(values.iter().map(|l| l.value.clone()).collect()),
+            );
             o
         })
         .collect();
@@ -238,7 +241,10 @@ pub fn csv(levels: &[SweepLevel]) -> String {
         for c in &cells {
             let mut row = param_cells(c);
             for m in &metrics {
-                row.push(c.get(m).map_or_else(String::new, |(v, _)| format!("{v:.2}")));
+                row.push(
+                    c.get(m)
+                        .map_or_else(String::new, |(v, _)| format!("{v:.2}")),
+                );
                 // One trial: no spread, no range (AIPerf leaves them empty).
                 row.extend(std::iter::repeat_n(String::new(), 4));
             }
@@ -297,20 +303,12 @@ fn title_case(name: &str) -> String {
     name.split('_')
         .map(|w| {
             let mut c = w.chars();
-            c.next()
-                .map_or_else(String::new, |f| f.to_uppercase().collect::<String>() + c.as_str())
+            c.next().map_or_else(String::new, |f| {
+                f.to_uppercase().collect::<String>() + c.as_str()
+            })
         })
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// A CSV field, quoted when it holds a comma, a quote or a line break (Python's minimal quoting).
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 #[cfg(test)]
@@ -344,7 +342,11 @@ mod tests {
 
     #[test]
     fn best_pareto_and_failures_follow_aiperf() {
-        let (a, b, c) = (metrics(10.0, 50.0), metrics(20.0, 80.0), metrics(15.0, 90.0));
+        let (a, b, c) = (
+            metrics(10.0, 50.0),
+            metrics(20.0, 80.0),
+            metrics(15.0, 90.0),
+        );
         let levels = [
             level(1, Ok(&a)),
             level(2, Ok(&b)),
@@ -353,10 +355,19 @@ mod tests {
         ];
         let v: Value = serde_json::from_str(&json(&levels)).unwrap();
         assert_eq!(v["aggregation_type"], "sweep");
-        assert_eq!((v["num_profile_runs"].as_u64(), v["num_successful_runs"].as_u64()), (Some(4), Some(3)));
+        assert_eq!(
+            (
+                v["num_profile_runs"].as_u64(),
+                v["num_successful_runs"].as_u64()
+            ),
+            (Some(4), Some(3))
+        );
         assert_eq!(v["failed_runs"][0]["label"], "concurrency_8");
         assert_eq!(v["failed_runs"][0]["error"], "server gone");
-        assert_eq!(v["metadata"]["sweep_parameters"][0]["values"], serde_json::json!([1, 2, 4, 8]));
+        assert_eq!(
+            v["metadata"]["sweep_parameters"][0]["values"],
+            serde_json::json!([1, 2, 4, 8])
+        );
         assert_eq!(v["metadata"]["num_combinations"], 4);
         let per = v["per_combination_metrics"].as_array().unwrap();
         assert_eq!(per.len(), 3);
@@ -369,17 +380,29 @@ mod tests {
         assert_eq!(best["best_latency_p99"]["parameters"]["concurrency"], 1);
         assert_eq!(best["best_latency_p99"]["metric"], 50.0);
         // Concurrency 4 is beaten by 2 on both throughput and latency.
-        assert_eq!(v["pareto_optimal"], serde_json::json!([{"concurrency": 1}, {"concurrency": 2}]));
+        assert_eq!(
+            v["pareto_optimal"],
+            serde_json::json!([{"concurrency": 1}, {"concurrency": 2}])
+        );
         let text = csv(&levels);
         assert!(text.lines().all(|l| !l.contains('\n')) && text.ends_with("\r\n"));
         let lines: Vec<&str> = text.split("\r\n").collect();
         assert!(lines[0].starts_with("concurrency,"), "{}", lines[0]);
         assert!(lines[0].contains(",request_throughput_avg_mean,request_throughput_avg_std,"));
-        let col = lines[0].split(',').position(|h| h == "request_throughput_avg_mean").unwrap();
+        let col = lines[0]
+            .split(',')
+            .position(|h| h == "request_throughput_avg_mean")
+            .unwrap();
         assert_eq!(lines[2].split(',').nth(col), Some("20.00"));
         assert!(text.contains("\r\nBest Configurations\r\nConfiguration,concurrency,Metric,Unit\r\nBest Throughput,2,20.00,requests/sec\r\nBest Latency P99,1,50.00,ms\r\n"), "{text}");
-        assert!(text.contains("\r\nPareto Optimal Points\r\nconcurrency\r\n1\r\n2\r\n"), "{text}");
-        assert!(text.ends_with("Number of Profile Runs,4\r\nNumber of Successful Runs,3\r\n"), "{text}");
+        assert!(
+            text.contains("\r\nPareto Optimal Points\r\nconcurrency\r\n1\r\n2\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("Number of Profile Runs,4\r\nNumber of Successful Runs,3\r\n"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -389,6 +412,9 @@ mod tests {
         assert_eq!(v["per_combination_metrics"], serde_json::json!([]));
         assert_eq!(v["best_configurations"], serde_json::json!({}));
         let text = csv(&levels);
-        assert!(text.starts_with("\r\nBest Configurations\r\n\r\nPareto Optimal Points\r\nNone\r\n"), "{text}");
+        assert!(
+            text.starts_with("\r\nBest Configurations\r\n\r\nPareto Optimal Points\r\nNone\r\n"),
+            "{text}"
+        );
     }
 }

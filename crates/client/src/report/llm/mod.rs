@@ -34,6 +34,16 @@ pub struct ReportOptions {
     pub streaming: bool,
 }
 
+/// A CSV field as Python's csv module writes it: quoted when it holds a comma, a quote or a
+/// line break.
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 /// ns → ms.
 const NS_TO_MS: f64 = 1e-6;
 
