@@ -4,9 +4,10 @@
 //! - one level: straight into `--artifact-dir` when it was typed on the command line; without
 //!   it, into `artifacts/<model>-<kind>-<stimulus>/`, the folder GenAI-Perf's files share;
 //! - several levels (a list, a sweep, an SLA search): one folder per level,
-//!   `<artifact dir>/<parameter>_<value>/` (`concurrency_4`, `request_rate_2.5`), and the
-//!   cross-level summary in `<artifact dir>/sweep_aggregate/`. A single-trial sweep has no
-//!   per-level `aggregate/` folder (AIPerf writes one only over two or more trials).
+//!   `<artifact dir>/<field>_<value>/` (`concurrency_4`, `rate_2.5`: the swept field of
+//!   AIPerf's profiling phase), each level's one-trial confidence summary in
+//!   `<artifact dir>/aggregate/<field>_<value>/`, and the cross-level summary in
+//!   `<artifact dir>/sweep_aggregate/`.
 //!
 //! `aiperf plot <dir>` takes every folder holding both `profile_export.jsonl` and
 //! `profile_export_aiperf.json` for a run, so those two always travel together and GenAI-Perf's
@@ -20,24 +21,26 @@ use crate::error::{Error, Result};
 
 /// The folder of the cross-level summary inside the artifact directory.
 pub const SWEEP_AGGREGATE_DIR: &str = "sweep_aggregate";
+/// The folder of the per-level confidence summaries inside the artifact directory.
+pub const AGGREGATE_DIR: &str = "aggregate";
 
 /// The run measures more than one level (or searches for them).
 pub fn is_sweep(cfg: &ProfileConfig) -> bool {
     cfg.points.len() > 1 || Shape::of(cfg).is_ok_and(|s| s.plan != Plan::List)
 }
 
-/// AIPerf's name for a level's folder in a sweep: the swept parameter and its value, the
-/// value as Python prints it (`concurrency_8`, `request_rate_5.0`).
+/// AIPerf's name for a level's folder in a sweep: the swept field of its profiling phase and
+/// its value, the value as Python prints it (`concurrency_8`, `rate_5.0`).
 pub fn level_dir_name(point: LoadPoint) -> String {
     let (name, value) = parameter(point);
     format!("{name}_{value}")
 }
 
-/// The swept parameter's name and its value as text (`request_rate`, `2.5`).
+/// The swept field of AIPerf's profiling phase and its value as text (`rate`, `2.5`).
 pub fn parameter(point: LoadPoint) -> (&'static str, String) {
     match point {
         LoadPoint::Concurrency(c) => ("concurrency", c.to_string()),
-        LoadPoint::RequestRate(r) => ("request_rate", format!("{r:?}")),
+        LoadPoint::RequestRate(r) => ("rate", format!("{r:?}")),
     }
 }
 
@@ -86,14 +89,23 @@ pub fn check_aiperf_dirs(cfg: &ProfileConfig) -> Result<()> {
         check_dir(&dir, &files)?;
     }
     if is_sweep(cfg) {
+        let d = &cfg.args.artifact_dir;
         let sweep = [
             "profile_export_aiperf_sweep.json",
             "profile_export_aiperf_sweep.csv",
         ];
-        check_dir(
-            &cfg.args.artifact_dir.join(SWEEP_AGGREGATE_DIR),
-            &sweep.map(String::from),
-        )?;
+        check_dir(&d.join(SWEEP_AGGREGATE_DIR), &sweep.map(String::from))?;
+        let aggregate = [
+            "profile_export_aiperf_aggregate.json",
+            "profile_export_aiperf_aggregate.csv",
+        ]
+        .map(String::from);
+        for point in &cfg.points {
+            check_dir(
+                &d.join(AGGREGATE_DIR).join(level_dir_name(*point)),
+                &aggregate,
+            )?;
+        }
     }
     Ok(())
 }
@@ -122,6 +134,7 @@ fn written_by_a_run(dir: &Path) -> bool {
             .is_some_and(|v| v.get(key).is_some())
     };
     keyed("profile_export_aiperf.json", "aiperf_version")
+        || keyed("profile_export_aiperf_aggregate.json", "aiperf_version")
         || keyed("profile_export_aiperf_sweep.json", "aggregation_type")
 }
 
@@ -163,10 +176,7 @@ mod tests {
         let dirs: Vec<PathBuf> = list.points.iter().map(|p| aiperf_dir(&list, *p)).collect();
         assert_eq!(
             dirs,
-            [
-                PathBuf::from("o/request_rate_2.5"),
-                PathBuf::from("o/request_rate_5.0")
-            ]
+            [PathBuf::from("o/rate_2.5"), PathBuf::from("o/rate_5.0")]
         );
         let untyped = cfg(&["-m", "llm", "--concurrency", "1,8"]);
         assert_eq!(

@@ -438,4 +438,49 @@ mod tests {
             "{csv}"
         );
     }
+
+    #[test]
+    fn a_failed_level_is_marked_in_the_table_and_the_files() {
+        let failed = SweepRow::failed(
+            LoadPoint::Concurrency(4),
+            "level",
+            "no request completed: connect failed, x",
+            Path::new("d"),
+        );
+        assert_eq!((failed.requests, failed.ttft_p50_ms), (0, None));
+        let s = SweepSummary {
+            rows: vec![row("concurrency1", 1, 10.0), failed],
+            sla: None,
+        };
+        let t = s.table();
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[1].contains("Status"), "{t}");
+        assert!(
+            lines[2].contains(" ok ") && lines[3].contains("failed"),
+            "{t}"
+        );
+        assert!(t.ends_with("concurrency4 failed: no request completed: connect failed, x\n"));
+        let v: serde_json::Value = serde_json::from_str(&s.json()).unwrap();
+        assert!(v["rows"][0]["error"].is_null());
+        assert_eq!(
+            v["rows"][1]["error"],
+            "no request completed: connect failed, x"
+        );
+        let csv = s.csv();
+        assert!(csv.lines().next().unwrap().ends_with(",sla_pass,error"));
+        assert!(
+            csv.lines()
+                .nth(2)
+                .unwrap()
+                .ends_with(",,\"no request completed: connect failed, x\""),
+            "{csv}"
+        );
+        // Without a failure the table has no status column.
+        assert!(!SweepSummary {
+            rows: vec![row("concurrency1", 1, 10.0)],
+            sla: None
+        }
+        .table()
+        .contains("Status"));
+    }
 }

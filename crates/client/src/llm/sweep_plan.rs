@@ -180,14 +180,16 @@ pub fn drive(
     }
 }
 
-/// AIPerf's `sweep_aggregate/profile_export_aiperf_sweep.{json,csv}` over the levels that
-/// ran (row `i` is outcome `i`; a failed level, always the last, counts as AIPerf's failed
-/// run); returns the folder.
+/// AIPerf's summaries of the levels that ran: each successful level's
+/// `aggregate/<level>/profile_export_aiperf_aggregate.{json,csv}` and the cross-level
+/// `sweep_aggregate/profile_export_aiperf_sweep.{json,csv}` (row `i` is outcome `i`; a failed
+/// level, always the last, is AIPerf's failed run); returns the sweep aggregate's folder.
 fn write_aiperf_aggregate(
     cfg: &ProfileConfig,
     summary: &SweepSummary,
     outcomes: &[PointOutcome],
 ) -> Result<std::path::PathBuf> {
+    use super::layout;
     use crate::report::llm::aiperf_sweep::{self, SweepLevel};
     let levels: Vec<SweepLevel> = summary
         .rows
@@ -198,7 +200,7 @@ fn write_aiperf_aggregate(
                 (Some(c), _) => LoadPoint::Concurrency(c),
                 (None, r) => LoadPoint::RequestRate(r.unwrap_or_default()),
             };
-            let (name, text) = super::layout::parameter(point);
+            let (name, text) = layout::parameter(point);
             let value = match point {
                 LoadPoint::Concurrency(c) => c.into(),
                 LoadPoint::RequestRate(r) => r.into(),
@@ -212,27 +214,37 @@ fn write_aiperf_aggregate(
                 name,
                 value,
                 text,
-                label: super::layout::level_dir_name(point),
                 result,
             }
         })
         .collect();
-    let dir = cfg
-        .args
-        .artifact_dir
-        .join(super::layout::SWEEP_AGGREGATE_DIR);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Error::generic(format!("cannot write {}: {e}", dir.display())))?;
-    let write = |name: &str, text: String| {
+    let write = |dir: &std::path::Path, name: &str, text: String| {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::generic(format!("cannot write {}: {e}", dir.display())))?;
         crate::report::write::write_atomic("", &dir.join(name), text.as_bytes())
     };
+    let root = &cfg.args.artifact_dir;
+    for level in &levels {
+        let Ok(metrics) = level.result else { continue };
+        let dir = root
+            .join(layout::AGGREGATE_DIR)
+            .join(format!("{}_{}", level.name, level.text));
+        let model = &cfg.models[0];
+        let json = aiperf_sweep::aggregate_json(level, metrics, model);
+        write(&dir, "profile_export_aiperf_aggregate.json", json)?;
+        let csv = aiperf_sweep::aggregate_csv(level, metrics, model);
+        write(&dir, "profile_export_aiperf_aggregate.csv", csv)?;
+    }
+    let dir = root.join(layout::SWEEP_AGGREGATE_DIR);
     write(
+        &dir,
         "profile_export_aiperf_sweep.json",
-        aiperf_sweep::json(&levels),
+        aiperf_sweep::sweep_json(&levels),
     )?;
     write(
+        &dir,
         "profile_export_aiperf_sweep.csv",
-        aiperf_sweep::csv(&levels),
+        aiperf_sweep::sweep_csv(&levels),
     )?;
     Ok(dir)
 }

@@ -276,27 +276,35 @@ fn metric_node(r: &Row) -> Node {
     o
 }
 
-/// Every statistic of every metric, keyed as AIPerf's sweep aggregate keys them: the tag, an
-/// underscore and the statistic (`request_throughput_avg`, `time_to_first_token_p99`), in the
-/// summary's order, each with its unit.
-pub fn flat_stats(m: &LlmMetrics) -> Vec<(String, f64, &'static str)> {
-    let mut out = Vec::new();
-    for r in rows(m) {
-        let mut stat = |name: &str, v: f64| out.push((format!("{}_{name}", r.tag), v, r.unit));
-        match &r.figure {
-            Figure::Value(v) => stat("avg", *v),
-            Figure::Dist(s) => {
-                stat("avg", s.avg);
-                stat("min", s.min);
-                stat("max", s.max);
-                for (p, v) in PERCENTILES.iter().zip(s.percentiles) {
-                    stat(&format!("p{p}"), v);
-                }
-                stat("std", s.std);
-            }
-        }
-    }
-    out
+/// One metric of the summary, in its display unit: the value, or the distribution's
+/// statistics (per-request metrics).
+pub struct SummaryMetric {
+    /// AIPerf's tag (`time_to_first_token`).
+    pub tag: &'static str,
+    pub unit: &'static str,
+    pub avg: f64,
+    pub dist: Option<Stats>,
+}
+
+/// Every metric of `profile_export_aiperf.json`, in its order.
+pub fn summary_metrics(m: &LlmMetrics) -> Vec<SummaryMetric> {
+    rows(m)
+        .into_iter()
+        .map(|r| match r.figure {
+            Figure::Value(v) => SummaryMetric {
+                tag: r.tag,
+                unit: r.unit,
+                avg: v,
+                dist: None,
+            },
+            Figure::Dist(s) => SummaryMetric {
+                tag: r.tag,
+                unit: r.unit,
+                avg: s.avg,
+                dist: Some(s),
+            },
+        })
+        .collect()
 }
 
 /// `2026-12-06T04:30:23.815132`: a Unix time in ns as AIPerf writes its times (UTC, µs).
