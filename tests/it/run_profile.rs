@@ -331,19 +331,18 @@ fn summary_files_are_named_after_the_profile_export_file() {
     );
     // AIPerf's, straight in the typed `--artifact-dir`, the records renamed after the export.
     let level = run_dir.file_name().unwrap().to_string_lossy().into_owned();
-    assert_eq!(
-        names(&dir),
-        [
-            ".aiperf_results_ready.json",
-            "inputs.json",
-            level.as_str(),
-            "logs",
-            "my.jsonl",
-            "profile_export_aiperf.csv",
-            "profile_export_aiperf.json",
-            "profile_export_console.txt",
-        ]
-    );
+    let mut want = vec![
+        ".aiperf_results_ready.json",
+        "inputs.json",
+        level.as_str(),
+        "logs",
+        "my.jsonl",
+        "profile_export_aiperf.csv",
+        "profile_export_aiperf.json",
+        "profile_export_console.txt",
+    ];
+    want.sort_unstable();
+    assert_eq!(names(&dir), want);
     let summary = read_json(&run_dir.join("my_genai_perf.json"));
     assert_eq!(summary["request_count"]["avg"], 3.0);
     let raw = read_json(&run_dir.join("my.json"));

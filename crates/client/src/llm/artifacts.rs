@@ -1,5 +1,7 @@
-//! What a `profile` level leaves in its directory: the raw export, GenAI-Perf's and AIPerf's
-//! summaries, the per-request records, time slices, the HTML page and plots.
+//! What a `profile` level leaves: in GenAI-Perf's folder the raw export, GenAI-Perf's
+//! summaries and time slices, the HTML page and plots; in AIPerf's folder (the same one unless
+//! [`layout`](super::layout) puts it elsewhere) AIPerf's summaries, time slices, log and the
+//! per-request records.
 
 use std::path::{Path, PathBuf};
 
