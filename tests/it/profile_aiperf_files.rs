@@ -505,6 +505,9 @@ fn a_sweep_has_aiperfs_level_aggregate_and_sweep_folders() {
         let text = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "aiperf plot: {text}");
         let log = read(&dir.join("plots/aiperf_plot.log"));
-        assert!(log.contains("MULTI_RUN mode: 2 run directories found"), "{log}");
+        assert!(
+            log.contains("MULTI_RUN mode: 2 run directories found"),
+            "{log}"
+        );
     }
 }

@@ -307,7 +307,7 @@ pub fn sweep_csv(levels: &[SweepLevel]) -> String {
                             "0.0000".into(),
                         ]);
                     }
-                    None => row.extend(std::iter::repeat_n(String::new(), 5)),
+                    None => row.extend(std::iter::repeat(String::new()).take(5)),
                 }
             }
             rows.push(row);
