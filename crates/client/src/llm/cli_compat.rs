@@ -186,7 +186,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("--config", "settings come from the command line only; there is no YAML config file"),
     ("--log-level", "use -v/--verbose for the effective settings; errors and warnings always go to stderr"),
     ("--extra-verbose", "use -v/--verbose for the effective settings; errors and warnings always go to stderr"),
-    ("--prefill-concurrency", "requests are not held back until their first token arrives; the load caps requests in flight only (--concurrency, or --max-inflight with --request-rate)"),
 ];
 
 /// The refusal for a flag the parser does not know, when it is one of GenAI-Perf's or

@@ -81,6 +81,14 @@ fn parse_with<'a>(events: impl Iterator<Item = (u64, &'a [u8])>, typed: bool) ->
     out
 }
 
+/// Whether one streamed event's data carries output text (reasoning included): the event
+/// that ends a request's prefill (`--prefill-concurrency`). Role-only and usage-only chunks,
+/// error objects and `[DONE]` do not.
+pub fn has_output(data: &[u8]) -> bool {
+    let parsed = parse_events(std::iter::once((0, data)));
+    parsed.error.is_none() && !parsed.chunks.is_empty()
+}
+
 /// Parses a whole (non-streamed) JSON response that completed at `end_ns`.
 pub fn parse_whole(end_ns: u64, body: &[u8]) -> Parsed {
     let mut out = Parsed::default();
