@@ -193,7 +193,12 @@ fn bad_load_flag_values_are_one_line_usage_errors() {
             "--prefill-concurrency",
         ),
         (
-            &["--endpoint-type", "embeddings", "--prefill-concurrency", "1"][..],
+            &[
+                "--endpoint-type",
+                "embeddings",
+                "--prefill-concurrency",
+                "1",
+            ][..],
             "--prefill-concurrency",
         ),
         (
@@ -553,7 +558,10 @@ fn peaks(server: &inferperf::server::ServerHandle) -> (usize, usize, usize) {
         }
         peak as usize
     };
-    assert!(tokens.iter().all(|t| !t.is_empty()), "every request got a token");
+    assert!(
+        tokens.iter().all(|t| !t.is_empty()),
+        "every request got a token"
+    );
     let prefill = peak(|t| t[0]);
     let flight = peak(|t| t[t.len() - 1]);
     (starts.len(), prefill, flight)
@@ -619,7 +627,11 @@ fn profile_or_stall(
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     std::thread::spawn(move || {
         let mut argv: Vec<std::ffi::OsString> = vec!["profile".into(), "-m".into()];
-        argv.extend([crate::run_profile::MODEL.into(), "-u".into(), server_addr.into()]);
+        argv.extend([
+            crate::run_profile::MODEL.into(),
+            "-u".into(),
+            server_addr.into(),
+        ]);
         argv.extend(["--artifact-dir".into(), dir.into_os_string()]);
         argv.extend(["--quiet".into(), "--tokenizer".into(), "cl100k_base".into()]);
         argv.extend(args.into_iter().map(Into::into));
@@ -661,7 +673,11 @@ fn prefill_slots_come_back_from_cancelled_and_timed_out_requests() {
     assert_eq!(o.requests.len(), 12);
     assert_eq!(o.cancelled, 6, "cancelled in prefill, slots given back");
     assert_eq!(o.metrics.request_count, 6);
-    assert_eq!(server.token_times().len(), 12, "the server saw every request");
+    assert_eq!(
+        server.token_times().len(),
+        12,
+        "the server saw every request"
+    );
     server.stop();
 
     // Every request times out before its first token: each failure gives its slot back,
@@ -686,6 +702,10 @@ fn prefill_slots_come_back_from_cancelled_and_timed_out_requests() {
         err.to_string().contains("all 4 requests failed: timed out"),
         "{err}"
     );
-    assert_eq!(server.token_times().len(), 4, "the server saw every request");
+    assert_eq!(
+        server.token_times().len(),
+        4,
+        "the server saw every request"
+    );
     server.stop();
 }

@@ -164,7 +164,11 @@ mod tests {
         gate.give_back();
         gate.give_back();
         assert_eq!(gate.taken(), 0);
-        assert_eq!(PrefillGate::new(0).limit, 1, "a limit of 0 would stall every send");
+        assert_eq!(
+            PrefillGate::new(0).limit,
+            1,
+            "a limit of 0 would stall every send"
+        );
     }
 
     #[test]

@@ -264,7 +264,10 @@ mod tests {
         let mut rec = RequestRecord::default();
         let mut body = b"data: role\n\nevent: error\ndata: text\n\n".to_vec();
         state.feed(&body, 1, false, &mut rec).unwrap();
-        assert!(!state.token.seen, "neither a role-only event nor an error is a token");
+        assert!(
+            !state.token.seen,
+            "neither a role-only event nor an error is a token"
+        );
         body.extend_from_slice(b"data: text 1\n\ndata: text 2\n\n");
         state.feed(&body, 2, false, &mut rec).unwrap();
         assert!(state.token.seen && state.token.test.is_none());

@@ -438,4 +438,26 @@ mod tests {
         let p = parse_whole(1, br#"{"object":"error","message":"no"}"#);
         assert_eq!(p.error.unwrap().detail, "no");
     }
+
+    #[test]
+    fn the_first_token_is_an_event_with_output_text() {
+        for (data, token) in [
+            (r#"{"choices":[{"delta":{"role":"assistant"}}]}"#, false),
+            (
+                r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
+                false,
+            ),
+            (r#"{"choices":[],"usage":{"completion_tokens":3}}"#, false),
+            (r#"{"error":{"message":"boom"}}"#, false),
+            ("not json", false),
+            ("[DONE]", false),
+            ("", false),
+            (r#"{"choices":[{"delta":{"content":"a"}}]}"#, true),
+            (r#"{"choices":[{"delta":{"reasoning_content":"r"}}]}"#, true),
+            (r#"{"choices":[{"text":" t"}]}"#, true),
+            (r#"{"model_name":"m","text_output":"x"}"#, true),
+        ] {
+            assert_eq!(has_output(data.as_bytes()), token, "{data}");
+        }
+    }
 }

@@ -38,8 +38,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::clock::Clock;
-use crate::engine::wire::Wire;
 use crate::engine::prefill::PrefillCap;
+use crate::engine::wire::Wire;
 use crate::engine::{EngineSpec, RequestLimits};
 use crate::error::{Error, Result};
 use crate::inputs::prompts::PromptGen;

@@ -125,7 +125,11 @@ mod tests {
         assert_eq!(log.snapshot(), vec![vec![5], vec![7]]);
         assert_eq!((a, b, c), (0, 1, 2));
         let began = log.began();
-        assert_eq!(began.len(), 2, "begin times leave the ring with their entries");
+        assert_eq!(
+            began.len(),
+            2,
+            "begin times leave the ring with their entries"
+        );
         assert!(began[0] <= began[1]);
         log.record(99, 1);
         assert_eq!(log.snapshot().len(), 2);
