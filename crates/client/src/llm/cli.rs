@@ -410,7 +410,7 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
     )?;
     let (request_timeout, request_timeout_flag) = request_timeout(&args)?;
     let request_idle_timeout = request_idle_timeout(&args)?;
-    let load = load_plan(&args)?;
+    let load = load_plan(&args, endpoint_type)?;
     Ok(ProfileConfig {
         points: load_points(&args, &load),
         load,

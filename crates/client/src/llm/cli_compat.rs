@@ -186,7 +186,9 @@ const REFUSED: &[(&str, &str)] = &[
     ("--config", "settings come from the command line only; there is no YAML config file"),
     ("--log-level", "use -v/--verbose for the effective settings; errors and warnings always go to stderr"),
     ("--extra-verbose", "use -v/--verbose for the effective settings; errors and warnings always go to stderr"),
-    ("--prefill-concurrency", "requests are not held back until their first token arrives; the load caps requests in flight only (--concurrency, or --max-inflight with --request-rate)"),
+    ("--prefill-concurrency-ramp-duration", "the --prefill-concurrency cap holds from the first request; it is not ramped"),
+    ("--warmup-prefill-concurrency", "warm-up requests share the run's --prefill-concurrency cap"),
+    ("--warmup-prefill-concurrency-ramp-duration", "warm-up requests share the run's --prefill-concurrency cap; it is not ramped"),
 ];
 
 /// The refusal for a flag the parser does not know, when it is one of GenAI-Perf's or

@@ -39,6 +39,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::clock::Clock;
+use crate::engine::prefill::PrefillCap;
 use crate::engine::wire::Wire;
 use crate::engine::{EngineSpec, RequestLimits};
 use crate::error::{Error, Result};
@@ -391,6 +392,10 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         reply_check: Default::default(),
         max_response_bytes: cfg.args.max_response_bytes,
         cancel: None,
+        prefill: cfg.load.prefill_concurrency.map(|n| PrefillCap {
+            limit: n as usize,
+            is_token: events::has_output,
+        }),
     })
 }
 

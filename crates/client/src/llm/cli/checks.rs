@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{ProfileArgs, MAX_READ_BATCH_US, MAX_RESPONSE_BYTES};
+use super::{EndpointType, ProfileArgs, MAX_READ_BATCH_US, MAX_RESPONSE_BYTES};
 use crate::error::{Error, Result};
 
 /// AIPerf's default request timeout.
@@ -219,7 +219,10 @@ pub(super) fn check_bounds(args: &ProfileArgs) -> Result<()> {
 }
 
 /// AIPerf's load flags, checked against the rest of the load.
-pub(super) fn load_plan(args: &ProfileArgs) -> Result<super::super::load_args::LoadPlan> {
+pub(super) fn load_plan(
+    args: &ProfileArgs,
+    endpoint_type: EndpointType,
+) -> Result<super::super::load_args::LoadPlan> {
     use super::super::load_args::{self, Given};
     use super::Distribution;
     let given = args.request_distribution.map(|d| match d {
@@ -246,5 +249,45 @@ pub(super) fn load_plan(args: &ProfileArgs) -> Result<super::super::load_args::L
             "profile: --arrival-pattern and --arrival-smoothness shape --request-rate (or              --request-rate-series) arrivals; give one of those",
         ));
     }
+    if let Some(n) = plan.prefill_concurrency {
+        check_prefill(args, endpoint_type, n, paced)?;
+    }
     Ok(plan)
+}
+
+/// `--prefill-concurrency N` against the rest of the load. As in AIPerf 0.13 it needs
+/// `--streaming` (the first token is seen only in a stream) and may not exceed any
+/// `--concurrency` value of a sweep; with `--request-rate` it may not exceed
+/// `--max-inflight`, the cap on requests in flight there.
+fn check_prefill(
+    args: &ProfileArgs,
+    endpoint_type: EndpointType,
+    n: u64,
+    paced: bool,
+) -> Result<()> {
+    if endpoint_type == EndpointType::Kserve || !endpoint_type.generates() {
+        return Err(Error::usage(format!(
+            "profile: --prefill-concurrency applies to the HTTP token streams (chat, \
+             completions, generate), not --endpoint-type {}",
+            endpoint_type.name()
+        )));
+    }
+    if !args.streaming {
+        return Err(Error::usage(
+            "profile: --prefill-concurrency needs --streaming (a request leaves prefill at its \
+             first streamed token)",
+        ));
+    }
+    let (flag, cap) = if paced {
+        ("--max-inflight", args.max_inflight)
+    } else {
+        ("--concurrency", args.concurrency.iter().min().copied())
+    };
+    match cap {
+        Some(c) if n > c => Err(Error::usage(format!(
+            "profile: --prefill-concurrency {n} cannot be greater than {flag} {c} (requests in \
+             prefill are among those in flight)"
+        ))),
+        _ => Ok(()),
+    }
 }
