@@ -479,7 +479,7 @@ fn a_request_rate_series_ramps_the_rate_the_server_sees() {
     assert!((1.6..2.5).contains(&ratio), "{first_second} then {rest}");
     assert!(outcomes[0]
         .dir
-        .ends_with("inferperf-llm-openai-chat-request_rate20"));
+        .ends_with("inferperf-llm-openai-chat-request_rate20.0"));
     let config = &summary(&outcomes[0].dir)["input_config"];
     assert_eq!(config["request_rate_series"][1]["qps"], 100.0, "{config}");
     server.stop();

@@ -261,12 +261,26 @@ pub enum LoadPoint {
 }
 
 impl LoadPoint {
-    /// `concurrency4` / `request_rate2.5`, as GenAI-Perf names its artifact directories.
+    /// `concurrency4` / `request_rate2.5` / `request_rate32.0`, as GenAI-Perf and AIPerf name
+    /// their artifact directories: both read the rate as a Python float and print it as
+    /// Python does, so a whole rate keeps its `.0`.
     pub fn label(&self) -> String {
         match self {
             LoadPoint::Concurrency(c) => format!("concurrency{c}"),
-            LoadPoint::RequestRate(r) => format!("request_rate{r}"),
+            LoadPoint::RequestRate(r) => format!("request_rate{}", python_float(*r)),
         }
+    }
+}
+
+/// A float as Python's `str()` writes it from 0.0001 to 10^16 (Python switches to exponents
+/// outside): the shortest text that reads back the same, with `.0` on a whole number
+/// (`32.0`, `2.5`, `0.1`).
+pub fn python_float(x: f64) -> String {
+    let text = format!("{x}");
+    if x.is_finite() && !text.contains(['.', 'e']) {
+        format!("{text}.0")
+    } else {
+        text
     }
 }
 
@@ -359,6 +373,10 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         args.quiet = true;
     }
     check_load(&args)?;
+    if let ([cap], false) = (&args.concurrency[..], args.request_rate.is_empty()) {
+        // AIPerf's --concurrency beside --request-rate: the cap on requests in flight.
+        args.max_inflight = Some(*cap);
+    }
     check_tokens(&args)?;
     check_bounds(&args)?;
     check_export_file_name(&args.profile_export_file).map_err(Error::usage)?;
