@@ -6,9 +6,9 @@
 //! runs in a fresh directory with no `--artifact-dir`, so the result files must be where
 //! the tool itself writes them: `artifacts/<model>-<service kind>-<kind>-<stimulus>/`.
 //!
-//! Sources: AIPerf 0.13 README and docs/tutorials (request-rate-concurrency,
-//! fixed-schedule, goodput, timeslices, sequence-distributions) and `aiperf profile
-//! --help` examples; GenAI-Perf README and docs/tutorial.md, docs/embeddings.md.
+//! Sources: the AIPerf 0.13 README and docs/tutorials (request-rate-concurrency,
+//! fixed-schedule, goodput, timeslices, sequence-distributions); the GenAI-Perf README,
+//! docs/tutorial.md and docs/embeddings.md.
 
 use crate::common::temp_dir;
 
@@ -349,6 +349,68 @@ fn aiperf_time_slices() {
     ] {
         assert!(dir.join(f).is_file(), "{f}");
     }
+}
+
+/// AIPerf docs/tutorials/sequence-distributions.md, "Chatbot Workload Simulation": each
+/// prompt's ISL and OSL come from one of three classes, weighted 70/20/10. With no request
+/// count, inferperf's default 100 requests cycle through its 100 prompts once.
+#[test]
+fn aiperf_sequence_distribution() {
+    let server = start_llm("Qwen/Qwen3-0.6B");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("qs-aiperf-seqdist", &server, &hub, &[
+        "profile",
+        "--model", "Qwen/Qwen3-0.6B",
+        "--endpoint-type", "chat",
+        "--endpoint", "/v1/chat/completions",
+        "--streaming",
+        "--url", "localhost:8000",
+        "--sequence-distribution", "64|10,32|8:70;256|40,128|20:20;1024|100,512|50:10",
+    ])
+    .ok();
+    assert_eq!(
+        run.aiperf_files("Qwen_Qwen3-0.6B-openai-chat-concurrency1"),
+        100
+    );
+    // Classes told apart by the requested output length (means 32, 128, 512; 8 to 50 sd).
+    let mut classes = [0usize; 3];
+    for b in bodies(&server) {
+        let osl = b["max_tokens"].as_u64().expect("every request asks for an OSL");
+        classes[match osl {
+            0..=80 => 0,
+            81..=300 => 1,
+            _ => 2,
+        }] += 1;
+    }
+    assert_eq!(classes.iter().sum::<usize>(), 100);
+    assert!(
+        classes[0] > classes[1] && classes[1] > classes[2] && classes[2] > 0,
+        "{classes:?}"
+    );
+}
+
+/// A mix that cannot be read: exit 99, one line naming the flag and what is wrong, and no
+/// request sent.
+#[test]
+fn a_bad_sequence_distribution_is_one_usage_line() {
+    let server = start_llm("Qwen/Qwen3-0.6B");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("qs-aiperf-seqdist-bad", &server, &hub, &[
+        "profile",
+        "--model", "Qwen/Qwen3-0.6B",
+        "--url", "localhost:8000",
+        "--sequence-distribution", "128,64;256,128:1",
+    ]);
+    assert_eq!(run.out.status.code(), Some(99));
+    let stderr = String::from_utf8_lossy(&run.out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--sequence-distribution") && stderr.contains("no ':WEIGHT'"),
+        "{stderr}"
+    );
+    assert!(bodies(&server).is_empty());
 }
 
 // ----- GenAI-Perf -----

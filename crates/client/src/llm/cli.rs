@@ -154,6 +154,12 @@ pub struct ProfileArgs {
     /// Standard deviation of the requested output length.
     #[arg(long, visible_alias = "osl-stddev", default_value_t = 0.0)]
     pub output_tokens_stddev: f64,
+    /// Synthetic prompts: a mix of ISL/OSL classes (AIPerf's), replacing the ISL and OSL
+    /// flags: `ISL[|SD],OSL[|SD]:WEIGHT;...`, `[(ISL,OSL):WEIGHT,...]` or
+    /// `{"pairs": [{"isl", "isl_stddev", "osl", "osl_stddev", "prob"}]}`; each prompt draws
+    /// a class by weight (seeded by --random-seed), then its lengths.
+    #[arg(long, value_name = "MIX")]
+    pub sequence_distribution: Option<String>,
     /// Also send `min_tokens` = `max_tokens` and `ignore_eos: true`, so the output length is
     /// exact on servers that honour them.
     #[arg(long)]
@@ -314,6 +320,8 @@ pub struct ProfileConfig {
     /// AIPerf's load flags: arrival pattern, grace period, rate series, failed-request
     /// threshold.
     pub load: super::load_args::LoadPlan,
+    /// `--sequence-distribution`, parsed.
+    pub sequence_distribution: Option<super::sequence_dist::SequenceDistribution>,
 }
 
 /// Parses `argv` (args[0] = "profile"). `Ok(None)`: help or metric definitions were printed.
@@ -416,7 +424,9 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
     let (request_timeout, request_timeout_flag) = request_timeout(&args)?;
     let request_idle_timeout = request_idle_timeout(&args)?;
     let load = load_plan(&args)?;
+    let sequence_distribution = sequence_distribution(&args)?;
     Ok(ProfileConfig {
+        sequence_distribution,
         points: load_points(&args, &load),
         load,
         tls,
@@ -538,6 +548,7 @@ pub fn check_export_file_name(name: &str) -> std::result::Result<(), String> {
 mod checks;
 use checks::{
     check_bounds, check_load, check_tokens, load_plan, request_idle_timeout, request_timeout,
+    sequence_distribution,
 };
 
 #[cfg(test)]

@@ -150,6 +150,24 @@ pub(super) fn check_tokens(args: &ProfileArgs) -> Result<()> {
     Ok(())
 }
 
+/// `--sequence-distribution`, parsed; it shapes synthetic prompts only.
+pub(super) fn sequence_distribution(
+    args: &ProfileArgs,
+) -> Result<Option<crate::llm::sequence_dist::SequenceDistribution>> {
+    let Some(text) = &args.sequence_distribution else {
+        return Ok(None);
+    };
+    if args.input_file.is_some() || args.dataset.dataset_name.is_some() {
+        return Err(Error::usage(
+            "profile: --sequence-distribution shapes synthetic prompts; give it without \
+             --input-file or --dataset-name",
+        ));
+    }
+    crate::llm::sequence_dist::parse(text, MAX_TOKENS)
+        .map(Some)
+        .map_err(|why| Error::usage(format!("profile: --sequence-distribution '{text}': {why}")))
+}
+
 /// Tokens per prompt or answer at most (mean and standard deviation).
 const MAX_TOKENS: u64 = 1_000_000;
 /// `--num-prompts` at most.
