@@ -173,7 +173,10 @@ fn guidellm_sweep_runs_synchronous_throughput_then_rates_between() {
     assert_eq!(rates, vec![round(sync + step), round(sync + 2.0 * step)]);
     assert!(outcomes[2]
         .dir
-        .ends_with(format!("{MODEL}-openai-chat-request_rate{}", rates[0])));
+        .ends_with(format!(
+            "{MODEL}-openai-chat-request_rate{}",
+            inferperf::llm::cli::python_float(rates[0])
+        )));
     server.stop();
 }
 
