@@ -171,7 +171,9 @@ fn aiperf_readme_basic() {
     let got = bodies(&server);
     assert_eq!(got.len(), 100);
     assert_eq!(measured, 100);
-    assert!(got.iter().all(|b| b["model"] == "your_model_name" && b["stream"] == true));
+    assert!(got
+        .iter()
+        .all(|b| b["model"] == "your_model_name" && b["stream"] == true));
     assert!(hub_paths(&hub).is_empty(), "{:?}", hub_paths(&hub));
 }
 
@@ -230,8 +232,7 @@ fn aiperf_request_rate_with_max_concurrency() {
         "--output-tokens-mean", "200",
     ])
     .ok();
-    let measured =
-        run.aiperf_files("Qwen_Qwen3-0.6B-openai-chat-concurrency100-request_rate200.0");
+    let measured = run.aiperf_files("Qwen_Qwen3-0.6B-openai-chat-concurrency100-request_rate200.0");
     let got = bodies(&server);
     assert_eq!((got.len(), measured), (500, 500));
     assert!(got.iter().all(|b| b["max_tokens"] == 200));
@@ -313,8 +314,7 @@ fn aiperf_goodput() {
     assert_eq!(run.aiperf_files(name), 20);
     assert_eq!(bodies(&server).len(), 20);
     let summary: Value = serde_json::from_str(
-        &std::fs::read_to_string(run.profile_dir(name).join("profile_export_aiperf.json"))
-            .unwrap(),
+        &std::fs::read_to_string(run.profile_dir(name).join("profile_export_aiperf.json")).unwrap(),
     )
     .unwrap();
     assert!(summary["goodput"]["avg"].is_number(), "{summary}");
@@ -341,7 +341,10 @@ fn aiperf_time_slices() {
     assert!(measured > 0);
     // Requests still in flight when the duration ends may be left out, never more.
     let ended = server.llm_counts().ended;
-    assert!(ended >= measured && ended <= measured + 1, "{ended} {measured}");
+    assert!(
+        ended >= measured && ended <= measured + 1,
+        "{ended} {measured}"
+    );
     let dir = run.profile_dir(name);
     for f in [
         "profile_export_aiperf_timeslices.json",
@@ -376,7 +379,9 @@ fn aiperf_sequence_distribution() {
     // Classes told apart by the requested output length (means 32, 128, 512; 8 to 50 sd).
     let mut classes = [0usize; 3];
     for b in bodies(&server) {
-        let osl = b["max_tokens"].as_u64().expect("every request asks for an OSL");
+        let osl = b["max_tokens"]
+            .as_u64()
+            .expect("every request asks for an OSL");
         classes[match osl {
             0..=80 => 0,
             81..=300 => 1,
@@ -429,8 +434,10 @@ fn genai_perf_readme_quick_start() {
         "-u", "localhost:8001",
     ])
     .ok();
-    let measured =
-        run.genai_perf_files("gpt2-triton-tensorrtllm-concurrency1", "profile_export.json");
+    let measured = run.genai_perf_files(
+        "gpt2-triton-tensorrtllm-concurrency1",
+        "profile_export.json",
+    );
     assert_eq!(measured, 100);
     assert_eq!(server.llm_counts().ended, 100);
 }
@@ -527,7 +534,10 @@ fn genai_perf_tutorial_openai_completions() {
     ])
     .ok();
     assert_eq!(
-        run.genai_perf_files("gpt2-openai-completions-concurrency1", "profile_export.json"),
+        run.genai_perf_files(
+            "gpt2-openai-completions-concurrency1",
+            "profile_export.json"
+        ),
         50
     );
     let got = bodies(&server);

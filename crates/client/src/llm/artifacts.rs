@@ -420,6 +420,10 @@ mod tests {
             "llm-openai-chat-request_rate2.5"
         );
         let c = cfg(&capped);
-        assert_eq!(c.args.max_inflight, Some(100), "the concurrency caps the rate");
+        assert_eq!(
+            c.args.max_inflight,
+            Some(100),
+            "the concurrency caps the rate"
+        );
     }
 }

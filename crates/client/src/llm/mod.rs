@@ -484,7 +484,7 @@ fn prepare_entries(cfg: &ProfileConfig, tok: &Tokenizer) -> Result<Vec<Entry>> {
     let mut entries = Vec::with_capacity(args.num_prompts as usize);
     // The class draws of --sequence-distribution: a stream of their own, so the lengths'
     // stream is the same with and without a mix.
-    let mut classes = args.random_seed ^ 0x7365_7164_6973_74;
+    let mut classes = args.random_seed ^ 0x0073_6571_6469_7374;
     for _ in 0..args.num_prompts {
         let bucket = cfg.sequence_distribution.as_ref().map(|d| {
             let u = (payload::splitmix(&mut classes) >> 11) as f64 / (1u64 << 53) as f64;

@@ -160,12 +160,13 @@ fn json_buckets(text: &str) -> Result<Vec<Bucket>, String> {
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let field = |name: &str, default: Option<f64>| {
-                match (p.get(name).and_then(Value::as_f64), default) {
-                    (Some(v), _) => Ok(v),
-                    (None, Some(d)) if p.get(name).is_none() => Ok(d),
-                    _ => Err(format!("pairs[{i}].{name} must be a number")),
-                }
+            let field = |name: &str, default: Option<f64>| match (
+                p.get(name).and_then(Value::as_f64),
+                default,
+            ) {
+                (Some(v), _) => Ok(v),
+                (None, Some(d)) if p.get(name).is_none() => Ok(d),
+                _ => Err(format!("pairs[{i}].{name} must be a number")),
             };
             Ok(Bucket {
                 isl: field("isl", None)?,
@@ -194,7 +195,10 @@ mod tests {
 
     #[test]
     fn the_three_forms_read_alike() {
-        let want = vec![b(256.0, 10.0, 128.0, 5.0, 60.0), b(512.0, 0.0, 256.0, 0.0, 40.0)];
+        let want = vec![
+            b(256.0, 10.0, 128.0, 5.0, 60.0),
+            b(512.0, 0.0, 256.0, 0.0, 40.0),
+        ];
         for text in [
             "256|10,128|5:60;512,256:40",
             "[(256|10,128|5):60,(512,256):40]",
