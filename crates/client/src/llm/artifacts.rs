@@ -39,7 +39,10 @@ fn stimulus(cfg: &ProfileConfig, point: LoadPoint) -> String {
         return "fixed_schedule".into();
     }
     match (point, &a.concurrency[..]) {
-        (LoadPoint::RequestRate(_), [cap]) => format!("concurrency{cap}-{}", point.label()),
+        // Both flags given (a sweep's rate levels beside its --concurrency are not capped).
+        (LoadPoint::RequestRate(_), [cap]) if !a.request_rate.is_empty() => {
+            format!("concurrency{cap}-{}", point.label())
+        }
         _ => point.label(),
     }
 }
