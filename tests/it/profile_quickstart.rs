@@ -395,6 +395,38 @@ fn aiperf_sequence_distribution() {
     );
 }
 
+/// AIPerf docs/tutorials/arrival-patterns.md, "Stress Testing with Bursty Traffic": gamma
+/// arrivals of shape 0.3 at 100 requests/s. The document runs 120 s; here 2 s (the one value
+/// changed), about 200 requests.
+#[test]
+fn aiperf_bursty_arrivals() {
+    let server = start_llm("your-model");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("qs-aiperf-gamma", &server, &hub, &[
+        "profile",
+        "--model", "your-model",
+        "--url", "localhost:8000",
+        "--endpoint-type", "chat",
+        "--streaming",
+        "--request-rate", "100",
+        "--arrival-pattern", "gamma",
+        "--arrival-smoothness", "0.3",
+        "--benchmark-duration", "2",
+    ])
+    .ok();
+    let measured = run.aiperf_files("your-model-openai-chat-request_rate100.0");
+    let sent = server.llm_counts().ended;
+    assert!(measured > 0 && sent >= measured, "{sent} {measured}");
+    let dir = run.profile_dir("your-model-openai-chat-request_rate100.0");
+    let summary: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("profile_export_aiperf.json")).unwrap(),
+    )
+    .unwrap();
+    let phase = &summary["input_config"]["phases"][0];
+    assert_eq!(phase["type"], "gamma", "{phase}");
+}
+
 /// A mix that cannot be read: exit 99, one line naming the flag and what is wrong, and no
 /// request sent.
 #[test]
