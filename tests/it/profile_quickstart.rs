@@ -8,9 +8,10 @@
 //!
 //! Sources: the AIPerf 0.13 README and docs/tutorials (request-rate-concurrency,
 //! fixed-schedule, goodput, timeslices, sequence-distributions); the GenAI-Perf README,
-//! docs/tutorial.md and docs/embeddings.md.
+//! docs/tutorial.md, docs/embeddings.md and docs/rankings.md.
 
 use crate::common::temp_dir;
+use crate::profile_load_flags::Ranker;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -45,14 +46,25 @@ impl Run {
     /// and `localhost:8001` (the HTTP and gRPC defaults both tools use) replaced by the
     /// server's ports, in a fresh directory, with the stand-in Hub and an empty Hub cache.
     fn new(tag: &str, server: &ServerHandle, hub: &StandIn, argv: &[&str]) -> Run {
-        let dir = temp_dir(tag);
         let http = server.addr.to_string();
         let grpc = server.grpc_addr.expect("gRPC port").to_string();
+        Run::with(
+            tag,
+            &[("localhost:8000", http), ("localhost:8001", grpc)],
+            hub,
+            argv,
+        )
+    }
+
+    /// Runs `argv` with each `(written, actual)` address replaced.
+    fn with(tag: &str, addresses: &[(&str, String)], hub: &StandIn, argv: &[&str]) -> Run {
+        let dir = temp_dir(tag);
         let args: Vec<String> = argv
             .iter()
             .map(|a| {
-                a.replace("localhost:8000", &http)
-                    .replace("localhost:8001", &grpc)
+                addresses
+                    .iter()
+                    .fold(a.to_string(), |a, (from, to)| a.replace(from, to))
             })
             .collect();
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_inferperf"))
@@ -613,5 +625,61 @@ fn genai_perf_embeddings_from_a_file() {
         "profile_export.json",
     );
     assert_eq!(measured, 100);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// GenAI-Perf docs/rankings.md, "Profile Using Custom Inputs": a folder of queries and
+/// passages sent to a Text Embeddings Inference re-ranker (a stand-in on the address the
+/// document's `-u localhost:8080` names). Four queries, one passage each per request.
+#[test]
+fn genai_perf_rankings_from_a_folder() {
+    let ranker = Ranker::start(0);
+    let hub = StandIn::start();
+    let dir = temp_dir("qs-gap-rankings-input");
+    let folder = dir.join("rankings_jsonl");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("queries.jsonl"),
+        r#"{"text": "What was the first car ever driven?"}
+{"text": "Who served as the 5th President of the United States of America?"}
+{"text": "Is the Sydney Opera House located in Australia?"}
+{"text": "In what state did they film Shrek 2?"}
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        folder.join("passages.jsonl"),
+        r#"{"text": "Eric Anderson (born January 18, 1968) is an American sociologist and sexologist."}
+{"text": "Kevin Loader is a British film and television producer."}
+{"text": "Francisco Antonio Zea Juan Francisco Antonio Hilari was a Colombian journalist, botanist, diplomat, politician, and statesman who served as the 1st Vice President of Colombia."}
+{"text": "Daddys Home 2 Principal photography on the film began in Massachusetts in March 2017 and it was released in the United States by Paramount Pictures on November 10, 2017. Although the film received unfavorable reviews, it has grossed over $180 million worldwide on a $69 million budget."}
+"#,
+    )
+    .unwrap();
+    let input = format!("{}/", folder.display());
+    #[rustfmt::skip]
+    let run = Run::with("qs-gap-rankings", &[("localhost:8080", ranker.addr.to_string())], &hub, &[
+        "profile",
+        "-m", "BAAI/bge-reranker-base",
+        "--service-kind", "openai",
+        "--endpoint-type", "rankings",
+        "--endpoint", "rerank",
+        "--input-file", &input,
+        "-u", "localhost:8080",
+        "--extra-inputs", "rankings:tei",
+    ])
+    .ok();
+    let measured = run.genai_perf_files(
+        "BAAI_bge-reranker-base-openai-rankings-concurrency1",
+        "profile_export.json",
+    );
+    let got = ranker.bodies();
+    assert_eq!((got.len() as u64, measured), (100, 100));
+    assert!(
+        got.iter()
+            .all(|b| b["query"].is_string() && b["texts"].as_array().is_some_and(|t| t.len() == 1)),
+        "{:?}",
+        got.first()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
