@@ -158,7 +158,7 @@ pub struct ProfileArgs {
     /// flags: `ISL[|SD],OSL[|SD]:WEIGHT;...`, `[(ISL,OSL):WEIGHT,...]` or
     /// `{"pairs": [{"isl", "isl_stddev", "osl", "osl_stddev", "prob"}]}`; each prompt draws
     /// a class by weight (seeded by --random-seed), then its lengths.
-    #[arg(long, value_name = "MIX")]
+    #[arg(long, visible_alias = "seq-dist", value_name = "MIX")]
     pub sequence_distribution: Option<String>,
     /// Also send `min_tokens` = `max_tokens` and `ignore_eos: true`, so the output length is
     /// exact on servers that honour them.
