@@ -222,13 +222,13 @@ fn bad_load_flag_values_are_one_line_usage_errors() {
 
 /// A stand-in rankings server on a loopback port: answers every POST with a ranking (or,
 /// with `fail_every` n > 0, every n-th with a 500) and keeps the bodies it received.
-struct Ranker {
-    addr: std::net::SocketAddr,
+pub(crate) struct Ranker {
+    pub(crate) addr: std::net::SocketAddr,
     bodies: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
 }
 
 impl Ranker {
-    fn start(fail_every: usize) -> Ranker {
+    pub(crate) fn start(fail_every: usize) -> Ranker {
         use std::io::{BufRead, BufReader, Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
@@ -291,7 +291,7 @@ impl Ranker {
         Ranker { addr, bodies }
     }
 
-    fn bodies(&self) -> Vec<Value> {
+    pub(crate) fn bodies(&self) -> Vec<Value> {
         self.bodies.lock().unwrap().clone()
     }
 }
@@ -529,7 +529,7 @@ fn a_request_rate_series_ramps_the_rate_the_server_sees() {
     assert!((1.6..2.5).contains(&ratio), "{first_second} then {rest}");
     assert!(outcomes[0]
         .dir
-        .ends_with("inferperf-llm-openai-chat-request_rate20"));
+        .ends_with("inferperf-llm-openai-chat-request_rate20.0"));
     let config = &summary(&outcomes[0].dir)["input_config"];
     assert_eq!(config["request_rate_series"][1]["qps"], 100.0, "{config}");
     server.stop();

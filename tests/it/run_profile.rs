@@ -290,7 +290,7 @@ fn open_loop_reports_latency_from_the_intended_send_time() {
         .all(|r| r.intended_ns > 0 && r.start_ns >= r.intended_ns));
     assert!(o[0]
         .dir
-        .ends_with("inferperf-llm-openai-chat-request_rate200"));
+        .ends_with("inferperf-llm-openai-chat-request_rate200.0"));
     assert!(stdout.to_lowercase().contains("intended"), "{stdout}");
     server.stop();
 }

@@ -171,9 +171,10 @@ fn guidellm_sweep_runs_synchronous_throughput_then_rates_between() {
     let step = (max - sync) / 2.0;
     let round = |r: f64| (r * 100.0).round() / 100.0;
     assert_eq!(rates, vec![round(sync + step), round(sync + 2.0 * step)]);
-    assert!(outcomes[2]
-        .dir
-        .ends_with(format!("{MODEL}-openai-chat-request_rate{}", rates[0])));
+    assert!(outcomes[2].dir.ends_with(format!(
+        "{MODEL}-openai-chat-request_rate{}",
+        inferperf::llm::cli::python_float(rates[0])
+    )));
     server.stop();
 }
 

@@ -12,7 +12,7 @@ use super::{dataset, export, html_report, report_options, runner, telemetry};
 use crate::error::{Error, Result};
 use crate::measure::llm::LlmRequest;
 
-/// `artifacts/<model>-<service kind>-<kind detail>-<mode><value>`, as GenAI-Perf names it:
+/// `artifacts/<model>-<service kind>-<kind detail>-<stimulus>`, as GenAI-Perf names it:
 /// `openai-<endpoint type>` for OpenAI endpoints, `triton-<backend>` (`tensorrtllm`, `vllm`)
 /// for Triton's KServe endpoint. The model part is a safe file stem (`org/model` gives
 /// `org_model`), so the directory is always inside the artifact directory.
@@ -28,13 +28,24 @@ pub(super) fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
         .join(format!("{model}-{kind}-{}", stimulus(cfg, point)))
 }
 
-/// The load part of a level's folder name: `fixed_schedule` for a trace replayed on its
-/// timestamps (as GenAI-Perf and AIPerf name it), else `concurrencyN` / `request_rateR`.
+/// The load part of a level's folder name, by the rules of GenAI-Perf's and AIPerf's own
+/// names, which agree where both tools take the flags:
+/// - `fixed_schedule` for a trace replayed on its timestamps;
+/// - `concurrencyN-request_rateR` for AIPerf's `--concurrency N --request-rate R` (a rate
+///   capped at N in flight; GenAI-Perf refuses the pair);
+/// - else the level's label: `concurrencyN` / `request_rateR`, the rate written as Python
+///   writes a float (`request_rate32.0`), as both tools do.
 fn stimulus(cfg: &ProfileConfig, point: LoadPoint) -> String {
-    if cfg.args.dataset.replaying() {
-        "fixed_schedule".into()
-    } else {
-        point.label()
+    let a = &cfg.args;
+    if a.dataset.replaying() {
+        return "fixed_schedule".into();
+    }
+    match (point, &a.concurrency[..]) {
+        // Both flags given (a sweep's rate levels beside its --concurrency are not capped).
+        (LoadPoint::RequestRate(_), [cap]) if !a.request_rate.is_empty() => {
+            format!("concurrency{cap}-{}", point.label())
+        }
+        _ => point.label(),
     }
 }
 
@@ -423,6 +434,21 @@ mod tests {
             "--request-rate",
             "5",
         ];
-        assert_eq!(name(&chat), "llm-openai-chat-request_rate5");
+        assert_eq!(name(&chat), "llm-openai-chat-request_rate5.0");
+        let capped = [&chat[..], &["--concurrency", "100"]].concat();
+        assert_eq!(
+            name(&capped),
+            "llm-openai-chat-concurrency100-request_rate5.0"
+        );
+        assert_eq!(
+            name(&["-m", "llm", "--request-rate", "2.5"]),
+            "llm-openai-chat-request_rate2.5"
+        );
+        let c = cfg(&capped);
+        assert_eq!(
+            c.args.max_inflight,
+            Some(100),
+            "the concurrency caps the rate"
+        );
     }
 }

@@ -26,6 +26,7 @@ pub mod rate_series;
 pub mod reply_error;
 pub mod report_args;
 pub mod runner;
+pub mod sequence_dist;
 pub mod sweep;
 pub mod sweep_args;
 pub mod sweep_plan;
@@ -518,14 +519,28 @@ fn prepare_entries(cfg: &ProfileConfig, tok: &Tokenizer) -> Result<Vec<Entry>> {
     }
     let mut mismatches = 0;
     let mut entries = Vec::with_capacity(args.num_prompts as usize);
+    // The class draws of --sequence-distribution: a stream of their own, so the lengths'
+    // stream is the same with and without a mix.
+    let mut classes = args.random_seed ^ 0x0073_6571_6469_7374;
     for _ in 0..args.num_prompts {
-        let len = gen.sample_len(
-            args.synthetic_input_tokens_mean as f64,
-            args.synthetic_input_tokens_stddev,
+        let bucket = cfg.sequence_distribution.as_ref().map(|d| {
+            let u = (payload::splitmix(&mut classes) >> 11) as f64 / (1u64 << 53) as f64;
+            *d.pick(u)
+        });
+        let (isl_mean, isl_sd) = bucket.map_or(
+            (
+                args.synthetic_input_tokens_mean as f64,
+                args.synthetic_input_tokens_stddev,
+            ),
+            |b| (b.isl, b.isl_stddev),
         );
+        let len = gen.sample_len(isl_mean, isl_sd);
         let p = gen.prompt(len);
         mismatches += usize::from(p.mismatch);
-        let osl = requested_osl(cfg, &mut gen);
+        let osl = match bucket {
+            Some(b) => Some(gen.sample_len(b.osl, b.osl_stddev) as u64),
+            None => requested_osl(cfg, &mut gen),
+        };
         entries.push(Entry {
             text: p.text,
             isl: p.tokens as u64,

@@ -60,10 +60,20 @@ fn timeout_ms(flag: &str, ms: &str) -> Result<Duration> {
 
 /// The load flags: how much, how fast, on how many workers.
 pub(super) fn check_load(args: &ProfileArgs) -> Result<()> {
-    if !args.concurrency.is_empty() && !args.request_rate.is_empty() {
-        return Err(Error::usage(
-            "profile: give --concurrency or --request-rate, not both",
-        ));
+    if !args.request_rate.is_empty() {
+        // AIPerf: --concurrency with --request-rate is the cap on requests in flight.
+        if args.concurrency.len() > 1 {
+            return Err(Error::usage(
+                "profile: with --request-rate, --concurrency is the cap on requests in flight \
+                 (as in AIPerf) and takes one value",
+            ));
+        }
+        if !args.concurrency.is_empty() && args.max_inflight.is_some() {
+            return Err(Error::usage(
+                "profile: with --request-rate, give --concurrency or --max-inflight as the cap \
+                 on requests in flight, not both",
+            ));
+        }
     }
     if args.concurrency.contains(&0) {
         return Err(Error::usage(
@@ -138,6 +148,24 @@ pub(super) fn check_tokens(args: &ProfileArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `--sequence-distribution`, parsed; it shapes synthetic prompts only.
+pub(super) fn sequence_distribution(
+    args: &ProfileArgs,
+) -> Result<Option<crate::llm::sequence_dist::SequenceDistribution>> {
+    let Some(text) = &args.sequence_distribution else {
+        return Ok(None);
+    };
+    if args.input_file.is_some() || args.dataset.dataset_name.is_some() {
+        return Err(Error::usage(
+            "profile: --sequence-distribution shapes synthetic prompts; give it without \
+             --input-file or --dataset-name",
+        ));
+    }
+    crate::llm::sequence_dist::parse(text, MAX_TOKENS)
+        .map(Some)
+        .map_err(|why| Error::usage(format!("profile: --sequence-distribution '{text}': {why}")))
 }
 
 /// Tokens per prompt or answer at most (mean and standard deviation).
@@ -246,7 +274,8 @@ pub(super) fn load_plan(
     let paced = !args.request_rate.is_empty() || plan.rate_series.is_some();
     if (l.arrival_pattern.is_some() || l.arrival_smoothness.is_some()) && !paced {
         return Err(Error::usage(
-            "profile: --arrival-pattern and --arrival-smoothness shape --request-rate (or              --request-rate-series) arrivals; give one of those",
+            "profile: --arrival-pattern and --arrival-smoothness shape --request-rate (or \
+             --request-rate-series) arrivals; give one of those",
         ));
     }
     if let Some(n) = plan.prefill_concurrency {
