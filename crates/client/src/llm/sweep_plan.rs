@@ -196,10 +196,7 @@ fn write_aiperf_aggregate(
         .iter()
         .enumerate()
         .map(|(i, row)| {
-            let point = match (row.concurrency, row.request_rate) {
-                (Some(c), _) => LoadPoint::Concurrency(c),
-                (None, r) => LoadPoint::RequestRate(r.unwrap_or_default()),
-            };
+            let point = row_point(row);
             let (name, text) = layout::parameter(point);
             let value = match point {
                 LoadPoint::Concurrency(c) => c.into(),
@@ -224,11 +221,11 @@ fn write_aiperf_aggregate(
         crate::report::write::write_atomic("", &dir.join(name), text.as_bytes())
     };
     let root = &cfg.args.artifact_dir;
-    for level in &levels {
+    for (row, level) in summary.rows.iter().zip(&levels) {
         let Ok(metrics) = level.result else { continue };
         let dir = root
             .join(layout::AGGREGATE_DIR)
-            .join(format!("{}_{}", level.name, level.text));
+            .join(layout::level_dir_name(row_point(row)));
         let model = &cfg.models[0];
         let json = aiperf_sweep::aggregate_json(level, metrics, model);
         write(&dir, "profile_export_aiperf_aggregate.json", json)?;
@@ -247,6 +244,14 @@ fn write_aiperf_aggregate(
         aiperf_sweep::sweep_csv(&levels),
     )?;
     Ok(dir)
+}
+
+/// The level a summary row measured.
+fn row_point(row: &SweepRow) -> LoadPoint {
+    match (row.concurrency, row.request_rate) {
+        (Some(c), _) => LoadPoint::Concurrency(c),
+        (None, r) => LoadPoint::RequestRate(r.unwrap_or_default()),
+    }
 }
 
 /// The probes of an SLA search, each judged by its goodput fraction (`passes`, in order).
