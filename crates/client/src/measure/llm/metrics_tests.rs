@@ -194,10 +194,10 @@ fn per_request_metrics_of_edge_cases() {
 
 #[test]
 fn failed_requests_have_no_metrics() {
-    assert_eq!(request_metrics(&failed(0, 10, "transport")), None);
+    assert_eq!(request_metrics(&failed(0, 10, "reset")), None);
     let mut partial = req(0, &[(10, 1), (20, 1)], 1);
     partial.error = Some(RequestError {
-        kind: "incomplete".into(),
+        kind: "closed_early".into(),
         message: String::new(),
     });
     assert_eq!(request_metrics(&partial), None);
@@ -303,7 +303,7 @@ fn no_goodput_no_requests_no_division_by_zero() {
     assert_eq!(empty.duration_ns, 0);
     assert_eq!(empty.request_throughput, 0.0);
     assert_eq!(empty.ttft, None);
-    let only_failed = compute(&[failed(0, 5, "transport")], &MetricOptions::default());
+    let only_failed = compute(&[failed(0, 5, "reset")], &MetricOptions::default());
     assert_eq!((only_failed.request_count, only_failed.error_count), (0, 1));
     assert_eq!(only_failed.request_latency, None);
 }
