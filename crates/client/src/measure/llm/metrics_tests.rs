@@ -192,6 +192,24 @@ fn per_request_metrics_of_edge_cases() {
     ]);
 }
 
+/// Kinds are listed in the failure kinds' order (the stderr summary's), each with its count
+/// and its first message.
+#[test]
+fn errors_by_kind_follow_the_kind_order() {
+    let mut reqs = vec![
+        failed(0, 1, "closed_early"),
+        failed(0, 1, "reset"),
+        failed(0, 1, "connect_failed"),
+        failed(0, 1, "reset"),
+    ];
+    reqs[1].error.as_mut().unwrap().message = "first reset".into();
+    let m = compute(&reqs, &MetricOptions::default());
+    let want = [("connect_failed", 1), ("reset", 2), ("closed_early", 1)];
+    let want: Vec<(String, u64)> = want.iter().map(|(k, n)| (k.to_string(), *n)).collect();
+    assert_eq!(m.errors_by_kind, want);
+    assert_eq!(m.error_examples, ["boom", "first reset", "boom"]);
+}
+
 #[test]
 fn failed_requests_have_no_metrics() {
     assert_eq!(request_metrics(&failed(0, 10, "reset")), None);
