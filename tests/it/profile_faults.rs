@@ -254,7 +254,10 @@ fn a_server_gone_mid_run_is_an_error_with_every_failure_counted_once() {
     assert!(by_console.contains_key("connect_failed"), "{stdout}");
     assert_eq!(by_console.values().sum::<u64>(), console, "{stdout}");
     // The example after the kind's name does not repeat it.
-    assert!(!stderr.contains("connect_failed: connect failed"), "{stderr}");
+    assert!(
+        !stderr.contains("connect_failed: connect failed"),
+        "{stderr}"
+    );
     let point = point_dir(&dir);
     let read = |name: &str| std::fs::read_to_string(point.join(name)).unwrap();
     let summary: Value = serde_json::from_str(&read("profile_export_genai_perf.json")).unwrap();

@@ -639,9 +639,7 @@ mod tests {
         assert_eq!(fails.count(FailKind::SseError), 1);
         let line = fails.summary(4).unwrap();
         assert!(
-            line.starts_with(
-                "3 of 4 requests failed (reset: 1, not_json: 1, sse_error_event: 1)"
-            ),
+            line.starts_with("3 of 4 requests failed (reset: 1, not_json: 1, sse_error_event: 1)"),
             "{line}"
         );
         let point = LoadPoint::Concurrency(1);

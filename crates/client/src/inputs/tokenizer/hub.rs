@@ -10,8 +10,10 @@
 //!
 //! The download is one `GET {endpoint}/{repo}/resolve/{revision}/tokenizer.json` on the
 //! project's own blocking HTTP/1.1 + rustls stack, following redirects (the Hub answers 302
-//! to a CDN for large files, a relative 307 for a renamed repository). `HF_TOKEN` is sent as a
-//! bearer token to the endpoint's own origin only, never to a host it redirects to.
+//! to a CDN for large files, a relative 307 for a renamed repository). The access token is
+//! `HF_TOKEN` (or `HUGGING_FACE_HUB_TOKEN`), else the file `huggingface-cli login` / `hf auth
+//! login` wrote (see [`token_path`]); it is sent as a bearer token to the endpoint's own
+//! origin only, never to a host it redirects to.
 
 use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
@@ -45,9 +47,59 @@ pub struct HubEnv {
     /// `scheme://host[:port]`, no trailing slash.
     pub endpoint: String,
     /// Sent as `Authorization: Bearer ...` to the endpoint's origin.
-    pub token: Option<String>,
+    pub token: Option<Token>,
     /// The variable that forbids downloads (`HF_HUB_OFFLINE` or `TRANSFORMERS_OFFLINE`).
     pub offline: Option<&'static str>,
+}
+
+/// A Hub access token and where it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub value: String,
+    /// `HF_TOKEN`, `HUGGING_FACE_HUB_TOKEN`, or `the token file PATH`, for messages.
+    pub source: String,
+}
+
+impl Token {
+    /// A token given in the variable `name`.
+    pub fn from_var(name: &str, value: &str) -> Token {
+        Token {
+            value: value.trim().to_string(),
+            source: name.to_string(),
+        }
+    }
+}
+
+/// The file `huggingface_hub` keeps the login token in: `HF_TOKEN_PATH`, else
+/// `HF_HOME/token`, else `XDG_CACHE_HOME/huggingface/token`, else
+/// `~/.cache/huggingface/token` (its `constants.HF_TOKEN_PATH`). Empty values count as unset.
+pub fn token_path(get: impl Fn(&str) -> Option<String>) -> PathBuf {
+    let var = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+    var("HF_TOKEN_PATH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| hf_home(&var).join("token"))
+}
+
+/// `HF_HOME`, else `XDG_CACHE_HOME/huggingface`, else `~/.cache/huggingface`.
+fn hf_home(var: &impl Fn(&str) -> Option<String>) -> PathBuf {
+    var("HF_HOME")
+        .map(PathBuf::from)
+        .or_else(|| var("XDG_CACHE_HOME").map(|x| Path::new(&x).join("huggingface")))
+        .unwrap_or_else(|| {
+            let home = var("HOME").unwrap_or_else(|| ".".into());
+            Path::new(&home).join(".cache/huggingface")
+        })
+}
+
+/// The token in the login file at `path`, if the file is there and not blank (surrounding
+/// white space dropped, as `huggingface_hub` does).
+fn token_from_file(path: &Path) -> Option<Token> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let value = text.trim();
+    (!value.is_empty()).then(|| Token {
+        value: value.to_string(),
+        source: format!("the token file {}", path.display()),
+    })
 }
 
 impl HubEnv {
@@ -58,22 +110,22 @@ impl HubEnv {
 
     /// From `get(name)`, with `huggingface_hub`'s precedence: `HF_HUB_CACHE`, else
     /// `HUGGINGFACE_HUB_CACHE`, else `HF_HOME/hub`, else `XDG_CACHE_HOME/huggingface/hub`,
-    /// else `~/.cache/huggingface/hub`. Empty values count as unset.
+    /// else `~/.cache/huggingface/hub`; the token from `HF_TOKEN`, else
+    /// `HUGGING_FACE_HUB_TOKEN`, else the login file at [`token_path`] (read here). Empty
+    /// values count as unset.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> HubEnv {
         let var = |name: &str| get(name).filter(|v| !v.trim().is_empty());
         let cache = var("HF_HUB_CACHE")
             .or_else(|| var("HUGGINGFACE_HUB_CACHE"))
             .map(PathBuf::from)
-            .or_else(|| var("HF_HOME").map(|h| Path::new(&h).join("hub")))
-            .or_else(|| var("XDG_CACHE_HOME").map(|x| Path::new(&x).join("huggingface/hub")))
-            .unwrap_or_else(|| {
-                let home = var("HOME").unwrap_or_else(|| ".".into());
-                Path::new(&home).join(".cache/huggingface/hub")
-            });
+            .unwrap_or_else(|| hf_home(&var).join("hub"));
         let endpoint = var("HF_ENDPOINT")
             .map(|e| e.trim().trim_end_matches('/').to_string())
             .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
-        let token = var("HF_TOKEN").or_else(|| var("HUGGING_FACE_HUB_TOKEN"));
+        let token = ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"]
+            .into_iter()
+            .find_map(|name| var(name).map(|v| Token::from_var(name, &v)))
+            .or_else(|| token_from_file(&token_path(&var)));
         let truthy = |name: &str| {
             var(name).is_some_and(|v| {
                 matches!(
@@ -144,6 +196,8 @@ pub enum Miss {
     NoRevision,
     NoFile,
     Status(u16, String),
+    /// The token has characters a header value cannot carry.
+    BadToken,
     Unreachable(String),
     TooLarge,
     NotHub(String),
@@ -161,18 +215,26 @@ impl Miss {
             }
             Miss::Denied(status, false) => format!(
                 "{ep} answered {status}: the repository is gated or private; set HF_TOKEN to \
-                 a token with access to it"
+                 a token with access to it (or log in with `hf auth login`)"
             ),
             Miss::Denied(status, true) => format!(
-                "{ep} answered {status}: the token in HF_TOKEN has no access to this gated or \
-                 private repository (accept its terms on the Hub, or use another token)"
+                "{ep} answered {status}: the token from {} has no access to this gated or \
+                 private repository (accept its terms on the Hub, or use another token)",
+                token_source(env)
             ),
             Miss::NoRepository(false) => format!(
-                "{ep} has no repository {repo} (RepositoryNotFound; a private one needs HF_TOKEN)"
+                "{ep} has no repository {repo} (RepositoryNotFound; a private one needs HF_TOKEN \
+                 or `hf auth login`)"
             ),
             Miss::NoRepository(true) => format!(
-                "{ep} has no repository {repo} that the token in HF_TOKEN can see \
-                 (RepositoryNotFound)"
+                "{ep} has no repository {repo} that the token from {} can see \
+                 (RepositoryNotFound)",
+                token_source(env)
+            ),
+            Miss::BadToken => format!(
+                "the token from {} is not one HTTP header value (it holds spaces or control \
+                 characters)",
+                token_source(env)
             ),
             Miss::NoRevision => format!(
                 "the repository has no revision '{revision}' (RevisionNotFound); check \
@@ -195,6 +257,11 @@ impl Miss {
             Miss::Cache(why) => format!("cannot write into the cache: {why}"),
         }
     }
+}
+
+/// Where the token of `env` came from (only asked when there is one).
+fn token_source(env: &HubEnv) -> &str {
+    env.token.as_ref().map_or("HF_TOKEN", |t| t.source.as_str())
 }
 
 /// The one-line message for a Hub tokenizer that cannot be had.
@@ -371,11 +438,15 @@ fn download(repo: &str, revision: &str, env: &HubEnv) -> Result<Fetched, Miss> {
             env.endpoint
         )));
     };
+    let token = env.token.as_ref().map(|t| t.value.as_str());
+    if token.is_some_and(|t| !t.bytes().all(|b| b.is_ascii_graphic())) {
+        return Err(Miss::BadToken);
+    }
     let home = url.clone();
     let mut names: Option<(String, String)> = None;
     for _ in 0..=MAX_REDIRECTS {
         let same_origin = url.origin() == home.origin();
-        let token = env.token.as_deref().filter(|_| same_origin);
+        let token = token.filter(|_| same_origin);
         let answer = get(&url, token)?;
         if same_origin && names.is_none() {
             if let Some(commit) = answer.header("x-repo-commit") {

@@ -220,7 +220,10 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
     LlmMetrics {
         request_count: ok,
         error_count,
-        errors_by_kind: errors.iter().map(|((_, k), (n, _))| (k.clone(), *n)).collect(),
+        errors_by_kind: errors
+            .iter()
+            .map(|((_, k), (n, _))| (k.clone(), *n))
+            .collect(),
         error_examples: errors.into_values().map(|(_, m)| m).collect(),
         duration_ns,
         request_throughput: per_sec(ok as f64),
