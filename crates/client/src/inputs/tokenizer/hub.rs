@@ -5,8 +5,10 @@
 //! fetched by AIPerf or transformers is found here and one fetched here is found by them:
 //! `{cache}/models--ORG--NAME/refs/{revision}` holds a commit sha,
 //! `snapshots/{sha}/tokenizer.json` is a relative symlink to `../../blobs/{etag}`, and the
-//! blob holds the bytes. The cache is looked at first; the network is used only when the file
-//! is missing, never with `HF_HUB_OFFLINE` (or `TRANSFORMERS_OFFLINE`) set.
+//! blob holds the bytes. A file the Hub said is absent at a commit (404 `EntryNotFound`) is
+//! marked by an empty `.no_exist/{sha}/tokenizer.json`, so it is known absent without asking
+//! again. The cache is looked at first; the network is used only when the file is missing and
+//! not known absent, never with `HF_HUB_OFFLINE` (or `TRANSFORMERS_OFFLINE`) set.
 //!
 //! The download is one `GET {endpoint}/{repo}/resolve/{revision}/tokenizer.json` on the
 //! project's own blocking HTTP/1.1 + rustls stack, following redirects (the Hub answers 302
@@ -194,7 +196,10 @@ pub enum Miss {
     /// 404 (or 401) `RepositoryNotFound`; `bool`: a token was sent.
     NoRepository(bool),
     NoRevision,
-    NoFile,
+    /// 404 `EntryNotFound`, with the commit the Hub named (`X-Repo-Commit`) when it did.
+    NoFile(Option<String>),
+    /// The cache's `.no_exist` marker says the file is absent at this commit.
+    KnownAbsent(String),
     Status(u16, String),
     /// The token has characters a header value cannot carry.
     BadToken,
@@ -240,9 +245,15 @@ impl Miss {
                 "the repository has no revision '{revision}' (RevisionNotFound); check \
                  --tokenizer-revision"
             ),
-            Miss::NoFile => format!(
+            Miss::NoFile(_) => format!(
                 "the repository has no {FILE} at revision '{revision}' (EntryNotFound); only \
                  {FILE} is read, a repository's Python tokenizer code is never run"
+            ),
+            Miss::KnownAbsent(commit) => format!(
+                "the repository has no {FILE} at revision '{revision}' (EntryNotFound, recorded \
+                 by the marker .no_exist/{commit}/{FILE} in that folder; delete it to ask the \
+                 Hub again); only {FILE} is read, a repository's Python tokenizer code is never \
+                 run"
             ),
             Miss::Status(status, url) => format!("{url} answered HTTP {status}"),
             Miss::Unreachable(why) => format!(
@@ -276,7 +287,7 @@ pub fn miss_message(spec: &str, revision: &str, env: &HubEnv, miss: &Miss) -> St
 }
 
 /// The cached `tokenizer.json` of `repo` at `revision`, downloaded into the cache first when
-/// it is missing (unless offline).
+/// it is missing (unless offline, or known absent).
 pub fn resolve(repo: &str, revision: &str, env: &HubEnv) -> Result<PathBuf, Miss> {
     if !revision_ok(revision) {
         return Err(Miss::BadRevision);
@@ -284,28 +295,62 @@ pub fn resolve(repo: &str, revision: &str, env: &HubEnv) -> Result<PathBuf, Miss
     if let Some(found) = cached(repo, revision, env) {
         return Ok(found);
     }
+    if let Some(commit) = known_absent(repo, revision, env) {
+        return Err(Miss::KnownAbsent(commit));
+    }
     if let Some(var) = env.offline {
         return Err(Miss::Offline(var));
     }
-    let fetched = download(repo, revision, env)?;
-    store(repo, revision, env, &fetched)
+    match download(repo, revision, env) {
+        Ok(fetched) => store(repo, revision, env, &fetched),
+        Err(Miss::NoFile(Some(commit))) => {
+            mark_absent(repo, revision, env, &commit);
+            Err(Miss::NoFile(Some(commit)))
+        }
+        Err(miss) => Err(miss),
+    }
+}
+
+/// The commit `revision` stands for in the cache of `repo`: itself when it is a sha, else
+/// what `refs/{revision}` holds.
+fn cached_commit(repo: &str, revision: &str, env: &HubEnv) -> Option<String> {
+    let sha = if is_sha(revision) {
+        revision.to_string()
+    } else {
+        let reference = env.repo_dir(repo).join("refs").join(revision);
+        std::fs::read_to_string(reference).ok()?.trim().to_string()
+    };
+    is_sha(&sha).then_some(sha)
 }
 
 /// `snapshots/{sha}/tokenizer.json` when `refs/{revision}` (or the revision itself, a sha)
 /// names a snapshot that has it.
 pub fn cached(repo: &str, revision: &str, env: &HubEnv) -> Option<PathBuf> {
-    let dir = env.repo_dir(repo);
-    let sha = if is_sha(revision) {
-        revision.to_string()
-    } else {
-        let text = std::fs::read_to_string(dir.join("refs").join(revision)).ok()?;
-        text.trim().to_string()
-    };
-    if !is_sha(&sha) {
-        return None;
-    }
-    let file = dir.join("snapshots").join(&sha).join(FILE);
+    let sha = cached_commit(repo, revision, env)?;
+    let file = env.repo_dir(repo).join("snapshots").join(sha).join(FILE);
     file.is_file().then_some(file)
+}
+
+/// The commit at which the cache's `.no_exist/{sha}/tokenizer.json` marker says the file is
+/// absent, for the commit `revision` stands for.
+pub fn known_absent(repo: &str, revision: &str, env: &HubEnv) -> Option<String> {
+    let sha = cached_commit(repo, revision, env)?;
+    let marker = env.repo_dir(repo).join(".no_exist").join(&sha).join(FILE);
+    marker.is_file().then_some(sha)
+}
+
+/// Records that the file is absent at `commit`, as `huggingface_hub` does: the empty marker
+/// `.no_exist/{commit}/tokenizer.json`, and `refs/{revision}` naming the commit. A cache that
+/// cannot be written only costs the next run a request, so failures are ignored.
+fn mark_absent(repo: &str, revision: &str, env: &HubEnv, commit: &str) {
+    let dir = env.repo_dir(repo);
+    let marker = dir.join(".no_exist").join(commit).join(FILE);
+    if let Some(parent) = marker.parent() {
+        if std::fs::create_dir_all(parent).is_ok() {
+            let _ = std::fs::File::create(&marker);
+        }
+    }
+    let _ = write_ref(&dir, revision, commit);
 }
 
 /// What one download brought: the bytes and the Hub's names for them.
@@ -500,15 +545,19 @@ fn download(repo: &str, revision: &str, env: &HubEnv) -> Result<Fetched, Miss> {
     Err(Miss::NotHub(format!("more than {MAX_REDIRECTS} redirects")))
 }
 
-/// An error answer, by the Hub's `X-Error-Code` first, else by status.
+/// An error answer, by the Hub's `X-Error-Code` first, else by status; an `EntryNotFound`
+/// keeps the commit its `X-Repo-Commit` names.
 fn classify(status: u16, answer: &Answer, token: bool, url: &Url) -> Miss {
     match answer.header("x-error-code") {
         Some("RepositoryNotFound") => Miss::NoRepository(token),
         Some("RevisionNotFound") => Miss::NoRevision,
-        Some("EntryNotFound") => Miss::NoFile,
+        Some("EntryNotFound") => {
+            let commit = answer.header("x-repo-commit").map(str::trim);
+            Miss::NoFile(commit.filter(|c| is_sha(c)).map(str::to_string))
+        }
         Some("GatedRepo") => Miss::Denied(status, token),
         _ if status == 401 || status == 403 => Miss::Denied(status, token),
-        _ if status == 404 => Miss::NoFile,
+        _ if status == 404 => Miss::NoFile(None),
         _ => Miss::Status(status, url.text()),
     }
 }
@@ -651,20 +700,27 @@ fn store(repo: &str, revision: &str, env: &HubEnv, got: &Fetched) -> Result<Path
         let target = Path::new("../../blobs").join(&got.etag);
         link_or_copy(&target, &blob, &link).map_err(|e| fail(&link, e))?;
     }
-    if revision != got.commit {
-        let reference = dir.join("refs").join(revision);
-        if let Some(parent) = reference.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| fail(parent, e))?;
-        }
-        let temp = reference.with_extension(format!("{}.tmp", std::process::id()));
-        std::fs::write(&temp, &got.commit)
-            .and_then(|()| std::fs::rename(&temp, &reference))
-            .map_err(|e| {
-                let _ = std::fs::remove_file(&temp);
-                fail(&reference, e)
-            })?;
-    }
+    write_ref(&dir, revision, &got.commit).map_err(|(path, e)| fail(&path, e))?;
     Ok(link)
+}
+
+/// `refs/{revision}` holding `commit` (nothing for a revision that is the commit itself),
+/// written whole through a temporary file; on failure, the path and the error.
+fn write_ref(dir: &Path, revision: &str, commit: &str) -> Result<(), (PathBuf, std::io::Error)> {
+    if revision == commit {
+        return Ok(());
+    }
+    let reference = dir.join("refs").join(revision);
+    if let Some(parent) = reference.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| (parent.to_path_buf(), e))?;
+    }
+    let temp = reference.with_extension(format!("{}.tmp", std::process::id()));
+    std::fs::write(&temp, commit)
+        .and_then(|()| std::fs::rename(&temp, &reference))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&temp);
+            (reference, e)
+        })
 }
 
 #[cfg(unix)]

@@ -361,13 +361,69 @@ fn each_failure_is_one_usage_line() {
     }
     // Nothing was written for a failure.
     assert!(!cache.join("models--gated--model/snapshots").exists());
+    // A name no other test loads: the process keeps every loaded tokenizer by name.
     let closed = env_for(&cache, NOWHERE);
-    let err = Tokenizer::load_from("org/model", "main", &closed).unwrap_err();
+    let err = Tokenizer::load_from("org/unreachable", "main", &closed).unwrap_err();
     assert!(
         err.msg.contains("cannot reach http://127.0.0.1:9"),
         "{}",
         err.msg
     );
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+/// A file the Hub says is absent (404 `EntryNotFound` naming the commit) leaves the empty
+/// marker `.no_exist/{commit}/tokenizer.json` and the ref, as `huggingface_hub` does; later
+/// runs, by branch or by commit, online or offline, know it is absent without a request.
+#[test]
+fn an_absent_file_is_marked_and_not_asked_for_again() {
+    let hub = StandIn::start();
+    let cache = temp_cache("no-exist");
+    let env = env_for(&cache, &hub.endpoint());
+    let repo = "org/no-tokenizer";
+    assert_eq!(
+        resolve(repo, "main", &env).unwrap_err(),
+        Miss::NoFile(Some(COMMIT.to_string()))
+    );
+    let dir = cache.join("models--org--no-tokenizer");
+    let marker = dir.join(".no_exist").join(COMMIT).join("tokenizer.json");
+    assert_eq!(std::fs::read(&marker).unwrap(), b"");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("refs/main")).unwrap(),
+        COMMIT
+    );
+    assert!(!dir.join("snapshots").exists());
+    assert_eq!(hub.seen().len(), 1);
+    let offline = HubEnv {
+        offline: Some("HF_HUB_OFFLINE"),
+        ..env.clone()
+    };
+    for (env, revision) in [(&env, "main"), (&env, COMMIT), (&offline, "main")] {
+        let miss = resolve(repo, revision, env).unwrap_err();
+        assert_eq!(miss, Miss::KnownAbsent(COMMIT.to_string()), "{revision}");
+        let msg = miss_message(repo, revision, env, &miss);
+        assert!(msg.contains("EntryNotFound"), "{msg}");
+        let named = format!(".no_exist/{COMMIT}/tokenizer.json");
+        assert!(msg.contains(&named), "{msg}");
+        assert!(!msg.contains("HF_HUB_OFFLINE"), "{msg}");
+    }
+    assert_eq!(hub.seen().len(), 1, "no second request");
+    // Without the marker the Hub is asked again.
+    std::fs::remove_file(&marker).unwrap();
+    assert!(matches!(
+        resolve(repo, "main", &env),
+        Err(Miss::NoFile(Some(_)))
+    ));
+    assert_eq!(hub.seen().len(), 2);
+    // A marker for another commit says nothing about this one.
+    let other = "fedcba9876543210fedcba9876543210fedcba98";
+    std::fs::remove_file(&marker).unwrap();
+    std::fs::create_dir_all(dir.join(".no_exist").join(other)).unwrap();
+    std::fs::write(dir.join(".no_exist").join(other).join("tokenizer.json"), "").unwrap();
+    assert!(known_absent(repo, "main", &env).is_none());
+    // A file that exists is never marked.
+    resolve("org/model", "main", &env).unwrap();
+    assert!(!cache.join("models--org--model/.no_exist").exists());
     let _ = std::fs::remove_dir_all(&cache);
 }
 
