@@ -127,7 +127,7 @@ impl HubEnv {
         let token = ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"]
             .into_iter()
             .find_map(|name| var(name).map(|v| Token::from_var(name, &v)))
-            .or_else(|| token_from_file(&token_path(&var)));
+            .or_else(|| token_from_file(&token_path(var)));
         let truthy = |name: &str| {
             var(name).is_some_and(|v| {
                 matches!(

@@ -115,7 +115,7 @@ fn the_login_token_file_is_read_and_hf_token_wins() {
         HubEnv::from_vars(move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()))
     };
     let hf_home = ("HF_HOME", home.display().to_string());
-    let env = from(&[hf_home.clone()]);
+    let env = from(std::slice::from_ref(&hf_home));
     let file = home.join("token");
     assert_eq!(
         env.token,
