@@ -116,7 +116,8 @@ fn label(row: &str) -> String {
     }
 }
 
-fn run_dir(tag: &str, more: &[&str]) -> PathBuf {
+/// A one-level run with `--artifact-dir` typed: (AIPerf's folder, GenAI-Perf's folder).
+fn run_dir(tag: &str, more: &[&str]) -> (PathBuf, PathBuf) {
     let server = start_llm(3, 1, 1);
     let dir = temp_dir(tag);
     let mut args = vec![
@@ -135,26 +136,35 @@ fn run_dir(tag: &str, more: &[&str]) -> PathBuf {
     args.extend(more);
     let (outcomes, _) = profile(&server, &dir, &args).unwrap();
     server.stop();
-    outcomes[0].dir.clone()
+    (outcomes[0].aiperf_dir.clone(), outcomes[0].dir.clone())
 }
 
 #[test]
 fn aiperf_files_have_the_layout_and_keys_of_aiperfs() {
-    let ours = run_dir("profile-aiperf-files", &[]);
+    let (ours, genai) = run_dir("profile-aiperf-files", &[]);
     let sample = sample_dir();
+    // `--artifact-dir` typed: AIPerf writes straight into it, GenAI-Perf into its level folder.
+    assert_eq!(genai.parent(), Some(ours.as_path()));
 
-    // Every file and folder AIPerf writes for the run, beside GenAI-Perf's.
+    // Every file and folder AIPerf writes for the run.
     let (mut want, mut have) = (BTreeSet::new(), BTreeSet::new());
     files_under(&sample, &sample, &mut want);
     files_under(&ours, &ours, &mut have);
     let lacking: Vec<_> = want.difference(&have).collect();
     assert!(lacking.is_empty(), "missing {lacking:?} in {have:?}");
-    for genai in [
+    let mut genai_files = BTreeSet::new();
+    files_under(&genai, &genai, &mut genai_files);
+    for name in [
         "profile_export.json",
         "profile_export_genai_perf.json",
         "profile_export_genai_perf.csv",
+        "inputs.json",
     ] {
-        assert!(have.contains(genai), "{genai}");
+        assert!(genai_files.contains(name), "{name}");
+    }
+    // `aiperf plot` takes a folder with both of these for a run: only AIPerf's folder has them.
+    for name in ["profile_export.jsonl", "profile_export_aiperf.json"] {
+        assert!(!genai_files.contains(name), "{name} in GenAI-Perf's folder");
     }
 
     // The summary JSON: AIPerf's schema, keys and units.
@@ -246,7 +256,7 @@ fn aiperf_tools_read_the_run_folder() {
         println!("profile_aiperf_files: aiperf tools skipped (set INFERPERF_AIPERF to an aiperf executable)");
         return;
     };
-    let ours = run_dir("profile-aiperf-plot", &["--slice-duration", "0.01"]);
+    let (ours, _) = run_dir("profile-aiperf-plot", &["--slice-duration", "0.01"]);
     let home = temp_dir("profile-aiperf-home");
     let run = |args: &[&std::ffi::OsStr]| {
         let out = Command::new(&aiperf)
@@ -258,10 +268,9 @@ fn aiperf_tools_read_the_run_folder() {
             + &String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "aiperf {args:?}: {text}");
     };
-    // The artifact directory holding the run folder, as `aiperf plot` is usually pointed at.
-    let parent = ours.parent().unwrap();
-    run(&["plot".as_ref(), parent.as_os_str()]);
-    let pngs: Vec<_> = std::fs::read_dir(parent.join("plots"))
+    // The artifact directory, AIPerf's run folder.
+    run(&["plot".as_ref(), ours.as_os_str()]);
+    let pngs: Vec<_> = std::fs::read_dir(ours.join("plots"))
         .unwrap()
         .filter_map(|e| e.ok())
         .filter(|e| e.path().extension().is_some_and(|x| x == "png"))
@@ -273,7 +282,7 @@ fn aiperf_tools_read_the_run_folder() {
 
 #[test]
 fn aiperf_time_slices_have_aiperfs_names_and_rows() {
-    let ours = run_dir("profile-aiperf-slices", &["--slice-duration", "0.01"]);
+    let (ours, _) = run_dir("profile-aiperf-slices", &["--slice-duration", "0.01"]);
     let sample = sample_dir().with_file_name("timeslices");
     let name = "profile_export_aiperf_timeslices";
     let s: Value = serde_json::from_str(&read(&sample.join(format!("{name}.json")))).unwrap();
@@ -310,6 +319,195 @@ fn aiperf_time_slices_have_aiperfs_names_and_rows() {
         assert!(
             known.contains(&r[3..6]),
             "{r:?} is not one of AIPerf's rows"
+        );
+    }
+}
+
+/// Keys of `sample`'s metric objects (`<key>: {stat: ..}`) but those inferperf does not
+/// measure, each with its statistic names, missing from `ours`.
+fn metric_gaps(sample: &Value, ours: &Value) -> Vec<String> {
+    let mut gaps = Vec::new();
+    for (k, s) in sample.as_object().unwrap() {
+        if not_measured(k) {
+            continue;
+        }
+        match ours.get(k) {
+            None => gaps.push(k.clone()),
+            Some(o) => {
+                let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+                if keys(s) != keys(o) {
+                    gaps.push(format!("{k}: {:?}, AIPerf's {:?}", keys(o), keys(s)));
+                }
+                if o["unit"] != s["unit"] {
+                    gaps.push(format!(
+                        "{k}.unit is {}, AIPerf's is {}",
+                        o["unit"], s["unit"]
+                    ));
+                }
+            }
+        }
+    }
+    gaps
+}
+
+/// A `--concurrency` list: AIPerf's layout of a single-trial sweep (AIPerf 0.13 wrote the
+/// sample, crates/client/src/report/llm/testdata/aiperf/sweep, trimmed to one level folder
+/// and a few metrics): a folder per level, each level's confidence summary under
+/// `aggregate/`, and the cross-level summary under `sweep_aggregate/`, with AIPerf's keys.
+#[test]
+fn a_sweep_has_aiperfs_level_aggregate_and_sweep_folders() {
+    let server = start_llm(3, 1, 1);
+    let dir = temp_dir("profile-aiperf-sweep");
+    let args = [
+        "--streaming",
+        "--concurrency",
+        "1,2",
+        "--request-count",
+        "6",
+        "--synthetic-input-tokens-mean",
+        "20",
+        "--output-tokens-mean",
+        "8",
+    ];
+    let (outcomes, stdout) = profile(&server, &dir, &args).unwrap();
+    server.stop();
+    let sample = sample_dir().with_file_name("sweep");
+    assert!(stdout.contains("AIPerf's sweep aggregate in"), "{stdout}");
+
+    // One folder per level with every file AIPerf writes for a level; GenAI-Perf's level
+    // folders hold neither file `aiperf plot` looks for, so each run is found once.
+    let mut want = BTreeSet::new();
+    let level = sample.join("concurrency_1");
+    files_under(&level, &level, &mut want);
+    for (o, c) in outcomes.iter().zip([1, 2]) {
+        assert_eq!(o.aiperf_dir, dir.join(format!("concurrency_{c}")));
+        let mut have = BTreeSet::new();
+        files_under(&o.aiperf_dir, &o.aiperf_dir, &mut have);
+        let lacking: Vec<_> = want.difference(&have).collect();
+        assert!(lacking.is_empty(), "missing {lacking:?} in {have:?}");
+        let records = read(&o.aiperf_dir.join("profile_export.jsonl"));
+        assert_eq!(records.lines().count(), 6);
+        for name in ["profile_export.jsonl", "profile_export_aiperf.json"] {
+            assert!(!o.dir.join(name).exists(), "{name} in {}", o.dir.display());
+        }
+    }
+    // GenAI-Perf's own summary stays where it was.
+    assert!(dir.join("sweep_summary.json").is_file());
+
+    // Each level's confidence summary.
+    let name = "profile_export_aiperf_aggregate";
+    let s: Value = serde_json::from_str(&read(
+        &sample
+            .join("aggregate/concurrency_1")
+            .join(format!("{name}.json")),
+    ))
+    .unwrap();
+    for c in [1, 2] {
+        let at = dir.join(format!("aggregate/concurrency_{c}"));
+        let o: Value = serde_json::from_str(&read(&at.join(format!("{name}.json")))).unwrap();
+        let mut gaps = Vec::new();
+        missing(&s, &o, "", false, &mut gaps);
+        gaps.retain(|g| !g.starts_with(".metrics."));
+        gaps.extend(metric_gaps(&s["metrics"], &o["metrics"]));
+        assert!(gaps.is_empty(), "{name}.json lacks {gaps:?}");
+        assert_eq!(o["schema_version"], s["schema_version"]);
+        let variation = format!("phases.profiling.concurrency={c}");
+        assert_eq!(o["metadata"]["variation_label"], variation.as_str());
+        assert_eq!(o["metrics"]["request_count_avg"]["mean"], 6.0);
+        let sb = csv_blocks(&read(
+            &sample
+                .join("aggregate/concurrency_1")
+                .join(format!("{name}.csv")),
+        ));
+        let ob = csv_blocks(&read(&at.join(format!("{name}.csv"))));
+        assert_eq!(ob.len(), sb.len());
+        assert_eq!(ob[0][0], sb[0][0], "header");
+        let labels = |b: &[String]| b.iter().map(|r| label(r)).collect::<Vec<_>>();
+        assert_eq!(labels(&ob[1]), labels(&sb[1]), "metadata rows");
+        assert!(ob[0].contains(
+            &"request_count_avg,6.00,0.00,6.00,6.00,0.0000,0.0000,6.00,6.00,,requests".to_string()
+        ));
+    }
+
+    // The cross-level summary.
+    let name = "profile_export_aiperf_sweep";
+    let s: Value = serde_json::from_str(&read(
+        &sample.join("sweep_aggregate").join(format!("{name}.json")),
+    ))
+    .unwrap();
+    let o: Value = serde_json::from_str(&read(
+        &dir.join("sweep_aggregate").join(format!("{name}.json")),
+    ))
+    .unwrap();
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&o), keys(&s));
+    assert_eq!(keys(&o["metadata"]), keys(&s["metadata"]));
+    assert_eq!(
+        o["metadata"]["sweep_parameters"],
+        s["metadata"]["sweep_parameters"]
+    );
+    assert_eq!(
+        (
+            o["num_profile_runs"].as_u64(),
+            o["num_successful_runs"].as_u64()
+        ),
+        (Some(2), Some(2))
+    );
+    let cells = o["per_combination_metrics"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    for (cell, c) in cells.iter().zip([1, 2]) {
+        assert_eq!(cell["parameters"], serde_json::json!({"concurrency": c}));
+        let gaps = metric_gaps(
+            &s["per_combination_metrics"][0]["metrics"],
+            &cell["metrics"],
+        );
+        assert!(gaps.is_empty(), "{name}.json lacks {gaps:?}");
+        assert_eq!(cell["metrics"]["request_count"]["mean"], 6.0);
+        assert_eq!(cell["metrics"]["request_latency"]["count"], 6);
+    }
+    assert_eq!(o["best_configurations"], s["best_configurations"]);
+    assert_eq!(o["pareto_optimal"], s["pareto_optimal"]);
+    let sb = csv_blocks(&read(
+        &sample.join("sweep_aggregate").join(format!("{name}.csv")),
+    ));
+    let ob = csv_blocks(&read(
+        &dir.join("sweep_aggregate").join(format!("{name}.csv")),
+    ));
+    assert_eq!(ob.len(), sb.len());
+    assert_eq!(ob[0].len(), 3, "a header and a row per level");
+    let header: Vec<&str> = ob[0][0].split(',').collect();
+    assert_eq!(header[0], "concurrency");
+    for group in header[1..].chunks(5) {
+        let metric = group[0]
+            .strip_suffix("_mean")
+            .expect("a _mean column first");
+        let want: Vec<String> = ["mean", "std", "min", "max", "cv"]
+            .iter()
+            .map(|s| format!("{metric}_{s}"))
+            .collect();
+        assert_eq!(group, want.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    for column in sb[0][0].split(',').filter(|c| !not_measured(c)) {
+        assert!(header.contains(&column), "{column}");
+    }
+    for (s, o) in sb[1..].iter().zip(&ob[1..]) {
+        assert_eq!(o, s);
+    }
+
+    // `aiperf plot` takes the artifact directory and finds the two levels (drawing needs
+    // Chrome for its PNG export; finding the runs does not).
+    if let Some(aiperf) = std::env::var_os("INFERPERF_AIPERF") {
+        let out = Command::new(&aiperf)
+            .args(["plot".as_ref(), dir.as_os_str()])
+            .env("HOME", temp_dir("profile-aiperf-sweep-home"))
+            .output()
+            .expect("aiperf runs");
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "aiperf plot: {text}");
+        let log = read(&dir.join("plots/aiperf_plot.log"));
+        assert!(
+            log.contains("MULTI_RUN mode: 2 run directories found"),
+            "{log}"
         );
     }
 }

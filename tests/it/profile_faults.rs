@@ -37,12 +37,13 @@ struct Run {
     records: Vec<Value>,
 }
 
-/// The one point directory under `dir`.
+/// The one point directory (GenAI-Perf's) under `dir`; AIPerf's files are in `dir` itself
+/// (`--artifact-dir` typed), with its `logs/` folder.
 fn point_dir(dir: &Path) -> PathBuf {
     let dirs: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
+        .filter(|p| p.is_dir() && !p.ends_with("logs"))
         .collect();
     assert_eq!(dirs.len(), 1, "{dirs:?}");
     dirs[0].clone()
@@ -69,7 +70,8 @@ fn profile(mode: FaultMode, extra: &[&str]) -> Run {
         code: out.status.code(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         summary: serde_json::from_str(&read("profile_export_genai_perf.json")).unwrap(),
-        records: read("profile_export.jsonl")
+        records: std::fs::read_to_string(dir.join("profile_export.jsonl"))
+            .unwrap()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect(),
@@ -275,7 +277,9 @@ fn a_server_gone_mid_run_is_an_error_with_every_failure_counted_once() {
         .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
         .collect();
     assert_eq!(by_summary, by_console, "{summary}");
-    let aiperf: Value = serde_json::from_str(&read("profile_export_aiperf.json")).unwrap();
+    // AIPerf's files are in the artifact folder itself.
+    let read_top = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    let aiperf: Value = serde_json::from_str(&read_top("profile_export_aiperf.json")).unwrap();
     let by_aiperf: BTreeMap<String, u64> = aiperf["error_summary"]
         .as_array()
         .unwrap()
@@ -286,7 +290,7 @@ fn a_server_gone_mid_run_is_an_error_with_every_failure_counted_once() {
         })
         .collect();
     assert_eq!(by_aiperf, by_console, "{aiperf}");
-    let records: Vec<Value> = read("profile_export.jsonl")
+    let records: Vec<Value> = read_top("profile_export.jsonl")
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();

@@ -1,7 +1,7 @@
 //! AIPerf's load flags of `inferperf profile` against the in-process reference server (or a
 //! stand-in rankings server): the arrival pattern (and its gamma shape), GenAI-Perf's
-//! rankings folder, the failed-request threshold, the grace period after a duration and the
-//! request-rate series. Each test checks what the
+//! rankings folder, the failed-request threshold, the grace period after a duration, the
+//! request-rate series and the prefill cap. Each test checks what the
 //! server received (counts, the spread of the gaps between arrivals) and what the summary
 //! says; spreads are compared as coefficients of variation, never as wall-clock limits.
 
@@ -146,9 +146,59 @@ fn bad_load_flag_values_are_one_line_usage_errors() {
             &["--failed-request-threshold", "2"][..],
             "--failed-request-threshold",
         ),
-        // Refused: nothing holds requests back until their first token.
         (
-            &["--streaming", "--prefill-concurrency", "2"][..],
+            &["--streaming", "--prefill-concurrency", "0"][..],
+            "--prefill-concurrency",
+        ),
+        (
+            &["--streaming", "--prefill-concurrency", "1.5"][..],
+            "--prefill-concurrency",
+        ),
+        // The first token is seen only in a stream.
+        (
+            &["--concurrency", "4", "--prefill-concurrency", "2"][..],
+            "--prefill-concurrency",
+        ),
+        // More than a point of the sweep holds in flight.
+        (
+            &[
+                "--streaming",
+                "--concurrency",
+                "4,1",
+                "--prefill-concurrency",
+                "2",
+            ][..],
+            "--prefill-concurrency 2 cannot be greater than --concurrency 1",
+        ),
+        (
+            &[
+                "--streaming",
+                "--request-rate",
+                "5",
+                "--max-inflight",
+                "1",
+                "--prefill-concurrency",
+                "2",
+            ][..],
+            "--prefill-concurrency 2 cannot be greater than --max-inflight 1",
+        ),
+        (
+            &[
+                "--streaming",
+                "--endpoint-type",
+                "kserve",
+                "--prefill-concurrency",
+                "1",
+            ][..],
+            "--prefill-concurrency",
+        ),
+        (
+            &[
+                "--endpoint-type",
+                "embeddings",
+                "--prefill-concurrency",
+                "1",
+            ][..],
             "--prefill-concurrency",
         ),
         (
@@ -172,13 +222,13 @@ fn bad_load_flag_values_are_one_line_usage_errors() {
 
 /// A stand-in rankings server on a loopback port: answers every POST with a ranking (or,
 /// with `fail_every` n > 0, every n-th with a 500) and keeps the bodies it received.
-struct Ranker {
-    addr: std::net::SocketAddr,
+pub(crate) struct Ranker {
+    pub(crate) addr: std::net::SocketAddr,
     bodies: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
 }
 
 impl Ranker {
-    fn start(fail_every: usize) -> Ranker {
+    pub(crate) fn start(fail_every: usize) -> Ranker {
         use std::io::{BufRead, BufReader, Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
@@ -241,7 +291,7 @@ impl Ranker {
         Ranker { addr, bodies }
     }
 
-    fn bodies(&self) -> Vec<Value> {
+    pub(crate) fn bodies(&self) -> Vec<Value> {
         self.bodies.lock().unwrap().clone()
     }
 }
@@ -366,7 +416,7 @@ fn the_failed_request_threshold_stops_a_failing_run() {
     let level = std::fs::read_dir(&out)
         .unwrap()
         .flatten()
-        .find(|e| e.path().is_dir());
+        .find(|e| e.path().is_dir() && e.file_name() != "logs");
     let summary = summary(&level.expect("the level's directory").path());
     assert_eq!(summary["input_config"]["failed_request_threshold"], 0.2);
     let counted = summary["request_count"]["avg"].as_f64().unwrap()
@@ -470,8 +520,183 @@ fn a_request_rate_series_ramps_the_rate_the_server_sees() {
     assert!((1.6..2.5).contains(&ratio), "{first_second} then {rest}");
     assert!(outcomes[0]
         .dir
-        .ends_with("inferperf-llm-openai-chat-request_rate20"));
+        .ends_with("inferperf-llm-openai-chat-request_rate20.0"));
     let config = &summary(&outcomes[0].dir)["input_config"];
     assert_eq!(config["request_rate_series"][1]["qps"], 100.0, "{config}");
+    server.stop();
+}
+
+/// The most requests the server had at once in their prefill (from when it read each to
+/// when it sent its first content chunk) and in flight (to its last chunk). Intervals are
+/// half-open: a request read at the very moment another's chunk went out does not overlap
+/// it.
+fn peaks(server: &inferperf::server::ServerHandle) -> (usize, usize, usize) {
+    let starts = server.generation_starts();
+    let tokens = server.token_times();
+    assert_eq!(starts.len(), tokens.len());
+    let peak = |end: fn(&Vec<u64>) -> u64| {
+        let mut edges: Vec<(u64, i32)> = Vec::new();
+        for (start, times) in starts.iter().zip(&tokens) {
+            edges.push((*start, 1));
+            edges.push((end(times), -1));
+        }
+        // Ends before starts at the same instant.
+        edges.sort_unstable();
+        let (mut now, mut peak) = (0i32, 0i32);
+        for (_, d) in edges {
+            now += d;
+            peak = peak.max(now);
+        }
+        peak as usize
+    };
+    assert!(
+        tokens.iter().all(|t| !t.is_empty()),
+        "every request got a token"
+    );
+    let prefill = peak(|t| t[0]);
+    let flight = peak(|t| t[t.len() - 1]);
+    (starts.len(), prefill, flight)
+}
+
+#[test]
+fn prefill_concurrency_caps_the_requests_waiting_for_their_first_token() {
+    // 100 ms to the first token, then 8 tokens 10 ms apart: with 8 requests in flight, each
+    // spends most of its life in prefill. Four workers share the cap.
+    let mut seen_peaks = Vec::new();
+    for prefill in [Some("2"), None] {
+        let server = start_llm(100, 10, 1);
+        let dir = temp_dir(&format!("profile-prefill-{}", prefill.unwrap_or("off")));
+        let mut args = vec![
+            "--streaming",
+            "--concurrency",
+            "8",
+            "--max-workers",
+            "4",
+            "--request-count",
+            "16",
+            "--output-tokens-mean",
+            "8",
+            "--synthetic-input-tokens-mean",
+            "16",
+        ];
+        if let Some(n) = prefill {
+            args.extend(["--prefill-concurrency", n]);
+        }
+        let (outcomes, _) = profile(&server, &dir, &args).unwrap();
+        let o = &outcomes[0];
+        assert_eq!(o.requests.len(), 16);
+        assert!(o.requests.iter().all(|r| r.ok()), "{:?}", o.requests);
+        let config = &summary(&o.dir)["input_config"];
+        let want = prefill.map_or(Value::Null, |n| n.parse::<u64>().unwrap().into());
+        assert_eq!(config["prefill_concurrency"], want, "{config}");
+        let (seen, in_prefill, in_flight) = peaks(&server);
+        assert_eq!(seen, 16, "the server saw every request");
+        seen_peaks.push((in_prefill, in_flight));
+        server.stop();
+    }
+    eprintln!("peak requests (in prefill, in flight), cap 2 then none: {seen_peaks:?}");
+    let [(capped, capped_flight), (free, _)] = seen_peaks[..] else {
+        unreachable!()
+    };
+    assert_eq!(capped, 2, "the cap holds and is reached");
+    assert!(
+        capped_flight > 2,
+        "a request leaves prefill at its first token, not at its end: {capped_flight}"
+    );
+    assert!(free > 2, "without the cap more wait at once: {free}");
+}
+
+/// Runs `profile` on another thread; `None` when it has not returned within a minute (a
+/// prefill slot that was never given back stalls the run).
+fn profile_or_stall(
+    server: &inferperf::server::ServerHandle,
+    dir: &Path,
+    args: &[&str],
+) -> Option<inferperf::error::Result<Vec<inferperf::llm::PointOutcome>>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (server_addr, dir) = (server.addr.to_string(), dir.to_path_buf());
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    std::thread::spawn(move || {
+        let mut argv: Vec<std::ffi::OsString> = vec!["profile".into(), "-m".into()];
+        argv.extend([
+            crate::run_profile::MODEL.into(),
+            "-u".into(),
+            server_addr.into(),
+        ]);
+        argv.extend(["--artifact-dir".into(), dir.into_os_string()]);
+        argv.extend(["--quiet".into(), "--tokenizer".into(), "cl100k_base".into()]);
+        argv.extend(args.into_iter().map(Into::into));
+        let cfg = inferperf::llm::cli::parse(argv).unwrap().expect("a run");
+        let _ = tx.send(inferperf::llm::run(&cfg, &mut Vec::new()));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60)).ok()
+}
+
+#[test]
+fn prefill_slots_come_back_from_cancelled_and_timed_out_requests() {
+    // One slot: a request that leaves without a first token and keeps its slot would stall
+    // every later send. One worker sends the 12 prompts in order; 6 are marked.
+    let server = start_llm(100, 2, 1);
+    let dir = temp_dir("profile-prefill-cancel");
+    let args = [
+        "--streaming",
+        "--concurrency",
+        "4",
+        "--max-workers",
+        "1",
+        "--prefill-concurrency",
+        "1",
+        "--num-prompts",
+        "12",
+        "--request-count",
+        "12",
+        "--output-tokens-mean",
+        "4",
+        "--request-cancellation-rate",
+        "50",
+        "--request-cancellation-delay",
+        "0.01",
+    ];
+    let outcomes = profile_or_stall(&server, &dir, &args)
+        .expect("the run stalled")
+        .unwrap();
+    let o = &outcomes[0];
+    assert_eq!(o.requests.len(), 12);
+    assert_eq!(o.cancelled, 6, "cancelled in prefill, slots given back");
+    assert_eq!(o.metrics.request_count, 6);
+    assert_eq!(
+        server.token_times().len(),
+        12,
+        "the server saw every request"
+    );
+    server.stop();
+
+    // Every request times out before its first token: each failure gives its slot back,
+    // so all are sent and the run ends with the failures counted.
+    let server = start_llm(300, 2, 1);
+    let dir = temp_dir("profile-prefill-timeout");
+    let args = [
+        "--streaming",
+        "--concurrency",
+        "3",
+        "--prefill-concurrency",
+        "1",
+        "--request-count",
+        "4",
+        "--request-timeout",
+        "50",
+    ];
+    let err = profile_or_stall(&server, &dir, &args)
+        .expect("the run stalled")
+        .expect_err("every request timed out");
+    assert!(
+        err.to_string().contains("all 4 requests failed: timed out"),
+        "{err}"
+    );
+    assert_eq!(
+        server.token_times().len(),
+        4,
+        "the server saw every request"
+    );
     server.stop();
 }

@@ -56,7 +56,8 @@ fn replay_once(attempt: usize) -> (Vec<u64>, String) {
         outcomes[0].dir.display()
     );
     let aiperf: Value = serde_json::from_str(
-        &std::fs::read_to_string(outcomes[0].dir.join("profile_export_aiperf.json")).unwrap(),
+        &std::fs::read_to_string(outcomes[0].aiperf_dir.join("profile_export_aiperf.json"))
+            .unwrap(),
     )
     .unwrap();
     assert_eq!(

@@ -106,8 +106,13 @@ fn streamed_chat_counts_match_the_server() {
     );
     check_sse_export(run_dir);
     check_artifacts(run_dir);
-    let lines = std::fs::read_to_string(run_dir.join("profile_export.jsonl")).unwrap();
+    // `--artifact-dir` typed: AIPerf's files straight in it, GenAI-Perf's in the level's folder.
+    assert_eq!(outcomes[0].aiperf_dir, dir);
+    no_secret_in(&dir);
+    let lines = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
     assert_eq!(lines.lines().count(), 24);
+    assert!(!run_dir.join("profile_export.jsonl").exists());
+    assert!(!run_dir.join("profile_export_aiperf.json").exists());
     server.stop();
 }
 
@@ -140,7 +145,14 @@ fn check_sse_export(run_dir: &Path) {
 
 /// No artifact holds the API key, and the plots are all there.
 fn check_artifacts(run_dir: &Path) {
-    for entry in std::fs::read_dir(run_dir).unwrap() {
+    no_secret_in(run_dir);
+    let plots: Vec<_> = std::fs::read_dir(run_dir.join("plots")).unwrap().collect();
+    assert_eq!(plots.len(), 10, "five plots, PNG and SVG each");
+}
+
+/// No file directly in `dir` holds the API key.
+fn no_secret_in(dir: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_file() {
             let text = std::fs::read(&path).unwrap();
@@ -148,8 +160,6 @@ fn check_artifacts(run_dir: &Path) {
             assert!(!hit, "{} leaks the API key", path.display());
         }
     }
-    let plots: Vec<_> = std::fs::read_dir(run_dir.join("plots")).unwrap().collect();
-    assert_eq!(plots.len(), 10, "five plots, PNG and SVG each");
 }
 
 #[test]
@@ -280,7 +290,7 @@ fn open_loop_reports_latency_from_the_intended_send_time() {
         .all(|r| r.intended_ns > 0 && r.start_ns >= r.intended_ns));
     assert!(o[0]
         .dir
-        .ends_with("inferperf-llm-openai-chat-request_rate200"));
+        .ends_with("inferperf-llm-openai-chat-request_rate200.0"));
     assert!(stdout.to_lowercase().contains("intended"), "{stdout}");
     server.stop();
 }
@@ -300,28 +310,39 @@ fn summary_files_are_named_after_the_profile_export_file() {
     ];
     let (outcomes, _) = profile(&server, &dir, &args).unwrap();
     let run_dir = &outcomes[0].dir;
-    let mut names: Vec<String> = std::fs::read_dir(run_dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = |dir: &Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
     // GenAI-Perf's rule: `<stem>_genai_perf.json` and `.csv` beside the raw export.
     assert_eq!(
-        names,
+        names(run_dir),
         [
-            ".aiperf_results_ready.json",
             "inputs.json",
-            "logs",
             "my.json",
-            "my.jsonl",
             "my_genai_perf.csv",
             "my_genai_perf.json",
-            "profile_export_aiperf.csv",
-            "profile_export_aiperf.json",
-            "profile_export_console.txt",
             "report.html",
         ]
     );
+    // AIPerf's, straight in the typed `--artifact-dir`, the records renamed after the export.
+    let level = run_dir.file_name().unwrap().to_string_lossy().into_owned();
+    let mut want = vec![
+        ".aiperf_results_ready.json",
+        "inputs.json",
+        level.as_str(),
+        "logs",
+        "my.jsonl",
+        "profile_export_aiperf.csv",
+        "profile_export_aiperf.json",
+        "profile_export_console.txt",
+    ];
+    want.sort_unstable();
+    assert_eq!(names(&dir), want);
     let summary = read_json(&run_dir.join("my_genai_perf.json"));
     assert_eq!(summary["request_count"]["avg"], 3.0);
     let raw = read_json(&run_dir.join("my.json"));
@@ -478,8 +499,8 @@ fn ctrl_c_still_writes_what_was_measured() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let run_dir = dir.join("inferperf-llm-openai-chat-concurrency2");
-    let lines = std::fs::read_to_string(run_dir.join("profile_export.jsonl")).unwrap();
+    assert!(dir.join("inferperf-llm-openai-chat-concurrency2").is_dir());
+    let lines = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
     assert!(lines.lines().count() > 10, "{lines}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("Request Count"));
     server.stop();

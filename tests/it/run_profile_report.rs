@@ -90,7 +90,8 @@ fn reasoning_tokens_and_time_to_first_output_token() {
         (ttfo - ttft - mean_gap).abs() < 1e-6,
         "{ttfo} - {ttft} vs {mean_gap}"
     );
-    let lines = std::fs::read_to_string(run_dir.join("profile_export.jsonl")).unwrap();
+    let records = outcomes[0].aiperf_dir.join("profile_export.jsonl");
+    let lines = std::fs::read_to_string(records).unwrap();
     for line in lines.lines() {
         let v: Value = serde_json::from_str(line).unwrap();
         assert_eq!(v["metrics"]["reasoning_token_count"]["value"], 3);
@@ -156,7 +157,7 @@ fn token_count_warnings_on_the_console_and_in_the_json() {
     assert_eq!(c["received_osl_avg"], 6.0);
     assert_eq!(c["osl_mismatch_diff_pct"]["max"], 40.0);
     // ISL is the server's word count here: 3 for the long prompt, 10 for the short one.
-    let lines = std::fs::read_to_string(run_dir.join("profile_export.jsonl")).unwrap();
+    let lines = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
     let isls: Vec<u64> = lines
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())

@@ -171,9 +171,10 @@ fn guidellm_sweep_runs_synchronous_throughput_then_rates_between() {
     let step = (max - sync) / 2.0;
     let round = |r: f64| (r * 100.0).round() / 100.0;
     assert_eq!(rates, vec![round(sync + step), round(sync + 2.0 * step)]);
-    assert!(outcomes[2]
-        .dir
-        .ends_with(format!("{MODEL}-openai-chat-request_rate{}", rates[0])));
+    assert!(outcomes[2].dir.ends_with(format!(
+        "{MODEL}-openai-chat-request_rate{}",
+        inferperf::llm::cli::python_float(rates[0])
+    )));
     server.stop();
 }
 
@@ -405,4 +406,95 @@ fn cancelled_requests_are_counted_apart_and_the_server_sees_them_go() {
     assert_eq!(server.abandoned_streams(), 10);
     assert_eq!(server.token_times().len(), 40);
     server.stop();
+}
+
+/// A level that fails mid-sweep (here the server goes away once the first level is written)
+/// ends the run with exit 99, yet the sweep summary and AIPerf's aggregates are written for
+/// the levels that ran, the failed level's row marked with its error.
+#[test]
+fn a_failed_level_still_leaves_the_summaries_of_the_levels_that_ran() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Command, Stdio};
+    let server = start_llm(100, 1, 1);
+    let dir = temp_dir("profile-sweep-failed-level");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .args(["profile", "-m", MODEL, "-u", &server.addr.to_string()])
+        .args([
+            "--streaming",
+            "--concurrency",
+            "1,2",
+            "--request-count",
+            "4",
+        ])
+        .args(["--output-tokens-mean", "4", "--tokenizer", "cl100k_base"])
+        .args(["--quiet", "--artifact-dir", dir.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut text = String::new();
+    // The first level is written when its folder is announced; every request of the second
+    // waits 100 ms for its first token, so the server is gone before any of them is answered.
+    loop {
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "no level ended: {text}"
+        );
+        text.push_str(&line);
+        if line.starts_with("Results in") {
+            break;
+        }
+    }
+    server.stop();
+    stdout.read_to_string(&mut text).unwrap();
+    let out = crate::nothing_lost::wait_bounded(child, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(99), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    // The summary: both rows, the second marked with the error the run ended with.
+    let s = summary(&dir);
+    let rows = s["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{s}");
+    assert!(rows[0]["error"].is_null());
+    assert_eq!(rows[0]["requests"], 4);
+    assert_eq!(rows[1]["label"], "concurrency2");
+    assert_eq!(
+        rows[1]["requests"], 0,
+        "no request of the second level was answered"
+    );
+    let why = rows[1]["error"].as_str().expect("the failed row says why");
+    assert!(!why.is_empty() && stderr.contains(why), "{why}\n{stderr}");
+    let csv = std::fs::read_to_string(dir.join("sweep_summary.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().ends_with(",error"));
+    assert!(csv.lines().nth(1).unwrap().ends_with(','), "{csv}");
+    assert!(!csv.lines().nth(2).unwrap().ends_with(','), "{csv}");
+    let table: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Sweep summary"))
+        .collect();
+    assert!(table[1].contains("Status"), "{text}");
+    assert!(table[3].contains("failed"), "{text}");
+    assert!(text.contains("concurrency2 failed: "), "{text}");
+
+    // AIPerf's aggregates: the level that ran, and the failed run counted apart.
+    let read = |p: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(p)).unwrap()).unwrap()
+    };
+    let sweep = read("sweep_aggregate/profile_export_aiperf_sweep.json");
+    assert_eq!(sweep["num_profile_runs"], 2);
+    assert_eq!(sweep["num_successful_runs"], 1);
+    assert_eq!(sweep["failed_runs"][0]["error"].as_str(), Some(why));
+    let cells = sweep["per_combination_metrics"].as_array().unwrap();
+    assert_eq!(cells.len(), 1);
+    assert_eq!(cells[0]["parameters"]["concurrency"], 1);
+    assert_eq!(cells[0]["metrics"]["request_count"]["mean"], 4.0);
+    let level = read("aggregate/concurrency_1/profile_export_aiperf_aggregate.json");
+    assert_eq!(level["metrics"]["request_count_avg"]["mean"], 4.0);
+    assert!(!dir.join("aggregate/concurrency_2").exists());
+    assert!(dir
+        .join("concurrency_1/profile_export_aiperf.json")
+        .is_file());
 }

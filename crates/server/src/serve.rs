@@ -175,6 +175,17 @@ impl ServerHandle {
         self.shared.openai.log.snapshot()
     }
 
+    /// When each request of [`ServerHandle::token_times`] (same order) was read and parsed:
+    /// ns on the same scale. A request is in its prefill from then until its first entry
+    /// there.
+    pub fn generation_starts(&self) -> Vec<u64> {
+        let log = &self.shared.openai.log;
+        log.began()
+            .into_iter()
+            .map(|at| self.shared.clock.at_ns(at))
+            .collect()
+    }
+
     /// Streams the client closed before their last event (OpenAI and generate streams).
     pub fn abandoned_streams(&self) -> u64 {
         self.shared.openai.watch.abandoned()

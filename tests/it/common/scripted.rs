@@ -196,5 +196,6 @@ pub fn engine_spec(addr: SocketAddr, wire: Wire, request: Vec<u8>) -> EngineSpec
         reply_check: Default::default(),
         max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         cancel: None,
+        prefill: None,
     }
 }

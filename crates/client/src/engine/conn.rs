@@ -22,7 +22,7 @@ use crate::measure::{FailKind, RequestRecord};
 use crate::protocol::http1::{Limits, Progress, ResponseHead, ResponseReader};
 use crate::service::reply_check::{LastGood, ReplyCheck};
 use crate::transport::{TlsClient, Transport};
-use sse::SseState;
+use sse::{SseState, TokenWatch};
 
 #[path = "sse_conn.rs"]
 mod sse;
@@ -722,5 +722,16 @@ impl Conn {
     /// True when a request is on the wire.
     pub fn in_flight(&self) -> bool {
         matches!(self.state, State::Writing | State::Reading)
+    }
+
+    /// Prefill cap: the next request waits for its first output token, an event of its
+    /// stream whose data passes `test` (`None`: no wait is watched).
+    pub fn watch_first_token(&mut self, test: Option<fn(&[u8]) -> bool>) {
+        self.sse.token = TokenWatch::watch(test);
+    }
+
+    /// Prefill cap: the watched request's first output token has arrived.
+    pub fn first_token_seen(&self) -> bool {
+        self.sse.token.seen
     }
 }

@@ -8,6 +8,7 @@ use mio::{Registry, Token};
 use super::conn::{Conn, Outcome, State};
 use super::deadline::{Received, Sweep};
 use super::pool::{Cx, Pool, Ready, Send};
+use super::prefill::PrefillShare;
 use super::sink::SENDS_PER_TURN;
 use crate::measure::{FailKind, RequestRecord};
 use crate::service::openai::{error_message, stream_error_message};
@@ -34,6 +35,10 @@ pub struct HttpPool {
     reuse: Vec<Reuse>,
     /// What a successful reply must be.
     check: ReplyCheck,
+    /// `--prefill-concurrency`: this worker's view of the run's prefill gate.
+    prefill: Option<PrefillShare>,
+    /// Prefill cap: the connections whose request holds a slot of the gate.
+    holds_prefill: Vec<bool>,
 }
 
 /// Session turns: what a connection's current socket has carried. A socket that is idle
@@ -80,7 +85,16 @@ impl HttpPool {
             broken: vec![None; count],
             reuse: vec![Reuse::Fresh; count],
             check: ReplyCheck::None,
+            prefill: None,
+            holds_prefill: Vec::new(),
         }
+    }
+
+    /// Caps the requests in prefill (sent, first token not yet received) with `share`'s
+    /// gate (see `prefill.rs`).
+    pub fn with_prefill(mut self, share: Option<PrefillShare>) -> HttpPool {
+        self.prefill = share;
+        self
     }
 
     /// Checks every successful reply with `check` (a failed check fails the request).
@@ -133,7 +147,62 @@ impl HttpPool {
         }
     }
 
+    /// Handles what connection `i` reported, then gives back its prefill slot if its
+    /// request has left prefill (first token seen, or the request ended in any way).
     fn handle(&mut self, i: usize, out: Outcome, cx: &mut Cx<'_>) {
+        self.outcome(i, out, cx);
+        if self.prefill.is_some() {
+            self.settle_prefill(i);
+        }
+    }
+
+    /// Prefill cap: a slot for the next send. `Some(holds)`: the send may go (holding a
+    /// slot when the cap is on); `None`: every slot is taken, and the worker is woken when
+    /// one is given back.
+    #[inline]
+    fn admit(&self) -> Option<bool> {
+        match &self.prefill {
+            None => Some(false),
+            Some(p) => p.take().then_some(true),
+        }
+    }
+
+    /// Gives back the slot `admit` took for a send that did not happen.
+    fn unadmit(&self, holds: bool) {
+        if let (true, Some(p)) = (holds, &self.prefill) {
+            p.give_back();
+        }
+    }
+
+    /// Prefill cap: connection `i` carries a request that holds a slot (`holds`) or not.
+    fn hold_prefill(&mut self, i: usize, holds: bool) {
+        let Some(p) = &self.prefill else {
+            return;
+        };
+        if self.holds_prefill.len() <= i {
+            self.holds_prefill.resize(i + 1, false);
+        }
+        self.holds_prefill[i] = holds;
+        self.conns[i].watch_first_token(holds.then_some(p.is_token));
+    }
+
+    /// Gives back connection `i`'s prefill slot once its request got its first token or is
+    /// no longer in flight (completed, failed, timed out, cancelled); a session turn being
+    /// sent again on a new connection keeps it.
+    fn settle_prefill(&mut self, i: usize) {
+        if self.holds_prefill.get(i) != Some(&true) {
+            return;
+        }
+        let conn = &self.conns[i];
+        let resending = self.reuse.get(i) == Some(&Reuse::Retrying)
+            && matches!(conn.state, State::Connecting | State::Handshaking);
+        if conn.first_token_seen() || !(conn.in_flight() || resending) {
+            self.hold_prefill(i, false);
+            self.unadmit(true);
+        }
+    }
+
+    fn outcome(&mut self, i: usize, out: Outcome, cx: &mut Cx<'_>) {
         match out {
             Outcome::Pending => {}
             Outcome::Connected => {
@@ -254,10 +323,13 @@ impl HttpPool {
         }
     }
 
-    /// Starts `send` on the idle connection `i`.
+    /// Starts `send` on the idle connection `i`; `holds`: it holds a prefill slot.
     #[inline]
-    fn send(&mut self, i: usize, send: Send, cx: &mut Cx<'_>) {
+    fn send(&mut self, i: usize, send: Send, holds: bool, cx: &mut Cx<'_>) {
         cx.sink.started();
+        if self.prefill.is_some() {
+            self.hold_prefill(i, holds);
+        }
         let conn = &mut self.conns[i];
         conn.keep_bodies = cx.sink.keep_bodies;
         let out = if send.owned {
@@ -310,13 +382,17 @@ impl HttpPool {
                 }
                 continue;
             }
+            let Some(holds) = self.admit() else {
+                return;
+            };
             let Some(send) = cx.feed.next(cx.sink, now_ns, i) else {
+                self.unadmit(holds);
                 k += 1;
                 continue;
             };
             self.idle.swap_remove(k);
             self.reuse[i] = self.reuse[i].next();
-            self.send(i, send, cx);
+            self.send(i, send, holds, cx);
         }
     }
 
@@ -398,11 +474,15 @@ impl Pool for HttpPool {
             let Some(&i) = self.idle.last() else {
                 return self.grow(cx, now_ns);
             };
+            let Some(holds) = self.admit() else {
+                return;
+            };
             let Some(send) = cx.feed.next(cx.sink, now_ns, i) else {
+                self.unadmit(holds);
                 return;
             };
             self.idle.pop();
-            self.send(i, send, cx);
+            self.send(i, send, holds, cx);
         }
         cx.sink.backlog = true;
     }
@@ -455,8 +535,11 @@ impl HttpPool {
     /// Fails the request (or connect) on connection `i` with `kind`, closing the
     /// connection; returns whether a reconnect is now watched.
     fn give_up(&mut self, i: usize, kind: FailKind, msg: String, cx: &mut Cx<'_>) -> bool {
-        // A silent server is not a stale connection: a session turn is not sent again.
-        self.reuse[i] = Reuse::Fresh;
+        // A silent server is not a stale connection: a session turn is not sent again. (An
+        // open loop's connections opened past the first `count` have no entry.)
+        if let Some(r) = self.reuse.get_mut(i) {
+            *r = Reuse::Fresh;
+        }
         let out = self.conns[i].expire(kind, msg);
         let lost = matches!(
             out,

@@ -10,6 +10,7 @@ mod grpc_streams;
 pub mod http_pool;
 pub mod pace;
 pub mod pool;
+pub mod prefill;
 pub mod seq_feed;
 pub mod sequence;
 pub mod share;
@@ -44,6 +45,7 @@ use grpc_pool::GrpcPool;
 use http_pool::HttpPool;
 use pace::Schedule;
 use pool::Pool;
+use prefill::{PrefillCap, PrefillGate, PrefillShare};
 use seq_feed::SeqPlan;
 use slots::OutputSlots;
 use turns::TurnSource;
@@ -98,6 +100,9 @@ pub struct EngineSpec {
     pub max_response_bytes: usize,
     /// `profile --request-cancellation-rate`: which requests are cancelled, and when.
     pub cancel: Option<Cancel>,
+    /// `profile --prefill-concurrency`: requests in prefill at once over all workers, and
+    /// how a stream's first token is recognised (HTTP/1.1 only; see `prefill.rs`).
+    pub prefill: Option<PrefillCap>,
 }
 
 /// Requests cancelled on purpose: the connection of a marked request is closed this long
@@ -211,9 +216,11 @@ impl Engine {
         let cores = available_cores();
         let (out_tx, out_rx) = unbounded();
         let mut workers = Vec::with_capacity(n);
+        let gate = spec.prefill.map(|p| Arc::new(PrefillGate::new(p.limit)));
         for (params, slots) in plans {
             let core = (spec.pin && !cores.is_empty()).then(|| cores[params.index % cores.len()]);
-            workers.push(spawn_for_wire(spec, params, slots, core, &out_tx)?);
+            let gate = gate.clone();
+            workers.push(spawn_for_wire(spec, params, slots, gate, core, &out_tx)?);
         }
         let spare = (0..n)
             .map(|_| (Vec::with_capacity(RECORDS_PER_WORKER), Vec::new()))
@@ -434,22 +441,33 @@ impl Engine {
 }
 
 /// Starts one worker thread driving the pool of `spec`'s wire, opening `slots` connections
-/// (or streams) first.
+/// (or streams) first; `gate`: the engine's prefill gate, when `spec.prefill` is set.
 fn spawn_for_wire(
     spec: &EngineSpec,
     params: WorkerParams,
     slots: usize,
+    gate: Option<Arc<PrefillGate>>,
     core: Option<core_affinity::CoreId>,
     out: &Sender<Batch>,
 ) -> Result<WorkerHandle> {
     let (addr, tls) = (spec.addr, spec.tls.clone());
+    if gate.is_some() && !matches!(spec.wire, Wire::Http1) {
+        return Err(Error::generic(
+            "the prefill cap needs HTTP/1.1 event streams (--streaming)",
+        ));
+    }
     match &spec.wire {
         Wire::Http1 => {
+            let (poll, waker) = worker_poll()?;
+            let prefill = gate.zip(spec.prefill).map(|(gate, cap)| {
+                PrefillShare::new(gate, cap.is_token, params.index, waker.clone())
+            });
             let pool = HttpPool::new(addr, tls, slots)
                 .with_rx_stamps(spec.read_batch.is_some())
                 .with_reply_check(spec.reply_check.clone())
-                .with_max_response(spec.max_response_bytes);
-            spawn_worker(params, pool, core, out)
+                .with_max_response(spec.max_response_bytes)
+                .with_prefill(prefill);
+            spawn_worker_on(params, pool, (poll, waker), core, out)
         }
         Wire::Grpc(wire) => {
             let pool = GrpcPool::new(addr, tls, wire.clone(), slots)

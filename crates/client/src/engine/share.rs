@@ -249,6 +249,7 @@ mod tests {
             reply_check: Default::default(),
             max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
             cancel: None,
+            prefill: None,
         }
     }
 

@@ -28,6 +28,26 @@ pub struct SseState {
     pub last_event_ns: u64,
     /// The data of the first `event: error` packet, which makes the request fail.
     pub error: Option<String>,
+    /// Prefill cap: the wait for the request's first output token (kept across `reset`;
+    /// the pool sets it for each request).
+    pub token: TokenWatch,
+}
+
+/// Prefill cap (see `prefill.rs`): whether the request in flight waits for its first output
+/// token, and whether it has arrived.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TokenWatch {
+    /// While waiting: the test of an event's data for output text.
+    pub test: Option<fn(&[u8]) -> bool>,
+    /// An event with output text arrived.
+    pub seen: bool,
+}
+
+impl TokenWatch {
+    /// Waits for the first token with `test` (`None`: not watched).
+    pub fn watch(test: Option<fn(&[u8]) -> bool>) -> TokenWatch {
+        TokenWatch { test, seen: false }
+    }
 }
 
 /// Capacity (bytes) the framed-response buffer may keep between requests; one huge stream
@@ -60,16 +80,8 @@ impl SseState {
         if fresh.is_empty() {
             return Ok(());
         }
-        let SseState {
-            decoder,
-            framed,
-            last_event_ns,
-            error,
-            ..
-        } = self;
-        let mut on =
-            |event: SseEvent<'_>| on_event(event, read_ns, keep, rec, framed, last_event_ns, error);
-        decoder.push(fresh, &mut on)
+        let (decoder, mut sink) = self.split(read_ns, keep, rec);
+        decoder.push(fresh, &mut |event| sink.on_event(event))
     }
 
     /// The body is complete: a last event lacking its blank line still counts, at `read_ns`.
@@ -79,56 +91,81 @@ impl SseState {
         keep: bool,
         rec: &mut RequestRecord,
     ) -> Result<(), SseError> {
-        let SseState {
-            decoder,
-            framed,
-            last_event_ns,
-            error,
-            ..
-        } = self;
-        let mut on =
-            |event: SseEvent<'_>| on_event(event, read_ns, keep, rec, framed, last_event_ns, error);
-        decoder.finish(&mut on)
+        let (decoder, mut sink) = self.split(read_ns, keep, rec);
+        decoder.finish(&mut |event| sink.on_event(event))
+    }
+
+    /// The decoder, and where the events it completes go.
+    fn split<'a>(
+        &'a mut self,
+        read_ns: u64,
+        keep: bool,
+        rec: &'a mut RequestRecord,
+    ) -> (&'a mut SseDecoder, EventSink<'a>) {
+        let sink = EventSink {
+            read_ns,
+            keep,
+            rec,
+            framed: &mut self.framed,
+            last_event_ns: &mut self.last_event_ns,
+            error: &mut self.error,
+            token: &mut self.token,
+        };
+        (&mut self.decoder, sink)
     }
 }
 
-/// One complete event: a response of the request (`[DONE]`: the null final response), or the
-/// request's error.
-fn on_event(
-    event: SseEvent<'_>,
+/// Where the events completed by one read go.
+struct EventSink<'a> {
     read_ns: u64,
     keep: bool,
-    rec: &mut RequestRecord,
-    framed: &mut Vec<u8>,
-    last_event_ns: &mut u64,
-    error: &mut Option<String>,
-) {
-    if event.is_error() {
-        if let SseEvent::Data { data, .. } = event {
-            if error.is_none() {
-                *error = Some(String::from_utf8_lossy(data).into_owned());
+    rec: &'a mut RequestRecord,
+    framed: &'a mut Vec<u8>,
+    last_event_ns: &'a mut u64,
+    error: &'a mut Option<String>,
+    token: &'a mut TokenWatch,
+}
+
+impl EventSink<'_> {
+    /// One complete event: a response of the request (`[DONE]`: the null final response),
+    /// or the request's error.
+    fn on_event(&mut self, event: SseEvent<'_>) {
+        let (read_ns, keep) = (self.read_ns, self.keep);
+        if event.is_error() {
+            if let SseEvent::Data { data, .. } = event {
+                if self.error.is_none() {
+                    *self.error = Some(String::from_utf8_lossy(data).into_owned());
+                }
+                // Kept (not counted as a response) so a reader of the framed events sees the
+                // server's error object, e.g. `{"error":{"message":..}}`.
+                if keep {
+                    push_framed_response(self.framed, read_ns, data);
+                }
             }
-            // Kept (not counted as a response) so a reader of the framed events sees the
-            // server's error object, e.g. `{"error":{"message":..}}`.
-            if keep {
-                push_framed_response(framed, read_ns, data);
-            }
+            return;
         }
-        return;
-    }
-    let payload = match event {
-        SseEvent::Data { data, .. } => {
-            if rec.responses == 0 {
-                rec.recv_start_ns = read_ns;
+        let payload = match event {
+            SseEvent::Data { data, .. } => {
+                if self.rec.responses == 0 {
+                    self.rec.recv_start_ns = read_ns;
+                }
+                self.rec.responses += 1;
+                *self.last_event_ns = read_ns;
+                if let Some(test) = self.token.test {
+                    if test(data) {
+                        *self.token = TokenWatch {
+                            test: None,
+                            seen: true,
+                        };
+                    }
+                }
+                data
             }
-            rec.responses += 1;
-            *last_event_ns = read_ns;
-            data
+            SseEvent::Done => &[],
+        };
+        if keep {
+            push_framed_response(self.framed, read_ns, payload);
         }
-        SseEvent::Done => &[],
-    };
-    if keep {
-        push_framed_response(framed, read_ns, payload);
     }
 }
 
@@ -213,6 +250,34 @@ mod tests {
         assert_eq!(rec.responses, 1, "error packets are not responses");
         state.reset();
         assert!(state.error.is_none() && !state.active && state.last_event_ns == 0);
+    }
+
+    #[test]
+    fn the_first_event_with_output_text_ends_the_token_wait() {
+        fn has_text(data: &[u8]) -> bool {
+            data.windows(4).any(|w| w == b"text")
+        }
+        let mut state = SseState {
+            token: TokenWatch::watch(Some(has_text)),
+            ..SseState::default()
+        };
+        let mut rec = RequestRecord::default();
+        let mut body = b"data: role\n\nevent: error\ndata: text\n\n".to_vec();
+        state.feed(&body, 1, false, &mut rec).unwrap();
+        assert!(
+            !state.token.seen,
+            "neither a role-only event nor an error is a token"
+        );
+        body.extend_from_slice(b"data: text 1\n\ndata: text 2\n\n");
+        state.feed(&body, 2, false, &mut rec).unwrap();
+        assert!(state.token.seen && state.token.test.is_none());
+        // Not watched: nothing is tested.
+        let mut plain = SseState::default();
+        plain.feed(&body, 1, false, &mut rec).unwrap();
+        assert!(!plain.token.seen);
+        // The watch outlives the per-response reset; the pool sets it per request.
+        state.reset();
+        assert!(state.token.seen);
     }
 
     #[test]

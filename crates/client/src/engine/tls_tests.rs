@@ -68,6 +68,7 @@ fn run_engine(
         reply_check: Default::default(),
         max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
         cancel: None,
+        prefill: None,
     };
     let mut engine = Engine::start(&spec, concurrency, Some(total)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

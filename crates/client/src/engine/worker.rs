@@ -3,6 +3,8 @@
 //! Nothing on the per-request path allocates, locks or touches an atomic: records go into a
 //! preallocated Vec that the coordinator swaps at window edges (through a channel, woken by a
 //! `mio::Waker`), and the completed-request counter is published at most once a millisecond.
+//! The one exception is `profile --prefill-concurrency`, whose run-wide gate each request
+//! takes and gives back (see `prefill.rs`); without it no gate exists.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,5 +1,7 @@
-//! What a `profile` level leaves in its directory: the raw export, GenAI-Perf's and AIPerf's
-//! summaries, the per-request records, time slices, the HTML page and plots.
+//! What a `profile` level leaves: in GenAI-Perf's folder the raw export, GenAI-Perf's
+//! summaries and time slices, the HTML page and plots; in AIPerf's folder (the same one unless
+//! [`layout`](super::layout) puts it elsewhere) AIPerf's summaries, time slices, log and the
+//! per-request records.
 
 use std::path::{Path, PathBuf};
 
@@ -10,7 +12,7 @@ use super::{dataset, export, html_report, report_options, runner, telemetry};
 use crate::error::{Error, Result};
 use crate::measure::llm::LlmRequest;
 
-/// `artifacts/<model>-<service kind>-<kind detail>-<mode><value>`, as GenAI-Perf names it:
+/// `artifacts/<model>-<service kind>-<kind detail>-<stimulus>`, as GenAI-Perf names it:
 /// `openai-<endpoint type>` for OpenAI endpoints, `triton-<backend>` (`tensorrtllm`, `vllm`)
 /// for Triton's KServe endpoint. The model part is a safe file stem (`org/model` gives
 /// `org_model`), so the directory is always inside the artifact directory.
@@ -26,13 +28,24 @@ pub(super) fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
         .join(format!("{model}-{kind}-{}", stimulus(cfg, point)))
 }
 
-/// The load part of a level's folder name: `fixed_schedule` for a trace replayed on its
-/// timestamps (as GenAI-Perf and AIPerf name it), else `concurrencyN` / `request_rateR`.
+/// The load part of a level's folder name, by the rules of GenAI-Perf's and AIPerf's own
+/// names, which agree where both tools take the flags:
+/// - `fixed_schedule` for a trace replayed on its timestamps;
+/// - `concurrencyN-request_rateR` for AIPerf's `--concurrency N --request-rate R` (a rate
+///   capped at N in flight; GenAI-Perf refuses the pair);
+/// - else the level's label: `concurrencyN` / `request_rateR`, the rate written as Python
+///   writes a float (`request_rate32.0`), as both tools do.
 fn stimulus(cfg: &ProfileConfig, point: LoadPoint) -> String {
-    if cfg.args.dataset.replaying() {
-        "fixed_schedule".into()
-    } else {
-        point.label()
+    let a = &cfg.args;
+    if a.dataset.replaying() {
+        return "fixed_schedule".into();
+    }
+    match (point, &a.concurrency[..]) {
+        // Both flags given (a sweep's rate levels beside its --concurrency are not capped).
+        (LoadPoint::RequestRate(_), [cap]) if !a.request_rate.is_empty() => {
+            format!("concurrency{cap}-{}", point.label())
+        }
+        _ => point.label(),
     }
 }
 
@@ -130,8 +143,8 @@ pub(super) fn write_point(
         "openai"
     };
     let names = export::ExportNames::from_export_file(&cfg.args.profile_export_file);
+    let inputs = ("inputs.json".to_string(), export::inputs_json(bodies));
     let mut files: Vec<(String, String)> = vec![
-        ("inputs.json".into(), export::inputs_json(bodies)),
         (
             names.genai_perf_json,
             runner::with_cancelled(
@@ -147,10 +160,6 @@ pub(super) fn write_point(
             names.genai_perf_csv,
             crate::report::llm::genai_perf::csv(metrics, &report_options(cfg)),
         ),
-        (
-            names.records_jsonl,
-            crate::report::llm::jsonl::records(requests),
-        ),
     ];
     if let Some(seconds) = cfg.args.report.slice_duration {
         use crate::report::llm::timeslices;
@@ -164,14 +173,38 @@ pub(super) fn write_point(
     crate::report::write::write_atomic_with("", &export_path, |w| {
         export::write_profile_export(w, run, point, payloads, kind, &cfg.endpoint)
     })?;
-    files.extend(aiperf_files(cfg, point, run, f));
-    let logs = dir.join("logs");
-    std::fs::create_dir_all(&logs)
-        .map_err(|e| Error::generic(format!("cannot write {}: {e}", logs.display())))?;
-    for (name, text) in files {
-        crate::report::write::write_atomic("", &dir.join(name), text.as_bytes())?;
+    // AIPerf's run folder: the per-request records beside its summaries (`aiperf plot` wants
+    // both), and the inputs both tools write.
+    let aiperf_dir = super::layout::aiperf_dir(cfg, point);
+    let mut aiperf = vec![(
+        names.records_jsonl,
+        crate::report::llm::jsonl::records(requests),
+    )];
+    aiperf.extend(aiperf_files(cfg, point, run, f));
+    if aiperf_dir == dir {
+        files.insert(0, inputs);
+        files.extend(aiperf);
+        write_files(dir, files)?;
+    } else {
+        files.insert(0, inputs.clone());
+        write_files(dir, files)?;
+        aiperf.insert(0, inputs);
+        write_files(&aiperf_dir, aiperf)?;
     }
     write_pages(cfg, point, dir, f)
+}
+
+/// Writes each `(name, text)` into `dir` (names may hold a sub-folder: `logs/aiperf.log`).
+fn write_files(dir: &Path, files: Vec<(String, String)>) -> Result<()> {
+    for (name, text) in files {
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Error::generic(format!("cannot write {}: {e}", parent.display())))?;
+        }
+        crate::report::write::write_atomic("", &path, text.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// AIPerf's files for a level (see the README's artifact list): its JSON and CSV summaries,
@@ -205,7 +238,7 @@ fn aiperf_files(
         info.cli_command,
         f.requests.len(),
         f.requests.iter().filter(|r| r.error.is_some()).count(),
-        point_dir(cfg, point).display(),
+        super::layout::aiperf_dir(cfg, point).display(),
         start = at(run.start_ns),
         end = at(run.end_ns),
     );
@@ -319,7 +352,7 @@ fn aiperf_input_config(cfg: &ProfileConfig, point: LoadPoint) -> Value {
         "datasets": [dataset],
         "phases": [phase],
         "artifacts": {
-            "dir": point_dir(cfg, point).display().to_string(),
+            "dir": super::layout::aiperf_dir(cfg, point).display().to_string(),
             "slice_duration": a.report.slice_duration,
             "auto_plot": false,
             "plot_required": false,
@@ -401,6 +434,21 @@ mod tests {
             "--request-rate",
             "5",
         ];
-        assert_eq!(name(&chat), "llm-openai-chat-request_rate5");
+        assert_eq!(name(&chat), "llm-openai-chat-request_rate5.0");
+        let capped = [&chat[..], &["--concurrency", "100"]].concat();
+        assert_eq!(
+            name(&capped),
+            "llm-openai-chat-concurrency100-request_rate5.0"
+        );
+        assert_eq!(
+            name(&["-m", "llm", "--request-rate", "2.5"]),
+            "llm-openai-chat-request_rate2.5"
+        );
+        let c = cfg(&capped);
+        assert_eq!(
+            c.args.max_inflight,
+            Some(100),
+            "the concurrency caps the rate"
+        );
     }
 }

@@ -154,6 +154,12 @@ pub struct ProfileArgs {
     /// Standard deviation of the requested output length.
     #[arg(long, visible_alias = "osl-stddev", default_value_t = 0.0)]
     pub output_tokens_stddev: f64,
+    /// Synthetic prompts: a mix of ISL/OSL classes (AIPerf's), replacing the ISL and OSL
+    /// flags: `ISL[|SD],OSL[|SD]:WEIGHT;...`, `[(ISL,OSL):WEIGHT,...]` or
+    /// `{"pairs": [{"isl", "isl_stddev", "osl", "osl_stddev", "prob"}]}`; each prompt draws
+    /// a class by weight (seeded by --random-seed), then its lengths.
+    #[arg(long, visible_alias = "seq-dist", value_name = "MIX")]
+    pub sequence_distribution: Option<String>,
     /// Also send `min_tokens` = `max_tokens` and `ignore_eos: true`, so the output length is
     /// exact on servers that honour them.
     #[arg(long)]
@@ -205,6 +211,9 @@ pub struct ProfileArgs {
         default_value = "artifacts"
     )]
     pub artifact_dir: PathBuf,
+    /// `--artifact-dir` was typed on the command line (AIPerf then writes straight into it).
+    #[arg(skip)]
+    pub artifact_dir_given: bool,
     /// Name of perf_analyzer's raw export inside each profile's directory (a file name, no
     /// directory); the GenAI-Perf summaries are named after it: `my.json` gives
     /// `my_genai_perf.json` and `my_genai_perf.csv`, and the per-request file `my.jsonl`.
@@ -261,12 +270,26 @@ pub enum LoadPoint {
 }
 
 impl LoadPoint {
-    /// `concurrency4` / `request_rate2.5`, as GenAI-Perf names its artifact directories.
+    /// `concurrency4` / `request_rate2.5` / `request_rate32.0`, as GenAI-Perf and AIPerf name
+    /// their artifact directories: both read the rate as a Python float and print it as
+    /// Python does, so a whole rate keeps its `.0`.
     pub fn label(&self) -> String {
         match self {
             LoadPoint::Concurrency(c) => format!("concurrency{c}"),
-            LoadPoint::RequestRate(r) => format!("request_rate{r}"),
+            LoadPoint::RequestRate(r) => format!("request_rate{}", python_float(*r)),
         }
+    }
+}
+
+/// A float as Python's `str()` writes it from 0.0001 to 10^16 (Python switches to exponents
+/// outside): the shortest text that reads back the same, with `.0` on a whole number
+/// (`32.0`, `2.5`, `0.1`).
+pub fn python_float(x: f64) -> String {
+    let text = format!("{x}");
+    if x.is_finite() && !text.contains(['.', 'e']) {
+        format!("{text}.0")
+    } else {
+        text
     }
 }
 
@@ -300,11 +323,13 @@ pub struct ProfileConfig {
     /// AIPerf's load flags: arrival pattern, grace period, rate series, failed-request
     /// threshold.
     pub load: super::load_args::LoadPlan,
+    /// `--sequence-distribution`, parsed.
+    pub sequence_distribution: Option<super::sequence_dist::SequenceDistribution>,
 }
 
 /// Parses `argv` (args[0] = "profile"). `Ok(None)`: help or metric definitions were printed.
 pub fn parse(args: Vec<OsString>) -> Result<std::result::Result<ProfileConfig, String>> {
-    let args = match ProfileArgs::try_parse_from(args) {
+    let args = match parse_args(args) {
         Ok(a) => a,
         Err(e) => {
             use clap::error::ErrorKind as K;
@@ -332,6 +357,16 @@ pub fn parse(args: Vec<OsString>) -> Result<std::result::Result<ProfileConfig, S
     validate(args).map(Ok)
 }
 
+/// clap's parse, noting whether `--artifact-dir` came from the command line.
+fn parse_args(args: Vec<OsString>) -> std::result::Result<ProfileArgs, clap::Error> {
+    use clap::{parser::ValueSource, CommandFactory, FromArgMatches};
+    let matches = ProfileArgs::command().try_get_matches_from(args)?;
+    let mut parsed = ProfileArgs::from_arg_matches(&matches)?;
+    parsed.artifact_dir_given =
+        matches.value_source("artifact_dir") == Some(ValueSource::CommandLine);
+    Ok(parsed)
+}
+
 /// clap's message without its own leading "error: " (the caller adds one).
 fn clap_text(e: &clap::Error) -> String {
     let text = e.to_string();
@@ -354,11 +389,16 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         }
     };
     cli_compat::check(&args.compat, endpoint_type)?;
+    cli_compat::input_file_prefix(args.input_file.as_deref())?;
     cli_compat::measurement_interval(&mut args)?;
     if args.compat.ui_type == Some(UiType::None) {
         args.quiet = true;
     }
     check_load(&args)?;
+    if let ([cap], false) = (&args.concurrency[..], args.request_rate.is_empty()) {
+        // AIPerf's --concurrency beside --request-rate: the cap on requests in flight.
+        args.max_inflight = Some(*cap);
+    }
     check_tokens(&args)?;
     check_bounds(&args)?;
     check_export_file_name(&args.profile_export_file).map_err(Error::usage)?;
@@ -397,8 +437,10 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
     )?;
     let (request_timeout, request_timeout_flag) = request_timeout(&args)?;
     let request_idle_timeout = request_idle_timeout(&args)?;
-    let load = load_plan(&args)?;
+    let load = load_plan(&args, endpoint_type)?;
+    let sequence_distribution = sequence_distribution(&args)?;
     Ok(ProfileConfig {
+        sequence_distribution,
         points: load_points(&args, &load),
         load,
         tls,
@@ -520,6 +562,7 @@ pub fn check_export_file_name(name: &str) -> std::result::Result<(), String> {
 mod checks;
 use checks::{
     check_bounds, check_load, check_tokens, load_plan, request_idle_timeout, request_timeout,
+    sequence_distribution,
 };
 
 #[cfg(test)]

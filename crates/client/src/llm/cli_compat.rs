@@ -131,6 +131,28 @@ pub fn server_address(url: Option<&str>, kind: EndpointType) -> Result<(String, 
     Ok((address, https))
 }
 
+/// GenAI-Perf's `--input-file payload:FILE` (requests replayed on the file's timestamps)
+/// and `--input-file synthetic:NAMES` (generated rankings files) when no such file exists:
+/// refused with what to give instead.
+pub fn input_file_prefix(input_file: Option<&std::path::Path>) -> Result<()> {
+    let Some(path) = input_file.filter(|p| !p.exists()) else {
+        return Ok(());
+    };
+    let text = path.to_string_lossy();
+    let instead = if text.starts_with("payload:") {
+        "GenAI-Perf's payload replay is not supported; for a trace with timestamps give \
+         --input-file FILE --custom-dataset-type mooncake_trace --fixed-schedule"
+    } else if text.starts_with("synthetic:") {
+        "GenAI-Perf's generated input files are not supported; give a rankings folder \
+         (queries.jsonl and passages.jsonl) or no --input-file for synthetic prompts"
+    } else {
+        return Ok(());
+    };
+    Err(Error::usage(format!(
+        "profile: --input-file {text}: {instead}"
+    )))
+}
+
 /// GenAI-Perf's `-p MS`: a time window of three intervals (what GenAI-Perf measures at the
 /// default stability), exclusive with `--request-count` as there.
 pub fn measurement_interval(args: &mut ProfileArgs) -> Result<()> {
@@ -186,7 +208,9 @@ const REFUSED: &[(&str, &str)] = &[
     ("--config", "settings come from the command line only; there is no YAML config file"),
     ("--log-level", "use -v/--verbose for the effective settings; errors and warnings always go to stderr"),
     ("--extra-verbose", "use -v/--verbose for the effective settings; errors and warnings always go to stderr"),
-    ("--prefill-concurrency", "requests are not held back until their first token arrives; the load caps requests in flight only (--concurrency, or --max-inflight with --request-rate)"),
+    ("--prefill-concurrency-ramp-duration", "the --prefill-concurrency cap holds from the first request; it is not ramped"),
+    ("--warmup-prefill-concurrency", "warm-up requests share the run's --prefill-concurrency cap"),
+    ("--warmup-prefill-concurrency-ramp-duration", "warm-up requests share the run's --prefill-concurrency cap; it is not ramped"),
 ];
 
 /// The refusal for a flag the parser does not know, when it is one of GenAI-Perf's or

@@ -122,6 +122,39 @@ fn aiperf_spellings_are_accepted_with_their_meaning() {
 }
 
 #[test]
+fn prefill_concurrency_is_accepted_where_aiperf_accepts_it() {
+    let cap = |args: &[&str]| {
+        let mut all = vec!["-m", "m", "--streaming"];
+        all.extend_from_slice(args);
+        cfg(&all).unwrap().load.prefill_concurrency
+    };
+    assert_eq!(cap(&[]), None);
+    assert_eq!(cap(&["--prefill-concurrency", "2"]), Some(2));
+    // Every point of a sweep may hold it.
+    let sweep = ["--concurrency", "2,8", "--prefill-concurrency", "2"];
+    assert_eq!(cap(&sweep), Some(2));
+    // An open loop caps requests in flight only with --max-inflight.
+    let rate = ["--request-rate", "5", "--prefill-concurrency", "64"];
+    assert_eq!(cap(&rate), Some(64));
+    let within = [
+        "--request-rate",
+        "5",
+        "--max-inflight",
+        "4",
+        "--prefill-concurrency",
+        "4",
+    ];
+    assert_eq!(cap(&within), Some(4));
+    let generate = ["--endpoint-type", "generate", "--prefill-concurrency", "1"];
+    assert_eq!(cap(&generate), Some(1));
+    let msg = usage_error(&["-m", "m", "--streaming", "--prefill-concurrency", "x"]);
+    assert!(
+        msg.contains("--prefill-concurrency must be a whole number"),
+        "{msg}"
+    );
+}
+
+#[test]
 fn version_prints_and_exits() {
     let mut v: Vec<std::ffi::OsString> = vec!["profile".into(), "--version".into()];
     let text = parse(std::mem::take(&mut v)).unwrap().unwrap_err();
@@ -172,6 +205,14 @@ fn refused_flags_name_the_flag_and_why() {
         ),
         (&["-m", "m", "--api-key", " "], &["--api-key"]),
         (&["-m", "m", "--backend", "onnx"], &["--backend"]),
+        (
+            &["-m", "m", "--input-file", "payload:trace.jsonl"],
+            &["--input-file payload:trace.jsonl", "--fixed-schedule"],
+        ),
+        (
+            &["-m", "m", "--input-file", "synthetic:queries,passages"],
+            &["--input-file synthetic:queries,passages", "rankings folder"],
+        ),
         (&["-m", "m", "--no-such-flag"], &["--no-such-flag"]),
         (
             &["-m", "m", "--extra-inputs", "{\"temperature\":"],
@@ -186,6 +227,14 @@ fn refused_flags_name_the_flag_and_why() {
             &["--ssl-https", "https://"],
         ),
         (&["-m", "m", "-u", "ftp://h:1"], &["--url"]),
+        (
+            &["-m", "m", "--prefill-concurrency-ramp-duration", "30"],
+            &["--prefill-concurrency-ramp-duration", "not ramped"],
+        ),
+        (
+            &["-m", "m", "--warmup-prefill-concurrency=2"],
+            &["--warmup-prefill-concurrency ", "warm-up"],
+        ),
     ];
     for (args, needles) in cases {
         let msg = usage_error(args);

@@ -83,7 +83,20 @@ fn bad_flags_are_usage_errors_naming_the_flag() {
         (&["--concurrency", "1"], "--model"),
         (&["-m", "x", "--concurrency", "0"], "--concurrency"),
         (
-            &["-m", "x", "--concurrency", "1", "--request-rate", "2"],
+            &["-m", "x", "--concurrency", "1,2", "--request-rate", "2"],
+            "takes one value",
+        ),
+        (
+            &[
+                "-m",
+                "x",
+                "--concurrency",
+                "1",
+                "--request-rate",
+                "2",
+                "--max-inflight",
+                "3",
+            ],
             "not both",
         ),
         (&["-m", "x", "--request-rate=-1"], "--request-rate"),

@@ -81,6 +81,14 @@ fn parse_with<'a>(events: impl Iterator<Item = (u64, &'a [u8])>, typed: bool) ->
     out
 }
 
+/// Whether one streamed event's data carries output text (reasoning included): the event
+/// that ends a request's prefill (`--prefill-concurrency`). Role-only and usage-only chunks,
+/// error objects and `[DONE]` do not.
+pub fn has_output(data: &[u8]) -> bool {
+    let parsed = parse_events(std::iter::once((0, data)));
+    parsed.error.is_none() && !parsed.chunks.is_empty()
+}
+
 /// Parses a whole (non-streamed) JSON response that completed at `end_ns`.
 pub fn parse_whole(end_ns: u64, body: &[u8]) -> Parsed {
     let mut out = Parsed::default();
@@ -429,5 +437,27 @@ mod tests {
         assert_eq!(p.error.unwrap().detail, "not json");
         let p = parse_whole(1, br#"{"object":"error","message":"no"}"#);
         assert_eq!(p.error.unwrap().detail, "no");
+    }
+
+    #[test]
+    fn the_first_token_is_an_event_with_output_text() {
+        for (data, token) in [
+            (r#"{"choices":[{"delta":{"role":"assistant"}}]}"#, false),
+            (
+                r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
+                false,
+            ),
+            (r#"{"choices":[],"usage":{"completion_tokens":3}}"#, false),
+            (r#"{"error":{"message":"boom"}}"#, false),
+            ("not json", false),
+            ("[DONE]", false),
+            ("", false),
+            (r#"{"choices":[{"delta":{"content":"a"}}]}"#, true),
+            (r#"{"choices":[{"delta":{"reasoning_content":"r"}}]}"#, true),
+            (r#"{"choices":[{"text":" t"}]}"#, true),
+            (r#"{"model_name":"m","text_output":"x"}"#, true),
+        ] {
+            assert_eq!(has_output(data.as_bytes()), token, "{data}");
+        }
     }
 }

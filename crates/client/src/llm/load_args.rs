@@ -1,12 +1,13 @@
 //! AIPerf's load-shaping flags of `profile`: the arrival pattern of `--request-rate`, the
-//! grace period after `--benchmark-duration`, a request-rate series and the failed-request
-//! threshold; parsed here into a [`LoadPlan`].
+//! grace period after `--benchmark-duration`, a request-rate series, the failed-request
+//! threshold and the prefill cap; parsed here into a [`LoadPlan`].
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::cli::number::MAX_LEVEL;
 use crate::error::{Error, Result};
 
 /// AIPerf's load flags (values are read as text so a bad one gets a one-line error).
@@ -39,6 +40,11 @@ pub struct LoadArgs {
     /// max(concurrency, 10) requests have finished; results so far are written, exit 99.
     #[arg(long, value_name = "RATIO", allow_negative_numbers = true)]
     pub failed_request_threshold: Option<String>,
+    /// At most N requests in their prefill phase at once (sent, first output token not yet
+    /// received), over all workers; a request leaves prefill at the first streamed event that
+    /// carries output text. Needs --streaming; at most --concurrency (or --max-inflight).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub prefill_concurrency: Option<String>,
 }
 
 /// How the sends of an open loop are spaced.
@@ -70,6 +76,8 @@ pub struct LoadPlan {
     /// `(time_s, qps)` points, time strictly increasing.
     pub rate_series: Option<Vec<(f64, f64)>>,
     pub failed_request_threshold: Option<f64>,
+    /// `--prefill-concurrency`: requests in prefill at once, at most.
+    pub prefill_concurrency: Option<u64>,
 }
 
 impl Default for LoadPlan {
@@ -79,6 +87,7 @@ impl Default for LoadPlan {
             grace: Some(DEFAULT_GRACE),
             rate_series: None,
             failed_request_threshold: None,
+            prefill_concurrency: None,
         }
     }
 }
@@ -166,11 +175,23 @@ pub fn plan(args: &LoadArgs, distribution: Option<Given>) -> Result<LoadPlan> {
         .as_deref()
         .map(super::rate_series::read)
         .transpose()?;
+    let prefill_concurrency = args
+        .prefill_concurrency
+        .as_deref()
+        .map(|raw| match raw.trim().parse::<u64>() {
+            Ok(n) if (1..=MAX_LEVEL).contains(&n) => Ok(n),
+            _ => Err(Error::usage(format!(
+                "profile: --prefill-concurrency must be a whole number from 1 to {MAX_LEVEL} \
+                 (got '{raw}')"
+            ))),
+        })
+        .transpose()?;
     Ok(LoadPlan {
         arrival,
         grace,
         rate_series,
         failed_request_threshold,
+        prefill_concurrency,
     })
 }
 
@@ -200,6 +221,7 @@ pub fn config_json(plan: &LoadPlan) -> Value {
                 .collect::<Vec<_>>()
         }),
         "failed_request_threshold": plan.failed_request_threshold,
+        "prefill_concurrency": plan.prefill_concurrency,
     })
 }
 

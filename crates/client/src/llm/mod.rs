@@ -16,6 +16,7 @@ pub mod export;
 pub mod html_report;
 pub mod input_file;
 pub mod kserve;
+pub mod layout;
 pub mod load_args;
 pub mod payload;
 pub mod prefix;
@@ -25,6 +26,7 @@ pub mod rate_series;
 pub mod reply_error;
 pub mod report_args;
 pub mod runner;
+pub mod sequence_dist;
 pub mod sweep;
 pub mod sweep_args;
 pub mod sweep_plan;
@@ -38,6 +40,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::clock::Clock;
+use crate::engine::prefill::PrefillCap;
 use crate::engine::wire::Wire;
 use crate::engine::{EngineSpec, RequestLimits};
 use crate::error::{Error, Result};
@@ -82,7 +85,11 @@ pub fn profile_main(args: Vec<OsString>) -> i32 {
 #[derive(Debug)]
 pub struct PointOutcome {
     pub point: LoadPoint,
+    /// GenAI-Perf's folder of the level.
     pub dir: PathBuf,
+    /// AIPerf's folder of the level (the same folder unless `--artifact-dir` was typed or
+    /// the run has several levels: see [`layout`]).
+    pub aiperf_dir: PathBuf,
     /// The measured requests, cancelled ones included.
     pub requests: Vec<LlmRequest>,
     /// The metrics of the requests that were not cancelled.
@@ -93,6 +100,10 @@ pub struct PointOutcome {
     pub interrupted: bool,
     /// `--server-metrics-url` / `--gpu-telemetry`: what the endpoints reported.
     pub telemetry: Option<telemetry::Report>,
+    /// The level was measured and written but failed (every request failed, the failure
+    /// threshold tripped, the server went away): no further level runs and the run ends
+    /// with this error.
+    pub failure: Option<Error>,
 }
 
 /// Everything every level of a run shares: the prompts, their bodies and the engine.
@@ -122,6 +133,7 @@ pub fn run_with_summary(
     out: &mut dyn Write,
 ) -> Result<(Vec<PointOutcome>, sweep::SweepSummary)> {
     let shape = sweep_args::Shape::of(cfg)?;
+    layout::check_aiperf_dirs(cfg)?;
     let tokenizer = Tokenizer::load_revision(
         cfg.args.tokenizer.as_deref().unwrap_or("o200k_base"),
         &cfg.args.tokenizer_revision,
@@ -251,29 +263,51 @@ fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOu
         eprintln!("Warning: {}: {w}", point.label());
     }
     let _ = writeln!(out, "Results in {}", dir.display());
+    let aiperf_dir = layout::aiperf_dir(cfg, point);
+    if aiperf_dir != dir {
+        let _ = writeln!(out, "AIPerf's files in {}", aiperf_dir.display());
+    }
+    let failure = level_failure(point, &run, &dir, &requests, &kept, cancelled, cfg);
+    Ok(PointOutcome {
+        point,
+        dir,
+        aiperf_dir,
+        requests,
+        metrics,
+        cancelled,
+        interrupted: run.interrupted,
+        telemetry,
+        failure,
+    })
+}
+
+/// Why a measured level counts as failed: the failure threshold tripped, every request
+/// failed, or the server went away mid-run.
+fn level_failure(
+    point: LoadPoint,
+    run: &runner::PointRun,
+    dir: &std::path::Path,
+    requests: &[LlmRequest],
+    kept: &[LlmRequest],
+    cancelled: u64,
+    cfg: &ProfileConfig,
+) -> Option<Error> {
     if let (Some((failed, total)), Some(t)) = (run.threshold_hit, cfg.load.failed_request_threshold)
     {
-        return Err(Error::generic(format!(
+        return Some(Error::generic(format!(
             "profile: {}: --failed-request-threshold {t} exceeded: {failed} of {total} \
              finished requests failed, so the run stopped (results so far are in {})",
             point.label(),
             dir.display()
         )));
     }
-    check_failures(point, &run, &requests, &kept, cancelled)?;
-    if let Some(why) = &run.cut_short {
-        // As in perf_analyzer mode: a server gone mid-run exits 99, its reports written.
-        return Err(Error::generic(format!("{}: {why}", point.label())));
+    if let Err(e) = check_failures(point, run, requests, kept, cancelled) {
+        return Some(e);
     }
-    Ok(PointOutcome {
-        point,
-        dir,
-        requests,
-        metrics,
-        cancelled,
-        interrupted: run.interrupted,
-        telemetry,
-    })
+    // As in perf_analyzer mode: a server gone mid-run exits 99, its reports written.
+    run.cut_short
+        .as_ref()
+        .map(|why| Error::generic(format!("{}: {why}", point.label())))
 }
 
 /// A level whose every (not cancelled) request failed is an error; some failures are a
@@ -359,6 +393,10 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         reply_check: Default::default(),
         max_response_bytes: cfg.args.max_response_bytes,
         cancel: None,
+        prefill: cfg.load.prefill_concurrency.map(|n| PrefillCap {
+            limit: n as usize,
+            is_token: events::has_output,
+        }),
     })
 }
 
@@ -481,14 +519,28 @@ fn prepare_entries(cfg: &ProfileConfig, tok: &Tokenizer) -> Result<Vec<Entry>> {
     }
     let mut mismatches = 0;
     let mut entries = Vec::with_capacity(args.num_prompts as usize);
+    // The class draws of --sequence-distribution: a stream of their own, so the lengths'
+    // stream is the same with and without a mix.
+    let mut classes = args.random_seed ^ 0x0073_6571_6469_7374;
     for _ in 0..args.num_prompts {
-        let len = gen.sample_len(
-            args.synthetic_input_tokens_mean as f64,
-            args.synthetic_input_tokens_stddev,
+        let bucket = cfg.sequence_distribution.as_ref().map(|d| {
+            let u = (payload::splitmix(&mut classes) >> 11) as f64 / (1u64 << 53) as f64;
+            *d.pick(u)
+        });
+        let (isl_mean, isl_sd) = bucket.map_or(
+            (
+                args.synthetic_input_tokens_mean as f64,
+                args.synthetic_input_tokens_stddev,
+            ),
+            |b| (b.isl, b.isl_stddev),
         );
+        let len = gen.sample_len(isl_mean, isl_sd);
         let p = gen.prompt(len);
         mismatches += usize::from(p.mismatch);
-        let osl = requested_osl(cfg, &mut gen);
+        let osl = match bucket {
+            Some(b) => Some(gen.sample_len(b.osl, b.osl_stddev) as u64),
+            None => requested_osl(cfg, &mut gen),
+        };
         entries.push(Entry {
             text: p.text,
             isl: p.tokens as u64,

@@ -130,7 +130,16 @@ pub fn run_point(
     };
     if cfg.args.warmup_request_count > 0 {
         let warm = cfg.args.warmup_request_count;
-        drive(spec, &load, Some(warm), None, "warm-up", cfg.args.quiet)?;
+        let quiet = cfg.args.quiet;
+        drive(
+            spec,
+            &load,
+            Some(warm),
+            None,
+            "warm-up",
+            quiet,
+            Measured::default(),
+        )?;
         if crate::signal::interrupted() {
             return Ok(interrupted());
         }
@@ -152,7 +161,7 @@ pub fn run_point(
             (t, floor)
         }),
     };
-    drive_measured(
+    drive(
         spec,
         &load,
         count,
@@ -199,13 +208,15 @@ fn ramp(spec: &EngineSpec, cfg: &ProfileConfig, point: LoadPoint, secs: f64) -> 
             let levels = ramp_levels(c);
             let hold = Duration::from_secs_f64(secs / levels.len().max(1) as f64);
             for level in levels {
+                let load = Load::Concurrency(level);
                 drive(
                     spec,
-                    &Load::Concurrency(level),
+                    &load,
                     None,
                     Some(hold),
                     "ramp",
                     quiet,
+                    Measured::default(),
                 )?;
                 if crate::signal::interrupted() {
                     break;
@@ -222,7 +233,15 @@ fn ramp(spec: &EngineSpec, cfg: &ProfileConfig, point: LoadPoint, secs: f64) -> 
                 schedule: crate::engine::pace::Schedule::Fixed(times),
                 max_inflight: cfg.args.max_inflight,
             };
-            drive(spec, &load, Some(n), None, "ramp", quiet)?;
+            drive(
+                spec,
+                &load,
+                Some(n),
+                None,
+                "ramp",
+                quiet,
+                Measured::default(),
+            )?;
         }
     }
     Ok(())
@@ -292,21 +311,9 @@ pub fn with_cancelled(json: String, cancelled: u64) -> String {
 }
 
 /// Runs the engine until `count` requests are done or `duration` is up (then stops sending
-/// and waits for what is in flight), gathering records as it goes.
+/// and waits for what is in flight, within the measured run's grace period), gathering
+/// records as it goes. The warm-up and ramps run with [`Measured::default`].
 fn drive(
-    spec: &EngineSpec,
-    load: &Load,
-    count: Option<u64>,
-    duration: Option<Duration>,
-    label: &str,
-    quiet: bool,
-) -> Result<PointRun> {
-    let m = Measured::default();
-    drive_measured(spec, load, count, duration, label, quiet, m)
-}
-
-/// [`drive`] with the measured run's grace period and failure threshold.
-fn drive_measured(
     spec: &EngineSpec,
     load: &Load,
     count: Option<u64>,

@@ -48,6 +48,8 @@ pub struct SweepRow {
     pub sla_pass: Option<bool>,
     /// The level's artifact directory.
     pub dir: PathBuf,
+    /// Why the level failed (the run stopped there); `None` for a level that completed.
+    pub error: Option<String>,
 }
 
 /// The answer of an SLA search.
@@ -103,7 +105,21 @@ impl SweepRow {
             goodput_fraction: m.goodput.as_ref().map(|g| g.fraction),
             sla_pass: None,
             dir: dir.to_path_buf(),
+            error: None,
         }
+    }
+
+    /// The row of a level that failed before anything was measured.
+    pub fn failed(point: LoadPoint, role: &'static str, error: &str, dir: &Path) -> SweepRow {
+        let mut row = SweepRow::of(
+            point,
+            role,
+            &crate::measure::llm::compute(&[], &Default::default()),
+            0,
+            dir,
+        );
+        row.error = Some(error.to_string());
+        row
     }
 }
 
@@ -114,7 +130,7 @@ fn opt(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".into(), |v| format!("{v:.2}"))
 }
 
-fn columns(goodput: bool, sla: bool, cancelled: bool) -> Vec<Column> {
+fn columns(goodput: bool, sla: bool, cancelled: bool, failed: bool) -> Vec<Column> {
     let mut c: Vec<Column> = vec![
         ("Level", |r| r.label.clone()),
         ("Role", |r| r.role.to_string()),
@@ -136,6 +152,14 @@ fn columns(goodput: bool, sla: bool, cancelled: bool) -> Vec<Column> {
         c.push(("Goodput/s", |r| opt(r.goodput)));
         c.push(("Good %", |r| opt(r.goodput_fraction.map(|f| f * 100.0))));
     }
+    if failed {
+        c.insert(
+            2,
+            ("Status", |r| {
+                if r.error.is_some() { "failed" } else { "ok" }.to_string()
+            }),
+        );
+    }
     if sla {
         c.push(("SLA", |r| match r.sla_pass {
             Some(true) => "pass".into(),
@@ -150,7 +174,8 @@ impl SweepSummary {
     fn columns(&self) -> Vec<Column> {
         let goodput = self.rows.iter().any(|r| r.goodput.is_some());
         let cancelled = self.rows.iter().any(|r| r.cancelled > 0);
-        columns(goodput, self.sla.is_some(), cancelled)
+        let failed = self.rows.iter().any(|r| r.error.is_some());
+        columns(goodput, self.sla.is_some(), cancelled, failed)
     }
 
     /// Every row's cells, in the columns' order.
@@ -223,6 +248,10 @@ impl SweepSummary {
         if let Some(line) = self.sla_line() {
             let _ = writeln!(out, "{line}");
         }
+        for r in self.rows.iter().filter(|r| r.error.is_some()) {
+            let why = crate::text::escape_control(r.error.as_deref().unwrap_or_default());
+            let _ = writeln!(out, "{} failed: {why}", r.label);
+        }
         out
     }
 
@@ -233,13 +262,13 @@ impl SweepSummary {
 
     /// `sweep_summary.csv`: the table's columns with machine-friendly names.
     pub fn csv(&self) -> String {
-        let header = "label,role,concurrency,request_rate,requests,errors,cancelled,request_throughput,output_token_throughput,ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms,request_latency_p50_ms,request_latency_p99_ms,goodput,goodput_fraction,sla_pass\n";
+        let header = "label,role,concurrency,request_rate,requests,errors,cancelled,request_throughput,output_token_throughput,ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms,request_latency_p50_ms,request_latency_p99_ms,goodput,goodput_fraction,sla_pass,error\n";
         let mut out = String::from(header);
         let o = |v: Option<f64>| v.map_or_else(String::new, |v| v.to_string());
         for r in &self.rows {
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 r.label,
                 r.role,
                 r.concurrency.map_or_else(String::new, |c| c.to_string()),
@@ -258,6 +287,7 @@ impl SweepSummary {
                 o(r.goodput),
                 o(r.goodput_fraction),
                 r.sla_pass.map_or_else(String::new, |p| p.to_string()),
+                crate::report::llm::csv_field(r.error.as_deref().unwrap_or_default()),
             );
         }
         out
@@ -362,6 +392,7 @@ mod tests {
             goodput_fraction: Some(0.8),
             sla_pass: Some(c < 4),
             dir: PathBuf::from("d"),
+            error: None,
         }
     }
 
@@ -406,5 +437,50 @@ mod tests {
                 .starts_with("concurrency4,level,4,,10,0,0,5,40,30,60,,,100,150,4,0.8,false"),
             "{csv}"
         );
+    }
+
+    #[test]
+    fn a_failed_level_is_marked_in_the_table_and_the_files() {
+        let failed = SweepRow::failed(
+            LoadPoint::Concurrency(4),
+            "level",
+            "no request completed: connect failed, x",
+            Path::new("d"),
+        );
+        assert_eq!((failed.requests, failed.ttft_p50_ms), (0, None));
+        let s = SweepSummary {
+            rows: vec![row("concurrency1", 1, 10.0), failed],
+            sla: None,
+        };
+        let t = s.table();
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[1].contains("Status"), "{t}");
+        assert!(
+            lines[2].contains(" ok ") && lines[3].contains("failed"),
+            "{t}"
+        );
+        assert!(t.ends_with("concurrency4 failed: no request completed: connect failed, x\n"));
+        let v: serde_json::Value = serde_json::from_str(&s.json()).unwrap();
+        assert!(v["rows"][0]["error"].is_null());
+        assert_eq!(
+            v["rows"][1]["error"],
+            "no request completed: connect failed, x"
+        );
+        let csv = s.csv();
+        assert!(csv.lines().next().unwrap().ends_with(",sla_pass,error"));
+        assert!(
+            csv.lines()
+                .nth(2)
+                .unwrap()
+                .ends_with(",,\"no request completed: connect failed, x\""),
+            "{csv}"
+        );
+        // Without a failure the table has no status column.
+        assert!(!SweepSummary {
+            rows: vec![row("concurrency1", 1, 10.0)],
+            sla: None
+        }
+        .table()
+        .contains("Status"));
     }
 }

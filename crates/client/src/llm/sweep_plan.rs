@@ -10,7 +10,7 @@ use super::cli::{LoadPoint, ProfileConfig};
 use super::sweep::{SlaAnswer, SweepRow, SweepSummary};
 use super::sweep_args::{Plan, Shape, SlaAxis};
 use super::PointOutcome;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// GuideLLM's constant rates: `profiles - 2` rates evenly spaced from the synchronous rate
 /// (excluded) up to the throughput rate (included), as `linspace(sync, max, profiles - 1)`
@@ -99,17 +99,35 @@ pub fn drive(
     out: &mut dyn Write,
     mut level: impl FnMut(LoadPoint, &mut dyn Write) -> Result<PointOutcome>,
 ) -> Result<(Vec<PointOutcome>, SweepSummary)> {
-    let mut outcomes = Vec::new();
+    let mut outcomes: Vec<PointOutcome> = Vec::new();
     let mut summary = SweepSummary::default();
+    let mut failure: Option<Error> = None;
     let rows = &mut summary.rows;
+    // A failed level ends the run (`Ok(None)`), its row marked; the error is returned once
+    // the summaries of the levels that ran are written.
     let mut run = |point: LoadPoint, role: &'static str, out: &mut dyn Write| {
-        let o = level(point, out)?;
-        rows.push(SweepRow::of(point, role, &o.metrics, o.cancelled, &o.dir));
+        let mut o = match level(point, out) {
+            Ok(o) => o,
+            Err(e) => {
+                let dir = super::artifacts::point_dir(cfg, point);
+                rows.push(SweepRow::failed(point, role, &e.msg, &dir));
+                failure = Some(e);
+                return Ok(None);
+            }
+        };
+        let mut row = SweepRow::of(point, role, &o.metrics, o.cancelled, &o.dir);
+        row.error = o.failure.as_ref().map(|e| e.msg.clone());
+        rows.push(row);
         let figures = Figures {
             rate: o.metrics.request_throughput,
             goodput_fraction: o.metrics.goodput.as_ref().map_or(0.0, |g| g.fraction),
         };
+        let failed = o.failure.take();
         outcomes.push(o);
+        if failed.is_some() {
+            failure = failed;
+            return Ok(None);
+        }
         Ok((!last_interrupted(&outcomes)).then_some(figures))
     };
     match shape.plan {
@@ -148,13 +166,87 @@ pub fn drive(
             });
         }
     }
-    if summary.rows.len() > 1 || shape.plan != Plan::List {
+    if super::layout::is_sweep(cfg) && !summary.rows.is_empty() {
         let _ = out.write_all(summary.table().as_bytes());
         summary.write(&cfg.args.artifact_dir, cfg.args.generate_plots)?;
         let json = cfg.args.artifact_dir.join(super::sweep::SUMMARY_JSON);
         let _ = writeln!(out, "Sweep summary in {}", json.display());
+        let aggregate = write_aiperf_aggregate(cfg, &summary, &outcomes)?;
+        let _ = writeln!(out, "AIPerf's sweep aggregate in {}", aggregate.display());
     }
-    Ok((outcomes, summary))
+    match failure {
+        Some(e) => Err(e),
+        None => Ok((outcomes, summary)),
+    }
+}
+
+/// AIPerf's summaries of the levels that ran: each successful level's
+/// `aggregate/<level>/profile_export_aiperf_aggregate.{json,csv}` and the cross-level
+/// `sweep_aggregate/profile_export_aiperf_sweep.{json,csv}` (row `i` is outcome `i`; a failed
+/// level, always the last, is AIPerf's failed run); returns the sweep aggregate's folder.
+fn write_aiperf_aggregate(
+    cfg: &ProfileConfig,
+    summary: &SweepSummary,
+    outcomes: &[PointOutcome],
+) -> Result<std::path::PathBuf> {
+    use super::layout;
+    use crate::report::llm::aiperf_sweep::{self, SweepLevel};
+    let levels: Vec<SweepLevel> = summary
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let point = match (row.concurrency, row.request_rate) {
+                (Some(c), _) => LoadPoint::Concurrency(c),
+                (None, r) => LoadPoint::RequestRate(r.unwrap_or_default()),
+            };
+            let (name, text) = layout::parameter(point);
+            let value = match point {
+                LoadPoint::Concurrency(c) => c.into(),
+                LoadPoint::RequestRate(r) => r.into(),
+            };
+            let result = match (&row.error, outcomes.get(i)) {
+                (None, Some(o)) => Ok(&o.metrics),
+                (Some(e), _) => Err(e.clone()),
+                (None, None) => Err("not measured".to_string()),
+            };
+            SweepLevel {
+                name,
+                value,
+                text,
+                result,
+            }
+        })
+        .collect();
+    let write = |dir: &std::path::Path, name: &str, text: String| {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::generic(format!("cannot write {}: {e}", dir.display())))?;
+        crate::report::write::write_atomic("", &dir.join(name), text.as_bytes())
+    };
+    let root = &cfg.args.artifact_dir;
+    for level in &levels {
+        let Ok(metrics) = level.result else { continue };
+        let dir = root
+            .join(layout::AGGREGATE_DIR)
+            .join(format!("{}_{}", level.name, level.text));
+        let model = &cfg.models[0];
+        let json = aiperf_sweep::aggregate_json(level, metrics, model);
+        write(&dir, "profile_export_aiperf_aggregate.json", json)?;
+        let csv = aiperf_sweep::aggregate_csv(level, metrics, model);
+        write(&dir, "profile_export_aiperf_aggregate.csv", csv)?;
+    }
+    let dir = root.join(layout::SWEEP_AGGREGATE_DIR);
+    write(
+        &dir,
+        "profile_export_aiperf_sweep.json",
+        aiperf_sweep::sweep_json(&levels),
+    )?;
+    write(
+        &dir,
+        "profile_export_aiperf_sweep.csv",
+        aiperf_sweep::sweep_csv(&levels),
+    )?;
+    Ok(dir)
 }
 
 /// The probes of an SLA search, each judged by its goodput fraction (`passes`, in order).

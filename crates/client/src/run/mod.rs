@@ -214,6 +214,7 @@ fn engine_spec(
         reply_check: Default::default(),
         max_response_bytes: cfg.max_response_bytes,
         cancel: None,
+        prefill: None,
     }
 }
 

@@ -103,6 +103,7 @@ fn engine_spec(cfg: &Config, target: &super::setup::Target) -> EngineSpec {
         reply_check: Default::default(),
         max_response_bytes: cfg.max_response_bytes,
         cancel: None,
+        prefill: None,
     }
 }
 

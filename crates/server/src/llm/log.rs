@@ -7,6 +7,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
 
 /// Requests whose send times are kept; older ones are dropped.
 pub const TOKEN_LOG_REQUESTS: usize = 16_384;
@@ -18,6 +19,8 @@ struct Entries {
     first_id: u64,
     /// Per request, per piece: [paced for, written at] (ns).
     times: VecDeque<Vec<[u64; 2]>>,
+    /// Per request, when its entry was opened (the request was read and parsed).
+    began: VecDeque<Instant>,
 }
 
 /// Send times (ns of the server's [`inferperf_client::clock::Clock`]) per generation request.
@@ -41,16 +44,25 @@ impl TokenLog {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Opens the entry of a new request and returns its id.
+    /// Opens the entry of a new request (read and parsed now) and returns its id.
     pub fn begin(&self) -> u64 {
+        let now = Instant::now();
         let mut entries = self.lock();
         let id = entries.first_id + entries.times.len() as u64;
         entries.times.push_back(Vec::new());
+        entries.began.push_back(now);
         if entries.times.len() > self.capacity {
             entries.times.pop_front();
+            entries.began.pop_front();
             entries.first_id += 1;
         }
         id
+    }
+
+    /// When the kept requests' entries were opened, oldest request first (the order of
+    /// [`TokenLog::snapshot`]).
+    pub fn began(&self) -> Vec<Instant> {
+        self.lock().began.iter().copied().collect()
     }
 
     /// Records that request `id` wrote a token-bearing piece at `at_ns`; ignored once the
@@ -112,6 +124,13 @@ mod tests {
         log.record(c, 7);
         assert_eq!(log.snapshot(), vec![vec![5], vec![7]]);
         assert_eq!((a, b, c), (0, 1, 2));
+        let began = log.began();
+        assert_eq!(
+            began.len(),
+            2,
+            "begin times leave the ring with their entries"
+        );
+        assert!(began[0] <= began[1]);
         log.record(99, 1);
         assert_eq!(log.snapshot().len(), 2);
         log.record_paced(c, 8, 11);

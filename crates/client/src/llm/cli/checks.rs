@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{ProfileArgs, MAX_READ_BATCH_US, MAX_RESPONSE_BYTES};
+use super::{EndpointType, ProfileArgs, MAX_READ_BATCH_US, MAX_RESPONSE_BYTES};
 use crate::error::{Error, Result};
 
 /// AIPerf's default request timeout.
@@ -60,10 +60,20 @@ fn timeout_ms(flag: &str, ms: &str) -> Result<Duration> {
 
 /// The load flags: how much, how fast, on how many workers.
 pub(super) fn check_load(args: &ProfileArgs) -> Result<()> {
-    if !args.concurrency.is_empty() && !args.request_rate.is_empty() {
-        return Err(Error::usage(
-            "profile: give --concurrency or --request-rate, not both",
-        ));
+    if !args.request_rate.is_empty() {
+        // AIPerf: --concurrency with --request-rate is the cap on requests in flight.
+        if args.concurrency.len() > 1 {
+            return Err(Error::usage(
+                "profile: with --request-rate, --concurrency is the cap on requests in flight \
+                 (as in AIPerf) and takes one value",
+            ));
+        }
+        if !args.concurrency.is_empty() && args.max_inflight.is_some() {
+            return Err(Error::usage(
+                "profile: with --request-rate, give --concurrency or --max-inflight as the cap \
+                 on requests in flight, not both",
+            ));
+        }
     }
     if args.concurrency.contains(&0) {
         return Err(Error::usage(
@@ -138,6 +148,24 @@ pub(super) fn check_tokens(args: &ProfileArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `--sequence-distribution`, parsed; it shapes synthetic prompts only.
+pub(super) fn sequence_distribution(
+    args: &ProfileArgs,
+) -> Result<Option<crate::llm::sequence_dist::SequenceDistribution>> {
+    let Some(text) = &args.sequence_distribution else {
+        return Ok(None);
+    };
+    if args.input_file.is_some() || args.dataset.dataset_name.is_some() {
+        return Err(Error::usage(
+            "profile: --sequence-distribution shapes synthetic prompts; give it without \
+             --input-file or --dataset-name",
+        ));
+    }
+    crate::llm::sequence_dist::parse(text, MAX_TOKENS)
+        .map(Some)
+        .map_err(|why| Error::usage(format!("profile: --sequence-distribution '{text}': {why}")))
 }
 
 /// Tokens per prompt or answer at most (mean and standard deviation).
@@ -219,7 +247,10 @@ pub(super) fn check_bounds(args: &ProfileArgs) -> Result<()> {
 }
 
 /// AIPerf's load flags, checked against the rest of the load.
-pub(super) fn load_plan(args: &ProfileArgs) -> Result<super::super::load_args::LoadPlan> {
+pub(super) fn load_plan(
+    args: &ProfileArgs,
+    endpoint_type: EndpointType,
+) -> Result<super::super::load_args::LoadPlan> {
     use super::super::load_args::{self, Given};
     use super::Distribution;
     let given = args.request_distribution.map(|d| match d {
@@ -243,8 +274,49 @@ pub(super) fn load_plan(args: &ProfileArgs) -> Result<super::super::load_args::L
     let paced = !args.request_rate.is_empty() || plan.rate_series.is_some();
     if (l.arrival_pattern.is_some() || l.arrival_smoothness.is_some()) && !paced {
         return Err(Error::usage(
-            "profile: --arrival-pattern and --arrival-smoothness shape --request-rate (or              --request-rate-series) arrivals; give one of those",
+            "profile: --arrival-pattern and --arrival-smoothness shape --request-rate (or \
+             --request-rate-series) arrivals; give one of those",
         ));
     }
+    if let Some(n) = plan.prefill_concurrency {
+        check_prefill(args, endpoint_type, n, paced)?;
+    }
     Ok(plan)
+}
+
+/// `--prefill-concurrency N` against the rest of the load. As in AIPerf 0.13 it needs
+/// `--streaming` (the first token is seen only in a stream) and may not exceed any
+/// `--concurrency` value of a sweep; with `--request-rate` it may not exceed
+/// `--max-inflight`, the cap on requests in flight there.
+fn check_prefill(
+    args: &ProfileArgs,
+    endpoint_type: EndpointType,
+    n: u64,
+    paced: bool,
+) -> Result<()> {
+    if endpoint_type == EndpointType::Kserve || !endpoint_type.generates() {
+        return Err(Error::usage(format!(
+            "profile: --prefill-concurrency applies to the HTTP token streams (chat, \
+             completions, generate), not --endpoint-type {}",
+            endpoint_type.name()
+        )));
+    }
+    if !args.streaming {
+        return Err(Error::usage(
+            "profile: --prefill-concurrency needs --streaming (a request leaves prefill at its \
+             first streamed token)",
+        ));
+    }
+    let (flag, cap) = if paced {
+        ("--max-inflight", args.max_inflight)
+    } else {
+        ("--concurrency", args.concurrency.iter().min().copied())
+    };
+    match cap {
+        Some(c) if n > c => Err(Error::usage(format!(
+            "profile: --prefill-concurrency {n} cannot be greater than {flag} {c} (requests in \
+             prefill are among those in flight)"
+        ))),
+        _ => Ok(()),
+    }
 }

@@ -10,6 +10,7 @@
 
 use serde_json::Value;
 
+use super::csv_field;
 use super::json_text::{num, Node};
 use crate::measure::llm::slices::Slice;
 use crate::measure::llm::stats::PERCENTILES;
@@ -52,6 +53,18 @@ struct Row {
     header: &'static str,
     unit: &'static str,
     figure: Figure,
+}
+
+impl Row {
+    /// A run-level value.
+    fn value(tag: &'static str, header: &'static str, unit: &'static str, v: f64) -> Row {
+        Row {
+            tag,
+            header,
+            unit,
+            figure: Figure::Value(v),
+        }
+    }
 }
 
 /// Every metric inferperf measures, under AIPerf's tag, label and unit, in AIPerf's JSON order.
@@ -147,14 +160,7 @@ fn rows(m: &LlmMetrics) -> Vec<Row> {
         m.ttfo.as_ref().or(m.ttft.as_ref()),
         MS,
     );
-    let mut value = |tag, header, unit, v: f64| {
-        out.push(Row {
-            tag,
-            header,
-            unit,
-            figure: Figure::Value(v),
-        });
-    };
+    let mut value = |tag, header, unit, v: f64| out.push(Row::value(tag, header, unit, v));
     value(
         "request_throughput",
         "Request Throughput",
@@ -268,6 +274,37 @@ fn metric_node(r: &Row) -> Node {
         }
     }
     o
+}
+
+/// One metric of the summary, in its display unit: the value, or the distribution's
+/// statistics (per-request metrics).
+pub struct SummaryMetric {
+    /// AIPerf's tag (`time_to_first_token`).
+    pub tag: &'static str,
+    pub unit: &'static str,
+    pub avg: f64,
+    pub dist: Option<Stats>,
+}
+
+/// Every metric of `profile_export_aiperf.json`, in its order.
+pub fn summary_metrics(m: &LlmMetrics) -> Vec<SummaryMetric> {
+    rows(m)
+        .into_iter()
+        .map(|r| match r.figure {
+            Figure::Value(v) => SummaryMetric {
+                tag: r.tag,
+                unit: r.unit,
+                avg: v,
+                dist: None,
+            },
+            Figure::Dist(s) => SummaryMetric {
+                tag: r.tag,
+                unit: r.unit,
+                avg: s.avg,
+                dist: Some(s),
+            },
+        })
+        .collect()
 }
 
 /// `2026-12-06T04:30:23.815132`: a Unix time in ns as AIPerf writes its times (UTC, µs).
@@ -398,15 +435,6 @@ pub fn csv(m: &LlmMetrics) -> String {
 const GPU_TELEMETRY_HEADER: &str =
     "Endpoint,GPU_Index,GPU_Name,GPU_UUID,Platform,Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std";
 
-/// A CSV field, quoted when it holds a comma or a quote.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 /// `.aiperf_results_ready.json`, the marker AIPerf leaves once its files are complete.
 pub fn ready_marker(was_cancelled: bool) -> String {
     format!("{{\"ready\":true,\"was_cancelled\":{was_cancelled},\"partial\":{was_cancelled}}}")
@@ -432,14 +460,7 @@ fn slice_rows(s: &Slice) -> Vec<Row> {
     }
     let ok = s.request_count.saturating_sub(s.error_count);
     let secs = s.end_ns.saturating_sub(s.start_ns) as f64 / 1e9;
-    let mut value = |tag, header, unit, v: f64| {
-        out.push(Row {
-            tag,
-            header,
-            unit,
-            figure: Figure::Value(v),
-        })
-    };
+    let mut value = |tag, header, unit, v: f64| out.push(Row::value(tag, header, unit, v));
     value("request_count", "Request Count", "requests", ok as f64);
     value(
         "total_osl",

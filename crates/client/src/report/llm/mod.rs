@@ -4,6 +4,7 @@
 //! data in, text out.
 
 pub mod aiperf;
+pub mod aiperf_sweep;
 pub mod console;
 pub mod genai_perf;
 mod json_text;
@@ -31,6 +32,16 @@ pub struct ReportOptions {
     /// TTST, ITL and per-user throughput say nothing and their rows are left out (as
     /// GenAI-Perf does).
     pub streaming: bool,
+}
+
+/// A CSV field as Python's csv module writes it: quoted when it holds a comma, a quote or a
+/// line break.
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
 }
 
 /// ns → ms.

@@ -138,6 +138,7 @@ fn run_book(addr: SocketAddr, book: Arc<Book>, stop: &AtomicBool) -> Vec<TurnDon
         reply_check: Default::default(),
         max_response_bytes: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
         cancel: None,
+        prefill: None,
     };
     run_turns(&spec, &book, 1, stop)
         .expect("the engine starts")

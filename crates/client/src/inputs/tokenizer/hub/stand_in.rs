@@ -44,13 +44,14 @@ pub struct StandIn {
 }
 
 impl StandIn {
-    /// Serves, for any `ORG/NAME` not listed below, `tokenizer.json` at `main` or
-    /// [`COMMIT`] with a 302 to the CDN port's `/cdn/blob` (the body, with the CDN's own
-    /// ETag), and everything else (and everything of `ORG/no-tokenizer`) as a 404
-    /// `EntryNotFound` naming the commit. Special repositories: `gated/*` 401 `GatedRepo`
-    /// without the token `hf_good`; `missing/*` 404 `RepositoryNotFound`; `old/NAME` a
-    /// relative 307 to `new/NAME`; `small/*` answers 200 with the body directly and `ETag`;
-    /// any revision other than `main` or the commit is 404 `RevisionNotFound`.
+    /// Serves, for any `ORG/NAME` or plain `NAME` (`gpt2`) not listed below,
+    /// `tokenizer.json` at `main` or [`COMMIT`] with a 302 to the CDN port's `/cdn/blob` (the
+    /// body, with the CDN's own ETag), and everything else (and everything of
+    /// `ORG/no-tokenizer`) as a 404 `EntryNotFound` naming the commit. Special repositories:
+    /// `gated/*` 401 `GatedRepo` without the token `hf_good`; `missing/*` 404
+    /// `RepositoryNotFound`; `old/NAME` a relative 307 to `new/NAME`; `small/*` answers 200
+    /// with the body directly and `ETag`; any revision other than `main` or the commit is 404
+    /// `RevisionNotFound`.
     pub fn start() -> StandIn {
         let hub = TcpListener::bind("127.0.0.1:0").expect("bind stand-in");
         let cdn = TcpListener::bind("127.0.0.1:0").expect("bind stand-in CDN");
@@ -158,10 +159,13 @@ fn answer(path: &str, authorization: Option<&str>, cdn: SocketAddr) -> Vec<u8> {
         let etag = ("ETag", "\"cdn-own-etag\"".to_string());
         return reply("200 OK", &[etag], TOKENIZER_JSON.as_bytes());
     }
-    // /ORG/NAME/resolve/REV/FILE
+    // /ORG/NAME/resolve/REV/FILE, or /NAME/resolve/REV/FILE for a name without an
+    // organisation (`gpt2`), whose organisation is taken as empty.
     let parts: Vec<&str> = path.trim_start_matches('/').splitn(5, '/').collect();
-    let [org, name, "resolve", rev, file] = parts[..] else {
-        return error("404 Not Found", "RepositoryNotFound");
+    let (org, name, rev, file) = match parts[..] {
+        [org, name, "resolve", rev, file] => (org, name, rev, file),
+        [name, "resolve", rev, file] => ("", name, rev, file),
+        _ => return error("404 Not Found", "RepositoryNotFound"),
     };
     match org {
         "missing" => return error("404 Not Found", "RepositoryNotFound"),
