@@ -5,6 +5,7 @@
 //! sent before the error count nowhere; a run where every request failed so exits 99; a
 //! server gone mid-run cuts the run short (exit 99) with every failure counted once.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -173,11 +174,32 @@ fn number_after(text: &str, prefix: &str) -> u64 {
         .unwrap_or_else(|_| panic!("a number after {prefix:?} in {text}"))
 }
 
+/// The `kind: count` pairs, in order, in the parentheses right after `prefix` and its number
+/// (empty when no list follows): `Errors: 12 (connect_failed: 4, reset: 8)`.
+fn kind_list(text: &str, prefix: &str) -> Vec<(String, u64)> {
+    let at = text
+        .find(prefix)
+        .unwrap_or_else(|| panic!("{prefix:?} in {text}"))
+        + prefix.len();
+    let rest = text[at..].trim_start_matches(|c: char| c.is_ascii_digit());
+    let Some(list) = rest.strip_prefix(" (").and_then(|r| r.split(')').next()) else {
+        return Vec::new();
+    };
+    list.split(", ")
+        .map(|pair| {
+            let (kind, n) = pair
+                .split_once(": ")
+                .unwrap_or_else(|| panic!("kind: count in {list:?}"));
+            (kind.to_string(), n.parse().unwrap())
+        })
+        .collect()
+}
+
 /// A server that goes away in the middle of a duration run: the run stops, exits 99 saying
 /// it was cut short (as perf_analyzer mode does when the server dies), writes what was
-/// measured, and counts every failed request once, the same in the console, the summary,
-/// the per-request export and the line on stderr (requests whose connection could not be
-/// reopened included).
+/// measured, and counts every failed request once, under the same kind names with the same
+/// counts in the console, the JSON summary, AIPerf's `error_summary`, the per-request export
+/// and the line on stderr (requests whose connection could not be reopened included).
 #[test]
 fn a_server_gone_mid_run_is_an_error_with_every_failure_counted_once() {
     let server = crate::run_profile::start_llm(2, 2, 1);
@@ -220,7 +242,24 @@ fn a_server_gone_mid_run_is_an_error_with_every_failure_counted_once() {
     let total = number_after(&stderr, &format!("{failed} of "));
     assert!(console > 0, "{stdout}");
     assert_eq!(console, failed, "{stdout}\n{stderr}");
-    assert!(stderr.contains("connect failed"), "{stderr}");
+    // The kinds by the same names with the same counts: the console's list, the stderr
+    // line's list in the same order (one kind: the line names none), the JSON summary,
+    // AIPerf's error_summary and the per-request export.
+    let listed = kind_list(&stdout, "Errors: ");
+    let by_stderr = kind_list(&stderr, &format!("{failed} of {total} requests failed"));
+    if listed.len() > 1 {
+        assert_eq!(by_stderr, listed, "{stdout}\n{stderr}");
+    } else {
+        assert!(by_stderr.is_empty(), "{stderr}");
+    }
+    let by_console: BTreeMap<String, u64> = listed.into_iter().collect();
+    assert!(by_console.contains_key("connect_failed"), "{stdout}");
+    assert_eq!(by_console.values().sum::<u64>(), console, "{stdout}");
+    // The example after the kind's name does not repeat it.
+    assert!(
+        !stderr.contains("connect_failed: connect failed"),
+        "{stderr}"
+    );
     let point = point_dir(&dir);
     let read = |name: &str| std::fs::read_to_string(point.join(name)).unwrap();
     let summary: Value = serde_json::from_str(&read("profile_export_genai_perf.json")).unwrap();
@@ -231,21 +270,38 @@ fn a_server_gone_mid_run_is_an_error_with_every_failure_counted_once() {
     let ok = summary["request_count"]["avg"].as_f64().unwrap() as u64;
     assert!(ok > 0, "{summary}");
     assert_eq!(ok + console, total, "{summary}\n{stderr}");
-    let kinds: u64 = summary["errors_by_kind"]
+    let by_summary: BTreeMap<String, u64> = summary["errors_by_kind"]
         .as_object()
         .unwrap()
-        .values()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
-    assert_eq!(kinds, console, "{summary}");
-    let records: Vec<Value> = std::fs::read_to_string(dir.join("profile_export.jsonl"))
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect();
+    assert_eq!(by_summary, by_console, "{summary}");
+    // AIPerf's files are in the artifact folder itself.
+    let read_top = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    let aiperf: Value = serde_json::from_str(&read_top("profile_export_aiperf.json")).unwrap();
+    let by_aiperf: BTreeMap<String, u64> = aiperf["error_summary"]
+        .as_array()
         .unwrap()
+        .iter()
+        .map(|e| {
+            let kind = e["error_details"]["type"].as_str().unwrap().to_string();
+            (kind, e["count"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(by_aiperf, by_console, "{aiperf}");
+    let records: Vec<Value> = read_top("profile_export.jsonl")
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(records.len() as u64, total);
-    let errors = records.iter().filter(|r| !r["error"].is_null()).count() as u64;
-    assert_eq!(errors, console);
+    let mut by_record: BTreeMap<String, u64> = BTreeMap::new();
+    for r in records.iter().filter(|r| !r["error"].is_null()) {
+        *by_record
+            .entry(r["error"]["type"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    assert_eq!(by_record, by_console);
     assert!(point.join("report.html").is_file());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,8 +1,9 @@
 //! `inferperf profile` with a Hugging Face Hub tokenizer name, the binary run with the Hub
 //! environment variables pointing at an in-process stand-in of the Hub's resolve endpoint
 //! and a temporary cache: the first run downloads into the cache in huggingface_hub's layout,
-//! later runs and offline runs use the cache without a request, and a name that cannot be
-//! had exits 99 with one line.
+//! later runs and offline runs use the cache without a request, a gated repository opens
+//! with the token `hf auth login` saved, a file the Hub says is absent is asked for once,
+//! and a name that cannot be had exits 99 with one line.
 
 use crate::common::temp_dir;
 
@@ -26,22 +27,41 @@ fn start_llm(model: &str) -> ServerHandle {
     server::start(cfg).expect("reference server starts")
 }
 
-/// `inferperf profile -m MODEL ...` against `server`, with the Hub settings `env`.
-fn profile(server: &str, model: &str, dir: &Path, env: &[(&str, String)]) -> Output {
+/// `inferperf profile -m MODEL -u SERVER --quiet --artifact-dir DIR/artifacts` with the Hub
+/// settings apart from the machine's: the cache `DIR/hub`, the Hub at `hub`, online, and no
+/// token (neither the variables nor a login file).
+fn hub_profile(server: &str, model: &str, dir: &Path, hub: &StandIn) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_inferperf"));
-    cmd.args(["profile", "-m", model, "-u", server, "--quiet"])
-        .args([
-            "--request-count",
-            "4",
-            "--synthetic-input-tokens-mean",
-            "12",
-        ])
-        .args(["--output-tokens-mean", "3", "--artifact-dir"])
-        .arg(dir.join("artifacts"))
-        .env_remove("HF_HUB_OFFLINE")
-        .env_remove("TRANSFORMERS_OFFLINE")
-        .env_remove("HF_TOKEN")
-        .env("HF_HUB_CACHE", dir.join("hub"));
+    cmd.args([
+        "profile",
+        "-m",
+        model,
+        "-u",
+        server,
+        "--quiet",
+        "--artifact-dir",
+    ])
+    .arg(dir.join("artifacts"))
+    .env_remove("HF_HUB_OFFLINE")
+    .env_remove("TRANSFORMERS_OFFLINE")
+    .env_remove("HF_TOKEN")
+    .env_remove("HUGGING_FACE_HUB_TOKEN")
+    .env("HF_TOKEN_PATH", dir.join("no-token"))
+    .env("HF_HUB_CACHE", dir.join("hub"))
+    .env("HF_ENDPOINT", hub.endpoint());
+    cmd
+}
+
+/// Four short requests of `model` against `server`, with the extra Hub settings `env`.
+fn profile(server: &str, model: &str, dir: &Path, hub: &StandIn, env: &[(&str, &str)]) -> Output {
+    let mut cmd = hub_profile(server, model, dir, hub);
+    cmd.args([
+        "--request-count",
+        "4",
+        "--synthetic-input-tokens-mean",
+        "12",
+    ])
+    .args(["--output-tokens-mean", "3"]);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -72,9 +92,8 @@ fn a_hub_model_name_is_the_tokenizer_downloaded_once_then_cached() {
     let hub = StandIn::start();
     let dir = temp_dir("profile-hub");
     let addr = server.addr.to_string();
-    let endpoint = ("HF_ENDPOINT", hub.endpoint());
     // No --tokenizer: the ORG/NAME model name is the tokenizer, as in AIPerf.
-    let o = profile(&addr, "org/model", &dir, std::slice::from_ref(&endpoint));
+    let o = profile(&addr, "org/model", &dir, &hub, &[]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
     let repo = dir.join("hub/models--org--model");
@@ -93,20 +112,15 @@ fn a_hub_model_name_is_the_tokenizer_downloaded_once_then_cached() {
         "the artifacts record the tokenizer"
     );
     // Again: from the cache, no request.
-    let o = profile(&addr, "org/model", &dir, std::slice::from_ref(&endpoint));
+    let o = profile(&addr, "org/model", &dir, &hub, &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(hub.seen().len(), 2);
     // Offline with the cache: works, no request.
-    let offline = ("HF_HUB_OFFLINE", "1".to_string());
-    let o = profile(
-        &addr,
-        "org/model",
-        &dir,
-        &[endpoint.clone(), offline.clone()],
-    );
+    let offline = [("HF_HUB_OFFLINE", "1")];
+    let o = profile(&addr, "org/model", &dir, &hub, &offline);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // Offline, not cached: one line naming the model, the cache folder and why; no request.
-    let o = profile(&addr, "org/other", &dir, &[endpoint.clone(), offline]);
+    let o = profile(&addr, "org/other", &dir, &hub, &offline);
     assert_eq!(o.status.code(), Some(99));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
@@ -115,11 +129,35 @@ fn a_hub_model_name_is_the_tokenizer_downloaded_once_then_cached() {
     assert!(stderr.contains("HF_HUB_OFFLINE"), "{stderr}");
     assert_eq!(hub.seen().len(), 2);
     // A gated repository: 401, and the line says to set HF_TOKEN.
-    let o = profile(&addr, "gated/model", &dir, &[endpoint]);
+    let o = profile(&addr, "gated/model", &dir, &hub, &[]);
     assert_eq!(o.status.code(), Some(99));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("HF_TOKEN"), "{stderr}");
+    assert_eq!(hub.seen()[2].authorization, None);
+    // Logged in (`hf auth login` wrote HF_HOME/token): the saved token opens it.
+    let home = dir.join("hf-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("token"), "hf_good\n").unwrap();
+    let o = hub_profile(&addr, "org/model", &dir, &hub)
+        .args(["--request-count", "1", "--tokenizer", "gated/model"])
+        .env("HF_HOME", &home)
+        .env("HF_TOKEN_PATH", "")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let seen = hub.seen();
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    assert_eq!(seen[3].authorization.as_deref(), Some("Bearer hf_good"));
+    assert_eq!(seen[4].authorization, None, "no token to the CDN host");
+    // A repository without tokenizer.json: asked once, then known absent from the cache.
+    for _ in 0..2 {
+        let o = profile(&addr, "org/no-tokenizer", &dir, &hub, &[]);
+        assert_eq!(o.status.code(), Some(99));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stderr.contains("EntryNotFound"), "{stderr}");
+    }
+    assert_eq!(hub.seen().len(), 6);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -128,23 +166,10 @@ fn tokenizer_flag_with_revision_and_trust_remote_code() {
     let server = start_llm("served-name");
     let hub = StandIn::start();
     let dir = temp_dir("profile-hub-rev");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_inferperf"));
-    let o = cmd
-        .args([
-            "profile",
-            "-m",
-            "served-name",
-            "-u",
-            &server.addr.to_string(),
-        ])
-        .args(["--quiet", "--request-count", "2", "--artifact-dir"])
-        .arg(dir.join("artifacts"))
+    let o = hub_profile(&server.addr.to_string(), "served-name", &dir, &hub)
+        .args(["--request-count", "2"])
         .args(["--tokenizer", "small/tok", "--tokenizer-revision", COMMIT])
         .arg("--tokenizer-trust-remote-code")
-        .env_remove("HF_HUB_OFFLINE")
-        .env_remove("TRANSFORMERS_OFFLINE")
-        .env("HF_HUB_CACHE", dir.join("hub"))
-        .env("HF_ENDPOINT", hub.endpoint())
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -183,18 +208,11 @@ fn a_mooncake_trace_with_a_tokenizer_json_has_exact_lengths() {
         .collect();
     let file = dir.join("trace.jsonl");
     std::fs::write(&file, trace).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_inferperf"))
-        .args(["profile", "-m", "org/model", "-u", &server.addr.to_string()])
-        .args(["--quiet", "--request-count", "5", "--artifact-dir"])
-        .arg(dir.join("artifacts"))
-        .arg("--input-file")
+    let o = hub_profile(&server.addr.to_string(), "org/model", &dir, &hub)
+        .args(["--request-count", "5", "--input-file"])
         .arg(&file)
         .args(["--custom-dataset-type", "mooncake_trace"])
         .args(["--dataset-sampling-strategy", "sequential"])
-        .env_remove("HF_HUB_OFFLINE")
-        .env_remove("TRANSFORMERS_OFFLINE")
-        .env("HF_HUB_CACHE", dir.join("hub"))
-        .env("HF_ENDPOINT", hub.endpoint())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);

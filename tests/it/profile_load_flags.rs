@@ -329,20 +329,20 @@ fn rankings_folder(tag: &str) -> std::path::PathBuf {
     dir
 }
 
+/// `--endpoint-type rankings --input-file FOLDER` followed by `rest`.
+fn rankings_args<'a>(folder: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--endpoint-type", "rankings", "--input-file", folder];
+    args.extend_from_slice(rest);
+    args
+}
+
 #[test]
 fn a_rankings_folder_sends_genai_perfs_rankings_bodies() {
     let server = Ranker::start(0);
     let folder = rankings_folder("profile-rankings-folder");
     let out = temp_dir("profile-rankings-out");
     let input = folder.to_str().unwrap();
-    let base = [
-        "--endpoint-type",
-        "rankings",
-        "--input-file",
-        input,
-        "--request-count",
-        "4",
-    ];
+    let base = rankings_args(input, &["--request-count", "4"]);
     let outcomes = profile_at(server.addr, &out, &base).unwrap();
     assert_eq!(outcomes[0].requests.len(), 4);
     assert!(outcomes[0].requests.iter().all(|r| r.ok()));
@@ -395,16 +395,7 @@ fn the_failed_request_threshold_stops_a_failing_run() {
     // from the 10th finished request on, so the run stops long before the end.
     let folder = rankings_folder("profile-threshold-folder");
     let input = folder.to_str().unwrap();
-    let base = [
-        "--endpoint-type",
-        "rankings",
-        "--input-file",
-        input,
-        "--request-rate",
-        "50",
-        "--request-count",
-        "100",
-    ];
+    let base = rankings_args(input, &["--request-rate", "50", "--request-count", "100"]);
     let server = Ranker::start(2);
     let out = temp_dir("profile-threshold-out");
     let mut args = base.to_vec();

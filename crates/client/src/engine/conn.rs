@@ -394,12 +394,12 @@ impl Conn {
     fn finish_connect(&mut self, registry: &Registry) -> Outcome {
         let socket = self.stream.socket_ref();
         if let Ok(Some(e)) | Err(e) = socket.take_error() {
-            return self.fail(FailKind::Connect, format!("connect failed: {e}"));
+            return self.fail(FailKind::Connect, e.to_string());
         }
         match socket.peer_addr() {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotConnected => return Outcome::Pending,
-            Err(e) => return self.fail(FailKind::Connect, format!("connect failed: {e}")),
+            Err(e) => return self.fail(FailKind::Connect, e.to_string()),
         }
         let _ = socket.set_nodelay(true);
         if self.stream.is_tls() {

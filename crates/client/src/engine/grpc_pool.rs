@@ -379,12 +379,12 @@ impl GrpcPool {
         let conn = &mut self.conns[i];
         let socket = conn.transport.socket_ref();
         if let Ok(Some(e)) | Err(e) = socket.take_error() {
-            return self.connect_failed(i, format!("connect failed: {e}"), cx);
+            return self.connect_failed(i, e.to_string(), cx);
         }
         match socket.peer_addr() {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
-            Err(e) => return self.connect_failed(i, format!("connect failed: {e}"), cx),
+            Err(e) => return self.connect_failed(i, e.to_string(), cx),
         }
         let _ = socket.set_nodelay(true);
         conn.state = State::Handshaking;

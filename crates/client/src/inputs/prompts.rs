@@ -415,24 +415,10 @@ mod tests {
     /// pre-token of its own and not in the vocabulary (so it is `[UNK]`), and with no decoder
     /// ids are joined with spaces, so decoding never gives back a text of the same length
     /// (every `[UNK]` decodes to the text `[UNK]`, three tokens).
-    pub(crate) fn whitespace_unk_tokenizer(tag: &str) -> Tokenizer {
-        let dir =
-            std::env::temp_dir().join(format!("inferperf-prompts-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let json = r#"{"version": "1.0", "truncation": null, "padding": null,
-          "added_tokens": [],
-          "normalizer": {"type": "Lowercase"},
-          "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+|[^\\w\\s]|\\s+"},
-            "behavior": "Isolated", "invert": false},
-          "post_processor": null, "decoder": null,
-          "model": {"type": "WordLevel", "unk_token": "[UNK]", "vocab": {"[UNK]": 0,
-            "the": 1, "and": 2, "of": 3, "to": 4, "my": 5, ",": 6, ".": 7, "thy": 8,
-            "[": 9, "]": 10, "i": 11, "in": 12, "that": 13, "thee": 14, "love": 15}}}"#;
-        let file = dir.join("tokenizer.json");
-        std::fs::write(&file, json).unwrap();
-        let tk = Tokenizer::load(&file.display().to_string()).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
-        tk
+    fn whitespace_unk_tokenizer(tag: &str) -> Tokenizer {
+        let split = r#"{"type": "Split", "pattern": {"Regex": "\\w+|[^\\w\\s]|\\s+"},
+            "behavior": "Isolated", "invert": false}"#;
+        crate::inputs::tokenizer::lossy_word_level(tag, split, false)
     }
 
     /// The mock-like tokenizer: every length asked, for many seeds, is met exactly, and the

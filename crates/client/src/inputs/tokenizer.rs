@@ -302,6 +302,36 @@ fn load_json(spec: &str, file: &Path) -> Result<tokenizers::Tokenizer> {
     Ok(tk)
 }
 
+/// Test support: a WordLevel tokenizer.json over 15 corpus words and `,` `.` `[` `]`
+/// (everything else `[UNK]`), lower-cased, with `pre_tokenizer` (its JSON) and no decoder, so
+/// ids decode joined with spaces and unknown ones as the text `[UNK]` (itself three tokens):
+/// decoding is lossy. `special_unk` adds `[UNK]` as a special token. Loaded from a file, as
+/// `--tokenizer` loads one; `tag` keeps the files of concurrent tests apart.
+#[cfg(test)]
+pub(crate) fn lossy_word_level(tag: &str, pre_tokenizer: &str, special_unk: bool) -> Tokenizer {
+    let added = if special_unk {
+        r#"[{"id": 0, "content": "[UNK]", "single_word": false, "lstrip": false,
+            "rstrip": false, "normalized": false, "special": true}]"#
+    } else {
+        "[]"
+    };
+    let json = format!(
+        r#"{{"version": "1.0", "truncation": null, "padding": null, "added_tokens": {added},
+          "normalizer": {{"type": "Lowercase"}}, "pre_tokenizer": {pre_tokenizer},
+          "post_processor": null, "decoder": null,
+          "model": {{"type": "WordLevel", "unk_token": "[UNK]", "vocab": {{"[UNK]": 0,
+            "the": 1, "and": 2, "of": 3, "to": 4, "my": 5, ",": 6, ".": 7, "thy": 8,
+            "[": 9, "]": 10, "i": 11, "in": 12, "that": 13, "thee": 14, "love": 15}}}}}}"#
+    );
+    let dir = std::env::temp_dir().join(format!("inferperf-tok-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tokenizer.json");
+    std::fs::write(&file, json).unwrap();
+    let tk = Tokenizer::load(&file.display().to_string()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    tk
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

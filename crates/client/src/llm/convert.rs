@@ -51,14 +51,11 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
     let mut error = classify(r, body, &parsed, cx.needs_done, streamed);
     if r.fail == FailKind::Connect {
         // A request the run could not send: its connection could not be reopened.
-        error = Some(RequestError {
-            kind: "transport".into(),
-            message: run
-                .fails
-                .example(FailKind::Connect)
-                .unwrap_or("connect failed")
-                .to_string(),
-        });
+        let example = run.fails.example(FailKind::Connect);
+        error = Some(RequestError::new(
+            FailKind::Connect,
+            example.unwrap_or("the connection could not be opened"),
+        ));
     }
     if parsed.error.is_some() || r.fail == FailKind::SseError {
         parsed.drop_output();
@@ -121,49 +118,51 @@ fn classify(
     needs_done: bool,
     streamed: bool,
 ) -> Option<RequestError> {
-    let err = |kind: &str, message: String| {
-        Some(RequestError {
-            kind: kind.into(),
-            message,
-        })
-    };
+    let err = |kind: FailKind, message: String| Some(RequestError::new(kind, message));
     let error_event = r.fail == FailKind::SseError;
     if let Some(e) = &parsed.error {
         return Some(e.request_error(streamed, error_event));
     }
     if error_event {
         return err(
-            "sse_error_event",
+            FailKind::SseError,
             "an `event: error` packet in the response stream".into(),
         );
     }
     if r.ok {
         return if r.sse && needs_done && !parsed.finished {
             err(
-                "incomplete",
+                FailKind::Closed,
                 "the stream ended without [DONE] or a finish reason".into(),
             )
         } else {
             None
         };
     }
-    if r.fail == FailKind::Cancelled {
-        return err("cancelled", "cancelled on purpose by the client".into());
-    }
-    if r.fail == FailKind::Timeout {
-        return err(
-            "timeout",
-            "past the request's time limit (--request-timeout or --request-idle-timeout)".into(),
-        );
+    // The engine's kind names the failure; a record without one broke off unexplained.
+    let kind = if r.fail == FailKind::None {
+        FailKind::Closed
+    } else {
+        r.fail
+    };
+    match kind {
+        FailKind::Cancelled => {
+            return err(kind, "cancelled on purpose by the client".into());
+        }
+        FailKind::Timeout => {
+            return err(
+                kind,
+                "past the request's time limit (--request-timeout or --request-idle-timeout)"
+                    .into(),
+            );
+        }
+        _ => {}
     }
     if r.sse {
-        return err("incomplete", "the stream broke off".into());
+        return err(kind, "the stream broke off".into());
     }
     if body.is_empty() {
-        return err(
-            "transport",
-            "no response (connection failed or closed)".into(),
-        );
+        return err(kind, "no response (connection failed or closed)".into());
     }
     let message = serde_json::from_slice::<serde_json::Value>(body)
         .ok()
@@ -173,7 +172,7 @@ fn classify(
                 .and_then(|m| m.as_str().map(str::to_string))
         })
         .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned());
-    err("http_error", message)
+    err(kind, message)
 }
 
 #[cfg(test)]
@@ -292,7 +291,7 @@ mod tests {
         );
         r.body_len = b.len() as u32;
         let out = convert(&run_with(vec![r], b.clone()), &cx(&es, false));
-        assert_eq!(out[0].error.as_ref().unwrap().kind, "incomplete");
+        assert_eq!(out[0].error.as_ref().unwrap().kind, "closed_early");
         let lenient = Context {
             needs_done: false,
             ..cx(&es, false)
@@ -315,6 +314,7 @@ mod tests {
         let body = br#"{"error":{"message":"model 'x' not found"}}"#.to_vec();
         let r = RequestRecord {
             ok: false,
+            fail: FailKind::Status,
             body_len: body.len() as u32,
             ..RequestRecord::default()
         };
@@ -327,15 +327,23 @@ mod tests {
             ("http_error", "model 'x' not found")
         );
 
-        let r = RequestRecord {
-            ok: false,
-            ..RequestRecord::default()
-        };
-        let e = convert(&run_with(vec![r], vec![]), &cx(&es, false))[0]
-            .error
-            .clone()
-            .unwrap();
-        assert_eq!(e.kind, "transport");
+        // The engine's kind names a failure without a body; none at all is a closed stream.
+        let cases = [
+            (FailKind::Reset, "reset", FailKind::Reset),
+            (FailKind::None, "closed_early", FailKind::Closed),
+        ];
+        for (fail, name, kind) in cases {
+            let r = RequestRecord {
+                ok: false,
+                fail,
+                ..RequestRecord::default()
+            };
+            let e = convert(&run_with(vec![r], vec![]), &cx(&es, false))[0]
+                .error
+                .clone()
+                .unwrap();
+            assert_eq!((e.kind.as_str(), e.fail_kind()), (name, kind));
+        }
 
         let r = RequestRecord {
             ok: false,

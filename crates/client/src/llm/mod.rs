@@ -684,14 +684,14 @@ mod tests {
             LlmRequest::default(),
             failed("sse_error_event", "error in the response stream: oom"),
             failed("not_json", "the reply is not JSON: <html>"),
-            failed("transport", "no response"),
+            failed("reset", "no response"),
         ];
         let fails = failure_tally(&run, &requests);
         assert_eq!(fails.total(), 3);
         assert_eq!(fails.count(FailKind::SseError), 1);
         let line = fails.summary(4).unwrap();
         assert!(
-            line.starts_with("3 of 4 requests failed (1 reset, 1 not JSON, 1 SSE error event)"),
+            line.starts_with("3 of 4 requests failed (reset: 1, not_json: 1, sse_error_event: 1)"),
             "{line}"
         );
         let point = LoadPoint::Concurrency(1);

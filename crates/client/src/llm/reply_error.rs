@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use crate::measure::llm::RequestError;
+use crate::measure::FailKind;
 
 /// Characters of a server's message kept (longer ones are cut and end in `...`).
 pub const EXCERPT_CHARS: usize = 200;
@@ -69,20 +70,20 @@ impl ReplyError {
     pub fn request_error(&self, streamed: bool, error_event: bool) -> RequestError {
         use ReplyErrorKind as K;
         let (kind, what) = match (self.kind, streamed) {
-            _ if error_event => ("sse_error_event", "error event in the response stream"),
-            (K::ErrorObject, true) => ("sse_error_event", "error in the response stream"),
-            (K::ErrorObject, false) => ("invalid_reply", "error in the reply"),
-            (K::NotJson, true) => ("not_json", "an event of the response stream is not JSON"),
-            (K::NotJson, false) => ("not_json", "the reply is not JSON"),
+            _ if error_event => (FailKind::SseError, "error event in the response stream"),
+            (K::ErrorObject, true) => (FailKind::SseError, "error in the response stream"),
+            (K::ErrorObject, false) => (FailKind::Invalid, "error in the reply"),
+            (K::NotJson, true) => (
+                FailKind::NotJson,
+                "an event of the response stream is not JSON",
+            ),
+            (K::NotJson, false) => (FailKind::NotJson, "the reply is not JSON"),
             (K::NotProtobuf, _) => (
-                "not_protobuf",
+                FailKind::NotProtobuf,
                 "a stream response is not a ModelStreamInferResponse",
             ),
         };
-        RequestError {
-            kind: kind.into(),
-            message: format!("{what}: {}", self.detail),
-        }
+        RequestError::new(kind, format!("{what}: {}", self.detail))
     }
 }
 

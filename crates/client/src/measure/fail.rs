@@ -3,7 +3,9 @@
 //! Every failed request carries one [`FailKind`]; workers count failures by kind and keep the
 //! first message of each kind as its example. The final error line names the dominant kind
 //! with its example: "all 10 requests failed: response body shorter than Content-Length
-//! (server closed after 12 of 64 bytes)".
+//! (server closed after 12 of 64 bytes)"; with several kinds it counts each by its
+//! [`FailKind::name`]: "12 of 60 requests failed (connect_failed: 4, reset: 4,
+//! closed_early: 4); connect_failed: ...".
 
 use std::fmt::Write as _;
 
@@ -82,25 +84,36 @@ impl FailKind {
         }
     }
 
-    /// Short label for summaries: "3 timed out, 1 reset".
-    pub fn label(self) -> &'static str {
+    /// The kind's one name, the same everywhere it is shown: the stderr summary, the
+    /// console's `Errors:` line, `errors_by_kind` and `error_summary` in the JSON exports, and
+    /// the `type` of each failed request in `profile_export.jsonl`.
+    pub fn name(self) -> &'static str {
         match self {
             FailKind::None => "ok",
-            FailKind::Connect => "connect failed",
+            FailKind::Connect => "connect_failed",
             FailKind::Reset => "reset",
-            FailKind::Closed => "closed early",
-            FailKind::Timeout => "timed out",
-            FailKind::Status => "bad status",
-            FailKind::Framing => "malformed framing",
-            FailKind::Length => "wrong length",
-            FailKind::NotProtobuf => "not protobuf",
-            FailKind::NotJson => "not JSON",
-            FailKind::SseError => "SSE error event",
-            FailKind::Invalid => "invalid reply",
-            FailKind::Limit => "over a limit",
+            FailKind::Closed => "closed_early",
+            FailKind::Timeout => "timeout",
+            FailKind::Status => "http_error",
+            FailKind::Framing => "bad_framing",
+            FailKind::Length => "wrong_length",
+            FailKind::NotProtobuf => "not_protobuf",
+            FailKind::NotJson => "not_json",
+            FailKind::SseError => "sse_error_event",
+            FailKind::Invalid => "invalid_reply",
+            FailKind::Limit => "over_limit",
             FailKind::Cancelled => "cancelled",
-            FailKind::Other => "other error",
+            FailKind::Other => "other",
         }
+    }
+
+    /// The kind named `name` ([`FailKind::name`]); an unknown name is [`FailKind::Other`].
+    pub fn from_name(name: &str) -> FailKind {
+        FailKind::ALL
+            .iter()
+            .copied()
+            .find(|k| k.name() == name)
+            .unwrap_or(FailKind::Other)
     }
 
     /// A message's kind, for code paths that only have text (I/O errors from the transport).
@@ -188,8 +201,8 @@ impl FailTally {
     ///
     /// - every request failed, one kind: "all 10 requests failed: <example>"
     /// - nothing completed (the connections failed): "no request completed: <example>"
-    /// - some failed, or several kinds: "3 of 120 requests failed (2 timed out, 1 reset);
-    ///   timed out: <example>"
+    /// - some failed, or several kinds: "3 of 120 requests failed (reset: 1, timeout: 2);
+    ///   timeout: <example>"
     ///
     /// `completed` counts every finished request, failed ones included.
     pub fn summary(&self, completed: u64) -> Option<String> {
@@ -216,13 +229,13 @@ impl FailTally {
         }
         let parts: Vec<String> = kinds
             .iter()
-            .map(|k| format!("{} {}", self.count(*k), k.label()))
+            .map(|k| format!("{}: {}", k.name(), self.count(*k)))
             .collect();
         let _ = write!(
             line,
             " ({}); {}: {example}",
             parts.join(", "),
-            dominant.label()
+            dominant.name()
         );
         Some(line)
     }
@@ -256,7 +269,7 @@ mod tests {
         assert_eq!(t.dominant(), Some(FailKind::Timeout));
         assert_eq!(
             t.summary(120).as_deref(),
-            Some("3 of 120 requests failed (1 reset, 2 timed out); timed out: timed out after 2 s")
+            Some("3 of 120 requests failed (reset: 1, timeout: 2); timeout: timed out after 2 s")
         );
         assert_eq!(FailTally::default().summary(5), None);
         let mut refused = FailTally::default();
@@ -289,6 +302,10 @@ mod tests {
         for k in FailKind::ALL.iter().copied().chain([FailKind::None]) {
             assert_eq!(FailKind::from_u8(k as u8), k);
         }
+        for k in FailKind::ALL {
+            assert_eq!(FailKind::from_name(k.name()), k);
+        }
+        assert_eq!(FailKind::from_name("no such kind"), FailKind::Other);
         assert_eq!(FailKind::from_u8(200), FailKind::Other);
     }
 }

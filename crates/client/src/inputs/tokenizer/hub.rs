@@ -5,13 +5,17 @@
 //! fetched by AIPerf or transformers is found here and one fetched here is found by them:
 //! `{cache}/models--ORG--NAME/refs/{revision}` holds a commit sha,
 //! `snapshots/{sha}/tokenizer.json` is a relative symlink to `../../blobs/{etag}`, and the
-//! blob holds the bytes. The cache is looked at first; the network is used only when the file
-//! is missing, never with `HF_HUB_OFFLINE` (or `TRANSFORMERS_OFFLINE`) set.
+//! blob holds the bytes. A file the Hub said is absent at a commit (404 `EntryNotFound`) is
+//! marked by an empty `.no_exist/{sha}/tokenizer.json`, so it is known absent without asking
+//! again. The cache is looked at first; the network is used only when the file is missing and
+//! not known absent, never with `HF_HUB_OFFLINE` (or `TRANSFORMERS_OFFLINE`) set.
 //!
 //! The download is one `GET {endpoint}/{repo}/resolve/{revision}/tokenizer.json` on the
 //! project's own blocking HTTP/1.1 + rustls stack, following redirects (the Hub answers 302
-//! to a CDN for large files, a relative 307 for a renamed repository). `HF_TOKEN` is sent as a
-//! bearer token to the endpoint's own origin only, never to a host it redirects to.
+//! to a CDN for large files, a relative 307 for a renamed repository). The access token is
+//! `HF_TOKEN` (or `HUGGING_FACE_HUB_TOKEN`), else the file `huggingface-cli login` / `hf auth
+//! login` wrote (see [`token_path`]); it is sent as a bearer token to the endpoint's own
+//! origin only, never to a host it redirects to.
 
 use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
@@ -45,9 +49,59 @@ pub struct HubEnv {
     /// `scheme://host[:port]`, no trailing slash.
     pub endpoint: String,
     /// Sent as `Authorization: Bearer ...` to the endpoint's origin.
-    pub token: Option<String>,
+    pub token: Option<Token>,
     /// The variable that forbids downloads (`HF_HUB_OFFLINE` or `TRANSFORMERS_OFFLINE`).
     pub offline: Option<&'static str>,
+}
+
+/// A Hub access token and where it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub value: String,
+    /// `HF_TOKEN`, `HUGGING_FACE_HUB_TOKEN`, or `the token file PATH`, for messages.
+    pub source: String,
+}
+
+impl Token {
+    /// A token given in the variable `name`.
+    pub fn from_var(name: &str, value: &str) -> Token {
+        Token {
+            value: value.trim().to_string(),
+            source: name.to_string(),
+        }
+    }
+}
+
+/// The file `huggingface_hub` keeps the login token in: `HF_TOKEN_PATH`, else
+/// `HF_HOME/token`, else `XDG_CACHE_HOME/huggingface/token`, else
+/// `~/.cache/huggingface/token` (its `constants.HF_TOKEN_PATH`). Empty values count as unset.
+pub fn token_path(get: impl Fn(&str) -> Option<String>) -> PathBuf {
+    let var = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+    var("HF_TOKEN_PATH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| hf_home(&var).join("token"))
+}
+
+/// `HF_HOME`, else `XDG_CACHE_HOME/huggingface`, else `~/.cache/huggingface`.
+fn hf_home(var: &impl Fn(&str) -> Option<String>) -> PathBuf {
+    var("HF_HOME")
+        .map(PathBuf::from)
+        .or_else(|| var("XDG_CACHE_HOME").map(|x| Path::new(&x).join("huggingface")))
+        .unwrap_or_else(|| {
+            let home = var("HOME").unwrap_or_else(|| ".".into());
+            Path::new(&home).join(".cache/huggingface")
+        })
+}
+
+/// The token in the login file at `path`, if the file is there and not blank (surrounding
+/// white space dropped, as `huggingface_hub` does).
+fn token_from_file(path: &Path) -> Option<Token> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let value = text.trim();
+    (!value.is_empty()).then(|| Token {
+        value: value.to_string(),
+        source: format!("the token file {}", path.display()),
+    })
 }
 
 impl HubEnv {
@@ -58,22 +112,22 @@ impl HubEnv {
 
     /// From `get(name)`, with `huggingface_hub`'s precedence: `HF_HUB_CACHE`, else
     /// `HUGGINGFACE_HUB_CACHE`, else `HF_HOME/hub`, else `XDG_CACHE_HOME/huggingface/hub`,
-    /// else `~/.cache/huggingface/hub`. Empty values count as unset.
+    /// else `~/.cache/huggingface/hub`; the token from `HF_TOKEN`, else
+    /// `HUGGING_FACE_HUB_TOKEN`, else the login file at [`token_path`] (read here). Empty
+    /// values count as unset.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> HubEnv {
         let var = |name: &str| get(name).filter(|v| !v.trim().is_empty());
         let cache = var("HF_HUB_CACHE")
             .or_else(|| var("HUGGINGFACE_HUB_CACHE"))
             .map(PathBuf::from)
-            .or_else(|| var("HF_HOME").map(|h| Path::new(&h).join("hub")))
-            .or_else(|| var("XDG_CACHE_HOME").map(|x| Path::new(&x).join("huggingface/hub")))
-            .unwrap_or_else(|| {
-                let home = var("HOME").unwrap_or_else(|| ".".into());
-                Path::new(&home).join(".cache/huggingface/hub")
-            });
+            .unwrap_or_else(|| hf_home(&var).join("hub"));
         let endpoint = var("HF_ENDPOINT")
             .map(|e| e.trim().trim_end_matches('/').to_string())
             .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
-        let token = var("HF_TOKEN").or_else(|| var("HUGGING_FACE_HUB_TOKEN"));
+        let token = ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"]
+            .into_iter()
+            .find_map(|name| var(name).map(|v| Token::from_var(name, &v)))
+            .or_else(|| token_from_file(&token_path(var)));
         let truthy = |name: &str| {
             var(name).is_some_and(|v| {
                 matches!(
@@ -142,8 +196,13 @@ pub enum Miss {
     /// 404 (or 401) `RepositoryNotFound`; `bool`: a token was sent.
     NoRepository(bool),
     NoRevision,
-    NoFile,
+    /// 404 `EntryNotFound`, with the commit the Hub named (`X-Repo-Commit`) when it did.
+    NoFile(Option<String>),
+    /// The cache's `.no_exist` marker says the file is absent at this commit.
+    KnownAbsent(String),
     Status(u16, String),
+    /// The token has characters a header value cannot carry.
+    BadToken,
     Unreachable(String),
     TooLarge,
     NotHub(String),
@@ -161,26 +220,40 @@ impl Miss {
             }
             Miss::Denied(status, false) => format!(
                 "{ep} answered {status}: the repository is gated or private; set HF_TOKEN to \
-                 a token with access to it"
+                 a token with access to it (or log in with `hf auth login`)"
             ),
             Miss::Denied(status, true) => format!(
-                "{ep} answered {status}: the token in HF_TOKEN has no access to this gated or \
-                 private repository (accept its terms on the Hub, or use another token)"
+                "{ep} answered {status}: the token from {} has no access to this gated or \
+                 private repository (accept its terms on the Hub, or use another token)",
+                token_source(env)
             ),
             Miss::NoRepository(false) => format!(
-                "{ep} has no repository {repo} (RepositoryNotFound; a private one needs HF_TOKEN)"
+                "{ep} has no repository {repo} (RepositoryNotFound; a private one needs HF_TOKEN \
+                 or `hf auth login`)"
             ),
             Miss::NoRepository(true) => format!(
-                "{ep} has no repository {repo} that the token in HF_TOKEN can see \
-                 (RepositoryNotFound)"
+                "{ep} has no repository {repo} that the token from {} can see \
+                 (RepositoryNotFound)",
+                token_source(env)
+            ),
+            Miss::BadToken => format!(
+                "the token from {} is not one HTTP header value (it holds spaces or control \
+                 characters)",
+                token_source(env)
             ),
             Miss::NoRevision => format!(
                 "the repository has no revision '{revision}' (RevisionNotFound); check \
                  --tokenizer-revision"
             ),
-            Miss::NoFile => format!(
+            Miss::NoFile(_) => format!(
                 "the repository has no {FILE} at revision '{revision}' (EntryNotFound); only \
                  {FILE} is read, a repository's Python tokenizer code is never run"
+            ),
+            Miss::KnownAbsent(commit) => format!(
+                "the repository has no {FILE} at revision '{revision}' (EntryNotFound, recorded \
+                 by the marker .no_exist/{commit}/{FILE} in that folder; delete it to ask the \
+                 Hub again); only {FILE} is read, a repository's Python tokenizer code is never \
+                 run"
             ),
             Miss::Status(status, url) => format!("{url} answered HTTP {status}"),
             Miss::Unreachable(why) => format!(
@@ -197,6 +270,11 @@ impl Miss {
     }
 }
 
+/// Where the token of `env` came from (only asked when there is one).
+fn token_source(env: &HubEnv) -> &str {
+    env.token.as_ref().map_or("HF_TOKEN", |t| t.source.as_str())
+}
+
 /// The one-line message for a Hub tokenizer that cannot be had.
 pub fn miss_message(spec: &str, revision: &str, env: &HubEnv, miss: &Miss) -> String {
     format!(
@@ -209,7 +287,7 @@ pub fn miss_message(spec: &str, revision: &str, env: &HubEnv, miss: &Miss) -> St
 }
 
 /// The cached `tokenizer.json` of `repo` at `revision`, downloaded into the cache first when
-/// it is missing (unless offline).
+/// it is missing (unless offline, or known absent).
 pub fn resolve(repo: &str, revision: &str, env: &HubEnv) -> Result<PathBuf, Miss> {
     if !revision_ok(revision) {
         return Err(Miss::BadRevision);
@@ -217,28 +295,62 @@ pub fn resolve(repo: &str, revision: &str, env: &HubEnv) -> Result<PathBuf, Miss
     if let Some(found) = cached(repo, revision, env) {
         return Ok(found);
     }
+    if let Some(commit) = known_absent(repo, revision, env) {
+        return Err(Miss::KnownAbsent(commit));
+    }
     if let Some(var) = env.offline {
         return Err(Miss::Offline(var));
     }
-    let fetched = download(repo, revision, env)?;
-    store(repo, revision, env, &fetched)
+    match download(repo, revision, env) {
+        Ok(fetched) => store(repo, revision, env, &fetched),
+        Err(Miss::NoFile(Some(commit))) => {
+            mark_absent(repo, revision, env, &commit);
+            Err(Miss::NoFile(Some(commit)))
+        }
+        Err(miss) => Err(miss),
+    }
+}
+
+/// The commit `revision` stands for in the cache of `repo`: itself when it is a sha, else
+/// what `refs/{revision}` holds.
+fn cached_commit(repo: &str, revision: &str, env: &HubEnv) -> Option<String> {
+    let sha = if is_sha(revision) {
+        revision.to_string()
+    } else {
+        let reference = env.repo_dir(repo).join("refs").join(revision);
+        std::fs::read_to_string(reference).ok()?.trim().to_string()
+    };
+    is_sha(&sha).then_some(sha)
 }
 
 /// `snapshots/{sha}/tokenizer.json` when `refs/{revision}` (or the revision itself, a sha)
 /// names a snapshot that has it.
 pub fn cached(repo: &str, revision: &str, env: &HubEnv) -> Option<PathBuf> {
-    let dir = env.repo_dir(repo);
-    let sha = if is_sha(revision) {
-        revision.to_string()
-    } else {
-        let text = std::fs::read_to_string(dir.join("refs").join(revision)).ok()?;
-        text.trim().to_string()
-    };
-    if !is_sha(&sha) {
-        return None;
-    }
-    let file = dir.join("snapshots").join(&sha).join(FILE);
+    let sha = cached_commit(repo, revision, env)?;
+    let file = env.repo_dir(repo).join("snapshots").join(sha).join(FILE);
     file.is_file().then_some(file)
+}
+
+/// The commit at which the cache's `.no_exist/{sha}/tokenizer.json` marker says the file is
+/// absent, for the commit `revision` stands for.
+pub fn known_absent(repo: &str, revision: &str, env: &HubEnv) -> Option<String> {
+    let sha = cached_commit(repo, revision, env)?;
+    let marker = env.repo_dir(repo).join(".no_exist").join(&sha).join(FILE);
+    marker.is_file().then_some(sha)
+}
+
+/// Records that the file is absent at `commit`, as `huggingface_hub` does: the empty marker
+/// `.no_exist/{commit}/tokenizer.json`, and `refs/{revision}` naming the commit. A cache that
+/// cannot be written only costs the next run a request, so failures are ignored.
+fn mark_absent(repo: &str, revision: &str, env: &HubEnv, commit: &str) {
+    let dir = env.repo_dir(repo);
+    let marker = dir.join(".no_exist").join(commit).join(FILE);
+    if let Some(parent) = marker.parent() {
+        if std::fs::create_dir_all(parent).is_ok() {
+            let _ = std::fs::File::create(&marker);
+        }
+    }
+    let _ = write_ref(&dir, revision, commit);
 }
 
 /// What one download brought: the bytes and the Hub's names for them.
@@ -371,11 +483,15 @@ fn download(repo: &str, revision: &str, env: &HubEnv) -> Result<Fetched, Miss> {
             env.endpoint
         )));
     };
+    let token = env.token.as_ref().map(|t| t.value.as_str());
+    if token.is_some_and(|t| !t.bytes().all(|b| b.is_ascii_graphic())) {
+        return Err(Miss::BadToken);
+    }
     let home = url.clone();
     let mut names: Option<(String, String)> = None;
     for _ in 0..=MAX_REDIRECTS {
         let same_origin = url.origin() == home.origin();
-        let token = env.token.as_deref().filter(|_| same_origin);
+        let token = token.filter(|_| same_origin);
         let answer = get(&url, token)?;
         if same_origin && names.is_none() {
             if let Some(commit) = answer.header("x-repo-commit") {
@@ -429,15 +545,19 @@ fn download(repo: &str, revision: &str, env: &HubEnv) -> Result<Fetched, Miss> {
     Err(Miss::NotHub(format!("more than {MAX_REDIRECTS} redirects")))
 }
 
-/// An error answer, by the Hub's `X-Error-Code` first, else by status.
+/// An error answer, by the Hub's `X-Error-Code` first, else by status; an `EntryNotFound`
+/// keeps the commit its `X-Repo-Commit` names.
 fn classify(status: u16, answer: &Answer, token: bool, url: &Url) -> Miss {
     match answer.header("x-error-code") {
         Some("RepositoryNotFound") => Miss::NoRepository(token),
         Some("RevisionNotFound") => Miss::NoRevision,
-        Some("EntryNotFound") => Miss::NoFile,
+        Some("EntryNotFound") => {
+            let commit = answer.header("x-repo-commit").map(str::trim);
+            Miss::NoFile(commit.filter(|c| is_sha(c)).map(str::to_string))
+        }
         Some("GatedRepo") => Miss::Denied(status, token),
         _ if status == 401 || status == 403 => Miss::Denied(status, token),
-        _ if status == 404 => Miss::NoFile,
+        _ if status == 404 => Miss::NoFile(None),
         _ => Miss::Status(status, url.text()),
     }
 }
@@ -580,20 +700,27 @@ fn store(repo: &str, revision: &str, env: &HubEnv, got: &Fetched) -> Result<Path
         let target = Path::new("../../blobs").join(&got.etag);
         link_or_copy(&target, &blob, &link).map_err(|e| fail(&link, e))?;
     }
-    if revision != got.commit {
-        let reference = dir.join("refs").join(revision);
-        if let Some(parent) = reference.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| fail(parent, e))?;
-        }
-        let temp = reference.with_extension(format!("{}.tmp", std::process::id()));
-        std::fs::write(&temp, &got.commit)
-            .and_then(|()| std::fs::rename(&temp, &reference))
-            .map_err(|e| {
-                let _ = std::fs::remove_file(&temp);
-                fail(&reference, e)
-            })?;
-    }
+    write_ref(&dir, revision, &got.commit).map_err(|(path, e)| fail(&path, e))?;
     Ok(link)
+}
+
+/// `refs/{revision}` holding `commit` (nothing for a revision that is the commit itself),
+/// written whole through a temporary file; on failure, the path and the error.
+fn write_ref(dir: &Path, revision: &str, commit: &str) -> Result<(), (PathBuf, std::io::Error)> {
+    if revision == commit {
+        return Ok(());
+    }
+    let reference = dir.join("refs").join(revision);
+    if let Some(parent) = reference.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| (parent.to_path_buf(), e))?;
+    }
+    let temp = reference.with_extension(format!("{}.tmp", std::process::id()));
+    std::fs::write(&temp, commit)
+        .and_then(|()| std::fs::rename(&temp, &reference))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&temp);
+            (reference, e)
+        })
 }
 
 #[cfg(unix)]

@@ -34,10 +34,13 @@ fn env_precedence_matches_huggingface_hub() {
                 .map(|(_, v)| v.to_string())
         })
     };
-    let e = vars(&[("HOME", "/h")]);
-    assert_eq!(e.cache, Path::new("/h/.cache/huggingface/hub"));
+    let e = vars(&[("HOME", "/nonexistent-home")]);
+    assert_eq!(
+        e.cache,
+        Path::new("/nonexistent-home/.cache/huggingface/hub")
+    );
     assert_eq!(e.endpoint, DEFAULT_ENDPOINT);
-    assert_eq!((e.token.as_deref(), e.offline), (None, None));
+    assert_eq!((e.token, e.offline), (None, None));
     let e = vars(&[("HOME", "/h"), ("XDG_CACHE_HOME", "/x")]);
     assert_eq!(e.cache, Path::new("/x/huggingface/hub"));
     let e = vars(&[("HOME", "/h"), ("XDG_CACHE_HOME", "/x"), ("HF_HOME", "/hf")]);
@@ -50,7 +53,7 @@ fn env_precedence_matches_huggingface_hub() {
     assert_eq!(e.cache, Path::new("/c"));
     assert_eq!(e.endpoint, "http://e:1");
     let e = vars(&[("HF_TOKEN", "hf_x"), ("TRANSFORMERS_OFFLINE", "1")]);
-    assert_eq!(e.token.as_deref(), Some("hf_x"));
+    assert_eq!(e.token, Some(Token::from_var("HF_TOKEN", "hf_x")));
     assert_eq!(e.offline, Some("TRANSFORMERS_OFFLINE"));
     assert_eq!(
         vars(&[("HF_HUB_OFFLINE", "true")]).offline,
@@ -61,6 +64,130 @@ fn env_precedence_matches_huggingface_hub() {
         vars(&[("HF_HUB_CACHE", "")]).cache,
         Path::new("./.cache/huggingface/hub")
     );
+}
+
+/// The login file's place: `HF_TOKEN_PATH`, else under `HF_HOME`, `XDG_CACHE_HOME` or the
+/// home folder, as `huggingface_hub` puts it.
+#[test]
+fn token_path_precedence_matches_huggingface_hub() {
+    let path = |pairs: &[(&str, &str)]| {
+        token_path(|k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        })
+    };
+    assert_eq!(
+        path(&[("HOME", "/h")]),
+        Path::new("/h/.cache/huggingface/token")
+    );
+    let xdg = [("HOME", "/h"), ("XDG_CACHE_HOME", "/x")];
+    assert_eq!(path(&xdg), Path::new("/x/huggingface/token"));
+    let home = [
+        ("XDG_CACHE_HOME", "/x"),
+        ("HF_HOME", "/hf"),
+        ("HF_HUB_CACHE", "/c"),
+    ];
+    assert_eq!(path(&home), Path::new("/hf/token"));
+    let set = [("HF_HOME", "/hf"), ("HF_TOKEN_PATH", "/t/tok")];
+    assert_eq!(path(&set), Path::new("/t/tok"));
+    assert_eq!(
+        path(&[("HF_TOKEN_PATH", " "), ("HF_HOME", "/hf")]),
+        Path::new("/hf/token")
+    );
+}
+
+/// A token saved by `hf auth login` (found through `HF_HOME`, or `HF_TOKEN_PATH`) opens a
+/// gated repository, goes to the Hub's origin only, and gives way to `HF_TOKEN`; a blank
+/// file is no token.
+#[test]
+fn the_login_token_file_is_read_and_hf_token_wins() {
+    let hub = StandIn::start();
+    let dir = temp_cache("login");
+    let home = dir.join("hf-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("token"), "hf_good\n").unwrap();
+    let endpoint = hub.endpoint();
+    let from = |pairs: &[(&str, String)]| {
+        let mut pairs = pairs.to_vec();
+        pairs.push(("HF_ENDPOINT", endpoint.clone()));
+        HubEnv::from_vars(move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()))
+    };
+    let hf_home = ("HF_HOME", home.display().to_string());
+    let env = from(std::slice::from_ref(&hf_home));
+    let file = home.join("token");
+    assert_eq!(
+        env.token,
+        Some(Token {
+            value: "hf_good".into(),
+            source: format!("the token file {}", file.display()),
+        })
+    );
+    assert_eq!(env.cache, home.join("hub"));
+    resolve("gated/model", "main", &env).unwrap();
+    let seen = hub.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0].authorization.as_deref(), Some("Bearer hf_good"));
+    assert_eq!(seen[1].authorization, None, "no token to the CDN host");
+    // HF_TOKEN wins over the file: a wrong one is denied, and the message names HF_TOKEN.
+    let cache = ("HF_HUB_CACHE", dir.join("other").display().to_string());
+    let bad = ("HF_TOKEN", "hf_bad".to_string());
+    let env = from(&[hf_home.clone(), cache.clone(), bad]);
+    let err = resolve("gated/model", "main", &env).unwrap_err();
+    assert_eq!(err, Miss::Denied(401, true));
+    let msg = miss_message("gated/model", "main", &env, &err);
+    assert!(
+        msg.contains("the token from HF_TOKEN has no access"),
+        "{msg}"
+    );
+    // HF_TOKEN_PATH names another file: a wrong token there is denied and named.
+    let other = dir.join("elsewhere");
+    std::fs::write(&other, "  hf_bad  ").unwrap();
+    let path = ("HF_TOKEN_PATH", other.display().to_string());
+    let env = from(&[hf_home.clone(), cache.clone(), path]);
+    let msg = miss_message(
+        "gated/model",
+        "main",
+        &env,
+        &resolve("gated/model", "main", &env).unwrap_err(),
+    );
+    let named = format!(
+        "the token from the token file {} has no access",
+        other.display()
+    );
+    assert!(msg.contains(&named), "{msg}");
+    // A blank file is no token: the gated repository asks for one.
+    std::fs::write(&other, "\n").unwrap();
+    let path = ("HF_TOKEN_PATH", other.display().to_string());
+    let env = from(&[hf_home, cache, path]);
+    assert_eq!(env.token, None);
+    assert_eq!(
+        resolve("gated/model", "main", &env).unwrap_err(),
+        Miss::Denied(401, false)
+    );
+    assert_eq!(hub.seen().len(), 5);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A token that cannot be one header value is refused before anything is sent.
+#[test]
+fn a_token_with_control_characters_is_refused() {
+    let hub = StandIn::start();
+    let cache = temp_cache("bad-token");
+    let env = HubEnv {
+        token: Some(Token::from_var("HF_TOKEN", "hf_a\r\nX-Evil: 1")),
+        ..env_for(&cache, &hub.endpoint())
+    };
+    let err = resolve("org/model", "main", &env).unwrap_err();
+    assert_eq!(err, Miss::BadToken);
+    let msg = miss_message("org/model", "main", &env, &err);
+    assert!(
+        msg.contains("the token from HF_TOKEN is not one HTTP header value"),
+        "{msg}"
+    );
+    assert!(hub.seen().is_empty());
+    let _ = std::fs::remove_dir_all(&cache);
 }
 
 #[test]
@@ -234,8 +361,9 @@ fn each_failure_is_one_usage_line() {
     }
     // Nothing was written for a failure.
     assert!(!cache.join("models--gated--model/snapshots").exists());
+    // A name no other test loads: the process keeps every loaded tokenizer by name.
     let closed = env_for(&cache, NOWHERE);
-    let err = Tokenizer::load_from("org/model", "main", &closed).unwrap_err();
+    let err = Tokenizer::load_from("org/unreachable", "main", &closed).unwrap_err();
     assert!(
         err.msg.contains("cannot reach http://127.0.0.1:9"),
         "{}",
@@ -244,12 +372,67 @@ fn each_failure_is_one_usage_line() {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
+/// A file the Hub says is absent (404 `EntryNotFound` naming the commit) leaves the empty
+/// marker `.no_exist/{commit}/tokenizer.json` and the ref, as `huggingface_hub` does; later
+/// runs, by branch or by commit, online or offline, know it is absent without a request.
+#[test]
+fn an_absent_file_is_marked_and_not_asked_for_again() {
+    let hub = StandIn::start();
+    let cache = temp_cache("no-exist");
+    let env = env_for(&cache, &hub.endpoint());
+    let repo = "org/no-tokenizer";
+    assert_eq!(
+        resolve(repo, "main", &env).unwrap_err(),
+        Miss::NoFile(Some(COMMIT.to_string()))
+    );
+    let dir = cache.join("models--org--no-tokenizer");
+    let marker = dir.join(".no_exist").join(COMMIT).join("tokenizer.json");
+    assert_eq!(std::fs::read(&marker).unwrap(), b"");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("refs/main")).unwrap(),
+        COMMIT
+    );
+    assert!(!dir.join("snapshots").exists());
+    assert_eq!(hub.seen().len(), 1);
+    let offline = HubEnv {
+        offline: Some("HF_HUB_OFFLINE"),
+        ..env.clone()
+    };
+    for (env, revision) in [(&env, "main"), (&env, COMMIT), (&offline, "main")] {
+        let miss = resolve(repo, revision, env).unwrap_err();
+        assert_eq!(miss, Miss::KnownAbsent(COMMIT.to_string()), "{revision}");
+        let msg = miss_message(repo, revision, env, &miss);
+        assert!(msg.contains("EntryNotFound"), "{msg}");
+        let named = format!(".no_exist/{COMMIT}/tokenizer.json");
+        assert!(msg.contains(&named), "{msg}");
+        assert!(!msg.contains("HF_HUB_OFFLINE"), "{msg}");
+    }
+    assert_eq!(hub.seen().len(), 1, "no second request");
+    // Without the marker the Hub is asked again.
+    std::fs::remove_file(&marker).unwrap();
+    assert!(matches!(
+        resolve(repo, "main", &env),
+        Err(Miss::NoFile(Some(_)))
+    ));
+    assert_eq!(hub.seen().len(), 2);
+    // A marker for another commit says nothing about this one.
+    let other = "fedcba9876543210fedcba9876543210fedcba98";
+    std::fs::remove_file(&marker).unwrap();
+    std::fs::create_dir_all(dir.join(".no_exist").join(other)).unwrap();
+    std::fs::write(dir.join(".no_exist").join(other).join("tokenizer.json"), "").unwrap();
+    assert!(known_absent(repo, "main", &env).is_none());
+    // A file that exists is never marked.
+    resolve("org/model", "main", &env).unwrap();
+    assert!(!cache.join("models--org--model/.no_exist").exists());
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
 #[test]
 fn the_token_goes_to_the_hub_only() {
     let hub = StandIn::start();
     let cache = temp_cache("token");
     let env = HubEnv {
-        token: Some("hf_good".into()),
+        token: Some(Token::from_var("HF_TOKEN", "hf_good")),
         ..env_for(&cache, &hub.endpoint())
     };
     resolve("gated/model", "main", &env).unwrap();
@@ -260,13 +443,13 @@ fn the_token_goes_to_the_hub_only() {
     assert_eq!(seen[1].authorization, None, "no token to the CDN host");
     // A wrong token: the message says the token has no access.
     let bad = HubEnv {
-        token: Some("hf_bad".into()),
+        token: Some(Token::from_var("HF_TOKEN", "hf_bad")),
         cache: cache.join("other"),
         ..env.clone()
     };
     let err = Tokenizer::load_from("gated/model", "main", &bad).unwrap_err();
     assert!(
-        err.msg.contains("the token in HF_TOKEN has no access"),
+        err.msg.contains("the token from HF_TOKEN has no access"),
         "{}",
         err.msg
     );

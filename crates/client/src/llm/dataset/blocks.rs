@@ -326,24 +326,10 @@ mod tests {
     }
 
     /// A tokenizer.json whose decoding is lossy, as the issue's: WordLevel over a few
-    /// corpus words (everything else `[UNK]`), words split on whitespace, no decoder (ids
-    /// decode joined with spaces, unknown ones as the text `[UNK]`, itself three tokens).
+    /// corpus words, words split on whitespace.
     fn word_level() -> Tokenizer {
-        let dir = std::env::temp_dir().join(format!("inferperf-blocks-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let json = r#"{"version": "1.0", "truncation": null, "padding": null,
-          "added_tokens": [{"id": 0, "content": "[UNK]", "single_word": false,
-            "lstrip": false, "rstrip": false, "normalized": false, "special": true}],
-          "normalizer": {"type": "Lowercase"}, "pre_tokenizer": {"type": "Whitespace"},
-          "post_processor": null, "decoder": null,
-          "model": {"type": "WordLevel", "unk_token": "[UNK]", "vocab": {"[UNK]": 0,
-            "the": 1, "and": 2, "of": 3, "to": 4, "my": 5, ",": 6, ".": 7, "thy": 8,
-            "[": 9, "]": 10, "i": 11, "in": 12, "that": 13, "thee": 14, "love": 15}}}"#;
-        let file = dir.join("tokenizer.json");
-        std::fs::write(&file, json).unwrap();
-        let tk = Tokenizer::load(&file.display().to_string()).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
-        tk
+        let whitespace = r#"{"type": "Whitespace"}"#;
+        crate::inputs::tokenizer::lossy_word_level("blocks", whitespace, true)
     }
 
     /// With a tokenizer.json, every length is exact (short entries included: below one

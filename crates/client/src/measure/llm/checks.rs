@@ -192,7 +192,7 @@ mod tests {
     fn failed_requests_and_agreeing_counts_warn_of_nothing() {
         let mut failed = req(100, 1, Some((1, 1)), Some(100));
         failed.error = Some(RequestError {
-            kind: "transport".into(),
+            kind: "reset".into(),
             message: String::new(),
         });
         let c = TokenChecks::of(&[failed, req(8, 8, Some((8, 8)), Some(8))]);

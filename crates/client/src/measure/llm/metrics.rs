@@ -11,6 +11,7 @@ use super::goodput::Goodput;
 use super::record::LlmRequest;
 use super::request::{chunk_gaps, request_metrics, token_gaps, RequestMetrics};
 use super::stats::{StatAcc, Stats};
+use crate::measure::FailKind;
 
 /// What `compute` needs besides the requests.
 #[derive(Clone, Debug, Default)]
@@ -38,7 +39,7 @@ pub struct LlmMetrics {
     /// Successful requests.
     pub request_count: u64,
     pub error_count: u64,
-    /// Failed requests by `RequestError::kind`, sorted by kind.
+    /// Failed requests by `RequestError::kind`, in [`FailKind`] order (the stderr summary's).
     pub errors_by_kind: Vec<(String, u64)>,
     /// The first failed request's message of each kind, in the order of `errors_by_kind`.
     pub error_examples: Vec<String>,
@@ -177,13 +178,13 @@ pub fn duration_ns(reqs: &[LlmRequest]) -> u64 {
 /// Computes every per-request value and the run-level statistics.
 pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
     let mut acc = Accumulators::new();
-    let mut errors: BTreeMap<String, (u64, String)> = BTreeMap::new();
+    let mut errors: BTreeMap<(FailKind, String), (u64, String)> = BTreeMap::new();
     let (mut ok, mut good, mut same_read) = (0u64, 0u64, 0u64);
     let (mut total_isl, mut total_osl, mut reasoning) = (0u64, 0u64, 0u64);
     for r in reqs {
         let Some(m) = request_metrics(r) else {
             if let Some(e) = &r.error {
-                let entry = errors.entry(e.kind.clone());
+                let entry = errors.entry((e.fail_kind(), e.kind.clone()));
                 entry.or_insert_with(|| (0, e.message.clone())).0 += 1;
             }
             continue;
@@ -219,7 +220,10 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
     LlmMetrics {
         request_count: ok,
         error_count,
-        errors_by_kind: errors.iter().map(|(k, (n, _))| (k.clone(), *n)).collect(),
+        errors_by_kind: errors
+            .iter()
+            .map(|((_, k), (n, _))| (k.clone(), *n))
+            .collect(),
         error_examples: errors.into_values().map(|(_, m)| m).collect(),
         duration_ns,
         request_throughput: per_sec(ok as f64),

@@ -192,12 +192,30 @@ fn per_request_metrics_of_edge_cases() {
     ]);
 }
 
+/// Kinds are listed in the failure kinds' order (the stderr summary's), each with its count
+/// and its first message.
+#[test]
+fn errors_by_kind_follow_the_kind_order() {
+    let mut reqs = vec![
+        failed(0, 1, "closed_early"),
+        failed(0, 1, "reset"),
+        failed(0, 1, "connect_failed"),
+        failed(0, 1, "reset"),
+    ];
+    reqs[1].error.as_mut().unwrap().message = "first reset".into();
+    let m = compute(&reqs, &MetricOptions::default());
+    let want = [("connect_failed", 1), ("reset", 2), ("closed_early", 1)];
+    let want: Vec<(String, u64)> = want.iter().map(|(k, n)| (k.to_string(), *n)).collect();
+    assert_eq!(m.errors_by_kind, want);
+    assert_eq!(m.error_examples, ["boom", "first reset", "boom"]);
+}
+
 #[test]
 fn failed_requests_have_no_metrics() {
-    assert_eq!(request_metrics(&failed(0, 10, "transport")), None);
+    assert_eq!(request_metrics(&failed(0, 10, "reset")), None);
     let mut partial = req(0, &[(10, 1), (20, 1)], 1);
     partial.error = Some(RequestError {
-        kind: "incomplete".into(),
+        kind: "closed_early".into(),
         message: String::new(),
     });
     assert_eq!(request_metrics(&partial), None);
@@ -303,7 +321,7 @@ fn no_goodput_no_requests_no_division_by_zero() {
     assert_eq!(empty.duration_ns, 0);
     assert_eq!(empty.request_throughput, 0.0);
     assert_eq!(empty.ttft, None);
-    let only_failed = compute(&[failed(0, 5, "transport")], &MetricOptions::default());
+    let only_failed = compute(&[failed(0, 5, "reset")], &MetricOptions::default());
     assert_eq!((only_failed.request_count, only_failed.error_count), (0, 1));
     assert_eq!(only_failed.request_latency, None);
 }

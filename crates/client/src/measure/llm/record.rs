@@ -29,29 +29,28 @@ pub struct Usage {
 /// Why a request failed, for the error count by kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestError {
-    /// A short stable label: `http_error` (`http_<status>`), `timeout`, `transport`,
-    /// `cancelled`, `incomplete` (stream ended without `[DONE]` or a finish), and for a 2xx
-    /// reply that carried an error: `sse_error_event` (an error event or object in the
-    /// stream), `invalid_reply` (an error object as the whole reply), `not_json`,
-    /// `not_protobuf`.
+    /// The [`FailKind::name`] of the failure: the engine's kind (`connect_failed`, `reset`,
+    /// `closed_early`, `timeout`, `http_error`, `cancelled`, ...), `closed_early` for a
+    /// stream that ended without `[DONE]` or a finish, and for a 2xx reply that carried an
+    /// error: `sse_error_event` (an error event or object in the stream), `invalid_reply`
+    /// (an error object as the whole reply), `not_json`, `not_protobuf`.
     pub kind: String,
     /// The detail shown to the user (server message, OS error).
     pub message: String,
 }
 
 impl RequestError {
-    /// The kind (README "Failures by kind") a failure found in a reply the engine saw
-    /// complete counts as in the run's tally: an error inside a 2xx reply, or a stream that
-    /// ended without `[DONE]` (closed early).
-    pub fn fail_kind(&self) -> FailKind {
-        match self.kind.as_str() {
-            "sse_error_event" => FailKind::SseError,
-            "invalid_reply" => FailKind::Invalid,
-            "not_json" => FailKind::NotJson,
-            "not_protobuf" => FailKind::NotProtobuf,
-            "incomplete" => FailKind::Closed,
-            _ => FailKind::Other,
+    /// A failure of `kind` with `message`.
+    pub fn new(kind: FailKind, message: impl Into<String>) -> RequestError {
+        RequestError {
+            kind: kind.name().to_string(),
+            message: message.into(),
         }
+    }
+
+    /// The kind (README "Failures by kind") the failure counts as in the run's tally.
+    pub fn fail_kind(&self) -> FailKind {
+        FailKind::from_name(&self.kind)
     }
 }
 

@@ -44,12 +44,14 @@ pub struct StandIn {
 }
 
 impl StandIn {
-    /// Serves, for any `ORG/NAME` or plain `NAME` (`gpt2`) not listed below, `tokenizer.json` at `main` or
-    /// [`COMMIT`] with a 302 to the CDN port's `/cdn/blob` (the body, with the CDN's own ETag) and everything
-    /// else a 404 `EntryNotFound`. Special repositories: `gated/*` 401 `GatedRepo` without
-    /// the token `hf_good`; `missing/*` 404 `RepositoryNotFound`; `old/NAME` a relative 307
-    /// to `new/NAME`; `small/*` answers 200 with the body directly and `ETag`; any revision
-    /// other than `main` or the commit is 404 `RevisionNotFound`.
+    /// Serves, for any `ORG/NAME` or plain `NAME` (`gpt2`) not listed below,
+    /// `tokenizer.json` at `main` or [`COMMIT`] with a 302 to the CDN port's `/cdn/blob` (the
+    /// body, with the CDN's own ETag), and everything else (and everything of
+    /// `ORG/no-tokenizer`) as a 404 `EntryNotFound` naming the commit. Special repositories:
+    /// `gated/*` 401 `GatedRepo` without the token `hf_good`; `missing/*` 404
+    /// `RepositoryNotFound`; `old/NAME` a relative 307 to `new/NAME`; `small/*` answers 200
+    /// with the body directly and `ETag`; any revision other than `main` or the commit is 404
+    /// `RevisionNotFound`.
     pub fn start() -> StandIn {
         let hub = TcpListener::bind("127.0.0.1:0").expect("bind stand-in");
         let cdn = TcpListener::bind("127.0.0.1:0").expect("bind stand-in CDN");
@@ -179,13 +181,12 @@ fn answer(path: &str, authorization: Option<&str>, cdn: SocketAddr) -> Vec<u8> {
     if rev != "main" && rev != COMMIT {
         return error("404 Not Found", "RevisionNotFound");
     }
-    if file != "tokenizer.json" {
-        return error("404 Not Found", "EntryNotFound");
-    }
-    if name == "no-tokenizer" {
-        return error("404 Not Found", "EntryNotFound");
-    }
     let commit = ("X-Repo-Commit", COMMIT.to_string());
+    if file != "tokenizer.json" || name == "no-tokenizer" {
+        // The Hub names the commit it looked at, so a client can record the absence.
+        let code = ("X-Error-Code", "EntryNotFound".to_string());
+        return reply("404 Not Found", &[code, commit], b"{\"error\":\"no\"}");
+    }
     if org == "small" {
         let etag = ("ETag", format!("\"{ETAG}\""));
         return reply("200 OK", &[commit, etag], TOKENIZER_JSON.as_bytes());
