@@ -396,7 +396,7 @@ fn stop_abandons_a_turn_and_a_refused_connect_fails_it() {
     let turns = run_turns_on(addr, conversation(2, 0));
     assert_eq!(turns.len(), 1);
     let error = error_of(&turns, 0);
-    assert!(error.contains("connect"), "{error}");
+    assert!(error.contains("refused"), "{error}");
     let rec = turns[0].result.record;
     assert!(!rec.ok && rec.start_ns > 0);
 }
