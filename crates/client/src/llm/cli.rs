@@ -164,8 +164,9 @@ pub struct ProfileArgs {
     /// exact on servers that honour them.
     #[arg(long)]
     pub output_tokens_mean_deterministic: bool,
-    /// Distinct prompts to generate (they are reused round robin).
-    #[arg(long, visible_aliases = ["num-dataset-entries", "conversation-num", "num-conversations"], default_value_t = 100)]
+    /// Distinct prompts to generate (they are reused round robin); with
+    /// --conversation-turn-mean above 1, the synthetic conversations.
+    #[arg(long, visible_aliases = ["num-dataset-entries", "conversation-num", "num-conversations", "num-sessions"], default_value_t = 100)]
     pub num_prompts: u64,
     /// Seed for prompts, lengths, model selection and Poisson arrivals.
     #[arg(long, default_value_t = 0)]
