@@ -22,6 +22,7 @@ mod profile_faults;
 mod profile_hub;
 mod profile_load_flags;
 mod profile_quickstart;
+mod profile_tutorials;
 mod profile_telemetry;
 mod real_triton;
 mod reconnect;

@@ -107,8 +107,9 @@ pub struct ProfileArgs {
     /// Ask the server to stream tokens (`"stream": true`; SSE).
     #[arg(long)]
     pub streaming: bool,
-    /// Closed loop: requests in flight; a comma list (`1,4,8`) runs one profile per value.
-    #[arg(long, value_delimiter = ',')]
+    /// Closed loop: requests in flight (conversations in flight for multi-turn runs); a
+    /// comma list (`1,4,8`) runs one profile per value.
+    #[arg(long, visible_alias = "session-concurrency", value_delimiter = ',')]
     pub concurrency: Vec<u64>,
     /// Open loop: requests per second; a comma list runs one profile per value.
     #[arg(long, value_delimiter = ',')]

@@ -294,6 +294,13 @@ pub fn prepare(
             )));
         }
         let entries = entries_of(&records, cfg, tok, &mut gen)?;
+        if format == Format::MooncakeTrace
+            && cfg.args.request_count.is_none()
+            && cfg.args.benchmark_duration.is_none()
+        {
+            // A trace sends each of its entries once, in order (as AIPerf does).
+            out.args.request_count = Some(entries.len() as u64);
+        }
         return Ok((sample(entries, cfg), out));
     }
     let source = (path, flag);
