@@ -13,7 +13,7 @@ use crate::common::temp_dir;
 use crate::profile_quickstart::{bodies, start_llm, Run};
 
 use inferperf::inputs::tokenizer::hub::stand_in::StandIn;
-use inferperf::server::ServerHandle;
+use inferperf::server::{self, OpenAiConfig, ServeConfig, ServerHandle};
 use serde_json::Value;
 
 /// The summary JSON `file` of the profile folder `name`.
@@ -387,6 +387,53 @@ fn aiperf_user_centric_rate_is_refused() {
 }
 
 // ----- GenAI-Perf -----
+
+/// GenAI-Perf docs/lora.md (with the server's URL): three LoRA adapters of one base model,
+/// chosen round robin; the server answers each adapter name (as vLLM's --lora-modules).
+/// The tokenizer named is a Hub name, from the stand-in Hub.
+#[test]
+fn genai_perf_lora_adapters_round_robin() {
+    let server = server::start(ServeConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        openai: OpenAiConfig {
+            model: "model_name".into(),
+            adapters: ["lora_adapter1", "lora_adapter2", "lora_adapter3"]
+                .map(String::from)
+                .to_vec(),
+            keep_bodies: true,
+            ..OpenAiConfig::default()
+        },
+        ..ServeConfig::default()
+    })
+    .expect("reference server starts");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::with("tut-gap-lora", &[("localhost:8000", server.addr.to_string())], &hub, &[
+        "profile",
+        "-m", "lora_adapter1", "lora_adapter2", "lora_adapter3",
+        "--tokenizer", "model_name",
+        "--model-selection-strategy", "round_robin",
+        "-u", "localhost:8000",
+    ])
+    .ok();
+    let measured = run.genai_perf_files(
+        "lora_adapter1_multi-openai-chat-concurrency1",
+        "profile_export.json",
+    );
+    assert_eq!(measured, 100);
+    let models: Vec<String> = bodies(&server)
+        .iter()
+        .map(|b| b["model"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(models.len(), 100);
+    for (i, m) in models.iter().enumerate() {
+        assert_eq!(m, &format!("lora_adapter{}", i % 3 + 1), "request {i}");
+    }
+    assert_eq!(
+        crate::profile_quickstart::hub_paths(&hub)[0],
+        "/model_name/resolve/main/tokenizer.json"
+    );
+}
 
 /// GenAI-Perf docs/multi_turn.md, "Approach 1: Benchmark with Synthetic Data" (with the
 /// server's URL): 10 sessions of 2 turns, 5 at a time, 1 s between turns (here 10 ms, the
