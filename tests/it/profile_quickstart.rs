@@ -57,7 +57,12 @@ impl Run {
     }
 
     /// Runs `argv` with each `(written, actual)` address replaced.
-    pub(crate) fn with(tag: &str, addresses: &[(&str, String)], hub: &StandIn, argv: &[&str]) -> Run {
+    pub(crate) fn with(
+        tag: &str,
+        addresses: &[(&str, String)],
+        hub: &StandIn,
+        argv: &[&str],
+    ) -> Run {
         let dir = temp_dir(tag);
         let args: Vec<String> = argv
             .iter()

@@ -19,8 +19,7 @@ use serde_json::Value;
 /// The summary JSON `file` of the profile folder `name`.
 fn summary(run: &Run, name: &str, file: &str) -> Value {
     let path = run.profile_dir(name).join(file);
-    let text =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap()
 }
 
@@ -134,7 +133,7 @@ fn aiperf_multi_turn_with_turn_delays() {
     assert_eq!(counts.iter().filter(|&&n| n == 1).count(), 15, "{counts:?}");
     assert!(counts.iter().all(|n| n % 2 == 1), "{counts:?}");
     // Turn counts drawn around 4: some conversations longer or shorter than others.
-    let turns_of_longest = (counts.iter().max().unwrap() + 1) / 2;
+    let turns_of_longest = counts.iter().max().unwrap().div_ceil(2);
     assert!(
         measured > 15 * 2 && measured < 15 * 7 && turns_of_longest > 4,
         "{measured} {counts:?}"
@@ -263,7 +262,10 @@ fn aiperf_trace_with_text_inputs() {
     let queries = [
         ("What is the capital of France?", 20),
         ("Explain quantum computing in simple terms.", 100),
-        ("Write a Python function to calculate fibonacci numbers.", 150),
+        (
+            "Write a Python function to calculate fibonacci numbers.",
+            150,
+        ),
         ("Summarize the main causes of World War II.", 200),
         ("How do neural networks learn?", 80),
     ];
@@ -357,7 +359,11 @@ fn aiperf_warmup_load_flags_are_refused() {
         "--streaming",
         "--warmup-duration", "30",
     ]);
-    assert_refused(&run, &server, &["--warmup-duration", "--warmup-request-count"]);
+    assert_refused(
+        &run,
+        &server,
+        &["--warmup-duration", "--warmup-request-count"],
+    );
 }
 
 /// AIPerf docs/tutorials/user-centric-timing.md, "Quick Start": the user-centric mode is
@@ -493,7 +499,9 @@ fn genai_perf_goodput() {
     assert_eq!(run.genai_perf_files(name, "profile_export.json"), 10);
     assert_eq!(bodies(&server).len(), 10);
     let s = summary(&run, name, "profile_export_genai_perf.json");
-    let goodput = s["request_goodput"]["avg"].as_f64().expect("request_goodput");
+    let goodput = s["request_goodput"]["avg"]
+        .as_f64()
+        .expect("request_goodput");
     let throughput = s["request_throughput"]["avg"].as_f64().unwrap();
     assert!(goodput > 0.0 && goodput <= throughput, "{s}");
 }
@@ -537,7 +545,10 @@ fn genai_perf_embeddings_synthetic_and_extra_inputs() {
         .flat_map(|d| d["payload"].as_array().unwrap())
         .collect();
     assert!(!payloads.is_empty(), "{inputs}");
-    assert!(payloads.iter().all(|p| p["user"] == "sample_user"), "{inputs}");
+    assert!(
+        payloads.iter().all(|p| p["user"] == "sample_user"),
+        "{inputs}"
+    );
 }
 
 /// GenAI-Perf docs/rankings.md, "Profile Using Synthetic Inputs": GenAI-Perf's generated

@@ -111,7 +111,11 @@ fn check_model<S: AsRef<str>>(req: &Map<String, Value>, served: &[S]) -> Result<
         Some(Value::String(name)) if served.iter().any(|s| s.as_ref() == name) => Ok(()),
         Some(Value::String(name)) => Err(ApiError::not_found(format!(
             "The model '{name}' does not exist (served: '{}')",
-            served.iter().map(AsRef::as_ref).collect::<Vec<_>>().join("', '")
+            served
+                .iter()
+                .map(AsRef::as_ref)
+                .collect::<Vec<_>>()
+                .join("', '")
         ))),
         Some(_) => Err(ApiError::invalid(Some("model"), "'model' must be a string")),
         None => Err(ApiError::invalid(Some("model"), "'model' is required")),
@@ -362,8 +366,8 @@ mod tests {
         for ok in served {
             assert!(parse_generation(Endpoint::Completions, body(ok).as_bytes(), &served).is_ok());
         }
-        let e = parse_generation(Endpoint::Completions, body("lora3").as_bytes(), &served)
-            .unwrap_err();
+        let e =
+            parse_generation(Endpoint::Completions, body("lora3").as_bytes(), &served).unwrap_err();
         assert_eq!(e.status, 404);
         assert!(e.message.contains("'base', 'lora1', 'lora2'"), "{e:?}");
     }

@@ -57,7 +57,8 @@ const TURN_STREAM: u64 = 0x7475_726e_7300_0005;
 impl TurnArgs {
     /// Whether conversations of more than one turn are asked for.
     fn multi_turn(&self) -> bool {
-        self.conversation_turn_mean.is_some_and(|m| m != 1.0) || self.conversation_turn_stddev != 0.0
+        self.conversation_turn_mean.is_some_and(|m| m != 1.0)
+            || self.conversation_turn_stddev != 0.0
     }
 
     /// The first of the flags given (with a value other than its default), if any.
@@ -118,7 +119,12 @@ pub(super) fn build(
     }
     let mean = t.conversation_turn_mean.unwrap_or(1.0);
     check("--conversation-turn-mean", mean, 1.0, MAX_TURNS)?;
-    check("--conversation-turn-stddev", t.conversation_turn_stddev, 0.0, MAX_TURNS)?;
+    check(
+        "--conversation-turn-stddev",
+        t.conversation_turn_stddev,
+        0.0,
+        MAX_TURNS,
+    )?;
     check(
         "--conversation-turn-delay-mean",
         t.conversation_turn_delay_mean,
