@@ -305,6 +305,46 @@ fn aiperf_trace_with_text_inputs() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// AIPerf docs/tutorials/synthetic-dataset.md, "Advanced: Prefix Synthesis": each prompt
+/// is one of 10 shared 512-token prefixes (dealt round robin here; AIPerf draws them)
+/// followed by 100 tokens of its own, 612 in all, counted by the stand-in Hub's tokenizer
+/// (whole words, so the seam between prefix and prompt must not merge two words).
+#[test]
+fn aiperf_prefix_prompts() {
+    let server = start_llm("Qwen/Qwen3-0.6B");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-aiperf-prefix", &server, &hub, &[
+        "profile",
+        "--model", "Qwen/Qwen3-0.6B",
+        "--url", "localhost:8000",
+        "--endpoint-type", "chat",
+        "--synthetic-input-tokens-mean", "100",
+        "--prefix-prompt-length", "512",
+        "--prefix-prompt-pool-size", "10",
+        "--request-count", "10",
+    ])
+    .ok();
+    let name = "Qwen_Qwen3-0.6B-openai-chat-concurrency1";
+    assert_eq!(run.aiperf_files(name), 10);
+    let s = summary(&run, name, "profile_export_aiperf.json");
+    let isl = &s["input_sequence_length"];
+    assert_eq!(
+        (isl["min"].as_f64(), isl["max"].as_f64()),
+        (Some(612.0), Some(612.0)),
+        "{isl}"
+    );
+    let texts: std::collections::HashSet<String> = bodies(&server)
+        .iter()
+        .map(|b| b["messages"][0]["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        texts.len(),
+        10,
+        "each prefix followed by a prompt of its own"
+    );
+}
+
 /// AIPerf docs/tutorials/warmup.md, "Minimal Warmup": 20 warm-up requests, then 500
 /// measured, 50 at a time.
 #[test]
