@@ -6,8 +6,9 @@
 //! before any request is sent.
 //!
 //! Sources: the AIPerf 0.13 docs/tutorials multi-turn, time-based-benchmarking,
-//! request-cancellation, trace-benchmarking, warmup and user-centric-timing; the GenAI-Perf
-//! docs/multi_turn.md, docs/goodput.md, docs/embeddings.md and docs/rankings.md.
+//! request-cancellation, trace-benchmarking, synthetic-dataset, warmup and
+//! user-centric-timing; the GenAI-Perf docs/lora.md, docs/multi_turn.md, docs/goodput.md,
+//! docs/embeddings.md and docs/rankings.md.
 
 use crate::common::temp_dir;
 use crate::profile_quickstart::{bodies, start_llm, Run};
