@@ -23,6 +23,7 @@ mod profile_hub;
 mod profile_load_flags;
 mod profile_quickstart;
 mod profile_telemetry;
+mod profile_tutorials;
 mod real_triton;
 mod reconnect;
 mod report_figures;

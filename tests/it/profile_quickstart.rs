@@ -21,7 +21,7 @@ use inferperf::server::{self, OpenAiConfig, ServeConfig, ServerHandle};
 use serde_json::Value;
 
 /// The reference server's fake LLM serving `model` (HTTP and gRPC), keeping the bodies.
-fn start_llm(model: &str) -> ServerHandle {
+pub(crate) fn start_llm(model: &str) -> ServerHandle {
     let cfg = ServeConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         grpc_addr: Some("127.0.0.1:0".parse().unwrap()),
@@ -36,16 +36,16 @@ fn start_llm(model: &str) -> ServerHandle {
 }
 
 /// One documented command line, run in its own directory.
-struct Run {
-    dir: PathBuf,
-    out: Output,
+pub(crate) struct Run {
+    pub(crate) dir: PathBuf,
+    pub(crate) out: Output,
 }
 
 impl Run {
     /// Runs `argv` (the document's arguments after the program name) with `localhost:8000`
     /// and `localhost:8001` (the HTTP and gRPC defaults both tools use) replaced by the
     /// server's ports, in a fresh directory, with the stand-in Hub and an empty Hub cache.
-    fn new(tag: &str, server: &ServerHandle, hub: &StandIn, argv: &[&str]) -> Run {
+    pub(crate) fn new(tag: &str, server: &ServerHandle, hub: &StandIn, argv: &[&str]) -> Run {
         let http = server.addr.to_string();
         let grpc = server.grpc_addr.expect("gRPC port").to_string();
         Run::with(
@@ -57,7 +57,12 @@ impl Run {
     }
 
     /// Runs `argv` with each `(written, actual)` address replaced.
-    fn with(tag: &str, addresses: &[(&str, String)], hub: &StandIn, argv: &[&str]) -> Run {
+    pub(crate) fn with(
+        tag: &str,
+        addresses: &[(&str, String)],
+        hub: &StandIn,
+        argv: &[&str],
+    ) -> Run {
         let dir = temp_dir(tag);
         let args: Vec<String> = argv
             .iter()
@@ -81,7 +86,7 @@ impl Run {
     }
 
     /// Asserts the run succeeded; its stderr otherwise.
-    fn ok(self) -> Run {
+    pub(crate) fn ok(self) -> Run {
         assert!(
             self.out.status.success(),
             "{}\n{}",
@@ -92,7 +97,7 @@ impl Run {
     }
 
     /// The one profile directory under `artifacts/`, which must be named `name`.
-    fn profile_dir(&self, name: &str) -> PathBuf {
+    pub(crate) fn profile_dir(&self, name: &str) -> PathBuf {
         let artifacts = self.dir.join("artifacts");
         let names: Vec<String> = std::fs::read_dir(&artifacts)
             .unwrap_or_else(|e| panic!("{}: {e}", artifacts.display()))
@@ -103,7 +108,7 @@ impl Run {
     }
 
     /// `request_count.avg` of a summary JSON in `dir`, after checking the file exists.
-    fn count_in(dir: &Path, file: &str) -> u64 {
+    pub(crate) fn count_in(dir: &Path, file: &str) -> u64 {
         let path = dir.join(file);
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -112,7 +117,7 @@ impl Run {
     }
 
     /// AIPerf's files in the profile folder `name`; the measured request count.
-    fn aiperf_files(&self, name: &str) -> u64 {
+    pub(crate) fn aiperf_files(&self, name: &str) -> u64 {
         let dir = self.profile_dir(name);
         for f in [
             "profile_export_aiperf.csv",
@@ -127,7 +132,7 @@ impl Run {
 
     /// GenAI-Perf's files (named after `export`, its `--profile-export-file`) in the folder
     /// `name`; the measured request count.
-    fn genai_perf_files(&self, name: &str, export: &str) -> u64 {
+    pub(crate) fn genai_perf_files(&self, name: &str, export: &str) -> u64 {
         let dir = self.profile_dir(name);
         let stem = export.trim_end_matches(".json");
         for f in [
@@ -148,7 +153,7 @@ impl Drop for Run {
 }
 
 /// The generation request bodies the server received, parsed.
-fn bodies(server: &ServerHandle) -> Vec<Value> {
+pub(crate) fn bodies(server: &ServerHandle) -> Vec<Value> {
     server
         .generation_bodies()
         .iter()
@@ -157,7 +162,7 @@ fn bodies(server: &ServerHandle) -> Vec<Value> {
 }
 
 /// The Hub paths the stand-in was asked for.
-fn hub_paths(hub: &StandIn) -> Vec<String> {
+pub(crate) fn hub_paths(hub: &StandIn) -> Vec<String> {
     hub.seen().into_iter().map(|s| s.path).collect()
 }
 

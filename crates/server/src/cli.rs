@@ -69,6 +69,10 @@ struct ServeArgs {
     /// /v1/completions, /v1/embeddings).
     #[arg(long, default_value = DEFAULT_OPENAI_MODEL, value_name = "NAME")]
     openai_model: String,
+    /// A LoRA adapter name the OpenAI-compatible endpoints answer besides --openai-model
+    /// (as vLLM's --lora-modules). Repeatable.
+    #[arg(long, value_name = "NAME")]
+    openai_adapter: Vec<String>,
     /// OpenAI time to first token: 50ms, or 20ms..80ms (uniform) [default: 0ms].
     #[arg(long, value_name = "SPEC")]
     openai_ttft: Option<String>,
@@ -217,6 +221,7 @@ fn openai_config(flags: &ServeArgs) -> Result<OpenAiConfig> {
         tokens_per_chunk: flags.openai_tokens_per_chunk,
         usage_on_last: flags.openai_usage_on_last,
         busy: busy(flags)?,
+        adapters: flags.openai_adapter.clone(),
         ..OpenAiConfig::default()
     })
 }

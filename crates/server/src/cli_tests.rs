@@ -161,7 +161,8 @@ fn metrics_style_flag() {
 #[test]
 fn openai_flags() {
     let line = "serve --openai-model llm --openai-ttft 50ms --openai-itl 2ms..8ms \
-                --openai-tokens-per-chunk 3 --openai-usage-on-last";
+                --openai-tokens-per-chunk 3 --openai-usage-on-last --openai-adapter a1 \
+                --openai-adapter a2";
     let Parsed::Run(cfg, _) = parse(args(line)).unwrap() else {
         panic!()
     };
@@ -172,6 +173,7 @@ fn openai_flags() {
         itl: Delay::Uniform(ms(2), ms(8)),
         tokens_per_chunk: 3,
         usage_on_last: true,
+        adapters: vec!["a1".into(), "a2".into()],
         ..OpenAiConfig::default()
     };
     assert_eq!(cfg.openai, want);

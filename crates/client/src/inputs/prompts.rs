@@ -208,13 +208,28 @@ impl PromptGen {
         if !mean.is_finite() {
             return 1;
         }
-        let value = if stddev > 0.0 && stddev.is_finite() {
+        // `as` saturates, so a huge mean cannot wrap.
+        self.normal(mean, stddev).round().max(1.0) as usize
+    }
+
+    /// A value drawn from Normal(`mean`, `stddev`) on the lengths' stream, rounded and
+    /// clamped to at least 0 (a pause, say); `stddev <= 0` gives `mean` itself, a mean that
+    /// is not finite gives 0.
+    pub fn sample_nonnegative(&mut self, mean: f64, stddev: f64) -> u64 {
+        if !mean.is_finite() {
+            return 0;
+        }
+        self.normal(mean, stddev).round().max(0.0) as u64
+    }
+
+    /// One Normal(`mean`, `stddev`) draw; `stddev <= 0` (or not finite) gives `mean` and
+    /// draws nothing.
+    fn normal(&mut self, mean: f64, stddev: f64) -> f64 {
+        if stddev > 0.0 && stddev.is_finite() {
             mean + stddev * self.lengths.standard_normal()
         } else {
             mean
-        };
-        // `as` saturates, so a huge mean cannot wrap.
-        value.round().max(1.0) as usize
+        }
     }
 
     /// `len` corpus ids from `start`, wrapping as many times as needed.

@@ -14,10 +14,16 @@ use crate::measure::llm::LlmRequest;
 
 /// `artifacts/<model>-<service kind>-<kind detail>-<stimulus>`, as GenAI-Perf names it:
 /// `openai-<endpoint type>` for OpenAI endpoints, `triton-<backend>` (`tensorrtllm`, `vllm`)
-/// for Triton's KServe endpoint. The model part is a safe file stem (`org/model` gives
-/// `org_model`), so the directory is always inside the artifact directory.
+/// for Triton's KServe endpoint. The model part is the first model's name, with `_multi`
+/// after it when several are given (as both tools name it), as a safe file stem (`org/model`
+/// gives `org_model`), so the directory is always inside the artifact directory.
 pub(super) fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
-    let model = crate::text::safe_file_stem(&cfg.models.join("_"));
+    let first = &cfg.models[0];
+    let model = crate::text::safe_file_stem(&if cfg.models.len() > 1 {
+        format!("{first}_multi")
+    } else {
+        first.clone()
+    });
     let kind = if cfg.endpoint_type == cli::EndpointType::Kserve {
         format!("triton-{}", backend_name(cfg.backend))
     } else {

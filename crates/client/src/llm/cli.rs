@@ -107,8 +107,9 @@ pub struct ProfileArgs {
     /// Ask the server to stream tokens (`"stream": true`; SSE).
     #[arg(long)]
     pub streaming: bool,
-    /// Closed loop: requests in flight; a comma list (`1,4,8`) runs one profile per value.
-    #[arg(long, value_delimiter = ',')]
+    /// Closed loop: requests in flight (conversations in flight for multi-turn runs); a
+    /// comma list (`1,4,8`) runs one profile per value.
+    #[arg(long, visible_alias = "session-concurrency", value_delimiter = ',')]
     pub concurrency: Vec<u64>,
     /// Open loop: requests per second; a comma list runs one profile per value.
     #[arg(long, value_delimiter = ',')]
@@ -164,8 +165,9 @@ pub struct ProfileArgs {
     /// exact on servers that honour them.
     #[arg(long)]
     pub output_tokens_mean_deterministic: bool,
-    /// Distinct prompts to generate (they are reused round robin).
-    #[arg(long, visible_aliases = ["num-dataset-entries", "conversation-num", "num-conversations"], default_value_t = 100)]
+    /// Distinct prompts to generate (they are reused round robin); with
+    /// --conversation-turn-mean above 1, the synthetic conversations.
+    #[arg(long, visible_aliases = ["num-dataset-entries", "conversation-num", "num-conversations", "num-sessions"], default_value_t = 100)]
     pub num_prompts: u64,
     /// Seed for prompts, lengths, model selection and Poisson arrivals.
     #[arg(long, default_value_t = 0)]

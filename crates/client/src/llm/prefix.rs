@@ -72,22 +72,26 @@ pub fn apply(cfg: &ProfileConfig, tok: &Tokenizer, entries: &mut [Entry]) -> Res
     })
 }
 
-/// `prefix` + the entry's prompt, counted as the sum of both; false when no prompt of that
-/// length joined cleanly (the entry keeps the true count).
+/// `prefix` + the entry's prompt, counted as the sum of both; where the two merge at the
+/// seam (a tokenizer without leading-space tokens joins the words), with a space between
+/// them. False when no prompt of that length joined cleanly (the entry keeps the true
+/// count).
 fn join(prefix: &str, len: u64, e: &mut Entry, gen: &mut PromptGen, tok: &Tokenizer) -> bool {
     let want = len + e.isl;
-    let mut text = format!("{prefix}{}", e.text);
+    let mut prompt = std::mem::take(&mut e.text);
     for _ in 0..JOIN_TRIES {
-        if tok.count(&text) as u64 == want {
-            e.text = text;
-            e.isl = want;
-            return true;
+        for seam in ["", " "] {
+            let text = format!("{prefix}{seam}{prompt}");
+            if tok.count(&text) as u64 == want {
+                e.text = text;
+                e.isl = want;
+                return true;
+            }
         }
-        let p = gen.prompt((want - len) as usize);
-        text = format!("{prefix}{}", p.text);
+        prompt = gen.prompt((want - len) as usize).text;
     }
-    e.isl = tok.count(&text) as u64;
-    e.text = text;
+    e.text = format!("{prefix}{prompt}");
+    e.isl = tok.count(&e.text) as u64;
     false
 }
 

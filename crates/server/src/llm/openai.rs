@@ -118,7 +118,7 @@ fn generate(
     out: &mut Vec<u8>,
 ) -> OaiReply {
     state.watch.keep_body(body);
-    match parse_generation(endpoint, body, &state.model) {
+    match parse_generation(endpoint, body, &state.names) {
         Ok(req) => start_generation(&req, state, rng, out),
         Err(e) => error(out, &e),
     }
@@ -191,7 +191,7 @@ pub fn sample_seed(rng: &mut u64) -> u64 {
 
 /// One deterministic unit-free vector per input, values in [-1, 1).
 fn embeddings(body: &[u8], state: &OpenAiState, out: &mut Vec<u8>) -> OaiReply {
-    let req = match parse_embeddings(body, &state.model) {
+    let req = match parse_embeddings(body, &state.names) {
         Ok(req) => req,
         Err(e) => return error(out, &e),
     };

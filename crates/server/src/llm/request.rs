@@ -105,12 +105,17 @@ pub(crate) fn object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     }
 }
 
-/// Checks `model` names the served model (404 otherwise, as OpenAI answers).
-fn check_model(req: &Map<String, Value>, served: &str) -> Result<(), ApiError> {
+/// Checks `model` names one of the served names (404 otherwise, as OpenAI answers).
+fn check_model<S: AsRef<str>>(req: &Map<String, Value>, served: &[S]) -> Result<(), ApiError> {
     match req.get("model") {
-        Some(Value::String(name)) if name == served => Ok(()),
+        Some(Value::String(name)) if served.iter().any(|s| s.as_ref() == name) => Ok(()),
         Some(Value::String(name)) => Err(ApiError::not_found(format!(
-            "The model '{name}' does not exist (served: '{served}')"
+            "The model '{name}' does not exist (served: '{}')",
+            served
+                .iter()
+                .map(AsRef::as_ref)
+                .collect::<Vec<_>>()
+                .join("', '")
         ))),
         Some(_) => Err(ApiError::invalid(Some("model"), "'model' must be a string")),
         None => Err(ApiError::invalid(Some("model"), "'model' is required")),
@@ -251,11 +256,11 @@ pub(crate) fn faults(req: &Map<String, Value>) -> Result<(bool, Duration), ApiEr
     Ok((error_event, Duration::from_millis(stall_ms)))
 }
 
-/// Validates a chat or completions request for the served model `served`.
-pub fn parse_generation(
+/// Validates a chat or completions request for one of the served names `served`.
+pub fn parse_generation<S: AsRef<str>>(
     endpoint: Endpoint,
     body: &[u8],
-    served: &str,
+    served: &[S],
 ) -> Result<GenRequest, ApiError> {
     let req = object(body)?;
     check_model(&req, served)?;
@@ -307,7 +312,10 @@ fn seed_of(value: &Value) -> u64 {
 
 /// Validates an embeddings request: `input` is a string, an array of strings, an array of
 /// token ids or an array of such arrays; `dimensions` is optional.
-pub fn parse_embeddings(body: &[u8], served: &str) -> Result<EmbedRequest, ApiError> {
+pub fn parse_embeddings<S: AsRef<str>>(
+    body: &[u8],
+    served: &[S],
+) -> Result<EmbedRequest, ApiError> {
     let req = object(body)?;
     check_model(&req, served)?;
     let bad = || {
@@ -349,7 +357,20 @@ pub fn parse_embeddings(body: &[u8], served: &str) -> Result<EmbedRequest, ApiEr
 mod tests {
     use super::*;
 
-    const M: &str = "m";
+    const M: &[&str] = &["m"];
+
+    #[test]
+    fn adapters_are_served_names_too() {
+        let body = |model: &str| format!(r#"{{"model":"{model}","prompt":"a b"}}"#);
+        let served = ["base", "lora1", "lora2"];
+        for ok in served {
+            assert!(parse_generation(Endpoint::Completions, body(ok).as_bytes(), &served).is_ok());
+        }
+        let e =
+            parse_generation(Endpoint::Completions, body("lora3").as_bytes(), &served).unwrap_err();
+        assert_eq!(e.status, 404);
+        assert!(e.message.contains("'base', 'lora1', 'lora2'"), "{e:?}");
+    }
 
     #[test]
     fn reasoning_and_early_stop_fields() {

@@ -31,6 +31,8 @@ pub struct OpenAiConfig {
     pub busy: Option<Busy>,
     /// Keep a copy of every generation request body (tests read them back).
     pub keep_bodies: bool,
+    /// LoRA adapter names answered besides `model` (vLLM's `--lora-modules`).
+    pub adapters: Vec<String>,
 }
 
 impl Default for OpenAiConfig {
@@ -43,6 +45,7 @@ impl Default for OpenAiConfig {
             usage_on_last: false,
             busy: None,
             keep_bodies: false,
+            adapters: Vec::new(),
         }
     }
 }
@@ -65,6 +68,8 @@ pub struct OpenAiState {
     pub cfg: OpenAiConfig,
     /// The served model name (`cfg.model`), shared by every answer.
     pub model: Arc<str>,
+    /// The names requests may ask for: `model` and the adapters.
+    pub names: Vec<String>,
     pub log: TokenLog,
     /// Streams generating and abandoned, bodies kept.
     pub watch: Arc<LoadWatch>,
@@ -77,6 +82,7 @@ impl Default for OpenAiState {
         OpenAiState {
             cfg: OpenAiConfig::default(),
             model: Arc::from(DEFAULT_OPENAI_MODEL),
+            names: vec![DEFAULT_OPENAI_MODEL.to_string()],
             log: TokenLog::new(TOKEN_LOG_REQUESTS),
             watch: Arc::default(),
             load: Default::default(),
@@ -100,8 +106,17 @@ impl OpenAiState {
                 }
             }
         }
+        if let Some(a) = cfg.adapters.iter().find(|a| a.trim().is_empty()) {
+            return Err(Error::usage(format!(
+                "--openai-adapter must not be empty (got '{a}')"
+            )));
+        }
         Ok(OpenAiState {
             model: Arc::from(cfg.model.as_str()),
+            names: std::iter::once(&cfg.model)
+                .chain(&cfg.adapters)
+                .cloned()
+                .collect(),
             watch: Arc::new(LoadWatch::new(cfg.keep_bodies)),
             cfg,
             log: TokenLog::new(TOKEN_LOG_REQUESTS),

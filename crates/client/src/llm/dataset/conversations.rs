@@ -263,20 +263,24 @@ pub(super) fn conversation_plan(
     let a = &cfg.args;
     let refuse = |why: &str| {
         Err(Error::usage(format!(
-            "profile: the dataset holds multi-turn conversations, {why}"
+            "profile: multi-turn conversations (a multi-turn dataset, or \
+             --conversation-turn-mean above 1) {why}"
         )))
     };
     if cfg.endpoint_type != crate::llm::cli::EndpointType::Chat {
-        return refuse("which need --endpoint-type chat (the history is sent in 'messages')");
+        return refuse("need --endpoint-type chat (the history is sent in 'messages')");
     }
-    if !a.request_rate.is_empty() || a.dataset.fixed_schedule {
-        return refuse("which run as a closed loop: give --concurrency N (slots)");
+    if !a.request_rate.is_empty() {
+        return refuse("run as a closed loop: give --concurrency N (slots), not --request-rate");
+    }
+    if a.dataset.fixed_schedule {
+        return refuse("run as a closed loop: give --concurrency N (slots), not --fixed-schedule");
     }
     if a.warmup_request_count > 0 {
-        return refuse("with which --warmup-request-count is not supported");
+        return refuse("do not support --warmup-request-count");
     }
     if let Some(f) = a.dataset.replay_flag() {
-        return refuse(&format!("with which {f} is not supported"));
+        return refuse(&format!("do not support {f}"));
     }
     let total: u64 = conversations.iter().map(|c| c.steps.len() as u64).sum();
     let n = conversations.len();

@@ -10,6 +10,7 @@ pub mod blocks;
 pub mod conversations;
 pub mod formats;
 pub mod replay;
+pub mod synthetic_conversations;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -79,6 +80,8 @@ pub struct DatasetArgs {
     /// Tokens per mooncake `hash_ids` block.
     #[arg(long, default_value_t = 512, value_name = "TOKENS")]
     pub isl_block_size: u64,
+    #[command(flatten)]
+    pub turns: synthetic_conversations::TurnArgs,
     /// The prepared replay (set by [`prepare`], not a flag).
     #[arg(skip)]
     pub plan: Option<Arc<Plan>>,
@@ -248,9 +251,18 @@ pub fn prepare(
                 "profile: {f} applies to --fixed-schedule"
             )));
         }
+        if let Some((entries, convs)) = synthetic_conversations::build(cfg, tok, synthetic)? {
+            return with_conversations(cfg, entries, convs, out);
+        }
         let entries = sample(synthetic(cfg, tok)?, cfg);
         return Ok((entries, out));
     };
+    if let Some(turn_flag) = d.turns.first_given() {
+        return Err(Error::usage(format!(
+            "profile: {turn_flag} shapes synthetic conversations; with {flag} the turns and \
+             their pauses come from the file"
+        )));
+    }
     if matches!(format, Format::RandomPool | Format::ShareGpt) {
         if let Some(f) = d
             .fixed_schedule
@@ -273,13 +285,7 @@ pub fn prepare(
     let records = pools.into_iter().next().unwrap_or_default();
     if let Some(convs) = conversations_of(&records, format) {
         let entries = entries_of(&records, cfg, tok, &mut gen)?;
-        let plan = conversation_plan(cfg, &entries, convs)?;
-        out.args.request_count = Some(plan.turns);
-        out.args.dataset.plan = Some(Arc::new(Plan {
-            conversations: Some(Arc::new(plan)),
-            ..Plan::default()
-        }));
-        return Ok((entries, out));
+        return with_conversations(cfg, entries, convs, out);
     }
     if !replays(cfg, format, &records) {
         if let Some(f) = d.replay_flag() {
@@ -288,10 +294,34 @@ pub fn prepare(
             )));
         }
         let entries = entries_of(&records, cfg, tok, &mut gen)?;
+        if format == Format::MooncakeTrace
+            && cfg.args.request_count.is_none()
+            && cfg.args.benchmark_duration.is_none()
+        {
+            // A trace sends each of its entries once, in order (as AIPerf does).
+            out.args.request_count = Some(entries.len() as u64);
+        }
         return Ok((sample(entries, cfg), out));
     }
     let source = (path, flag);
     fixed_schedule(cfg, &records, source, tok, &mut gen, out)
+}
+
+/// The entries of `conversations` and the settings that run them (the request count is
+/// their turns).
+fn with_conversations(
+    cfg: &ProfileConfig,
+    entries: Vec<Entry>,
+    conversations: Vec<conversations::Conversation>,
+    mut out: ProfileConfig,
+) -> Result<(Vec<Entry>, ProfileConfig)> {
+    let plan = conversation_plan(cfg, &entries, conversations)?;
+    out.args.request_count = Some(plan.turns);
+    out.args.dataset.plan = Some(Arc::new(Plan {
+        conversations: Some(Arc::new(plan)),
+        ..Plan::default()
+    }));
+    Ok((entries, out))
 }
 
 /// A trace replayed on its timestamps: the entries in send order, and the settings with the

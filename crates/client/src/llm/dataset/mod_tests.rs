@@ -347,6 +347,136 @@ fn multi_turn_conversations_become_a_session_plan() {
     }
 }
 
+/// One synthetic prompt per `--num-prompts`, numbered, so the steps can be traced.
+fn numbered(cfg: &ProfileConfig, _: &Tokenizer) -> Result<Vec<Entry>> {
+    Ok((0..cfg.args.num_prompts)
+        .map(|i| Entry {
+            text: format!("p{i}"),
+            isl: 1,
+            osl: Some(4),
+            payload: None,
+        })
+        .collect())
+}
+
+#[test]
+fn synthetic_conversations_take_their_turns_and_pauses_from_the_flags() {
+    let run = |args: &[&str]| prepare(&cfg(args), &tok(), numbered);
+    let fixed = [
+        "--conversation-num",
+        "4",
+        "--conversation-turn-mean",
+        "3",
+        "--conversation-turn-delay-mean",
+        "250",
+    ];
+    let (e, c) = run(&fixed).unwrap();
+    assert_eq!(e.len(), 12, "one prompt per turn");
+    let conv = c
+        .args
+        .dataset
+        .plan
+        .clone()
+        .unwrap()
+        .conversations
+        .clone()
+        .unwrap();
+    let steps: Vec<Vec<u32>> = conv.conversations.iter().map(|c| c.steps.clone()).collect();
+    assert_eq!(
+        steps,
+        [vec![0, 1, 2], vec![3, 4, 5], vec![6, 7, 8], vec![9, 10, 11]]
+    );
+    assert!(conv
+        .conversations
+        .iter()
+        .all(|c| c.delays_ms == [0, 250, 250]));
+    assert_eq!((conv.turns, c.args.request_count), (12, Some(12)));
+    // Drawn turn counts and pauses: seeded, at least one turn, pauses at least 0.
+    let drawn = [
+        "--conversation-num",
+        "50",
+        "--conversation-turn-mean",
+        "4",
+        "--conversation-turn-stddev",
+        "2",
+        "--conversation-turn-delay-mean",
+        "10",
+        "--conversation-turn-delay-stddev",
+        "20",
+    ];
+    let (e, c) = run(&drawn).unwrap();
+    let conv = c
+        .args
+        .dataset
+        .plan
+        .clone()
+        .unwrap()
+        .conversations
+        .clone()
+        .unwrap();
+    let lens: Vec<usize> = conv.conversations.iter().map(|c| c.steps.len()).collect();
+    assert_eq!(lens.iter().sum::<usize>(), e.len());
+    assert!(lens.iter().all(|&n| n >= 1) && lens.iter().min() < lens.iter().max());
+    let pauses: Vec<u64> = conv
+        .conversations
+        .iter()
+        .flat_map(|c| c.delays_ms[1..].to_vec())
+        .collect();
+    assert!(
+        pauses.contains(&0) && pauses.iter().any(|&p| p > 10),
+        "{pauses:?}"
+    );
+    let (_, again) = run(&drawn).unwrap();
+    assert_eq!(again.args.dataset.plan, c.args.dataset.plan, "seeded");
+    // One turn is a single-turn run; a pause without turns, or turns with a file, is refused.
+    let (e, c) = run(&["--conversation-turn-mean", "1", "--num-prompts", "3"]).unwrap();
+    assert_eq!((e.len(), c.args.dataset.plan.is_none()), (3, true));
+    let file = write("turns-with-file.jsonl", "{\"text\": \"a\"}\n");
+    for (args, needle) in [
+        (
+            vec!["--conversation-turn-delay-mean", "5"],
+            "--conversation-turn-delay-mean",
+        ),
+        (
+            vec!["--conversation-turn-mean", "0.5"],
+            "--conversation-turn-mean must be",
+        ),
+        (
+            vec![
+                "--conversation-turn-mean",
+                "2",
+                "--conversation-turn-delay-stddev",
+                "-1",
+            ],
+            "--conversation-turn-delay-stddev must be",
+        ),
+        (
+            vec![
+                "--conversation-turn-mean",
+                "3",
+                "--input-file",
+                file.to_str().unwrap(),
+                "--custom-dataset-type",
+                "single_turn",
+            ],
+            "come from the file",
+        ),
+        (
+            vec![
+                "--conversation-num",
+                "600000",
+                "--conversation-turn-mean",
+                "4",
+            ],
+            "at most",
+        ),
+    ] {
+        let err = run(&args).unwrap_err();
+        assert!(err.msg.contains(needle), "{args:?}: {}", err.msg);
+        assert_eq!(err.exit_code(), 99);
+    }
+}
+
 /// clap's own consistency checks (unique names, valid conflicts) hold for the flags with
 /// the dataset ones flattened in.
 #[test]

@@ -1,0 +1,614 @@
+//! More of AIPerf's and GenAI-Perf's tutorial command lines, run as
+//! [`crate::profile_quickstart`] runs the quick starts: the document's arguments with
+//! `inferperf` as the program and the in-process reference server's address (and, where a
+//! document's run would take minutes, the one value that sets its length, each noted).
+//! A feature that is not supported must be refused with exit 99 and one line naming the flag,
+//! before any request is sent.
+//!
+//! Sources: the AIPerf 0.13 docs/tutorials multi-turn, time-based-benchmarking,
+//! request-cancellation, trace-benchmarking, synthetic-dataset, warmup and
+//! user-centric-timing; the GenAI-Perf docs/lora.md, docs/multi_turn.md, docs/goodput.md,
+//! docs/embeddings.md and docs/rankings.md.
+
+use crate::common::temp_dir;
+use crate::profile_quickstart::{bodies, start_llm, Run};
+
+use inferperf::inputs::tokenizer::hub::stand_in::StandIn;
+use inferperf::server::{self, OpenAiConfig, ServeConfig, ServerHandle};
+use serde_json::Value;
+
+/// The summary JSON `file` of the profile folder `name`.
+fn summary(run: &Run, name: &str, file: &str) -> Value {
+    let path = run.profile_dir(name).join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Asserts the run was refused: exit 99, one stderr line holding each of `words`, and no
+/// request at the server.
+fn assert_refused(run: &Run, server: &ServerHandle, words: &[&str]) {
+    let stderr = String::from_utf8_lossy(&run.out.stderr);
+    assert_eq!(run.out.status.code(), Some(99), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    for w in words {
+        assert!(stderr.contains(w), "{w:?} not in {stderr}");
+    }
+    assert!(bodies(server).is_empty());
+    assert_eq!(server.llm_counts().ended, 0);
+}
+
+/// The number of chat messages in each body the server received.
+fn message_counts(server: &ServerHandle) -> Vec<usize> {
+    bodies(server)
+        .iter()
+        .map(|b| b["messages"].as_array().map_or(0, Vec::len))
+        .collect()
+}
+
+// ----- AIPerf -----
+
+/// AIPerf docs/tutorials/multi-turn.md, "Fixed-Length Conversations": 10 conversations of
+/// exactly 3 turns, 2 at a time, 30 requests; turn k carries the k-1 earlier questions and
+/// their answers.
+#[test]
+fn aiperf_multi_turn_fixed_length() {
+    let server = start_llm("Qwen/Qwen3-0.6B");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-aiperf-multi-turn", &server, &hub, &[
+        "profile",
+        "--model", "Qwen/Qwen3-0.6B",
+        "--endpoint-type", "chat",
+        "--endpoint", "/v1/chat/completions",
+        "--streaming",
+        "--url", "localhost:8000",
+        "--conversation-num", "10",
+        "--conversation-turn-mean", "3",
+        "--conversation-turn-stddev", "0",
+        "--synthetic-input-tokens-mean", "200",
+        "--output-tokens-mean", "150",
+        "--concurrency", "2",
+        "--random-seed", "42",
+    ])
+    .ok();
+    let name = "Qwen_Qwen3-0.6B-openai-chat-concurrency2";
+    assert_eq!(run.aiperf_files(name), 30);
+    let mut counts = message_counts(&server);
+    counts.sort_unstable();
+    let expected: Vec<usize> = [1, 3, 5].iter().flat_map(|&n| [n; 10]).collect();
+    assert_eq!(counts, expected, "10 conversations of 3 turns");
+    let got = bodies(&server);
+    assert!(got.iter().all(|b| b["max_tokens"] == 150));
+    // A third turn holds a first turn's question (sent earlier) and an answer to it.
+    let firsts: Vec<&Value> = got
+        .iter()
+        .filter(|b| b["messages"].as_array().unwrap().len() == 1)
+        .map(|b| &b["messages"][0])
+        .collect();
+    for third in got
+        .iter()
+        .filter(|b| b["messages"].as_array().unwrap().len() == 5)
+    {
+        let m = third["messages"].as_array().unwrap();
+        assert!(firsts.contains(&&m[0]), "{third}");
+        assert_eq!(m[1]["role"], "assistant");
+        assert_eq!(m[4]["role"], "user");
+    }
+    let s = summary(&run, name, "profile_export_aiperf.json");
+    let isl = &s["input_sequence_length"];
+    assert!(
+        isl["max"].as_f64().unwrap() > isl["min"].as_f64().unwrap() + 300.0,
+        "later turns count their history: {isl}"
+    );
+}
+
+/// AIPerf docs/tutorials/multi-turn.md, "Realistic User Behavior with Turn Delays": 15
+/// conversations of 4 +- 1 turns. The document pauses 2000 +- 500 ms between turns (about
+/// 30 s in all); here 20 +- 5 ms, the two values the test changes.
+#[test]
+fn aiperf_multi_turn_with_turn_delays() {
+    let server = start_llm("Qwen/Qwen3-0.6B");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-aiperf-multi-turn-delays", &server, &hub, &[
+        "profile",
+        "--model", "Qwen/Qwen3-0.6B",
+        "--endpoint-type", "chat",
+        "--endpoint", "/v1/chat/completions",
+        "--streaming",
+        "--url", "localhost:8000",
+        "--conversation-num", "15",
+        "--conversation-turn-mean", "4",
+        "--conversation-turn-stddev", "1",
+        "--conversation-turn-delay-mean", "20",
+        "--conversation-turn-delay-stddev", "5",
+        "--synthetic-input-tokens-mean", "180",
+        "--output-tokens-mean", "120",
+        "--concurrency", "3",
+        "--random-seed", "42",
+    ])
+    .ok();
+    let measured = run.aiperf_files("Qwen_Qwen3-0.6B-openai-chat-concurrency3");
+    let counts = message_counts(&server);
+    assert_eq!(counts.len() as u64, measured);
+    assert_eq!(counts.iter().filter(|&&n| n == 1).count(), 15, "{counts:?}");
+    assert!(counts.iter().all(|n| n % 2 == 1), "{counts:?}");
+    // Turn counts drawn around 4: some conversations longer or shorter than others.
+    let turns_of_longest = counts.iter().max().unwrap().div_ceil(2);
+    assert!(
+        measured > 15 * 2 && measured < 15 * 7 && turns_of_longest > 4,
+        "{measured} {counts:?}"
+    );
+}
+
+/// AIPerf docs/tutorials/multi-turn.md, "Request Rate with Multi-Turn Conversations":
+/// conversations run as a closed loop of slots here, so a rate is refused naming it.
+#[test]
+fn aiperf_multi_turn_at_a_request_rate_is_refused() {
+    let server = start_llm("Qwen/Qwen3-0.6B");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-aiperf-multi-turn-rate", &server, &hub, &[
+        "profile",
+        "--model", "Qwen/Qwen3-0.6B",
+        "--endpoint-type", "chat",
+        "--endpoint", "/v1/chat/completions",
+        "--streaming",
+        "--url", "localhost:8000",
+        "--conversation-num", "30",
+        "--conversation-turn-mean", "4",
+        "--request-rate", "5",
+        "--request-rate-mode", "poisson",
+        "--synthetic-input-tokens-mean", "200",
+        "--output-tokens-mean", "150",
+        "--random-seed", "42",
+    ]);
+    assert_refused(&run, &server, &["--request-rate", "--concurrency"]);
+}
+
+/// AIPerf docs/tutorials/time-based-benchmarking.md, "Duration Testing": 3 warm-up
+/// requests, then 5 at a time for the duration. The document runs 30 s; here 2 s (the one
+/// value changed). The grace period waits for the requests in flight at the end.
+#[test]
+fn aiperf_time_based_benchmark() {
+    let server = start_llm("Qwen/Qwen3-0.6B");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-aiperf-duration", &server, &hub, &[
+        "profile",
+        "--model", "Qwen/Qwen3-0.6B",
+        "--endpoint-type", "chat",
+        "--endpoint", "/v1/chat/completions",
+        "--streaming",
+        "--url", "localhost:8000",
+        "--benchmark-duration", "2",
+        "--benchmark-grace-period", "15.0",
+        "--synthetic-input-tokens-mean", "200",
+        "--synthetic-input-tokens-stddev", "50",
+        "--output-tokens-mean", "100",
+        "--output-tokens-stddev", "20",
+        "--concurrency", "5",
+        "--warmup-request-count", "3",
+        "--random-seed", "33333",
+    ])
+    .ok();
+    let name = "Qwen_Qwen3-0.6B-openai-chat-concurrency5";
+    let measured = run.aiperf_files(name);
+    let ended = server.llm_counts().ended;
+    assert!(measured > 5, "{measured}");
+    // Every request ended at the server: the 3 warm-up ones and the measured ones (at most
+    // the 5 in flight when the duration ended are left out).
+    assert!(
+        ended >= measured + 3 && ended <= measured + 3 + 5,
+        "{ended} {measured}"
+    );
+    let osl: Vec<u64> = bodies(&server)
+        .iter()
+        .map(|b| b["max_tokens"].as_u64().unwrap())
+        .collect();
+    assert!(
+        osl.iter().min() < osl.iter().max(),
+        "OSL drawn with sd 20: {osl:?}"
+    );
+}
+
+/// AIPerf docs/tutorials/request-cancellation.md, "Immediate Cancellation Testing": 30 %
+/// of 60 requests cancelled as soon as they are sent; they are counted apart from the
+/// measured ones.
+#[test]
+fn aiperf_request_cancellation() {
+    let server = start_llm("Qwen/Qwen3-0.6B");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-aiperf-cancel", &server, &hub, &[
+        "profile",
+        "--model", "Qwen/Qwen3-0.6B",
+        "--endpoint-type", "chat",
+        "--endpoint", "/v1/chat/completions",
+        "--streaming",
+        "--url", "localhost:8000",
+        "--request-cancellation-rate", "30",
+        "--request-cancellation-delay", "0.0",
+        "--synthetic-input-tokens-mean", "500",
+        "--output-tokens-mean", "100",
+        "--concurrency", "15",
+        "--request-count", "60",
+    ])
+    .ok();
+    let name = "Qwen_Qwen3-0.6B-openai-chat-concurrency15";
+    let measured = run.aiperf_files(name);
+    let rows = std::fs::read_to_string(run.profile_dir(name).join("profile_export.jsonl")).unwrap();
+    let cancelled = rows
+        .lines()
+        .filter(|l| {
+            let row: Value = serde_json::from_str(l).unwrap();
+            row["metadata"]["was_cancelled"] == true
+        })
+        .count() as u64;
+    assert_eq!(measured + cancelled, 60, "{measured} {cancelled}");
+    assert!((6..=30).contains(&cancelled), "about 30 %: {cancelled}");
+}
+
+/// AIPerf docs/tutorials/trace-benchmarking.md, "Running Basic Trace Benchmark": as many
+/// measured requests as the trace has entries, after one warm-up request, each sending an
+/// entry's `text_input` as written with its `output_length` as the requested output. (Each
+/// load worker walks the entries from its own start, so with several workers an entry may
+/// go twice and another not at all.)
+#[test]
+fn aiperf_trace_with_text_inputs() {
+    let server = start_llm("Qwen/Qwen3-0.6B");
+    let hub = StandIn::start();
+    let dir = temp_dir("tut-aiperf-trace-input");
+    let file = dir.join("production_queries.jsonl");
+    let queries = [
+        ("What is the capital of France?", 20),
+        ("Explain quantum computing in simple terms.", 100),
+        (
+            "Write a Python function to calculate fibonacci numbers.",
+            150,
+        ),
+        ("Summarize the main causes of World War II.", 200),
+        ("How do neural networks learn?", 80),
+    ];
+    let text: String = queries
+        .iter()
+        .map(|(q, n)| format!("{{\"text_input\": \"{q}\", \"output_length\": {n}}}\n"))
+        .collect();
+    std::fs::write(&file, text).unwrap();
+    let file = file.display().to_string();
+    #[rustfmt::skip]
+    let run = Run::new("tut-aiperf-trace", &server, &hub, &[
+        "profile",
+        "--model", "Qwen/Qwen3-0.6B",
+        "--endpoint-type", "chat",
+        "--endpoint", "/v1/chat/completions",
+        "--streaming",
+        "--url", "localhost:8000",
+        "--input-file", &file,
+        "--custom-dataset-type", "mooncake_trace",
+        "--concurrency", "2",
+        "--warmup-request-count", "1",
+    ])
+    .ok();
+    assert_eq!(
+        run.aiperf_files("Qwen_Qwen3-0.6B-openai-chat-concurrency2"),
+        5
+    );
+    let got = bodies(&server);
+    assert_eq!(got.len(), 6, "one warm-up request and five measured");
+    for b in &got {
+        let sent = (&b["messages"][0]["content"], &b["max_tokens"]);
+        assert!(
+            queries.iter().any(|(q, n)| sent.0 == q && sent.1 == n),
+            "{sent:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// AIPerf docs/tutorials/synthetic-dataset.md, "Advanced: Prefix Synthesis": each prompt
+/// is one of 10 shared 512-token prefixes (dealt round robin here; AIPerf draws them)
+/// followed by 100 tokens of its own, 612 in all, counted by the stand-in Hub's tokenizer
+/// (whole words, so the seam between prefix and prompt must not merge two words).
+#[test]
+fn aiperf_prefix_prompts() {
+    let server = start_llm("Qwen/Qwen3-0.6B");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-aiperf-prefix", &server, &hub, &[
+        "profile",
+        "--model", "Qwen/Qwen3-0.6B",
+        "--url", "localhost:8000",
+        "--endpoint-type", "chat",
+        "--synthetic-input-tokens-mean", "100",
+        "--prefix-prompt-length", "512",
+        "--prefix-prompt-pool-size", "10",
+        "--request-count", "10",
+    ])
+    .ok();
+    let name = "Qwen_Qwen3-0.6B-openai-chat-concurrency1";
+    assert_eq!(run.aiperf_files(name), 10);
+    let s = summary(&run, name, "profile_export_aiperf.json");
+    let isl = &s["input_sequence_length"];
+    assert_eq!(
+        (isl["min"].as_f64(), isl["max"].as_f64()),
+        (Some(612.0), Some(612.0)),
+        "{isl}"
+    );
+    let texts: std::collections::HashSet<String> = bodies(&server)
+        .iter()
+        .map(|b| b["messages"][0]["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        texts.len(),
+        10,
+        "each prefix followed by a prompt of its own"
+    );
+}
+
+/// AIPerf docs/tutorials/warmup.md, "Minimal Warmup": 20 warm-up requests, then 500
+/// measured, 50 at a time.
+#[test]
+fn aiperf_minimal_warmup() {
+    let server = start_llm("Qwen/Qwen2.5-7B-Instruct");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-aiperf-warmup", &server, &hub, &[
+        "profile",
+        "--model", "Qwen/Qwen2.5-7B-Instruct",
+        "--url", "localhost:8000",
+        "--endpoint-type", "chat",
+        "--streaming",
+        "--concurrency", "50",
+        "--warmup-request-count", "20",
+        "--request-count", "500",
+    ])
+    .ok();
+    assert_eq!(
+        run.aiperf_files("Qwen_Qwen2.5-7B-Instruct-openai-chat-concurrency50"),
+        500
+    );
+    assert_eq!(server.llm_counts().ended, 520);
+}
+
+/// AIPerf docs/tutorials/warmup.md, "Different Concurrency" and "Duration-Based Warmup":
+/// warm-up is a count of requests at the run's own load, so the warm-up load and duration
+/// flags are refused, each named.
+#[test]
+fn aiperf_warmup_load_flags_are_refused() {
+    let server = start_llm("your-model");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-aiperf-warmup-concurrency", &server, &hub, &[
+        "profile",
+        "--model", "your-model",
+        "--url", "localhost:8000",
+        "--endpoint-type", "chat",
+        "--streaming",
+        "--concurrency", "100",
+        "--warmup-concurrency", "20",
+        "--warmup-request-count", "50",
+        "--request-count", "500",
+    ]);
+    assert_refused(&run, &server, &["--warmup-concurrency", "not supported"]);
+    #[rustfmt::skip]
+    let run = Run::new("tut-aiperf-warmup-duration", &server, &hub, &[
+        "profile",
+        "--model", "your-model",
+        "--url", "localhost:8000",
+        "--endpoint-type", "chat",
+        "--streaming",
+        "--warmup-duration", "30",
+    ]);
+    assert_refused(
+        &run,
+        &server,
+        &["--warmup-duration", "--warmup-request-count"],
+    );
+}
+
+/// AIPerf docs/tutorials/user-centric-timing.md, "Quick Start": the user-centric mode is
+/// not supported; refused naming the flag.
+#[test]
+fn aiperf_user_centric_rate_is_refused() {
+    let server = start_llm("your-model");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-aiperf-user-centric", &server, &hub, &[
+        "profile",
+        "--model", "your-model",
+        "--url", "localhost:8000",
+        "--endpoint-type", "chat",
+        "--streaming",
+        "--user-centric-rate", "1.0",
+        "--num-users", "15",
+        "--session-turns-mean", "20",
+        "--shared-system-prompt-length", "1000",
+        "--user-context-prompt-length", "20000",
+        "--synthetic-input-tokens-mean", "26",
+        "--osl", "100",
+        "--num-dataset-entries", "1000",
+        "--benchmark-duration", "100",
+    ]);
+    assert_refused(&run, &server, &["--user-centric-rate", "not supported"]);
+}
+
+// ----- GenAI-Perf -----
+
+/// GenAI-Perf docs/lora.md (with the server's URL): three LoRA adapters of one base model,
+/// chosen round robin; the server answers each adapter name (as vLLM's --lora-modules).
+/// The tokenizer named is a Hub name, from the stand-in Hub.
+#[test]
+fn genai_perf_lora_adapters_round_robin() {
+    let server = server::start(ServeConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        openai: OpenAiConfig {
+            model: "model_name".into(),
+            adapters: ["lora_adapter1", "lora_adapter2", "lora_adapter3"]
+                .map(String::from)
+                .to_vec(),
+            keep_bodies: true,
+            ..OpenAiConfig::default()
+        },
+        ..ServeConfig::default()
+    })
+    .expect("reference server starts");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::with("tut-gap-lora", &[("localhost:8000", server.addr.to_string())], &hub, &[
+        "profile",
+        "-m", "lora_adapter1", "lora_adapter2", "lora_adapter3",
+        "--tokenizer", "model_name",
+        "--model-selection-strategy", "round_robin",
+        "-u", "localhost:8000",
+    ])
+    .ok();
+    let measured = run.genai_perf_files(
+        "lora_adapter1_multi-openai-chat-concurrency1",
+        "profile_export.json",
+    );
+    assert_eq!(measured, 100);
+    let models: Vec<String> = bodies(&server)
+        .iter()
+        .map(|b| b["model"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(models.len(), 100);
+    for (i, m) in models.iter().enumerate() {
+        assert_eq!(m, &format!("lora_adapter{}", i % 3 + 1), "request {i}");
+    }
+    assert_eq!(
+        crate::profile_quickstart::hub_paths(&hub)[0],
+        "/model_name/resolve/main/tokenizer.json"
+    );
+}
+
+/// GenAI-Perf docs/multi_turn.md, "Approach 1: Benchmark with Synthetic Data" (with the
+/// server's URL): 10 sessions of 2 turns, 5 at a time, 1 s between turns (here 10 ms, the
+/// one value changed), each prompt after one of 3 shared prefixes of 15 tokens.
+#[test]
+fn genai_perf_multi_turn_sessions() {
+    let server = start_llm("TinyLlama/TinyLlama-1.1B-Chat-v1.0");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-gap-multi-turn", &server, &hub, &[
+        "profile",
+        "-m", "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+        "--endpoint-type", "chat",
+        "--num-sessions", "10",
+        "--session-concurrency", "5",
+        "--session-turns-mean", "2",
+        "--session-turns-stddev", "0",
+        "--session-turn-delay-mean", "10",
+        "--session-turn-delay-stddev", "5",
+        "--synthetic-input-tokens-mean", "50",
+        "--output-tokens-mean", "50",
+        "--num-prefix-prompts", "3",
+        "--prefix-prompt-length", "15",
+        "-u", "localhost:8000",
+    ])
+    .ok();
+    // GenAI-Perf's --session-concurrency is the number of conversations in flight.
+    let measured = run.genai_perf_files(
+        "TinyLlama_TinyLlama-1.1B-Chat-v1.0-openai-chat-concurrency5",
+        "profile_export.json",
+    );
+    assert_eq!(measured, 20);
+    let mut counts = message_counts(&server);
+    counts.sort_unstable();
+    let expected: Vec<usize> = [1, 3].iter().flat_map(|&n| [n; 10]).collect();
+    assert_eq!(counts, expected);
+}
+
+/// GenAI-Perf docs/goodput.md, "LLM Examples" (with the server's URL): 10 requests, and
+/// the goodput of the two SLOs in the summary.
+#[test]
+fn genai_perf_goodput() {
+    let server = start_llm("HuggingFaceH4/zephyr-7b-beta");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-gap-goodput", &server, &hub, &[
+        "profile",
+        "-m", "HuggingFaceH4/zephyr-7b-beta",
+        "--endpoint-type", "chat",
+        "--streaming",
+        "--request-count", "10",
+        "--goodput", "time_to_first_token:75", "inter_token_latency:19.75",
+        "-u", "localhost:8000",
+    ])
+    .ok();
+    let name = "HuggingFaceH4_zephyr-7b-beta-openai-chat-concurrency1";
+    assert_eq!(run.genai_perf_files(name, "profile_export.json"), 10);
+    assert_eq!(bodies(&server).len(), 10);
+    let s = summary(&run, name, "profile_export_genai_perf.json");
+    let goodput = s["request_goodput"]["avg"]
+        .as_f64()
+        .expect("request_goodput");
+    let throughput = s["request_throughput"]["avg"].as_f64().unwrap();
+    assert!(goodput > 0.0 && goodput <= throughput, "{s}");
+}
+
+/// GenAI-Perf docs/embeddings.md, "Profile Using Synthetic Inputs" and the `--extra-inputs`
+/// example (with the server's URL): two synthetic texts per request, and the extra field in
+/// every body.
+#[test]
+fn genai_perf_embeddings_synthetic_and_extra_inputs() {
+    let server = start_llm("intfloat/e5-mistral-7b-instruct");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-gap-embeddings", &server, &hub, &[
+        "profile",
+        "-m", "intfloat/e5-mistral-7b-instruct",
+        "--endpoint-type", "embeddings",
+        "--batch-size-text", "2",
+        "-u", "localhost:8000",
+    ])
+    .ok();
+    let name = "intfloat_e5-mistral-7b-instruct-openai-embeddings-concurrency1";
+    assert_eq!(run.genai_perf_files(name, "profile_export.json"), 100);
+    drop(run);
+    let server = start_llm("intfloat/e5-mistral-7b-instruct");
+    #[rustfmt::skip]
+    let run = Run::new("tut-gap-embeddings-extra", &server, &hub, &[
+        "profile",
+        "-m", "intfloat/e5-mistral-7b-instruct",
+        "--endpoint-type", "embeddings",
+        "--extra-inputs", "user:sample_user",
+        "-u", "localhost:8000",
+    ])
+    .ok();
+    assert_eq!(run.genai_perf_files(name, "profile_export.json"), 100);
+    let inputs = std::fs::read_to_string(run.profile_dir(name).join("inputs.json")).unwrap();
+    let inputs: Value = serde_json::from_str(&inputs).unwrap();
+    let payloads: Vec<&Value> = inputs["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["payload"].as_array().unwrap())
+        .collect();
+    assert!(!payloads.is_empty(), "{inputs}");
+    assert!(
+        payloads.iter().all(|p| p["user"] == "sample_user"),
+        "{inputs}"
+    );
+}
+
+/// GenAI-Perf docs/rankings.md, "Profile Using Synthetic Inputs": GenAI-Perf's generated
+/// `synthetic:queries,passages` files are refused naming --input-file.
+#[test]
+fn genai_perf_rankings_synthetic_files_are_refused() {
+    let server = start_llm("BAAI/bge-reranker-base");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-gap-rankings-synthetic", &server, &hub, &[
+        "profile",
+        "-m", "BAAI/bge-reranker-base",
+        "--endpoint-type", "rankings",
+        "--endpoint", "rerank",
+        "--input-file", "synthetic:queries,passages",
+        "-u", "localhost:8000",
+        "--extra-inputs", "rankings:tei",
+        "--synthetic-input-tokens-mean", "100",
+        "--batch-size-text", "2",
+    ]);
+    assert_refused(&run, &server, &["--input-file synthetic:queries,passages"]);
+}
