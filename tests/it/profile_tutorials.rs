@@ -251,9 +251,8 @@ fn aiperf_request_cancellation() {
 
 /// AIPerf docs/tutorials/trace-benchmarking.md, "Running Basic Trace Benchmark": as many
 /// measured requests as the trace has entries, after one warm-up request, each sending an
-/// entry's `text_input` as written with its `output_length` as the requested output. (Each
-/// load worker walks the entries from its own start, so with several workers an entry may
-/// go twice and another not at all.)
+/// entry's `text_input` as written with its `output_length` as the requested output: every
+/// entry goes at least once (the load workers interleave through the entries).
 #[test]
 fn aiperf_trace_with_text_inputs() {
     let server = start_llm("Qwen/Qwen3-0.6B");
@@ -301,6 +300,12 @@ fn aiperf_trace_with_text_inputs() {
         assert!(
             queries.iter().any(|(q, n)| sent.0 == q && sent.1 == n),
             "{sent:?}"
+        );
+    }
+    for (q, _) in &queries {
+        assert!(
+            got.iter().any(|b| b["messages"][0]["content"] == *q),
+            "{q} was never sent"
         );
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -45,7 +45,9 @@ pub(super) fn worker_plans(
             first_step: i,
             pace,
             seq: seq_feeds.next(),
-            stride: if fixed { n } else { 1 },
+            // Workers interleave through the inputs (worker i sends i, i + n, ...), as
+            // perf_analyzer's threads do, so each entry of a dataset goes once per pass.
+            stride: if fixed || spec.requests.len() > 1 { n } else { 1 },
             ramp: ramp(load),
             slots: slot_shares.next().flatten(),
             read_batch: spec.read_batch,
