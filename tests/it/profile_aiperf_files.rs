@@ -568,8 +568,19 @@ fn a_sweep_without_an_artifact_dir_nests_in_the_first_levels_folder() {
     let out = Command::new(env!("CARGO_BIN_EXE_inferperf"))
         .args(["profile", "-m", crate::run_profile::MODEL])
         .args(["-u", &server.addr.to_string(), "--endpoint-type", "chat"])
-        .args(["--streaming", "--concurrency", "1,2", "--request-count", "4"])
-        .args(["--synthetic-input-tokens-mean", "20", "--output-tokens-mean", "4"])
+        .args([
+            "--streaming",
+            "--concurrency",
+            "1,2",
+            "--request-count",
+            "4",
+        ])
+        .args([
+            "--synthetic-input-tokens-mean",
+            "20",
+            "--output-tokens-mean",
+            "4",
+        ])
         .args(["--tokenizer", "cl100k_base", "--quiet"])
         .current_dir(&cwd)
         .output()

@@ -310,7 +310,13 @@ fn sweep_id(cfg: &ProfileConfig) -> String {
     let started = STARTED.get_or_init(std::time::SystemTime::now);
     let half = |salt: u8| {
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        (salt, super::layout::sweep_dir(cfg), std::process::id(), started).hash(&mut h);
+        (
+            salt,
+            super::layout::sweep_dir(cfg),
+            std::process::id(),
+            started,
+        )
+            .hash(&mut h);
         h.finish()
     };
     let x = (u128::from(half(0)) << 64) | u128::from(half(1));

@@ -335,7 +335,10 @@ pub fn iso_time(ns: u64) -> String {
 /// <message>`, with its newline.
 pub fn log_line(ns: u64, message: &str) -> String {
     let t = iso_time(ns).replacen('T', " ", 1);
-    format!("{} - inferperf.profile - INFO - {message}\n", &t[..t.len() - 3])
+    format!(
+        "{} - inferperf.profile - INFO - {message}\n",
+        &t[..t.len() - 3]
+    )
 }
 
 /// One level of a sweep, as `run_config.json` names it.
@@ -415,20 +418,7 @@ pub fn json(m: &LlmMetrics, info: &RunInfo) -> String {
     root.push("run_info", run);
     root.put("was_cancelled", info.was_cancelled);
     root.put("is_complete", !info.was_cancelled);
-    let errors: Vec<Node> = m
-        .errors_by_kind
-        .iter()
-        .map(|(kind, count)| {
-            let mut detail = Node::obj();
-            detail.put("type", kind.as_str());
-            detail.put("message", kind.as_str());
-            let mut e = Node::obj();
-            e.push("error_details", detail);
-            e.put("count", *count);
-            e
-        })
-        .collect();
-    root.push("error_summary", Node::List(errors));
+    root.push("error_summary", super::error_summary(m));
     root.put("start_time", iso_time(info.start_ns));
     root.put("end_time", iso_time(info.end_ns));
     let mut text = root.pretty();

@@ -92,10 +92,7 @@ pub fn aggregate_json(level: &SweepLevel, metrics: &LlmMetrics, model: &str) -> 
     meta.put("cooldown_seconds", 0.0);
     meta.put("variation_label", level.variation_label());
     let mut values = Node::obj();
-    values.put(
-        &variation_path(level.name),
-        level.value.clone(),
-    );
+    values.put(&variation_path(level.name), level.value.clone());
     meta.push("variation_values", values);
     meta.put("sweep_mode", "repeated");
     meta.put("model", model);
