@@ -350,6 +350,12 @@ fn metric_gaps(sample: &Value, ours: &Value) -> Vec<String> {
     gaps
 }
 
+/// The `sweep_id` a level's run_config.json names.
+fn s_id(level: &Path) -> Value {
+    let rc: Value = serde_json::from_str(&read(&level.join("run_config.json"))).unwrap();
+    rc["sweep_id"].clone()
+}
+
 /// A `--concurrency` list: AIPerf's layout of a single-trial sweep (AIPerf 0.13 wrote the
 /// sample, crates/client/src/report/llm/testdata/aiperf/sweep, trimmed to one level folder
 /// and a few metrics): a folder per level, each level's confidence summary under
@@ -393,6 +399,45 @@ fn a_sweep_has_aiperfs_level_aggregate_and_sweep_folders() {
     }
     // GenAI-Perf's own summary stays where it was.
     assert!(dir.join("sweep_summary.json").is_file());
+
+    // Each level's run_config.json has AIPerf's keys, names its level and holds the
+    // settings under AIPerf's names; the sweep's own log is beside the levels.
+    let s: Value = serde_json::from_str(&read(&level.join("run_config.json"))).unwrap();
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    for (i, o) in outcomes.iter().enumerate() {
+        let c = i + 1;
+        let rc: Value = serde_json::from_str(&read(&o.aiperf_dir.join("run_config.json"))).unwrap();
+        assert_eq!(keys(&rc), keys(&s));
+        assert_eq!(keys(&rc["variation"]), keys(&s["variation"]));
+        assert_eq!(rc["variation"]["index"], i);
+        let label = format!("phases.profiling.concurrency={c}");
+        assert_eq!(rc["variation"]["label"], label.as_str());
+        assert_eq!(
+            rc["variation"]["values"],
+            serde_json::json!({"phases.profiling.concurrency": c})
+        );
+        assert_eq!(rc["sweep_id"], s_id(&outcomes[0].aiperf_dir));
+        assert_eq!(rc["artifact_dir"], o.aiperf_dir.to_str().unwrap());
+        let cfg = &rc["cfg"];
+        for k in keys(cfg) {
+            assert!(s["cfg"].get(&k).is_some(), "cfg.{k} is not AIPerf's");
+        }
+        assert_eq!(cfg["models"]["items"][0]["name"], crate::run_profile::MODEL);
+        assert_eq!(cfg["endpoint"]["streaming"], true);
+        assert_eq!(cfg["endpoint"]["type"], s["cfg"]["endpoint"]["type"]);
+        assert_eq!(cfg["phases"][0]["type"], "concurrency");
+        assert_eq!(cfg["phases"][0]["concurrency"], c);
+        assert_eq!(cfg["phases"][0]["requests"], 6);
+        assert_eq!(cfg["datasets"][0]["prompts"]["isl"]["mean"], 20.0);
+        assert_eq!(cfg["datasets"][0]["prompts"]["osl"]["mean"], 8.0);
+    }
+    let log = read(&dir.join("logs/aiperf.log"));
+    assert!(sample.join("logs/aiperf.log").is_file());
+    assert!(log.contains("Configurations: 2"), "{log}");
+    assert!(
+        log.contains("phases.profiling.concurrency=2: measured"),
+        "{log}"
+    );
 
     // Each level's confidence summary.
     let name = "profile_export_aiperf_aggregate";
@@ -510,4 +555,80 @@ fn a_sweep_has_aiperfs_level_aggregate_and_sweep_folders() {
             "{log}"
         );
     }
+}
+
+/// A sweep without `--artifact-dir`: AIPerf 0.13 nests its level folders, their aggregates
+/// and the sweep aggregate in the folder the first level would have had alone,
+/// `artifacts/<model>-openai-chat-concurrency1/`, and writes the sweep's log to
+/// `artifacts/logs/aiperf.log`; GenAI-Perf's level folders stay beside it.
+#[test]
+fn a_sweep_without_an_artifact_dir_nests_in_the_first_levels_folder() {
+    let server = start_llm(3, 1, 1);
+    let cwd = temp_dir("profile-aiperf-sweep-cwd");
+    let out = Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .args(["profile", "-m", crate::run_profile::MODEL])
+        .args(["-u", &server.addr.to_string(), "--endpoint-type", "chat"])
+        .args([
+            "--streaming",
+            "--concurrency",
+            "1,2",
+            "--request-count",
+            "4",
+        ])
+        .args([
+            "--synthetic-input-tokens-mean",
+            "20",
+            "--output-tokens-mean",
+            "4",
+        ])
+        .args(["--tokenizer", "cl100k_base", "--quiet"])
+        .current_dir(&cwd)
+        .output()
+        .unwrap();
+    server.stop();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let artifacts = cwd.join("artifacts");
+    let name = |c: u32| format!("{}-openai-chat-concurrency{c}", crate::run_profile::MODEL);
+    let sweep = artifacts.join(name(1));
+    let mut have = BTreeSet::new();
+    files_under(&sweep, &sweep, &mut have);
+    for c in [1, 2] {
+        for file in [
+            "profile_export.jsonl",
+            "profile_export_aiperf.json",
+            "run_config.json",
+            "logs/aiperf.log",
+        ] {
+            let path = format!("concurrency_{c}/{file}");
+            assert!(have.contains(&path), "no {path} in {have:?}");
+        }
+        let agg = format!("aggregate/concurrency_{c}/profile_export_aiperf_aggregate.json");
+        assert!(have.contains(&agg), "no {agg} in {have:?}");
+        let rc: Value = serde_json::from_str(&read(
+            &sweep.join(format!("concurrency_{c}/run_config.json")),
+        ))
+        .unwrap();
+        let level = Path::new("artifacts")
+            .join(name(1))
+            .join(format!("concurrency_{c}"));
+        assert_eq!(rc["artifact_dir"], level.to_str().unwrap());
+        // GenAI-Perf's level folder holds its own files and neither of AIPerf's run files.
+        let genai = artifacts.join(name(c));
+        assert!(genai.join("profile_export_genai_perf.json").is_file());
+        assert!(!genai.join("profile_export_aiperf.json").exists());
+    }
+    assert!(have.contains("sweep_aggregate/profile_export_aiperf_sweep.json"));
+    let log = read(&artifacts.join("logs/aiperf.log"));
+    let aggregate = Path::new("artifacts")
+        .join(name(1))
+        .join("sweep_aggregate/profile_export_aiperf_sweep.json");
+    assert!(
+        log.contains(&format!(
+            "Sweep aggregate JSON written to: {}",
+            aggregate.display()
+        )),
+        "{log}"
+    );
+    let _ = std::fs::remove_dir_all(&cwd);
 }

@@ -2,8 +2,9 @@
 //! --fault sse-*`, in-process on an ephemeral port): a 200 that carries an error (an
 //! `event: error` packet, an OpenAI or vLLM error object, an event that is not JSON), streamed
 //! or not, is a failed request of a named kind with the server's message; the text chunks
-//! sent before the error count nowhere; a run where every request failed so exits 99; a
-//! server gone mid-run cuts the run short (exit 99) with every failure counted once.
+//! sent before the error count nowhere; a run where every request failed so exits 99; an
+//! HTTP 500 carries its status to the exports' error `code`; a server gone mid-run cuts the
+//! run short (exit 99) with every failure counted once.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,6 +35,8 @@ struct Run {
     code: Option<i32>,
     stderr: String,
     summary: Value,
+    /// AIPerf's `profile_export_aiperf.json`.
+    aiperf: Value,
     records: Vec<Value>,
 }
 
@@ -70,6 +73,10 @@ fn profile(mode: FaultMode, extra: &[&str]) -> Run {
         code: out.status.code(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         summary: serde_json::from_str(&read("profile_export_genai_perf.json")).unwrap(),
+        aiperf: serde_json::from_str(
+            &std::fs::read_to_string(dir.join("profile_export_aiperf.json")).unwrap(),
+        )
+        .unwrap(),
         records: std::fs::read_to_string(dir.join("profile_export.jsonl"))
             .unwrap()
             .lines()
@@ -195,6 +202,40 @@ fn kind_list(text: &str, prefix: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// Every third request answered HTTP 500: the failure's status is AIPerf's error `code` in
+/// both JSON summaries' `error_summary` (one entry: 500, `http_error`, the server's message)
+/// and on the failed request's record; the answered requests count as measured.
+#[test]
+fn an_http_500_carries_its_status_to_the_error_code() {
+    let run = profile(FaultMode::EveryNthFails, &[]);
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    let failed = COUNT / 3;
+    assert_eq!(run.summary["errors_by_kind"]["http_error"], failed);
+    assert_eq!(run.summary["request_count"]["avg"], (COUNT - failed) as f64);
+    for s in [&run.summary, &run.aiperf] {
+        let summary = s["error_summary"].as_array().expect("error_summary");
+        assert_eq!(summary.len(), 1, "{s}");
+        assert_eq!(summary[0]["count"], failed, "{s}");
+        let d = &summary[0]["error_details"];
+        assert_eq!(d["code"], 500, "{s}");
+        assert_eq!(d["type"], "http_error", "{s}");
+        assert_eq!(d["message"], MESSAGE, "{s}");
+    }
+    let errors: Vec<&Value> = run
+        .records
+        .iter()
+        .map(|r| &r["error"])
+        .filter(|e| !e.is_null())
+        .collect();
+    assert_eq!(errors.len() as u64, failed);
+    for e in errors {
+        assert_eq!(
+            (&e["code"], &e["type"]),
+            (&Value::from(500), &Value::from("http_error"))
+        );
+    }
+}
+
 /// A server that goes away in the middle of a duration run: the run stops, exits 99 saying
 /// it was cut short (as perf_analyzer mode does when the server dies), writes what was
 /// measured, and counts every failed request once, under the same kind names with the same
@@ -280,15 +321,12 @@ fn a_server_gone_mid_run_is_an_error_with_every_failure_counted_once() {
     // AIPerf's files are in the artifact folder itself.
     let read_top = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
     let aiperf: Value = serde_json::from_str(&read_top("profile_export_aiperf.json")).unwrap();
-    let by_aiperf: BTreeMap<String, u64> = aiperf["error_summary"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            let kind = e["error_details"]["type"].as_str().unwrap().to_string();
-            (kind, e["count"].as_u64().unwrap())
-        })
-        .collect();
+    // AIPerf's entries are per (code, type, message): summed by type.
+    let mut by_aiperf: BTreeMap<String, u64> = BTreeMap::new();
+    for e in aiperf["error_summary"].as_array().unwrap() {
+        let kind = e["error_details"]["type"].as_str().unwrap().to_string();
+        *by_aiperf.entry(kind).or_default() += e["count"].as_u64().unwrap();
+    }
     assert_eq!(by_aiperf, by_console, "{aiperf}");
     let records: Vec<Value> = read_top("profile_export.jsonl")
         .lines()

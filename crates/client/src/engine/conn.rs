@@ -583,6 +583,7 @@ impl Conn {
             self.rec.recv_start_ns = self.rec.end_ns;
         }
         self.rec.ok = (200..300).contains(&status);
+        self.rec.status = status;
         if !self.rec.ok {
             self.rec.fail = FailKind::Status;
         }

@@ -231,23 +231,27 @@ fn aiperf_files(
         was_cancelled: run.interrupted,
         input_config: aiperf_input_config(cfg, point),
     };
-    // AIPerf's log line: `<date> <time to the ms> - <source> - <LEVEL> - <message>`.
-    let at = |ns: u64| {
-        let t = aiperf::iso_time(ns).replacen('T', " ", 1);
-        t[..t.len() - 3].to_string()
-    };
-    let log = format!(
-        "{start} - inferperf.profile - INFO - inferperf {} started: {}\n\
-         {end} - inferperf.profile - INFO - {} requests measured, {} failed\n\
-         {end} - inferperf.profile - INFO - results in {}\n",
-        env!("CARGO_PKG_VERSION"),
-        info.cli_command,
-        f.requests.len(),
-        f.requests.iter().filter(|r| r.error.is_some()).count(),
-        super::layout::aiperf_dir(cfg, point).display(),
-        start = at(run.start_ns),
-        end = at(run.end_ns),
-    );
+    let dir = super::layout::aiperf_dir(cfg, point);
+    let log = [
+        aiperf::log_line(
+            run.start_ns,
+            &format!(
+                "inferperf {} started: {}",
+                env!("CARGO_PKG_VERSION"),
+                info.cli_command
+            ),
+        ),
+        aiperf::log_line(
+            run.end_ns,
+            &format!(
+                "{} requests measured, {} failed",
+                f.requests.len(),
+                f.requests.iter().filter(|r| r.error.is_some()).count()
+            ),
+        ),
+        aiperf::log_line(run.end_ns, &format!("results in {}", dir.display())),
+    ]
+    .concat();
     let mut files = Vec::new();
     if cfg.args.report.slice_duration.is_some() {
         let origin = f
@@ -275,12 +279,62 @@ fn aiperf_files(
         ("profile_export_aiperf.csv".into(), aiperf::csv(f.metrics)),
         ("profile_export_console.txt".into(), f.console.to_string()),
         ("logs/aiperf.log".into(), log),
-        (
-            ".aiperf_results_ready.json".into(),
-            aiperf::ready_marker(run.interrupted),
-        ),
     ]);
+    if super::layout::is_sweep(cfg) {
+        let (field, text) = super::layout::parameter(point);
+        let rc = aiperf::RunConfig {
+            sweep_id: &sweep_id(cfg),
+            variation: aiperf::Variation {
+                index: cfg.points.iter().position(|p| *p == point).unwrap_or(0),
+                field,
+                value: match point {
+                    LoadPoint::Concurrency(c) => c.into(),
+                    LoadPoint::RequestRate(r) => r.into(),
+                },
+                text: &text,
+            },
+            artifact_dir: &dir.display().to_string(),
+            random_seed: cfg.args.random_seed,
+        };
+        files.push((
+            super::layout::RUN_CONFIG.into(),
+            aiperf::run_config_json(&info, &rc),
+        ));
+    }
+    files.push((
+        ".aiperf_results_ready.json".into(),
+        aiperf::ready_marker(run.interrupted),
+    ));
     files
+}
+
+/// The sweep's id, a UUID's text: the same for every level of one sweep (its folder, this
+/// process and the time the process first asked), distinct across runs.
+fn sweep_id(cfg: &ProfileConfig) -> String {
+    use std::hash::{Hash, Hasher};
+    static STARTED: std::sync::OnceLock<std::time::SystemTime> = std::sync::OnceLock::new();
+    let started = STARTED.get_or_init(std::time::SystemTime::now);
+    let half = |salt: u8| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (
+            salt,
+            super::layout::sweep_dir(cfg),
+            std::process::id(),
+            started,
+        )
+            .hash(&mut h);
+        h.finish()
+    };
+    let x = (u128::from(half(0)) << 64) | u128::from(half(1));
+    let hex = format!("{x:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
 }
 
 /// 12 hex digits from the run's start time and process id: distinct per run.

@@ -49,6 +49,9 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
     let entry = cx.entries.get(step);
     let streamed = r.sse || cx.grpc;
     let mut error = classify(r, body, &parsed, cx.needs_done, streamed);
+    if let Some(e) = error.as_mut().filter(|e| e.fail_kind() == FailKind::Status) {
+        e.code = (r.status != 0).then_some(r.status);
+    }
     if r.fail == FailKind::Connect {
         // A request the run could not send: its connection could not be reopened.
         let example = run.fails.example(FailKind::Connect);

@@ -4,10 +4,12 @@
 //! - one level: straight into `--artifact-dir` when it was typed on the command line; without
 //!   it, into `artifacts/<model>-<kind>-<stimulus>/`, the folder GenAI-Perf's files share;
 //! - several levels (a list, a sweep, an SLA search): one folder per level,
-//!   `<artifact dir>/<field>_<value>/` (`concurrency_4`, `rate_2.5`: the swept field of
+//!   `<sweep dir>/<field>_<value>/` (`concurrency_4`, `rate_2.5`: the swept field of
 //!   AIPerf's profiling phase), each level's one-trial confidence summary in
-//!   `<artifact dir>/aggregate/<field>_<value>/`, and the cross-level summary in
-//!   `<artifact dir>/sweep_aggregate/`.
+//!   `<sweep dir>/aggregate/<field>_<value>/`, the cross-level summary in
+//!   `<sweep dir>/sweep_aggregate/`, and the sweep's log in `<artifact dir>/logs/aiperf.log`.
+//!   The sweep dir is `--artifact-dir` when it was typed; without it, the folder the first
+//!   level would have had alone, `artifacts/<model>-<kind>-<first level>/`.
 //!
 //! `aiperf plot <dir>` takes every folder holding both `profile_export.jsonl` and
 //! `profile_export_aiperf.json` for a run, so those two always travel together and GenAI-Perf's
@@ -44,10 +46,18 @@ pub fn parameter(point: LoadPoint) -> (&'static str, String) {
     }
 }
 
+/// The folder of a sweep's level folders and its `aggregate/` and `sweep_aggregate/`.
+pub fn sweep_dir(cfg: &ProfileConfig) -> PathBuf {
+    match cfg.points.first() {
+        Some(first) if !cfg.args.artifact_dir_given => super::artifacts::point_dir(cfg, *first),
+        _ => cfg.args.artifact_dir.clone(),
+    }
+}
+
 /// The folder of AIPerf's files for `point`.
 pub fn aiperf_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
     if is_sweep(cfg) {
-        cfg.args.artifact_dir.join(level_dir_name(point))
+        sweep_dir(cfg).join(level_dir_name(point))
     } else if cfg.args.artifact_dir_given {
         cfg.args.artifact_dir.clone()
     } else {
@@ -74,12 +84,18 @@ pub fn aiperf_file_names(records_jsonl: &str) -> Vec<String> {
     names
 }
 
+/// A sweep level's own file: the run's settings as AIPerf dumps them.
+pub const RUN_CONFIG: &str = "run_config.json";
+
 /// Refuses, before anything is measured, a folder AIPerf's files would go to that holds a
 /// file of one of their names which no AIPerf run (AIPerf's or inferperf's) wrote: the user's
 /// file is never overwritten. A folder of an earlier run is reused, as AIPerf reuses it.
 pub fn check_aiperf_dirs(cfg: &ProfileConfig) -> Result<()> {
     let names = super::export::ExportNames::from_export_file(&cfg.args.profile_export_file);
-    let files = aiperf_file_names(&names.records_jsonl);
+    let mut files = aiperf_file_names(&names.records_jsonl);
+    if is_sweep(cfg) {
+        files.push(RUN_CONFIG.to_string());
+    }
     for point in &cfg.points {
         let dir = aiperf_dir(cfg, *point);
         if dir == super::artifacts::point_dir(cfg, *point) {
@@ -89,7 +105,7 @@ pub fn check_aiperf_dirs(cfg: &ProfileConfig) -> Result<()> {
         check_dir(&dir, &files)?;
     }
     if is_sweep(cfg) {
-        let d = &cfg.args.artifact_dir;
+        let d = &sweep_dir(cfg);
         let sweep = [
             "profile_export_aiperf_sweep.json",
             "profile_export_aiperf_sweep.csv",
@@ -178,10 +194,18 @@ mod tests {
             dirs,
             [PathBuf::from("o/rate_2.5"), PathBuf::from("o/rate_5.0")]
         );
+        // Without --artifact-dir AIPerf nests a sweep in the first level's own folder.
         let untyped = cfg(&["-m", "llm", "--concurrency", "1,8"]);
+        let first = PathBuf::from("artifacts/llm-openai-chat-concurrency1");
+        assert_eq!(sweep_dir(&untyped), first);
         assert_eq!(
             aiperf_dir(&untyped, untyped.points[1]),
-            PathBuf::from("artifacts/concurrency_8")
+            first.join("concurrency_8")
+        );
+        let rates = cfg(&["-m", "llm", "--request-rate", "5,10"]);
+        assert_eq!(
+            aiperf_dir(&rates, rates.points[1]),
+            PathBuf::from("artifacts/llm-openai-chat-request_rate5.0/rate_10.0")
         );
     }
 

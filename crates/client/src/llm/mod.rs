@@ -677,6 +677,7 @@ mod tests {
             error: Some(RequestError {
                 kind: kind.into(),
                 message: message.into(),
+                code: None,
             }),
             ..LlmRequest::default()
         };

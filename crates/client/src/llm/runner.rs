@@ -682,6 +682,7 @@ mod tests {
             error: Some(RequestError {
                 kind: "cancelled".into(),
                 message: String::new(),
+                code: None,
             }),
             ..LlmRequest::default()
         };
@@ -689,6 +690,7 @@ mod tests {
             error: Some(RequestError {
                 kind: "timeout".into(),
                 message: String::new(),
+                code: None,
             }),
             ..LlmRequest::default()
         };

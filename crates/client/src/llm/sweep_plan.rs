@@ -183,7 +183,8 @@ pub fn drive(
 /// AIPerf's summaries of the levels that ran: each successful level's
 /// `aggregate/<level>/profile_export_aiperf_aggregate.{json,csv}` and the cross-level
 /// `sweep_aggregate/profile_export_aiperf_sweep.{json,csv}` (row `i` is outcome `i`; a failed
-/// level, always the last, is AIPerf's failed run); returns the sweep aggregate's folder.
+/// level, always the last, is AIPerf's failed run), both in the sweep's folder, and the sweep's
+/// `logs/aiperf.log` in the artifact directory; returns the sweep aggregate's folder.
 fn write_aiperf_aggregate(
     cfg: &ProfileConfig,
     summary: &SweepSummary,
@@ -220,7 +221,7 @@ fn write_aiperf_aggregate(
             .map_err(|e| Error::generic(format!("cannot write {}: {e}", dir.display())))?;
         crate::report::write::write_atomic("", &dir.join(name), text.as_bytes())
     };
-    let root = &cfg.args.artifact_dir;
+    let root = &layout::sweep_dir(cfg);
     for (row, level) in summary.rows.iter().zip(&levels) {
         let Ok(metrics) = level.result else { continue };
         let dir = root
@@ -243,7 +244,45 @@ fn write_aiperf_aggregate(
         "profile_export_aiperf_sweep.csv",
         aiperf_sweep::sweep_csv(&levels),
     )?;
+    let logs = cfg.args.artifact_dir.join("logs");
+    write(&logs, "aiperf.log", sweep_log(&levels, outcomes, &dir))?;
     Ok(dir)
+}
+
+/// The sweep's own log, as AIPerf's multi-run log tells it: the number of levels, each
+/// level's start, and where the sweep aggregate went.
+fn sweep_log(
+    levels: &[crate::report::llm::aiperf_sweep::SweepLevel],
+    outcomes: &[PointOutcome],
+    aggregate: &std::path::Path,
+) -> String {
+    use crate::report::llm::aiperf::log_line;
+    let now = crate::clock::Clock::new().now_ns();
+    let started = |o: &PointOutcome| o.requests.iter().map(|r| r.start_ns).min();
+    let first = outcomes.iter().find_map(started).unwrap_or(now);
+    let mut log = [
+        "Starting Multi-Run Benchmark".to_string(),
+        format!("  Configurations: {}", levels.len()),
+        "  Trials per config: 1".to_string(),
+        format!("  Total runs: {}", levels.len()),
+    ]
+    .map(|m| log_line(first, &m))
+    .concat();
+    for (i, level) in levels.iter().enumerate() {
+        let at = outcomes.get(i).and_then(started).unwrap_or(now);
+        let label = level.variation_label();
+        let outcome = match &level.result {
+            Ok(_) => "measured".to_string(),
+            Err(e) => format!("failed: {e}"),
+        };
+        log.push_str(&log_line(at, &format!("[v{i} t0] {label}: {outcome}")));
+    }
+    for (what, ext) in [("JSON", "json"), ("CSV", "csv")] {
+        let file = aggregate.join(format!("profile_export_aiperf_sweep.{ext}"));
+        let line = format!("Sweep aggregate {what} written to: {}", file.display());
+        log.push_str(&log_line(now, &line));
+    }
+    log
 }
 
 /// The level a summary row measured.

@@ -45,6 +45,9 @@ pub struct RequestRecord {
     pub sse: bool,
     /// Why the request failed ([`FailKind::None`] when `ok`).
     pub fail: FailKind,
+    /// The HTTP status of the reply (0: none came, or not HTTP/1.1), for the exports' error
+    /// `code`.
+    pub status: u16,
 }
 
 impl RequestRecord {
@@ -134,13 +137,13 @@ pub fn framed_responses(mut body: &[u8]) -> impl Iterator<Item = (u64, &[u8])> {
 mod tests {
     use super::*;
 
-    /// Nine words: five times, four counters, the sequence slot and id, three flags and the
-    /// failure kind. A record
-    /// is written per request and kept for the windows of a level, so growth shows up in
-    /// memory at high rates: this fails when a field is added.
+    /// Ten words: five times, four counters, the sequence slot and id, three flags, the
+    /// failure kind and the HTTP status. A record is written per request and kept for the
+    /// windows of a level, so growth shows up in memory at high rates: this fails when a
+    /// field is added past the six bytes of padding left.
     #[test]
-    fn a_record_is_nine_words() {
-        assert_eq!(std::mem::size_of::<RequestRecord>(), 72);
+    fn a_record_is_ten_words() {
+        assert_eq!(std::mem::size_of::<RequestRecord>(), 80);
     }
 
     #[test]

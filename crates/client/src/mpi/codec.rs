@@ -15,6 +15,9 @@ impl Writer {
     pub fn u8(&mut self, v: u8) {
         self.buf.push(v);
     }
+    pub fn u16(&mut self, v: u16) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
     pub fn u32(&mut self, v: u32) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
@@ -55,6 +58,10 @@ impl<'a> Reader<'a> {
     }
     pub fn u8(&mut self) -> Result<u8> {
         Ok(self.take(1)?[0])
+    }
+    pub fn u16(&mut self) -> Result<u16> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
     }
     pub fn u32(&mut self) -> Result<u32> {
         let b = self.take(4)?;
@@ -187,7 +194,7 @@ pub fn get_window_stats(r: &mut Reader) -> Result<WindowStats> {
 }
 
 /// Bytes of one encoded record.
-const RECORD_BYTES: usize = 8 * 6 + 4 * 5 + 4;
+const RECORD_BYTES: usize = 8 * 6 + 4 * 5 + 4 + 2;
 
 fn put_record(w: &mut Writer, rec: &RequestRecord) {
     for v in [
@@ -213,6 +220,7 @@ fn put_record(w: &mut Writer, rec: &RequestRecord) {
         w.u8(u8::from(v));
     }
     w.u8(rec.fail as u8);
+    w.u16(rec.status);
 }
 
 fn get_record(r: &mut Reader) -> Result<RequestRecord> {
@@ -232,6 +240,7 @@ fn get_record(r: &mut Reader) -> Result<RequestRecord> {
         seq_end: r.u8()? != 0,
         sse: r.u8()? != 0,
         fail: FailKind::from_u8(r.u8()?),
+        status: r.u16()?,
     })
 }
 
@@ -349,6 +358,7 @@ mod tests {
             seq_end: true,
             sse: false,
             fail: FailKind::Timeout,
+            status: 504,
         };
         WindowRecords {
             start_ns: 10,

@@ -76,10 +76,12 @@ pub enum FaultMode {
     WrongContentLength,
     /// Bytes that are neither HTTP/1.1 nor HTTP/2 in place of the response.
     Garbage,
-    /// Every infer request fails: HTTP 500 / grpc-status 13 INTERNAL.
+    /// Every infer request fails: HTTP 500 / grpc-status 13 INTERNAL (OpenAI chat and
+    /// completions too: a 500 with an OpenAI error object).
     #[value(name = "status-500")]
     Status500,
-    /// Every third infer request fails (HTTP 500 / grpc-status 13).
+    /// Every third infer request fails (HTTP 500 / grpc-status 13; OpenAI chat and completions
+    /// too).
     EveryNthFails,
     /// Every third infer request gets half its response, then a TCP reset of its connection
     /// (as an overloaded server sheds load); the others are answered.

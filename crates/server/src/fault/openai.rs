@@ -3,7 +3,8 @@
 //! modes with a 200 that carries an error. Streamed (`"stream": true`), a faulty answer sends
 //! [`GOOD_CHUNKS`] chunks of text, then the mode's error event, then `data: [DONE]`, as vLLM
 //! does when its engine fails mid-stream; not streamed, the body is the mode's error alone.
-//! Other modes leave these paths unanswered (404), as before.
+//! `status-500` and `every-nth-fails` answer the requests they fail with an HTTP 500 whose
+//! body is an OpenAI error object. Other modes leave these paths unanswered (404).
 
 use std::net::TcpStream;
 
@@ -22,13 +23,24 @@ pub const HEALTHY_CHUNKS: usize = 4;
 pub(super) fn serves(mode: FaultMode, method: &str, path: &str) -> bool {
     let path = path.split('?').next().unwrap_or("");
     let endpoint = matches!(path, "/v1/chat/completions" | "/v1/completions");
-    let mode_serves = mode == FaultMode::None || mode.applies_to_openai();
+    let mode_serves = matches!(
+        mode,
+        FaultMode::None | FaultMode::Status500 | FaultMode::EveryNthFails
+    ) || mode.applies_to_openai();
     method == "POST" && endpoint && mode_serves
 }
 
 /// Answers one request to `path` with `body`; false when the peer is gone.
 pub(super) fn answer(s: &mut TcpStream, path: &str, body: &[u8], sh: &Shared) -> bool {
-    sh.next_infer();
+    if sh.fails(sh.next_infer()) {
+        let body = openai_error();
+        let head = format!(
+            "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n",
+            body.len()
+        );
+        return io::write_all(s, head.as_bytes(), sh) && io::write_all(s, body.as_bytes(), sh);
+    }
     let chat = path.starts_with("/v1/chat/");
     let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     if request.get("stream") == Some(&Value::Bool(true)) {

@@ -110,9 +110,34 @@ fn sse_modes_send_two_chunks_then_their_error() {
     }
 }
 
+/// Every third request to an OpenAI path is a 500 carrying an OpenAI error object.
+#[test]
+fn every_nth_fails_answers_openai_paths_with_500() {
+    let srv = server(FaultMode::EveryNthFails, TTL);
+    let heads: Vec<String> = (0..6)
+        .map(|_| post(srv.addr, "/v1/chat/completions", &chat(false)).0)
+        .collect();
+    let failed: Vec<bool> = heads
+        .iter()
+        .map(|h| h.starts_with("HTTP/1.1 500 "))
+        .collect();
+    assert_eq!(
+        failed,
+        [false, false, true, false, false, true],
+        "{heads:?}"
+    );
+    let (head, body) = post(srv.addr, "/v1/completions", &chat(false));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let srv = server(FaultMode::Status500, TTL);
+    let (head, body500) = post(srv.addr, "/v1/completions", &chat(true));
+    assert!(head.starts_with("HTTP/1.1 500"), "{head}");
+    let v: Value = serde_json::from_str(&body500).unwrap();
+    assert_eq!(v["error"]["message"], MESSAGE, "{body}");
+}
+
 #[test]
 fn kserve_modes_leave_openai_paths_unanswered() {
-    let srv = server(FaultMode::Status500, TTL);
+    let srv = server(FaultMode::NotJson, TTL);
     let (head, _) = post(srv.addr, "/v1/chat/completions", &chat(true));
     assert!(head.starts_with("HTTP/1.1 404"), "{head}");
 }

@@ -194,6 +194,7 @@ mod tests {
         failed.error = Some(RequestError {
             kind: "reset".into(),
             message: String::new(),
+            code: None,
         });
         let c = TokenChecks::of(&[failed, req(8, 8, Some((8, 8)), Some(8))]);
         assert_eq!((c.usage_compared, c.osl_compared), (1, 1));

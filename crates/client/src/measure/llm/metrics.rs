@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::goodput::Goodput;
-use super::record::LlmRequest;
+use super::record::{LlmRequest, RequestError};
 use super::request::{chunk_gaps, request_metrics, token_gaps, RequestMetrics};
 use super::stats::{StatAcc, Stats};
 use crate::measure::FailKind;
@@ -32,6 +32,13 @@ pub struct GoodputSummary {
     pub fraction: f64,
 }
 
+/// Failed requests that share their code, kind and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorGroup {
+    pub error: RequestError,
+    pub count: u64,
+}
+
 /// Everything a run's reports show. Stats are in base units: ns for times, tokens, and
 /// tokens/s for the per-user throughput; `None` means no request produced the value.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,8 +48,9 @@ pub struct LlmMetrics {
     pub error_count: u64,
     /// Failed requests by `RequestError::kind`, in [`FailKind`] order (the stderr summary's).
     pub errors_by_kind: Vec<(String, u64)>,
-    /// The first failed request's message of each kind, in the order of `errors_by_kind`.
-    pub error_examples: Vec<String>,
+    /// Failed requests grouped as AIPerf's `error_summary` groups them, by (code, kind,
+    /// message), in [`FailKind`] order, then by kind name, message and code.
+    pub error_groups: Vec<ErrorGroup>,
     /// max(last response) − min(start) over all requests (ns).
     pub duration_ns: u64,
     /// Successful requests per second.
@@ -178,14 +186,15 @@ pub fn duration_ns(reqs: &[LlmRequest]) -> u64 {
 /// Computes every per-request value and the run-level statistics.
 pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
     let mut acc = Accumulators::new();
-    let mut errors: BTreeMap<(FailKind, String), (u64, String)> = BTreeMap::new();
+    let mut errors: BTreeMap<(FailKind, String), u64> = BTreeMap::new();
+    let mut groups: BTreeMap<(FailKind, &RequestError), u64> = BTreeMap::new();
     let (mut ok, mut good, mut same_read) = (0u64, 0u64, 0u64);
     let (mut total_isl, mut total_osl, mut reasoning) = (0u64, 0u64, 0u64);
     for r in reqs {
         let Some(m) = request_metrics(r) else {
             if let Some(e) = &r.error {
-                let entry = errors.entry((e.fail_kind(), e.kind.clone()));
-                entry.or_insert_with(|| (0, e.message.clone())).0 += 1;
+                *errors.entry((e.fail_kind(), e.kind.clone())).or_default() += 1;
+                *groups.entry((e.fail_kind(), e)).or_default() += 1;
             }
             continue;
         };
@@ -199,7 +208,7 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
         }
         acc.add(r, &m);
     }
-    let error_count: u64 = errors.values().map(|(n, _)| n).sum();
+    let error_count: u64 = errors.values().sum();
     let duration_ns = duration_ns(reqs);
     let per_sec = |x: f64| {
         if duration_ns == 0 {
@@ -220,11 +229,14 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
     LlmMetrics {
         request_count: ok,
         error_count,
-        errors_by_kind: errors
-            .iter()
-            .map(|((_, k), (n, _))| (k.clone(), *n))
+        errors_by_kind: errors.into_iter().map(|((_, k), n)| (k, n)).collect(),
+        error_groups: groups
+            .into_iter()
+            .map(|((_, e), count)| ErrorGroup {
+                error: e.clone(),
+                count,
+            })
             .collect(),
-        error_examples: errors.into_values().map(|(_, m)| m).collect(),
         duration_ns,
         request_throughput: per_sec(ok as f64),
         output_token_throughput: per_sec(total_osl as f64),

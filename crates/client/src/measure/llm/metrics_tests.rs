@@ -35,6 +35,7 @@ fn failed(start_ms: u64, end_ms: u64, kind: &str) -> LlmRequest {
         error: Some(RequestError {
             kind: kind.into(),
             message: "boom".into(),
+            code: None,
         }),
         ..LlmRequest::default()
     }
@@ -207,7 +208,37 @@ fn errors_by_kind_follow_the_kind_order() {
     let want = [("connect_failed", 1), ("reset", 2), ("closed_early", 1)];
     let want: Vec<(String, u64)> = want.iter().map(|(k, n)| (k.to_string(), *n)).collect();
     assert_eq!(m.errors_by_kind, want);
-    assert_eq!(m.error_examples, ["boom", "first reset", "boom"]);
+    let groups: Vec<(&str, &str, u64)> = m
+        .error_groups
+        .iter()
+        .map(|g| (g.error.kind.as_str(), g.error.message.as_str(), g.count))
+        .collect();
+    let want = [
+        ("connect_failed", "boom", 1),
+        ("reset", "boom", 1),
+        ("reset", "first reset", 1),
+        ("closed_early", "boom", 1),
+    ];
+    assert_eq!(groups, want);
+}
+
+/// AIPerf groups failures by (code, type, message): HTTP failures of one kind and one
+/// message but different statuses are counted apart.
+#[test]
+fn http_failures_are_grouped_by_status() {
+    let reqs = [500, 429, 500, 500].map(|code| {
+        let mut r = failed(0, 1, "http_error");
+        r.error.as_mut().unwrap().code = Some(code);
+        r
+    });
+    let m = compute(&reqs, &MetricOptions::default());
+    assert_eq!(m.errors_by_kind, vec![("http_error".to_string(), 4)]);
+    let groups: Vec<(Option<u16>, u64)> = m
+        .error_groups
+        .iter()
+        .map(|g| (g.error.code, g.count))
+        .collect();
+    assert_eq!(groups, [(Some(429), 1), (Some(500), 3)]);
 }
 
 #[test]
@@ -217,6 +248,7 @@ fn failed_requests_have_no_metrics() {
     partial.error = Some(RequestError {
         kind: "closed_early".into(),
         message: String::new(),
+        code: None,
     });
     assert_eq!(request_metrics(&partial), None);
 }

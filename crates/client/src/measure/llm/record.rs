@@ -27,7 +27,7 @@ pub struct Usage {
 }
 
 /// Why a request failed, for the error count by kind.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RequestError {
     /// The [`FailKind::name`] of the failure: the engine's kind (`connect_failed`, `reset`,
     /// `closed_early`, `timeout`, `http_error`, `cancelled`, ...), `closed_early` for a
@@ -37,6 +37,8 @@ pub struct RequestError {
     pub kind: String,
     /// The detail shown to the user (server message, OS error).
     pub message: String,
+    /// The HTTP status of a non-2xx reply (`http_error`), AIPerf's error `code`.
+    pub code: Option<u16>,
 }
 
 impl RequestError {
@@ -45,6 +47,7 @@ impl RequestError {
         RequestError {
             kind: kind.name().to_string(),
             message: message.into(),
+            code: None,
         }
     }
 

@@ -134,6 +134,7 @@ mod tests {
         failed.error = Some(RequestError {
             kind: "timeout".into(),
             message: String::new(),
+            code: None,
         });
         let reqs = [
             req(1000, &[10, 12, 14]),

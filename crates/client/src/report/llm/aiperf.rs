@@ -331,6 +331,66 @@ pub fn iso_time(ns: u64) -> String {
     )
 }
 
+/// One line of AIPerf's `logs/aiperf.log`: `<date> <time to the ms> - <source> - INFO -
+/// <message>`, with its newline.
+pub fn log_line(ns: u64, message: &str) -> String {
+    let t = iso_time(ns).replacen('T', " ", 1);
+    format!(
+        "{} - inferperf.profile - INFO - {message}\n",
+        &t[..t.len() - 3]
+    )
+}
+
+/// One level of a sweep, as `run_config.json` names it.
+pub struct Variation<'a> {
+    /// The level's place in the sweep, from 0.
+    pub index: usize,
+    /// The swept field of AIPerf's profiling phase (`concurrency`, `rate`) and its value.
+    pub field: &'a str,
+    pub value: Value,
+    /// The value as Python prints it (`4`, `2.5`).
+    pub text: &'a str,
+}
+
+/// What a sweep level's `run_config.json` holds besides the summary's [`RunInfo`].
+pub struct RunConfig<'a> {
+    /// Shared by every level of the sweep (a UUID's text).
+    pub sweep_id: &'a str,
+    pub variation: Variation<'a>,
+    /// The level's folder.
+    pub artifact_dir: &'a str,
+    pub random_seed: u64,
+}
+
+/// A sweep level's `run_config.json` (AIPerf 0.13 writes one per run of a multi-run
+/// benchmark): the ids, the settings as `cfg` (the summary's `input_config`), the level as
+/// `variation`, the trial, the folder, the command line and the seed.
+pub fn run_config_json(info: &RunInfo, rc: &RunConfig) -> String {
+    let v = &rc.variation;
+    let path = super::aiperf_sweep::variation_path(v.field);
+    let mut values = Node::obj();
+    values.put(&path, v.value.clone());
+    let mut variation = Node::obj();
+    variation.put("index", v.index as u64);
+    variation.put("label", format!("{path}={}", v.text));
+    variation.push("values", values);
+    let mut root = Node::obj();
+    root.put("benchmark_id", info.benchmark_id.as_str());
+    root.put("sweep_id", rc.sweep_id);
+    root.push("cfg", Node::Leaf(info.input_config.clone()));
+    root.push("variation", variation);
+    root.put("trial", 0u64);
+    root.put("artifact_dir", rc.artifact_dir);
+    root.put("label", "run_0001");
+    root.put("cli_command", info.cli_command.as_str());
+    root.put("random_seed", rc.random_seed);
+    root.push("variables", Node::obj());
+    root.push("resolved", Node::obj());
+    let mut text = root.pretty();
+    text.push('\n');
+    text
+}
+
 /// `profile_export_aiperf.json`.
 pub fn json(m: &LlmMetrics, info: &RunInfo) -> String {
     let mut root = Node::obj();
@@ -358,20 +418,7 @@ pub fn json(m: &LlmMetrics, info: &RunInfo) -> String {
     root.push("run_info", run);
     root.put("was_cancelled", info.was_cancelled);
     root.put("is_complete", !info.was_cancelled);
-    let errors: Vec<Node> = m
-        .errors_by_kind
-        .iter()
-        .map(|(kind, count)| {
-            let mut detail = Node::obj();
-            detail.put("type", kind.as_str());
-            detail.put("message", kind.as_str());
-            let mut e = Node::obj();
-            e.push("error_details", detail);
-            e.put("count", *count);
-            e
-        })
-        .collect();
-    root.push("error_summary", Node::List(errors));
+    root.push("error_summary", super::error_summary(m));
     root.put("start_time", iso_time(info.start_ns));
     root.put("end_time", iso_time(info.end_ns));
     let mut text = root.pretty();

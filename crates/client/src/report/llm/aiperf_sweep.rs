@@ -40,10 +40,15 @@ pub struct SweepLevel<'a> {
     pub result: std::result::Result<&'a LlmMetrics, String>,
 }
 
+/// The dotted path of AIPerf's swept field: `phases.profiling.concurrency`.
+pub fn variation_path(field: &str) -> String {
+    format!("phases.profiling.{field}")
+}
+
 impl SweepLevel<'_> {
     /// AIPerf's `variation_label` of the level: `phases.profiling.concurrency=4`.
-    fn variation_label(&self) -> String {
-        format!("phases.profiling.{}={}", self.name, self.text)
+    pub fn variation_label(&self) -> String {
+        format!("{}={}", variation_path(self.name), self.text)
     }
 
     /// `{name: value}`.
@@ -87,10 +92,7 @@ pub fn aggregate_json(level: &SweepLevel, metrics: &LlmMetrics, model: &str) -> 
     meta.put("cooldown_seconds", 0.0);
     meta.put("variation_label", level.variation_label());
     let mut values = Node::obj();
-    values.put(
-        &format!("phases.profiling.{}", level.name),
-        level.value.clone(),
-    );
+    values.put(&variation_path(level.name), level.value.clone());
     meta.push("variation_values", values);
     meta.put("sweep_mode", "repeated");
     meta.put("model", model);
@@ -156,7 +158,7 @@ pub fn aggregate_csv(level: &SweepLevel, metrics: &LlmMetrics, model: &str) -> S
         ("Variation Label", label),
         (
             "Variation Values",
-            format!("{{'phases.profiling.{}': {}}}", level.name, level.text),
+            format!("{{'{}': {}}}", variation_path(level.name), level.text),
         ),
         ("Sweep Mode", "repeated".into()),
         ("Model", model.to_string()),

@@ -100,27 +100,6 @@ pub fn json(m: &LlmMetrics, input_config: &Value) -> String {
     text
 }
 
-/// AIPerf's `error_summary`, one entry per kind: `[{"error_details": {"code", "type",
-/// "message"}, "count"}]`, the message being the first of its kind; `code` is the HTTP status
-/// of an `http_<status>` kind, else null.
-fn error_summary(m: &LlmMetrics) -> Node {
-    let entries = m.errors_by_kind.iter().zip(&m.error_examples);
-    let list = entries.map(|((kind, n), message)| {
-        let mut details = Node::obj();
-        let code = kind
-            .strip_prefix("http_")
-            .and_then(|s| s.parse::<u64>().ok());
-        details.put("code", code);
-        details.put("type", kind.as_str());
-        details.put("message", message.as_str());
-        let mut entry = Node::obj();
-        entry.push("error_details", details);
-        entry.put("count", *n);
-        entry
-    });
-    Node::List(list.collect())
-}
-
 /// inferperf's keys after GenAI-Perf's.
 fn push_extras(root: &mut Node, m: &LlmMetrics) {
     let all = ReportOptions {
@@ -155,7 +134,7 @@ fn push_extras(root: &mut Node, m: &LlmMetrics) {
         kinds.put(kind, *n);
     }
     root.push("errors_by_kind", kinds);
-    root.push("error_summary", error_summary(m));
+    root.push("error_summary", super::error_summary(m));
     if m.reasoning_tokens.is_some() {
         let total = m.total_reasoning_tokens as f64;
         root.push(

@@ -150,16 +150,7 @@ fn error(r: &LlmRequest) -> Node {
     let Some(e) = &r.error else {
         return Node::Leaf(Value::Null);
     };
-    let mut o = Node::obj();
-    // `http_<status>` kinds carry the HTTP status, as AIPerf's `code`.
-    let code = e
-        .kind
-        .strip_prefix("http_")
-        .and_then(|s| s.parse::<u64>().ok());
-    o.put("code", code);
-    o.put("type", e.kind.as_str());
-    o.put("message", e.message.as_str());
-    o
+    super::error_details(e)
 }
 
 /// All requests, one compact JSON object per line, in the given order.

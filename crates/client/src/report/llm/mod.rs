@@ -12,7 +12,8 @@ pub mod jsonl;
 pub mod timeslices;
 
 use crate::measure::llm::definitions;
-use crate::measure::llm::{LlmMetrics, Stats};
+use crate::measure::llm::{LlmMetrics, RequestError, Stats};
+use json_text::Node;
 
 /// What kind of endpoint was measured: decides the title and which rows make sense.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -57,6 +58,28 @@ pub(crate) struct StatRow {
 }
 
 /// The label GenAI-Perf prints for `tag`: "<Name> (<unit>)".
+/// AIPerf's `ErrorDetails` of a failed request: `{"code", "type", "message"}`, the code
+/// being the HTTP status of an `http_error` (else null) and the type the failure's kind.
+pub(crate) fn error_details(e: &RequestError) -> Node {
+    let mut o = Node::obj();
+    o.put("code", e.code);
+    o.put("type", e.kind.as_str());
+    o.put("message", e.message.as_str());
+    o
+}
+
+/// AIPerf's `error_summary`: `[{"error_details": {..}, "count"}]`, one entry per (code,
+/// type, message) that failed, as AIPerf groups them.
+pub(crate) fn error_summary(m: &LlmMetrics) -> Node {
+    let list = m.error_groups.iter().map(|g| {
+        let mut entry = Node::obj();
+        entry.push("error_details", error_details(&g.error));
+        entry.put("count", g.count);
+        entry
+    });
+    Node::List(list.collect())
+}
+
 pub(crate) fn label(tag: &str) -> String {
     match definitions::find(tag) {
         Some(d) => format!("{} ({})", d.name, d.unit),

@@ -39,8 +39,9 @@ pub(super) fn fixture() -> Vec<LlmRequest> {
         end_ns: BASE + 300 * MS,
         isl: 7,
         error: Some(RequestError {
-            kind: "http_500".into(),
+            kind: "http_error".into(),
             message: "Internal Server Error".into(),
+            code: Some(500),
         }),
         ..LlmRequest::default()
     };
@@ -165,7 +166,7 @@ fn json_parses_back_with_genai_perf_keys() {
         "tokens/sec/user"
     );
     assert_eq!(v["input_config"], input_config());
-    assert_eq!(v["errors_by_kind"]["http_500"], 1);
+    assert_eq!(v["errors_by_kind"]["http_error"], 1);
     let summary = &v["error_summary"][0];
     assert_eq!(summary["count"], 1);
     assert_eq!(summary["error_details"]["code"], 500);
@@ -188,7 +189,7 @@ fn jsonl_has_one_parsable_line_per_request() {
     );
     assert_eq!(lines[1]["metrics"]["same_read_event_count"]["value"], 1);
     assert_eq!(lines[2]["error"]["code"], 500);
-    assert_eq!(lines[2]["error"]["type"], "http_500");
+    assert_eq!(lines[2]["error"]["type"], "http_error");
     assert!(lines[2]["metrics"].get("request_latency").is_none());
 }
 
@@ -348,7 +349,16 @@ fn aiperf_summaries_count_errors_and_goodput_under_aiperfs_labels() {
         serde_json::json!({"unit": "requests", "avg": 1.0})
     );
     assert_eq!(json["request_latency"]["count"], 2);
+    let details = &json["error_summary"][0]["error_details"];
     assert_eq!(json["error_summary"][0]["count"], 1);
+    assert_eq!(
+        (&details["code"], &details["type"], &details["message"]),
+        (
+            &serde_json::json!(500),
+            &serde_json::json!("http_error"),
+            &serde_json::json!("Internal Server Error")
+        )
+    );
     assert_eq!(json["start_time"], "2023-11-14T22:13:20.000000");
     assert_eq!(json["end_time"], "2023-11-14T22:13:20.250000");
     assert_eq!(

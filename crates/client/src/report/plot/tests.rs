@@ -58,6 +58,7 @@ fn failed(mut r: LlmRequest) -> LlmRequest {
     r.error = Some(RequestError {
         kind: "http_500".into(),
         message: "boom".into(),
+        code: None,
     });
     r
 }
