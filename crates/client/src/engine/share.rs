@@ -47,7 +47,11 @@ pub(super) fn worker_plans(
             seq: seq_feeds.next(),
             // Workers interleave through the inputs (worker i sends i, i + n, ...), as
             // perf_analyzer's threads do, so each entry of a dataset goes once per pass.
-            stride: if fixed || spec.requests.len() > 1 { n } else { 1 },
+            stride: if fixed || spec.requests.len() > 1 {
+                n
+            } else {
+                1
+            },
             ramp: ramp(load),
             slots: slot_shares.next().flatten(),
             read_batch: spec.read_batch,
