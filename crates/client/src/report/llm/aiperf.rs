@@ -256,6 +256,18 @@ fn rows(m: &LlmMetrics) -> Vec<Row> {
     out
 }
 
+/// A distribution's statistics after its average, in AIPerf's CSV order: min, max, sum,
+/// p1..p99, std.
+pub(super) fn spread_stats(st: &Stats, mut stat: impl FnMut(&str, f64)) {
+    stat("min", st.min);
+    stat("max", st.max);
+    stat("sum", st.avg * st.count as f64);
+    for (p, v) in PERCENTILES.iter().zip(st.percentiles) {
+        stat(&format!("p{p}"), v);
+    }
+    stat("std", st.std);
+}
+
 fn metric_node(r: &Row) -> Node {
     let mut o = Node::obj();
     o.put("unit", r.unit);
@@ -575,13 +587,7 @@ pub fn timeslices_csv(slices: &[Slice], origin_ns: u64) -> String {
                 Figure::Value(v) => stat("avg", *v),
                 Figure::Dist(st) => {
                     stat("avg", st.avg);
-                    stat("min", st.min);
-                    stat("max", st.max);
-                    stat("sum", st.avg * st.count as f64);
-                    for (p, v) in PERCENTILES.iter().zip(st.percentiles) {
-                        stat(&format!("p{p}"), v);
-                    }
-                    stat("std", st.std);
+                    spread_stats(st, stat);
                 }
             }
         }

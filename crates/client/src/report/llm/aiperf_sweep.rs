@@ -16,7 +16,7 @@
 
 use serde_json::Value;
 
-use super::aiperf::{summary_metrics, SummaryMetric, AIPERF_VERSION};
+use super::aiperf::{spread_stats, summary_metrics, SummaryMetric, AIPERF_VERSION};
 use super::csv_field;
 use super::json_text::{num, Node};
 use crate::measure::llm::stats::PERCENTILES;
@@ -67,13 +67,7 @@ fn flat_stats(metrics: &[SummaryMetric]) -> Vec<(String, f64, &'static str)> {
         let mut stat = |name: &str, v: f64| out.push((format!("{}_{name}", m.tag), v, m.unit));
         stat("avg", m.avg);
         if let Some(s) = &m.dist {
-            stat("min", s.min);
-            stat("max", s.max);
-            stat("sum", s.avg * s.count as f64);
-            for (p, v) in PERCENTILES.iter().zip(s.percentiles) {
-                stat(&format!("p{p}"), v);
-            }
-            stat("std", s.std);
+            spread_stats(s, stat);
         }
     }
     out
