@@ -735,4 +735,10 @@ impl Conn {
     pub fn first_token_seen(&self) -> bool {
         self.sse.token.seen
     }
+
+    /// Prefill cap: the request holds a slot, that is its first token is watched (arrived
+    /// or not) and the slot has not been given back.
+    pub fn holds_prefill(&self) -> bool {
+        self.sse.token.test.is_some() || self.sse.token.seen
+    }
 }

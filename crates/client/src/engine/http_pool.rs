@@ -35,10 +35,9 @@ pub struct HttpPool {
     reuse: Vec<Reuse>,
     /// What a successful reply must be.
     check: ReplyCheck,
-    /// `--prefill-concurrency`: this worker's view of the run's prefill gate.
+    /// `--prefill-concurrency`: this worker's view of the run's prefill gate. A connection
+    /// whose request holds a slot watches for its first token (`Conn::holds_prefill`).
     prefill: Option<PrefillShare>,
-    /// Prefill cap: the connections whose request holds a slot of the gate.
-    holds_prefill: Vec<bool>,
 }
 
 /// Session turns: what a connection's current socket has carried. A socket that is idle
@@ -86,7 +85,6 @@ impl HttpPool {
             reuse: vec![Reuse::Fresh; count],
             check: ReplyCheck::None,
             prefill: None,
-            holds_prefill: Vec::new(),
         }
     }
 
@@ -179,10 +177,6 @@ impl HttpPool {
         let Some(p) = &self.prefill else {
             return;
         };
-        if self.holds_prefill.len() <= i {
-            self.holds_prefill.resize(i + 1, false);
-        }
-        self.holds_prefill[i] = holds;
         self.conns[i].watch_first_token(holds.then_some(p.is_token));
     }
 
@@ -190,10 +184,10 @@ impl HttpPool {
     /// no longer in flight (completed, failed, timed out, cancelled); a session turn being
     /// sent again on a new connection keeps it.
     fn settle_prefill(&mut self, i: usize) {
-        if self.holds_prefill.get(i) != Some(&true) {
+        let conn = &self.conns[i];
+        if !conn.holds_prefill() {
             return;
         }
-        let conn = &self.conns[i];
         let resending = self.reuse.get(i) == Some(&Reuse::Retrying)
             && matches!(conn.state, State::Connecting | State::Handshaking);
         if conn.first_token_seen() || !(conn.in_flight() || resending) {
