@@ -430,6 +430,11 @@ fn a_sweep_has_aiperfs_level_aggregate_and_sweep_folders() {
         assert_eq!(cfg["phases"][0]["requests"], 6);
         assert_eq!(cfg["datasets"][0]["prompts"]["isl"]["mean"], 20.0);
         assert_eq!(cfg["datasets"][0]["prompts"]["osl"]["mean"], 8.0);
+        // What AIPerf settles at start-up, under its keys: a count run has no expected
+        // length.
+        assert_eq!(keys(&rc["resolved"]), keys(&s["resolved"]));
+        assert_eq!(rc["resolved"]["gpu_telemetry_mode"], "summary");
+        assert_eq!(rc["resolved"]["artifact_dir_created"], true);
     }
     let log = read(&dir.join("logs/aiperf.log"));
     assert!(sample.join("logs/aiperf.log").is_file());

@@ -343,3 +343,63 @@ fn a_server_gone_mid_run_is_an_error_with_every_failure_counted_once() {
     assert!(point.join("report.html").is_file());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Over gRPC (`--endpoint-type kserve`), every third call ends with grpc-status 13: the
+/// status is the error `code` in AIPerf's `error_summary` and on the failed records.
+#[test]
+fn a_failed_grpc_call_carries_its_grpc_status_to_the_error_code() {
+    let server = start(&FaultConfig {
+        mode: FaultMode::EveryNthFails,
+        http: "127.0.0.1:0".parse().unwrap(),
+        grpc: Some("127.0.0.1:0".parse().unwrap()),
+        ttl: Duration::from_secs(120),
+    })
+    .expect("fault server starts");
+    let dir = temp_dir("profile-fault-grpc-status");
+    let out = Command::new(env!("CARGO_BIN_EXE_inferperf"))
+        .args(["profile", "-m", "identity", "--endpoint-type", "kserve"])
+        .args(["-u", &server.grpc_addr.unwrap().to_string()])
+        .args(["--concurrency", "1", "--request-count", "6"])
+        .args(["--tokenizer", "cl100k_base", "--quiet"])
+        .args(["--artifact-dir", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    server.stop();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let aiperf: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("profile_export_aiperf.json"))
+            .unwrap_or_else(|e| panic!("{e}: {stderr}")),
+    )
+    .unwrap();
+    // The fault server answers each stream by a status alone: every third with 13, the
+    // others with 12 (UNIMPLEMENTED).
+    let summary = aiperf["error_summary"].as_array().expect("error_summary");
+    let mut codes: Vec<(Value, Value, Value)> = summary
+        .iter()
+        .map(|e| {
+            let d = &e["error_details"];
+            (d["code"].clone(), d["type"].clone(), e["count"].clone())
+        })
+        .collect();
+    codes.sort_by_key(|c| c.0.as_u64());
+    let status = Value::from("http_error");
+    assert_eq!(
+        codes,
+        [
+            (12.into(), status.clone(), 4.into()),
+            (13.into(), status, 2.into())
+        ],
+        "{aiperf}"
+    );
+    let records = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
+    let mut per_record: Vec<u64> = records
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["error"]["code"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    per_record.sort_unstable();
+    assert_eq!(per_record, [12, 12, 12, 12, 13, 13], "{stderr}");
+}

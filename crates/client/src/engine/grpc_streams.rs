@@ -247,6 +247,13 @@ impl<'a> StreamCx<'a> {
             return;
         }
         if self.wire.streaming || !end.is_ok() {
+            // The exports' error `code`: the call's grpc-status, or the HTTP status of a
+            // reply that was not gRPC.
+            self.slots[s].rec.status = match end {
+                StreamEnd::Grpc { code, .. } => u16::try_from(*code).unwrap_or(u16::MAX),
+                StreamEnd::Http(status) => *status,
+                _ => 0,
+            };
             let (kind, why) = match (end, self.cause) {
                 (StreamEnd::Ok, _) => (
                     FailKind::Closed,

@@ -295,6 +295,10 @@ fn aiperf_files(
             },
             artifact_dir: &dir.display().to_string(),
             random_seed: cfg.args.random_seed,
+            expected_duration_s: cfg
+                .args
+                .benchmark_duration
+                .filter(|_| cfg.args.warmup_request_count == 0),
         };
         files.push((
             super::layout::RUN_CONFIG.into(),

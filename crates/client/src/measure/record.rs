@@ -45,8 +45,8 @@ pub struct RequestRecord {
     pub sse: bool,
     /// Why the request failed ([`FailKind::None`] when `ok`).
     pub fail: FailKind,
-    /// The HTTP status of the reply (0: none came, or not HTTP/1.1), for the exports' error
-    /// `code`.
+    /// The HTTP status of the reply, or the grpc-status of a failed gRPC call (0: none
+    /// came), for the exports' error `code`.
     pub status: u16,
 }
 

@@ -170,7 +170,7 @@ impl Conn<'_> {
                     write_window_update(&mut self.out, 0, credit);
                     write_window_update(&mut self.out, stream, credit);
                 }
-                let Some((_, body)) = self.streams.get_mut(&stream) else {
+                let Some((path, body)) = self.streams.get_mut(&stream) else {
                     return Next::Go;
                 };
                 let refused = self.sh.mode == FaultMode::PayloadTooLarge;
@@ -185,7 +185,7 @@ impl Conn<'_> {
                     return Next::Close;
                 }
                 body.extend_from_slice(data);
-                if end_stream {
+                if end_stream || first_stream_message(path, body) {
                     return self.request_done(s, stream);
                 }
             }
@@ -258,6 +258,22 @@ impl Conn<'_> {
                 model::stats_pb(mode, &req.name, self.sh.infers()).encode_to_vec()
             }
             "ModelInfer" => return self.infer(s, stream, message),
+            "ModelStreamInfer" => {
+                // Answered at its first message by a status alone: the mode's failure
+                // (grpc-status 13), else UNIMPLEMENTED; the stream's later messages are
+                // dropped.
+                let n = self.sh.next_infer();
+                let (code, msg) = if self.sh.fails(n) {
+                    (13, model::error_text(mode, n))
+                } else {
+                    (
+                        12,
+                        "ModelStreamInfer is answered by a status only".to_string(),
+                    )
+                };
+                self.status(stream, code, &msg);
+                return Next::Go;
+            }
             _ => {
                 self.status(stream, 12, &format!("{method} is not implemented"));
                 return Next::Go;
@@ -472,6 +488,14 @@ impl Next {
 }
 
 /// A gRPC length-prefixed, uncompressed message.
+/// A `ModelStreamInfer` request whose first length-prefixed message is complete: the client
+/// keeps such a stream open, so it is answered without waiting for its end.
+fn first_stream_message(path: &str, body: &[u8]) -> bool {
+    path.ends_with("/ModelStreamInfer")
+        && body.len() >= 5
+        && body.len() - 5 >= u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize
+}
+
 fn framed(message: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(5 + message.len());
     out.push(0);

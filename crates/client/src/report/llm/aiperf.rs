@@ -372,6 +372,9 @@ pub struct RunConfig<'a> {
     /// The level's folder.
     pub artifact_dir: &'a str,
     pub random_seed: u64,
+    /// The run's length in seconds when it was set by a duration alone (AIPerf's
+    /// `total_expected_duration`: left out when a phase has no duration).
+    pub expected_duration_s: Option<f64>,
 }
 
 /// A sweep level's `run_config.json` (AIPerf 0.13 writes one per run of a multi-run
@@ -397,7 +400,16 @@ pub fn run_config_json(info: &RunInfo, rc: &RunConfig) -> String {
     root.put("cli_command", info.cli_command.as_str());
     root.put("random_seed", rc.random_seed);
     root.push("variables", Node::obj());
-    root.push("resolved", Node::obj());
+    // What AIPerf settles at start-up: the telemetry view (inferperf prints the summary
+    // table), that the level's folder exists (it is written into it), and the expected
+    // length of a duration run.
+    let mut resolved = Node::obj();
+    resolved.put("gpu_telemetry_mode", "summary");
+    resolved.put("artifact_dir_created", true);
+    if let Some(s) = rc.expected_duration_s {
+        resolved.put("total_expected_duration", s);
+    }
+    root.push("resolved", resolved);
     let mut text = root.pretty();
     text.push('\n');
     text

@@ -57,7 +57,6 @@ pub(crate) struct StatRow {
     pub stats: Option<Stats>,
 }
 
-/// The label GenAI-Perf prints for `tag`: "<Name> (<unit>)".
 /// AIPerf's `ErrorDetails` of a failed request: `{"code", "type", "message"}`, the code
 /// being the HTTP status of an `http_error` (else null) and the type the failure's kind.
 pub(crate) fn error_details(e: &RequestError) -> Node {
