@@ -144,16 +144,31 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     pub request_idle_timeout: Option<String>,
     /// Synthetic prompts: mean input length in tokens.
-    #[arg(long, visible_alias = "isl", default_value_t = 550)]
+    #[arg(
+        long,
+        visible_alias = "isl",
+        alias = "prompt-input-tokens-mean",
+        default_value_t = 550
+    )]
     pub synthetic_input_tokens_mean: u64,
     /// Synthetic prompts: standard deviation of the input length in tokens.
-    #[arg(long, visible_alias = "isl-stddev", default_value_t = 0.0)]
+    #[arg(
+        long,
+        visible_alias = "isl-stddev",
+        alias = "prompt-input-tokens-stddev",
+        default_value_t = 0.0
+    )]
     pub synthetic_input_tokens_stddev: f64,
     /// Requested output length in tokens (`max_tokens`); unset: the server decides.
-    #[arg(long, visible_alias = "osl")]
+    #[arg(long, visible_alias = "osl", alias = "prompt-output-tokens-mean")]
     pub output_tokens_mean: Option<u64>,
     /// Standard deviation of the requested output length.
-    #[arg(long, visible_alias = "osl-stddev", default_value_t = 0.0)]
+    #[arg(
+        long,
+        visible_alias = "osl-stddev",
+        alias = "prompt-output-tokens-stddev",
+        default_value_t = 0.0
+    )]
     pub output_tokens_stddev: f64,
     /// Synthetic prompts: a mix of ISL/OSL classes (AIPerf's), replacing the ISL and OSL
     /// flags: `ISL[|SD],OSL[|SD]:WEIGHT;...`, `[(ISL,OSL):WEIGHT,...]` or
@@ -243,6 +258,10 @@ pub struct ProfileArgs {
     /// Print the metric definitions and exit.
     #[arg(long)]
     pub help_metrics: bool,
+    /// Print every AIPerf 0.13 flag and what `profile` does with it (a Markdown table), and
+    /// exit.
+    #[arg(long)]
+    pub help_aiperf_flags: bool,
     #[command(flatten)]
     pub sweep: super::sweep_args::SweepArgs,
     #[command(flatten)]
@@ -352,6 +371,9 @@ pub fn parse(args: Vec<OsString>) -> Result<std::result::Result<ProfileConfig, S
     };
     if args.help_metrics {
         return Ok(Err(crate::measure::llm::definitions::definitions_text()));
+    }
+    if args.help_aiperf_flags {
+        return Ok(Err(super::aiperf_flags::page()));
     }
     if args.compat.version {
         return Ok(Err(cli_compat::version_text()));

@@ -43,7 +43,12 @@ pub struct CompatArgs {
     pub backend: Option<Backend>,
     /// Texts per request for `--endpoint-type embeddings` (inputs) and `rankings`
     /// (passages); other endpoint types take 1.
-    #[arg(short = 'b', long = "batch-size-text", visible_alias = "batch-size")]
+    #[arg(
+        short = 'b',
+        long = "batch-size-text",
+        visible_alias = "batch-size",
+        alias = "prompt-batch-size"
+    )]
     pub batch_size_text: Option<u64>,
     /// GenAI-Perf's measurement interval in ms: measures for three intervals (GenAI-Perf's
     /// time at the default stability), i.e. `--benchmark-duration` of 3 x MS / 1000 s.
@@ -58,6 +63,10 @@ pub struct CompatArgs {
     /// Print the version and exit.
     #[arg(long)]
     pub version: bool,
+    /// AIPerf's: send `max_tokens` rather than `max_completion_tokens`. Requests here always
+    /// carry `max_tokens` (GenAI-Perf's field, which every OpenAI-compatible server reads).
+    #[arg(long)]
+    pub use_legacy_max_tokens: bool,
     /// API key sent as `Authorization: Bearer KEY` (never written to any output file).
     #[arg(long, value_name = "KEY")]
     pub api_key: Option<String>,
@@ -206,6 +215,104 @@ const REFUSED: &[(&str, &str)] = &[
     ("--record-processors", "profile runs in one process; load workers are set with --max-workers"),
     ("--accuracy-", "accuracy benchmarks are not run; profile measures performance"),
     ("--config", "settings come from the command line only; there is no YAML config file"),
+    // AIPerf 0.13 flags with no counterpart here, by --help group.
+    // Endpoint
+    ("--url-strategy", "profile sends to one server address (-u); run one profile per server"),
+    ("--wait-for-model-", "profile does not poll the server for readiness; start it once the model answers"),
+    ("--reset-kv-cache-", "no control requests are sent to the server; reset its cache before the run"),
+    ("--reset-kv-cache", "no control requests are sent to the server; reset its cache before the run"),
+    ("--server-profiler-", "no control requests are sent to the server; start and stop its profiler around the run"),
+    ("--server-profiler", "no control requests are sent to the server; start and stop its profiler around the run"),
+    ("--transport-type", "profile speaks HTTP/1.1 (chat, completions, embeddings, rankings, generate) and gRPC (kserve); the endpoint type picks it"),
+    ("--per-chunk-usage", "usage is read where the server sends it; to ask for it on every chunk give --extra-inputs with the server's option"),
+    ("--connection-reuse-strategy", "each load slot keeps its connection open and reuses it (AIPerf's pooled); there is no other strategy"),
+    ("--download-video-content", "video generation endpoints are not supported"),
+    ("--request-content-type", "request bodies are JSON (or gRPC protobuf for kserve); multipart forms are not sent"),
+    ("--session-header", "conversation turns carry no session-affinity header; add a fixed one with -H"),
+    ("--uuid-and-strip", "no image cache hints are sent"),
+    // Tokenizer
+    ("--apply-chat-template", "input tokens are counted on the prompt text itself, without the model's chat template"),
+    // Input
+    ("--hf-weka-dataset", "inferperf never downloads datasets; give a local file with --input-file"),
+    ("--dataset-filter", "inferperf never downloads datasets; give a local file with --input-file"),
+    ("--ignore-trace-delays", "a trace's timestamps are replayed with --fixed-schedule, or ignored without it; conversation pauses come from the file's delays"),
+    ("--use-think-time-only", "AIPerf's weka trace loader is not supported; traces are read as mooncake_trace"),
+    ("--max-context-length", "AIPerf's weka trace loader is not supported; traces are read as mooncake_trace"),
+    ("--allow-dataset-wrap", "AIPerf's weka and agentic replay are not supported"),
+    ("--trace-session-sample-ratio", "AIPerf's baseten trace loader is not supported; traces are read as mooncake_trace"),
+    // Conversation Input
+    ("--session-delay-ratio", "turn pauses are set in ms by --conversation-turn-delay-mean and --conversation-turn-delay-stddev"),
+    ("--inter-turn-delay-cap-seconds", "AIPerf's DAG and baseten trace loaders are not supported"),
+    ("--max-idle-gap-cap-seconds", "AIPerf's DAG and baseten trace loaders are not supported"),
+    ("--open-loop-", "AIPerf's baseten trace loader is not supported; a trace's timestamps are replayed with --fixed-schedule"),
+    ("--no-open-loop-", "AIPerf's baseten trace loader is not supported; a trace's timestamps are replayed with --fixed-schedule"),
+    ("--omit-kv-hints", "AIPerf's baseten trace loader is not supported; mooncake hash_ids are never sent to the server"),
+    ("--force-min-tokens", "AIPerf's baseten trace loader is not supported; --output-tokens-mean-deterministic sends min_tokens"),
+    ("--no-force-min-tokens", "AIPerf's baseten trace loader is not supported"),
+    // Prompt, Prefix Prompt, ISL
+    ("--prompt-corpus", "synthetic prompts are drawn from one built-in corpus"),
+    ("--system-prompt", "a shared system prompt is generated to a length: --shared-system-prompt-length"),
+    ("--system-prompt-file", "a shared system prompt is generated to a length: --shared-system-prompt-length"),
+    ("--random-range-ratio", "lengths are drawn from a normal distribution (--isl-stddev, --osl-stddev) or a --sequence-distribution mix"),
+    ("--random-corpus-style", "synthetic prompts are drawn from one built-in corpus"),
+    // Rankings
+    ("--rankings-", "synthetic rankings requests are not generated; give a rankings folder (queries.jsonl and passages.jsonl) with --input-file"),
+    // Synthesis
+    ("--synthesis-", "AIPerf's trace synthesis is not done; traces replay as given (--fixed-schedule-speedup scales their time)"),
+    // Load Generator, Warmup: AIPerf's agentic replay
+    ("--trajectory-start-", "AIPerf's agentic replay is not supported"),
+    ("--burst-phase-starts", "AIPerf's agentic replay is not supported"),
+    ("--trace-idle-gap-cap-seconds", "AIPerf's weka trace replay is not supported"),
+    ("--system-idle-gap-cap-seconds", "AIPerf's agentic replay is not supported"),
+    ("--agentic-", "AIPerf's agentic replay is not supported"),
+    // Scenario
+    ("--scenario", "AIPerf's locked scenarios are not supported; give the run's flags"),
+    ("--unsafe-override", "AIPerf's locked scenarios are not supported; give the run's flags"),
+    // Output
+    ("--profile-export-prefix", "AIPerf's files keep their names; --profile-export-file names GenAI-Perf's export"),
+    ("--export-level", "the summaries and profile_export.jsonl (every request's record) are always written; raw request and response bodies are not"),
+    ("--profile-export-level", "the summaries and profile_export.jsonl (every request's record) are always written; raw request and response bodies are not"),
+    ("--plot-required", "there is no auto-plot step; --generate-plots writes the plots in the run itself"),
+    ("--export-outputs-json", "the generated text is not saved"),
+    ("--stream", "results are written as files under --artifact-dir; nothing is exported to a collector"),
+    ("--gen-ai-provider", "results are written as files under --artifact-dir; nothing is exported to a collector"),
+    // HTTP Trace
+    ("--export-http-trace", "the HTTP phase timings (k6's naming) are not recorded"),
+    ("--show-trace-timing", "the HTTP phase timings (k6's naming) are not recorded"),
+    // Server Metrics, Network Latency
+    ("--server-metrics-formats", "server metrics are reported in the run's summaries; no separate server-metrics files are written"),
+    ("--network-latency-", "no network round trip is subtracted: latencies are as measured at the client"),
+    // Service
+    ("--record-processor-service-count", "profile runs in one process; load workers are set with --max-workers"),
+    ("--stats-interval", "the progress line (--ui-type simple) updates on its own period; there is no stats log block"),
+    // Cache Bust
+    ("--cache-bust", "no cache-bust markers are put in prompts; distinct synthetic prompts (--num-prompts) and --random-seed keep prompts apart between runs"),
+    // Multi-Run: adaptive search, convergence and recipes
+    ("--convergence-", "runs are not stopped early on convergence; every --num-profile-runs run is made"),
+    ("--sweep-type", "a sweep walks one list (--concurrency or --request-rate values); lists of other flags are not combined"),
+    ("--no-sweep-table", "a sweep prints its table once, after the last level"),
+    ("--search-", "AIPerf's adaptive (Bayesian) search is not supported; sweep a list of levels, or find the highest rate within the --goodput limits with --sla-search"),
+    ("--optuna-", "AIPerf's adaptive (Bayesian) search is not supported; sweep a list of levels, or use --sla-search"),
+    ("--bo-constraint-mode", "AIPerf's adaptive (Bayesian) search is not supported; sweep a list of levels, or use --sla-search"),
+    ("--variant", "sweep variations are the values of one list flag (--concurrency or --request-rate)"),
+    ("--sweep-variant", "sweep variations are the values of one list flag (--concurrency or --request-rate)"),
+    ("--ttft-sla-ms", "AIPerf's search recipes are not supported; give the limits with --goodput (e.g. time_to_first_token:200)"),
+    ("--itl-sla-ms", "AIPerf's search recipes are not supported; give the limits with --goodput (e.g. inter_token_latency:20)"),
+    ("--tpot-sla-ms", "AIPerf's search recipes are not supported; give the limits with --goodput (e.g. inter_token_latency:20)"),
+    ("--e2e-sla-ms", "AIPerf's search recipes are not supported; give the limits with --goodput (e.g. request_latency:2000)"),
+    ("--error-rate-sla", "AIPerf's search recipes are not supported; --failed-request-threshold stops a run with too many failures"),
+    ("--slo-attainment-fraction", "AIPerf's search recipes are not supported; --sla-min-goodput-fraction sets the share for --sla-search"),
+    ("--isl-osl-pairs", "AIPerf's search recipes are not supported; mix lengths with --sequence-distribution"),
+    ("--degradation-", "AIPerf's search recipes are not supported; sweep --concurrency and read sweep_summary.csv"),
+    ("--isl-min", "AIPerf's search recipes are not supported; run one profile per input length"),
+    ("--isl-max", "AIPerf's search recipes are not supported; run one profile per input length"),
+    ("--isl-steps", "AIPerf's search recipes are not supported; run one profile per input length"),
+    ("--osl-min", "AIPerf's search recipes are not supported; run one profile per output length"),
+    ("--osl-max", "AIPerf's search recipes are not supported; run one profile per output length"),
+    ("--osl-steps", "AIPerf's search recipes are not supported; run one profile per output length"),
+    ("--concurrency-min", "AIPerf's search recipes are not supported; sweep a list: --concurrency 1,2,4,8"),
+    ("--concurrency-max", "AIPerf's search recipes are not supported; sweep a list: --concurrency 1,2,4,8"),
+    ("--concurrency-steps", "AIPerf's search recipes are not supported; sweep a list: --concurrency 1,2,4,8"),
     ("--log-level", "use -v/--verbose for the effective settings; errors and warnings always go to stderr"),
     ("--extra-verbose", "use -v/--verbose for the effective settings; errors and warnings always go to stderr"),
     ("--prefill-concurrency-ramp-duration", "the --prefill-concurrency cap holds from the first request; it is not ramped"),

@@ -6,6 +6,7 @@
 //! ([`runner`]), the stored events become [`LlmRequest`]s ([`convert`]), metrics are
 //! computed, printed and written ([`export`], `report::llm`, `report::plot`).
 
+pub mod aiperf_flags;
 mod artifacts;
 pub mod cli;
 pub mod cli_compat;

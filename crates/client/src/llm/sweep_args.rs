@@ -60,7 +60,12 @@ pub struct SweepArgs {
     pub request_cancellation_delay: f64,
     /// GenAI-Perf: each prompt starts with one of N shared prefixes of
     /// --prefix-prompt-length tokens (the ISL grows by that length).
-    #[arg(long, visible_alias = "prefix-prompt-pool-size", default_value_t = 0)]
+    #[arg(
+        long,
+        visible_alias = "prefix-prompt-pool-size",
+        alias = "prompt-prefix-pool-size",
+        default_value_t = 0
+    )]
     pub num_prefix_prompts: u64,
     /// Tokens of each prefix prompt.
     #[arg(long, visible_alias = "prompt-prefix-length", default_value_t = 0)]

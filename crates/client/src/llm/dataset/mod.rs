@@ -78,7 +78,7 @@ pub struct DatasetArgs {
     #[arg(long, visible_alias = "replay-speedup", value_name = "FACTOR")]
     pub fixed_schedule_speedup: Option<f64>,
     /// Tokens per mooncake `hash_ids` block.
-    #[arg(long, default_value_t = 512, value_name = "TOKENS")]
+    #[arg(long, aliases = ["prompt-input-tokens-block-size", "synthetic-input-tokens-block-size"], default_value_t = 512, value_name = "TOKENS")]
     pub isl_block_size: u64,
     #[command(flatten)]
     pub turns: synthetic_conversations::TurnArgs,
