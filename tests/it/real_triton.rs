@@ -18,9 +18,7 @@ use triton::{csv_header, export, ours, Triton, TritonEnv};
 #[test]
 fn real_triton_tier() {
     let Some(env) = TritonEnv::from_env() else {
-        println!(
-            "real_triton: skipped (INFERPERF_TRITON_DIR unset; see benches/peers/triton.sh)"
-        );
+        println!("real_triton: skipped (INFERPERF_TRITON_DIR unset; see benches/peers/triton.sh)");
         return;
     };
     let triton = Triton::start(&env);
