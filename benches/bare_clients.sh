@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # inferperf against the bare C load generators (wrk for HTTP, h2load for gRPC) and, in the async
-# cells, the real perf_analyzer, back to back on the same nginx (../shared/bench, model
+# cells, the real perf_analyzer, back to back on the same nginx (benches/peers/nginx.sh, model
 # `identity`, FP32[16]). Prints markdown tables for benches/README.md:
 #
 #   a. Closed loop, client CPU per request: user + sys of the client process (GNU time) divided
 #      by the requests it completed, for concurrency 1, 4, 16, 64, sync and async, with the
 #      ratio inferperf / peer and both throughputs.
 #        HTTP: inferperf -i http --sync|--async --concurrency-range C --request-count N
-#              vs wrk -t1 -cC -d WRK_S s -s wrk-post.lua (C keep-alive connections, as
+#              vs wrk -t1 -cC -d WRK_S s -s benches/peers/wrk-post.lua (C keep-alive connections, as
 #              inferperf opens one HTTP/1.1 connection per request in flight).
 #        gRPC: inferperf -i grpc ... vs h2load -n N -c1 -mC with a gRPC frame of the same size
 #              as inferperf's ModelInfer request (153 bytes, generated below). inferperf pinned
@@ -15,7 +15,7 @@
 #              of one HTTP/2 connection in sync and async mode alike (up to 100 per connection;
 #              checked with strace: one connect to the server besides the setup connection for
 #              C = 1, 4, 64), so every gRPC cell compares against h2load -c1 -mC.
-#        perf_analyzer (PA=: the wrapper ../shared/bench/setup-peers.sh prints as its last line;
+#        perf_analyzer (PA=: the wrapper benches/peers/perf_analyzer.sh prints as its last line;
 #        default: perf_analyzer on PATH, cells left out without one) runs the async cells with the
 #        same flags as inferperf; its sync mode is one thread per request in flight, not a
 #        client doing only send/receive, so those cells leave it out.
@@ -42,14 +42,7 @@
 # core 0 and is bounded by `timeout`. Loopback only.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-# ../shared/bench beside the repository (or beside the folder holding a worktree).
-if [ -z "${BENCH:-}" ]; then
-  for BENCH in "$ROOT/../shared/bench" "$ROOT/../../shared/bench"; do
-    [ -f "$BENCH/start-nginx.sh" ] && break
-  done
-fi
-[ -f "$BENCH/start-nginx.sh" ] && [ -f "$BENCH/wrk-post.lua" ] ||
-  { echo "no shared bench folder at $BENCH (set BENCH=)" >&2; exit 1; }
+PEERS_DIR=$ROOT/benches/peers
 INFERPERF=${INFERPERF:-$ROOT/target/release/inferperf}
 PA=${PA:-$(command -v perf_analyzer || true)}
 N=${N:-20000}
@@ -72,7 +65,7 @@ GRPC_PATH=/inference.GRPCInferenceService/ModelInfer
 mkdir -p "$LOG_DIR" || exit 1
 [ -x "$INFERPERF" ] || { echo "no inferperf at $INFERPERF (cargo build --release, or INFERPERF=)" >&2; exit 1; }
 for tool in wrk h2load /usr/bin/time; do
-  command -v "$tool" >/dev/null || { echo "needs $tool (../shared/bench/setup-peers.sh)" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "needs $tool (benches/peers/perf_analyzer.sh)" >&2; exit 1; }
 done
 
 started_nginx=
@@ -82,12 +75,12 @@ nginx_up() {
 }
 if ! nginx_up; then
   # In a run folder of its own, so that starting and stopping it never touches a shared one.
-  export RUN_DIR=$LOG_DIR/nginx NGINX_PORT=${HTTP_URL#*:} NGINX_GRPC_PORT=${GRPC_URL#*:}
-  NGINX_TTL=${NGINX_TTL:-1800} taskset -c "$(($(nproc) - 1))" bash "$BENCH/start-nginx.sh" \
+  export NGINX_RUN_DIR=$LOG_DIR/nginx NGINX_PORT=${HTTP_URL#*:} NGINX_GRPC_PORT=${GRPC_URL#*:}
+  NGINX_TTL=${NGINX_TTL:-1800} taskset -c "$(($(nproc) - 1))" bash "$PEERS_DIR/nginx.sh" start \
     >/dev/null || exit 1
   started_nginx=1
 fi
-cleanup() { [ -z "$started_nginx" ] || bash "$BENCH/start-nginx.sh" stop; }
+cleanup() { [ -z "$started_nginx" ] || bash "$PEERS_DIR/nginx.sh" stop; }
 trap cleanup EXIT
 
 # A gRPC frame (5-byte prefix + ModelInferRequest) with the fields inferperf sends for identity:
@@ -142,7 +135,7 @@ closed_cell() { # proto mode c
   our_n=$(pa_count "$OUT") our_thr=$(pa_thr "$OUT")
   if [ "$proto" = http ]; then
     peer="wrk -t1 -c$c"
-    run "$proto-$mode-c$c-wrk" wrk -t1 -c"$c" -d"${WRK_S}s" -s "$BENCH/wrk-post.lua" \
+    run "$proto-$mode-c$c-wrk" wrk -t1 -c"$c" -d"${WRK_S}s" -s "$PEERS_DIR/wrk-post.lua" \
       "http://$url$INFER_PATH"
     peer_n=$(awk '/requests in/ { print $1 }' "$OUT")
     peer_thr=$(awk '/Requests\/sec:/ { print $2 }' "$OUT")

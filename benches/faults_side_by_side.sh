@@ -3,7 +3,7 @@
 # as in docs/faults.md ("Results"), the commands being those of its "Commands" section.
 #
 #   INFERPERF=target/release/inferperf bash benches/faults_side_by_side.sh
-#   INFERPERF=... PA=$PEERS/bin/perf_analyzer bash benches/faults_side_by_side.sh
+#   INFERPERF=... PA=$(bash benches/peers/perf_analyzer.sh) bash benches/faults_side_by_side.sh
 #   INFERPERF=... PA=... MODES="refuse stall-head dims-big" bash benches/faults_side_by_side.sh
 #
 # INFERPERF (required): the inferperf binary, both the fault server and the client measured.

@@ -3,12 +3,11 @@
 # (which drives perf_analyzer) and a bare Python aiohttp client (benches/llm_aiohttp.py), all
 # against GuideLLM's mock OpenAI server, one client after the other, same load.
 #
-#   bash ../shared/bench/setup-guidellm.sh; bash ../shared/bench/setup-aiperf.sh
-#   bash ../shared/bench/setup-genai-perf.sh; bash ../shared/bench/setup-genai-perf-cli.sh
-#   PEERS=... bash benches/llm_peers.sh [STREAMS...]    # default: 8 64
+#   bash benches/peers/llm.sh all                # once
+#   bash benches/llm_peers.sh [STREAMS...]       # default: 8 64
 #
-# Environment: PEERS (required: the folder the ../shared/bench setup scripts installed into,
-# their PEERS; it holds guidellm-venv, aiperf-venv, genai-cli-venv, genai-tokenizer), PER_STREAM
+# Environment: INFERPERF_PEERS (the install folder of benches/peers/llm.sh, default
+# ~/.cache/inferperf-peers: guidellm-venv, aiperf-venv, genai-cli-venv, genai-tokenizer), PER_STREAM
 # (requests per stream, default 16), OSL (256), TTFT_MS (5), ITL_MS (1), TOOLS (default
 # "inferperf aiperf genai-perf python"), PORT (18390). The server runs on the last core, every
 # client on core 0. CPU is user + system of the client's whole process tree (GNU time counts
@@ -17,7 +16,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 INFERPERF=${INFERPERF:-$ROOT/target/release/inferperf}
-PEERS=${PEERS:?set PEERS to the folder the ../shared/bench setup scripts installed into}
+PEERS=${INFERPERF_PEERS:-$HOME/.cache/inferperf-peers}
 PER_STREAM=${PER_STREAM:-16}
 OSL=${OSL:-256}
 TTFT_MS=${TTFT_MS:-5}
@@ -29,7 +28,7 @@ MODEL=mock-llm
 levels=${*:-"8 64"}
 last=$(( $(nproc) - 1 ))
 [ -x "$INFERPERF" ] || (cd "$ROOT" && cargo build --release -q)
-[ -d "$TOK" ] || { echo "no tokenizer at $TOK: run ../shared/bench/setup-genai-perf.sh"; exit 1; }
+[ -d "$TOK" ] || { echo "no tokenizer at $TOK: run benches/peers/llm.sh genai-perf"; exit 1; }
 
 tmp=$(mktemp -d)
 taskset -c "$last" "$PEERS/guidellm-venv/bin/guidellm" mock-server --host 127.0.0.1 \

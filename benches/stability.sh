@@ -5,19 +5,20 @@
 # never was), the coefficient of variation of the windows' throughput and latency, and how
 # many runs failed to stabilise.
 #
-#   TRITON=DIR PA=PATH bash benches/stability.sh        (from the repo root)
+#   bash benches/stability.sh        (from the repo root)
 #
-# Env: TRITON (required: the DIR given to setup-triton.sh), PA (required: the perf_analyzer
-# wrapper setup-peers.sh prints), INFERPERF (target/release/inferperf), REPS (5 runs per tool
-# and kind), KINDS (http grpc capi), MODEL (identity), FLAGS (perf_analyzer's flags for the
+# Env: TRITON (the folder of `benches/peers/triton.sh setup`, default INFERPERF_PEERS/triton),
+# PA (the wrapper benches/peers/perf_analyzer.sh prints, default
+# INFERPERF_PEERS/bin/perf_analyzer), INFERPERF (target/release/inferperf), REPS (5 runs per
+# tool and kind), KINDS (http grpc capi), MODEL (identity), FLAGS (perf_analyzer's flags for the
 # levels: `--concurrency-range 1:2 -p 1000 -s 10 --max-trials 20`), OURS_FLAGS (extra flags
 # for inferperf only). Each run is bounded by `timeout 300`; the server is started on free
 # loopback ports and stopped at the end.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BENCH=${BENCH:-$ROOT/../shared/bench}
-TRITON=${TRITON:?set TRITON to the DIR given to setup-triton.sh}
-PA=${PA:?set PA to the perf_analyzer path setup-peers.sh prints}
+PEERS=${INFERPERF_PEERS:-$HOME/.cache/inferperf-peers}
+TRITON=${TRITON:-$PEERS/triton}
+PA=${PA:-$PEERS/bin/perf_analyzer}
 INFERPERF=${INFERPERF:-$ROOT/target/release/inferperf}
 REPS=${REPS:-5}
 KINDS=${KINDS:-http grpc capi}
@@ -25,11 +26,11 @@ MODEL=${MODEL:-identity}
 FLAGS=${FLAGS:---concurrency-range 1:2 -p 1000 -s 10 --max-trials 20}
 OURS_FLAGS=${OURS_FLAGS:-}
 [ -x "$INFERPERF" ] || { echo "no inferperf at $INFERPERF (cargo build --release)" >&2; exit 1; }
-[ -x "$PA" ] || { echo "no perf_analyzer at $PA (run the peers setup)" >&2; exit 1; }
+[ -x "$PA" ] || { echo "no perf_analyzer at $PA (run benches/peers/perf_analyzer.sh)" >&2; exit 1; }
 # shellcheck disable=SC1091
-. "$TRITON/env.sh" || exit 1
-eval "$(TRITON_RUN_DIR=$TRITON/run-stability bash "$BENCH/start-triton.sh" | tail -1)"
-trap 'bash "$BENCH/start-triton.sh" stop "$TRITON_PID"' EXIT
+. "$TRITON/env.sh" || { echo "no $TRITON/env.sh (run benches/peers/triton.sh setup)" >&2; exit 1; }
+eval "$(TRITON_RUN_DIR=$TRITON/run-stability bash "$ROOT/benches/peers/triton.sh" start | tail -1)"
+trap 'bash "$ROOT/benches/peers/triton.sh" stop "$TRITON_PID"' EXIT
 OUT=$(mktemp -d)
 
 run_one() {   # tool kind rep

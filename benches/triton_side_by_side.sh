@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # inferperf and the real perf_analyzer, side by side on a real Triton (CPU, python backend),
-# for each model of ../shared/bench/setup-triton.sh and each service kind (HTTP, gRPC, C API).
+# for each model of benches/peers/triton.sh and each service kind (HTTP, gRPC, C API).
 # Prints a markdown table: throughput, p50/p99 latency, windows to stability, the median idle
 # gap (a request's last response to the same connection's next send, from the profile
 # export), export requests and responses, CSV header equality, how each run ended, and the
 # export fields that only one of the two tools writes (benches/export_shape.py).
 #
-#   TRITON=DIR PA=PATH bash benches/triton_side_by_side.sh [MODEL ...]   (from the repo root)
+#   bash benches/triton_side_by_side.sh [MODEL ...]   (from the repo root)
 #
-# Env: TRITON (required: the DIR given to setup-triton.sh), PA (required: the perf_analyzer
-# wrapper path setup-peers.sh prints), CONC (1: the concurrency), FLAGS (-p 2000 -s 10
+# Env: TRITON (the folder of `benches/peers/triton.sh setup`, default INFERPERF_PEERS/triton),
+# PA (the wrapper benches/peers/perf_analyzer.sh prints, default
+# INFERPERF_PEERS/bin/perf_analyzer), CONC (1: the concurrency), FLAGS (-p 2000 -s 10
 # --max-trials 10), KINDS (http grpc capi). The server is started on free loopback ports and
 # stopped at the end; each run is bounded by `timeout 300`.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BENCH=${BENCH:-$ROOT/../shared/bench}
-TRITON=${TRITON:?set TRITON to the DIR given to setup-triton.sh}
-PA=${PA:?set PA to the perf_analyzer path setup-peers.sh prints}
+PEERS=${INFERPERF_PEERS:-$HOME/.cache/inferperf-peers}
+TRITON=${TRITON:-$PEERS/triton}
+PA=${PA:-$PEERS/bin/perf_analyzer}
 INFERPERF=${INFERPERF:-$ROOT/target/release/inferperf}
 CONC=${CONC:-1}
 FLAGS=${FLAGS:--p 2000 -s 10 --max-trials 10}
@@ -24,11 +25,11 @@ KINDS=${KINDS:-http grpc capi}
 MODELS=("$@")
 [ ${#MODELS[@]} -gt 0 ] || MODELS=(identity simple identity_bytes repeat_int32 accumulate ensemble_identity)
 [ -x "$INFERPERF" ] || (cd "$ROOT" && cargo build --release -q)
-[ -x "$PA" ] || { echo "no perf_analyzer at $PA (run ../shared/bench/setup-peers.sh)" >&2; exit 1; }
+[ -x "$PA" ] || { echo "no perf_analyzer at $PA (run benches/peers/perf_analyzer.sh)" >&2; exit 1; }
 # shellcheck disable=SC1091
-. "$TRITON/env.sh" || exit 1
-eval "$(TRITON_RUN_DIR=$TRITON/run-bench bash "$BENCH/start-triton.sh" | tail -1)"
-trap 'bash "$BENCH/start-triton.sh" stop "$TRITON_PID"' EXIT
+. "$TRITON/env.sh" || { echo "no $TRITON/env.sh (run benches/peers/triton.sh setup)" >&2; exit 1; }
+eval "$(TRITON_RUN_DIR=$TRITON/run-bench bash "$ROOT/benches/peers/triton.sh" start | tail -1)"
+trap 'bash "$ROOT/benches/peers/triton.sh" stop "$TRITON_PID"' EXIT
 OUT=$(mktemp -d)
 
 model_flags() {   # the flags each model needs, per kind

@@ -15,8 +15,8 @@
 //!
 //! Both find the end of each response by its Content-Length and check its status line; no
 //! other parsing, no timestamps, only counts. The load is POST /v2/models/identity/infer with
-//! the body of `../shared/bench/wrk-post.lua` to nginx on 127.0.0.1:18090 when it answers there
-//! (`bash ../shared/bench/start-nginx.sh`), else to the in-process reference server pinned to
+//! the body of `benches/peers/wrk-post.lua` to nginx on 127.0.0.1:18090 when it answers there
+//! (`bash benches/peers/nginx.sh`), else to the in-process reference server pinned to
 //! the last core. The client is this thread, pinned to core 0; its CPU is this thread's alone
 //! (`RUSAGE_THREAD`), and against nginx the process's too (any io_uring worker thread would
 //! show there). For each C (default 1 4 16 64; REQUESTS default 100,000, a quarter of it at

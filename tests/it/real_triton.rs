@@ -1,8 +1,8 @@
 //! Optional tier: the `inferperf` binary against a real Triton (tritonserver 2.51, CPU, python
 //! backend), over HTTP, gRPC and the C API, on every model of the repository that
-//! `../shared/bench/setup-triton.sh` writes.
+//! `benches/peers/triton.sh setup` writes.
 //!
-//! It runs when `INFERPERF_TRITON_DIR` names that script's directory (the one holding
+//! It runs when `INFERPERF_TRITON_DIR` names that script's folder (TRITON, the one holding
 //! `env.sh`), e.g. `INFERPERF_TRITON_DIR=DIR cargo test --release --test real_triton`;
 //! otherwise it prints one line saying it skipped. With `INFERPERF_PERF_ANALYZER` naming the
 //! real perf_analyzer binary it also compares CSV headers with it, flag set by flag set.
@@ -18,9 +18,7 @@ use triton::{csv_header, export, ours, Triton, TritonEnv};
 #[test]
 fn real_triton_tier() {
     let Some(env) = TritonEnv::from_env() else {
-        println!(
-            "real_triton: skipped (set INFERPERF_TRITON_DIR to the setup-triton.sh directory)"
-        );
+        println!("real_triton: skipped (INFERPERF_TRITON_DIR unset; see benches/peers/triton.sh)");
         return;
     };
     let triton = Triton::start(&env);

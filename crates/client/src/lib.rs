@@ -9,7 +9,7 @@
 //! run mode) and `mpi` (multi-rank runs); `shm`; `engine`; `report`; `inputs`; `service`
 //! (one module per service kind); `protocol` (HTTP/1, HTTP/2 + gRPC, SSE, Prometheus text,
 //! the C API); `transport` (TCP and TLS connections); then the foundation: `measure`,
-//! `tensor`, `text`, `config`, `clock`, `error`, `signal`, `timerfd`.
+//! `tensor`, `text`, `config`, `clock`, `error`, `random`, `signal`, `timerfd`.
 
 pub mod cli;
 pub mod clock;
@@ -22,6 +22,7 @@ pub mod llm;
 pub mod measure;
 pub mod mpi;
 pub mod protocol;
+pub mod random;
 pub mod report;
 pub mod run;
 pub mod service;
@@ -34,3 +35,7 @@ pub mod transport;
 
 /// The version string printed by `--version` and written into the profile export.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+#[cfg(test)]
+#[path = "lib_tests.rs"]
+mod tests;

@@ -24,7 +24,6 @@ pub use super::llm::load::LlmCounts;
 use super::reply::{Outcome, Reply};
 use super::stats::Counters;
 
-#[path = "metrics_styles.rs"]
 mod styles;
 
 /// The exposition format's content type (version 0.0.4).

@@ -15,7 +15,7 @@ const RUN_LIMIT_S: &str = "180";
 /// The server's whole life, whatever happens to the test.
 const SERVER_LIMIT_S: &str = "1800";
 
-/// Paths from the `env.sh` that setup-triton.sh writes.
+/// Paths from the `env.sh` that `benches/peers/triton.sh setup` writes.
 pub struct TritonEnv {
     server: PathBuf,
     backends: PathBuf,

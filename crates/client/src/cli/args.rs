@@ -1,4 +1,5 @@
-//! clap definitions of perf_analyzer's command line (perf_analyzer.md §1).
+//! clap definitions of perf_analyzer's command line, as its CLI reference describes it
+//! (<https://github.com/triton-inference-server/perf_analyzer/blob/main/docs/cli.md>).
 //!
 //! Values are kept as raw strings here and parsed in `validate`, so that every error names the
 //! flag and the value in perf_analyzer's words instead of clap's.

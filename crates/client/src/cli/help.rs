@@ -1,7 +1,8 @@
 //! Help headings, the honest notes printed after `--help`, and the table of perf_analyzer flags
 //! that inferperf recognises but does not implement (empty: every flag is implemented).
 
-/// Help headings, in the order of perf_analyzer.md §1.
+/// Help headings, in the order of perf_analyzer's CLI reference
+/// (<https://github.com/triton-inference-server/perf_analyzer/blob/main/docs/cli.md>).
 pub const GENERAL: &str = "General";
 pub const LOAD: &str = "Load";
 pub const MEASUREMENT: &str = "Measurement";
@@ -77,7 +78,7 @@ pub struct PlannedFlag {
     pub help: &'static str,
 }
 
-/// perf_analyzer flags recognised but not implemented, in the order of perf_analyzer.md §1
+/// perf_analyzer flags recognised but not implemented, in the order of its CLI reference
 /// (empty: every perf_analyzer flag is implemented).
 pub const PLANNED_FLAGS: &[PlannedFlag] = &[];
 

@@ -1,5 +1,5 @@
 //! What the `tfserving`, `torchserve` and `dynamic_grpc` service kinds require of the other
-//! flags (spec §1.11, §7.2, §7.3, §7.5). Every error is a usage error naming the flag.
+//! flags. Every error is a usage error naming the flag.
 
 use super::args::RunArgs;
 use crate::config::{Config, InputData, LoadMode, Protocol, ServiceKind};

@@ -1,6 +1,6 @@
 //! Load-mode flags: `--request-rate-range`, `--request-distribution`, `--request-intervals`,
 //! `--binary-search`, `--seed`, `--max-inflight`, and the checks that tie them to
-//! `--concurrency-range` and `-l` (perf_analyzer.md §1.2, §1.11).
+//! `--concurrency-range` and `-l`.
 
 use std::path::Path;
 
@@ -287,7 +287,7 @@ fn interval_ns(line: &str) -> std::result::Result<u64, String> {
     Ok(us * 1000)
 }
 
-/// Cross-flag checks of §1.11 for the open-loop modes and binary search (after every flag is
+/// perf_analyzer's cross-flag checks for the open-loop modes and binary search (after every flag is
 /// applied, since they involve `-l`).
 pub fn check(config: &Config) -> Result<()> {
     let open_loop = config.load_mode != LoadMode::Concurrency;

@@ -1,4 +1,4 @@
-//! `--collect-metrics`, `--metrics-url`, `--metrics-interval` (perf_analyzer.md §1.8).
+//! `--collect-metrics`, `--metrics-url`, `--metrics-interval`.
 
 use super::args::RunArgs;
 use crate::config::{Config, MetricsConfig, ServiceKind};

@@ -1,5 +1,5 @@
 //! What `--service-kind openai` requires of the other flags (perf_analyzer's own checks,
-//! spec §1.11 and §7.1, in its words with the flag named).
+//! in its words with the flag named).
 
 use super::args::RunArgs;
 use super::number::{parse_within, MAX_LEVEL};

@@ -1,4 +1,4 @@
-//! Raw command-line values (`RunArgs`) to a checked `Config` (perf_analyzer.md §1, §1.11).
+//! Raw command-line values (`RunArgs`) to a checked `Config`.
 //!
 //! Every error is `Error::usage` (exit 99) and names the flag and the offending value.
 
@@ -427,7 +427,7 @@ fn apply_reports(args: &RunArgs, config: &mut Config) -> Result<()> {
     Ok(())
 }
 
-/// perf_analyzer.md §1.11 checks that involve more than one flag.
+/// perf_analyzer's checks that involve more than one flag.
 fn check_cross_options(config: &Config) -> Result<()> {
     super::load::check(config)?;
     super::openai::check(config)?;

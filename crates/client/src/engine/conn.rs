@@ -9,7 +9,7 @@
 //! latency). Readiness follows the rule in [`crate::transport`].
 //!
 //! A `text/event-stream` response (OpenAI streaming) is decoded as it arrives, one response
-//! per `data:` event (see `sse_conn.rs`); any other response is one response, its raw body.
+//! per `data:` event (the `sse` submodule); any other response is one response, its raw body.
 
 use std::io;
 use std::net::SocketAddr;
@@ -24,7 +24,6 @@ use crate::service::reply_check::{LastGood, ReplyCheck};
 use crate::transport::{TlsClient, Transport};
 use sse::{SseState, TokenWatch};
 
-#[path = "sse_conn.rs"]
 mod sse;
 
 /// Initial read buffer per connection (bytes). It grows only for responses larger than this.

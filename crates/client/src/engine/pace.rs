@@ -155,13 +155,13 @@ fn gap_ns(rate: f64) -> u64 {
 
 /// An exponential variate with mean `mean` (ns), by inversion of a uniform in (0, 1].
 fn exponential(rng: &mut Rng, mean: f64) -> u64 {
-    let u = ((rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+    let u = crate::random::unit_open0(rng.next_u64());
     (-u.ln() * mean) as u64
 }
 
 /// A uniform variate in (0, 1].
 fn unit(rng: &mut Rng) -> f64 {
-    ((rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    crate::random::unit_open0(rng.next_u64())
 }
 
 /// A standard normal variate (Box-Muller).

@@ -1,4 +1,4 @@
-//! Sequence (stateful) models on the client side (spec §1.4, §2.11): which sequence id,
+//! Sequence (stateful) models on the client side: which sequence id,
 //! start/end flags, data stream and input step each request of a sequence slot carries.
 //!
 //! Pure and seedable: no clock, no I/O, no allocation after construction. A slot is one
@@ -306,7 +306,7 @@ impl SplitMix64 {
 
     /// Uniform in [-1, 1), 53 bits of precision.
     fn signed_unit(&mut self) -> f64 {
-        let unit = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let unit = crate::random::unit(self.next_u64());
         2.0 * unit - 1.0
     }
 

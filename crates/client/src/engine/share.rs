@@ -1,6 +1,7 @@
 //! How a load is divided among the workers: each worker's initial connections, schedule
 //! lanes, request budget, output slots and sequences.
 
+use crate::config::PA_MAX_INFLIGHT;
 use crate::error::{Error, Result};
 
 use super::pace::{self, Schedule};
@@ -88,14 +89,6 @@ fn ramp(load: &Load) -> Option<Ramp> {
 /// Connections (or gRPC slots) a paced worker opens before its first send; more open as
 /// sends come due with none free.
 const PACED_INITIAL_SLOTS: usize = 4;
-
-/// Open loop without `--max-inflight`, perf_analyzer mode: requests one worker may have in
-/// flight. Past the server's capacity every request beyond what keeps it busy only waits in
-/// its queue, and servers serve deep queues more slowly: nginx's fixed gRPC answers, offered
-/// 160k/s from one worker, came back at 82.8k/s with 64 in flight (h2load's closed loop at
-/// 64 streams: 85.4k/s), 72.8k/s with 128, 46k/s with 1,024. The sends that find no free slot
-/// wait and count as late, and the report says so.
-pub const PA_MAX_INFLIGHT: usize = 64;
 
 /// Open loop without `--max-inflight`, `profile`: requests one worker may have in flight.
 /// LLM requests last seconds, so many are in flight at moderate rates; the bound keeps

@@ -1,8 +1,8 @@
-//! Batching (spec §2.13): a request of batch `b` concatenates steps `first..first+b-1`
+//! Batching: a request of batch `b` concatenates steps `first..first+b-1`
 //! (wrapping around) of one stream. The steps must agree on shapes; a batch dim `b` is
 //! prepended when the model batches. Shape tensors are sent once, unbatched.
 //!
-//! Order (spec §2.13): request k is the batch that starts at step `(k * b) % steps`, as
+//! Order: request k is the batch that starts at step `(k * b) % steps`, as
 //! perf_analyzer's `data_step_id * batch_size`; the pattern repeats after
 //! `steps / gcd(steps, b)` requests.
 

@@ -1,4 +1,4 @@
-//! `--input-data <dir>` (spec §4.1): one file per input, named exactly like it, holding one
+//! `--input-data <dir>`: one file per input, named exactly like it, holding one
 //! batch-1 tensor; files named like outputs are validation data. The directory is one step.
 //! Non-BYTES files are raw little-endian row-major bytes; BYTES files hold one element per
 //! line (the line break is not part of the element, as with C++ `getline`).

@@ -1,4 +1,4 @@
-//! `--input-data random|zero` (spec §4.1): one step whose tensors are generated once.
+//! `--input-data random|zero`: one step whose tensors are generated once.
 
 use super::model::{shape_text, ModelSpec, TensorSpec};
 use super::{Step, TensorValue};

@@ -1,4 +1,4 @@
-//! Input-data JSON files (spec §4.2): flat or multi-stream `data`, aligned `validation_data`,
+//! Input-data JSON files: flat or multi-stream `data`, aligned `validation_data`,
 //! and the `--fixed-schedule` `timestamp` pseudo-input. Several files add up: multi-stream
 //! files append streams, flat files append steps to stream 0; the two forms cannot mix.
 

@@ -1,4 +1,4 @@
-//! JSON data files: the forms of spec §4.2 and every error naming file, stream, step and
+//! JSON data files: every form perf_analyzer accepts and every error naming file, stream, step and
 //! tensor.
 
 use super::*;

@@ -1,4 +1,4 @@
-//! Input data for a run (spec §4): generated (`--input-data random|zero`), JSON files
+//! Input data for a run: generated (`--input-data random|zero`), JSON files
 //! (`--input-data a.json --input-data b.json`) or a directory of raw tensor files, all read
 //! into one [`InputSet`] of streams of steps. [`batch`] turns steps into a request's tensors;
 //! [`check_outputs`] compares a response with the steps' validation data.

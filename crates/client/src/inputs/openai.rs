@@ -1,4 +1,4 @@
-//! Input data of the `openai` service kind (spec §4.2, §7.1): JSON files whose steps carry
+//! Input data of the `openai` service kind: JSON files whose steps carry
 //! the `payload` pseudo-input, of type JSON: "exactly one JSON object, which is serialised".
 //!
 //! ```json

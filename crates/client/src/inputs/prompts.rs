@@ -1,4 +1,4 @@
-//! Seeded synthetic prompts of an exact token length (spec llm.md §3, §10.6).
+//! Seeded synthetic prompts of an exact token length.
 //!
 //! The built-in corpus is tokenized once per tokenizer and process. A prompt of N tokens is
 //! the text of a window of N corpus tokens at a random offset (wrapping at the end), as
@@ -325,7 +325,7 @@ impl SplitMix64 {
 
     /// Uniform in (0, 1]: 53 random bits, never 0 so `ln` stays finite.
     fn unit_open0(&mut self) -> f64 {
-        ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
+        crate::random::unit_open0(self.next_u64())
     }
 
     /// One N(0, 1) draw by Box-Muller (the cosine half; the sine half is not kept, which

@@ -1,4 +1,4 @@
-//! Token counting for LLM mode (spec llm.md §3, §10.5): the built-in tiktoken encodings
+//! Token counting for LLM mode: the built-in tiktoken encodings
 //! `cl100k_base` and `o200k_base` (their BPE ranks are compiled into the binary), a local
 //! HuggingFace `tokenizer.json`, or a Hugging Face Hub name `ORG/NAME` whose tokenizer.json
 //! comes from the Hub cache, downloaded into it when missing ([`hub`]).

@@ -1,4 +1,4 @@
-//! Output validation (spec §2.13, §4.2): the outputs of a response compared byte for byte
+//! Output validation: the outputs of a response compared byte for byte
 //! with the `validation_data` of the steps the request was built from. Meant to run off the
 //! hot path, on response bodies the engine kept.
 

@@ -1,4 +1,4 @@
-//! One tensor value of an input-data file (spec §4.2): a flat array, `{"b64": ...}` or
+//! One tensor value of an input-data file: a flat array, `{"b64": ...}` or
 //! `{"content": ..., "shape": [...]}`, turned into its batch-1 shape and wire bytes.
 //! Errors are plain messages; the caller adds the file, stream and step.
 

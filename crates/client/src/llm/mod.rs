@@ -401,7 +401,7 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
     })
 }
 
-/// The client's own cost: load-worker CPU per output token and per chunk (llm.md §10.2).
+/// The client's own cost: load-worker CPU per output token and per chunk.
 fn overhead_line(run: &runner::PointRun, requests: &[LlmRequest]) -> String {
     let tokens: u64 = requests.iter().map(|r| r.osl).sum();
     let chunks: usize = requests.iter().map(|r| r.chunks.len()).sum();
@@ -525,7 +525,7 @@ fn prepare_entries(cfg: &ProfileConfig, tok: &Tokenizer) -> Result<Vec<Entry>> {
     let mut classes = args.random_seed ^ 0x0073_6571_6469_7374;
     for _ in 0..args.num_prompts {
         let bucket = cfg.sequence_distribution.as_ref().map(|d| {
-            let u = (payload::splitmix(&mut classes) >> 11) as f64 / (1u64 << 53) as f64;
+            let u = crate::random::unit(payload::splitmix(&mut classes));
             *d.pick(u)
         });
         let (isl_mean, isl_sd) = bucket.map_or(

@@ -1,4 +1,4 @@
-//! `--collect-metrics` figures (perf_analyzer.md §3.4): the server's GPU metrics read from its
+//! `--collect-metrics` figures: the server's GPU metrics read from its
 //! Prometheus endpoint, merged over the windows a point reports, and inferperf's own CPU use
 //! over the same windows (inferperf only; perf_analyzer#326 asks for client CPU metrics).
 

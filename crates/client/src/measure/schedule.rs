@@ -1,5 +1,5 @@
 //! Open loop: how well the client kept its send schedule, and latency measured from the
-//! intended send time (what perf_analyzer's "delayed" warning only hints at; spec §8.2).
+//! intended send time (what perf_analyzer's "delayed" warning only hints at).
 
 use super::dist::Dist;
 use super::stats::{per_second, ScheduleStats, WindowStats};

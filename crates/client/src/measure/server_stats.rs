@@ -7,7 +7,6 @@
 use crate::error::{Error, Result};
 use serde_json::Value;
 
-#[path = "server_stats_composing.rs"]
 mod composing;
 pub use composing::{
     bls_composing_models, composing_deltas, composing_tree, ensemble_steps, merge_composing,

@@ -1,4 +1,4 @@
-//! perf_analyzer's stability rule (spec §2.2): a point is done when its last 3 windows agree
+//! perf_analyzer's stability rule: a point is done when its last 3 windows agree
 //! within ±s on throughput and on the stabilizing latency.
 
 use super::stats::WindowStats;

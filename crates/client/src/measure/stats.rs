@@ -1,4 +1,4 @@
-//! Per-window statistics and the merge of a point's last windows (spec §2.1-§2.2).
+//! Per-window statistics and the merge of a point's last windows.
 //!
 //! Latencies stay in ns; they become integer µs (truncated) only when printed. A window keeps
 //! fixed-size summaries ([`Dist`]: exact count, sums, min and max, a histogram with a bucket

@@ -1,4 +1,4 @@
-//! libmpi loaded at run time (perf_analyzer.md §7.6): the entry points inferperf calls,
+//! libmpi loaded at run time: the entry points inferperf calls,
 //! resolved once into [`Mpi`], and the predefined handles they take.
 //!
 //! Only Open MPI's ABI is bound. Its handles are pointers to objects the library exports

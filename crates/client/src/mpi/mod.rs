@@ -1,4 +1,4 @@
-//! `--enable-mpi`: several inferperf processes cooperating through MPI (perf_analyzer.md §7.6).
+//! `--enable-mpi`: several inferperf processes cooperating through MPI.
 //!
 //! Two modes: perf_analyzer's multi-model mode (each rank profiles its own model and writes its
 //! own report; a level is done only when every rank is stable) and scale-out (one model, the

@@ -3,7 +3,7 @@
 //! `name{label="value",...} value [timestamp_ms]`.
 //!
 //! perf_analyzer reads its four GPU metrics with one regex each, which needs exactly one
-//! label and a plain non-negative decimal (perf_analyzer.md §3.4); this parser takes labels
+//! label and a plain non-negative decimal; this parser takes labels
 //! in any order, escaped label values, exponents, `NaN` and `±Inf`, timestamps, blank lines
 //! and `\r\n` line ends. It never panics on peer bytes and every error names its line.
 

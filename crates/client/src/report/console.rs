@@ -1,4 +1,4 @@
-//! The console report (spec §3.1): settings banner, per-point blocks and the final summary.
+//! The console report: settings banner, per-point blocks and the final summary.
 //!
 //! Layout is perf_analyzer's, line for line, so people and scripts that read its output can
 //! read inferperf's. Two of its typos are fixed on purpose, because no known parser reads these
@@ -295,7 +295,7 @@ fn send_rate_lines(s: &ScheduleStats) -> String {
              {} per worker): raise it if the server can take more at once.",
             s.late_pct,
             us(s.lag_p99_ns),
-            crate::engine::share::PA_MAX_INFLIGHT
+            crate::config::PA_MAX_INFLIGHT
         );
     }
     out

@@ -1,4 +1,4 @@
-//! The CSV latency report (`-f`, spec §3.2). Model Analyzer and user scripts parse this
+//! The CSV latency report (`-f`). Model Analyzer and user scripts parse this
 //! file by column name, so by default its header, column order and number formats are
 //! perf_analyzer's exactly for the same flags. inferperf's additions appear only with
 //! `--csv-extra-columns`, after all of perf_analyzer's columns: `Min latency,Max latency`,
@@ -12,7 +12,6 @@ use crate::measure::metrics::PointMetrics;
 use crate::measure::stats::percentile_set;
 use std::io::{self, Write};
 
-#[path = "csv_composing.rs"]
 mod composing;
 pub use composing::{composing_csv_path, write_composing_csv, write_composing_csvs};
 

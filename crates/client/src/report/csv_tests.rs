@@ -262,7 +262,7 @@ fn case_points(c: Case) -> Vec<PointReport> {
 }
 
 /// The header perf_analyzer 2.50 writes for each flag combination on a Triton with the
-/// statistics extension (spec §3.2; every row was seen from the real perf_analyzer against
+/// statistics extension (every row was seen from the real perf_analyzer against
 /// tritonserver 2.51). Open-loop points carry schedule data and points of a metrics run
 /// carry metrics: neither may add a column by default.
 ///

@@ -1,4 +1,4 @@
-//! The profile export (`--profile-export-file`, spec §3.3): every request of every window of
+//! The profile export (`--profile-export-file`): every request of every window of
 //! every point, as compact JSON with perf_analyzer's key order (GenAI-Perf and other tools
 //! parse it).
 

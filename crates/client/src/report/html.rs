@@ -410,7 +410,6 @@ pub fn run_page(p: &RunPage<'_>) -> String {
     assemble(p.title, &sections)
 }
 
-#[path = "html_levels.rs"]
 mod levels;
 pub use levels::levels_page;
 

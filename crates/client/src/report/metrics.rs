@@ -1,4 +1,4 @@
-//! `--collect-metrics` in the reports (perf_analyzer.md §3.1, §3.2): the console's "Server
+//! `--collect-metrics` in the reports: the console's "Server
 //! Prometheus Metrics" block and the four verbose-CSV GPU columns, in perf_analyzer's format,
 //! plus inferperf's client CPU line and, with `--csv-extra-columns`, its CSV column.
 

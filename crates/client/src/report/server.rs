@@ -55,7 +55,7 @@ impl ServerAverages {
     }
 }
 
-/// The console "  Server: " block (spec §3.1), ending with perf_analyzer's blank line.
+/// The console "  Server: " block, ending with perf_analyzer's blank line.
 /// Averages are truncated to µs before the overhead subtraction, as perf_analyzer does.
 ///
 /// For an ensemble (or a BLS model with `--bls-composing-models`):
@@ -181,7 +181,7 @@ mod tests {
         StatDuration { count, ns }
     }
 
-    /// The spec §3.1 example: 5850 requests, 4500 us each (30 + 1200 + 50 + 3200 + 20).
+    /// A worked example: 5850 requests, 4500 us each (30 + 1200 + 50 + 3200 + 20).
     pub(crate) fn spec_example(cache_enabled: bool) -> ServerStats {
         ServerStats {
             model: ModelStats {

@@ -1,5 +1,6 @@
-//! Verbatim copies of real perf_analyzer 2.50 output (spec/samples, see its README), used as
-//! expected text by the report tests. Profile exports are trimmed as in the originals.
+//! Verbatim copies of real perf_analyzer 2.50 output (the tritonclient 2.50.0 wheel's binary
+//! against the nginx peer of `benches/peers/nginx.sh`, model `identity`), used as expected
+//! text by the report tests. Profile exports are trimmed as in the originals.
 
 pub const CONSOLE_HTTP_SYNC_C1_2_TXT: &str = r##"*** Measurement Settings ***
   Batch size: 1

@@ -1,5 +1,5 @@
 //! Measuring one load level: windows, the stability rule, warm-up, request count, and what to
-//! do when the run is interrupted or the server fails (perf_analyzer §2.1-§2.3).
+//! do when the run is interrupted or the server fails.
 
 use std::collections::VecDeque;
 use std::io::Write;

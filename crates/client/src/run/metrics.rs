@@ -1,4 +1,4 @@
-//! The `--collect-metrics` poller (perf_analyzer.md §3.4): while a point is measured, a
+//! The `--collect-metrics` poller: while a point is measured, a
 //! thread GETs the metrics URL every `--metrics-interval` ms with the blocking setup client,
 //! keeps each scrape's GPU metrics and the process CPU time, and at the end of the point
 //! merges what fell inside the windows the point reports.

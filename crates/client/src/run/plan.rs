@@ -2,7 +2,7 @@
 //! run's service kind. The engine cycles through `LoadPlan::requests` (worker i starts at entry i
 //! and takes the next entry for each request it sends).
 //!
-//! Order (spec §2.13): request k is the batch that starts at step `(k * b) % steps`, so
+//! Order: request k is the batch that starts at step `(k * b) % steps`, so
 //! cycling through the list visits the steps as perf_analyzer's `data_step_id * batch_size`
 //! does. The list stops where that pattern repeats (`steps / gcd(steps, b)` entries).
 //! Non-sequence models read stream 0 only, as perf_analyzer does; further streams of

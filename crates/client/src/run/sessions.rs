@@ -1,4 +1,4 @@
-//! `--session-concurrency N` (spec §2.9): multi-turn chat over the openai service kind.
+//! `--session-concurrency N`: multi-turn chat over the openai service kind.
 //!
 //! The input data's entries are grouped into conversations by `session_id`. The engine runs
 //! N slots (connections), each running one conversation at a time, turn by turn: send (with

@@ -13,7 +13,6 @@ use crate::transport::tls::host_of as tls_host_of;
 use crate::transport::{TlsClient, TlsOptions};
 pub use client::SetupClient;
 
-#[path = "setup_client.rs"]
 mod client;
 
 /// The server and model a run targets.

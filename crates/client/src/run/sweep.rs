@@ -1,6 +1,5 @@
 //! The sweep over load levels (concurrency values, request rates or one interval schedule):
-//! linear or binary search, one measured point per level, and the verdict on each
-//! (perf_analyzer.md §2.2).
+//! linear or binary search, one measured point per level, and the verdict on each.
 
 use std::io::Write;
 use std::sync::atomic::AtomicBool;

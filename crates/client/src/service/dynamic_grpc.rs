@@ -1,4 +1,4 @@
-//! The `dynamic_grpc` service kind (spec §7.5): any gRPC method, no .proto. Each input step's
+//! The `dynamic_grpc` service kind: any gRPC method, no .proto. Each input step's
 //! `message_generator` shell command runs once at startup; its stdout holds pre-serialised
 //! request messages, each framed as a 4-byte length in host byte order followed by that many
 //! bytes. One request sends all of a step's messages on a new call to `/<--grpc-method>`,

@@ -1,6 +1,6 @@
-//! The `openai` service kind (spec §7.1): each input-data entry's `payload` JSON is POSTed
+//! The `openai` service kind: each input-data entry's `payload` JSON is POSTed
 //! verbatim to `/<endpoint>`; the answer is one JSON body, or a `text/event-stream` whose
-//! `data:` events are the responses (the engine decodes them, see `engine/sse_conn.rs`).
+//! `data:` events are the responses (the engine decodes them, see `engine/conn/sse.rs`).
 //!
 //! There is no model metadata: the model "has" one JSON input, `payload`, and one JSON
 //! output, `response`, which is how the profile export names them.

@@ -1,4 +1,4 @@
-//! Sequence fields written into a pre-encoded infer request in place (spec §2.11, §5.1, §5.2).
+//! Sequence fields written into a pre-encoded infer request in place.
 //!
 //! Requests of a sequence model differ per send only in `sequence_id`, `sequence_start` and
 //! `sequence_end`. A template is encoded once with fixed-width placeholders for the three;

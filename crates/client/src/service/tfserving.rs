@@ -1,4 +1,4 @@
-//! The `tfserving` service kind (spec §7.2): TensorFlow Serving's `PredictionService` over
+//! The `tfserving` service kind: TensorFlow Serving's `PredictionService` over
 //! gRPC. The signature read with `GetModelMetadata` becomes the model's inputs; each input
 //! step becomes one `PredictRequest`, encoded once.
 //!

@@ -1,4 +1,4 @@
-//! The `torchserve` service kind (spec §7.3): each input step names a file (the
+//! The `torchserve` service kind: each input step names a file (the
 //! `TORCHSERVE_INPUT` pseudo-input); its contents are uploaded as the `data` part of a
 //! `multipart/form-data` POST to `/predictions/<model>[/<version>]`. The whole request is
 //! encoded once per step, so the hot path only copies bytes.

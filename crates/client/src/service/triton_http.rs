@@ -1,4 +1,4 @@
-//! Triton / KServe v2 over HTTP/1.1 (spec §4.4, §5.1): URL paths, infer request bytes (built
+//! Triton / KServe v2 over HTTP/1.1: URL paths, infer request bytes (built
 //! once per input step, no request id, so they never change), output decoding for the
 //! profile export, error bodies, and the setup responses (metadata, config).
 
@@ -68,7 +68,7 @@ fn push_escaped(out: &mut String, segment: &str) {
     }
 }
 
-/// The complete HTTP/1.1 request bytes of one inference (spec §4.4, §5.1).
+/// The complete HTTP/1.1 request bytes of one inference.
 ///
 /// `outputs`: every model output, requested as `{"binary_data":true|false}` per
 /// `output_format`; when empty, binary output is asked for with the request parameter
@@ -126,7 +126,7 @@ pub fn assemble_infer_request(
     Ok(request)
 }
 
-/// The JSON part of an infer request (spec §5.1), without an `id`. `request_params`: JSON
+/// The JSON part of an infer request, without an `id`. `request_params`: JSON
 /// object members (`"name":value,...`) that open the request's `parameters` (sequence
 /// fields); empty for none.
 pub fn infer_request_json(

@@ -1,5 +1,5 @@
 //! Parsers for the setup responses of KServe v2 / Triton: server metadata, model metadata and
-//! model config (spec §5.1). Fields perf_analyzer does not read are ignored; missing optional
+//! model config. Fields perf_analyzer does not read are ignored; missing optional
 //! fields take protobuf defaults (`max_batch_size` absent = 0). Integers are accepted as JSON
 //! numbers or as decimal strings (protobuf's JSON form of 64-bit integers).
 

@@ -1,8 +1,8 @@
 use super::*;
 
-// The nginx reference server's files (`../shared/bench/nginx/` beside the repository), verbatim.
-const NGINX_CONFIG: &str = r#"{"name":"identity","platform":"","backend":"identity","max_batch_size":0,"input":[{"name":"INPUT0","data_type":"TYPE_FP32","dims":[16]}],"output":[{"name":"OUTPUT0","data_type":"TYPE_FP32","dims":[16]}]}"#;
-const NGINX_METADATA: &str = r#"{"name":"identity","versions":["1"],"platform":"identity","inputs":[{"name":"INPUT0","datatype":"FP32","shape":[16]}],"outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[16]}]}"#;
+// The fixed answers of the nginx peer (`benches/peers/nginx/`), as it serves them.
+const NGINX_CONFIG: &str = include_str!("../../../../benches/peers/nginx/config.json");
+const NGINX_METADATA: &str = include_str!("../../../../benches/peers/nginx/metadata.json");
 const NGINX_SERVER: &str = r#"{"name":"nginx-fixed","version":"0","extensions":[]}"#;
 
 /// The shape of Triton's own config JSON: many extra sections, 64-bit integers as strings.

@@ -1,5 +1,5 @@
 //! Tensor values as JSON text: the typed `"data"` arrays of JSON-format requests, and the
-//! `request_inputs` / `response_outputs` objects of the profile export (spec §3.3).
+//! `request_inputs` / `response_outputs` objects of the profile export.
 
 use serde_json::Value;
 

@@ -1,7 +1,7 @@
 //! The client's regions for one run: created, filled, registered with the server, and on
 //! drop (every exit path of the run) unregistered by name and freed (POSIX regions
 //! unlinked, CUDA regions' device memory freed). Regions this run did not register are
-//! never unregistered, unlike perf_analyzer's "unregister all" (spec §6.1 quirk).
+//! never unregistered, unlike perf_analyzer's "unregister all" at start-up.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! CUDA shared memory regions (spec §6.3): device memory from `cudaMalloc` on the chosen
+//! CUDA shared memory regions: device memory from `cudaMalloc` on the chosen
 //! device, filled from host bytes, exported with its 64-byte IPC handle for the server to
 //! open. Dropping a region frees the device memory.
 //!

@@ -1,4 +1,4 @@
-//! The CUDA runtime (`libcudart`), loaded at run time so builds need no CUDA (spec §6.3):
+//! The CUDA runtime (`libcudart`), loaded at run time so builds need no CUDA:
 //! the few entry points CUDA shared memory uses, resolved once per process.
 //!
 //! Search order: the path in `INFERPERF_CUDART_LIB` (tests point it at a stand-in), then

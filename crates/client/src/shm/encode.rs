@@ -1,6 +1,6 @@
 //! Infer requests whose tensors live in registered regions: every input and output carries
 //! `shared_memory_region` and `shared_memory_byte_size` (offset 0 is the default and is not
-//! sent) instead of data (spec §5.1 notes, §6.1 step 4).
+//! sent) instead of data, as the KServe v2 shared-memory extension defines.
 
 use std::collections::HashMap;
 

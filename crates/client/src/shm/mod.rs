@@ -1,4 +1,4 @@
-//! Shared memory tensor transport (`--shared-memory system|cuda`, spec §6): POSIX regions,
+//! Shared memory tensor transport (`--shared-memory system|cuda`): POSIX regions,
 //! CUDA device regions, the client's registered regions of a run, and requests that
 //! reference them.
 //!

@@ -1,9 +1,9 @@
 //! `--shared-memory system|cuda`: the load plan whose requests reference pre-staged regions
-//! instead of carrying tensor bytes (spec §6.1).
+//! instead of carrying tensor bytes.
 //!
 //! Inputs: one region per (input, stream, step), holding the batch that starts at that step.
 //! Outputs: one region per output per in-flight request slot (not one region shared by every
-//! request as perf_analyzer has, spec §8.2). The slot count K is the most requests the load
+//! request as perf_analyzer has). The slot count K is the most requests the load
 //! may have in flight (the concurrency range's end, the periodic range's end, or
 //! `--max-inflight` in rate modes), and each input entry is pre-encoded K times, variant `k`
 //! naming slot `k`'s output regions; the engine sends the variant of the slot a request goes

@@ -1,4 +1,4 @@
-//! POSIX shared memory regions (spec §6.2): `shm_open` + `ftruncate`, mapped read-write and
+//! POSIX shared memory regions: `shm_open` + `ftruncate`, mapped read-write and
 //! shared. A region created here belongs to this process alone: its name carries the pid and
 //! a per-run nonce, `O_EXCL` refuses to reuse an existing one, and dropping it unmaps and
 //! `shm_unlink`s it.

@@ -1,4 +1,4 @@
-//! Session mode's inputs (`--session-concurrency`, spec §2.9, §4.2): the data's entries
+//! Session mode's inputs (`--session-concurrency`): the data's entries
 //! grouped into conversations by their `session_id`, and the chat history a conversation
 //! carries from turn to turn.
 //!

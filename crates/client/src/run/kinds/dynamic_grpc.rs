@@ -1,4 +1,4 @@
-//! `--service-kind dynamic_grpc` (spec §7.5): any unary gRPC method (`--grpc-method`), its
+//! `--service-kind dynamic_grpc`: any unary gRPC method (`--grpc-method`), its
 //! messages printed by each step's `message_generator` command.
 
 use super::pseudo::{connect_with_input, empty_plan, grpc_wire, load_steps, step_string, STREAM};

@@ -1,4 +1,4 @@
-//! One value per service kind (spec §7): [`pick`] turns `--service-kind` and `-i` into a
+//! One value per service kind: [`pick`] turns `--service-kind` and `-i` into a
 //! [`Service`] once, when the run is planned; everything after asks that value instead of
 //! the flags. A kind sets up the target (readiness, metadata, config), encodes the input data
 //! into the engine's plan and wire, reads responses back for validation and the export, and

@@ -1,4 +1,4 @@
-//! `--service-kind openai` (spec §7.1): no model metadata, config, readiness or statistics
+//! `--service-kind openai`: no model metadata, config, readiness or statistics
 //! calls (an OpenAI-compatible server may have none of Triton's API); the requests are the
 //! input data's payloads, POSTed to `--endpoint`.
 

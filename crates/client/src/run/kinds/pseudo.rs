@@ -1,5 +1,5 @@
-//! What the `tfserving`, `torchserve` and `dynamic_grpc` service kinds share (spec §7.2,
-//! §7.3, §7.5). None of them has Triton's readiness, config or statistics calls: the server
+//! What the `tfserving`, `torchserve` and `dynamic_grpc` service kinds share.
+//! None of them has Triton's readiness, config or statistics calls: the server
 //! only has to accept a connection within `--ready-timeout`. Their input data is read against
 //! a model (TF Serving's signature, or one pseudo-input naming the kind's field), and they
 //! report client statistics only.

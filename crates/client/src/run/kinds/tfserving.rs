@@ -1,4 +1,4 @@
-//! `--service-kind tfserving` (spec §7.2): TensorFlow Serving's `PredictionService` over
+//! `--service-kind tfserving`: TensorFlow Serving's `PredictionService` over
 //! gRPC. Setup asks `GetModelMetadata` for the signature; each request is a `Predict` of one
 //! batch.
 

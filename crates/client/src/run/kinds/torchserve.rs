@@ -1,4 +1,4 @@
-//! `--service-kind torchserve` (spec §7.3): each step's file uploaded as a multipart
+//! `--service-kind torchserve`: each step's file uploaded as a multipart
 //! `data` part to TorchServe's `/predictions/<model>` over HTTP.
 
 use super::pseudo::{connect_with_input, empty_plan, load_steps, step_string, STREAM};

@@ -1,5 +1,5 @@
-//! One extra CSV per composing model of an ensemble (or `--bls-composing-models` model),
-//! spec §3.2: the server-side split of that model at every point.
+//! One extra CSV per composing model of an ensemble (or `--bls-composing-models` model):
+//! the server-side split of that model at every point.
 //!
 //! perf_analyzer names the file by gluing `<model>_v<version>.` to the whole `-f` path, so
 //! `-f out/x.csv` writes `model_v1.out/x.csv` (a directory that usually does not exist). inferperf
