@@ -11,6 +11,7 @@
 //! docs/embeddings.md and docs/rankings.md.
 
 use crate::common::temp_dir;
+use crate::profile_load_flags::Ranker;
 use crate::profile_quickstart::{bodies, start_llm, Run};
 
 use inferperf::inputs::tokenizer::hub::stand_in::StandIn;
@@ -600,13 +601,14 @@ fn genai_perf_embeddings_synthetic_and_extra_inputs() {
 /// GenAI-Perf docs/rankings.md, "Profile Using Synthetic Inputs": GenAI-Perf's generated
 /// `synthetic:queries,passages` files: each request is one synthetic query of 100 tokens
 /// and `--batch-size-text` (2) synthetic passages of their own, in the TEI body
-/// (`rankings:tei`), the 100 entries of the default --num-dataset-entries.
+/// (`rankings:tei`), the 100 entries of the default --num-dataset-entries. The re-ranker is
+/// the Text Embeddings Inference stand-in that the rankings folder quick start uses.
 #[test]
 fn genai_perf_rankings_synthetic_files() {
-    let server = start_llm("BAAI/bge-reranker-base");
+    let ranker = Ranker::start(0);
     let hub = StandIn::start();
     #[rustfmt::skip]
-    let run = Run::new("tut-gap-rankings-synthetic", &server, &hub, &[
+    let run = Run::with("tut-gap-rankings-synthetic", &[("localhost:8000", ranker.addr.to_string())], &hub, &[
         "profile",
         "-m", "BAAI/bge-reranker-base",
         "--endpoint-type", "rankings",
@@ -620,20 +622,38 @@ fn genai_perf_rankings_synthetic_files() {
     .ok();
     let name = "BAAI_bge-reranker-base-openai-rankings-concurrency1";
     assert_eq!(run.genai_perf_files(name, "profile_export.json"), 100);
-    let got = bodies(&server);
+    let got = ranker.bodies();
     assert_eq!(got.len(), 100);
     let mut texts = std::collections::HashSet::new();
+    let mut rows: Vec<[String; 3]> = Vec::new();
     for b in &got {
         let query = b["query"].as_str().unwrap_or_else(|| panic!("{b}"));
         let passages = b["texts"].as_array().unwrap_or_else(|| panic!("{b}"));
         assert_eq!(passages.len(), 2, "{b}");
-        assert!(b.get("rankings").is_none() && b.get("passages").is_none(), "{b}");
-        texts.insert(query.to_string());
-        for p in passages {
-            texts.insert(p.as_str().unwrap().to_string());
-        }
+        assert!(
+            b.get("rankings").is_none() && b.get("passages").is_none(),
+            "{b}"
+        );
+        let row = [
+            query.to_string(),
+            passages[0].as_str().unwrap().to_string(),
+            passages[1].as_str().unwrap().to_string(),
+        ];
+        assert!(
+            row[0] != row[1] && row[0] != row[2] && row[1] != row[2],
+            "{b}"
+        );
+        texts.extend(row.iter().cloned());
+        rows.push(row);
     }
-    assert_eq!(texts.len(), 300, "every query and passage is a prompt of its own");
+    // Drawn windows of one corpus may repeat now and then; 300 draws are nearly all apart,
+    // and a request's passages are its own, not a window sliding over one list.
+    assert!(texts.len() > 270, "{} distinct texts of 300", texts.len());
+    let slid = rows.windows(2).filter(|w| w[0][2] == w[1][1]).count();
+    assert!(
+        slid < 5,
+        "{slid} requests share a passage with the one before"
+    );
     let s = summary(&run, name, "profile_export_genai_perf.json");
     let isl = s["input_sequence_length"]["avg"].as_f64().unwrap();
     assert!(isl > 250.0, "the query and both passages count: {isl}");
@@ -674,7 +694,11 @@ fn genai_perf_synthetic_files_make_prompts_per_name() {
         "--input-file", "synthetic:queries",
         "-u", "localhost:8000",
     ]);
-    assert_refused(&run, &server, &["--input-file synthetic:queries", "passages"]);
+    assert_refused(
+        &run,
+        &server,
+        &["--input-file synthetic:queries", "passages"],
+    );
 }
 
 /// GenAI-Perf docs/multi_turn.md, "Approach 2: Benchmark with a Custom Dataset": the

@@ -374,7 +374,10 @@ fn payload_sessions_run_as_conversations_with_their_delays() {
     assert_eq!(second.len(), 3, "question, answer, question: {second:?}");
     assert_eq!(second[0]["content"], "one two three");
     assert_eq!(second[2]["content"], "four five six");
-    assert_eq!((&got[0]["max_tokens"], &got[1]["max_tokens"]), (&4.into(), &5.into()));
+    assert_eq!(
+        (&got[0]["max_tokens"], &got[1]["max_tokens"]),
+        (&4.into(), &5.into())
+    );
     let answered: Vec<u64> = server.token_times().iter().map(|t| t[0]).collect();
     let starts = server.generation_starts();
     let pause_ms = (starts[1] - answered[0]) / 1_000_000;
@@ -399,7 +402,8 @@ fn a_bad_payload_line_is_a_usage_error_naming_file_line_and_field() {
     let err = profile(&server, &dir.join("out"), &["--input-file", &file]).unwrap_err();
     assert_eq!(err.exit_code(), 99);
     assert!(
-        err.msg.contains("bad_payload.jsonl line 2: field 'output_length'"),
+        err.msg
+            .contains("bad_payload.jsonl line 2: field 'output_length'"),
         "{}",
         err.msg
     );
@@ -407,12 +411,7 @@ fn a_bad_payload_line_is_a_usage_error_naming_file_line_and_field() {
     let err = profile(&server, &dir.join("out"), &["--input-file", &missing]).unwrap_err();
     assert_eq!(err.exit_code(), 99);
     assert!(err.msg.contains("none.jsonl: no such file"), "{}", err.msg);
-    let err = profile(
-        &server,
-        &dir.join("out"),
-        &["--session-delay-ratio", "0.5"],
-    )
-    .unwrap_err();
+    let err = profile(&server, &dir.join("out"), &["--session-delay-ratio", "0.5"]).unwrap_err();
     assert!(err.msg.contains("--session-delay-ratio"), "{}", err.msg);
     assert!(server.token_times().is_empty(), "nothing was sent");
 }

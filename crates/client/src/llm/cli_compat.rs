@@ -136,7 +136,11 @@ pub fn server_address(url: Option<&str>, kind: EndpointType) -> Result<(String, 
 /// format `payload`), `synthetic:NAME1,NAME2` asks for one set of synthetic prompts per
 /// name (for rankings, the names `queries` and `passages`).
 pub fn input_file_prefix(args: &mut ProfileArgs) -> Result<()> {
-    let Some(text) = args.input_file.as_ref().map(|p| p.to_string_lossy().into_owned()) else {
+    let Some(text) = args
+        .input_file
+        .as_ref()
+        .map(|p| p.to_string_lossy().into_owned())
+    else {
         return Ok(());
     };
     if let Some(file) = text.strip_prefix("payload:") {

@@ -453,9 +453,11 @@ fn payload(obj: &Map<String, Value>, line: usize) -> Field<Record> {
     r.delay_ms = millis(obj, "delay")?;
     r.session = string(obj, "session_id")?;
     if r.session.is_some() && r.timestamp_ms.is_some() {
-        return Err("fields 'timestamp' and 'session_id' cannot be set together (a session's \
+        return Err(
+            "fields 'timestamp' and 'session_id' cannot be set together (a session's \
                     turns are paced by 'delay'; timestamps schedule single requests)"
-            .into());
+                .into(),
+        );
     }
     if r.delay_ms.is_some() && r.session.is_none() {
         return Err(

@@ -290,10 +290,17 @@ fn payload_lines_as_genai_perf_reads_them() {
     let extra: Vec<(&str, &Value)> = r[1].extra.iter().map(|(k, v)| (k.as_str(), v)).collect();
     assert_eq!(
         extra,
-        [("priority", &Value::from(3)), ("temperature", &Value::from(0.5))],
+        [
+            ("priority", &Value::from(3)),
+            ("temperature", &Value::from(0.5))
+        ],
         "fields GenAI-Perf does not read go into the body"
     );
-    assert_eq!(r[2].prompt, Prompt::Text("hi".into()), "an empty text is absent");
+    assert_eq!(
+        r[2].prompt,
+        Prompt::Text("hi".into()),
+        "an empty text is absent"
+    );
     assert_eq!(r[3].prompt, Prompt::Sampled { hash_ids: vec![] });
     assert_eq!(r[3].osl, Some(9));
     assert_eq!(r[4].prompt, Prompt::Sampled { hash_ids: vec![5] });
@@ -323,12 +330,24 @@ fn payload_delays_move_onto_the_sessions_next_turn() {
 #[test]
 fn payload_errors_name_the_line_and_the_field() {
     let cases: &[(&str, usize, &str)] = &[
-        ("{\"text\": \"a\", \"text_input\": \"b\"}\n", 1, "'text' and 'text_input'"),
-        ("{\"text\": \"a\"}\n{\"input_length\": -3}\n", 2, "field 'input_length'"),
+        (
+            "{\"text\": \"a\", \"text_input\": \"b\"}\n",
+            1,
+            "'text' and 'text_input'",
+        ),
+        (
+            "{\"text\": \"a\"}\n{\"input_length\": -3}\n",
+            2,
+            "field 'input_length'",
+        ),
         ("{\"output_length\": \"ten\"}\n", 1, "field 'output_length'"),
         ("{\"timestamp\": \"soon\"}\n", 1, "field 'timestamp'"),
         ("{\"hash_ids\": [1, \"x\"]}\n", 1, "field 'hash_ids'"),
-        ("{\"text\": \"a\", \"delay\": 5}\n", 1, "field 'delay' needs 'session_id'"),
+        (
+            "{\"text\": \"a\", \"delay\": 5}\n",
+            1,
+            "field 'delay' needs 'session_id'",
+        ),
         (
             "{\"text\": \"a\", \"session_id\": \"s\", \"timestamp\": 5}\n",
             1,
