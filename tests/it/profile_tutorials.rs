@@ -11,6 +11,7 @@
 //! docs/embeddings.md and docs/rankings.md.
 
 use crate::common::temp_dir;
+use crate::profile_load_flags::Ranker;
 use crate::profile_quickstart::{bodies, start_llm, Run};
 
 use inferperf::inputs::tokenizer::hub::stand_in::StandIn;
@@ -312,8 +313,8 @@ fn aiperf_trace_with_text_inputs() {
 }
 
 /// AIPerf docs/tutorials/synthetic-dataset.md, "Advanced: Prefix Synthesis": each prompt
-/// is one of 10 shared 512-token prefixes (dealt round robin here; AIPerf draws them)
-/// followed by 100 tokens of its own, 612 in all, counted by the stand-in Hub's tokenizer
+/// is one of 10 shared 512-token prefixes (drawn at random for each prompt, as AIPerf draws
+/// them) followed by 100 tokens of its own, 612 in all, counted by the stand-in Hub's tokenizer
 /// (whole words, so the seam between prefix and prompt must not merge two words).
 #[test]
 fn aiperf_prefix_prompts() {
@@ -598,13 +599,16 @@ fn genai_perf_embeddings_synthetic_and_extra_inputs() {
 }
 
 /// GenAI-Perf docs/rankings.md, "Profile Using Synthetic Inputs": GenAI-Perf's generated
-/// `synthetic:queries,passages` files are refused naming --input-file.
+/// `synthetic:queries,passages` files: each request is one synthetic query of 100 tokens
+/// and `--batch-size-text` (2) synthetic passages of their own, in the TEI body
+/// (`rankings:tei`), the 100 entries of the default --num-dataset-entries. The re-ranker is
+/// the Text Embeddings Inference stand-in that the rankings folder quick start uses.
 #[test]
-fn genai_perf_rankings_synthetic_files_are_refused() {
-    let server = start_llm("BAAI/bge-reranker-base");
+fn genai_perf_rankings_synthetic_files() {
+    let ranker = Ranker::start(0);
     let hub = StandIn::start();
     #[rustfmt::skip]
-    let run = Run::new("tut-gap-rankings-synthetic", &server, &hub, &[
+    let run = Run::with("tut-gap-rankings-synthetic", &[("localhost:8000", ranker.addr.to_string())], &hub, &[
         "profile",
         "-m", "BAAI/bge-reranker-base",
         "--endpoint-type", "rankings",
@@ -614,6 +618,148 @@ fn genai_perf_rankings_synthetic_files_are_refused() {
         "--extra-inputs", "rankings:tei",
         "--synthetic-input-tokens-mean", "100",
         "--batch-size-text", "2",
+    ])
+    .ok();
+    let name = "BAAI_bge-reranker-base-openai-rankings-concurrency1";
+    assert_eq!(run.genai_perf_files(name, "profile_export.json"), 100);
+    let got = ranker.bodies();
+    assert_eq!(got.len(), 100);
+    let mut texts = std::collections::HashSet::new();
+    let mut rows: Vec<[String; 3]> = Vec::new();
+    for b in &got {
+        let query = b["query"].as_str().unwrap_or_else(|| panic!("{b}"));
+        let passages = b["texts"].as_array().unwrap_or_else(|| panic!("{b}"));
+        assert_eq!(passages.len(), 2, "{b}");
+        assert!(
+            b.get("rankings").is_none() && b.get("passages").is_none(),
+            "{b}"
+        );
+        let row = [
+            query.to_string(),
+            passages[0].as_str().unwrap().to_string(),
+            passages[1].as_str().unwrap().to_string(),
+        ];
+        assert!(
+            row[0] != row[1] && row[0] != row[2] && row[1] != row[2],
+            "{b}"
+        );
+        texts.extend(row.iter().cloned());
+        rows.push(row);
+    }
+    // Drawn windows of one corpus may repeat now and then; 300 draws are nearly all apart,
+    // and a request's passages are its own, not a window sliding over one list.
+    assert!(texts.len() > 270, "{} distinct texts of 300", texts.len());
+    let slid = rows.windows(2).filter(|w| w[0][2] == w[1][1]).count();
+    assert!(
+        slid < 5,
+        "{slid} requests share a passage with the one before"
+    );
+    let s = summary(&run, name, "profile_export_genai_perf.json");
+    let isl = s["input_sequence_length"]["avg"].as_f64().unwrap();
+    assert!(isl > 250.0, "the query and both passages count: {isl}");
+}
+
+/// GenAI-Perf's `synthetic:NAMES` on another endpoint: --num-dataset-entries prompts for
+/// each name; and names without `queries` and `passages` are refused for rankings.
+#[test]
+fn genai_perf_synthetic_files_make_prompts_per_name() {
+    let server = start_llm("TinyLlama/TinyLlama-1.1B-Chat-v1.0");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-gap-synthetic-names", &server, &hub, &[
+        "profile",
+        "-m", "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+        "--endpoint-type", "chat",
+        "--input-file", "synthetic:first,second",
+        "--num-dataset-entries", "3",
+        "--request-count", "6",
+        "--synthetic-input-tokens-mean", "20",
+        "-u", "localhost:8000",
+    ])
+    .ok();
+    let name = "TinyLlama_TinyLlama-1.1B-Chat-v1.0-openai-chat-concurrency1";
+    assert_eq!(run.genai_perf_files(name, "profile_export.json"), 6);
+    let texts: std::collections::HashSet<String> = bodies(&server)
+        .iter()
+        .map(|b| b["messages"][0]["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(texts.len(), 6, "three prompts for each of the two names");
+    drop(run);
+    let server = start_llm("BAAI/bge-reranker-base");
+    #[rustfmt::skip]
+    let run = Run::new("tut-gap-synthetic-names-bad", &server, &hub, &[
+        "profile",
+        "-m", "BAAI/bge-reranker-base",
+        "--endpoint-type", "rankings",
+        "--input-file", "synthetic:queries",
+        "-u", "localhost:8000",
     ]);
-    assert_refused(&run, &server, &["--input-file synthetic:queries,passages"]);
+    assert_refused(
+        &run,
+        &server,
+        &["--input-file synthetic:queries", "passages"],
+    );
+}
+
+/// GenAI-Perf docs/multi_turn.md, "Approach 2: Benchmark with a Custom Dataset": the
+/// document's payload file (two sessions of three and two turns), two sessions at a time,
+/// delays halved. Turn k carries the k-1 earlier questions and their answers, each asks
+/// for its `output_length`, and a later turn waits the delay written on the turn before.
+#[test]
+fn genai_perf_multi_turn_payload_file() {
+    let server = start_llm("TinyLlama/TinyLlama-1.1B-Chat-v1.0");
+    let hub = StandIn::start();
+    let dir = temp_dir("tut-gap-multi-turn-payload-input");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("inputs.jsonl");
+    std::fs::write(
+        &file,
+        r#"{"session_id": "f81d4fae-7dec-11d0-a765-00a0c91e6bf6", "delay": 1000, "input_length": 50, "output_length": 10}
+{"session_id": "f81d4fae-7dec-11d0-a765-00a0c91e6bf6", "delay": 2000, "input_length": 50, "output_length": 10}
+{"session_id": "f81d4fae-7dec-11d0-a765-00a0c91e6bf6", "input_length": 100, "output_length": 10}
+{"session_id": "113059749145936325402354257176981405696", "delay": 1000, "input_length": 25, "output_length": 20}
+{"session_id": "113059749145936325402354257176981405696", "input_length": 20, "output_length": 20}"#,
+    )
+    .unwrap();
+    let payload = format!("payload:{}", file.display());
+    #[rustfmt::skip]
+    let run = Run::new("tut-gap-multi-turn-payload", &server, &hub, &[
+        "profile",
+        "-m", "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+        "--endpoint-type", "chat",
+        "--input-file", &payload,
+        "--session-concurrency", "2",
+        "--session-delay-ratio", "0.5",
+        "-u", "localhost:8000",
+    ])
+    .ok();
+    let name = "TinyLlama_TinyLlama-1.1B-Chat-v1.0-openai-chat-concurrency2";
+    assert_eq!(run.genai_perf_files(name, "profile_export.json"), 5);
+    let got = bodies(&server);
+    let mut shape: Vec<(usize, u64)> = got
+        .iter()
+        .map(|b| {
+            (
+                b["messages"].as_array().map_or(0, Vec::len),
+                b["max_tokens"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    shape.sort_unstable();
+    assert_eq!(shape, [(1, 10), (1, 20), (3, 10), (3, 20), (5, 10)]);
+    // The three-turn session: its turns went at least 500 ms and 1000 ms apart.
+    let starts = server.generation_starts();
+    let first: Vec<u64> = got
+        .iter()
+        .zip(&starts)
+        .filter(|(b, _)| b["max_tokens"] == 10)
+        .map(|(_, &t)| t)
+        .collect();
+    assert_eq!(first.len(), 3);
+    assert!(first[1] - first[0] >= 500_000_000, "{first:?}");
+    assert!(first[2] - first[1] >= 1_000_000_000, "{first:?}");
+    let s = summary(&run, name, "profile_export_genai_perf.json");
+    let isl = &s["input_sequence_length"];
+    assert_eq!(isl["min"].as_f64(), Some(25.0), "{isl}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

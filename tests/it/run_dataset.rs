@@ -1,12 +1,36 @@
 //! `inferperf profile` over dataset files against the in-process reference server: a trace
 //! replayed with `--fixed-schedule` must reach the server on its timestamps (the server's
 //! own log of when it answered each request), the schedule lag must be reported, and the
-//! same trace must also run as a closed loop.
+//! same trace must also run as a closed loop. GenAI-Perf's payload files
+//! (`--input-file payload:FILE`) run on the same paths: their timestamps as a replay, their
+//! sessions as conversations.
 
 use crate::common::temp_dir;
 use crate::run_profile::{profile, start_llm};
 
+use inferperf::server::{self, OpenAiConfig, ServeConfig, ServerHandle};
 use serde_json::Value;
+
+/// The reference server answering at once and keeping every body it received.
+fn start_keeping_bodies() -> ServerHandle {
+    let cfg = ServeConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        openai: OpenAiConfig {
+            keep_bodies: true,
+            ..OpenAiConfig::default()
+        },
+        ..ServeConfig::default()
+    };
+    server::start(cfg).expect("reference server starts")
+}
+
+fn bodies(server: &ServerHandle) -> Vec<Value> {
+    server
+        .generation_bodies()
+        .iter()
+        .map(|b| serde_json::from_slice(b).unwrap())
+        .collect()
+}
 
 /// Trace times (ms): irregular gaps, none under 40 ms (20 ms at the 2x speed-up).
 const STAMPS_MS: [u64; 8] = [1_000, 1_040, 1_100, 1_160, 1_240, 1_280, 1_360, 1_420];
@@ -242,4 +266,152 @@ fn later_turns_carry_the_history_and_wait_their_delay() {
     let (outcomes, _) = profile(&server, &dir.join("streamed"), &args).unwrap();
     let isl: Vec<u64> = outcomes[0].requests.iter().map(|r| r.isl).collect();
     assert_eq!(isl, vec![3, 10, 17, 3, 10, 17]);
+}
+
+/// A GenAI-Perf payload file with its lines out of time order: each line is sent once, in
+/// timestamp order and not before its time, with its own prompt (`text`, `text_input`, or
+/// a synthetic one of exactly `input_length` tokens), `output_length` as `max_tokens`, and
+/// the fields GenAI-Perf does not read (`priority`) in the body.
+#[test]
+fn a_payload_file_is_sent_on_its_timestamps() {
+    let server = start_keeping_bodies();
+    let dir = temp_dir("dataset-payload");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("payload.jsonl");
+    std::fs::write(
+        &path,
+        concat!(
+            "{\"timestamp\": 300, \"text\": \"the third request\", \"output_length\": 3, \"priority\": 2}\n",
+            "{\"timestamp\": 0, \"input_length\": 40, \"output_length\": 5, \"hash_ids\": [1]}\n",
+            "{\"timestamp\": 150, \"input_length\": 30, \"output_length\": 4}\n",
+            "{\"timestamp\": 450, \"text_input\": \"the last request\", \"output_length\": 6}\n",
+        ),
+    )
+    .unwrap();
+    let file = format!("payload:{}", path.display());
+    let (outcomes, stdout) = profile(&server, &dir.join("out"), &["--input-file", &file]).unwrap();
+    let reqs = &outcomes[0].requests;
+    assert_eq!(reqs.len(), 4, "each line once");
+    assert!(reqs.iter().all(|r| r.ok()), "{:?}", reqs[0].error);
+    assert!(
+        outcomes[0]
+            .dir
+            .to_string_lossy()
+            .ends_with("-fixed_schedule"),
+        "{}",
+        outcomes[0].dir.display()
+    );
+    let got = bodies(&server);
+    let max_tokens: Vec<&Value> = got.iter().map(|b| &b["max_tokens"]).collect();
+    assert_eq!(max_tokens, [5, 4, 3, 6], "sent in timestamp order");
+    assert_eq!(got[2]["messages"][0]["content"], "the third request");
+    assert_eq!(got[2]["priority"], 2);
+    assert!(got.iter().filter(|b| b.get("priority").is_some()).count() == 1);
+    assert_eq!(got[3]["messages"][0]["content"], "the last request");
+    let mut isl: Vec<u64> = reqs.iter().map(|r| r.isl).collect();
+    isl.sort_unstable();
+    assert!(isl.contains(&40) && isl.contains(&30), "{isl:?}");
+    // Never early: the last request went at least its 450 ms after the schedule's zero,
+    // which is no later than the first request went.
+    let starts = server.generation_starts();
+    assert_eq!(starts.len(), 4);
+    assert!(
+        starts[3] - starts[0] >= 300_000_000,
+        "the 450 ms span was kept: {starts:?}"
+    );
+    let mut by_intent: Vec<_> = reqs.iter().collect();
+    by_intent.sort_by_key(|r| r.intended_ns);
+    let gaps_ms: Vec<u64> = by_intent
+        .windows(2)
+        .map(|w| (w[1].intended_ns - w[0].intended_ns) / 1_000_000)
+        .collect();
+    assert_eq!(gaps_ms, [150, 150, 150], "the trace's own gaps");
+    assert!(by_intent.iter().all(|r| r.start_ns >= r.intended_ns));
+    assert!(stdout.contains("replay_sched_lag_p50"), "{stdout}");
+    let summary: Value = serde_json::from_str(
+        &std::fs::read_to_string(outcomes[0].dir.join("profile_export_genai_perf.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary["request_count"]["avg"], 4.0);
+    let input = &summary["input_config"]["dataset"];
+    assert_eq!(input["custom_dataset_type"], "payload");
+    assert_eq!(input["fixed_schedule"], true);
+}
+
+/// Payload lines with a `session_id` are the turns of a conversation: a later turn carries
+/// the history and goes the `delay` written on the turn before it (times
+/// --session-delay-ratio) after that turn's answer.
+#[test]
+fn payload_sessions_run_as_conversations_with_their_delays() {
+    let server = start_keeping_bodies();
+    let dir = temp_dir("dataset-payload-sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sessions.jsonl");
+    std::fs::write(
+        &path,
+        concat!(
+            "{\"session_id\": \"a\", \"delay\": 200, \"text\": \"one two three\", \"output_length\": 4}\n",
+            "{\"session_id\": \"a\", \"text\": \"four five six\", \"output_length\": 5}\n",
+        ),
+    )
+    .unwrap();
+    let file = format!("payload:{}", path.display());
+    let args = [
+        "--input-file",
+        &file,
+        "--concurrency",
+        "1",
+        "--session-delay-ratio",
+        "0.5",
+    ];
+    let (outcomes, _) = profile(&server, &dir.join("out"), &args).unwrap();
+    let reqs = &outcomes[0].requests;
+    assert_eq!(reqs.len(), 2);
+    assert!(reqs.iter().all(|r| r.ok()), "{:?}", reqs[0].error);
+    let got = bodies(&server);
+    assert_eq!(got[0]["messages"].as_array().unwrap().len(), 1);
+    let second = got[1]["messages"].as_array().unwrap();
+    assert_eq!(second.len(), 3, "question, answer, question: {second:?}");
+    assert_eq!(second[0]["content"], "one two three");
+    assert_eq!(second[2]["content"], "four five six");
+    assert_eq!(
+        (&got[0]["max_tokens"], &got[1]["max_tokens"]),
+        (&4.into(), &5.into())
+    );
+    let answered: Vec<u64> = server.token_times().iter().map(|t| t[0]).collect();
+    let starts = server.generation_starts();
+    let pause_ms = (starts[1] - answered[0]) / 1_000_000;
+    assert!(
+        (100..1_000).contains(&pause_ms),
+        "200 ms x 0.5 after the first answer: {pause_ms} ms"
+    );
+}
+
+#[test]
+fn a_bad_payload_line_is_a_usage_error_naming_file_line_and_field() {
+    let server = start_llm(0, 0, 1);
+    let dir = temp_dir("dataset-payload-bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad_payload.jsonl");
+    std::fs::write(
+        &path,
+        "{\"timestamp\": 0, \"text\": \"ok\"}\n{\"timestamp\": 5, \"output_length\": -1}\n",
+    )
+    .unwrap();
+    let file = format!("payload:{}", path.display());
+    let err = profile(&server, &dir.join("out"), &["--input-file", &file]).unwrap_err();
+    assert_eq!(err.exit_code(), 99);
+    assert!(
+        err.msg
+            .contains("bad_payload.jsonl line 2: field 'output_length'"),
+        "{}",
+        err.msg
+    );
+    let missing = format!("payload:{}", dir.join("none.jsonl").display());
+    let err = profile(&server, &dir.join("out"), &["--input-file", &missing]).unwrap_err();
+    assert_eq!(err.exit_code(), 99);
+    assert!(err.msg.contains("none.jsonl: no such file"), "{}", err.msg);
+    let err = profile(&server, &dir.join("out"), &["--session-delay-ratio", "0.5"]).unwrap_err();
+    assert!(err.msg.contains("--session-delay-ratio"), "{}", err.msg);
+    assert!(server.token_times().is_empty(), "nothing was sent");
 }

@@ -413,7 +413,7 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         }
     };
     cli_compat::check(&args.compat, endpoint_type)?;
-    cli_compat::input_file_prefix(args.input_file.as_deref())?;
+    cli_compat::input_file_prefix(&mut args)?;
     cli_compat::measurement_interval(&mut args)?;
     if args.compat.ui_type == Some(UiType::None) {
         args.quiet = true;

@@ -140,26 +140,49 @@ pub fn server_address(url: Option<&str>, kind: EndpointType) -> Result<(String, 
     Ok((address, https))
 }
 
-/// GenAI-Perf's `--input-file payload:FILE` (requests replayed on the file's timestamps)
-/// and `--input-file synthetic:NAMES` (generated rankings files) when no such file exists:
-/// refused with what to give instead.
-pub fn input_file_prefix(input_file: Option<&std::path::Path>) -> Result<()> {
-    let Some(path) = input_file.filter(|p| !p.exists()) else {
+/// GenAI-Perf's prefixed `--input-file` values, read as GenAI-Perf reads them (the prefix
+/// wins over a file of that name): `payload:FILE` is the payload file FILE (the dataset
+/// format `payload`), `synthetic:NAME1,NAME2` asks for one set of synthetic prompts per
+/// name (for rankings, the names `queries` and `passages`).
+pub fn input_file_prefix(args: &mut ProfileArgs) -> Result<()> {
+    let Some(text) = args
+        .input_file
+        .as_ref()
+        .map(|p| p.to_string_lossy().into_owned())
+    else {
         return Ok(());
     };
-    let text = path.to_string_lossy();
-    let instead = if text.starts_with("payload:") {
-        "GenAI-Perf's payload replay is not supported; for a trace with timestamps give \
-         --input-file FILE --custom-dataset-type mooncake_trace --fixed-schedule"
-    } else if text.starts_with("synthetic:") {
-        "GenAI-Perf's generated input files are not supported; give a rankings folder \
-         (queries.jsonl and passages.jsonl) or no --input-file for synthetic prompts"
-    } else {
-        return Ok(());
-    };
-    Err(Error::usage(format!(
-        "profile: --input-file {text}: {instead}"
-    )))
+    if let Some(file) = text.strip_prefix("payload:") {
+        if file.is_empty() {
+            return Err(Error::usage(
+                "profile: --input-file payload: names no file (payload:FILE)",
+            ));
+        }
+        if args.dataset.custom_dataset_type.is_some() || args.dataset.dataset_name.is_some() {
+            return Err(Error::usage(format!(
+                "profile: --input-file {text} is a GenAI-Perf payload file; give no \
+                 --custom-dataset-type or --dataset-name with it"
+            )));
+        }
+        if !std::path::Path::new(file).is_file() {
+            return Err(Error::usage(format!(
+                "profile: --input-file {text}: no such file"
+            )));
+        }
+        args.input_file = Some(file.into());
+        args.dataset.custom_dataset_type = Some(super::dataset::formats::Format::Payload);
+    } else if let Some(names) = text.strip_prefix("synthetic:") {
+        let names: Vec<String> = names.split(',').map(|n| n.trim().to_string()).collect();
+        if names.iter().any(String::is_empty) {
+            return Err(Error::usage(format!(
+                "profile: --input-file {text}: give the file names after synthetic:, \
+                 separated by commas (synthetic:queries,passages)"
+            )));
+        }
+        args.input_file = None;
+        args.dataset.synthetic_files = names;
+    }
+    Ok(())
 }
 
 /// GenAI-Perf's `-p MS`: a time window of three intervals (what GenAI-Perf measures at the

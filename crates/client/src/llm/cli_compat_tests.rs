@@ -206,12 +206,13 @@ fn refused_flags_name_the_flag_and_why() {
         (&["-m", "m", "--api-key", " "], &["--api-key"]),
         (&["-m", "m", "--backend", "onnx"], &["--backend"]),
         (
-            &["-m", "m", "--input-file", "payload:trace.jsonl"],
-            &["--input-file payload:trace.jsonl", "--fixed-schedule"],
+            &["-m", "m", "--input-file", "payload:/no/trace.jsonl"],
+            &["--input-file payload:/no/trace.jsonl", "no such file"],
         ),
+        (&["-m", "m", "--input-file", "payload:"], &["names no file"]),
         (
-            &["-m", "m", "--input-file", "synthetic:queries,passages"],
-            &["--input-file synthetic:queries,passages", "rankings folder"],
+            &["-m", "m", "--input-file", "synthetic:queries,"],
+            &["--input-file synthetic:queries,", "separated by commas"],
         ),
         (&["-m", "m", "--no-such-flag"], &["--no-such-flag"]),
         (

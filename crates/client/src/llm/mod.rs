@@ -505,27 +505,107 @@ fn prepare_entries(cfg: &ProfileConfig, tok: &Tokenizer) -> Result<Vec<Entry>> {
     let args = &cfg.args;
     let mut gen = PromptGen::new(tok.clone(), args.random_seed);
     if let Some(path) = &args.input_file {
-        let mut entries = if path.is_dir() {
+        let entries = if path.is_dir() {
             rankings_dir::read(path, cfg)?
         } else {
             input_file::read(path)?
         };
-        for e in &mut entries {
-            e.isl = tok.count(&e.text) as u64;
-            if e.osl.is_none() {
-                e.osl = requested_osl(cfg, &mut gen);
-            }
-        }
-        return Ok(entries);
+        return Ok(counted(cfg, tok, &mut gen, entries));
     }
-    let mut mismatches = 0;
-    let mut entries = Vec::with_capacity(args.num_prompts as usize);
     // The class draws of --sequence-distribution: a stream of their own, so the lengths'
     // stream is the same with and without a mix.
     let mut classes = args.random_seed ^ 0x0073_6571_6469_7374;
-    for _ in 0..args.num_prompts {
+    let names = &args.dataset.synthetic_files;
+    if names.is_empty() {
+        return Ok(synthetic_prompts(
+            cfg,
+            &mut gen,
+            &mut classes,
+            args.num_prompts,
+        ));
+    }
+    if cfg.endpoint_type != cli::EndpointType::Rankings {
+        // One set of --num-prompts prompts per name, in the order named.
+        let mut entries = Vec::new();
+        for _ in names {
+            entries.extend(synthetic_prompts(
+                cfg,
+                &mut gen,
+                &mut classes,
+                args.num_prompts,
+            ));
+        }
+        return Ok(entries);
+    }
+    let text = || format!("synthetic:{}", names.join(","));
+    if !(names.iter().any(|n| n == "queries") && names.iter().any(|n| n == "passages")) {
+        return Err(Error::usage(format!(
+            "profile: --input-file {} with --endpoint-type rankings needs the names queries \
+             and passages (synthetic:queries,passages)",
+            text()
+        )));
+    }
+    if args.sweep.num_prefix_prompts > 0 {
+        return Err(Error::usage(format!(
+            "profile: --num-prefix-prompts applies to prompts sent as text, not to the \
+             rankings bodies of --input-file {}",
+            text()
+        )));
+    }
+    // As GenAI-Perf: --num-prompts queries, and --num-prompts rows of --batch-size-text
+    // passages, each a synthetic prompt of its own.
+    let batch = cfg.batch_size.max(1) as u64;
+    let queries: Vec<String> = synthetic_prompts(cfg, &mut gen, &mut classes, args.num_prompts)
+        .into_iter()
+        .map(|e| e.text)
+        .collect();
+    let passages: Vec<String> = synthetic_prompts(
+        cfg,
+        &mut gen,
+        &mut classes,
+        args.num_prompts.saturating_mul(batch),
+    )
+    .into_iter()
+    .map(|e| e.text)
+    .collect();
+    let groups: Vec<Vec<String>> = passages
+        .chunks(batch as usize)
+        .map(<[String]>::to_vec)
+        .collect();
+    let entries = rankings_dir::entries(cfg, &queries, &groups);
+    Ok(counted(cfg, tok, &mut gen, entries))
+}
+
+/// Entries read from files: their input lengths by the client tokenizer, and the asked
+/// output length where the file gives none.
+fn counted(
+    cfg: &ProfileConfig,
+    tok: &Tokenizer,
+    gen: &mut PromptGen,
+    mut entries: Vec<Entry>,
+) -> Vec<Entry> {
+    for e in &mut entries {
+        e.isl = tok.count(&e.text) as u64;
+        if e.osl.is_none() {
+            e.osl = requested_osl(cfg, gen);
+        }
+    }
+    entries
+}
+
+/// `n` synthetic prompts of the synthetic length flags (or `--sequence-distribution`).
+fn synthetic_prompts(
+    cfg: &ProfileConfig,
+    gen: &mut PromptGen,
+    classes: &mut u64,
+    n: u64,
+) -> Vec<Entry> {
+    let args = &cfg.args;
+    let mut mismatches = 0;
+    let mut entries = Vec::with_capacity(n.min(1 << 20) as usize);
+    for _ in 0..n {
         let bucket = cfg.sequence_distribution.as_ref().map(|d| {
-            let u = crate::random::unit(payload::splitmix(&mut classes));
+            let u = crate::random::unit(payload::splitmix(classes));
             *d.pick(u)
         });
         let (isl_mean, isl_sd) = bucket.map_or(
@@ -540,7 +620,7 @@ fn prepare_entries(cfg: &ProfileConfig, tok: &Tokenizer) -> Result<Vec<Entry>> {
         mismatches += usize::from(p.mismatch);
         let osl = match bucket {
             Some(b) => Some(gen.sample_len(b.osl, b.osl_stddev) as u64),
-            None => requested_osl(cfg, &mut gen),
+            None => requested_osl(cfg, gen),
         };
         entries.push(Entry {
             text: p.text,
@@ -551,12 +631,11 @@ fn prepare_entries(cfg: &ProfileConfig, tok: &Tokenizer) -> Result<Vec<Entry>> {
     }
     if mismatches > 0 {
         eprintln!(
-            "warning: {mismatches} of {} synthetic prompts could not be made exactly the \
-             requested length; their true length is used as ISL",
-            args.num_prompts
+            "warning: {mismatches} of {n} synthetic prompts could not be made exactly the \
+             requested length; their true length is used as ISL"
         );
     }
-    Ok(entries)
+    entries
 }
 
 fn requested_osl(cfg: &ProfileConfig, gen: &mut PromptGen) -> Option<u64> {

@@ -1,25 +1,28 @@
 //! Shared prompt prefixes: GenAI-Perf's `--num-prefix-prompts N --prefix-prompt-length L`
-//! (each prompt starts with one of N prefixes of exactly L tokens, dealt round robin) and
+//! (each prompt starts with one of N prefixes of exactly L tokens, picked at random per
+//! prompt by a generator seeded from `--random-seed`, as GenAI-Perf and AIPerf pick) and
 //! AIPerf's `--shared-system-prompt-length L` (one system message of exactly L tokens in
 //! every chat request). Both make a server's prefix cache hit; the ISL counts them.
 
 use serde_json::{json, Value};
 
 use super::cli::ProfileConfig;
-use super::payload::Entry;
+use super::payload::{splitmix, Entry};
 use crate::error::{Error, Result};
 use crate::inputs::prompts::PromptGen;
 use crate::inputs::tokenizer::Tokenizer;
 
 /// Seeds the prefix generator apart from the prompts' own.
 const PREFIX_STREAM: u64 = 0x7072_6566_6978;
+/// Seeds the draws of which prefix each prompt gets (arbitrary, apart from the texts').
+const PICK_STREAM: u64 = 0x7069_636b_7072_6566;
 /// Fresh user prompts tried for one entry until prefix + prompt counts as the sum.
 const JOIN_TRIES: usize = 8;
 
 /// The shared text that goes before the prompts.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Prefixes {
-    /// Prefix prompts (each `length` tokens), dealt to entries round robin.
+    /// Prefix prompts (each `length` tokens), one drawn at random for each entry.
     pub prompts: Vec<String>,
     pub length: u64,
     /// The system message of every chat request and its tokens.
@@ -50,8 +53,10 @@ pub fn apply(cfg: &ProfileConfig, tok: &Tokenizer, entries: &mut [Entry]) -> Res
         None => None,
     };
     let mut mismatches = 0;
-    for (i, e) in entries.iter_mut().enumerate() {
-        if let Some(prefix) = prompts.get(i % prompts.len().max(1)) {
+    let mut pick = cfg.args.random_seed ^ PICK_STREAM;
+    for e in entries.iter_mut() {
+        let k = (splitmix(&mut pick) % prompts.len().max(1) as u64) as usize;
+        if let Some(prefix) = prompts.get(k) {
             mismatches += usize::from(!join(prefix, len, e, &mut gen, tok));
         }
         if let Some((_, l)) = &system {
@@ -133,20 +138,44 @@ mod tests {
     }
 
     #[test]
-    fn prefixes_are_shared_round_robin_and_lengths_stay_exact() {
+    fn prefixes_are_picked_at_random_by_the_seed_and_lengths_stay_exact() {
         let tok = Tokenizer::load("cl100k_base").unwrap();
-        let c = cfg(&["--num-prefix-prompts", "3", "--prefix-prompt-length", "40"]);
-        let mut es = entries(&tok, 7, 20);
-        let p = apply(&c, &tok, &mut es).unwrap();
-        assert_eq!(p.prompts.len(), 3);
-        for (i, e) in es.iter().enumerate() {
-            assert!(e.text.starts_with(&p.prompts[i % 3]));
-            assert_eq!(e.isl, 60);
-            assert_eq!(tok.count(&e.text), 60);
+        let run = |seed: &str| {
+            let c = cfg(&[
+                "--num-prefix-prompts",
+                "3",
+                "--prefix-prompt-length",
+                "40",
+                "--random-seed",
+                seed,
+            ]);
+            let mut es = entries(&tok, 40, 20);
+            let p = apply(&c, &tok, &mut es).unwrap();
+            assert_eq!(p.prompts.len(), 3);
+            for prefix in &p.prompts {
+                assert_eq!(tok.count(prefix), 40);
+            }
+            let picks: Vec<usize> = es
+                .iter()
+                .map(|e| {
+                    assert_eq!(e.isl, 60);
+                    assert_eq!(tok.count(&e.text), 60);
+                    p.prompts
+                        .iter()
+                        .position(|pre| e.text.starts_with(pre.as_str()))
+                        .expect("every prompt starts with a prefix")
+                })
+                .collect();
+            picks
+        };
+        let picks = run("7");
+        assert_eq!(picks, run("7"), "the same seed picks the same prefixes");
+        assert_ne!(picks, run("8"), "another seed picks others");
+        for k in 0..3 {
+            assert!(picks.contains(&k), "prefix {k} never picked: {picks:?}");
         }
-        for prefix in &p.prompts {
-            assert_eq!(tok.count(prefix), 40);
-        }
+        let dealt: Vec<usize> = (0..picks.len()).map(|i| i % 3).collect();
+        assert_ne!(picks, dealt, "not dealt round robin");
     }
 
     #[test]

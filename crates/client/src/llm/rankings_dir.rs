@@ -4,7 +4,8 @@
 //! `query: {"text": Q}` and `passages: [{"text": P}]`, the extra inputs added; with
 //! `--extra-inputs rankings:tei` (Hugging Face Text Embeddings Inference) the body is
 //! `{"query": Q, "texts": [P]}` instead. With `--batch-size-text` B, a request carries the
-//! B passages from its own line on (wrapping).
+//! B passages from its own line on (wrapping). GenAI-Perf's synthetic rankings files
+//! (`--input-file synthetic:queries,passages`) are built by [`entries`] too.
 
 use std::path::Path;
 
@@ -30,17 +31,29 @@ pub fn read(dir: &Path, cfg: &ProfileConfig) -> Result<Vec<Entry>> {
     let queries = texts(&dir.join("queries.jsonl"))?;
     let passages = texts(&dir.join("passages.jsonl"))?;
     let n = queries.len().min(passages.len());
+    let batch = cfg.batch_size.max(1);
+    let groups: Vec<Vec<String>> = (0..n)
+        .map(|i| {
+            (0..batch)
+                .map(|k| passages[(i + k) % passages.len()].clone())
+                .collect()
+        })
+        .collect();
+    Ok(entries(cfg, &queries[..n], &groups))
+}
+
+/// One request per query: query i with the passages of `passages[i]`, its body whole
+/// (GenAI-Perf's rankings body, or the TEI one with `--extra-inputs rankings:tei`).
+pub fn entries(cfg: &ProfileConfig, queries: &[String], passages: &[Vec<String>]) -> Vec<Entry> {
+    let n = queries.len().min(passages.len());
     let models = super::payload::pick_models(cfg, n);
     let tei = cfg
         .extra
         .iter()
         .any(|(k, v)| k == "rankings" && v.as_str() == Some("tei"));
-    let batch = cfg.batch_size.max(1);
-    let entries = (0..n)
+    (0..n)
         .map(|i| {
-            let own: Vec<&str> = (0..batch)
-                .map(|k| passages[(i + k) % passages.len()].as_str())
-                .collect();
+            let own = &passages[i];
             let mut body = Map::new();
             if tei {
                 body.insert("query".into(), json!(queries[i]));
@@ -63,8 +76,7 @@ pub fn read(dir: &Path, cfg: &ProfileConfig) -> Result<Vec<Entry>> {
                 payload: Some(Value::Object(body)),
             }
         })
-        .collect();
-    Ok(entries)
+        .collect()
 }
 
 /// The `text` (or `text_input`) of every non-empty line; errors name the file and line.

@@ -1,8 +1,9 @@
-//! Multi-turn conversations of a dataset (`multi_turn` files, sessions of a mooncake trace)
-//! on the engine's session turns (`engine::turns`, as `--session-concurrency` uses them):
-//! `--concurrency N` slots each run one conversation at a time; a later turn carries the
-//! history (every earlier message and the assistant's reply, merged into `messages` by
-//! `inputs::openai::sessions::History`) and waits its `delay` after the previous answer.
+//! Multi-turn conversations of a dataset (`multi_turn` files, sessions of a mooncake trace
+//! or of a GenAI-Perf payload file) on the engine's session turns (`engine::turns`, as
+//! `--session-concurrency` uses them): `--concurrency N` slots each run one conversation
+//! at a time; a later turn carries the history (every earlier message and the assistant's
+//! reply, merged into `messages` by `inputs::openai::sessions::History`) and waits its
+//! `delay` after the previous answer.
 //! A failed turn ends its conversation. Each conversation runs at most once, in the
 //! sampling strategy's order, until the turns or `--request-count` run out.
 //!

@@ -1,13 +1,19 @@
-//! The dataset file formats `profile` reads (never downloads): ShareGPT JSON, and AIPerf's
+//! The dataset file formats `profile` reads (never downloads): ShareGPT JSON, AIPerf's
 //! custom-dataset JSONL formats `single_turn`, `multi_turn`, `random_pool` and
-//! `mooncake_trace`. Each line (or ShareGPT entry) becomes one or more [`Record`]s; a bad
-//! one is an error naming its line (entry) and field.
+//! `mooncake_trace`, and GenAI-Perf's payload file (`--input-file payload:FILE`). Each line
+//! (or ShareGPT entry) becomes one or more [`Record`]s; a bad one is an error naming its
+//! line (entry) and field.
 //!
 //! Field meanings follow AIPerf's loaders: times are milliseconds (`timestamp` from the
 //! trace's zero, `delay` before the turn is sent), `output_length` is the turn's
 //! `max_tokens`, `session_id` groups turns into a conversation, and a mooncake
 //! `input_length` with `hash_ids` asks for a synthetic prompt whose i-th block of
 //! `--isl-block-size` tokens is the same text wherever hash id i appears.
+//!
+//! GenAI-Perf's payload file differs in two ways: its `delay` is the pause after the turn's
+//! answer before the session's next turn (here moved onto that next turn, so every format's
+//! `delay` is the pause before its own turn), and fields it does not read itself go into
+//! the request body as they are (`priority`, sampling parameters).
 
 use std::io::BufRead;
 use std::path::Path;
@@ -29,6 +35,10 @@ pub enum Prompt {
         input_length: u64,
         hash_ids: Vec<u64>,
     },
+    /// A payload-file line without text or `input_length`: a synthetic prompt of
+    /// `--synthetic-input-tokens-mean` tokens (drawn with the standard deviation when there
+    /// are no hash ids, exactly the mean when there are).
+    Sampled { hash_ids: Vec<u64> },
 }
 
 /// One request of a dataset, as the file gives it.
@@ -47,6 +57,8 @@ pub struct Record {
     pub session: Option<String>,
     /// 1-based line (JSONL) or 0-based entry index (ShareGPT) it came from.
     pub line: usize,
+    /// Payload files: the line's other fields, put into the request body as they are.
+    pub extra: Map<String, Value>,
 }
 
 impl Record {
@@ -59,6 +71,7 @@ impl Record {
             delay_ms: None,
             session: None,
             line,
+            extra: Map::new(),
         }
     }
 }
@@ -78,6 +91,9 @@ pub enum Format {
     RandomPool,
     #[value(name = "mooncake_trace", alias = "mooncake-trace")]
     MooncakeTrace,
+    /// GenAI-Perf's payload file, named by `--input-file payload:FILE` only.
+    #[value(skip)]
+    Payload,
 }
 
 /// A parse error: the line (entry) and what is wrong, naming the field.
@@ -97,14 +113,24 @@ pub fn read(format: Format, path: &Path) -> Parsed<Vec<Record>> {
         return sharegpt(&text);
     };
     let lines = lines::open(path, MAX_JSONL_LINE).map_err(|e| (0, e.to_string()))?;
-    jsonl(lines, each)
+    let mut records = jsonl(lines, each)?;
+    if format == Format::Payload {
+        payload_sessions(&mut records)?;
+    }
+    Ok(records)
 }
 
 /// Parses a whole file's text in `format`, as [`read`] reads it.
 pub fn parse(format: Format, text: &str) -> Parsed<Vec<Record>> {
     match per_line(format) {
         None => sharegpt(text),
-        Some(each) => jsonl(Lines::new(text.as_bytes(), MAX_JSONL_LINE), each),
+        Some(each) => {
+            let mut records = jsonl(Lines::new(text.as_bytes(), MAX_JSONL_LINE), each)?;
+            if format == Format::Payload {
+                payload_sessions(&mut records)?;
+            }
+            Ok(records)
+        }
     }
 }
 
@@ -119,6 +145,7 @@ fn per_line(format: Format) -> Option<LineParser> {
         Format::MultiTurn => multi_turn,
         Format::RandomPool => |v, line| random_pool(v, line).map(|r| vec![r]),
         Format::MooncakeTrace => |v, line| mooncake(v, line).map(|r| vec![r]),
+        Format::Payload => |v, line| payload(v, line).map(|r| vec![r]),
     })
 }
 
@@ -332,24 +359,8 @@ fn mooncake(obj: &Map<String, Value>, line: usize) -> Field<Record> {
             "needs exactly one of the fields 'input_length', 'text_input' or 'payload'".into(),
         );
     }
-    let hash_ids = match obj.get("hash_ids") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(ids)) => ids
-            .iter()
-            .map(|v| {
-                v.as_u64().ok_or_else(|| {
-                    format!("field 'hash_ids' must hold non-negative integers (got {v})")
-                })
-            })
-            .collect::<Field<Vec<u64>>>()?,
-        Some(v) => return Err(format!("field 'hash_ids' must be a list (got {v})")),
-    };
-    let prompt = if let Some(n) = positive_int(obj, "input_length")? {
-        if n > MAX_INPUT_LENGTH {
-            return Err(format!(
-                "field 'input_length' must be at most {MAX_INPUT_LENGTH} (got {n})"
-            ));
-        }
+    let hash_ids = hash_ids(obj)?;
+    let prompt = if let Some(n) = input_length(obj)? {
         Prompt::Synthetic {
             input_length: n,
             hash_ids,
@@ -374,6 +385,120 @@ fn mooncake(obj: &Map<String, Value>, line: usize) -> Field<Record> {
 
 /// Longest synthetic prompt of a trace entry (tokens).
 const MAX_INPUT_LENGTH: u64 = 1_000_000;
+
+fn hash_ids(obj: &Map<String, Value>) -> Field<Vec<u64>> {
+    match obj.get("hash_ids") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(ids)) => ids
+            .iter()
+            .map(|v| {
+                v.as_u64().ok_or_else(|| {
+                    format!("field 'hash_ids' must hold non-negative integers (got {v})")
+                })
+            })
+            .collect(),
+        Some(v) => Err(format!("field 'hash_ids' must be a list (got {v})")),
+    }
+}
+
+fn input_length(obj: &Map<String, Value>) -> Field<Option<u64>> {
+    let n = positive_int(obj, "input_length")?;
+    match n {
+        Some(n) if n > MAX_INPUT_LENGTH => Err(format!(
+            "field 'input_length' must be at most {MAX_INPUT_LENGTH} (got {n})"
+        )),
+        n => Ok(n),
+    }
+}
+
+/// The fields of a payload-file line GenAI-Perf reads itself; any other goes into the body.
+const PAYLOAD_FIELDS: [&str; 8] = [
+    "text",
+    "text_input",
+    "input_length",
+    "output_length",
+    "hash_ids",
+    "timestamp",
+    "delay",
+    "session_id",
+];
+
+/// One line of GenAI-Perf's payload file: `text` or `text_input` (the prompt, trimmed; not
+/// both), else a synthetic prompt of `input_length` tokens (with `hash_ids`, from their
+/// blocks), else of the synthetic length flags; `output_length` the `max_tokens`;
+/// `timestamp` (ms from the start of the run), `session_id` and `delay` (ms after this
+/// turn's answer before the session's next turn, moved by [`payload_sessions`]); every
+/// other field goes into the body. Empty texts count as absent, as in GenAI-Perf.
+fn payload(obj: &Map<String, Value>, line: usize) -> Field<Record> {
+    let text = string(obj, "text")?.filter(|t| !t.trim().is_empty());
+    let alt = string(obj, "text_input")?.filter(|t| !t.trim().is_empty());
+    let hash_ids = hash_ids(obj)?;
+    let input_length = input_length(obj)?;
+    let prompt = match (text, alt) {
+        (Some(_), Some(_)) => {
+            return Err("fields 'text' and 'text_input' cannot be set together".into())
+        }
+        (Some(t), None) | (None, Some(t)) => Prompt::Text(t.trim().to_string()),
+        (None, None) => match input_length {
+            Some(n) => Prompt::Synthetic {
+                input_length: n,
+                hash_ids,
+            },
+            None => Prompt::Sampled { hash_ids },
+        },
+    };
+    let mut r = Record::new(prompt, line);
+    r.osl = positive_int(obj, "output_length")?;
+    r.timestamp_ms = millis(obj, "timestamp")?;
+    r.delay_ms = millis(obj, "delay")?;
+    r.session = string(obj, "session_id")?;
+    if r.session.is_some() && r.timestamp_ms.is_some() {
+        return Err(
+            "fields 'timestamp' and 'session_id' cannot be set together (a session's \
+                    turns are paced by 'delay'; timestamps schedule single requests)"
+                .into(),
+        );
+    }
+    if r.delay_ms.is_some() && r.session.is_none() {
+        return Err(
+            "field 'delay' needs 'session_id' (it is the pause before the session's next turn)"
+                .into(),
+        );
+    }
+    r.extra = obj
+        .iter()
+        .filter(|(k, _)| !PAYLOAD_FIELDS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Ok(r)
+}
+
+/// Moves each payload `delay` from its turn onto the session's next turn (the pause before
+/// it, as the other formats mean `delay`); every turn but a session's last needs one, as
+/// GenAI-Perf requires.
+fn payload_sessions(records: &mut [Record]) -> Parsed<()> {
+    let own: Vec<Option<f64>> = records.iter().map(|r| r.delay_ms).collect();
+    let mut last: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for i in 0..records.len() {
+        let Some(session) = records[i].session.clone() else {
+            continue;
+        };
+        records[i].delay_ms = match last.insert(session.clone(), i) {
+            None => None,
+            Some(prev) => Some(own[prev].ok_or_else(|| {
+                (
+                    records[prev].line,
+                    format!(
+                        "field 'delay' is needed on every turn of session '{session}' but \
+                         its last (line {} follows)",
+                        records[i].line
+                    ),
+                )
+            })?),
+        };
+    }
+    Ok(())
+}
 
 /// ShareGPT: a JSON list of conversations; the first `human` turn is the prompt and the `gpt`
 /// turn right after it the reference reply. Conversations without such a pair are skipped,

@@ -265,3 +265,106 @@ fn files_are_read_with_bounds_and_quoted_short() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn payload_lines_as_genai_perf_reads_them() {
+    let text = concat!(
+        "{\"timestamp\": 500, \"input_length\": 700, \"output_length\": 4, \"hash_ids\": [1, 2]}\n",
+        "{\"timestamp\": 0, \"text\": \"  hello  \", \"priority\": 3, \"temperature\": 0.5}\n",
+        "{\"text_input\": \"hi\", \"text\": \"\"}\n",
+        "{\"output_length\": 9}\n",
+        "{\"hash_ids\": [5]}\n",
+    );
+    let r = parse(Format::Payload, text).unwrap();
+    assert_eq!(r.len(), 5);
+    assert_eq!(
+        r[0].prompt,
+        Prompt::Synthetic {
+            input_length: 700,
+            hash_ids: vec![1, 2]
+        }
+    );
+    assert_eq!((r[0].osl, r[0].timestamp_ms), (Some(4), Some(500.0)));
+    assert!(r[0].extra.is_empty());
+    assert_eq!(r[1].prompt, Prompt::Text("hello".into()), "trimmed");
+    let extra: Vec<(&str, &Value)> = r[1].extra.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    assert_eq!(
+        extra,
+        [
+            ("priority", &Value::from(3)),
+            ("temperature", &Value::from(0.5))
+        ],
+        "fields GenAI-Perf does not read go into the body"
+    );
+    assert_eq!(
+        r[2].prompt,
+        Prompt::Text("hi".into()),
+        "an empty text is absent"
+    );
+    assert_eq!(r[3].prompt, Prompt::Sampled { hash_ids: vec![] });
+    assert_eq!(r[3].osl, Some(9));
+    assert_eq!(r[4].prompt, Prompt::Sampled { hash_ids: vec![5] });
+}
+
+#[test]
+fn payload_delays_move_onto_the_sessions_next_turn() {
+    let text = concat!(
+        "{\"session_id\": \"a\", \"delay\": 1000, \"input_length\": 50, \"output_length\": 10}\n",
+        "{\"session_id\": 7, \"delay\": 300, \"input_length\": 25}\n",
+        "{\"session_id\": \"a\", \"delay\": 2000, \"input_length\": 50}\n",
+        "{\"session_id\": \"a\", \"input_length\": 100}\n",
+        "{\"session_id\": 7, \"input_length\": 20}\n",
+        "{\"text\": \"alone\"}\n",
+    );
+    let r = parse(Format::Payload, text).unwrap();
+    let delays: Vec<Option<f64>> = r.iter().map(|r| r.delay_ms).collect();
+    assert_eq!(
+        delays,
+        [None, None, Some(1000.0), Some(2000.0), Some(300.0), None],
+        "a turn waits the delay written on the session's turn before it"
+    );
+    assert_eq!(r[4].session.as_deref(), Some("7"));
+    assert_eq!(r[5].session, None);
+}
+
+#[test]
+fn payload_errors_name_the_line_and_the_field() {
+    let cases: &[(&str, usize, &str)] = &[
+        (
+            "{\"text\": \"a\", \"text_input\": \"b\"}\n",
+            1,
+            "'text' and 'text_input'",
+        ),
+        (
+            "{\"text\": \"a\"}\n{\"input_length\": -3}\n",
+            2,
+            "field 'input_length'",
+        ),
+        ("{\"output_length\": \"ten\"}\n", 1, "field 'output_length'"),
+        ("{\"timestamp\": \"soon\"}\n", 1, "field 'timestamp'"),
+        ("{\"hash_ids\": [1, \"x\"]}\n", 1, "field 'hash_ids'"),
+        (
+            "{\"text\": \"a\", \"delay\": 5}\n",
+            1,
+            "field 'delay' needs 'session_id'",
+        ),
+        (
+            "{\"text\": \"a\", \"session_id\": \"s\", \"timestamp\": 5}\n",
+            1,
+            "'timestamp' and 'session_id'",
+        ),
+        (
+            "{\"text\": \"a\", \"session_id\": \"s\"}\n{\"text\": \"b\", \"session_id\": \"s\"}\n",
+            1,
+            "field 'delay' is needed on every turn of session 's'",
+        ),
+        ("{\"session_id\": [1]}\n", 1, "field 'session_id'"),
+        ("[]\n", 1, "JSON object"),
+        ("\n", 0, "no entries"),
+    ];
+    for (text, line, needle) in cases {
+        let (l, msg) = err(Format::Payload, text);
+        assert_eq!(l, *line, "{text}: {msg}");
+        assert!(msg.contains(needle), "{text}: {msg}");
+    }
+}

@@ -80,6 +80,14 @@ pub struct DatasetArgs {
     /// Tokens per mooncake `hash_ids` block.
     #[arg(long, aliases = ["prompt-input-tokens-block-size", "synthetic-input-tokens-block-size"], default_value_t = 512, value_name = "TOKENS")]
     pub isl_block_size: u64,
+    /// GenAI-Perf's: multiplies the `delay` of every session turn of `--input-file
+    /// payload:FILE` (0.5: half the pauses).
+    #[arg(long, value_name = "RATIO")]
+    pub session_delay_ratio: Option<f64>,
+    /// GenAI-Perf's `--input-file synthetic:NAMES`: the names of the synthetic files
+    /// (set from `--input-file`, not a flag).
+    #[arg(skip)]
+    pub synthetic_files: Vec<String>,
     #[command(flatten)]
     pub turns: synthetic_conversations::TurnArgs,
     /// The prepared replay (set by [`prepare`], not a flag).
@@ -239,6 +247,12 @@ pub fn prepare(
 ) -> Result<(Vec<Entry>, ProfileConfig)> {
     let d = &cfg.args.dataset;
     let mut out = cfg.clone();
+    let payload_file = d.custom_dataset_type == Some(Format::Payload);
+    if d.session_delay_ratio.is_some() && !payload_file {
+        return Err(Error::usage(
+            "profile: --session-delay-ratio scales the delays of --input-file payload:FILE",
+        ));
+    }
     let Some((format, path, flag)) = d.source(&cfg.args.input_file)? else {
         if d.fixed_schedule {
             return Err(Error::usage(
@@ -249,6 +263,12 @@ pub fn prepare(
         if let Some(f) = d.replay_flag() {
             return Err(Error::usage(format!(
                 "profile: {f} applies to --fixed-schedule"
+            )));
+        }
+        if let (Some(f), false) = (d.turns.first_given(), d.synthetic_files.is_empty()) {
+            return Err(Error::usage(format!(
+                "profile: {f} shapes synthetic conversations; GenAI-Perf's --input-file \
+                 synthetic:NAMES makes single requests here"
             )));
         }
         if let Some((entries, convs)) = synthetic_conversations::build(cfg, tok, synthetic)? {
@@ -282,9 +302,21 @@ pub fn prepare(
         let entries = entries_of(&records, cfg, tok, &mut gen)?;
         return Ok((sample(entries, cfg), out));
     }
-    let records = pools.into_iter().next().unwrap_or_default();
+    let mut records = pools.into_iter().next().unwrap_or_default();
+    if let Some(ratio) = d.session_delay_ratio {
+        if !(ratio.is_finite() && (0.0..=1e6).contains(&ratio)) {
+            return Err(Error::usage(format!(
+                "profile: --session-delay-ratio must be a number from 0 to 1000000 (got {ratio})"
+            )));
+        }
+        for r in &mut records {
+            // Whole milliseconds, as GenAI-Perf truncates the scaled delay.
+            r.delay_ms = r.delay_ms.map(|d| (d * ratio).floor());
+        }
+    }
     if let Some(convs) = conversations_of(&records, format) {
-        let entries = entries_of(&records, cfg, tok, &mut gen)?;
+        let mut entries = entries_of(&records, cfg, tok, &mut gen)?;
+        with_extras(cfg, &records, &mut entries, (path, flag))?;
         return with_conversations(cfg, entries, convs, out);
     }
     if !replays(cfg, format, &records) {
@@ -293,8 +325,9 @@ pub fn prepare(
                 "profile: {f} applies to --fixed-schedule"
             )));
         }
-        let entries = entries_of(&records, cfg, tok, &mut gen)?;
-        if format == Format::MooncakeTrace
+        let mut entries = entries_of(&records, cfg, tok, &mut gen)?;
+        with_extras(cfg, &records, &mut entries, (path, flag))?;
+        if matches!(format, Format::MooncakeTrace | Format::Payload)
             && cfg.args.request_count.is_none()
             && cfg.args.benchmark_duration.is_none()
         {
@@ -368,7 +401,8 @@ fn fixed_schedule(
         )));
     }
     let kept: Vec<Record> = order.iter().map(|&i| records[i].clone()).collect();
-    let entries = entries_of(&kept, cfg, tok, gen)?;
+    let mut entries = entries_of(&kept, cfg, tok, gen)?;
+    with_extras(cfg, &kept, &mut entries, (path, flag))?;
     let span_s = (offsets.last().copied().unwrap_or(0) - offsets[0]) as f64 / 1e9;
     let rate = if span_s > 0.0 {
         entries.len() as f64 / span_s
@@ -386,7 +420,8 @@ fn fixed_schedule(
 }
 
 /// Whether the trace is replayed on its timestamps: `--fixed-schedule`, or a mooncake trace
-/// with timestamps and no load flag (AIPerf turns the mode on for such traces).
+/// or payload file with timestamps and no load flag (AIPerf turns the mode on for such
+/// traces; GenAI-Perf sends a payload file on its timestamps when no load flag is given).
 fn replays(cfg: &ProfileConfig, format: Format, records: &[Record]) -> bool {
     let d = &cfg.args.dataset;
     if d.fixed_schedule {
@@ -394,7 +429,7 @@ fn replays(cfg: &ProfileConfig, format: Format, records: &[Record]) -> bool {
     }
     let a = &cfg.args;
     !d.no_fixed_schedule
-        && format == Format::MooncakeTrace
+        && matches!(format, Format::MooncakeTrace | Format::Payload)
         && a.concurrency.is_empty()
         && a.request_rate.is_empty()
         && records.first().is_some_and(|r| r.timestamp_ms.is_some())
@@ -478,6 +513,34 @@ fn entries_of(
                     payload: None,
                 }
             }
+            Prompt::Sampled { hash_ids } => {
+                let a = &cfg.args;
+                let p = if hash_ids.is_empty() {
+                    let len = gen.sample_len(
+                        a.synthetic_input_tokens_mean as f64,
+                        a.synthetic_input_tokens_stddev,
+                    );
+                    let p = gen.prompt(len);
+                    blocks::BlockPrompt {
+                        text: p.text,
+                        tokens: p.tokens,
+                        mismatch: p.mismatch,
+                    }
+                } else {
+                    let b = blocks.get_or_insert_with(|| {
+                        blocks::Blocks::new(tok.clone(), block, a.random_seed)
+                    });
+                    let len = a.synthetic_input_tokens_mean.max(1) as usize;
+                    b.prompt(len, hash_ids, r.line as u64)
+                };
+                mismatches += usize::from(p.mismatch);
+                Entry {
+                    text: p.text,
+                    isl: p.tokens as u64,
+                    osl,
+                    payload: None,
+                }
+            }
         };
         out.push(entry);
     }
@@ -489,6 +552,45 @@ fn entries_of(
         );
     }
     Ok(out)
+}
+
+/// Payload-file lines with fields GenAI-Perf puts into the body as they are: their entries
+/// carry the whole body, built as for any entry (to the model the request order gives it)
+/// with those fields added last, so they override `--extra-inputs` as in GenAI-Perf.
+fn with_extras(
+    cfg: &ProfileConfig,
+    records: &[Record],
+    entries: &mut [Entry],
+    (path, flag): (&Path, &str),
+) -> Result<()> {
+    let Some(first) = records.iter().find(|r| !r.extra.is_empty()) else {
+        return Ok(());
+    };
+    if cfg.endpoint_type == super::cli::EndpointType::Kserve {
+        let field = first.extra.keys().next().map_or("", String::as_str);
+        return Err(Error::usage(format!(
+            "{flag} {} line {}: field '{field}' would go into a JSON request body, which \
+             --endpoint-type {} does not send",
+            path.display(),
+            first.line,
+            cfg.endpoint_type.name()
+        )));
+    }
+    let models = super::payload::pick_models(cfg, entries.len());
+    for (i, (r, e)) in records.iter().zip(entries.iter_mut()).enumerate() {
+        if r.extra.is_empty() {
+            continue;
+        }
+        let model = &cfg.models[models[i] as usize];
+        let mut body = super::payload::body(cfg, model, e);
+        if let Some(obj) = body.as_object_mut() {
+            for (k, v) in &r.extra {
+                obj.insert(k.clone(), v.clone());
+            }
+        }
+        e.payload = Some(body);
+    }
+    Ok(())
 }
 
 /// Most entries a sampled order holds (each is a pre-encoded request).
@@ -544,6 +646,9 @@ fn order(strategy: Option<Sampling>, n: usize, len: usize, seed: u64) -> Option<
 /// The format's flag value (`mooncake_trace`).
 fn name_of(format: Format) -> String {
     use clap::ValueEnum;
+    if format == Format::Payload {
+        return "payload".into();
+    }
     format
         .to_possible_value()
         .map_or_else(String::new, |v| v.get_name().to_string())
@@ -597,6 +702,7 @@ pub fn fuzz_datasets(data: &[u8]) {
         Format::MultiTurn,
         Format::RandomPool,
         Format::MooncakeTrace,
+        Format::Payload,
     ] {
         if let Ok(records) = formats::parse(format, &text) {
             let stamps: Vec<f64> = records.iter().filter_map(|r| r.timestamp_ms).collect();
