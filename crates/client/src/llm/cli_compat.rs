@@ -264,7 +264,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("--allow-dataset-wrap", "AIPerf's weka and agentic replay are not supported"),
     ("--trace-session-sample-ratio", "AIPerf's baseten trace loader is not supported; traces are read as mooncake_trace"),
     // Conversation Input
-    ("--session-delay-ratio", "turn pauses are set in ms by --conversation-turn-delay-mean and --conversation-turn-delay-stddev"),
     ("--inter-turn-delay-cap-seconds", "AIPerf's DAG and baseten trace loaders are not supported"),
     ("--max-idle-gap-cap-seconds", "AIPerf's DAG and baseten trace loaders are not supported"),
     ("--open-loop-", "AIPerf's baseten trace loader is not supported; a trace's timestamps are replayed with --fixed-schedule"),
@@ -274,8 +273,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("--no-force-min-tokens", "AIPerf's baseten trace loader is not supported"),
     // Prompt, Prefix Prompt, ISL
     ("--prompt-corpus", "synthetic prompts are drawn from one built-in corpus"),
-    ("--system-prompt", "a shared system prompt is generated to a length: --shared-system-prompt-length"),
-    ("--system-prompt-file", "a shared system prompt is generated to a length: --shared-system-prompt-length"),
     ("--random-range-ratio", "lengths are drawn from a normal distribution (--isl-stddev, --osl-stddev) or a --sequence-distribution mix"),
     ("--random-corpus-style", "synthetic prompts are drawn from one built-in corpus"),
     // Rankings

@@ -2,7 +2,8 @@
 //! (each prompt starts with one of N prefixes of exactly L tokens, picked at random per
 //! prompt by a generator seeded from `--random-seed`, as GenAI-Perf and AIPerf pick) and
 //! AIPerf's `--shared-system-prompt-length L` (one system message of exactly L tokens in
-//! every chat request). Both make a server's prefix cache hit; the ISL counts them.
+//! every chat request), or a verbatim one (`--system-prompt TEXT`, `--system-prompt-file`).
+//! All make a server's prefix cache hit; the ISL counts them.
 
 use serde_json::{json, Value};
 
@@ -48,9 +49,13 @@ pub fn apply(cfg: &ProfileConfig, tok: &Tokenizer, entries: &mut [Entry]) -> Res
     let prompts = (0..n)
         .map(|_| exact(len, "prefix prompt"))
         .collect::<Result<Vec<_>>>()?;
-    let system = match system_len {
-        Some(l) => Some((exact(l, "system prompt")?, l)),
-        None => None,
+    let system = match (system_len, super::sweep_args::system_text(cfg)?) {
+        (Some(l), _) => Some((exact(l, "system prompt")?, l)),
+        (None, Some(text)) => {
+            let tokens = tok.count(&text) as u64;
+            Some((text, tokens))
+        }
+        (None, None) => None,
     };
     let mut mismatches = 0;
     let mut pick = cfg.args.random_seed ^ PICK_STREAM;
@@ -193,6 +198,32 @@ mod tests {
         assert_eq!(bodies[0]["messages"][1]["content"], "x");
     }
 
+    /// AIPerf's verbatim system prompt, typed or from a file: sent as given, its tokens
+    /// added to every ISL.
+    #[test]
+    fn a_verbatim_system_prompt_is_sent_as_given() {
+        let tok = Tokenizer::load("cl100k_base").unwrap();
+        let text = "You are a terse assistant. Answer in one line.";
+        let file =
+            std::env::temp_dir().join(format!("inferperf-system-{}.txt", std::process::id()));
+        std::fs::write(&file, text).unwrap();
+        let from_file = ["--system-prompt-file", file.to_str().unwrap()];
+        for args in [&["--system-prompt", text][..], &from_file] {
+            let mut es = entries(&tok, 2, 10);
+            let p = apply(&cfg(args), &tok, &mut es).unwrap();
+            let n = tok.count(text) as u64;
+            assert!(n > 5);
+            assert!(es.iter().all(|e| e.isl == 10 + n), "{args:?}");
+            let mut bodies = vec![json!({"messages": [{"role": "user", "content": "x"}]})];
+            add_system(&mut bodies, &p);
+            assert_eq!(
+                bodies[0]["messages"][0],
+                json!({"role": "system", "content": text})
+            );
+        }
+        std::fs::remove_file(&file).unwrap();
+    }
+
     #[test]
     fn bad_prefix_flags_are_usage_errors() {
         let tok = Tokenizer::load("cl100k_base").unwrap();
@@ -214,6 +245,11 @@ mod tests {
                 "--prefix-prompt-length",
                 "2",
             ],
+            &["--system-prompt", " "],
+            &["--system-prompt", "a", "--system-prompt-file", "f"],
+            &["--system-prompt", "a", "--shared-system-prompt-length", "5"],
+            &["--system-prompt", "a", "--endpoint-type", "completions"],
+            &["--system-prompt-file", "/nonexistent/system.txt"],
         ] {
             let e = apply(&cfg(args), &tok, &mut []).unwrap_err();
             assert_eq!(e.exit_code(), 99, "{args:?}: {e}");

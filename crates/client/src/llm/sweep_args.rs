@@ -74,6 +74,56 @@ pub struct SweepArgs {
     /// ISL grows by that length).
     #[arg(long, value_name = "TOKENS")]
     pub shared_system_prompt_length: Option<u64>,
+    /// AIPerf: this text, verbatim, as the system message of every chat request (the ISL
+    /// grows by its tokens).
+    #[arg(long, value_name = "TEXT")]
+    pub system_prompt: Option<String>,
+    /// AIPerf: the system message read from this UTF-8 file, verbatim.
+    #[arg(long, value_name = "FILE")]
+    pub system_prompt_file: Option<std::path::PathBuf>,
+}
+
+/// The verbatim system message of `--system-prompt` or `--system-prompt-file`, checked
+/// against the other prefix flags; None when neither is given.
+pub fn system_text(cfg: &ProfileConfig) -> Result<Option<String>> {
+    let s = &cfg.args.sweep;
+    let text = match (&s.system_prompt, &s.system_prompt_file) {
+        (None, None) => return Ok(None),
+        (Some(_), Some(_)) => {
+            return usage("--system-prompt and --system-prompt-file exclude each other")
+        }
+        (Some(t), None) => t.clone(),
+        (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
+            Error::usage(format!(
+                "profile: --system-prompt-file {}: {e}",
+                path.display()
+            ))
+        })?,
+    };
+    let flag = if s.system_prompt.is_some() {
+        "--system-prompt"
+    } else {
+        "--system-prompt-file"
+    };
+    if text.trim().is_empty() {
+        return usage(format!("{flag} is empty"));
+    }
+    if s.shared_system_prompt_length.is_some() || s.num_prefix_prompts > 0 {
+        return usage(format!(
+            "{flag} excludes --shared-system-prompt-length and --num-prefix-prompts"
+        ));
+    }
+    if cfg.endpoint_type != EndpointType::Chat {
+        return usage(format!(
+            "{flag} applies to --endpoint-type chat (a system message)"
+        ));
+    }
+    if cfg.args.input_file.is_some() {
+        return usage(format!(
+            "{flag} applies to synthetic prompts, not --input-file"
+        ));
+    }
+    Ok(Some(text))
 }
 
 /// The GuideLLM sweep's closed-loop concurrency for its throughput profile by default.
