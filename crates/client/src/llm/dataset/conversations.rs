@@ -648,6 +648,108 @@ mod tests {
         assert!(w0.exhausted());
     }
 
+    fn answered<'a>(rec: &'a RequestRecord, now_ns: u64) -> TurnEnd<'a> {
+        TurnEnd {
+            rec,
+            body: br#"{"choices":[{"message":{"role":"assistant","content":"R"}}]}"#,
+            error: None,
+            now_ns,
+        }
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn at_a_rate_every_turn_takes_a_tick_and_later_turns_go_first() {
+        // 10 per second: ticks 100 ms apart from the start at 0 (the first at 100 ms).
+        let p = plan(10);
+        let src = p.timed(Timing::Rate(Schedule::Constant { rate: 10.0 }));
+        assert!(src.0.one_worker());
+        let mut w = src.0.worker(2);
+        let mut out = Vec::new();
+        assert_eq!(w.next_due_ns(), Some(0), "the clock starts at the first call");
+        assert_eq!(w.compose(0, 0, &mut out), None, "no tick yet");
+        assert_eq!(w.next_due_ns(), Some(100 * MS));
+        assert_eq!(w.compose(0, 100 * MS, &mut out), Some(0), "first turn of conv 0");
+        assert_eq!(w.compose(1, 100 * MS, &mut out), None, "one turn per tick");
+        let rec = RequestRecord::default();
+        // Answered at 150 ms: its pause (5 ms) ends at 155 ms, before the 200 ms tick,
+        // which it takes ahead of a new conversation on the free slot.
+        w.ended(0, answered(&rec, 150 * MS));
+        assert_eq!(w.next_due_ns(), Some(200 * MS));
+        assert_eq!(w.compose(1, 200 * MS, &mut out), None, "the later turn goes first");
+        assert_eq!(w.compose(0, 200 * MS, &mut out), Some(1));
+        // The 300 ms tick starts conversation 1 on the free slot.
+        assert_eq!(w.compose(1, 300 * MS, &mut out), Some(2));
+        w.ended(0, answered(&rec, 310 * MS));
+        w.ended(1, answered(&rec, 320 * MS));
+        assert!(w.exhausted());
+    }
+
+    #[test]
+    fn at_a_rate_unused_ticks_pass_and_a_late_tick_moves_the_clock() {
+        let p = plan(10);
+        let mut w = p.timed(Timing::Rate(Schedule::Constant { rate: 10.0 })).0.worker(1);
+        let mut out = Vec::new();
+        w.compose(0, 0, &mut out);
+        assert_eq!(w.compose(0, 100 * MS, &mut out), Some(0));
+        let rec = RequestRecord::default();
+        // Answered at 450 ms (ticks at 200, 300, 400 ms pass unused); its pause ends at
+        // 455 ms, so it waits for the 500 ms tick.
+        w.ended(0, answered(&rec, 450 * MS));
+        assert_eq!(w.next_due_ns(), Some(455 * MS));
+        assert_eq!(w.compose(0, 455 * MS, &mut out), None);
+        assert_eq!(w.next_due_ns(), Some(500 * MS));
+        // Taken 30 ms late: the next tick is a whole gap later, at 630 ms.
+        assert_eq!(w.compose(0, 530 * MS, &mut out), Some(1));
+        w.ended(0, answered(&rec, 540 * MS));
+        assert_eq!(w.next_due_ns(), Some(630 * MS));
+        assert_eq!(w.compose(0, 629 * MS, &mut out), None);
+        assert_eq!(w.compose(0, 630 * MS, &mut out), Some(2));
+    }
+
+    #[test]
+    fn users_send_their_turns_a_gap_apart() {
+        // One user at 2 per second: a turn every 500 ms, the dataset's pauses unused.
+        let p = plan(10);
+        let src = p.timed(Timing::Users(UserCentric {
+            rate: 2.0,
+            users: 1,
+        }));
+        assert!(src.0.one_worker());
+        let mut w = src.0.worker(2);
+        let mut out = Vec::new();
+        assert_eq!(w.compose(0, 1_000, &mut out), Some(0), "the new user at once");
+        assert_eq!(w.compose(1, 1_000, &mut out), None, "the next user is not due");
+        let rec = RequestRecord::default();
+        w.ended(0, answered(&rec, 2_000));
+        assert_eq!(w.next_due_ns(), Some(500 * MS + 1_000));
+        assert_eq!(w.compose(0, 500 * MS, &mut out), None);
+        assert_eq!(w.compose(0, 500 * MS + 1_000, &mut out), Some(1));
+        // Conversation 0 has two turns: its replacement is due two gaps after its start.
+        w.ended(0, answered(&rec, 600 * MS));
+        assert_eq!(w.next_due_ns(), Some(1_000 * MS + 1_000));
+        assert_eq!(w.compose(1, 1_000 * MS + 1_000, &mut out), Some(2));
+    }
+
+    #[test]
+    fn a_late_answer_sends_the_users_next_turn_at_once() {
+        let p = plan(10);
+        let mut w = p
+            .timed(Timing::Users(UserCentric {
+                rate: 2.0,
+                users: 1,
+            }))
+            .0
+            .worker(1);
+        let mut out = Vec::new();
+        assert_eq!(w.compose(0, 0, &mut out), Some(0));
+        let rec = RequestRecord::default();
+        w.ended(0, answered(&rec, 700 * MS));
+        assert_eq!(w.next_due_ns(), Some(700 * MS));
+        assert_eq!(w.compose(0, 700 * MS, &mut out), Some(1));
+    }
+
     #[test]
     fn later_turns_count_the_history() {
         let p = plan(10);
