@@ -118,7 +118,7 @@ pub(super) fn check_load(args: &ProfileArgs) -> Result<()> {
 }
 
 /// Most users of `--num-users` (each holds a connection).
-const MAX_USERS: u64 = 100_000;
+const MAX_USERS: u64 = 10_000;
 
 /// `--user-centric-rate` and `--num-users`: both or neither, and no other rate.
 fn check_user_centric(args: &ProfileArgs) -> Result<()> {

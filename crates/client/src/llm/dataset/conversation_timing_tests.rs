@@ -13,7 +13,10 @@ fn the_virtual_history_of_aiperfs_example() {
         .filter_map(|(o, t)| t.map(|t| (*o, t)))
         .collect();
     // Orders 1..=14 each once.
-    assert_eq!(by_order.keys().copied().collect::<Vec<_>>(), (1..15).collect::<Vec<_>>());
+    assert_eq!(
+        by_order.keys().copied().collect::<Vec<_>>(),
+        (1..15).collect::<Vec<_>>()
+    );
     // The table's start order: 6, 11, 16, 2, 7, 12, 17, 3, 8, 13, 18, 4, 9, 14 turns.
     assert_eq!(
         by_order.values().copied().collect::<Vec<_>>(),

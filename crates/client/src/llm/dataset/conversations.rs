@@ -94,7 +94,11 @@ impl ConversationPlan {
     /// Turns per conversation on average.
     pub fn mean_turns(&self) -> f64 {
         let n = self.conversations.len().max(1) as f64;
-        self.conversations.iter().map(|c| c.steps.len()).sum::<usize>() as f64 / n
+        self.conversations
+            .iter()
+            .map(|c| c.steps.len())
+            .sum::<usize>() as f64
+            / n
     }
 
     /// The input lengths of later turns include the history they carried: the earlier
@@ -243,8 +247,8 @@ impl Slots {
         if let Some((i, _)) = waiting {
             return Some(Winner::Slot(i));
         }
-        let free = (0..self.slots.len())
-            .any(|i| self.slots[i].is_none() && self.free_since[i] <= tick_ns);
+        let free =
+            (0..self.slots.len()).any(|i| self.slots[i].is_none() && self.free_since[i] <= tick_ns);
         (free && self.can_start()).then_some(Winner::Free)
     }
 
@@ -370,7 +374,10 @@ impl Turns for Slots {
         active.history.commit(body, &reply);
         active.turn += 1;
         let conv = &self.plan.conversations[active.conv];
-        let delay = conv.delays_ms.get(active.turn).filter(|_| active.turn < active.turns);
+        let delay = conv
+            .delays_ms
+            .get(active.turn)
+            .filter(|_| active.turn < active.turns);
         match (delay, &self.pacing) {
             (None, _) => {
                 *current = None;
@@ -521,6 +528,44 @@ pub(super) fn conversation_plan(
     })
 }
 
+/// AIPerf's shared system prompt (`text`, `tokens` long) in conversations: the system
+/// message opens each conversation's first turn, and later turns carry it in their history
+/// (so their own entries' ISL leaves it out; `prefix::apply` counted it in every entry).
+pub fn add_system(cfg: &mut ProfileConfig, entries: &mut [Entry], text: &str, tokens: u64) {
+    let Some(plan) = cfg.args.dataset.plan.as_mut() else {
+        return;
+    };
+    let Some(conv) = plan.conversations.as_ref() else {
+        return;
+    };
+    let mut conv = ConversationPlan::clone(conv);
+    let system = serde_json::json!({"role": "system", "content": text});
+    for c in &conv.conversations {
+        for (k, &step) in c.steps.iter().enumerate() {
+            let s = step as usize;
+            if k > 0 {
+                if let Some(e) = entries.get_mut(s) {
+                    e.isl = e.isl.saturating_sub(tokens);
+                }
+                continue;
+            }
+            let Some(body) = conv.bodies.get_mut(s) else {
+                continue;
+            };
+            let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(body) else {
+                continue;
+            };
+            if let Some(m) = value.get_mut("messages").and_then(|m| m.as_array_mut()) {
+                m.insert(0, system.clone());
+                *body = value.to_string().into_bytes();
+            }
+        }
+    }
+    let mut with = super::Plan::clone(plan);
+    with.conversations = Some(Arc::new(conv));
+    *plan = Arc::new(with);
+}
+
 /// Later turns of conversations: their input length includes the history they carried
 /// (unless the server's counts are used, which include it already).
 pub fn count_history(
@@ -667,17 +712,29 @@ mod tests {
         assert!(src.0.one_worker());
         let mut w = src.0.worker(2);
         let mut out = Vec::new();
-        assert_eq!(w.next_due_ns(), Some(0), "the clock starts at the first call");
+        assert_eq!(
+            w.next_due_ns(),
+            Some(0),
+            "the clock starts at the first call"
+        );
         assert_eq!(w.compose(0, 0, &mut out), None, "no tick yet");
         assert_eq!(w.next_due_ns(), Some(100 * MS));
-        assert_eq!(w.compose(0, 100 * MS, &mut out), Some(0), "first turn of conv 0");
+        assert_eq!(
+            w.compose(0, 100 * MS, &mut out),
+            Some(0),
+            "first turn of conv 0"
+        );
         assert_eq!(w.compose(1, 100 * MS, &mut out), None, "one turn per tick");
         let rec = RequestRecord::default();
         // Answered at 150 ms: its pause (5 ms) ends at 155 ms, before the 200 ms tick,
         // which it takes ahead of a new conversation on the free slot.
         w.ended(0, answered(&rec, 150 * MS));
         assert_eq!(w.next_due_ns(), Some(200 * MS));
-        assert_eq!(w.compose(1, 200 * MS, &mut out), None, "the later turn goes first");
+        assert_eq!(
+            w.compose(1, 200 * MS, &mut out),
+            None,
+            "the later turn goes first"
+        );
         assert_eq!(w.compose(0, 200 * MS, &mut out), Some(1));
         // The 300 ms tick starts conversation 1 on the free slot.
         assert_eq!(w.compose(1, 300 * MS, &mut out), Some(2));
@@ -689,7 +746,10 @@ mod tests {
     #[test]
     fn at_a_rate_unused_ticks_pass_and_a_late_tick_moves_the_clock() {
         let p = plan(10);
-        let mut w = p.timed(Timing::Rate(Schedule::Constant { rate: 10.0 })).0.worker(1);
+        let mut w = p
+            .timed(Timing::Rate(Schedule::Constant { rate: 10.0 }))
+            .0
+            .worker(1);
         let mut out = Vec::new();
         w.compose(0, 0, &mut out);
         assert_eq!(w.compose(0, 100 * MS, &mut out), Some(0));
@@ -719,8 +779,16 @@ mod tests {
         assert!(src.0.one_worker());
         let mut w = src.0.worker(2);
         let mut out = Vec::new();
-        assert_eq!(w.compose(0, 1_000, &mut out), Some(0), "the new user at once");
-        assert_eq!(w.compose(1, 1_000, &mut out), None, "the next user is not due");
+        assert_eq!(
+            w.compose(0, 1_000, &mut out),
+            Some(0),
+            "the new user at once"
+        );
+        assert_eq!(
+            w.compose(1, 1_000, &mut out),
+            None,
+            "the next user is not due"
+        );
         let rec = RequestRecord::default();
         w.ended(0, answered(&rec, 2_000));
         assert_eq!(w.next_due_ns(), Some(500 * MS + 1_000));

@@ -27,7 +27,7 @@ pub use conversations::count_history;
 use conversations::{conversation_plan, conversations_of, ConversationPlan, Timing};
 
 /// Conversations under way at once at most, at a rate without `--concurrency`.
-pub const MAX_RATE_SLOTS: u64 = 1024;
+pub const MAX_RATE_SLOTS: u64 = 256;
 use formats::{Format, Prompt, Record};
 use replay::ReplayOptions;
 
@@ -104,8 +104,8 @@ impl DatasetArgs {
     /// The engine load of a trace replay or of conversations at `point`; `None`: the
     /// runner's own mapping of the point. `rate` is a rate point's arrival schedule.
     /// Conversations at a rate run on `max_inflight` slots (`--concurrency` beside the rate),
-    /// else on one slot per conversation (user-centric: two per user) up to
-    /// [`MAX_RATE_SLOTS`].
+    /// else on one slot per conversation up to [`MAX_RATE_SLOTS`]; user-centric ones on two
+    /// per user, at most the users or [`MAX_RATE_SLOTS`], whichever is more.
     pub fn engine_load(
         &self,
         point: LoadPoint,
@@ -116,7 +116,10 @@ impl DatasetArgs {
         if let Some(conv) = &plan.conversations {
             let (slots, timing) = match (point, conv.user_centric, rate) {
                 (LoadPoint::Concurrency(slots), ..) => (slots, Timing::Closed),
-                (LoadPoint::RequestRate(_), Some(u), _) => (u.users * 2, Timing::Users(u)),
+                (LoadPoint::RequestRate(_), Some(u), _) => {
+                    let slots = (u.users * 2).min(u.users.max(MAX_RATE_SLOTS));
+                    (slots, Timing::Users(u))
+                }
                 (LoadPoint::RequestRate(_), None, Some(schedule)) => (
                     conv.conversations.len() as u64,
                     Timing::Rate(schedule.clone()),
@@ -124,9 +127,9 @@ impl DatasetArgs {
                 (LoadPoint::RequestRate(_), None, None) => return None,
             };
             let slots = match (&timing, max_inflight) {
-                (Timing::Closed, _) => slots,
+                (Timing::Closed | Timing::Users(_), None) => slots,
                 (_, Some(cap)) => cap,
-                (_, None) => slots.clamp(1, MAX_RATE_SLOTS),
+                (Timing::Rate(_), None) => slots.clamp(1, MAX_RATE_SLOTS),
             };
             return Some(Load::Sessions {
                 slots,
@@ -264,7 +267,12 @@ pub fn prepare(
     synthetic: fn(&ProfileConfig, &Tokenizer) -> Result<Vec<Entry>>,
 ) -> Result<(Vec<Entry>, ProfileConfig)> {
     let (entries, out) = prepare_entries(cfg, tok, synthetic)?;
-    let conversations = out.args.dataset.plan.as_ref().and_then(|p| p.conversations.as_ref());
+    let conversations = out
+        .args
+        .dataset
+        .plan
+        .as_ref()
+        .and_then(|p| p.conversations.as_ref());
     if cfg.args.user_centric_rate.is_some() && conversations.is_none() {
         return Err(Error::usage(
             "profile: --user-centric-rate runs multi-turn conversations: give \

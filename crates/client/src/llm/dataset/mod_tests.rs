@@ -200,7 +200,9 @@ fn a_mooncake_trace_replays_its_timestamps() {
     );
     assert_eq!(c.args.request_count, Some(3));
     assert!(matches!(
-        c.args.dataset.engine_load(LoadPoint::Concurrency(1), None, None),
+        c.args
+            .dataset
+            .engine_load(LoadPoint::Concurrency(1), None, None),
         Some(Load::Paced {
             schedule: Schedule::Fixed(_),
             ..
@@ -327,7 +329,9 @@ fn multi_turn_conversations_become_a_session_plan() {
     assert_eq!((conv.turns, c.args.request_count), (3, Some(3)));
     assert!(String::from_utf8_lossy(&conv.bodies[1]).contains("\"content\":\"b c\""));
     assert!(matches!(
-        c.args.dataset.engine_load(LoadPoint::Concurrency(2), None, None),
+        c.args
+            .dataset
+            .engine_load(LoadPoint::Concurrency(2), None, None),
         Some(Load::Sessions { slots: 2, .. })
     ));
     for (extra, needle) in [
