@@ -222,7 +222,9 @@ fn user_centric_rate_flags() {
             "not both",
         ),
     ] {
-        let e = cfg(args).unwrap_err().to_string();
+        let e = cfg(&[&["-m", "m"][..], args].concat())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(words), "{args:?}: {e}");
     }
 }

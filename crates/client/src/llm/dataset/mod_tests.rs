@@ -334,8 +334,21 @@ fn multi_turn_conversations_become_a_session_plan() {
             .engine_load(LoadPoint::Concurrency(2), None, None),
         Some(Load::Sessions { slots: 2, .. })
     ));
+    // At a rate: one slot per conversation (or the cap), all on one worker.
+    let rate = Schedule::Constant { rate: 2.0 };
+    let (_, c) = prepared(&[&base[..], &["--request-rate", "2"]].concat()).unwrap();
+    let at_rate = c
+        .args
+        .dataset
+        .engine_load(LoadPoint::RequestRate(2.0), None, Some(&rate));
+    assert!(matches!(&at_rate, Some(Load::Sessions { slots: 2, turns }) if turns.0.one_worker()));
+    let capped = c
+        .args
+        .dataset
+        .engine_load(LoadPoint::RequestRate(2.0), Some(1), Some(&rate));
+    assert!(matches!(capped, Some(Load::Sessions { slots: 1, .. })));
     for (extra, needle) in [
-        (&["--request-rate", "2"][..], "closed loop"),
+        (&["--fixed-schedule"][..], "not --fixed-schedule"),
         (
             &["--endpoint-type", "completions"][..],
             "--endpoint-type chat",
