@@ -186,6 +186,8 @@ fn time_limits_name_the_flag_that_set_them() {
 #[test]
 fn user_centric_rate_flags() {
     let c = cfg(&[
+        "-m",
+        "m",
         "--user-centric-rate",
         "2",
         "--num-users",
