@@ -142,10 +142,12 @@ fn aiperf_multi_turn_with_turn_delays() {
     );
 }
 
-/// AIPerf docs/tutorials/multi-turn.md, "Request Rate with Multi-Turn Conversations":
-/// conversations run as a closed loop of slots here, so a rate is refused naming it.
+/// AIPerf docs/tutorials/multi-turn.md, "Request Rate with Multi-Turn Conversations": 30
+/// conversations of 4 turns at a Poisson rate. Every turn takes a tick of the rate (later
+/// turns of running conversations first), so the 120 turns take about 120 / rate seconds:
+/// at the document's 5 per second 24 s, here 100 per second (the one value changed).
 #[test]
-fn aiperf_multi_turn_at_a_request_rate_is_refused() {
+fn aiperf_multi_turn_at_a_request_rate() {
     let server = start_llm("Qwen/Qwen3-0.6B");
     let hub = StandIn::start();
     #[rustfmt::skip]
@@ -158,13 +160,68 @@ fn aiperf_multi_turn_at_a_request_rate_is_refused() {
         "--url", "localhost:8000",
         "--conversation-num", "30",
         "--conversation-turn-mean", "4",
-        "--request-rate", "5",
+        "--request-rate", "100",
         "--request-rate-mode", "poisson",
         "--synthetic-input-tokens-mean", "200",
         "--output-tokens-mean", "150",
         "--random-seed", "42",
-    ]);
-    assert_refused(&run, &server, &["--request-rate", "--concurrency"]);
+    ])
+    .ok();
+    let name = "Qwen_Qwen3-0.6B-openai-chat-request_rate100.0";
+    assert_eq!(run.aiperf_files(name), 120);
+    let mut counts = message_counts(&server);
+    counts.sort_unstable();
+    let expected: Vec<usize> = [1, 3, 5, 7].iter().flat_map(|&n| [n; 30]).collect();
+    assert_eq!(counts, expected, "30 conversations of 4 turns");
+    assert_turns_follow_their_answers(&server);
+    // No faster than the rate: 119 Poisson gaps of 10 ms on average span far more than
+    // half a second (a slow machine only stretches them).
+    let starts = start_times(&run, name);
+    let span = starts.last().unwrap() - starts.first().unwrap();
+    assert!(span > 500_000_000, "sends spanned {span} ns");
+    let s = summary(&run, name, "profile_export_aiperf.json");
+    let throughput = s["request_throughput"]["avg"].as_f64().unwrap();
+    assert!(throughput > 0.0 && throughput < 150.0, "{throughput}");
+}
+
+/// AIPerf's `--concurrency` beside `--request-rate` with conversations: the cap on the
+/// conversations under way. 8 conversations of 3 turns at 1000 per second, 2 at most: at
+/// the server, no conversation starts while two others have not sent their last turn.
+#[test]
+fn aiperf_multi_turn_rate_capped_by_concurrency() {
+    let server = start_llm("Qwen/Qwen3-0.6B");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("mt-rate-capped", &server, &hub, &[
+        "profile",
+        "--model", "Qwen/Qwen3-0.6B",
+        "--url", "localhost:8000",
+        "--conversation-num", "8",
+        "--conversation-turn-mean", "3",
+        "--request-rate", "1000",
+        "--concurrency", "2",
+        "--output-tokens-mean", "20",
+        "--random-seed", "7",
+    ])
+    .ok();
+    let name = "Qwen_Qwen3-0.6B-openai-chat-concurrency2-request_rate1000.0";
+    assert_eq!(run.aiperf_files(name), 24);
+    let got = bodies(&server);
+    let mut open: Vec<String> = Vec::new();
+    let mut most = 0;
+    for b in &got {
+        let (conv, turn) = (conversation_of(b), turn_of(b));
+        if turn == 1 {
+            open.push(conv.clone());
+        }
+        most = most.max(open.len());
+        if turn == 3 {
+            open.retain(|c| *c != conv);
+        }
+    }
+    assert!(most <= 2, "{most} conversations under way");
+    assert!(open.is_empty(), "every conversation ended: {open:?}");
+    assert_turns_follow_their_answers(&server);
 }
 
 /// AIPerf docs/tutorials/time-based-benchmarking.md, "Duration Testing": 3 warm-up
@@ -413,14 +470,14 @@ fn aiperf_warmup_load_flags_are_refused() {
     );
 }
 
-/// AIPerf docs/tutorials/user-centric-timing.md, "Quick Start": the user-centric mode is
-/// not supported; refused naming the flag.
+/// AIPerf docs/tutorials/user-centric-timing.md, "Quick Start": the per-user context
+/// prompt (`--user-context-prompt-length`) is not generated; refused naming the flag.
 #[test]
-fn aiperf_user_centric_rate_is_refused() {
+fn aiperf_user_centric_rate_with_user_context_is_refused() {
     let server = start_llm("your-model");
     let hub = StandIn::start();
     #[rustfmt::skip]
-    let run = Run::new("tut-aiperf-user-centric", &server, &hub, &[
+    let run = Run::new("tut-aiperf-user-centric-context", &server, &hub, &[
         "profile",
         "--model", "your-model",
         "--url", "localhost:8000",
@@ -436,7 +493,129 @@ fn aiperf_user_centric_rate_is_refused() {
         "--num-dataset-entries", "1000",
         "--benchmark-duration", "100",
     ]);
-    assert_refused(&run, &server, &["--user-centric-rate", "not supported"]);
+    assert_refused(
+        &run,
+        &server,
+        &["--user-context-prompt-length", "not supported"],
+    );
+}
+
+/// AIPerf docs/tutorials/user-centric-timing.md, "Quick Start" without the per-user context
+/// prompt: 15 users of 20-turn conversations sharing a rate, each user's turns 15 / rate
+/// apart. The document's 1 per second (15 s gaps) for 100 s is here 30 per second (0.5 s
+/// gaps) for 3 s. The run starts in a steady state: the first users have only the turns
+/// left of conversations under way, and one whose turns are done is replaced by a new one.
+#[test]
+fn aiperf_user_centric_rate() {
+    let server = start_llm("your-model");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("tut-aiperf-user-centric", &server, &hub, &[
+        "profile",
+        "--model", "your-model",
+        "--url", "localhost:8000",
+        "--endpoint-type", "chat",
+        "--streaming",
+        "--user-centric-rate", "30",
+        "--num-users", "15",
+        "--session-turns-mean", "20",
+        "--shared-system-prompt-length", "1000",
+        "--synthetic-input-tokens-mean", "26",
+        "--osl", "100",
+        "--num-dataset-entries", "1000",
+        "--benchmark-duration", "3",
+    ])
+    .ok();
+    let name = "your-model-openai-chat-request_rate30.0";
+    let measured = run.aiperf_files(name);
+    let got = bodies(&server);
+    assert_eq!(measured, got.len() as u64);
+    // At most the rate's worth over the run, plus each user's first turn.
+    assert!(measured > 15 && measured <= 30 * 3 + 15, "{measured}");
+    // The shared system prompt opens every conversation, once (later turns carry it).
+    for b in &got {
+        let m = b["messages"].as_array().unwrap();
+        assert_eq!(m[0]["role"], "system", "{b}");
+        assert_eq!(m.iter().filter(|x| x["role"] == "system").count(), 1, "{b}");
+    }
+    assert_turns_follow_their_answers(&server);
+    // Order of arrival of each conversation's turns.
+    let mut seen: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, b) in got.iter().enumerate() {
+        let conv = conversation_of(b);
+        match seen.iter_mut().find(|(c, _)| *c == conv) {
+            Some((_, at)) => at.push(i),
+            None => seen.push((conv, vec![i])),
+        }
+    }
+    // The 15 users, and at least the replacement of the first to finish (a user with 2
+    // turns left, done 1 s in).
+    assert!(
+        seen.len() > 15 && seen.len() < 30,
+        "{} conversations",
+        seen.len()
+    );
+    // A user waits a whole gap between turns, while the others send theirs: between two
+    // turns of one user the server gets about 14 others.
+    let mut between: Vec<usize> = seen
+        .iter()
+        .flat_map(|(_, at)| at.windows(2).map(|w| w[1] - w[0] - 1).collect::<Vec<_>>())
+        .collect();
+    assert!(between.len() >= 15, "{between:?}");
+    between.sort_unstable();
+    let median = between[between.len() / 2];
+    assert!(
+        median >= 7,
+        "median of other requests between a user's turns: {median}"
+    );
+}
+
+/// A conversation's key: the content of its first user message.
+fn conversation_of(body: &Value) -> String {
+    let messages = body["messages"].as_array().unwrap();
+    let first = messages.iter().find(|m| m["role"] == "user").unwrap();
+    first["content"].to_string()
+}
+
+/// Which turn of its conversation a body is: one more than the answers it carries.
+fn turn_of(body: &Value) -> usize {
+    let messages = body["messages"].as_array().unwrap();
+    1 + messages.iter().filter(|m| m["role"] == "assistant").count()
+}
+
+/// Each later turn went after the turn before it was answered: its messages start with
+/// that turn's, received earlier, and the answer to it.
+fn assert_turns_follow_their_answers(server: &ServerHandle) {
+    let got = bodies(server);
+    for (i, b) in got.iter().enumerate() {
+        let m = b["messages"].as_array().unwrap();
+        if turn_of(b) == 1 {
+            continue;
+        }
+        let before = &m[..m.len() - 2];
+        assert_eq!(m[m.len() - 2]["role"], "assistant", "{b}");
+        assert!(
+            got[..i]
+                .iter()
+                .any(|e| e["messages"].as_array().unwrap()[..] == *before),
+            "turn {i} has no earlier turn: {b}"
+        );
+    }
+}
+
+/// Request start times (ns) of a profile's records (`profile_export.jsonl`), ascending.
+fn start_times(run: &Run, name: &str) -> Vec<u64> {
+    let path = run.profile_dir(name).join("profile_export.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut starts: Vec<u64> = text
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["metadata"]["request_start_ns"].as_u64().unwrap()
+        })
+        .collect();
+    starts.sort_unstable();
+    starts
 }
 
 // ----- GenAI-Perf -----

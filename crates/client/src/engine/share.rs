@@ -111,6 +111,7 @@ const PACED_LEAD_NS: u64 = 2_000_000;
 fn worker_shares(spec: &EngineSpec, load: &Load) -> Vec<(usize, Option<Pace>)> {
     match load {
         Load::Periodic { start, .. } => vec![(*start as usize, None)],
+        Load::Sessions { slots, turns } if turns.0.one_worker() => vec![(*slots as usize, None)],
         Load::Concurrency(c) | Load::Sessions { slots: c, .. } => {
             let n = (*c as usize).clamp(1, spec.max_workers.max(1));
             split(*c, n)

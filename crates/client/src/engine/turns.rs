@@ -48,6 +48,10 @@ pub const DEFAULT_IDLE_LIMIT_NS: u64 = 600_000_000_000;
 /// Makes each worker's [`Turns`] for the pool slots it owns.
 pub trait TurnPlan: std::marker::Send + Sync {
     fn worker(&self, slots: usize) -> Box<dyn Turns>;
+    /// All slots go to one worker (the source keeps one clock for the whole run).
+    fn one_worker(&self) -> bool {
+        false
+    }
 }
 
 /// A run's turn plan, as a [`super::Load`] carries it.

@@ -111,9 +111,17 @@ pub struct ProfileArgs {
     /// comma list (`1,4,8`) runs one profile per value.
     #[arg(long, visible_alias = "session-concurrency", value_delimiter = ',')]
     pub concurrency: Vec<u64>,
-    /// Open loop: requests per second; a comma list runs one profile per value.
+    /// Open loop: requests per second; a comma list runs one profile per value. With
+    /// conversations every turn takes a tick (later turns of running conversations first).
     #[arg(long, value_delimiter = ',')]
     pub request_rate: Vec<f64>,
+    /// AIPerf's user-centric mode for conversations: requests per second over all
+    /// --num-users users, each user sending its turns num-users/rate seconds apart.
+    #[arg(long, value_name = "RATE")]
+    pub user_centric_rate: Option<f64>,
+    /// Users of --user-centric-rate (conversations under way at once).
+    #[arg(long, value_name = "N")]
+    pub num_users: Option<u64>,
     /// Arrival process for `--request-rate` (perf_analyzer's name) [default: constant];
     /// see also --arrival-pattern.
     #[arg(long, value_enum)]
@@ -419,7 +427,8 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         args.quiet = true;
     }
     check_load(&args)?;
-    if let ([cap], false) = (&args.concurrency[..], args.request_rate.is_empty()) {
+    let rate_given = !args.request_rate.is_empty() || args.user_centric_rate.is_some();
+    if let ([cap], true) = (&args.concurrency[..], rate_given) {
         // AIPerf's --concurrency beside --request-rate: the cap on requests in flight.
         args.max_inflight = Some(*cap);
     }
@@ -499,6 +508,9 @@ fn load_points(args: &ProfileArgs, plan: &super::load_args::LoadPlan) -> Vec<Loa
     if let Some(points) = &plan.rate_series {
         // One level, named after the series' first rate.
         return vec![LoadPoint::RequestRate(points[0].1)];
+    }
+    if let Some(rate) = args.user_centric_rate {
+        return vec![LoadPoint::RequestRate(rate)];
     }
     if !args.request_rate.is_empty() {
         args.request_rate

@@ -182,3 +182,51 @@ fn time_limits_name_the_flag_that_set_them() {
         assert_eq!(err.exit_code(), 99);
     }
 }
+
+#[test]
+fn user_centric_rate_flags() {
+    let c = cfg(&[
+        "-m",
+        "m",
+        "--user-centric-rate",
+        "2",
+        "--num-users",
+        "4",
+        "--concurrency",
+        "6",
+    ])
+    .unwrap();
+    assert_eq!(c.points, vec![LoadPoint::RequestRate(2.0)]);
+    assert_eq!(c.args.max_inflight, Some(6), "--concurrency caps the users");
+    for (args, words) in [
+        (&["--user-centric-rate", "2"][..], "needs --num-users"),
+        (
+            &["--num-users", "3"][..],
+            "--num-users applies to --user-centric-rate",
+        ),
+        (
+            &["--user-centric-rate", "0", "--num-users", "3"][..],
+            "must be positive",
+        ),
+        (
+            &["--user-centric-rate", "1", "--num-users", "0"][..],
+            "--num-users must be",
+        ),
+        (
+            &[
+                "--user-centric-rate",
+                "1",
+                "--num-users",
+                "2",
+                "--request-rate",
+                "3",
+            ][..],
+            "not both",
+        ),
+    ] {
+        let e = cfg(&[&["-m", "m"][..], args].concat())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(words), "{args:?}: {e}");
+    }
+}

@@ -139,9 +139,12 @@ pub fn run_with_summary(
         cfg.args.tokenizer.as_deref().unwrap_or("o200k_base"),
         &cfg.args.tokenizer_revision,
     )?;
-    let (mut entries, cfg) = dataset::prepare(cfg, &tokenizer, prepare_entries)?;
+    let (mut entries, mut cfg) = dataset::prepare(cfg, &tokenizer, prepare_entries)?;
+    let prefixes = prefix::apply(&cfg, &tokenizer, &mut entries)?;
+    if let Some((text, tokens)) = &prefixes.system {
+        dataset::conversations::add_system(&mut cfg, &mut entries, text, *tokens);
+    }
     let cfg = &cfg;
-    let prefixes = prefix::apply(cfg, &tokenizer, &mut entries)?;
     let models = payload::pick_models(cfg, entries.len());
     let mut bodies: Vec<Value> = payload::bodies(cfg, &entries, &models);
     prefix::add_system(&mut bodies, &prefixes);

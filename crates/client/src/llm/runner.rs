@@ -56,16 +56,34 @@ const POISSON_HORIZON_NS: u64 = 60_000_000_000;
 
 /// The engine's load for a point.
 pub fn load(cfg: &ProfileConfig, point: LoadPoint) -> Load {
-    if let Some(replay) = cfg.args.dataset.engine_load(point, cfg.args.max_inflight) {
-        return replay;
+    let schedule = schedule(cfg, point);
+    let dataset = &cfg.args.dataset;
+    if let Some(load) = dataset.engine_load(point, cfg.args.max_inflight, schedule.as_ref()) {
+        return load;
     }
     let value = match point {
         LoadPoint::Concurrency(c) => LoadValue::Concurrency(c),
         LoadPoint::RequestRate(rate) => LoadValue::RequestRate(rate),
     };
+    match schedule {
+        Some(schedule) => Load::Paced {
+            schedule,
+            max_inflight: cfg.args.max_inflight,
+        },
+        None => LoadDesc {
+            seed: cfg.args.random_seed,
+            max_inflight: cfg.args.max_inflight,
+            ..LoadDesc::simple(value)
+        }
+        .engine_load(),
+    }
+}
+
+/// A rate point's arrival schedule (`None` for a concurrency point).
+fn schedule(cfg: &ProfileConfig, point: LoadPoint) -> Option<Schedule> {
     let horizon_ns = POISSON_HORIZON_NS;
     let seed = cfg.args.random_seed;
-    let schedule = match (point, &cfg.load.rate_series, cfg.load.arrival) {
+    match (point, &cfg.load.rate_series, cfg.load.arrival) {
         (LoadPoint::Concurrency(_), ..) => None,
         (LoadPoint::RequestRate(_), Some(points), _) => {
             let (count, duration) = measured_until(cfg);
@@ -87,18 +105,6 @@ pub fn load(cfg: &ProfileConfig, point: LoadPoint) -> Load {
         (LoadPoint::RequestRate(rate), None, Arrival::Constant) => {
             Some(Schedule::Constant { rate })
         }
-    };
-    match schedule {
-        Some(schedule) => Load::Paced {
-            schedule,
-            max_inflight: cfg.args.max_inflight,
-        },
-        None => LoadDesc {
-            seed,
-            max_inflight: cfg.args.max_inflight,
-            ..LoadDesc::simple(value)
-        }
-        .engine_load(),
     }
 }
 

@@ -60,7 +60,8 @@ fn timeout_ms(flag: &str, ms: &str) -> Result<Duration> {
 
 /// The load flags: how much, how fast, on how many workers.
 pub(super) fn check_load(args: &ProfileArgs) -> Result<()> {
-    if !args.request_rate.is_empty() {
+    check_user_centric(args)?;
+    if !args.request_rate.is_empty() || args.user_centric_rate.is_some() {
         // AIPerf: --concurrency with --request-rate is the cap on requests in flight.
         if args.concurrency.len() > 1 {
             return Err(Error::usage(
@@ -114,6 +115,38 @@ pub(super) fn check_load(args: &ProfileArgs) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Most users of `--num-users` (each holds a connection).
+const MAX_USERS: u64 = 10_000;
+
+/// `--user-centric-rate` and `--num-users`: both or neither, and no other rate.
+fn check_user_centric(args: &ProfileArgs) -> Result<()> {
+    let Some(rate) = args.user_centric_rate else {
+        if args.num_users.is_some() {
+            return Err(Error::usage(
+                "profile: --num-users applies to --user-centric-rate",
+            ));
+        }
+        return Ok(());
+    };
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(Error::usage(
+            "profile: --user-centric-rate must be positive",
+        ));
+    }
+    match args.num_users {
+        None => Err(Error::usage(
+            "profile: --user-centric-rate needs --num-users N (the users sharing the rate)",
+        )),
+        Some(n) if n == 0 || n > MAX_USERS => Err(Error::usage(format!(
+            "profile: --num-users must be from 1 to {MAX_USERS}"
+        ))),
+        Some(_) if !args.request_rate.is_empty() => Err(Error::usage(
+            "profile: give --user-centric-rate or --request-rate, not both",
+        )),
+        Some(_) => Ok(()),
+    }
 }
 
 /// The prompt and output length flags.

@@ -1,11 +1,17 @@
 //! Multi-turn conversations of a dataset (`multi_turn` files, sessions of a mooncake trace
 //! or of a GenAI-Perf payload file) on the engine's session turns (`engine::turns`, as
-//! `--session-concurrency` uses them): `--concurrency N` slots each run one conversation
-//! at a time; a later turn carries the history (every earlier message and the assistant's
-//! reply, merged into `messages` by `inputs::openai::sessions::History`) and waits its
-//! `delay` after the previous answer.
-//! A failed turn ends its conversation. Each conversation runs at most once, in the
-//! sampling strategy's order, until the turns or `--request-count` run out.
+//! `--session-concurrency` uses them): each slot (connection) runs one conversation at a
+//! time; a later turn carries the history (every earlier message and the assistant's
+//! reply, merged into `messages` by `inputs::openai::sessions::History`). A failed turn
+//! ends its conversation. Each conversation runs at most once, in the sampling strategy's
+//! order, until the turns or `--request-count` run out.
+//!
+//! When turns go ([`Timing`]): closed loop (`--concurrency N`: N slots, a later turn waits
+//! its `delay` after the previous answer, a free slot starts the next conversation at
+//! once); `--request-rate` (every turn takes a tick of the rate's schedule, later turns of
+//! running conversations first, `--concurrency` capping the conversations under way); or
+//! `--user-centric-rate` (fixed per-user gaps; see `conversation_timing`). The open-loop
+//! timings run on one worker, which holds the whole run's clock.
 //!
 //! Turn k of a conversation is request step `steps[k]`, so the records meet their entries
 //! as in a single-turn run.
@@ -13,8 +19,10 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use super::conversation_timing::{Ticks, Users};
 use super::formats::{Format, Record};
 use super::Sampling;
+use crate::engine::pace::Schedule;
 use crate::engine::turns::{TurnEnd, TurnPlan, TurnSource, Turns};
 use crate::error::{Error, Result};
 use crate::inputs::openai::sessions::{reply_of_body, reply_of_event, History, TurnBody};
@@ -43,18 +51,54 @@ pub struct ConversationPlan {
     pub headers: Vec<(String, String)>,
     /// Turns to send at most.
     pub turns: u64,
+    /// `--user-centric-rate` and `--num-users`: the run's timing at any rate point.
+    pub user_centric: Option<UserCentric>,
+}
+
+/// AIPerf's user-centric mode: `users` users sending `rate` turns per second in all.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UserCentric {
+    pub rate: f64,
+    pub users: u64,
+}
+
+/// When the turns of a run go.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Timing {
+    /// Closed loop: a slot sends as soon as its turn may go.
+    Closed,
+    /// `--request-rate`: each turn takes a tick of this schedule.
+    Rate(Schedule),
+    /// `--user-centric-rate`.
+    Users(UserCentric),
 }
 
 impl ConversationPlan {
-    /// A fresh run of the plan (one per load point).
+    /// A fresh closed-loop run of the plan (one per load point).
     pub fn source(self: &Arc<Self>) -> TurnSource {
+        self.timed(Timing::Closed)
+    }
+
+    /// A fresh run of the plan with `timing` (one per load point).
+    pub fn timed(self: &Arc<Self>, timing: Timing) -> TurnSource {
         TurnSource(Arc::new(Run {
             plan: self.clone(),
             shared: Arc::new(Shared {
                 next: AtomicUsize::new(0),
                 turns_left: AtomicU64::new(self.turns),
             }),
+            timing,
         }))
+    }
+
+    /// Turns per conversation on average.
+    pub fn mean_turns(&self) -> f64 {
+        let n = self.conversations.len().max(1) as f64;
+        self.conversations
+            .iter()
+            .map(|c| c.steps.len())
+            .sum::<usize>() as f64
+            / n
     }
 
     /// The input lengths of later turns include the history they carried: the earlier
@@ -90,16 +134,35 @@ struct Shared {
 struct Run {
     plan: Arc<ConversationPlan>,
     shared: Arc<Shared>,
+    timing: Timing,
 }
 
 impl TurnPlan for Run {
     fn worker(&self, slots: usize) -> Box<dyn Turns> {
+        let pacing = match &self.timing {
+            Timing::Closed => Pacing::Closed,
+            Timing::Rate(schedule) => Pacing::Rate(Ticks::new(schedule)),
+            Timing::Users(u) => Pacing::Users(Users::new(u.rate, u.users, self.plan.mean_turns())),
+        };
         Box::new(Slots {
             plan: self.plan.clone(),
             shared: self.shared.clone(),
             slots: (0..slots).map(|_| None).collect(),
+            free_since: vec![0; slots],
+            pacing,
         })
     }
+
+    fn one_worker(&self) -> bool {
+        self.timing != Timing::Closed
+    }
+}
+
+/// A worker's clock of the run's timing.
+enum Pacing {
+    Closed,
+    Rate(Ticks),
+    Users(Users),
 }
 
 /// The conversation a slot is running.
@@ -108,9 +171,20 @@ struct Active {
     /// The turn to send next (or in flight).
     turn: usize,
     history: History,
-    /// Clock ns from which the next turn may go.
+    /// Clock ns from which the next turn may go (user-centric: when it is due).
     due_ns: u64,
     in_flight: Option<TurnBody>,
+    /// Turns to send of the conversation (fewer for a user with a virtual history).
+    turns: usize,
+}
+
+/// Which slot a rate tick sends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Winner {
+    /// The slot whose later turn has waited longest.
+    Slot(usize),
+    /// Any slot free since the tick: a new conversation.
+    Free,
 }
 
 /// One worker's slots.
@@ -118,6 +192,9 @@ struct Slots {
     plan: Arc<ConversationPlan>,
     shared: Arc<Shared>,
     slots: Vec<Option<Active>>,
+    /// Clock ns at which each slot last became free.
+    free_since: Vec<u64>,
+    pacing: Pacing,
 }
 
 impl Slots {
@@ -132,26 +209,125 @@ impl Slots {
     fn out_of_turns(&self) -> bool {
         self.shared.turns_left.load(Ordering::Relaxed) == 0
     }
+
+    /// A new conversation may start (one is left, and a turn for it).
+    fn can_start(&self) -> bool {
+        !self.out_of_turns() && self.shared.next.load(Ordering::Relaxed) < self.plan.order.len()
+    }
+
+    /// Starts the next conversation on free `slot`, due at `due_ns`, with `turns` turns at
+    /// most; `false` when none is left.
+    fn start(&mut self, slot: usize, due_ns: u64, turns: Option<usize>) -> bool {
+        let k = self.shared.next.fetch_add(1, Ordering::Relaxed);
+        let Some(&conv) = self.plan.order.get(k) else {
+            return false;
+        };
+        let len = self.plan.conversations[conv].steps.len();
+        self.slots[slot] = Some(Active {
+            conv,
+            turn: 0,
+            history: History::default(),
+            due_ns,
+            in_flight: None,
+            turns: turns.map_or(len, |t| t.min(len)),
+        });
+        true
+    }
+
+    /// The slot rate tick `tick_ns` sends on: the later turn ready longest, else a new
+    /// conversation on a slot free by then; `None`: nothing is ready for it.
+    fn rate_winner(&self, tick_ns: u64) -> Option<Winner> {
+        let waiting = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| Some((i, a.as_ref()?)))
+            .filter(|(_, a)| a.in_flight.is_none() && a.due_ns <= tick_ns)
+            .min_by_key(|(i, a)| (a.due_ns, *i));
+        if let Some((i, _)) = waiting {
+            return Some(Winner::Slot(i));
+        }
+        let free =
+            (0..self.slots.len()).any(|i| self.slots[i].is_none() && self.free_since[i] <= tick_ns);
+        (free && self.can_start()).then_some(Winner::Free)
+    }
+
+    /// Rate timing: whether `slot` takes the tick due by `now_ns` (taking it). Ticks that
+    /// nothing was ready for pass unused.
+    fn rate_allows(&mut self, slot: usize, now_ns: u64) -> bool {
+        let (winner, tick) = loop {
+            let tick = match &self.pacing {
+                Pacing::Rate(ticks) => ticks.next_ns(),
+                _ => return true,
+            };
+            let Some(tick) = tick.filter(|&t| t <= now_ns) else {
+                return false;
+            };
+            match self.rate_winner(tick) {
+                Some(w) => break (w, tick),
+                None => {
+                    if let Pacing::Rate(ticks) = &mut self.pacing {
+                        ticks.skip();
+                    }
+                }
+            }
+        };
+        let ours = match winner {
+            Winner::Slot(w) => w == slot,
+            Winner::Free => self.slots[slot].is_none() && self.free_since[slot] <= tick,
+        };
+        if let (true, Pacing::Rate(ticks)) = (ours, &mut self.pacing) {
+            ticks.take(now_ns);
+        }
+        ours
+    }
+
+    /// The rate's or the users' clock starts at the first call.
+    fn start_clock(&mut self, now_ns: u64) {
+        match &mut self.pacing {
+            Pacing::Closed => {}
+            Pacing::Rate(t) => t.start(now_ns),
+            Pacing::Users(u) => u.start(now_ns),
+        }
+    }
+
+    /// A free `slot` may start a conversation at `now_ns`: it has started one.
+    fn open(&mut self, slot: usize, now_ns: u64) -> bool {
+        if !self.can_start() {
+            return false;
+        }
+        match &mut self.pacing {
+            Pacing::Closed | Pacing::Rate(_) => self.start(slot, 0, None),
+            Pacing::Users(users) => {
+                let Some((due, turns)) = users.pop_due(now_ns) else {
+                    return false;
+                };
+                if !self.start(slot, due, turns) {
+                    return false;
+                }
+                let turns = self.slots[slot].as_ref().map_or(0, |a| a.turns);
+                if let Pacing::Users(users) = &mut self.pacing {
+                    users.started(due, turns);
+                }
+                true
+            }
+        }
+    }
 }
 
 impl Turns for Slots {
     fn compose(&mut self, slot: usize, now_ns: u64, out: &mut Vec<u8>) -> Option<u32> {
-        if self.slots.get(slot)?.is_none() {
-            if self.out_of_turns() {
+        self.start_clock(now_ns);
+        let free = self.slots.get(slot)?.is_none();
+        if let Some(active) = &self.slots[slot] {
+            if active.in_flight.is_some() || now_ns < active.due_ns {
                 return None;
             }
-            let k = self.shared.next.fetch_add(1, Ordering::Relaxed);
-            let conv = *self.plan.order.get(k)?;
-            self.slots[slot] = Some(Active {
-                conv,
-                turn: 0,
-                history: History::default(),
-                due_ns: 0,
-                in_flight: None,
-            });
         }
-        let active = self.slots[slot].as_ref()?;
-        if active.in_flight.is_some() || now_ns < active.due_ns {
+        if !self.rate_allows(slot, now_ns) {
+            return None;
+        }
+        if free && !self.open(slot, now_ns) {
             return None;
         }
         if !self.take_turn() {
@@ -185,6 +361,7 @@ impl Turns for Slots {
         if end.error.is_some() {
             // The later turns would carry a broken history.
             *current = None;
+            self.free_since[slot] = end.now_ns;
             return;
         }
         let reply: String = if end.rec.sse {
@@ -197,27 +374,59 @@ impl Turns for Slots {
         active.history.commit(body, &reply);
         active.turn += 1;
         let conv = &self.plan.conversations[active.conv];
-        match conv.delays_ms.get(active.turn) {
-            None => *current = None,
-            Some(&delay) => {
+        let delay = conv
+            .delays_ms
+            .get(active.turn)
+            .filter(|_| active.turn < active.turns);
+        match (delay, &self.pacing) {
+            (None, _) => {
+                *current = None;
+                self.free_since[slot] = end.now_ns;
+            }
+            (Some(_), Pacing::Users(users)) => {
+                active.due_ns = users.next_turn_ns(active.due_ns, end.now_ns);
+            }
+            (Some(&delay), _) => {
                 active.due_ns = end.now_ns.saturating_add(delay.saturating_mul(1_000_000));
             }
         }
     }
 
     fn next_due_ns(&self) -> Option<u64> {
-        self.slots
+        let waiting = self
+            .slots
             .iter()
             .flatten()
             .filter(|a| a.in_flight.is_none())
             .map(|a| a.due_ns)
-            .min()
+            .min();
+        let free = || {
+            (0..self.slots.len())
+                .filter(|&i| self.slots[i].is_none())
+                .map(|i| self.free_since[i])
+                .min()
+                .filter(|_| self.can_start())
+        };
+        match &self.pacing {
+            Pacing::Closed => waiting,
+            Pacing::Rate(ticks) => {
+                let ready = [waiting, free()].into_iter().flatten().min()?;
+                Some(ready.max(ticks.next_ns()?))
+            }
+            Pacing::Users(users) => {
+                let start = free().and_then(|_| users.next_start_ns());
+                [waiting, start].into_iter().flatten().min()
+            }
+        }
     }
 
     fn exhausted(&self) -> bool {
-        self.slots.iter().all(Option::is_none)
-            && (self.out_of_turns()
-                || self.shared.next.load(Ordering::Relaxed) >= self.plan.order.len())
+        if let Pacing::Rate(ticks) = &self.pacing {
+            if ticks.next_ns().is_none() {
+                return true;
+            }
+        }
+        self.slots.iter().all(Option::is_none) && !self.can_start()
     }
 }
 
@@ -254,8 +463,8 @@ pub(super) fn conversations_of(records: &[Record], format: Format) -> Option<Vec
     convs.iter().any(|c| c.steps.len() > 1).then_some(convs)
 }
 
-/// The run of `convs`: closed loop on chat only (the history lives in `messages`), each
-/// conversation once in the sampling order, `--request-count` turns at most.
+/// The run of `convs`: on chat only (the history lives in `messages`), each conversation
+/// once in the sampling order, `--request-count` turns at most.
 pub(super) fn conversation_plan(
     cfg: &ProfileConfig,
     entries: &[Entry],
@@ -271,11 +480,11 @@ pub(super) fn conversation_plan(
     if cfg.endpoint_type != crate::llm::cli::EndpointType::Chat {
         return refuse("need --endpoint-type chat (the history is sent in 'messages')");
     }
-    if !a.request_rate.is_empty() {
-        return refuse("run as a closed loop: give --concurrency N (slots), not --request-rate");
-    }
     if a.dataset.fixed_schedule {
-        return refuse("run as a closed loop: give --concurrency N (slots), not --fixed-schedule");
+        return refuse(
+            "run at --concurrency N, --request-rate R or --user-centric-rate R, \
+             not --fixed-schedule",
+        );
     }
     if a.warmup_request_count > 0 {
         return refuse("do not support --warmup-request-count");
@@ -312,7 +521,49 @@ pub(super) fn conversation_plan(
         turns: a.request_count.map_or(total, |c| c.min(total)),
         conversations,
         order,
+        user_centric: a.user_centric_rate.map(|rate| UserCentric {
+            rate,
+            users: a.num_users.unwrap_or(1),
+        }),
     })
+}
+
+/// AIPerf's shared system prompt (`text`, `tokens` long) in conversations: the system
+/// message opens each conversation's first turn, and later turns carry it in their history
+/// (so their own entries' ISL leaves it out; `prefix::apply` counted it in every entry).
+pub fn add_system(cfg: &mut ProfileConfig, entries: &mut [Entry], text: &str, tokens: u64) {
+    let Some(plan) = cfg.args.dataset.plan.as_mut() else {
+        return;
+    };
+    let Some(conv) = plan.conversations.as_ref() else {
+        return;
+    };
+    let mut conv = ConversationPlan::clone(conv);
+    let system = serde_json::json!({"role": "system", "content": text});
+    for c in &conv.conversations {
+        for (k, &step) in c.steps.iter().enumerate() {
+            let s = step as usize;
+            if k > 0 {
+                if let Some(e) = entries.get_mut(s) {
+                    e.isl = e.isl.saturating_sub(tokens);
+                }
+                continue;
+            }
+            let Some(body) = conv.bodies.get_mut(s) else {
+                continue;
+            };
+            let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(body) else {
+                continue;
+            };
+            if let Some(m) = value.get_mut("messages").and_then(|m| m.as_array_mut()) {
+                m.insert(0, system.clone());
+                *body = value.to_string().into_bytes();
+            }
+        }
+    }
+    let mut with = super::Plan::clone(plan);
+    with.conversations = Some(Arc::new(conv));
+    *plan = Arc::new(with);
 }
 
 /// Later turns of conversations: their input length includes the history they carried
@@ -374,6 +625,7 @@ mod tests {
             host: "h:1".into(),
             headers: Vec::new(),
             turns,
+            user_centric: None,
         })
     }
 
@@ -439,6 +691,131 @@ mod tests {
             "a failed turn ends its conversation"
         );
         assert!(w0.exhausted());
+    }
+
+    fn answered<'a>(rec: &'a RequestRecord, now_ns: u64) -> TurnEnd<'a> {
+        TurnEnd {
+            rec,
+            body: br#"{"choices":[{"message":{"role":"assistant","content":"R"}}]}"#,
+            error: None,
+            now_ns,
+        }
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn at_a_rate_every_turn_takes_a_tick_and_later_turns_go_first() {
+        // 10 per second: ticks 100 ms apart from the start at 0 (the first at 100 ms).
+        let p = plan(10);
+        let src = p.timed(Timing::Rate(Schedule::Constant { rate: 10.0 }));
+        assert!(src.0.one_worker());
+        let mut w = src.0.worker(2);
+        let mut out = Vec::new();
+        assert_eq!(
+            w.next_due_ns(),
+            Some(0),
+            "the clock starts at the first call"
+        );
+        assert_eq!(w.compose(0, 0, &mut out), None, "no tick yet");
+        assert_eq!(w.next_due_ns(), Some(100 * MS));
+        assert_eq!(
+            w.compose(0, 100 * MS, &mut out),
+            Some(0),
+            "first turn of conv 0"
+        );
+        assert_eq!(w.compose(1, 100 * MS, &mut out), None, "one turn per tick");
+        let rec = RequestRecord::default();
+        // Answered at 150 ms: its pause (5 ms) ends at 155 ms, before the 200 ms tick,
+        // which it takes ahead of a new conversation on the free slot.
+        w.ended(0, answered(&rec, 150 * MS));
+        assert_eq!(w.next_due_ns(), Some(200 * MS));
+        assert_eq!(
+            w.compose(1, 200 * MS, &mut out),
+            None,
+            "the later turn goes first"
+        );
+        assert_eq!(w.compose(0, 200 * MS, &mut out), Some(1));
+        // The 300 ms tick starts conversation 1 on the free slot.
+        assert_eq!(w.compose(1, 300 * MS, &mut out), Some(2));
+        w.ended(0, answered(&rec, 310 * MS));
+        w.ended(1, answered(&rec, 320 * MS));
+        assert!(w.exhausted());
+    }
+
+    #[test]
+    fn at_a_rate_unused_ticks_pass_and_a_late_tick_moves_the_clock() {
+        let p = plan(10);
+        let mut w = p
+            .timed(Timing::Rate(Schedule::Constant { rate: 10.0 }))
+            .0
+            .worker(1);
+        let mut out = Vec::new();
+        w.compose(0, 0, &mut out);
+        assert_eq!(w.compose(0, 100 * MS, &mut out), Some(0));
+        let rec = RequestRecord::default();
+        // Answered at 450 ms (ticks at 200, 300, 400 ms pass unused); its pause ends at
+        // 455 ms, so it waits for the 500 ms tick.
+        w.ended(0, answered(&rec, 450 * MS));
+        assert_eq!(w.next_due_ns(), Some(455 * MS));
+        assert_eq!(w.compose(0, 455 * MS, &mut out), None);
+        assert_eq!(w.next_due_ns(), Some(500 * MS));
+        // Taken 30 ms late: the next tick is a whole gap later, at 630 ms.
+        assert_eq!(w.compose(0, 530 * MS, &mut out), Some(1));
+        w.ended(0, answered(&rec, 540 * MS));
+        assert_eq!(w.next_due_ns(), Some(630 * MS));
+        assert_eq!(w.compose(0, 629 * MS, &mut out), None);
+        assert_eq!(w.compose(0, 630 * MS, &mut out), Some(2));
+    }
+
+    #[test]
+    fn users_send_their_turns_a_gap_apart() {
+        // One user at 2 per second: a turn every 500 ms, the dataset's pauses unused.
+        let p = plan(10);
+        let src = p.timed(Timing::Users(UserCentric {
+            rate: 2.0,
+            users: 1,
+        }));
+        assert!(src.0.one_worker());
+        let mut w = src.0.worker(2);
+        let mut out = Vec::new();
+        assert_eq!(
+            w.compose(0, 1_000, &mut out),
+            Some(0),
+            "the new user at once"
+        );
+        assert_eq!(
+            w.compose(1, 1_000, &mut out),
+            None,
+            "the next user is not due"
+        );
+        let rec = RequestRecord::default();
+        w.ended(0, answered(&rec, 2_000));
+        assert_eq!(w.next_due_ns(), Some(500 * MS + 1_000));
+        assert_eq!(w.compose(0, 500 * MS, &mut out), None);
+        assert_eq!(w.compose(0, 500 * MS + 1_000, &mut out), Some(1));
+        // Conversation 0 has two turns: its replacement is due two gaps after its start.
+        w.ended(0, answered(&rec, 600 * MS));
+        assert_eq!(w.next_due_ns(), Some(1_000 * MS + 1_000));
+        assert_eq!(w.compose(1, 1_000 * MS + 1_000, &mut out), Some(2));
+    }
+
+    #[test]
+    fn a_late_answer_sends_the_users_next_turn_at_once() {
+        let p = plan(10);
+        let mut w = p
+            .timed(Timing::Users(UserCentric {
+                rate: 2.0,
+                users: 1,
+            }))
+            .0
+            .worker(1);
+        let mut out = Vec::new();
+        assert_eq!(w.compose(0, 0, &mut out), Some(0));
+        let rec = RequestRecord::default();
+        w.ended(0, answered(&rec, 700 * MS));
+        assert_eq!(w.next_due_ns(), Some(700 * MS));
+        assert_eq!(w.compose(0, 700 * MS, &mut out), Some(1));
     }
 
     #[test]

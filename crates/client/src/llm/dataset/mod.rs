@@ -7,6 +7,7 @@
 //! on its timestamps ([`DatasetArgs::engine_load`]); the runner sends entry i as step i.
 
 pub mod blocks;
+pub mod conversation_timing;
 pub mod conversations;
 pub mod formats;
 pub mod replay;
@@ -23,7 +24,10 @@ use crate::error::{Error, Result};
 use crate::inputs::prompts::PromptGen;
 use crate::inputs::tokenizer::Tokenizer;
 pub use conversations::count_history;
-use conversations::{conversation_plan, conversations_of, ConversationPlan};
+use conversations::{conversation_plan, conversations_of, ConversationPlan, Timing};
+
+/// Conversations under way at once at most, at a rate without `--concurrency`.
+pub const MAX_RATE_SLOTS: u64 = 256;
 use formats::{Format, Prompt, Record};
 use replay::ReplayOptions;
 
@@ -106,13 +110,38 @@ pub struct Plan {
 
 impl DatasetArgs {
     /// The engine load of a trace replay or of conversations at `point`; `None`: the
-    /// runner's own mapping of the point.
-    pub fn engine_load(&self, point: LoadPoint, max_inflight: Option<u64>) -> Option<Load> {
+    /// runner's own mapping of the point. `rate` is a rate point's arrival schedule.
+    /// Conversations at a rate run on `max_inflight` slots (`--concurrency` beside the rate),
+    /// else on one slot per conversation up to [`MAX_RATE_SLOTS`]; user-centric ones on two
+    /// per user, at most the users or [`MAX_RATE_SLOTS`], whichever is more.
+    pub fn engine_load(
+        &self,
+        point: LoadPoint,
+        max_inflight: Option<u64>,
+        rate: Option<&Schedule>,
+    ) -> Option<Load> {
         let plan = self.plan.as_ref()?;
-        if let (Some(conv), LoadPoint::Concurrency(slots)) = (&plan.conversations, point) {
+        if let Some(conv) = &plan.conversations {
+            let (slots, timing) = match (point, conv.user_centric, rate) {
+                (LoadPoint::Concurrency(slots), ..) => (slots, Timing::Closed),
+                (LoadPoint::RequestRate(_), Some(u), _) => {
+                    let slots = (u.users * 2).min(u.users.max(MAX_RATE_SLOTS));
+                    (slots, Timing::Users(u))
+                }
+                (LoadPoint::RequestRate(_), None, Some(schedule)) => (
+                    conv.conversations.len() as u64,
+                    Timing::Rate(schedule.clone()),
+                ),
+                (LoadPoint::RequestRate(_), None, None) => return None,
+            };
+            let slots = match (&timing, max_inflight) {
+                (Timing::Closed | Timing::Users(_), None) => slots,
+                (_, Some(cap)) => cap,
+                (Timing::Rate(_), None) => slots.clamp(1, MAX_RATE_SLOTS),
+            };
             return Some(Load::Sessions {
                 slots,
-                turns: conv.source(),
+                turns: conv.timed(timing),
             });
         }
         Some(Load::Paced {
@@ -241,6 +270,27 @@ fn read_file(format: Format, path: &Path, flag: &str) -> Result<Vec<Record>> {
 /// The run's entries, in the order the requests send them, and the run's settings with the
 /// replay plan. `synthetic` makes the entries when no dataset file is given.
 pub fn prepare(
+    cfg: &ProfileConfig,
+    tok: &Tokenizer,
+    synthetic: fn(&ProfileConfig, &Tokenizer) -> Result<Vec<Entry>>,
+) -> Result<(Vec<Entry>, ProfileConfig)> {
+    let (entries, out) = prepare_entries(cfg, tok, synthetic)?;
+    let conversations = out
+        .args
+        .dataset
+        .plan
+        .as_ref()
+        .and_then(|p| p.conversations.as_ref());
+    if cfg.args.user_centric_rate.is_some() && conversations.is_none() {
+        return Err(Error::usage(
+            "profile: --user-centric-rate runs multi-turn conversations: give \
+             --session-turns-mean 2 or more, or a multi_turn dataset",
+        ));
+    }
+    Ok((entries, out))
+}
+
+fn prepare_entries(
     cfg: &ProfileConfig,
     tok: &Tokenizer,
     synthetic: fn(&ProfileConfig, &Tokenizer) -> Result<Vec<Entry>>,

@@ -200,7 +200,9 @@ fn a_mooncake_trace_replays_its_timestamps() {
     );
     assert_eq!(c.args.request_count, Some(3));
     assert!(matches!(
-        c.args.dataset.engine_load(LoadPoint::Concurrency(1), None),
+        c.args
+            .dataset
+            .engine_load(LoadPoint::Concurrency(1), None, None),
         Some(Load::Paced {
             schedule: Schedule::Fixed(_),
             ..
@@ -229,7 +231,7 @@ fn a_mooncake_trace_replays_its_timestamps() {
         c.args.dataset.plan.is_none()
             && c.args
                 .dataset
-                .engine_load(LoadPoint::Concurrency(1), None)
+                .engine_load(LoadPoint::Concurrency(1), None, None)
                 .is_none()
     );
 }
@@ -327,11 +329,26 @@ fn multi_turn_conversations_become_a_session_plan() {
     assert_eq!((conv.turns, c.args.request_count), (3, Some(3)));
     assert!(String::from_utf8_lossy(&conv.bodies[1]).contains("\"content\":\"b c\""));
     assert!(matches!(
-        c.args.dataset.engine_load(LoadPoint::Concurrency(2), None),
+        c.args
+            .dataset
+            .engine_load(LoadPoint::Concurrency(2), None, None),
         Some(Load::Sessions { slots: 2, .. })
     ));
+    // At a rate: one slot per conversation (or the cap), all on one worker.
+    let rate = Schedule::Constant { rate: 2.0 };
+    let (_, c) = prepared(&[&base[..], &["--request-rate", "2"]].concat()).unwrap();
+    let at_rate = c
+        .args
+        .dataset
+        .engine_load(LoadPoint::RequestRate(2.0), None, Some(&rate));
+    assert!(matches!(&at_rate, Some(Load::Sessions { slots: 2, turns }) if turns.0.one_worker()));
+    let capped = c
+        .args
+        .dataset
+        .engine_load(LoadPoint::RequestRate(2.0), Some(1), Some(&rate));
+    assert!(matches!(capped, Some(Load::Sessions { slots: 1, .. })));
     for (extra, needle) in [
-        (&["--request-rate", "2"][..], "closed loop"),
+        (&["--fixed-schedule"][..], "not --fixed-schedule"),
         (
             &["--endpoint-type", "completions"][..],
             "--endpoint-type chat",
