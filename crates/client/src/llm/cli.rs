@@ -255,6 +255,8 @@ pub struct ProfileArgs {
     pub report: super::report_args::ReportArgs,
     #[command(flatten)]
     pub load: super::load_args::LoadArgs,
+    #[command(flatten)]
+    pub multi_run: super::multi_run::MultiRunArgs,
 }
 
 /// `--read-batch-us` beyond this would hold completed requests (and the next sends of a
@@ -397,6 +399,7 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         args.quiet = true;
     }
     check_load(&args)?;
+    super::multi_run::check(&args.multi_run)?;
     if let ([cap], false) = (&args.concurrency[..], args.request_rate.is_empty()) {
         // AIPerf's --concurrency beside --request-rate: the cap on requests in flight.
         args.max_inflight = Some(*cap);
@@ -441,7 +444,7 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
     let request_idle_timeout = request_idle_timeout(&args)?;
     let load = load_plan(&args, endpoint_type)?;
     let sequence_distribution = sequence_distribution(&args)?;
-    Ok(ProfileConfig {
+    let cfg = ProfileConfig {
         sequence_distribution,
         points: load_points(&args, &load),
         load,
@@ -458,7 +461,9 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         address,
         headers,
         extra,
-    })
+    };
+    super::multi_run::check_plan(&cfg)?;
+    Ok(cfg)
 }
 
 /// The tokenizer when `--tokenizer` is not given: the model name when it has the Hub's
