@@ -12,8 +12,7 @@ use serde_json::Value;
 
 /// AIPerf's statistics of a metric, the ones its aggregate takes over the runs.
 const STAT_KEYS: [&str; 14] = [
-    "avg", "min", "max", "sum", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99",
-    "std",
+    "avg", "min", "max", "sum", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "std",
 ];
 
 fn read_json(path: &Path) -> Value {
@@ -64,10 +63,19 @@ fn check_statistics(aggregate: &Value, runs: &[Value], t: f64) {
         assert!(close(got("se"), se), "{key} se: {m}");
         let min = values.iter().copied().fold(f64::INFINITY, f64::min);
         let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        assert!(close(got("min"), min) && close(got("max"), max), "{key}: {m}");
+        assert!(
+            close(got("min"), min) && close(got("max"), max),
+            "{key}: {m}"
+        );
         assert!((got("t_critical") - t).abs() < 1e-6, "{key}: {m}");
-        assert!((got("ci_low") - (mean - t * se)).abs() <= 1e-6 * se.max(1.0), "{key}: {m}");
-        assert!((got("ci_high") - (mean + t * se)).abs() <= 1e-6 * se.max(1.0), "{key}: {m}");
+        assert!(
+            (got("ci_low") - (mean - t * se)).abs() <= 1e-6 * se.max(1.0),
+            "{key}: {m}"
+        );
+        assert!(
+            (got("ci_high") - (mean + t * se)).abs() <= 1e-6 * se.max(1.0),
+            "{key}: {m}"
+        );
         if mean != 0.0 {
             assert!(close(got("cv"), std / mean), "{key} cv: {m}");
         }
@@ -131,41 +139,75 @@ fn three_runs_write_their_folders_and_an_aggregate_with_confidence_intervals() {
         keys(&aggregate["metrics"]["request_latency_p99"]),
         keys(&sample["metrics"]["request_latency_p99"])
     );
-    assert_eq!(
-        keys(&aggregate["metadata"]),
-        [
-            "aggregation_type",
-            "num_profile_runs",
-            "num_successful_runs",
-            "failed_runs",
-            "confidence_level",
-            "run_labels",
-            "cooldown_seconds"
-        ]
-    );
+    // AIPerf's metadata keys, in its order in the file.
+    let text = std::fs::read_to_string(dir.join("aggregate/profile_export_aiperf_aggregate.json"))
+        .unwrap();
+    let order = [
+        "aggregation_type",
+        "num_profile_runs",
+        "num_successful_runs",
+        "failed_runs",
+        "confidence_level",
+        "run_labels",
+        "cooldown_seconds",
+    ];
+    let mut sorted: Vec<&str> = order.to_vec();
+    sorted.sort_unstable();
+    assert_eq!(keys(&aggregate["metadata"]), sorted);
+    let at: Vec<usize> = order
+        .iter()
+        .map(|k| text.find(&format!("\"{k}\":")).unwrap())
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{text}");
     let meta = &aggregate["metadata"];
     assert_eq!(meta["aggregation_type"], "confidence");
-    assert_eq!((meta["num_profile_runs"].as_u64(), meta["num_successful_runs"].as_u64()), (Some(3), Some(3)));
-    assert_eq!(meta["run_labels"], serde_json::json!(["run_0001", "run_0002", "run_0003"]));
+    assert_eq!(
+        (
+            meta["num_profile_runs"].as_u64(),
+            meta["num_successful_runs"].as_u64()
+        ),
+        (Some(3), Some(3))
+    );
+    assert_eq!(
+        meta["run_labels"],
+        serde_json::json!(["run_0001", "run_0002", "run_0003"])
+    );
     assert_eq!(meta["confidence_level"], 0.95);
     check_statistics(&aggregate, &runs, 4.302653);
-    let csv = std::fs::read_to_string(dir.join("aggregate/profile_export_aiperf_aggregate.csv")).unwrap();
+    let csv =
+        std::fs::read_to_string(dir.join("aggregate/profile_export_aiperf_aggregate.csv")).unwrap();
     assert!(csv.starts_with("metric,mean,std,min,max,cv,se,ci_low,ci_high,t_critical,unit\r\n"));
-    let ttft = csv.lines().find(|l| l.starts_with("time_to_first_token_avg,")).unwrap();
-    let mean = aggregate["metrics"]["time_to_first_token_avg"]["mean"].as_f64().unwrap();
-    assert!(ttft.starts_with(&format!("time_to_first_token_avg,{mean:.2},")), "{ttft}");
-    assert!(ttft.ends_with(",4.3027,ms\r"), "{ttft}");
-    assert!(csv.ends_with("Run Labels,\"['run_0001', 'run_0002', 'run_0003']\"\r\nCooldown Seconds,0.0\r\n"));
+    let ttft = csv
+        .lines()
+        .find(|l| l.starts_with("time_to_first_token_avg,"))
+        .unwrap();
+    let mean = aggregate["metrics"]["time_to_first_token_avg"]["mean"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        ttft.starts_with(&format!("time_to_first_token_avg,{mean:.2},")),
+        "{ttft}"
+    );
+    assert!(ttft.ends_with(",4.3027,ms"), "{ttft}");
+    assert!(csv.ends_with(
+        "Run Labels,\"['run_0001', 'run_0002', 'run_0003']\"\r\nCooldown Seconds,0.0\r\n"
+    ));
     // The console: each run's table, then the aggregate's.
     for k in 1..=3 {
-        assert!(stdout.contains(&format!("Profile run {k} of 3 (run_{k:04})")), "{stdout}");
+        assert!(
+            stdout.contains(&format!("Profile run {k} of 3 (run_{k:04})")),
+            "{stdout}"
+        );
     }
     let table: Vec<&str> = stdout
         .lines()
         .skip_while(|l| !l.starts_with("Aggregate over 3 runs (3 successful), 95% confidence"))
         .collect();
     assert!(table.len() > 4, "{stdout}");
-    let ttft_row = table.iter().find(|l| l.starts_with("Time To First Token (Avg)")).unwrap();
+    let ttft_row = table
+        .iter()
+        .find(|l| l.starts_with("Time To First Token (Avg)"))
+        .unwrap();
     let m = &aggregate["metrics"]["time_to_first_token_avg"];
     for k in ["mean", "ci_low", "ci_high"] {
         let v = format!("{:.2}", m[k].as_f64().unwrap());
@@ -203,14 +245,21 @@ fn the_confidence_level_cooldown_and_warm_up_flags_are_applied() {
     // Warm-up before each run.
     assert_eq!(server.token_times().len(), 2 * 4 + 2);
     let runs: Vec<Value> = (1..=2)
-        .map(|k| read_json(&dir.join(format!("profile_runs/run_{k:04}/profile_export_aiperf.json"))))
+        .map(|k| {
+            read_json(&dir.join(format!(
+                "profile_runs/run_{k:04}/profile_export_aiperf.json"
+            )))
+        })
         .collect();
     let aggregate = read_json(&dir.join("aggregate/profile_export_aiperf_aggregate.json"));
     assert_eq!(aggregate["metadata"]["cooldown_seconds"], 0.3);
     assert_eq!(aggregate["metadata"]["confidence_level"], 0.9);
     // Student's t for 1 degree of freedom at 90 %.
     check_statistics(&aggregate, &runs, 6.313752);
-    assert!(stdout.contains("Aggregate over 2 runs (2 successful), 90% confidence"), "{stdout}");
+    assert!(
+        stdout.contains("Aggregate over 2 runs (2 successful), 90% confidence"),
+        "{stdout}"
+    );
     assert!(stdout.contains("Cooling down 0.3 s"), "{stdout}");
 }
 
@@ -221,9 +270,18 @@ fn bad_multi_run_values_exit_99_naming_the_flag() {
         (&["--num-profile-runs", "11"][..], "--num-profile-runs 11"),
         (&["--confidence-level", "1.5"][..], "--confidence-level 1.5"),
         (&["--confidence-level", "0"][..], "--confidence-level 0"),
-        (&["--profile-run-cooldown-seconds", "-1"][..], "--profile-run-cooldown-seconds -1"),
-        (&["--num-profile-runs", "2", "--concurrency", "1,2"][..], "--num-profile-runs"),
-        (&["--parameter-sweep-mode", "independent"][..], "--parameter-sweep-mode"),
+        (
+            &["--profile-run-cooldown-seconds", "-1"][..],
+            "--profile-run-cooldown-seconds -1",
+        ),
+        (
+            &["--num-profile-runs", "2", "--concurrency", "1,2"][..],
+            "--num-profile-runs",
+        ),
+        (
+            &["--parameter-sweep-mode", "independent"][..],
+            "--parameter-sweep-mode",
+        ),
     ] {
         let o = Command::new(env!("CARGO_BIN_EXE_inferperf"))
             .args(["profile", "-m", "m", "-u", "127.0.0.1:9"])

@@ -166,8 +166,9 @@ pub fn run_with_summary(
         scrape: telemetry::Telemetry::from_args(&cfg.args.telemetry)?,
     };
     let profile = |cfg: &ProfileConfig, out: &mut dyn Write| {
-        let (outcomes, summary) =
-            sweep_plan::drive(cfg, &shape, out, |point, out| run_level(&level, cfg, point, out))?;
+        let (outcomes, summary) = sweep_plan::drive(cfg, &shape, out, |point, out| {
+            run_level(&level, cfg, point, out)
+        })?;
         write_levels_page(cfg, &outcomes, &summary)?;
         Ok((outcomes, summary))
     };

@@ -214,7 +214,10 @@ fn check_aggregate_dir(dir: &std::path::Path) -> Result<()> {
     if ours {
         return Ok(());
     }
-    match [json, dir.join(AGGREGATE_CSV)].into_iter().find(|p| p.exists()) {
+    match [json, dir.join(AGGREGATE_CSV)]
+        .into_iter()
+        .find(|p| p.exists())
+    {
         Some(found) => Err(Error::usage(format!(
             "profile: --artifact-dir: {} exists and no AIPerf run wrote it; AIPerf's aggregate \
              would replace it: move it or choose another --artifact-dir",

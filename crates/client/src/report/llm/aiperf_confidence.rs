@@ -147,7 +147,11 @@ fn stats_of(key: String, values: &[f64], unit: &'static str, level: f64) -> Conf
     }
     let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
     let std = var.sqrt();
-    let cv = if mean != 0.0 { std / mean } else { f64::INFINITY };
+    let cv = if mean != 0.0 {
+        std / mean
+    } else {
+        f64::INFINITY
+    };
     let se = std / (n as f64).sqrt();
     let t = t_critical(level, (n - 1) as u32);
     ConfidenceMetric {
@@ -341,8 +345,12 @@ impl ConfidenceAggregate {
             ("inter_token_latency", "Inter Token Latency"),
             ("request_latency", "Request Latency"),
         ] {
-            for (stat, label) in [("avg", "Avg"), ("p99", "P99"), ("max", "Max"), ("p50", "P50")]
-            {
+            for (stat, label) in [
+                ("avg", "Avg"),
+                ("p99", "P99"),
+                ("max", "Max"),
+                ("p50", "P50"),
+            ] {
                 let key = format!("{tag}_{stat}");
                 if let Some(m) = self.metrics.iter().find(|m| m.key == key) {
                     out.push((m, format!("{name} ({label})")));

@@ -18,7 +18,10 @@ fn t_quantiles_match_the_tables() {
         (0.50, 5, 0.726687),
     ] {
         let t = t_critical(level, df);
-        assert!((t - want).abs() < 1e-5, "level {level} df {df}: {t} != {want}");
+        assert!(
+            (t - want).abs() < 1e-5,
+            "level {level} df {df}: {t} != {want}"
+        );
     }
 }
 
@@ -59,7 +62,10 @@ fn three_runs_give_mean_spread_and_interval() {
     assert!(v["metadata"].get("single_run").is_none());
     assert_eq!(v["metadata"]["cooldown_seconds"], 0.5);
     let p99 = &v["metrics"]["time_to_first_token_p99"];
-    assert_eq!((p99["mean"].as_f64(), p99["unit"].as_str()), (Some(2.0), Some("ms")));
+    assert_eq!(
+        (p99["mean"].as_f64(), p99["unit"].as_str()),
+        (Some(2.0), Some("ms"))
+    );
     let csv = agg.csv();
     assert!(csv.starts_with("metric,mean,std,min,max,cv,se,ci_low,ci_high,t_critical,unit\r\n"));
     assert!(
