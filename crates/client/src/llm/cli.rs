@@ -282,6 +282,8 @@ pub struct ProfileArgs {
     pub report: super::report_args::ReportArgs,
     #[command(flatten)]
     pub load: super::load_args::LoadArgs,
+    #[command(flatten)]
+    pub multi_run: super::multi_run::MultiRunArgs,
 }
 
 /// `--read-batch-us` beyond this would hold completed requests (and the next sends of a
@@ -427,6 +429,7 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         args.quiet = true;
     }
     check_load(&args)?;
+    super::multi_run::check(&args.multi_run)?;
     let rate_given = !args.request_rate.is_empty() || args.user_centric_rate.is_some();
     if let ([cap], true) = (&args.concurrency[..], rate_given) {
         // AIPerf's --concurrency beside --request-rate: the cap on requests in flight.
@@ -472,7 +475,7 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
     let request_idle_timeout = request_idle_timeout(&args)?;
     let load = load_plan(&args, endpoint_type)?;
     let sequence_distribution = sequence_distribution(&args)?;
-    Ok(ProfileConfig {
+    let cfg = ProfileConfig {
         sequence_distribution,
         points: load_points(&args, &load),
         load,
@@ -489,7 +492,9 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         address,
         headers,
         extra,
-    })
+    };
+    super::multi_run::check_plan(&cfg)?;
+    Ok(cfg)
 }
 
 /// The tokenizer when `--tokenizer` is not given: the model name when it has the Hub's

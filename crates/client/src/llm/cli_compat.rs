@@ -349,6 +349,14 @@ const REFUSED: &[(&str, &str)] = &[
     ("--warmup-arrival-pattern", "warm-up requests (--warmup-request-count) are sent at the run's own load"),
     ("--warmup-prefill-concurrency", "warm-up requests share the run's --prefill-concurrency cap"),
     ("--warmup-prefill-concurrency-ramp-duration", "warm-up requests share the run's --prefill-concurrency cap; it is not ramped"),
+    // Multi-Run
+    ("--no-set-consistent-seed", "every --num-profile-runs run sends the same prepared requests"),
+    ("--vary-seed-per-trial", "every --num-profile-runs run sends the same prepared requests"),
+    ("--convergence-", "--num-profile-runs runs a fixed number of runs; there is no early stop on convergence"),
+    ("--parameter-sweep-mode", "--num-profile-runs repeats one level; a list, --sweep or --sla-search runs each level once"),
+    ("--parameter-sweep-cooldown-seconds", "--num-profile-runs repeats one level; a list, --sweep or --sla-search runs each level once"),
+    ("--parameter-sweep-same-seed", "every level of a list or sweep sends the same prepared requests"),
+    ("--no-parameter-sweep-same-seed", "every level of a list or sweep sends the same prepared requests"),
 ];
 
 /// The refusal for a flag the parser does not know, when it is one of GenAI-Perf's or

@@ -19,6 +19,7 @@ pub mod input_file;
 pub mod kserve;
 pub mod layout;
 pub mod load_args;
+pub mod multi_run;
 pub mod payload;
 pub mod prefix;
 pub mod progress;
@@ -108,8 +109,7 @@ pub struct PointOutcome {
 }
 
 /// Everything every level of a run shares: the prompts, their bodies and the engine.
-struct Level<'a> {
-    cfg: &'a ProfileConfig,
+struct Level {
     shape: sweep_args::Shape,
     tokenizer: Tokenizer,
     entries: Vec<Entry>,
@@ -158,7 +158,6 @@ pub fn run_with_summary(
     });
     let goodput = crate::measure::llm::goodput::parse(&cfg.args.goodput)?;
     let level = Level {
-        cfg,
         shape: shape.clone(),
         tokenizer,
         entries,
@@ -170,10 +169,18 @@ pub fn run_with_summary(
         grpc,
         scrape: telemetry::Telemetry::from_args(&cfg.args.telemetry)?,
     };
-    let (outcomes, summary) =
-        sweep_plan::drive(cfg, &shape, out, |point, out| run_level(&level, point, out))?;
-    write_levels_page(cfg, &outcomes, &summary)?;
-    Ok((outcomes, summary))
+    let profile = |cfg: &ProfileConfig, out: &mut dyn Write| {
+        let (outcomes, summary) = sweep_plan::drive(cfg, &shape, out, |point, out| {
+            run_level(&level, cfg, point, out)
+        })?;
+        write_levels_page(cfg, &outcomes, &summary)?;
+        Ok((outcomes, summary))
+    };
+    if multi_run::is_multi_run(cfg) {
+        let outcomes = multi_run::drive(cfg, out, |cfg, out| profile(cfg, out).map(|r| r.0))?;
+        return Ok((outcomes, sweep::SweepSummary::default()));
+    }
+    profile(cfg, out)
 }
 
 /// `<artifact dir>/report.html` over several levels, with the sweep summary.
@@ -200,8 +207,12 @@ fn write_levels_page(
 }
 
 /// Runs one level: measures it, prints its table and writes its artifacts.
-fn run_level(l: &Level, point: LoadPoint, out: &mut dyn Write) -> Result<PointOutcome> {
-    let cfg = l.cfg;
+fn run_level(
+    l: &Level,
+    cfg: &ProfileConfig,
+    point: LoadPoint,
+    out: &mut dyn Write,
+) -> Result<PointOutcome> {
     let scraping = l.scrape.as_ref().map(|t| t.start(l.spec.clock));
     let run = runner::run_point(&l.spec, cfg, point, &l.shape)?;
     let telemetry = scraping.map(|s| s.finish((run.start_ns, run.end_ns)));

@@ -4,6 +4,7 @@
 //! data in, text out.
 
 pub mod aiperf;
+pub mod aiperf_confidence;
 pub mod aiperf_sweep;
 pub mod console;
 pub mod genai_perf;
