@@ -255,6 +255,8 @@ pub struct ProfileArgs {
     pub report: super::report_args::ReportArgs,
     #[command(flatten)]
     pub load: super::load_args::LoadArgs,
+    #[command(flatten)]
+    pub media: super::media::MediaArgs,
 }
 
 /// `--read-batch-us` beyond this would hold completed requests (and the next sends of a
@@ -391,6 +393,7 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         }
     };
     cli_compat::check(&args.compat, endpoint_type)?;
+    super::media::check(&args, endpoint_type)?;
     cli_compat::input_file_prefix(args.input_file.as_deref())?;
     cli_compat::measurement_interval(&mut args)?;
     if args.compat.ui_type == Some(UiType::None) {

@@ -18,6 +18,7 @@ pub mod input_file;
 pub mod kserve;
 pub mod layout;
 pub mod load_args;
+pub mod media;
 pub mod payload;
 pub mod prefix;
 pub mod progress;
@@ -143,6 +144,14 @@ pub fn run_with_summary(
     let prefixes = prefix::apply(cfg, &tokenizer, &mut entries)?;
     let models = payload::pick_models(cfg, entries.len());
     let mut bodies: Vec<Value> = payload::bodies(cfg, &entries, &models);
+    let media = media::generate(
+        &cfg.args.media,
+        cfg.args.random_seed,
+        cfg.args.num_prompts as usize,
+    )?;
+    media::attach(&mut bodies, &media);
+    let _ = out.write_all(media::summary_line(&media).as_bytes());
+    drop(media);
     prefix::add_system(&mut bodies, &prefixes);
     let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
     let grpc = cfg.endpoint_type == cli::EndpointType::Kserve;
