@@ -410,7 +410,8 @@ mod tests {
     #[test]
     fn generation_fields() {
         let chat = br#"{"model":"m","messages":[{"role":"system","content":"be brief"},
-            {"role":"user","content":[{"type":"text","text":"one two  three"},{"type":"image_url"}]}],
+            {"role":"user","content":[{"type":"text","text":"one two  three"},
+            {"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}],
             "max_completion_tokens":5,"max_tokens":9,"stream":true,
             "stream_options":{"include_usage":true},"inferperf_fault":"error_event","stall_ms":20}"#;
         let got = parse_generation(Endpoint::Chat, chat, M).unwrap();
@@ -423,7 +424,7 @@ mod tests {
             error_event: true,
             stall: Duration::from_millis(20),
             reasoning_tokens: 0,
-            media: Vec::new(),
+            media: vec![crate::llm::media::Media::ImageLink],
         };
         assert_eq!(got, want);
         let cases: [(&[u8], u64, u32); 4] = [
