@@ -110,7 +110,7 @@ fn aiperf_audio_synthetic_wav() {
         }),
     };
     for m in &media {
-        assert_eq!(m, &[clip.clone()]);
+        assert_eq!(m, std::slice::from_ref(&clip));
     }
     assert!(part_types(&server)
         .iter()

@@ -70,7 +70,12 @@ pub struct MediaArgs {
     #[arg(long, value_enum, default_value = "png")]
     pub image_format: ImageFormat,
     /// Images per request.
-    #[arg(long, visible_alias = "batch-size-image", default_value_t = 1, value_name = "N")]
+    #[arg(
+        long,
+        visible_alias = "batch-size-image",
+        default_value_t = 1,
+        value_name = "N"
+    )]
     pub image_batch_size: u64,
     /// Synthetic audio: mean clip length in seconds (clips are sent when above 0; chat
     /// only).
@@ -92,7 +97,12 @@ pub struct MediaArgs {
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub audio_num_channels: u16,
     /// Audio clips per request.
-    #[arg(long, visible_alias = "batch-size-audio", default_value_t = 1, value_name = "N")]
+    #[arg(
+        long,
+        visible_alias = "batch-size-audio",
+        default_value_t = 1,
+        value_name = "N"
+    )]
     pub audio_batch_size: u64,
 }
 
@@ -171,8 +181,7 @@ pub fn check(args: &ProfileArgs, endpoint_type: EndpointType) -> Result<()> {
     }
     if (m.image_width_mean > 0.0) != (m.image_height_mean > 0.0) {
         return usage(
-            "--image-width-mean and --image-height-mean must both be above 0 to send images"
-                .into(),
+            "--image-width-mean and --image-height-mean must both be above 0 to send images".into(),
         );
     }
     for (flag, v) in [
@@ -237,7 +246,8 @@ pub fn check(args: &ProfileArgs, endpoint_type: EndpointType) -> Result<()> {
         ));
     }
     let turns = &args.dataset.turns;
-    if turns.conversation_turn_mean.is_some_and(|t| t != 1.0) || turns.conversation_turn_stddev != 0.0
+    if turns.conversation_turn_mean.is_some_and(|t| t != 1.0)
+        || turns.conversation_turn_stddev != 0.0
     {
         return usage(format!(
             "{flag} is not supported with multi-turn conversations (--conversation-turn-mean \
@@ -348,7 +358,8 @@ fn pixels(width: u32, height: u32, rng: &mut Rng) -> Vec<u8> {
                 }
                 let n = (noise & 0x1f) as usize;
                 noise >>= 8;
-                let ramp = (x * usize::from(base[3 + c]) / w + y * usize::from(base[6 - c]) / h) / 2;
+                let ramp =
+                    (x * usize::from(base[3 + c]) / w + y * usize::from(base[6 - c]) / h) / 2;
                 out.push((usize::from(base[c]) + ramp + n) as u8);
             }
         }
@@ -359,7 +370,11 @@ fn pixels(width: u32, height: u32, rng: &mut Rng) -> Vec<u8> {
 /// One WAV clip of Gaussian noise and what it holds.
 fn clip(m: &MediaArgs, rng: &mut Rng) -> (Vec<u8>, Drawn) {
     let seconds = rng
-        .normal_at_least(m.audio_length_mean, m.audio_length_stddev, MIN_AUDIO_SECONDS)
+        .normal_at_least(
+            m.audio_length_mean,
+            m.audio_length_stddev,
+            MIN_AUDIO_SECONDS,
+        )
         .min(MAX_AUDIO_SECONDS);
     let rates = m.sample_rates();
     let depths = m.depths();

@@ -190,7 +190,12 @@ fn attach_puts_text_then_images_then_audio() {
         json!({"model": "m", "messages": [{"role": "user", "content": "again"}]}),
     ];
     attach(&mut bodies, &media);
-    let content = |i: usize| bodies[i]["messages"][0]["content"].as_array().unwrap().clone();
+    let content = |i: usize| {
+        bodies[i]["messages"][0]["content"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
     let types = |i: usize| -> Vec<String> {
         content(i)
             .iter()
@@ -200,7 +205,11 @@ fn attach_puts_text_then_images_then_audio() {
     assert_eq!(types(0), ["text", "image_url", "input_audio"]);
     assert_eq!(content(0)[0]["text"], "hello");
     assert_eq!(types(1), ["image_url", "input_audio"], "no empty text part");
-    assert_eq!(content(2)[1], media[0].0[0], "body 2 reuses prompt 0's media");
+    assert_eq!(
+        content(2)[1],
+        media[0].0[0],
+        "body 2 reuses prompt 0's media"
+    );
     assert_ne!(content(1)[0], media[0].0[0]);
     assert!(summary_line(&media).contains("2 images"));
     assert!(summary_line(&[]).is_empty());
@@ -240,11 +249,25 @@ fn bad_media_flags_are_usage_errors_naming_the_flag() {
             &["--image-height-mean", "4096"],
         ),
         (
-            &["--image-height-mean", "5", "--image-width-mean", "5", "--batch-size-image", "0"],
+            &[
+                "--image-height-mean",
+                "5",
+                "--image-width-mean",
+                "5",
+                "--batch-size-image",
+                "0",
+            ],
             &["--image-batch-size"],
         ),
         (
-            &["--image-height-mean", "5", "--image-width-mean", "5", "--endpoint-type", "completions"],
+            &[
+                "--image-height-mean",
+                "5",
+                "--image-width-mean",
+                "5",
+                "--endpoint-type",
+                "completions",
+            ],
             &["--image-width-mean", "chat", "completions"],
         ),
         (

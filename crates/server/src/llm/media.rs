@@ -71,7 +71,11 @@ fn image_part(part: &Value) -> Result<Media, String> {
     let (format, (width, height)) = match mime {
         "image/png" => ("png", png_size(&bytes)?),
         "image/jpeg" | "image/jpg" => ("jpeg", jpeg_size(&bytes)?),
-        other => return Err(format!("image data URL type '{other}' is not image/png or image/jpeg")),
+        other => {
+            return Err(format!(
+                "image data URL type '{other}' is not image/png or image/jpeg"
+            ))
+        }
     };
     Ok(Media::Image {
         format,

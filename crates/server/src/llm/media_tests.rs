@@ -40,11 +40,19 @@ fn png_jpeg_and_wav_parts_are_read() {
         ..MediaArgs::default()
     };
     let (parts, drawn) = &generate(&args, 0, 1).unwrap()[0];
-    let Some(Media::Image { format, bytes, width, height }) = part(&parts[0]).unwrap() else {
+    let Some(Media::Image {
+        format,
+        bytes,
+        width,
+        height,
+    }) = part(&parts[0]).unwrap()
+    else {
         panic!("{:?}", part(&parts[0]));
     };
     assert_eq!((format, width, height), ("jpeg", 11, 4));
-    assert!(matches!(drawn[0], inferperf_client::llm::media::Drawn::Image { bytes: b, .. } if b == bytes));
+    assert!(
+        matches!(drawn[0], inferperf_client::llm::media::Drawn::Image { bytes: b, .. } if b == bytes)
+    );
 
     let clip = wav::encode(&[0.1; 300], 22_050, 2, 24);
     let got = part(&audio(b64(&clip), "wav")).unwrap();
@@ -63,7 +71,11 @@ fn png_jpeg_and_wav_parts_are_read() {
     let mp3 = [0xff, 0xfb, 0x90, 0x00];
     assert!(matches!(
         part(&audio(b64(&mp3), "mp3")).unwrap(),
-        Some(Media::Audio { format: "mp3", bytes: 4, wav: None })
+        Some(Media::Audio {
+            format: "mp3",
+            bytes: 4,
+            wav: None
+        })
     ));
     let link = image("https://example.com/a.png".into());
     assert_eq!(part(&link).unwrap(), Some(Media::ImageLink));
@@ -78,19 +90,34 @@ fn malformed_parts_say_what_is_wrong() {
     let mut short_wav = wav::encode(&[0.0; 10], 8000, 1, 16);
     short_wav.truncate(50);
     let cases: Vec<(Value, &str)> = vec![
-        (image(format!("data:image/png;base64,{}", b64(&bad_crc))), "CRC"),
-        (image(format!("data:image/png;base64,{}", b64(b"GIF89a....."))), "PNG"),
+        (
+            image(format!("data:image/png;base64,{}", b64(&bad_crc))),
+            "CRC",
+        ),
+        (
+            image(format!("data:image/png;base64,{}", b64(b"GIF89a....."))),
+            "PNG",
+        ),
         (image("data:image/png;base64,@@@".into()), "base64"),
-        (image(format!("data:image/gif;base64,{}", b64(&good))), "image/gif"),
+        (
+            image(format!("data:image/gif;base64,{}", b64(&good))),
+            "image/gif",
+        ),
         (image(format!("data:image/png,{}", b64(&good))), "base64"),
         (image("ftp://x".into()), "data: URL"),
-        (image(format!("data:image/jpeg;base64,{}", b64(&good))), "JPEG"),
+        (
+            image(format!("data:image/jpeg;base64,{}", b64(&good))),
+            "JPEG",
+        ),
         (json!({"type": "image_url"}), "image_url"),
         (audio(b64(&short_wav), "wav"), "data chunk"),
         (audio(b64(b"RIFF....AVI "), "wav"), "WAV"),
         (audio(b64(b"hello"), "mp3"), "MP3"),
         (audio(b64(&good), "flac"), "flac"),
-        (json!({"type": "input_audio", "input_audio": {"format": "wav"}}), "data"),
+        (
+            json!({"type": "input_audio", "input_audio": {"format": "wav"}}),
+            "data",
+        ),
     ];
     for (p, word) in cases {
         let err = part(&p).unwrap_err();
@@ -111,7 +138,13 @@ fn chat_requests_carry_their_media_or_get_a_400() {
     assert_eq!(req.prompt_tokens, 2);
     assert_eq!(req.media.len(), 2);
     assert!(matches!(req.media[0], Media::Image { width: 4, .. }));
-    assert!(matches!(req.media[1], Media::Audio { wav: Some(Wav { frames: 16, .. }), .. }));
+    assert!(matches!(
+        req.media[1],
+        Media::Audio {
+            wav: Some(Wav { frames: 16, .. }),
+            ..
+        }
+    ));
 
     let bad = json!({"model": "m", "messages": [{"role": "user", "content": [
         image("data:image/png;base64,AAAA".into()),

@@ -11,8 +11,8 @@
 
 pub mod generate;
 pub mod load;
-pub mod media;
 pub mod log;
+pub mod media;
 pub mod openai;
 pub mod request;
 pub mod state;

@@ -130,10 +130,7 @@ pub(crate) fn words(text: &str) -> u64 {
 
 /// Words of a chat message's `content` (a string, an array of parts with `text`, or
 /// null), and the media of its parts appended to `media`.
-fn content_words(
-    content: &Value,
-    media: &mut Vec<super::media::Media>,
-) -> Result<u64, ApiError> {
+fn content_words(content: &Value, media: &mut Vec<super::media::Media>) -> Result<u64, ApiError> {
     let bad = || {
         ApiError::invalid(
             Some("messages"),

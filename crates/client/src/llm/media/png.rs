@@ -22,10 +22,7 @@ pub fn encode_rgb(width: u32, height: u32, rgb: &[u8]) -> Vec<u8> {
     // Bit depth 8, colour type 2 (RGB), deflate, adaptive filtering, no interlace.
     header.extend_from_slice(&[8, 2, 0, 0, 0]);
     chunk(&mut out, b"IHDR", &header);
-    let mut z = ZlibEncoder::new(
-        Vec::with_capacity(rgb.len() / 2),
-        Compression::fast(),
-    );
+    let mut z = ZlibEncoder::new(Vec::with_capacity(rgb.len() / 2), Compression::fast());
     for line in rgb.chunks_exact(row.max(1)).take(height as usize) {
         // Filter type 0 (none) before each scanline. Writes to a Vec cannot fail.
         let _ = z.write_all(&[0]);

@@ -15,7 +15,12 @@ fn chunks(file: &[u8]) -> Vec<([u8; 4], Vec<u8>)> {
         let mut h = crc32fast::Hasher::new();
         h.update(&kind);
         h.update(&data);
-        assert_eq!(h.finalize(), crc, "CRC of {}", String::from_utf8_lossy(&kind));
+        assert_eq!(
+            h.finalize(),
+            crc,
+            "CRC of {}",
+            String::from_utf8_lossy(&kind)
+        );
         out.push((kind, data));
         at += 12 + len;
     }
