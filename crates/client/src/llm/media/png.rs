@@ -1,5 +1,6 @@
 //! A PNG writer for 8-bit RGB images: the signature, an `IHDR`, one zlib-compressed `IDAT`
-//! of unfiltered scanlines and an `IEND`, each chunk with its CRC-32.
+//! of scanlines under the Sub filter (each byte less the same channel of the pixel to its
+//! left) and an `IEND`, each chunk with its CRC-32.
 
 use std::io::Write;
 
@@ -23,10 +24,17 @@ pub fn encode_rgb(width: u32, height: u32, rgb: &[u8]) -> Vec<u8> {
     header.extend_from_slice(&[8, 2, 0, 0, 0]);
     chunk(&mut out, b"IHDR", &header);
     let mut z = ZlibEncoder::new(Vec::with_capacity(rgb.len() / 2), Compression::fast());
+    let mut filtered = Vec::with_capacity(row + 1);
     for line in rgb.chunks_exact(row.max(1)).take(height as usize) {
-        // Filter type 0 (none) before each scanline. Writes to a Vec cannot fail.
-        let _ = z.write_all(&[0]);
-        let _ = z.write_all(line);
+        // Filter type 1 (Sub) before each scanline. Writes to a Vec cannot fail.
+        filtered.clear();
+        filtered.push(1);
+        filtered.extend(
+            line.iter()
+                .enumerate()
+                .map(|(i, &b)| if i < 3 { b } else { b.wrapping_sub(line[i - 3]) }),
+        );
+        let _ = z.write_all(&filtered);
     }
     let data = z.finish().unwrap_or_default();
     chunk(&mut out, b"IDAT", &data);

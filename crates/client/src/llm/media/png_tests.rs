@@ -49,8 +49,8 @@ fn decodes_back_to_the_same_pixels() {
     let row = w as usize * 3;
     assert_eq!(raw.len(), h as usize * (row + 1));
     for (y, line) in raw.chunks(row + 1).enumerate() {
-        assert_eq!(line[0], 0, "filter type of row {y}");
-        assert_eq!(&line[1..], &rgb[y * row..(y + 1) * row], "row {y}");
+        assert_eq!(line[0], 1, "filter type (Sub) of row {y}");
+        assert_eq!(unfilter_sub(&line[1..]), &rgb[y * row..(y + 1) * row], "row {y}");
     }
 }
 
@@ -63,5 +63,29 @@ fn one_pixel_image() {
     flate2::read::ZlibDecoder::new(&c[1].1[..])
         .read_to_end(&mut raw)
         .unwrap();
-    assert_eq!(raw, [0, 1, 2, 3]);
+    assert_eq!(raw, [1, 1, 2, 3]);
+}
+
+/// A scanline under the Sub filter back to its bytes: each adds the reconstructed byte
+/// three to its left (one RGB pixel).
+fn unfilter_sub(line: &[u8]) -> Vec<u8> {
+    let mut out: Vec<u8> = Vec::with_capacity(line.len());
+    for (i, &b) in line.iter().enumerate() {
+        let left = if i < 3 { 0 } else { out[i - 3] };
+        out.push(b.wrapping_add(left));
+    }
+    out
+}
+
+#[test]
+fn a_png_decoder_reads_the_same_pixels() {
+    let (w, h) = (33u32, 17u32);
+    let rgb: Vec<u8> = (0..w * h * 3).map(|i| (i * 7 % 253) as u8).collect();
+    let file = encode_rgb(w, h, &rgb);
+    let mut reader = ::png::Decoder::new(&file[..]).read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.width, info.height), (w, h));
+    assert_eq!(info.color_type, ::png::ColorType::Rgb);
+    assert_eq!(&buf[..info.buffer_size()], &rgb[..]);
 }
