@@ -50,7 +50,11 @@ fn decodes_back_to_the_same_pixels() {
     assert_eq!(raw.len(), h as usize * (row + 1));
     for (y, line) in raw.chunks(row + 1).enumerate() {
         assert_eq!(line[0], 1, "filter type (Sub) of row {y}");
-        assert_eq!(unfilter_sub(&line[1..]), &rgb[y * row..(y + 1) * row], "row {y}");
+        assert_eq!(
+            unfilter_sub(&line[1..]),
+            &rgb[y * row..(y + 1) * row],
+            "row {y}"
+        );
     }
 }
 
