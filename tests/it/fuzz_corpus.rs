@@ -48,6 +48,7 @@ const TARGETS: &[(&str, FuzzFn)] = &[
         inferperf::service::reply_check::fuzz_kserve_grpc,
     ),
     ("load_config", inferperf::server::fuzz_load_config),
+    ("chat_media", inferperf::server::fuzz_media),
 ];
 
 #[test]

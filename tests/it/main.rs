@@ -21,6 +21,7 @@ mod profile_compat;
 mod profile_faults;
 mod profile_hub;
 mod profile_load_flags;
+mod profile_media;
 mod profile_multi_run;
 mod profile_quickstart;
 mod profile_telemetry;

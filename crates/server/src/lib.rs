@@ -86,6 +86,7 @@ pub use cli::serve_main;
 pub use delay::{parse_delay, parse_delay_value, Delay};
 pub use limits::Limits;
 pub use llm::log::TOKEN_LOG_REQUESTS;
+pub use llm::media::{fuzz_media, Media, Wav};
 pub use llm::state::{Busy, OpenAiConfig, DEFAULT_OPENAI_MODEL};
 pub use load_config::fuzz_load_config;
 pub use metrics::{LlmCounts, MetricsStyle, KV_CAPACITY};

@@ -201,6 +201,11 @@ impl ServerHandle {
         self.shared.openai.watch.bodies()
     }
 
+    /// The images and audio clips of each chat request that carried any, oldest first.
+    pub fn llm_media(&self) -> Vec<Vec<crate::llm::media::Media>> {
+        self.shared.openai.media.requests()
+    }
+
     /// The fake LLM's load as `/metrics` reports it: generation requests in flight and
     /// ended, prompt words and generated tokens admitted.
     pub fn llm_counts(&self) -> crate::metrics::LlmCounts {

@@ -284,6 +284,8 @@ pub struct ProfileArgs {
     pub load: super::load_args::LoadArgs,
     #[command(flatten)]
     pub multi_run: super::multi_run::MultiRunArgs,
+    #[command(flatten)]
+    pub media: super::media::MediaArgs,
 }
 
 /// `--read-batch-us` beyond this would hold completed requests (and the next sends of a
@@ -423,6 +425,7 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         }
     };
     cli_compat::check(&args.compat, endpoint_type)?;
+    super::media::check(&args, endpoint_type)?;
     cli_compat::input_file_prefix(&mut args)?;
     cli_compat::measurement_interval(&mut args)?;
     if args.compat.ui_type == Some(UiType::None) {

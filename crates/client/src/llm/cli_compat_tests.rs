@@ -174,7 +174,11 @@ fn refused_flags_name_the_flag_and_why() {
         ),
         (
             &["-m", "m", "--image-width-mean", "10"],
-            &["--image-width-mean", "image"],
+            &["--image-width-mean", "--image-height-mean"],
+        ),
+        (
+            &["-m", "m", "--video-width", "10"],
+            &["--video-width", "video"],
         ),
         (
             &["-m", "m", "--mlflow-experiment", "x"],

@@ -19,6 +19,7 @@ pub mod input_file;
 pub mod kserve;
 pub mod layout;
 pub mod load_args;
+pub mod media;
 pub mod multi_run;
 pub mod payload;
 pub mod prefix;
@@ -147,6 +148,14 @@ pub fn run_with_summary(
     let cfg = &cfg;
     let models = payload::pick_models(cfg, entries.len());
     let mut bodies: Vec<Value> = payload::bodies(cfg, &entries, &models);
+    let media = media::generate(
+        &cfg.args.media,
+        cfg.args.random_seed,
+        cfg.args.num_prompts as usize,
+    )?;
+    media::attach(&mut bodies, &media);
+    let _ = out.write_all(media::summary_line(&media).as_bytes());
+    drop(media);
     prefix::add_system(&mut bodies, &prefixes);
     let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
     let grpc = cfg.endpoint_type == cli::EndpointType::Kserve;

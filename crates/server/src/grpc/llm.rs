@@ -326,6 +326,7 @@ pub async fn serve(
             error_event: false,
             stall: std::time::Duration::ZERO,
             reasoning_tokens: 0,
+            media: Vec::new(),
         };
         sleep_until(started + full_answer_delay(&whole, ttft, &mut pace)).await;
         if !send_text(0, max) {

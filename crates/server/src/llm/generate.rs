@@ -197,6 +197,7 @@ pub fn parse_body(body: &[u8]) -> Result<GenRequest, ApiError> {
         error_event,
         stall,
         reasoning_tokens: 0,
+        media: Vec::new(),
     })
 }
 
@@ -274,6 +275,7 @@ mod tests {
                 error_event,
                 stall: Duration::from_millis(stall_ms),
                 reasoning_tokens: 0,
+                media: Vec::new(),
             };
             assert_eq!(got, want, "{body}");
         }

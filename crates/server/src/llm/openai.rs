@@ -119,7 +119,10 @@ fn generate(
 ) -> OaiReply {
     state.watch.keep_body(body);
     match parse_generation(endpoint, body, &state.names) {
-        Ok(req) => start_generation(&req, state, rng, out),
+        Ok(req) => {
+            state.media.record(&req.media);
+            start_generation(&req, state, rng, out)
+        }
         Err(e) => error(out, &e),
     }
 }

@@ -45,6 +45,8 @@ pub struct GenRequest {
     /// `inferperf_reasoning_tokens`: how many of the `max_tokens` come first as
     /// `reasoning_content` (chat only), as a reasoning model's thinking before its answer.
     pub reasoning_tokens: u32,
+    /// The images and audio clips of a chat request's content parts, in order.
+    pub media: Vec<super::media::Media>,
 }
 
 /// A validated embeddings request: prompt tokens of each input and the vector length.
@@ -126,8 +128,9 @@ pub(crate) fn words(text: &str) -> u64 {
     text.split_whitespace().count() as u64
 }
 
-/// Words of a chat message's `content`: a string, an array of parts with `text`, or null.
-fn content_words(content: &Value) -> Result<u64, ApiError> {
+/// Words of a chat message's `content` (a string, an array of parts with `text`, or
+/// null), and the media of its parts appended to `media`.
+fn content_words(content: &Value, media: &mut Vec<super::media::Media>) -> Result<u64, ApiError> {
     let bad = || {
         ApiError::invalid(
             Some("messages"),
@@ -141,13 +144,19 @@ fn content_words(content: &Value) -> Result<u64, ApiError> {
             let text = part
                 .get("text")
                 .map_or(Ok(""), |t| t.as_str().ok_or_else(bad));
+            match super::media::part(part) {
+                Ok(Some(m)) => media.push(m),
+                Ok(None) => {}
+                Err(why) => return Err(ApiError::invalid(Some("messages"), why)),
+            }
             Ok(sum + words(text?))
         }),
         _ => Err(bad()),
     }
 }
 
-fn chat_prompt_tokens(req: &Map<String, Value>) -> Result<u64, ApiError> {
+/// The prompt words of a chat request's messages and the media of their content parts.
+fn chat_prompt(req: &Map<String, Value>) -> Result<(u64, Vec<super::media::Media>), ApiError> {
     let param = Some("messages");
     let messages = match req.get("messages") {
         Some(Value::Array(m)) if !m.is_empty() => m,
@@ -159,12 +168,14 @@ fn chat_prompt_tokens(req: &Map<String, Value>) -> Result<u64, ApiError> {
         }
         None => return Err(ApiError::invalid(param, "'messages' is required")),
     };
-    messages.iter().try_fold(0, |sum, message| {
+    let mut media = Vec::new();
+    let words = messages.iter().try_fold(0, |sum, message| {
         let content = message
             .get("content")
             .ok_or_else(|| ApiError::invalid(param, "every message needs a 'content'"))?;
-        Ok(sum + content_words(content)?)
-    })
+        Ok(sum + content_words(content, &mut media)?)
+    })?;
+    Ok((words, media))
 }
 
 /// `prompt`: a string, an array of strings, an array of token ids or an array of such arrays.
@@ -264,9 +275,9 @@ pub fn parse_generation<S: AsRef<str>>(
 ) -> Result<GenRequest, ApiError> {
     let req = object(body)?;
     check_model(&req, served)?;
-    let prompt_tokens = match endpoint {
-        Endpoint::Chat => chat_prompt_tokens(&req)?,
-        Endpoint::Completions => completion_prompt_tokens(&req)?,
+    let (prompt_tokens, media) = match endpoint {
+        Endpoint::Chat => chat_prompt(&req)?,
+        Endpoint::Completions => (completion_prompt_tokens(&req)?, Vec::new()),
         // Its body has another layout: `generate::parse_body` reads it.
         Endpoint::Generate => {
             return Err(ApiError::invalid(None, "not an OpenAI endpoint"));
@@ -297,6 +308,7 @@ pub fn parse_generation<S: AsRef<str>>(
         error_event,
         stall,
         reasoning_tokens,
+        media,
     })
 }
 
@@ -395,7 +407,8 @@ mod tests {
     #[test]
     fn generation_fields() {
         let chat = br#"{"model":"m","messages":[{"role":"system","content":"be brief"},
-            {"role":"user","content":[{"type":"text","text":"one two  three"},{"type":"image_url"}]}],
+            {"role":"user","content":[{"type":"text","text":"one two  three"},
+            {"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}],
             "max_completion_tokens":5,"max_tokens":9,"stream":true,
             "stream_options":{"include_usage":true},"inferperf_fault":"error_event","stall_ms":20}"#;
         let got = parse_generation(Endpoint::Chat, chat, M).unwrap();
@@ -408,6 +421,7 @@ mod tests {
             error_event: true,
             stall: Duration::from_millis(20),
             reasoning_tokens: 0,
+            media: vec![crate::llm::media::Media::ImageLink],
         };
         assert_eq!(got, want);
         let cases: [(&[u8], u64, u32); 4] = [

@@ -75,6 +75,8 @@ pub struct OpenAiState {
     pub watch: Arc<LoadWatch>,
     /// Generation requests in flight and ended, and their tokens (the `/metrics` pages).
     pub load: Arc<super::load::LlmLoad>,
+    /// The images and audio clips of each chat request that carried any.
+    pub media: super::media::MediaLog,
 }
 
 impl Default for OpenAiState {
@@ -86,6 +88,7 @@ impl Default for OpenAiState {
             log: TokenLog::new(TOKEN_LOG_REQUESTS),
             watch: Arc::default(),
             load: Default::default(),
+            media: Default::default(),
         }
     }
 }
@@ -121,6 +124,7 @@ impl OpenAiState {
             cfg,
             log: TokenLog::new(TOKEN_LOG_REQUESTS),
             load: Default::default(),
+            media: Default::default(),
         })
     }
 }

@@ -391,6 +391,7 @@ mod tests {
             error_event: false,
             stall: Duration::ZERO,
             reasoning_tokens: 0,
+            media: Vec::new(),
         }
     }
 
