@@ -222,6 +222,8 @@ const REFUSED: &[(&str, &str)] = &[
     ("--output-format", "older GenAI-Perf spelling; use --endpoint-type (and --backend tensorrtllm|vllm for kserve)"),
     ("--checkpoint-dir", "there is no checkpointing: every run writes complete results to --artifact-dir"),
     ("--enable-checkpointing", "there is no checkpointing: every run writes complete results to --artifact-dir"),
+    ("--image-source", "synthetic images are generated from --random-seed (a noisy colour gradient); no image files or stock sources are read"),
+    ("--image-source-sampling", "synthetic images are generated from --random-seed; no image files or stock sources are read"),
     ("--video-", "video inputs are not generated; prompts are text"),
     ("--batch-size-video", "video inputs are not generated; prompts are text"),
     ("--transport", "profile speaks HTTP/1.1 (chat, completions, embeddings, rankings, generate) and gRPC (kserve); the endpoint type picks it"),
