@@ -314,17 +314,7 @@ impl LoadPoint {
     }
 }
 
-/// A float as Python's `str()` writes it from 0.0001 to 10^16 (Python switches to exponents
-/// outside): the shortest text that reads back the same, with `.0` on a whole number
-/// (`32.0`, `2.5`, `0.1`).
-pub fn python_float(x: f64) -> String {
-    let text = format!("{x}");
-    if x.is_finite() && !text.contains(['.', 'e']) {
-        format!("{text}.0")
-    } else {
-        text
-    }
-}
+pub use crate::report::fmt::python_float;
 
 /// Validated settings of a `profile` run.
 #[derive(Debug, Clone)]

@@ -3,6 +3,18 @@
 
 pub use crate::text::{escape_control, safe_file_stem, UniqueStems};
 
+/// A float as Python's `str()` writes it from 0.0001 to 10^16 (Python switches to exponents
+/// outside): the shortest text that reads back the same, with `.0` on a whole number
+/// (`32.0`, `2.5`, `0.1`).
+pub fn python_float(x: f64) -> String {
+    let text = format!("{x}");
+    if x.is_finite() && !text.contains(['.', 'e']) {
+        format!("{text}.0")
+    } else {
+        text
+    }
+}
+
 /// Formats `v` like a C++ `std::ostream` with default flags: `%g` with 6 significant digits
 /// (trailing zeros dropped, scientific notation when the decimal exponent is < -4 or >= 6).
 /// perf_analyzer prints every throughput and request rate this way, and scripts compare them.

@@ -14,7 +14,6 @@ use serde_json::Value;
 
 use super::aiperf::{spread_stats, summary_metrics, AIPERF_VERSION};
 use super::aiperf_sweep::AGGREGATE_SCHEMA_VERSION;
-use super::csv_field;
 use super::json_text::{num, Node};
 use crate::measure::llm::LlmMetrics;
 
@@ -320,18 +319,12 @@ impl ConfidenceAggregate {
         }
         meta.push((
             "Cooldown Seconds",
-            crate::llm::cli::python_float(self.cooldown_seconds),
+            crate::report::fmt::python_float(self.cooldown_seconds),
         ));
         for (field, value) in meta {
             rows.push(vec![field.into(), value]);
         }
-        let mut out = String::new();
-        for row in rows {
-            let fields: Vec<String> = row.iter().map(|c| csv_field(c)).collect();
-            out.push_str(&fields.join(","));
-            out.push_str("\r\n");
-        }
-        out
+        super::aiperf_sweep::csv_text(rows)
     }
 
     /// The main metrics as AIPerf's summary picks them (request throughput, TTFT, ITL,

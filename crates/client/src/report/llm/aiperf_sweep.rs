@@ -331,7 +331,7 @@ pub fn sweep_csv(levels: &[SweepLevel]) -> String {
 }
 
 /// Rows as Python's csv module writes them: minimal quoting, CRLF endings.
-fn csv_text(rows: Vec<Vec<String>>) -> String {
+pub(super) fn csv_text(rows: Vec<Vec<String>>) -> String {
     let mut out = String::new();
     for row in rows {
         let fields: Vec<String> = row.iter().map(|f| csv_field(f)).collect();
