@@ -470,10 +470,14 @@ fn aiperf_warmup_load_flags_are_refused() {
     );
 }
 
-/// AIPerf docs/tutorials/user-centric-timing.md, "Quick Start": the per-user context
-/// prompt (`--user-context-prompt-length`) is not generated; refused naming the flag.
+/// AIPerf docs/tutorials/user-centric-timing.md, "Quick Start", whole: as
+/// [`aiperf_user_centric_rate`] (30 per second for 3 s), with the per-user context prompt at
+/// 200 tokens instead of 20,000 (the document's would make 20 million tokens of prompts for
+/// its 1,000 entries). Every request carries, after the system message, its conversation's
+/// own context message of exactly that length; no two conversations share one, and the
+/// first turn's ISL counts it.
 #[test]
-fn aiperf_user_centric_rate_with_user_context_is_refused() {
+fn aiperf_user_centric_rate_with_user_context() {
     let server = start_llm("your-model");
     let hub = StandIn::start();
     #[rustfmt::skip]
@@ -483,21 +487,48 @@ fn aiperf_user_centric_rate_with_user_context_is_refused() {
         "--url", "localhost:8000",
         "--endpoint-type", "chat",
         "--streaming",
-        "--user-centric-rate", "1.0",
+        "--user-centric-rate", "30",
         "--num-users", "15",
         "--session-turns-mean", "20",
         "--shared-system-prompt-length", "1000",
-        "--user-context-prompt-length", "20000",
+        "--user-context-prompt-length", "200",
         "--synthetic-input-tokens-mean", "26",
         "--osl", "100",
         "--num-dataset-entries", "1000",
-        "--benchmark-duration", "100",
-    ]);
-    assert_refused(
-        &run,
-        &server,
-        &["--user-context-prompt-length", "not supported"],
-    );
+        "--benchmark-duration", "3",
+    ])
+    .ok();
+    let name = "your-model-openai-chat-request_rate30.0";
+    let measured = run.aiperf_files(name);
+    let got = bodies(&server);
+    assert_eq!(measured, got.len() as u64);
+    assert!(measured > 15, "{measured}");
+    // No --tokenizer: prompts are counted with the default encoding.
+    let tok = inferperf::inputs::tokenizer::Tokenizer::load("o200k_base").unwrap();
+    let mut contexts: Vec<(String, String)> = Vec::new();
+    for b in &got {
+        let m = b["messages"].as_array().unwrap();
+        assert_eq!(m[0]["role"], "system", "{b}");
+        assert_eq!(m[1]["role"], "user", "{b}");
+        assert_eq!(m[2]["role"], "user", "{b}");
+        let context = m[1]["content"].as_str().unwrap().to_string();
+        let first_turn = m[2]["content"].to_string();
+        match contexts.iter().find(|(_, t)| *t == first_turn) {
+            Some((c, _)) => assert_eq!(*c, context, "one conversation, one context"),
+            None => {
+                assert!(
+                    contexts.iter().all(|(c, _)| *c != context),
+                    "context shared"
+                );
+                contexts.push((context, first_turn));
+            }
+        }
+    }
+    assert!(contexts.len() > 15, "{} conversations", contexts.len());
+    for (c, _) in &contexts {
+        assert_eq!(tok.count(c), 200);
+    }
+    assert_turns_follow_their_answers(&server);
 }
 
 /// AIPerf docs/tutorials/user-centric-timing.md, "Quick Start" without the per-user context

@@ -334,7 +334,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("--log-level", "use -v/--verbose for the effective settings; errors and warnings always go to stderr"),
     ("--extra-verbose", "use -v/--verbose for the effective settings; errors and warnings always go to stderr"),
     ("--prefill-concurrency-ramp-duration", "the --prefill-concurrency cap holds from the first request; it is not ramped"),
-    ("--user-context-prompt-length", "a per-user context prompt is not generated; a shared prefix is set with --shared-system-prompt-length or --num-prefix-prompts"),
     ("--conversation-turn-delay-ratio", "turn pauses are set in ms by --conversation-turn-delay-mean and --conversation-turn-delay-stddev"),
     ("--session-turn-delay-ratio", "turn pauses are set in ms by --conversation-turn-delay-mean and --conversation-turn-delay-stddev"),
     ("--warmup-duration", "warm-up is a number of requests (--warmup-request-count), sent at the run's load"),

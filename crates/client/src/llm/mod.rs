@@ -142,6 +142,9 @@ pub fn run_with_summary(
     )?;
     let (mut entries, mut cfg) = dataset::prepare(cfg, &tokenizer, prepare_entries)?;
     let prefixes = prefix::apply(&cfg, &tokenizer, &mut entries)?;
+    if let Some(len) = sweep_args::user_context_length(&cfg)? {
+        dataset::conversations::add_user_context(&mut cfg, &mut entries, &tokenizer, len)?;
+    }
     if let Some((text, tokens)) = &prefixes.system {
         dataset::conversations::add_system(&mut cfg, &mut entries, text, *tokens);
     }

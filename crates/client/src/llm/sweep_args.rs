@@ -74,6 +74,11 @@ pub struct SweepArgs {
     /// ISL grows by that length).
     #[arg(long, value_name = "TOKENS")]
     pub shared_system_prompt_length: Option<u64>,
+    /// AIPerf: each multi-turn conversation opens with its own user message of this many
+    /// tokens (after the system message, before the first turn), which later turns carry in
+    /// their history; the first turn's ISL grows by that length.
+    #[arg(long, value_name = "TOKENS")]
+    pub user_context_prompt_length: Option<u64>,
     /// AIPerf: this text, verbatim, as the system message of every chat request (the ISL
     /// grows by its tokens).
     #[arg(long, value_name = "TEXT")]
@@ -81,6 +86,29 @@ pub struct SweepArgs {
     /// AIPerf: the system message read from this UTF-8 file, verbatim.
     #[arg(long, value_name = "FILE")]
     pub system_prompt_file: Option<std::path::PathBuf>,
+}
+
+/// `--user-context-prompt-length`, checked: from 1 to the prefix limit, not beside prefix
+/// prompts (as in AIPerf), chat only.
+pub fn user_context_length(cfg: &ProfileConfig) -> Result<Option<u64>> {
+    let s = &cfg.args.sweep;
+    let Some(len) = s.user_context_prompt_length else {
+        return Ok(None);
+    };
+    if len == 0 || len > MAX_PREFIX_TOKENS {
+        return usage(format!(
+            "--user-context-prompt-length must be from 1 to {MAX_PREFIX_TOKENS}"
+        ));
+    }
+    if s.num_prefix_prompts > 0 {
+        return usage("--user-context-prompt-length and --num-prefix-prompts exclude each other (as in AIPerf)");
+    }
+    if cfg.endpoint_type != EndpointType::Chat {
+        return usage(
+            "--user-context-prompt-length applies to --endpoint-type chat (a user message)",
+        );
+    }
+    Ok(Some(len))
 }
 
 /// The verbatim system message of `--system-prompt` or `--system-prompt-file`, checked

@@ -566,6 +566,64 @@ pub fn add_system(cfg: &mut ProfileConfig, entries: &mut [Entry], text: &str, to
     *plan = Arc::new(with);
 }
 
+/// AIPerf's `--user-context-prompt-length`: each conversation opens with a user message of
+/// its own, `len` tokens of fresh synthetic text (seeded by `--random-seed`), put first in
+/// its first turn's messages (a system prompt added later goes before it); later turns carry
+/// it in their history, so only the first turn's ISL grows by it here.
+pub fn add_user_context(
+    cfg: &mut ProfileConfig,
+    entries: &mut [Entry],
+    tok: &crate::inputs::tokenizer::Tokenizer,
+    len: u64,
+) -> Result<()> {
+    let conv = cfg
+        .args
+        .dataset
+        .plan
+        .as_ref()
+        .and_then(|p| p.conversations.as_ref());
+    let Some(conv) = conv else {
+        return Err(Error::usage(
+            "profile: --user-context-prompt-length applies to multi-turn conversations \
+             (--conversation-turn-mean above 1, or a multi-turn dataset)",
+        ));
+    };
+    let mut conv = ConversationPlan::clone(conv);
+    let mut gen = crate::inputs::prompts::PromptGen::new(
+        tok.clone(),
+        cfg.args.random_seed ^ USER_CONTEXT_STREAM,
+    );
+    for c in &conv.conversations {
+        let Some(&first) = c.steps.first() else {
+            continue;
+        };
+        let s = first as usize;
+        let Some(body) = conv.bodies.get_mut(s) else {
+            continue;
+        };
+        let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(body) else {
+            continue;
+        };
+        let Some(m) = value.get_mut("messages").and_then(|m| m.as_array_mut()) else {
+            continue;
+        };
+        let p = gen.prompt(len as usize);
+        m.insert(0, serde_json::json!({"role": "user", "content": p.text}));
+        *body = value.to_string().into_bytes();
+        if let Some(e) = entries.get_mut(s) {
+            e.isl += p.tokens as u64;
+        }
+    }
+    let plan = cfg.args.dataset.plan.as_mut().expect("checked above");
+    let mut with = super::Plan::clone(plan);
+    with.conversations = Some(Arc::new(conv));
+    *plan = Arc::new(with);
+    Ok(())
+}
+
+/// Seeds the user context prompts apart from the prompts' own.
+const USER_CONTEXT_STREAM: u64 = 0x7573_6572_6374_78;
+
 /// Later turns of conversations: their input length includes the history they carried
 /// (unless the server's counts are used, which include it already).
 pub fn count_history(
