@@ -622,7 +622,7 @@ pub fn add_user_context(
 }
 
 /// Seeds the user context prompts apart from the prompts' own.
-const USER_CONTEXT_STREAM: u64 = 0x7573_6572_6374_78;
+const USER_CONTEXT_STREAM: u64 = 0x0075_7365_7263_7478;
 
 /// Later turns of conversations: their input length includes the history they carried
 /// (unless the server's counts are used, which include it already).
