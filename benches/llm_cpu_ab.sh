@@ -34,7 +34,7 @@ tmp=$(mktemp -d)
 # us of client CPU per token for one run of binary $1 at $2 streams.
 run() {
   local n=$(( $2 * PER_STREAM ))
-  /usr/bin/time -f "%U %S" -o "$tmp/time" taskset -c 0 "$1" profile -m m \
+  /usr/bin/time -f "%U %S" -o "$tmp/time" taskset -c 0 "$1" profile -m inferperf-llm \
     -u "127.0.0.1:$PORT" --streaming --concurrency "$2" --request-count "$n" \
     --output-tokens-mean "$OSL" --output-tokens-mean-deterministic \
     --tokenizer cl100k_base --quiet --no-html-report \
