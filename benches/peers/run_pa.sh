@@ -12,7 +12,8 @@
 # REQ_COUNT (50000), which makes client CPU per request exact. COUNT_URL: a URL whose body
 # holds the server's request counter (nginx's stub_status by default for SERVER=nginx; empty:
 # none), used for CPU per request in windows mode. MODEL (identity), STAB (-s), TIMEOUT (90 s,
-# then the client is killed). The client's output is kept in LOGS (/tmp/inferperf-run-pa).
+# then the client is killed). The client's output is kept in LOGS (default: run-pa-logs in
+# the peers folder).
 #
 # Output: server= proto= mode= load= method= thr= p50_us= p99_us= reqs= cpu_s= cpu_us_req=
 # wall_s= rss_mb= passes= rc= flags= log=. thr, p50 and p99 are the client's final figures;
@@ -21,12 +22,12 @@
 # delayed=P%, error, no_final_result.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
-[ $# -ge 4 ] || { sed -n 2,21p "$0" >&2; exit 2; }
+[ $# -ge 4 ] || { sed -n 2,22p "$0" >&2; exit 2; }
 server=$1 proto=$2 mode=$3 load=$4
 shift 4
 PA=${PA:-$PEERS/bin/perf_analyzer}
 METHOD=${METHOD:-windows}
-LOGS=${LOGS:-/tmp/inferperf-run-pa}
+LOGS=${LOGS:-$PEERS/run-pa-logs}
 mkdir -p "$LOGS"
 
 url=$server count_url=${COUNT_URL-}
