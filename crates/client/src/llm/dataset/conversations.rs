@@ -532,38 +532,17 @@ pub(super) fn conversation_plan(
 /// message opens each conversation's first turn, and later turns carry it in their history
 /// (so their own entries' ISL leaves it out; `prefix::apply` counted it in every entry).
 pub fn add_system(cfg: &mut ProfileConfig, entries: &mut [Entry], text: &str, tokens: u64) {
-    let Some(plan) = cfg.args.dataset.plan.as_mut() else {
-        return;
-    };
-    let Some(conv) = plan.conversations.as_ref() else {
-        return;
-    };
-    let mut conv = ConversationPlan::clone(conv);
     let system = serde_json::json!({"role": "system", "content": text});
-    for c in &conv.conversations {
-        for (k, &step) in c.steps.iter().enumerate() {
-            let s = step as usize;
-            if k > 0 {
-                if let Some(e) = entries.get_mut(s) {
-                    e.isl = e.isl.saturating_sub(tokens);
-                }
-                continue;
-            }
-            let Some(body) = conv.bodies.get_mut(s) else {
-                continue;
-            };
-            let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(body) else {
-                continue;
-            };
-            if let Some(m) = value.get_mut("messages").and_then(|m| m.as_array_mut()) {
-                m.insert(0, system.clone());
-                *body = value.to_string().into_bytes();
+    edit_first_turns(cfg, |c, messages| {
+        for &s in &c.steps[1..] {
+            if let Some(e) = entries.get_mut(s as usize) {
+                e.isl = e.isl.saturating_sub(tokens);
             }
         }
-    }
-    let mut with = super::Plan::clone(plan);
-    with.conversations = Some(Arc::new(conv));
-    *plan = Arc::new(with);
+        if let Some(m) = messages {
+            m.insert(0, system.clone());
+        }
+    });
 }
 
 /// AIPerf's `--user-context-prompt-length`: each conversation opens with a user message of
@@ -576,49 +555,71 @@ pub fn add_user_context(
     tok: &crate::inputs::tokenizer::Tokenizer,
     len: u64,
 ) -> Result<()> {
-    let conv = cfg
-        .args
-        .dataset
-        .plan
-        .as_ref()
-        .and_then(|p| p.conversations.as_ref());
-    let Some(conv) = conv else {
-        return Err(Error::usage(
-            "profile: --user-context-prompt-length applies to multi-turn conversations \
-             (--conversation-turn-mean above 1, or a multi-turn dataset)",
-        ));
-    };
-    let mut conv = ConversationPlan::clone(conv);
     let mut gen = crate::inputs::prompts::PromptGen::new(
         tok.clone(),
         cfg.args.random_seed ^ USER_CONTEXT_STREAM,
     );
-    for c in &conv.conversations {
-        let Some(&first) = c.steps.first() else {
-            continue;
-        };
-        let s = first as usize;
-        let Some(body) = conv.bodies.get_mut(s) else {
-            continue;
-        };
-        let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(body) else {
-            continue;
-        };
-        let Some(m) = value.get_mut("messages").and_then(|m| m.as_array_mut()) else {
-            continue;
+    let found = edit_first_turns(cfg, |c, messages| {
+        let Some(m) = messages else {
+            return;
         };
         let p = gen.prompt(len as usize);
         m.insert(0, serde_json::json!({"role": "user", "content": p.text}));
-        *body = value.to_string().into_bytes();
-        if let Some(e) = entries.get_mut(s) {
+        if let Some(e) = entries.get_mut(c.steps[0] as usize) {
             e.isl += p.tokens as u64;
         }
+    });
+    if !found {
+        return Err(Error::usage(
+            "profile: --user-context-prompt-length applies to multi-turn conversations \
+             (--conversation-turn-mean above 1, or a multi-turn dataset)",
+        ));
     }
-    let plan = cfg.args.dataset.plan.as_mut().expect("checked above");
+    Ok(())
+}
+
+/// Rewrites the first turn of every conversation of `cfg`'s plan: `edit` gets the
+/// conversation and its first turn's chat `messages` (None when that body has none); the
+/// plan is swapped for the edited copy. False when the run has no conversations.
+fn edit_first_turns(
+    cfg: &mut ProfileConfig,
+    mut edit: impl FnMut(&Conversation, Option<&mut Vec<serde_json::Value>>),
+) -> bool {
+    let Some(plan) = cfg.args.dataset.plan.as_mut() else {
+        return false;
+    };
+    let Some(conv) = plan.conversations.as_ref() else {
+        return false;
+    };
+    let mut conv = ConversationPlan::clone(conv);
+    let ConversationPlan {
+        conversations,
+        bodies,
+        ..
+    } = &mut conv;
+    for c in conversations.iter() {
+        let Some(&first) = c.steps.first() else {
+            continue;
+        };
+        let Some(body) = bodies.get_mut(first as usize) else {
+            edit(c, None);
+            continue;
+        };
+        let mut value = serde_json::from_slice::<serde_json::Value>(body).ok();
+        let messages = value
+            .as_mut()
+            .and_then(|v| v.get_mut("messages"))
+            .and_then(|m| m.as_array_mut());
+        let edited = messages.is_some();
+        edit(c, messages);
+        if let (true, Some(v)) = (edited, value) {
+            *body = v.to_string().into_bytes();
+        }
+    }
     let mut with = super::Plan::clone(plan);
     with.conversations = Some(Arc::new(conv));
     *plan = Arc::new(with);
-    Ok(())
+    true
 }
 
 /// Seeds the user context prompts apart from the prompts' own.
