@@ -1,6 +1,6 @@
 //! Top-level dispatch: `inferperf [perf_analyzer flags]`, `inferperf serve ...`,
 //! `inferperf demo [perf_analyzer flags]`, `inferperf profile ...` (LLM benchmark),
-//! `inferperf compare RUN...`.
+//! `inferperf compare RUN...`, `inferperf completions SHELL`, `inferperf man [--out-dir DIR]`.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -25,6 +25,8 @@ pub fn main_with_args(args: Vec<OsString>) -> i32 {
         "profile" => crate::llm::profile_main(args[1..].to_vec()),
         #[cfg(feature = "llm")]
         "compare" => crate::report::plot::compare::compare_main(args[1..].to_vec()),
+        "completions" => crate::completions::completions_main(args[1..].to_vec()),
+        "man" => crate::completions::man_main(args[1..].to_vec()),
         #[cfg(feature = "mpi")]
         "mpi-probe" => crate::mpi::world::probe_main(args[1..].to_vec()),
         _ => run_cli(args),

@@ -8,6 +8,7 @@
 pub use inferperf_client::*;
 
 pub mod app;
+pub mod completions;
 #[cfg(feature = "server")]
 mod demo;
 

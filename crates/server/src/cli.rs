@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 use super::delay::{parse_delay, parse_delay_value, Delay};
 use super::limits::{self, Limits};
@@ -158,6 +158,11 @@ enum Parsed {
 }
 
 /// Drops the program name and the `serve` word, however the caller passed them.
+/// The clap definition of `inferperf serve`'s flags, for shell completions and the man page.
+pub fn serve_command() -> clap::Command {
+    ServeArgs::command()
+}
+
 fn flag_args(args: Vec<OsString>) -> Vec<OsString> {
     let mut rest = args.into_iter().peekable();
     if rest

@@ -82,7 +82,7 @@ mod tests_robust;
 #[cfg(test)]
 mod tests_tls;
 
-pub use cli::serve_main;
+pub use cli::{serve_command, serve_main};
 pub use delay::{parse_delay, parse_delay_value, Delay};
 pub use limits::Limits;
 pub use llm::log::TOKEN_LOG_REQUESTS;

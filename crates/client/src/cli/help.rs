@@ -11,8 +11,10 @@ pub const TRANSPORT: &str = "Transport";
 pub const REPORTS: &str = "Reports";
 pub const PLANNED: &str = "Not supported yet (recognised, rejected with an error)";
 
-/// Usage line shown at the top of `--help`.
-pub const USAGE: &str = "inferperf -m <MODEL> [OPTIONS]";
+/// Usage lines shown at the top of `--help`: perf_analyzer mode, then the subcommands.
+pub const USAGE: &str = "inferperf -m <MODEL> [OPTIONS]
+       inferperf serve | demo | profile | compare [OPTIONS]  (each with --help)
+       inferperf completions bash|zsh|fish | man [--out-dir DIR]";
 
 /// Text before the option list.
 pub const ABOUT: &str = "Load generator and profiler for inference servers: a drop-in for \

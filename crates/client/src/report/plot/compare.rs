@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use serde_json::Value;
 
 use super::draw::BarFigure;
@@ -72,6 +72,11 @@ struct RunSummary {
 
 /// Entry point of `inferperf compare`; `args[0]` is "compare". Returns the exit code: 0,
 /// or the `ErrorKind` code of the failure (99 for usage errors).
+/// The clap definition of `inferperf compare`'s flags, for shell completions and the man page.
+pub fn compare_command() -> clap::Command {
+    CompareArgs::command()
+}
+
 pub fn compare_main(args: Vec<OsString>) -> i32 {
     let cli = match parse_args(args) {
         Ok(cli) => cli,
