@@ -6,6 +6,7 @@ mod common;
 mod triton;
 
 mod binary;
+mod docs_links;
 mod faults;
 mod fuzz_corpus;
 mod grpc_faults;
