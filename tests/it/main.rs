@@ -7,6 +7,7 @@ mod triton;
 
 mod binary;
 mod completions;
+mod docs_links;
 mod faults;
 mod fuzz_corpus;
 mod grpc_faults;

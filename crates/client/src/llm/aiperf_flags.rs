@@ -117,8 +117,8 @@ pub fn page() -> String {
          `inferperf profile` does with it. The status is read from inferperf's own flag \
          definitions: this page is the output of `inferperf profile --help-aiperf-flags`, \
          and a test fails when the two differ. A flag that works takes AIPerf's meaning unless \
-         its line says otherwise; GenAI-Perf's spellings are listed in the README's LLM \
-         section.\n\n{}",
+         its line says otherwise; GenAI-Perf's spellings are listed in the LLM guide's \
+         [GenAI-Perf and AIPerf flags](llm-guide.md#genai-perf-and-aiperf-flags).\n\n{}",
         table()
     )
 }

@@ -213,7 +213,7 @@ fn write_files(dir: &Path, files: Vec<(String, String)>) -> Result<()> {
     Ok(())
 }
 
-/// AIPerf's files for a level (see the README's artifact list): its JSON and CSV summaries,
+/// AIPerf's files for a level (see the list in `docs/llm-guide.md`): its JSON and CSV summaries,
 /// the console text, `logs/aiperf.log` and the marker its tools wait for. Written last among
 /// the summaries, so the marker stands only beside complete files.
 fn aiperf_files(

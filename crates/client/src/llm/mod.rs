@@ -808,17 +808,17 @@ mod tests {
         assert!(e.msg.starts_with("all 4 requests failed ("), "{}", e.msg);
     }
 
-    /// The README's metric definitions are the ones `--help-metrics` prints, kept in sync.
+    /// The LLM guide's metric definitions are the ones `--help-metrics` prints, kept in sync.
     #[test]
-    fn readme_has_the_metric_definitions() {
-        let readme = include_str!("../../../../README.md");
+    fn llm_guide_has_the_metric_definitions() {
+        let guide = include_str!("../../../../docs/llm-guide.md");
         let table = crate::measure::llm::definitions::definitions_markdown();
         if std::env::var_os("INFERPERF_PRINT_DEFINITIONS").is_some() {
             println!("{table}");
         }
         assert!(
-            readme.contains(table.trim()),
-            "README.md lacks the current table:\n{table}"
+            guide.contains(table.trim()),
+            "docs/llm-guide.md lacks the current table:\n{table}"
         );
     }
 }

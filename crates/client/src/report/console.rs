@@ -4,7 +4,7 @@
 //! read inferperf's. Two of its typos are fixed on purpose, because no known parser reads these
 //! lines (Model Analyzer reads the CSV, GenAI-Perf the export): "Stabilizing using
 //! p95throughput" gets its missing space, and "requests per seconds" becomes "per second"
-//! (both listed in README's "What differs").
+//! (both listed in `docs/perf-analyzer-flags.md`, "What differs").
 //! The one addition is the "Min latency: .., max latency: .." line after the percentiles.
 
 use super::fmt::{fmt_g, fmt_pct2, us};

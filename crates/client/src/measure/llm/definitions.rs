@@ -1,6 +1,6 @@
 //! The metric dictionary: what every printed LLM figure means, its unit and direction, and
 //! what vLLM bench, GenAI-Perf, AIPerf and GuideLLM call the same quantity. One table feeds
-//! `profile --help-metrics`, the README and the console's tool-name line, so they agree.
+//! `profile --help-metrics`, `docs/llm-guide.md` and the console's tool-name line, so they agree.
 
 /// Which way is better.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,7 +189,7 @@ pub fn definitions_text() -> String {
     out
 }
 
-/// The same dictionary as a Markdown table for the README.
+/// The same dictionary as a Markdown table for `docs/llm-guide.md`.
 pub fn definitions_markdown() -> String {
     let mut out = String::from(
         "| tag | name | unit | better | definition | vLLM | GenAI-Perf | AIPerf | GuideLLM |\n\

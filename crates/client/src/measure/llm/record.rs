@@ -51,7 +51,7 @@ impl RequestError {
         }
     }
 
-    /// The kind (README "Failures by kind") the failure counts as in the run's tally.
+    /// The kind (`docs/faulty-servers.md`, "Failures by kind") the failure counts as in the run's tally.
     pub fn fail_kind(&self) -> FailKind {
         FailKind::from_name(&self.kind)
     }
