@@ -391,6 +391,8 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         requests: Arc::new(requests),
         keep_bodies: true,
         keep_going: true,
+        // AIPerf's http_req_* metrics; gRPC (kserve) runs have none.
+        http_trace: !grpc,
         pin: true,
         max_workers: cfg
             .args

@@ -241,6 +241,8 @@ fn get_record(r: &mut Reader) -> Result<RequestRecord> {
         sse: r.u8()? != 0,
         fail: FailKind::from_u8(r.u8()?),
         status: r.u16()?,
+        // HTTP traces are `profile`'s, which runs in one process: none crosses hosts.
+        traced: false,
     })
 }
 
