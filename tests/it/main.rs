@@ -20,6 +20,7 @@ mod profile_aiperf_files;
 mod profile_compat;
 mod profile_faults;
 mod profile_hub;
+mod profile_http_trace;
 mod profile_load_flags;
 mod profile_media;
 mod profile_multi_run;

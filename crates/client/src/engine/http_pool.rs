@@ -42,6 +42,8 @@ pub struct HttpPool {
     /// HTTP tracing (`profile`): the clock connections read their connect and handshake
     /// times from; every finished request's trace goes to the sink. `None`: no tracing.
     trace: Option<Clock>,
+    /// A new connection for every request: each is replaced once its response is in.
+    fresh: bool,
 }
 
 /// Session turns: what a connection's current socket has carried. A socket that is idle
@@ -90,12 +92,20 @@ impl HttpPool {
             check: ReplyCheck::None,
             prefill: None,
             trace: None,
+            fresh: false,
         }
     }
 
     /// Traces every request's HTTP phases with `clock` (`None`: off).
     pub fn with_trace(mut self, clock: Option<Clock>) -> HttpPool {
         self.trace = clock;
+        self
+    }
+
+    /// Replaces every connection once its response is in (`--connection-reuse-strategy
+    /// never`).
+    pub fn with_fresh_connections(mut self, on: bool) -> HttpPool {
+        self.fresh = on;
         self
     }
 
@@ -260,6 +270,7 @@ impl HttpPool {
                 let conn = &mut self.conns[i];
                 cx.sink.finish_in_slot(rec, conn.body(), i);
                 conn.release();
+                conn.must_reconnect |= self.fresh;
                 // Session turns replace a closed connection before its next send.
                 if conn.must_reconnect && !session {
                     self.reconnect(i, cx);
