@@ -125,7 +125,10 @@ fn phases(outcome: &PointOutcome) -> Vec<HttpPhases> {
         .iter()
         .map(|r| {
             assert!(r.ok(), "{r:?}");
-            r.http.expect("every HTTP request is traced").phases().unwrap()
+            r.http
+                .expect("every HTTP request is traced")
+                .phases()
+                .unwrap()
         })
         .collect()
 }
@@ -133,7 +136,9 @@ fn phases(outcome: &PointOutcome) -> Vec<HttpPhases> {
 fn jsonl(dir: &Path) -> Vec<Value> {
     let path = dir.join("profile_export.jsonl");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 fn summary(dir: &Path) -> Value {
@@ -153,13 +158,21 @@ fn check_common(p: &[HttpPhases], relay: &CountingRelay, dir: &Path) {
     relay.settle();
     let sent: u64 = p.iter().map(|x| x.bytes_sent).sum();
     let received: u64 = p.iter().map(|x| x.bytes_received).sum();
-    assert_eq!(sent, relay.up.load(Ordering::SeqCst), "bytes the server got");
+    assert_eq!(
+        sent,
+        relay.up.load(Ordering::SeqCst),
+        "bytes the server got"
+    );
     assert_eq!(received, relay.down.load(Ordering::SeqCst), "bytes it sent");
     let lines = jsonl(dir);
     assert_eq!(lines.len(), p.len());
     for (line, x) in lines.iter().zip(p) {
         let m = &line["metrics"];
-        let v = |tag: &str| m[tag]["value"].as_f64().unwrap_or_else(|| panic!("{tag}: {m}"));
+        let v = |tag: &str| {
+            m[tag]["value"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{tag}: {m}"))
+        };
         let sum = v("http_req_sending") + v("http_req_waiting") + v("http_req_receiving");
         assert!((v("http_req_duration") - sum).abs() < 1e-6, "{m}");
         assert_eq!(v("http_req_data_sent"), x.bytes_sent as f64 / 1024.0);
@@ -167,7 +180,10 @@ fn check_common(p: &[HttpPhases], relay: &CountingRelay, dir: &Path) {
         assert_eq!(m["http_req_connection_reused"]["unit"], "ratio");
         assert_eq!(m["http_req_chunks_received"]["unit"], "count");
         assert_eq!(m["http_req_waiting"]["unit"], "ms");
-        assert!(line.get("trace_data").is_none(), "only with --export-http-trace");
+        assert!(
+            line.get("trace_data").is_none(),
+            "only with --export-http-trace"
+        );
     }
     let s = summary(dir);
     for tag in [
@@ -312,7 +328,10 @@ fn tls_shows_its_handshake_and_the_trace_is_exported() {
     let fresh = &traces[0];
     assert!(!fresh.reused);
     assert!(fresh.connect_start_ns > 0 && fresh.connect_end_ns >= fresh.connect_start_ns);
-    assert_eq!(fresh.tls_start_ns, fresh.connect_end_ns, "TLS follows the TCP connect");
+    assert_eq!(
+        fresh.tls_start_ns, fresh.connect_end_ns,
+        "TLS follows the TCP connect"
+    );
     assert!(fresh.tls_end_ns > fresh.tls_start_ns, "{fresh:?}");
     let p = fresh.phases().unwrap();
     assert_eq!(p.connecting_ns, fresh.tls_end_ns - fresh.connect_start_ns);
@@ -322,7 +341,10 @@ fn tls_shows_its_handshake_and_the_trace_is_exported() {
     assert_eq!(t["trace_type"], "aiohttp");
     assert_eq!(t["tls_handshake_start_ns"], fresh.tls_start_ns);
     assert_eq!(t["tls_handshake_end_ns"], fresh.tls_end_ns);
-    assert_eq!(t["tcp_connect_end_ns"], fresh.tls_end_ns, "aiohttp's includes TLS");
+    assert_eq!(
+        t["tcp_connect_end_ns"], fresh.tls_end_ns,
+        "aiohttp's includes TLS"
+    );
     assert_eq!(t["connecting_ns"], p.connecting_ns);
     assert_eq!(t["request_bytes_total"], fresh.bytes_sent);
     assert_eq!(t["response_chunks_count"], fresh.reads);
@@ -348,7 +370,10 @@ fn grpc_runs_have_no_http_metrics() {
         "--show-trace-timing",
     ];
     let (outcomes, stdout) = profile(&url, &dir, &args);
-    assert!(outcomes[0].requests.iter().all(|r| r.ok() && r.http.is_none()));
+    assert!(outcomes[0]
+        .requests
+        .iter()
+        .all(|r| r.ok() && r.http.is_none()));
     let s = summary(&outcomes[0].aiperf_dir);
     let keys: Vec<&String> = s.as_object().unwrap().keys().collect();
     assert!(keys.iter().all(|k| !k.starts_with("http_req_")), "{keys:?}");

@@ -10,10 +10,10 @@ use super::deadline::{Received, Sweep};
 use super::pool::{Cx, Pool, Ready, Send};
 use super::prefill::PrefillShare;
 use super::sink::SENDS_PER_TURN;
+use crate::clock::Clock;
 use crate::measure::{FailKind, RequestRecord};
 use crate::service::openai::{error_message, stream_error_message};
 use crate::service::reply_check::ReplyCheck;
-use crate::clock::Clock;
 use crate::transport::TlsClient;
 
 pub struct HttpPool {

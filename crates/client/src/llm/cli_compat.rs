@@ -52,7 +52,11 @@ pub struct CompatArgs {
     /// How HTTP/1.1 connections are reused (AIPerf's): `pooled`, each load slot keeps its
     /// connection open; `never`, a new connection for every request, closed after its
     /// response (its connect time shows in `http_req_connecting`).
-    #[arg(long = "connection-reuse-strategy", value_enum, value_name = "STRATEGY")]
+    #[arg(
+        long = "connection-reuse-strategy",
+        value_enum,
+        value_name = "STRATEGY"
+    )]
     pub connection_reuse_strategy: Option<ConnectionReuse>,
     /// `--endpoint-type kserve`: the model's Triton backend, which picks the request tensors
     /// (GenAI-Perf's; default tensorrtllm).
@@ -409,8 +413,7 @@ pub fn check(args: &CompatArgs, endpoint_type: EndpointType) -> Result<()> {
              never",
         ));
     }
-    if args.connection_reuse_strategy == Some(ConnectionReuse::Never)
-        && endpoint_type == E::Kserve
+    if args.connection_reuse_strategy == Some(ConnectionReuse::Never) && endpoint_type == E::Kserve
     {
         return Err(Error::usage(
             "profile: --connection-reuse-strategy never applies to HTTP/1.1 endpoints; \

@@ -39,7 +39,10 @@ fn a_new_connection_counts_connect_and_tls_once() {
     // Due at 1000, the connection began opening at 1500.
     assert_eq!(p.blocked_ns, 500);
     assert_eq!(p.dns_lookup_ns, 0);
-    assert_eq!(p.connecting_ns, 1_500, "TCP and TLS, until the handshake ended");
+    assert_eq!(
+        p.connecting_ns, 1_500,
+        "TCP and TLS, until the handshake ended"
+    );
     assert_eq!(p.sending_ns, 100);
     assert_eq!(p.waiting_ns, 2_000);
     assert_eq!(p.receiving_ns, 4_000);

@@ -361,6 +361,7 @@ mod tests {
             sse: false,
             fail: FailKind::Timeout,
             status: 504,
+            traced: false,
         };
         WindowRecords {
             start_ns: 10,

@@ -48,14 +48,18 @@ const fn m(
 
 /// Every HTTP trace metric, in AIPerf's display order.
 pub const HTTP_METRICS: [HttpMetric; 14] = [
-    m("http_req_blocked", "HTTP Blocked", "ms", MS, |p| p.blocked_ns),
+    m("http_req_blocked", "HTTP Blocked", "ms", MS, |p| {
+        p.blocked_ns
+    }),
     m("http_req_dns_lookup", "HTTP DNS Lookup", "ms", MS, |p| {
         p.dns_lookup_ns
     }),
     m("http_req_connecting", "HTTP Connecting", "ms", MS, |p| {
         p.connecting_ns
     }),
-    m("http_req_sending", "HTTP Sending", "ms", MS, |p| p.sending_ns),
+    m("http_req_sending", "HTTP Sending", "ms", MS, |p| {
+        p.sending_ns
+    }),
     m("http_req_waiting", "HTTP Waiting (TTFB)", "ms", MS, |p| {
         p.waiting_ns
     }),
@@ -72,12 +76,20 @@ pub const HTTP_METRICS: [HttpMetric; 14] = [
     m("http_req_data_sent", "HTTP Data Sent", "KB", KB, |p| {
         p.bytes_sent
     }),
-    m("http_req_chunks_sent", "HTTP Chunks Sent", "count", 1.0, |p| {
-        p.chunks_sent
-    }),
-    m("http_req_data_received", "HTTP Data Received", "KB", KB, |p| {
-        p.bytes_received
-    }),
+    m(
+        "http_req_chunks_sent",
+        "HTTP Chunks Sent",
+        "count",
+        1.0,
+        |p| p.chunks_sent,
+    ),
+    m(
+        "http_req_data_received",
+        "HTTP Data Received",
+        "KB",
+        KB,
+        |p| p.bytes_received,
+    ),
     m(
         "http_req_chunks_received",
         "HTTP Chunks Received",
@@ -99,7 +111,9 @@ pub const HTTP_METRICS: [HttpMetric; 14] = [
         MS,
         |p| p.duration_ns,
     ),
-    m("http_req_total", "HTTP Total Time", "ms", MS, |p| p.total_ns),
+    m("http_req_total", "HTTP Total Time", "ms", MS, |p| {
+        p.total_ns
+    }),
 ];
 
 /// The phases of `r`, when it succeeded and its exchange was traced.
@@ -128,9 +142,11 @@ pub fn http_stats(reqs: &[LlmRequest]) -> Vec<HttpStat> {
     }
     accs.iter()
         .zip(&HTTP_METRICS)
-        .filter_map(|(acc, metric)| Some(HttpStat {
-            metric,
-            stats: acc.stats()?,
-        }))
+        .filter_map(|(acc, metric)| {
+            Some(HttpStat {
+                metric,
+                stats: acc.stats()?,
+            })
+        })
         .collect()
 }

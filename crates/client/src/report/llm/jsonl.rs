@@ -175,7 +175,10 @@ fn trace_data(r: &LlmRequest) -> Node {
     o.put("request_send_end_ns", at(t.send_end_ns));
     o.put("request_chunks_count", t.writes);
     o.put("request_bytes_total", t.bytes_sent);
-    o.put("response_status_code", r.error.as_ref().and_then(|e| e.code));
+    o.put(
+        "response_status_code",
+        r.error.as_ref().and_then(|e| e.code),
+    );
     o.put("response_reason", Value::Null);
     o.put("response_receive_start_ns", at(t.recv_start_ns));
     o.put("response_headers", Value::Null);
@@ -196,9 +199,15 @@ fn trace_data(r: &LlmRequest) -> Node {
         due.zip(p).map(|(d, p)| d + p.blocked_ns),
     );
     let fresh = !t.reused;
-    o.put("tcp_connect_start_ns", at(t.connect_start_ns).filter(|_| fresh));
+    o.put(
+        "tcp_connect_start_ns",
+        at(t.connect_start_ns).filter(|_| fresh),
+    );
     o.put("tcp_connect_end_ns", at(t.connected_ns()).filter(|_| fresh));
-    o.put("tls_handshake_start_ns", at(t.tls_start_ns).filter(|_| fresh));
+    o.put(
+        "tls_handshake_start_ns",
+        at(t.tls_start_ns).filter(|_| fresh),
+    );
     o.put("tls_handshake_end_ns", at(t.tls_end_ns).filter(|_| fresh));
     o.put(
         "connection_reused_ns",
