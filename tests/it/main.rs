@@ -20,6 +20,7 @@ mod peer_limits;
 mod profile_aiperf_files;
 mod profile_compat;
 mod profile_faults;
+mod profile_http_trace;
 mod profile_hub;
 mod profile_load_flags;
 mod profile_media;

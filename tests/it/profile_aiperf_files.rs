@@ -15,11 +15,10 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// AIPerf metrics inferperf does not measure (HTTP trace timings, server-reported usage and
+/// AIPerf metrics inferperf does not measure (server-reported usage and
 /// its differences, AIPerf's concurrency-aware and phase-split throughputs); every other key
 /// of the sample must be in inferperf's files.
 const NOT_MEASURED: &[&str] = &[
-    "http_req_",
     "usage_",
     "total_usage_",
     "effective_",

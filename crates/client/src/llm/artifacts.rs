@@ -184,7 +184,7 @@ pub(super) fn write_point(
     let aiperf_dir = super::layout::aiperf_dir(cfg, point);
     let mut aiperf = vec![(
         names.records_jsonl,
-        crate::report::llm::jsonl::records(requests),
+        crate::report::llm::jsonl::records_with(requests, cfg.args.report.export_http_trace),
     )];
     aiperf.extend(aiperf_files(cfg, point, run, f));
     if aiperf_dir == dir {

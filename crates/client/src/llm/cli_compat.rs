@@ -34,9 +34,30 @@ pub enum UiType {
     Dashboard,
 }
 
+/// AIPerf's `--connection-reuse-strategy`: when an HTTP/1.1 connection is replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum ConnectionReuse {
+    /// Each load slot keeps its connection open and reuses it (the default).
+    #[default]
+    Pooled,
+    /// A new connection for every request, closed once its response is in.
+    Never,
+    /// AIPerf's per-conversation connections: refused (see `check`).
+    StickyUserSessions,
+}
+
 /// GenAI-Perf / AIPerf flags with a meaning here, and perf_analyzer's HTTPS flags.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct CompatArgs {
+    /// How HTTP/1.1 connections are reused (AIPerf's): `pooled`, each load slot keeps its
+    /// connection open; `never`, a new connection for every request, closed after its
+    /// response (its connect time shows in `http_req_connecting`).
+    #[arg(
+        long = "connection-reuse-strategy",
+        value_enum,
+        value_name = "STRATEGY"
+    )]
+    pub connection_reuse_strategy: Option<ConnectionReuse>,
     /// `--endpoint-type kserve`: the model's Triton backend, which picks the request tensors
     /// (GenAI-Perf's; default tensorrtllm).
     #[arg(long, value_enum)]
@@ -246,7 +267,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("--server-profiler", "no control requests are sent to the server; start and stop its profiler around the run"),
     ("--transport-type", "profile speaks HTTP/1.1 (chat, completions, embeddings, rankings, generate) and gRPC (kserve); the endpoint type picks it"),
     ("--per-chunk-usage", "usage is read where the server sends it; to ask for it on every chunk give --extra-inputs with the server's option"),
-    ("--connection-reuse-strategy", "each load slot keeps its connection open and reuses it (AIPerf's pooled); there is no other strategy"),
     ("--download-video-content", "video generation endpoints are not supported"),
     ("--request-content-type", "request bodies are JSON (or gRPC protobuf for kserve); multipart forms are not sent"),
     ("--session-header", "conversation turns carry no session-affinity header; add a fixed one with -H"),
@@ -295,8 +315,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("--stream", "results are written as files under --artifact-dir; nothing is exported to a collector"),
     ("--gen-ai-provider", "results are written as files under --artifact-dir; nothing is exported to a collector"),
     // HTTP Trace
-    ("--export-http-trace", "the HTTP phase timings (k6's naming) are not recorded"),
-    ("--show-trace-timing", "the HTTP phase timings (k6's naming) are not recorded"),
     // Server Metrics, Network Latency
     ("--server-metrics-formats", "server metrics are reported in the run's summaries; no separate server-metrics files are written"),
     ("--network-latency-", "no network round trip is subtracted: latencies are as measured at the client"),
@@ -386,6 +404,20 @@ pub fn check(args: &CompatArgs, endpoint_type: EndpointType) -> Result<()> {
         return Err(Error::usage(
             "profile: --ui-type dashboard is not supported: there is no full-screen \
              dashboard; use --ui-type simple (a progress line) or none",
+        ));
+    }
+    if args.connection_reuse_strategy == Some(ConnectionReuse::StickyUserSessions) {
+        return Err(Error::usage(
+            "profile: --connection-reuse-strategy sticky-user-sessions is not supported: a \
+             conversation's turns already ride on their load slot's connection; use pooled or \
+             never",
+        ));
+    }
+    if args.connection_reuse_strategy == Some(ConnectionReuse::Never) && endpoint_type == E::Kserve
+    {
+        return Err(Error::usage(
+            "profile: --connection-reuse-strategy never applies to HTTP/1.1 endpoints; \
+             --endpoint-type kserve keeps one gRPC connection per worker",
         ));
     }
     if args.backend.is_some() && endpoint_type != E::Kserve {

@@ -254,6 +254,10 @@ fn run_level(
     let metrics = crate::measure::llm::compute(&kept, &opts);
     let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
     let mut console: Vec<u8> = table.into_bytes();
+    if cfg.args.report.show_trace_timing {
+        let trace = crate::report::llm::console::http_trace_table(&metrics);
+        console.extend_from_slice(trace.as_bytes());
+    }
     if l.shape.cancel.is_some() {
         let _ = writeln!(
             console,
@@ -391,6 +395,10 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         requests: Arc::new(requests),
         keep_bodies: true,
         keep_going: true,
+        // AIPerf's http_req_* metrics; gRPC (kserve) runs have none.
+        http_trace: !grpc,
+        fresh_connections: cfg.args.compat.connection_reuse_strategy
+            == Some(cli_compat::ConnectionReuse::Never),
         pin: true,
         max_workers: cfg
             .args

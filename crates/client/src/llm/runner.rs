@@ -532,7 +532,7 @@ fn rebase(run: &mut PointRun, window: &WindowRecords) {
     run.bodies.extend_from_slice(&window.bodies);
     let first = run.records.len() - window.records.len();
     for r in &mut run.records[first..] {
-        if r.body_len > 0 {
+        if r.has_region() {
             r.body_off += base;
         }
     }

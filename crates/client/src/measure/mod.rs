@@ -3,6 +3,7 @@
 
 pub mod dist;
 pub mod fail;
+pub mod http_trace;
 pub mod llm;
 pub mod metrics;
 pub mod record;
@@ -13,6 +14,7 @@ pub mod stats;
 
 pub use dist::Dist;
 pub use fail::{FailKind, FailTally};
+pub use http_trace::HttpTrace;
 pub use record::{RequestRecord, WindowRecords};
 pub use server_stats::{ModelStats, ServerStats, StatDuration};
 pub use stability::Trial;

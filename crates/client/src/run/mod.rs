@@ -202,6 +202,8 @@ fn engine_spec(
         requests: Arc::new(std::mem::take(&mut plan.requests)),
         keep_bodies: keep_windows || plan.expected.iter().any(Option::is_some),
         keep_going: false,
+        http_trace: false,
+        fresh_connections: false,
         pin: cfg.pin_threads,
         max_workers: cfg.max_threads.unwrap_or(cores).min(cores.max(1)),
         clock: Clock::new(),

@@ -91,6 +91,8 @@ fn engine_spec(cfg: &Config, target: &super::setup::Target) -> EngineSpec {
         requests: Arc::new(vec![Vec::new()]),
         keep_bodies: true,
         keep_going: true,
+        http_trace: false,
+        fresh_connections: false,
         pin: cfg.pin_threads,
         max_workers: cfg.max_threads.unwrap_or(cores).min(cores),
         clock: Clock::new(),

@@ -93,6 +93,8 @@ pub struct LlmMetrics {
     pub checks: super::checks::TokenChecks,
     /// Per time slice (`--slice-duration`); empty without it.
     pub slices: Vec<super::slices::Slice>,
+    /// AIPerf's `http_req_*` metrics over the traced requests (HTTP/1.1); empty for gRPC.
+    pub http: Vec<super::http::HttpStat>,
 }
 
 /// One accumulator per distribution metric.
@@ -267,6 +269,7 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
         slices: opts
             .slice_ns
             .map_or_else(Vec::new, |ns| super::slices::slices(reqs, ns)),
+        http: super::http::http_stats(reqs),
     }
 }
 

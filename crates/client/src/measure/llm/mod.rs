@@ -4,6 +4,7 @@
 pub mod checks;
 pub mod definitions;
 pub mod goodput;
+pub mod http;
 pub mod metrics;
 pub mod record;
 pub mod request;

@@ -92,6 +92,8 @@ pub struct LlmRequest {
     /// The client tokenizer's own (ISL, OSL) when `isl`/`osl` hold the server's `usage`
     /// counts (`--use-server-token-count`); the token-count checks compare the two.
     pub client_counts: Option<(u64, u64)>,
+    /// HTTP/1.1 runs: the request's HTTP phase times and counts (`http_req_*` metrics).
+    pub http: Option<crate::measure::HttpTrace>,
 }
 
 impl LlmRequest {

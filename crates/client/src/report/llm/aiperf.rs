@@ -5,8 +5,8 @@
 //! `input_config`, `run_info`, the run's state and times) and `profile_export_aiperf.csv`
 //! (a per-request block sorted by display name, a blank line, a `Metric,Value` block).
 //!
-//! Metrics inferperf does not measure (HTTP trace timings, usage diffs) are left out; the
-//! ones it measures carry AIPerf's names and units: times in ms, throughputs per second.
+//! Metrics inferperf does not measure (usage diffs) are left out; the ones it measures carry
+//! AIPerf's names and units: times in ms, throughputs per second, HTTP data in KB.
 
 use serde_json::Value;
 
@@ -253,6 +253,14 @@ fn rows(m: &LlmMetrics) -> Vec<Row> {
     if let Some(g) = &m.goodput {
         value("goodput", "Goodput", "requests/sec", g.per_sec);
     }
+    for h in &m.http {
+        out.push(Row {
+            tag: h.metric.tag,
+            header: h.metric.header,
+            unit: h.metric.unit,
+            figure: Figure::Dist(h.stats.scaled(h.metric.factor)),
+        });
+    }
     out
 }
 
@@ -455,9 +463,9 @@ pub fn json(m: &LlmMetrics, info: &RunInfo) -> String {
 /// (`Metric,Value`), two blank lines, the (empty) GPU telemetry block; each block sorted by
 /// label, numbers with two decimals, rows ending in CRLF.
 pub fn csv(m: &LlmMetrics) -> String {
-    // AIPerf labels its request counts without a unit.
+    // AIPerf labels its request counts and chunk counts without a unit.
     let label = |r: &Row| match r.unit {
-        "requests" => r.header.to_string(),
+        "requests" | "count" => r.header.to_string(),
         unit => format!("{} ({unit})", r.header),
     };
     let rows = rows(m);

@@ -35,6 +35,28 @@ pub fn render(m: &LlmMetrics, opts: &ReportOptions) -> String {
     out
 }
 
+/// `--show-trace-timing`: AIPerf's HTTP trace timing table (the `http_req_*` metrics in
+/// their display units), or a line saying the run has none (gRPC).
+pub fn http_trace_table(m: &LlmMetrics) -> String {
+    if m.http.is_empty() {
+        return "HTTP trace timing: none (no request completed over HTTP/1.1)\n".to_string();
+    }
+    let rows: Vec<Vec<String>> = m
+        .http
+        .iter()
+        .map(|h| {
+            let label = match h.metric.unit {
+                "count" => h.metric.header.to_string(),
+                unit => format!("{} ({unit})", h.metric.header),
+            };
+            let mut cells = vec![wrap_label(&label)];
+            cells.extend(table_stats(&h.stats.scaled(h.metric.factor)));
+            cells
+        })
+        .collect();
+    draw_table(&format!("{TITLE_PREFIX}HTTP Trace Timing"), &rows)
+}
+
 fn title(kind: ReportKind) -> String {
     let what = match kind {
         ReportKind::Llm => "LLM Metrics",
