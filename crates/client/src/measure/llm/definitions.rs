@@ -193,6 +193,11 @@ pub const METRICS: &[MetricDef] = &[
     def("error_request_count", "Error Count", "count", Neutral,
         "failed requests (also counted by error kind)",
         ["failed", "-", "error_request_count", "-"]),
+    def("context_overflow_count", "Context Overflow Count", "count", Neutral,
+        "failed requests whose error message names a context overflow (\"context length\", \
+         \"maximum context\", \"context_length_exceeded\", \"prompt is too long\"); \
+         written when a request failed",
+        ["-", "-", "context_overflow_count", "-"]),
     def("usage_discrepancy_count", "Usage Discrepancy Count", "count", Neutral,
         "requests whose usage prompt, completion or (when reported) reasoning tokens differ \
          from the client's counts by more than 10%",

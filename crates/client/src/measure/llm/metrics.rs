@@ -132,6 +132,25 @@ pub struct AiperfRequestMetrics {
     /// Over every request, failed ones included (ns).
     pub credit_to_start: Option<Stats>,
     pub effective_latency: Option<Stats>,
+    /// Failed requests whose error message says the prompt did not fit the model's context
+    /// (AIPerf's substrings, [`CONTEXT_OVERFLOW_SUBSTRINGS`], any case).
+    pub context_overflow_count: u64,
+}
+
+/// What AIPerf looks for in an error message to count a context overflow.
+pub const CONTEXT_OVERFLOW_SUBSTRINGS: [&str; 4] = [
+    "context length",
+    "maximum context",
+    "context_length_exceeded",
+    "prompt is too long",
+];
+
+/// The error of `r` says its prompt was longer than the model's context.
+fn is_context_overflow(r: &LlmRequest) -> bool {
+    r.error.as_ref().is_some_and(|e| {
+        let text = e.message.to_lowercase();
+        CONTEXT_OVERFLOW_SUBSTRINGS.iter().any(|s| text.contains(s))
+    })
 }
 
 /// Accumulators of [`AiperfRequestMetrics`].
@@ -146,6 +165,7 @@ struct AiperfAccumulators {
     decode: StatAcc,
     credit_to_start: StatAcc,
     effective: StatAcc,
+    context_overflow: u64,
 }
 
 impl AiperfAccumulators {
@@ -162,6 +182,7 @@ impl AiperfAccumulators {
             decode: StatAcc::new(),
             credit_to_start: StatAcc::new(),
             effective: StatAcc::new(),
+            context_overflow: 0,
         }
     }
 
@@ -202,6 +223,7 @@ impl AiperfAccumulators {
     fn add_any(&mut self, r: &LlmRequest) {
         self.credit_to_start.record(credit_to_start_ns(r) as f64);
         self.effective.record(effective_latency_ns(r) as f64);
+        self.context_overflow += u64::from(is_context_overflow(r));
     }
 
     fn finish(&self) -> AiperfRequestMetrics {
@@ -227,6 +249,7 @@ impl AiperfAccumulators {
             decode_duration: self.decode.stats(),
             credit_to_start: self.credit_to_start.stats(),
             effective_latency: self.effective.stats(),
+            context_overflow_count: self.context_overflow,
         }
     }
 }

@@ -449,8 +449,9 @@ fn aiperf_usage_totals_and_credit_latencies_over_a_run() {
     b.intended_ns = BASE + 2 * MS;
     // No usage at all: counts nowhere in the usage metrics.
     let c = req(10, &[(30, 1), (40, 1)], 30);
-    // Failed after 7 ms, scheduled 1 ms before it went.
-    let mut f = failed(12, 19, "reset");
+    // Failed after 7 ms, scheduled 1 ms before it went, with a context-overflow message.
+    let mut f = failed(12, 19, "http_error");
+    f.error.as_mut().unwrap().message = "This model's Maximum Context length is 4096 tokens".into();
     f.intended_ns = BASE + 11 * MS;
     f.usage = usage(999, 999, Some(1998), None);
     let m = compute(&[a, b, c, f], &MetricOptions::default());
@@ -507,4 +508,8 @@ fn aiperf_usage_totals_and_credit_latencies_over_a_run() {
     assert_eq!(eff.count, 4);
     assert!(close(eff.avg, (20.0 + 43.0 + 30.0 + 8.0) * MS as f64 / 4.0));
     assert_eq!((eff.min, eff.max), (8.0 * MS as f64, 43.0 * MS as f64));
+    assert_eq!(x.context_overflow_count, 1);
+    // Another failure does not count.
+    let other = compute(&[failed(0, 1, "reset")], &MetricOptions::default());
+    assert_eq!(other.aiperf.context_overflow_count, 0);
 }

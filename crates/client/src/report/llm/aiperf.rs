@@ -273,6 +273,13 @@ fn rows(m: &LlmMetrics) -> Vec<Row> {
             "requests",
             m.error_count as f64,
         );
+        // AIPerf counts it over its error records, so only a run with errors has it.
+        value(
+            "context_overflow_count",
+            "Context Overflow Count",
+            "requests",
+            m.aiperf.context_overflow_count as f64,
+        );
     }
     let completed = m.request_count + m.error_count;
     value(

@@ -342,6 +342,8 @@ fn aiperf_summaries_count_errors_and_goodput_under_aiperfs_labels() {
         "{csv}"
     );
     assert!(rows.contains(&"Usage Discrepancy Count,0.00"), "{csv}");
+    // The failure says nothing of the context length.
+    assert!(rows.contains(&"Context Overflow Count,0.00"), "{csv}");
     // Both successful requests have a TTFT of 100 ms, within the 100 ms goodput limit; the
     // failed one counts against the fraction.
     assert!(rows.contains(&"Good Request Count,2.00"), "{csv}");
