@@ -24,16 +24,17 @@ fn close(a: f64, b: f64) -> bool {
 fn usage_sent(export: &Value) -> BTreeMap<u64, Value> {
     let mut out = BTreeMap::new();
     for r in export["experiments"][0]["requests"].as_array().unwrap() {
+        // The last event that carried usage.
         let usage = r["response_outputs"]
             .as_array()
             .unwrap()
             .iter()
-            .filter_map(|o| {
+            .rev()
+            .find_map(|o| {
                 let data = o["response"].as_str()?.strip_prefix("data: ")?.trim_end();
                 let v: Value = serde_json::from_str(data).ok()?;
                 v.get("usage").filter(|u| u.is_object()).cloned()
             })
-            .last()
             .expect("the server sent usage");
         out.insert(r["timestamp"].as_u64().unwrap(), usage);
     }
