@@ -28,6 +28,7 @@ mod profile_multi_run;
 mod profile_quickstart;
 mod profile_telemetry;
 mod profile_tutorials;
+mod profile_usage;
 mod real_triton;
 mod reconnect;
 mod report_figures;

@@ -15,20 +15,18 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// AIPerf metrics inferperf does not measure (server-reported usage and
-/// its differences, AIPerf's concurrency-aware and phase-split throughputs); every other key
-/// of the sample must be in inferperf's files.
+/// AIPerf metrics inferperf does not measure (AIPerf's concurrency-aware and phase-split
+/// throughputs) or that need the server's `usage`, which this run does not ask for (see
+/// profile_usage.rs); every other key of the sample must be in inferperf's files.
 const NOT_MEASURED: &[&str] = &[
     "usage_",
     "total_usage_",
-    "effective_",
+    "effective_concurrency",
+    "effective_decode_",
+    "effective_prefill_",
+    "effective_total_",
     "active_",
     "tokens_in_flight",
-    "credit_to_start_latency",
-    "e2e_output_token_throughput",
-    "prefill_throughput_per_user",
-    "decode_duration",
-    "osl_mismatch_",
 ];
 
 fn not_measured(key: &str) -> bool {

@@ -3,10 +3,10 @@
 //! (schema 1.4 of AIPerf 0.13: one object per metric under AIPerf's tag, with `unit`, `avg`,
 //! and for per-request metrics `min`, `max`, the percentiles, `std`, `count` and `sum`; then
 //! `input_config`, `run_info`, the run's state and times) and `profile_export_aiperf.csv`
-//! (a per-request block sorted by display name, a blank line, a `Metric,Value` block).
+//! (a per-request block sorted by metric tag, a blank line, a `Metric,Value` block).
 //!
-//! Metrics inferperf does not measure (usage diffs) are left out; the ones it measures carry
-//! AIPerf's names and units: times in ms, throughputs per second, HTTP data in KB.
+//! The metrics inferperf measures carry AIPerf's names and units: times in ms, throughputs per
+//! second, HTTP data in KB.
 
 use serde_json::Value;
 
@@ -160,6 +160,99 @@ fn rows(m: &LlmMetrics) -> Vec<Row> {
         m.ttfo.as_ref().or(m.ttft.as_ref()),
         MS,
     );
+    let a = &m.aiperf;
+    for (tag, header, field) in [
+        (
+            "usage_prompt_tokens",
+            "Usage Prompt Tokens",
+            &a.usage_prompt_tokens,
+        ),
+        (
+            "usage_completion_tokens",
+            "Usage Completion Tokens",
+            &a.usage_completion_tokens,
+        ),
+        (
+            "usage_total_tokens",
+            "Usage Total Tokens",
+            &a.usage_total_tokens,
+        ),
+        (
+            "usage_reasoning_tokens",
+            "Usage Reasoning Tokens",
+            &a.usage_reasoning_tokens,
+        ),
+        (
+            "usage_prompt_cache_read_tokens",
+            "Usage Prompt Cache Read Tokens",
+            &a.usage_prompt_cache_read_tokens,
+        ),
+    ] {
+        dist(tag, header, "tokens", field.as_ref().map(|f| &f.stats), 1.0);
+    }
+    dist(
+        "usage_prompt_tokens_diff_pct",
+        "Usage Prompt Diff %",
+        "%",
+        a.usage_prompt_diff_pct.as_ref(),
+        1.0,
+    );
+    dist(
+        "usage_completion_tokens_diff_pct",
+        "Usage Completion Diff %",
+        "%",
+        a.usage_completion_diff_pct.as_ref(),
+        1.0,
+    );
+    dist(
+        "usage_reasoning_tokens_diff_pct",
+        "Usage Reasoning Diff %",
+        "%",
+        a.usage_reasoning_diff_pct.as_ref(),
+        1.0,
+    );
+    dist(
+        "e2e_output_token_throughput",
+        "E2E Output Token Throughput",
+        "tokens/sec/user",
+        a.e2e_output_tps.as_ref(),
+        1.0,
+    );
+    dist(
+        "prefill_throughput_per_user",
+        "Prefill Throughput Per User",
+        "tokens/sec/user",
+        a.prefill_tps_per_user.as_ref(),
+        1.0,
+    );
+    dist(
+        "decode_duration",
+        "Decode Duration",
+        "ms",
+        a.decode_duration.as_ref(),
+        MS,
+    );
+    dist(
+        "osl_mismatch_diff_pct",
+        "OSL Mismatch Diff %",
+        "%",
+        a.osl_mismatch_diff_pct.as_ref(),
+        1.0,
+    );
+    dist(
+        "credit_to_start_latency",
+        "Credit-to-Start Latency",
+        "ms",
+        a.credit_to_start.as_ref(),
+        MS,
+    );
+    dist(
+        "effective_latency",
+        "Effective Latency (CO-aware)",
+        "ms",
+        a.effective_latency.as_ref(),
+        MS,
+    );
     let mut value = |tag, header, unit, v: f64| out.push(Row::value(tag, header, unit, v));
     value(
         "request_throughput",
@@ -179,6 +272,13 @@ fn rows(m: &LlmMetrics) -> Vec<Row> {
             "Error Request Count",
             "requests",
             m.error_count as f64,
+        );
+        // AIPerf counts it over its error records, so only a run with errors has it.
+        value(
+            "context_overflow_count",
+            "Context Overflow Count",
+            "requests",
+            m.aiperf.context_overflow_count as f64,
         );
     }
     let completed = m.request_count + m.error_count;
@@ -252,6 +352,66 @@ fn rows(m: &LlmMetrics) -> Vec<Row> {
     );
     if let Some(g) = &m.goodput {
         value("goodput", "Goodput", "requests/sec", g.per_sec);
+        value(
+            "good_request_count",
+            "Good Request Count",
+            "requests",
+            g.good_requests as f64,
+        );
+        value(
+            "good_request_fraction",
+            "GoodRequestFraction",
+            "ratio",
+            g.fraction,
+        );
+    }
+    let checks = &m.checks;
+    if checks.osl_compared > 0 {
+        value(
+            "osl_mismatch_count",
+            "OSL Mismatch Count",
+            "requests",
+            checks.osl_mismatches as f64,
+        );
+    }
+    if checks.usage_compared > 0 {
+        value(
+            "usage_discrepancy_count",
+            "Usage Discrepancy Count",
+            "requests",
+            checks.usage_discrepancies as f64,
+        );
+    }
+    for (tag, header, field) in [
+        (
+            "total_usage_prompt_tokens",
+            "Total Usage Prompt Tokens",
+            &a.usage_prompt_tokens,
+        ),
+        (
+            "total_usage_completion_tokens",
+            "Total Usage Completion Tokens",
+            &a.usage_completion_tokens,
+        ),
+        (
+            "total_usage_total_tokens",
+            "Total Usage Total Tokens",
+            &a.usage_total_tokens,
+        ),
+        (
+            "total_usage_reasoning_tokens",
+            "Total Usage Reasoning Tokens",
+            &a.usage_reasoning_tokens,
+        ),
+        (
+            "total_usage_prompt_cache_read_tokens",
+            "Total Usage Prompt Cache Read Tokens",
+            &a.usage_prompt_cache_read_tokens,
+        ),
+    ] {
+        if let Some(f) = field {
+            value(tag, header, "tokens", f.total as f64);
+        }
     }
     for h in &m.http {
         out.push(Row {
@@ -461,14 +621,16 @@ pub fn json(m: &LlmMetrics, info: &RunInfo) -> String {
 /// `profile_export_aiperf.csv`: per-request metrics
 /// (`Metric,avg,min,max,sum,p1,..,p99,std`), a blank line, run-level values
 /// (`Metric,Value`), two blank lines, the (empty) GPU telemetry block; each block sorted by
-/// label, numbers with two decimals, rows ending in CRLF.
+/// tag, numbers with two decimals, rows ending in CRLF.
 pub fn csv(m: &LlmMetrics) -> String {
     // AIPerf labels its request counts and chunk counts without a unit.
     let label = |r: &Row| match r.unit {
         "requests" | "count" => r.header.to_string(),
         unit => format!("{} ({unit})", r.header),
     };
-    let rows = rows(m);
+    let mut rows = rows(m);
+    // AIPerf orders each block by metric tag.
+    rows.sort_by(|a, b| a.tag.cmp(b.tag));
     let mut dists: Vec<(String, &Stats)> = Vec::new();
     let mut values: Vec<(String, f64)> = Vec::new();
     for r in &rows {
@@ -477,8 +639,6 @@ pub fn csv(m: &LlmMetrics) -> String {
             Figure::Value(v) => values.push((label(r), *v)),
         }
     }
-    dists.sort_by(|a, b| a.0.cmp(&b.0));
-    values.sort_by(|a, b| a.0.cmp(&b.0));
     let mut out = String::from("Metric,avg,min,max,sum");
     for p in PERCENTILES {
         out.push_str(&format!(",p{p}"));

@@ -7,7 +7,9 @@ use serde_json::Value;
 
 use super::json_text::{num, Node};
 use crate::measure::llm::http::{phases, HTTP_METRICS};
-use crate::measure::llm::request::{chunk_gaps, request_metrics};
+use crate::measure::llm::request::{
+    chunk_gaps, credit_issued_ns, last_response_ns, request_metrics,
+};
 use crate::measure::llm::LlmRequest;
 
 /// ns → ms.
@@ -28,17 +30,11 @@ fn metadata(index: usize, r: &LlmRequest) -> Node {
         md.put(key, Value::Null);
     }
     md.put("turn_index", 0u64);
-    md.put(
-        "credit_issued_ns",
-        if r.intended_ns != 0 {
-            r.intended_ns
-        } else {
-            r.start_ns
-        },
-    );
+    md.put("credit_issued_ns", credit_issued_ns(r));
     md.put("request_start_ns", r.start_ns);
     md.put("request_ack_ns", r.chunks.first().map(|c| c.arrival_ns));
-    md.put("request_end_ns", r.end_ns);
+    // AIPerf's end is the last response's arrival (the request latency's end).
+    md.put("request_end_ns", last_response_ns(r));
     md.put("worker_id", "inferperf");
     md.put("record_processor_id", "inferperf");
     md.put("benchmark_phase", "profiling");
@@ -73,6 +69,7 @@ fn metadata(index: usize, r: &LlmRequest) -> Node {
             let mut usage = Node::obj();
             usage.put("prompt_tokens", u.prompt_tokens);
             usage.put("completion_tokens", u.completion_tokens);
+            usage.put("total_tokens", u.total_tokens);
             md.push("usage", usage);
         }
         None => md.put("usage", Value::Null),
@@ -134,6 +131,64 @@ fn metrics(r: &LlmRequest) -> Node {
     } else {
         put("time_to_first_output_token", m.ttft_ns.map(ms), "ms");
     }
+    if let Some(u) = &r.usage {
+        put(
+            "usage_prompt_tokens",
+            Some(u.prompt_tokens.into()),
+            "tokens",
+        );
+        put(
+            "usage_completion_tokens",
+            Some(u.completion_tokens.into()),
+            "tokens",
+        );
+        put(
+            "usage_total_tokens",
+            u.total_tokens.map(Value::from),
+            "tokens",
+        );
+        put(
+            "usage_reasoning_tokens",
+            u.reasoning_tokens.map(Value::from),
+            "tokens",
+        );
+        put(
+            "usage_prompt_cache_read_tokens",
+            u.cached_tokens.map(Value::from),
+            "tokens",
+        );
+    }
+    put(
+        "usage_prompt_tokens_diff_pct",
+        m.usage_prompt_diff_pct.map(num),
+        "%",
+    );
+    put(
+        "usage_completion_tokens_diff_pct",
+        m.usage_completion_diff_pct.map(num),
+        "%",
+    );
+    put(
+        "usage_reasoning_tokens_diff_pct",
+        m.usage_reasoning_diff_pct.map(num),
+        "%",
+    );
+    put(
+        "e2e_output_token_throughput",
+        m.e2e_output_tps.map(num),
+        "tokens/sec/user",
+    );
+    put(
+        "prefill_throughput_per_user",
+        m.prefill_tps_per_user.map(num),
+        "tokens/sec/user",
+    );
+    put("decode_duration", m.decode_ns.map(ms), "ms");
+    put(
+        "osl_mismatch_diff_pct",
+        m.osl_mismatch_diff_pct.map(num),
+        "%",
+    );
     put(
         "time_to_first_token_from_intended",
         m.ttft_from_intended_ns.map(ms),
