@@ -221,8 +221,8 @@ pub struct ProfileArgs {
     /// repository code is ever run, so it changes nothing.
     #[arg(long)]
     pub tokenizer_trust_remote_code: bool,
-    /// Take ISL and OSL from the server's `usage` (asks for it with
-    /// `stream_options.include_usage`).
+    /// Take ISL and OSL from the server's `usage` (a stream asks for it with
+    /// `stream_options.include_usage`, as every streaming chat and completions run does).
     #[arg(long)]
     pub use_server_token_count: bool,
     /// Service-level objectives, `metric:value` in ms or tokens/s (e.g.

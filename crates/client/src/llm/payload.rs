@@ -60,7 +60,9 @@ pub fn body(cfg: &ProfileConfig, model: &str, entry: &Entry) -> Value {
                 cfg.endpoint_type,
                 EndpointType::Chat | EndpointType::Completions
             );
-            if openai && args.use_server_token_count {
+            // AIPerf 0.13 asks every streaming chat/completions run for the closing usage
+            // chunk (its `usage_*` metrics); `--extra-inputs stream_options:...` replaces it.
+            if openai {
                 obj.insert("stream_options".into(), json!({"include_usage": true}));
             }
         }
@@ -165,7 +167,10 @@ mod tests {
 
     #[test]
     fn bodies_per_endpoint_type() {
-        let c = cfg(&["-m", "m", "--streaming", "--use-server-token-count"]);
+        // A stream asks for the closing usage chunk, as AIPerf does; a whole reply has usage.
+        let c = cfg(&["-m", "m"]);
+        assert!(body(&c, "m", &entry(Some(8))).get("stream_options").is_none());
+        let c = cfg(&["-m", "m", "--streaming"]);
         let b = body(&c, "m", &entry(Some(8)));
         assert_eq!(
             b["messages"][0]["content"],
