@@ -8,6 +8,7 @@
 
 pub mod aiperf_flags;
 mod artifacts;
+pub mod cache_bust;
 pub mod cli;
 pub mod cli_compat;
 pub mod convert;
@@ -148,6 +149,7 @@ pub fn run_with_summary(
     if let Some((text, tokens)) = &prefixes.system {
         dataset::conversations::add_system(&mut cfg, &mut entries, text, *tokens);
     }
+    cache_bust::expand(&cfg, &mut entries);
     let cfg = &cfg;
     let models = payload::pick_models(cfg, entries.len());
     let mut bodies: Vec<Value> = payload::bodies(cfg, &entries, &models);
@@ -225,14 +227,30 @@ fn run_level(
     point: LoadPoint,
     out: &mut dyn Write,
 ) -> Result<PointOutcome> {
-    let scraping = l.scrape.as_ref().map(|t| t.start(l.spec.clock));
-    let run = runner::run_point(&l.spec, cfg, point, &l.shape)?;
+    let marked = cache_bust::level(
+        cfg,
+        point,
+        &l.tokenizer,
+        cache_bust::Unmarked {
+            entries: &l.entries,
+            models: &l.models,
+            bodies: &l.bodies,
+            spec: &l.spec,
+        },
+    );
+    let (entries, bodies, payloads, spec, warm) = match &marked {
+        Some(m) => (&m.entries, &m.bodies, &m.payloads, &m.spec, m.warm.as_ref()),
+        None => (&l.entries, &l.bodies, &l.payloads, &l.spec, None),
+    };
+    let run_cfg = marked.as_ref().and_then(|m| m.cfg.as_ref()).unwrap_or(cfg);
+    let scraping = l.scrape.as_ref().map(|t| t.start(spec.clock));
+    let run = runner::run_point(spec, warm, run_cfg, point, &l.shape)?;
     let telemetry = scraping.map(|s| s.finish((run.start_ns, run.end_ns)));
     let count = |t: &str| l.tokenizer.count(t) as u64;
     let chunk_counts = ChunkCounts::default();
     let count_chunk = |t: &str| chunk_counts.get(t, |t| l.tokenizer.count_chunk(t) as u64);
     let cx = convert::Context {
-        entries: &l.entries,
+        entries,
         models: &l.models,
         count: &count,
         count_chunk: &count_chunk,
@@ -273,8 +291,8 @@ fn run_level(
     }
     let _ = out.write_all(&console);
     let files = PointFiles {
-        payloads: &l.payloads,
-        bodies: &l.bodies,
+        payloads,
+        bodies,
         requests: &requests,
         metrics: &metrics,
         cancelled,

@@ -6,6 +6,7 @@
 pub mod aiperf;
 pub mod aiperf_confidence;
 pub mod aiperf_sweep;
+pub mod aiperf_sweep_trials;
 pub mod console;
 pub mod genai_perf;
 mod json_text;
