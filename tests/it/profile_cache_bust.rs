@@ -104,13 +104,19 @@ fn first_turn_prefix_gives_every_request_its_own_marker_repeatable_by_seed() {
     }
     // The same seed sends the same markers; another seed others.
     let (again, _) = run(&args, "cache-bust-first-prefix-again");
-    let mut same: Vec<String> = again.iter().map(|b| rid(content(b, 0), true).unwrap()).collect();
+    let mut same: Vec<String> = again
+        .iter()
+        .map(|b| rid(content(b, 0), true).unwrap())
+        .collect();
     same.sort();
     assert_eq!(same, digests);
     let mut other_args = args;
     other_args[7] = "12";
     let (other, _) = run(&other_args, "cache-bust-first-prefix-other");
-    let others: Vec<String> = other.iter().map(|b| rid(content(b, 0), true).unwrap()).collect();
+    let others: Vec<String> = other
+        .iter()
+        .map(|b| rid(content(b, 0), true).unwrap())
+        .collect();
     assert!(others.iter().all(|d| !digests.contains(d)), "{others:?}");
 }
 
@@ -134,7 +140,10 @@ fn system_suffix_marks_the_system_message_and_suffix_targets_append() {
         let sys = content(b, 0);
         assert!(sys.starts_with("You are terse.\n\n[rid:"), "{sys:?}");
         seen.push(rid(sys, false).unwrap());
-        assert!(!content(b, 1).contains("[rid:"), "the user message is left alone");
+        assert!(
+            !content(b, 1).contains("[rid:"),
+            "the user message is left alone"
+        );
     }
     seen.sort();
     seen.dedup();
@@ -166,7 +175,11 @@ fn warmup_isolation_marks_the_warm_up_requests_only() {
     assert_eq!(got.len(), 5);
     for (i, b) in got.iter().enumerate() {
         let text = content(b, 0);
-        assert_eq!(text.starts_with("[warmup]\n\n"), i < 2, "request {i}: {text:?}");
+        assert_eq!(
+            text.starts_with("[warmup]\n\n"),
+            i < 2,
+            "request {i}: {text:?}"
+        );
         assert!(!text.contains("[rid:"));
     }
     // RID targets: the warm-up's markers differ from the measured requests'.
@@ -183,7 +196,10 @@ fn warmup_isolation_marks_the_warm_up_requests_only() {
         ],
         "cache-bust-warmup-rid",
     );
-    let mut all: Vec<String> = got.iter().map(|b| rid(content(b, 0), true).unwrap()).collect();
+    let mut all: Vec<String> = got
+        .iter()
+        .map(|b| rid(content(b, 0), true).unwrap())
+        .collect();
     all.sort();
     all.dedup();
     assert_eq!(all.len(), 5);

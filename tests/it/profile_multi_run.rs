@@ -307,7 +307,10 @@ fn check_sweep(dir: &Path, runs: &[[&str; 2]], aggregates: &[&str], sweep: &str)
         for s in &summaries {
             assert_eq!(s["request_count"]["avg"], 4.0, "{level}");
         }
-        let agg = read_json(&dir.join(aggregates[k]).join("profile_export_aiperf_aggregate.json"));
+        let agg = read_json(
+            &dir.join(aggregates[k])
+                .join("profile_export_aiperf_aggregate.json"),
+        );
         // Student's t for 1 degree of freedom at 95 %.
         check_statistics(&agg, &summaries, 12.706205);
         let meta = &agg["metadata"];
@@ -315,7 +318,10 @@ fn check_sweep(dir: &Path, runs: &[[&str; 2]], aggregates: &[&str], sweep: &str)
             meta["variation_label"],
             format!("phases.profiling.concurrency={}", k + 1)
         );
-        assert_eq!(meta["run_labels"], serde_json::json!(["run_0001", "run_0002"]));
+        assert_eq!(
+            meta["run_labels"],
+            serde_json::json!(["run_0001", "run_0002"])
+        );
         assert_eq!(meta["model"], MODEL);
     }
     let sweep_json = read_json(&dir.join(sweep).join("profile_export_aiperf_sweep.json"));
@@ -328,12 +334,25 @@ fn check_sweep(dir: &Path, runs: &[[&str; 2]], aggregates: &[&str], sweep: &str)
     let mut throughput = Vec::new();
     for (k, cell) in cells.iter().enumerate() {
         assert_eq!(cell["parameters"]["concurrency"], k as u64 + 1);
-        let agg = read_json(&dir.join(aggregates[k]).join("profile_export_aiperf_aggregate.json"));
+        let agg = read_json(
+            &dir.join(aggregates[k])
+                .join("profile_export_aiperf_aggregate.json"),
+        );
         for key in ["request_throughput_avg", "time_to_first_token_p99"] {
-            assert_eq!(cell["metrics"][key]["mean"], agg["metrics"][key]["mean"], "{key}");
-            assert_eq!(cell["metrics"][key]["ci_low"], agg["metrics"][key]["ci_low"], "{key}");
+            assert_eq!(
+                cell["metrics"][key]["mean"], agg["metrics"][key]["mean"],
+                "{key}"
+            );
+            assert_eq!(
+                cell["metrics"][key]["ci_low"], agg["metrics"][key]["ci_low"],
+                "{key}"
+            );
         }
-        throughput.push(cell["metrics"]["request_throughput_avg"]["mean"].as_f64().unwrap());
+        throughput.push(
+            cell["metrics"]["request_throughput_avg"]["mean"]
+                .as_f64()
+                .unwrap(),
+        );
     }
     let best = if throughput[1] > throughput[0] { 2 } else { 1 };
     assert_eq!(
@@ -341,8 +360,8 @@ fn check_sweep(dir: &Path, runs: &[[&str; 2]], aggregates: &[&str], sweep: &str)
         best
     );
     assert!(!sweep_json["pareto_optimal"].as_array().unwrap().is_empty());
-    let csv = std::fs::read_to_string(dir.join(sweep).join("profile_export_aiperf_sweep.csv"))
-        .unwrap();
+    let csv =
+        std::fs::read_to_string(dir.join(sweep).join("profile_export_aiperf_sweep.csv")).unwrap();
     assert!(csv.contains("\r\nBest Configurations\r\nConfiguration,concurrency,Metric,Unit\r\n"));
     assert!(csv.ends_with("Number of Profile Runs,4\r\nNumber of Successful Runs,4\r\n"));
 }

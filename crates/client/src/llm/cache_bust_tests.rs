@@ -31,7 +31,10 @@ fn the_rid_marker_is_the_sha256_of_the_key_pass_and_trace() {
 #[test]
 fn warmup_isolation_marks_warmup_sessions_only() {
     let t = Target::WarmupIsolationFirstTurn;
-    assert_eq!(marker_for(t, "k", 0, 0, true).as_deref(), Some(WARMUP_MARKER));
+    assert_eq!(
+        marker_for(t, "k", 0, 0, true).as_deref(),
+        Some(WARMUP_MARKER)
+    );
     assert_eq!(marker_for(t, "k", 0, 0, false), None);
     assert_eq!(marker_for(Target::None, "k", 0, 0, true), None);
     assert!(marker_for(Target::SystemPrefix, "k", 0, 0, false).is_some());
@@ -89,12 +92,25 @@ fn parts_get_the_marker_in_a_text_part() {
 
 #[test]
 fn the_flag_needs_chat_and_a_system_message_for_warmup_isolation_system() {
-    let e = cfg(&["--endpoint-type", "completions", "--cache-bust", "first_turn_prefix"])
-        .unwrap_err();
-    assert!(e.to_string().contains("--cache-bust first_turn_prefix"), "{e}");
+    let e = cfg(&[
+        "--endpoint-type",
+        "completions",
+        "--cache-bust",
+        "first_turn_prefix",
+    ])
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("--cache-bust first_turn_prefix"),
+        "{e}"
+    );
     assert_eq!(e.exit_code(), 99);
-    let e = cfg(&["--endpoint-type", "chat", "--cache-bust", "warmup_isolation_system"])
-        .unwrap_err();
+    let e = cfg(&[
+        "--endpoint-type",
+        "chat",
+        "--cache-bust",
+        "warmup_isolation_system",
+    ])
+    .unwrap_err();
     assert!(e.to_string().contains("needs a system message"), "{e}");
     cfg(&[
         "--endpoint-type",

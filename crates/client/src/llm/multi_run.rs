@@ -110,7 +110,10 @@ pub fn check(a: &MultiRunArgs) -> Result<()> {
         )));
     }
     for (flag, cool) in [
-        ("--profile-run-cooldown-seconds", a.profile_run_cooldown_seconds),
+        (
+            "--profile-run-cooldown-seconds",
+            a.profile_run_cooldown_seconds,
+        ),
         (
             "--parameter-sweep-cooldown-seconds",
             a.parameter_sweep_cooldown_seconds,
@@ -128,8 +131,8 @@ pub fn check(a: &MultiRunArgs) -> Result<()> {
 /// Refuses several runs of a run whose levels depend on what it measures (GuideLLM's
 /// `--sweep`, `--sla-search`); a list of levels may repeat.
 pub fn check_plan(cfg: &ProfileConfig) -> Result<()> {
-    let adaptive = super::sweep_args::Shape::of(cfg)
-        .is_ok_and(|s| s.plan != super::sweep_args::Plan::List);
+    let adaptive =
+        super::sweep_args::Shape::of(cfg).is_ok_and(|s| s.plan != super::sweep_args::Plan::List);
     if cfg.args.multi_run.num_profile_runs > 1 && adaptive {
         return Err(Error::usage(
             "profile: --num-profile-runs with --sweep or --sla-search is not supported (their \
@@ -366,8 +369,7 @@ fn drive_sweep(
     };
     let mut aggregates = Vec::new();
     for (k, point) in points.iter().enumerate() {
-        let runs: Vec<std::result::Result<&crate::measure::llm::LlmMetrics, String>> = results
-            [k]
+        let runs: Vec<std::result::Result<&crate::measure::llm::LlmMetrics, String>> = results[k]
             .iter()
             .map(|r| match r {
                 Ok(i) => Ok(&outcomes[*i].metrics),
@@ -379,21 +381,18 @@ fn drive_sweep(
             LoadPoint::Concurrency(c) => (*c).into(),
             LoadPoint::RequestRate(r) => (*r).into(),
         };
-        let agg = aiperf_confidence::aggregate(
-            &runs,
-            a.confidence_level,
-            a.profile_run_cooldown_seconds,
-        )
-        .map(|mut agg| {
-            agg.variation = Some(aiperf_confidence::Variation {
-                path: crate::report::llm::aiperf_sweep::variation_path(name),
-                value: value.clone(),
-                text: text.clone(),
-                sweep_mode: mode.name(),
-                model: cfg.models[0].clone(),
-            });
-            agg
-        });
+        let agg =
+            aiperf_confidence::aggregate(&runs, a.confidence_level, a.profile_run_cooldown_seconds)
+                .map(|mut agg| {
+                    agg.variation = Some(aiperf_confidence::Variation {
+                        path: crate::report::llm::aiperf_sweep::variation_path(name),
+                        value: value.clone(),
+                        text: text.clone(),
+                        sweep_mode: mode.name(),
+                        model: cfg.models[0].clone(),
+                    });
+                    agg
+                });
         let failed = runs
             .iter()
             .enumerate()

@@ -353,10 +353,7 @@ impl ConfidenceAggregate {
         ));
         if let Some(v) = &self.variation {
             meta.push(("Variation Label", v.label()));
-            meta.push((
-                "Variation Values",
-                format!("{{'{}': {}}}", v.path, v.text),
-            ));
+            meta.push(("Variation Values", format!("{{'{}': {}}}", v.path, v.text)));
             meta.push(("Sweep Mode", v.sweep_mode.to_string()));
             meta.push(("Model", v.model.clone()));
         }

@@ -83,7 +83,7 @@ pub fn best<'a>(
         let mut top: Option<(&TrialLevel, &ConfidenceAggregate, f64)> = None;
         for (l, a) in &cells {
             let v = mean_of(a, THROUGHPUT).unwrap_or(f64::NAN);
-            if top.is_none_or(|(_, _, t)| v > t) {
+            if top.map_or(true, |(_, _, t)| v > t) {
                 top = Some((l, a, v));
             }
         }
@@ -95,7 +95,7 @@ pub fn best<'a>(
         let mut low: Option<(&TrialLevel, &ConfidenceAggregate, f64)> = None;
         for (l, a) in &cells {
             let v = mean_of(a, key).unwrap_or(f64::NAN);
-            if low.is_none_or(|(_, _, t)| v < t) {
+            if low.map_or(true, |(_, _, t)| v < t) {
                 low = Some((l, a, v));
             }
         }
@@ -122,15 +122,14 @@ pub fn pareto<'a>(levels: &'a [TrialLevel<'a>]) -> Vec<&'a TrialLevel<'a>> {
             mean_of(a, lat).unwrap_or(f64::NAN),
         )
     };
-    let dominates = |(ta, la): (f64, f64), (tb, lb): (f64, f64)| {
-        ta >= tb && la <= lb && (ta > tb || la < lb)
-    };
+    let dominates =
+        |(ta, la): (f64, f64), (tb, lb): (f64, f64)| ta >= tb && la <= lb && (ta > tb || la < lb);
     let mut front: Vec<&TrialLevel> = cells
         .iter()
         .filter(|(l, a)| {
-            !cells.iter().any(|(o, b)| {
-                !std::ptr::eq(*o, *l) && dominates(point(b), point(a))
-            })
+            !cells
+                .iter()
+                .any(|(o, b)| !std::ptr::eq(*o, *l) && dominates(point(b), point(a)))
         })
         .map(|(l, _)| *l)
         .collect();
@@ -287,7 +286,7 @@ pub fn sweep_csv(levels: &[TrialLevel]) -> String {
                         f(m.max, 2),
                         f(m.cv, 4),
                     ]),
-                    None => row.extend(std::iter::repeat_n(String::new(), 5)),
+                    None => row.extend(std::iter::repeat(String::new()).take(5)),
                 }
             }
             rows.push(row);

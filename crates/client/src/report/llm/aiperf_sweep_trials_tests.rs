@@ -50,24 +50,52 @@ fn best_configurations_and_the_pareto_front_follow_the_means() {
     let levels = [level(1, Some(&a)), level(2, Some(&b)), level(4, Some(&c))];
     let best = best(&levels);
     assert_eq!(best.len(), 2);
-    assert_eq!((best[0].0, best[0].1.text.as_str(), best[0].2), ("best_throughput", "2", 20.0));
-    assert_eq!((best[1].0, best[1].1.text.as_str(), best[1].2), ("best_latency_p99", "1", 5.0));
+    assert_eq!(
+        (best[0].0, best[0].1.text.as_str(), best[0].2),
+        ("best_throughput", "2", 20.0)
+    );
+    assert_eq!(
+        (best[1].0, best[1].1.text.as_str(), best[1].2),
+        ("best_latency_p99", "1", 5.0)
+    );
     assert_eq!(best[1].3, "ms");
     let front: Vec<&str> = pareto(&levels).iter().map(|l| l.text.as_str()).collect();
     assert_eq!(front, ["1", "2"]);
-    let json: Value = serde_json::from_str(&sweep_json(&levels, SweepMode::Repeated, 0.95)).unwrap();
+    let json: Value =
+        serde_json::from_str(&sweep_json(&levels, SweepMode::Repeated, 0.95)).unwrap();
     assert_eq!(json["num_profile_runs"], 6);
     assert_eq!(json["metadata"]["num_trials_per_value"], 2);
     assert_eq!(json["metadata"]["sweep_mode"], "repeated");
-    assert_eq!(json["best_configurations"]["best_throughput"]["parameters"]["concurrency"], 2);
-    assert_eq!(json["pareto_optimal"], serde_json::json!([{"concurrency": 1}, {"concurrency": 2}]));
+    assert_eq!(
+        json["best_configurations"]["best_throughput"]["parameters"]["concurrency"],
+        2
+    );
+    assert_eq!(
+        json["pareto_optimal"],
+        serde_json::json!([{"concurrency": 1}, {"concurrency": 2}])
+    );
     let cell = &json["per_combination_metrics"][2]["metrics"]["request_throughput_avg"];
-    assert_eq!((cell["mean"].as_f64(), cell["ci_high"].as_f64()), (Some(15.0), Some(17.0)));
+    assert_eq!(
+        (cell["mean"].as_f64(), cell["ci_high"].as_f64()),
+        (Some(15.0), Some(17.0))
+    );
     let csv = sweep_csv(&levels);
-    assert!(csv.starts_with("concurrency,request_throughput_avg_mean,"), "{csv}");
-    assert!(csv.contains("\r\nBest Throughput,2,20.00,requests/sec\r\n"), "{csv}");
-    assert!(csv.contains("Pareto Optimal Points\r\nconcurrency\r\n1\r\n2\r\n"), "{csv}");
-    assert!(csv.ends_with("Number of Profile Runs,6\r\nNumber of Successful Runs,6\r\n"), "{csv}");
+    assert!(
+        csv.starts_with("concurrency,request_throughput_avg_mean,"),
+        "{csv}"
+    );
+    assert!(
+        csv.contains("\r\nBest Throughput,2,20.00,requests/sec\r\n"),
+        "{csv}"
+    );
+    assert!(
+        csv.contains("Pareto Optimal Points\r\nconcurrency\r\n1\r\n2\r\n"),
+        "{csv}"
+    );
+    assert!(
+        csv.ends_with("Number of Profile Runs,6\r\nNumber of Successful Runs,6\r\n"),
+        "{csv}"
+    );
 }
 
 #[test]
@@ -75,14 +103,27 @@ fn a_level_without_a_successful_run_is_left_out_of_the_cells() {
     let a = agg(10.0, 5.0);
     let mut failed = level(2, None);
     failed.failed = vec![
-        FailedRun { label: "run_0001".into(), error: "boom".into() },
-        FailedRun { label: "run_0002".into(), error: "boom".into() },
+        FailedRun {
+            label: "run_0001".into(),
+            error: "boom".into(),
+        },
+        FailedRun {
+            label: "run_0002".into(),
+            error: "boom".into(),
+        },
     ];
     let levels = [level(1, Some(&a)), failed];
-    let json: Value = serde_json::from_str(&sweep_json(&levels, SweepMode::Independent, 0.9)).unwrap();
+    let json: Value =
+        serde_json::from_str(&sweep_json(&levels, SweepMode::Independent, 0.9)).unwrap();
     assert_eq!(json["num_successful_runs"], 2);
     assert_eq!(json["failed_runs"].as_array().unwrap().len(), 2);
     assert_eq!(json["per_combination_metrics"].as_array().unwrap().len(), 1);
-    assert_eq!(json["metadata"]["sweep_parameters"][0]["values"], serde_json::json!([1, 2]));
-    assert_eq!(json["pareto_optimal"], serde_json::json!([{"concurrency": 1}]));
+    assert_eq!(
+        json["metadata"]["sweep_parameters"][0]["values"],
+        serde_json::json!([1, 2])
+    );
+    assert_eq!(
+        json["pareto_optimal"],
+        serde_json::json!([{"concurrency": 1}])
+    );
 }
