@@ -110,6 +110,7 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
         reasoning_tokens,
         first_output_ns,
         client_counts,
+        ..LlmRequest::default()
     }
 }
 

@@ -122,6 +122,8 @@ struct Level {
     goodput: Vec<crate::measure::llm::goodput::Goodput>,
     grpc: bool,
     scrape: Option<Arc<telemetry::Telemetry>>,
+    /// The images and audio length (µs) of each step's body.
+    media_counts: Vec<(u32, u64)>,
 }
 
 /// Runs every load point of `cfg` (a list, a sweep or an SLA search), printing each
@@ -160,6 +162,7 @@ pub fn run_with_summary(
     )?;
     media::attach(&mut bodies, &media);
     let _ = out.write_all(media::summary_line(&media).as_bytes());
+    let media_counts = media::counts(&media, bodies.len());
     drop(media);
     prefix::add_system(&mut bodies, &prefixes);
     let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
@@ -182,6 +185,7 @@ pub fn run_with_summary(
         goodput,
         grpc,
         scrape: telemetry::Telemetry::from_args(&cfg.args.telemetry)?,
+        media_counts,
     };
     let profile = |cfg: &ProfileConfig, out: &mut dyn Write| {
         let (outcomes, summary) = sweep_plan::drive(cfg, &shape, out, |point, out| {
@@ -262,6 +266,7 @@ fn run_level(
         grpc: l.grpc,
     };
     let mut requests = convert::convert(&run, &cx);
+    media::count_requests(&mut requests, &run.records, &l.media_counts);
     dataset::count_history(cfg, &run.records, &mut requests);
     let dir = point_dir(cfg, point);
     let opts = crate::measure::llm::MetricOptions {

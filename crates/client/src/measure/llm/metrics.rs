@@ -93,6 +93,8 @@ pub struct LlmMetrics {
     pub checks: super::checks::TokenChecks,
     /// Per time slice (`--slice-duration`); empty without it.
     pub slices: Vec<super::slices::Slice>,
+    /// Images and audio of the requests that carried any.
+    pub media: super::media::MediaMetrics,
 }
 
 /// One accumulator per distribution metric.
@@ -267,6 +269,7 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
         slices: opts
             .slice_ns
             .map_or_else(Vec::new, |ns| super::slices::slices(reqs, ns)),
+        media: super::media::compute(reqs),
     }
 }
 

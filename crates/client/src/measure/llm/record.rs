@@ -92,6 +92,10 @@ pub struct LlmRequest {
     /// The client tokenizer's own (ISL, OSL) when `isl`/`osl` hold the server's `usage`
     /// counts (`--use-server-token-count`); the token-count checks compare the two.
     pub client_counts: Option<(u64, u64)>,
+    /// Images the request carried (synthetic `--image-*` inputs).
+    pub images: u32,
+    /// Seconds of audio the request carried, in µs (synthetic `--audio-*` inputs).
+    pub audio_us: u64,
 }
 
 impl LlmRequest {

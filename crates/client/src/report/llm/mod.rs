@@ -148,6 +148,16 @@ pub(crate) fn extra_rows(m: &LlmMetrics, opts: &ReportOptions) -> Vec<StatRow> {
         }
         rows.push(row("reasoning_token_count", &m.reasoning_tokens, 1.0));
     }
+    let media = &m.media;
+    for (tag, stats, factor) in [
+        ("image_throughput", &media.image_throughput, 1.0),
+        ("image_latency", &media.image_latency, NS_TO_MS),
+        ("rtfx", &media.rtfx, 1.0),
+    ] {
+        if stats.is_some() {
+            rows.push(row(tag, stats, factor));
+        }
+    }
     if m.open_loop {
         if streamed {
             rows.push(row(
