@@ -18,6 +18,7 @@ mod nothing_lost;
 mod overload;
 mod peer_limits;
 mod profile_aiperf_files;
+mod profile_cache_bust;
 mod profile_compat;
 mod profile_faults;
 mod profile_http_trace;

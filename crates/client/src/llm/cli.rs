@@ -286,6 +286,8 @@ pub struct ProfileArgs {
     pub multi_run: super::multi_run::MultiRunArgs,
     #[command(flatten)]
     pub media: super::media::MediaArgs,
+    #[command(flatten)]
+    pub cache_bust: super::cache_bust::CacheBustArgs,
 }
 
 /// `--read-batch-us` beyond this would hold completed requests (and the next sends of a
@@ -487,6 +489,7 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         extra,
     };
     super::multi_run::check_plan(&cfg)?;
+    super::cache_bust::check(&cfg)?;
     Ok(cfg)
 }
 

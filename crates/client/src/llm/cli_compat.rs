@@ -321,8 +321,6 @@ const REFUSED: &[(&str, &str)] = &[
     // Service
     ("--record-processor-service-count", "profile runs in one process; load workers are set with --max-workers"),
     ("--stats-interval", "the progress line (--ui-type simple) updates on its own period; there is no stats log block"),
-    // Cache Bust
-    ("--cache-bust", "no cache-bust markers are put in prompts; distinct synthetic prompts (--num-prompts) and --random-seed keep prompts apart between runs"),
     // Multi-Run: adaptive search, convergence and recipes
     ("--convergence-", "runs are not stopped early on convergence; every --num-profile-runs run is made"),
     ("--sweep-type", "a sweep walks one list (--concurrency or --request-rate values); lists of other flags are not combined"),
@@ -368,8 +366,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("--no-set-consistent-seed", "every --num-profile-runs run sends the same prepared requests"),
     ("--vary-seed-per-trial", "every --num-profile-runs run sends the same prepared requests"),
     ("--convergence-", "--num-profile-runs runs a fixed number of runs; there is no early stop on convergence"),
-    ("--parameter-sweep-mode", "--num-profile-runs repeats one level; a list, --sweep or --sla-search runs each level once"),
-    ("--parameter-sweep-cooldown-seconds", "--num-profile-runs repeats one level; a list, --sweep or --sla-search runs each level once"),
     ("--parameter-sweep-same-seed", "every level of a list or sweep sends the same prepared requests"),
     ("--no-parameter-sweep-same-seed", "every level of a list or sweep sends the same prepared requests"),
 ];

@@ -111,6 +111,7 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
         first_output_ns,
         client_counts,
         http: r.trace_in(&run.bodies),
+        ..LlmRequest::default()
     }
 }
 

@@ -426,6 +426,50 @@ pub fn attach(bodies: &mut [Value], media: &[(Vec<Value>, Vec<Drawn>)]) {
     }
 }
 
+/// The images and the audio length (µs) body `i` of `n` carries (as [`attach`] gives them).
+pub fn counts(media: &[(Vec<Value>, Vec<Drawn>)], n: usize) -> Vec<(u32, u64)> {
+    if media.is_empty() {
+        return Vec::new();
+    }
+    (0..n)
+        .map(|i| {
+            let mut images = 0;
+            let mut audio_us = 0u64;
+            for d in &media[i % media.len()].1 {
+                match d {
+                    Drawn::Image { .. } => images += 1,
+                    Drawn::Audio {
+                        sample_rate,
+                        frames,
+                        ..
+                    } => {
+                        audio_us += (*frames as u64).saturating_mul(1_000_000)
+                            / u64::from((*sample_rate).max(1));
+                    }
+                }
+            }
+            (images, audio_us)
+        })
+        .collect()
+}
+
+/// Puts on each request the media its body carried (`counts` by step).
+pub fn count_requests(
+    requests: &mut [crate::measure::llm::LlmRequest],
+    records: &[crate::measure::RequestRecord],
+    counts: &[(u32, u64)],
+) {
+    if counts.is_empty() || records.len() != requests.len() {
+        return;
+    }
+    for (r, rec) in requests.iter_mut().zip(records) {
+        if let Some(&(images, audio_us)) = counts.get(rec.step as usize) {
+            r.images = images;
+            r.audio_us = audio_us;
+        }
+    }
+}
+
 /// The run's media in one line (for the console), or empty without media.
 pub fn summary_line(media: &[(Vec<Value>, Vec<Drawn>)]) -> String {
     let (mut images, mut clips, mut image_bytes, mut audio_bytes) = (0, 0, 0, 0);

@@ -8,6 +8,7 @@
 
 pub mod aiperf_flags;
 mod artifacts;
+pub mod cache_bust;
 pub mod cli;
 pub mod cli_compat;
 pub mod convert;
@@ -121,6 +122,8 @@ struct Level {
     goodput: Vec<crate::measure::llm::goodput::Goodput>,
     grpc: bool,
     scrape: Option<Arc<telemetry::Telemetry>>,
+    /// The images and audio length (µs) of each step's body.
+    media_counts: Vec<(u32, u64)>,
 }
 
 /// Runs every load point of `cfg` (a list, a sweep or an SLA search), printing each
@@ -148,6 +151,7 @@ pub fn run_with_summary(
     if let Some((text, tokens)) = &prefixes.system {
         dataset::conversations::add_system(&mut cfg, &mut entries, text, *tokens);
     }
+    cache_bust::expand(&cfg, &mut entries);
     let cfg = &cfg;
     let models = payload::pick_models(cfg, entries.len());
     let mut bodies: Vec<Value> = payload::bodies(cfg, &entries, &models);
@@ -158,6 +162,7 @@ pub fn run_with_summary(
     )?;
     media::attach(&mut bodies, &media);
     let _ = out.write_all(media::summary_line(&media).as_bytes());
+    let media_counts = media::counts(&media, bodies.len());
     drop(media);
     prefix::add_system(&mut bodies, &prefixes);
     let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
@@ -180,6 +185,7 @@ pub fn run_with_summary(
         goodput,
         grpc,
         scrape: telemetry::Telemetry::from_args(&cfg.args.telemetry)?,
+        media_counts,
     };
     let profile = |cfg: &ProfileConfig, out: &mut dyn Write| {
         let (outcomes, summary) = sweep_plan::drive(cfg, &shape, out, |point, out| {
@@ -225,14 +231,30 @@ fn run_level(
     point: LoadPoint,
     out: &mut dyn Write,
 ) -> Result<PointOutcome> {
-    let scraping = l.scrape.as_ref().map(|t| t.start(l.spec.clock));
-    let run = runner::run_point(&l.spec, cfg, point, &l.shape)?;
+    let marked = cache_bust::level(
+        cfg,
+        point,
+        &l.tokenizer,
+        cache_bust::Unmarked {
+            entries: &l.entries,
+            models: &l.models,
+            bodies: &l.bodies,
+            spec: &l.spec,
+        },
+    );
+    let (entries, bodies, payloads, spec, warm) = match &marked {
+        Some(m) => (&m.entries, &m.bodies, &m.payloads, &m.spec, m.warm.as_ref()),
+        None => (&l.entries, &l.bodies, &l.payloads, &l.spec, None),
+    };
+    let run_cfg = marked.as_ref().and_then(|m| m.cfg.as_ref()).unwrap_or(cfg);
+    let scraping = l.scrape.as_ref().map(|t| t.start(spec.clock));
+    let run = runner::run_point(spec, warm, run_cfg, point, &l.shape)?;
     let telemetry = scraping.map(|s| s.finish((run.start_ns, run.end_ns)));
     let count = |t: &str| l.tokenizer.count(t) as u64;
     let chunk_counts = ChunkCounts::default();
     let count_chunk = |t: &str| chunk_counts.get(t, |t| l.tokenizer.count_chunk(t) as u64);
     let cx = convert::Context {
-        entries: &l.entries,
+        entries,
         models: &l.models,
         count: &count,
         count_chunk: &count_chunk,
@@ -244,6 +266,7 @@ fn run_level(
         grpc: l.grpc,
     };
     let mut requests = convert::convert(&run, &cx);
+    media::count_requests(&mut requests, &run.records, &l.media_counts);
     dataset::count_history(cfg, &run.records, &mut requests);
     let dir = point_dir(cfg, point);
     let opts = crate::measure::llm::MetricOptions {
@@ -277,8 +300,8 @@ fn run_level(
     }
     let _ = out.write_all(&console);
     let files = PointFiles {
-        payloads: &l.payloads,
-        bodies: &l.bodies,
+        payloads,
+        bodies,
         requests: &requests,
         metrics: &metrics,
         cancelled,

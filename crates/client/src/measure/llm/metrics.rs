@@ -101,6 +101,8 @@ pub struct LlmMetrics {
     /// AIPerf's per-request metrics from the server's `usage` and the ones derived from
     /// latency and lengths.
     pub aiperf: AiperfRequestMetrics,
+    /// Images and audio of the requests that carried any.
+    pub media: super::media::MediaMetrics,
 }
 
 /// The server's `usage` counts over the successful requests that carried the field: their
@@ -428,6 +430,7 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
             .map_or_else(Vec::new, |ns| super::slices::slices(reqs, ns)),
         http: super::http::http_stats(reqs),
         aiperf: aiperf.finish(),
+        media: super::media::compute(reqs),
     }
 }
 

@@ -5,6 +5,7 @@ pub mod checks;
 pub mod definitions;
 pub mod goodput;
 pub mod http;
+pub mod media;
 pub mod metrics;
 pub mod record;
 pub mod request;

@@ -103,6 +103,10 @@ pub struct LlmRequest {
     pub client_counts: Option<(u64, u64)>,
     /// HTTP/1.1 runs: the request's HTTP phase times and counts (`http_req_*` metrics).
     pub http: Option<crate::measure::HttpTrace>,
+    /// Images the request carried (synthetic `--image-*` inputs).
+    pub images: u32,
+    /// Seconds of audio the request carried, in µs (synthetic `--audio-*` inputs).
+    pub audio_us: u64,
 }
 
 impl LlmRequest {

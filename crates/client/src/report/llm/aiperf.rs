@@ -253,6 +253,42 @@ fn rows(m: &LlmMetrics) -> Vec<Row> {
         a.effective_latency.as_ref(),
         MS,
     );
+    let media = &m.media;
+    dist(
+        "num_images",
+        "Number of Images",
+        "images",
+        media.num_images.as_ref(),
+        1.0,
+    );
+    dist(
+        "image_throughput",
+        "Image Throughput",
+        "images/sec",
+        media.image_throughput.as_ref(),
+        1.0,
+    );
+    dist(
+        "image_latency",
+        "Image Latency",
+        "ms/image",
+        media.image_latency.as_ref(),
+        MS,
+    );
+    dist(
+        "audio_duration",
+        "Audio Duration",
+        "sec",
+        media.audio_duration.as_ref(),
+        1.0,
+    );
+    dist(
+        "rtfx",
+        "Inverse Real-Time Factor (RTFx)",
+        "ratio",
+        media.rtfx.as_ref(),
+        1.0,
+    );
     let mut value = |tag, header, unit, v: f64| out.push(Row::value(tag, header, unit, v));
     value(
         "request_throughput",

@@ -199,6 +199,12 @@ fn metrics(r: &LlmRequest) -> Node {
         m.e2e_from_intended_ns.map(ms),
         "ms",
     );
+    let [images, image_tput, image_lat, audio, rtfx] = crate::measure::llm::media::request_media(r);
+    put("num_images", images.map(num), "images");
+    put("image_throughput", image_tput.map(num), "images/sec");
+    put("image_latency", image_lat.map(|v| num(v * MS)), "ms/image");
+    put("audio_duration", audio.map(num), "sec");
+    put("rtfx", rtfx.map(num), "ratio");
     if let Some(p) = phases(r) {
         for h in &HTTP_METRICS {
             let v = (h.value)(&p);
