@@ -12,7 +12,7 @@
 //! and report `received(n, on_event)`; on EOF call `eof(on_event)`. Events borrow the
 //! session, so the callback records them and the caller opens new streams afterwards.
 
-use crate::measure::FailKind;
+use crate::fail::FailKind;
 use std::collections::VecDeque;
 use std::fmt;
 
