@@ -1,8 +1,9 @@
 //! The layer-order check the crates' tests run over their own sources (feature
 //! `test-support`). A crate's `lib.rs` doc writes its layers in one paragraph that starts
 //! with "Layers, top to bottom" and ends at the first `.`: segments separated by `;`, each
-//! naming its top-level modules in backticks. [`check`] reads every `crate::` path in the
-//! crate's `.rs` files and reports an import of a module in a higher layer, or imports among
+//! naming its top-level modules in backticks. [`check`] reads every path from the crate root
+//! (`crate::x`, and `super::x` where the `super`s climb to the root) in the crate's `.rs`
+//! files and reports an import of a module in a higher layer, or imports among
 //! the modules of one layer that close a circle.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -85,46 +86,118 @@ pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Top-level modules a line names as `crate::NAME` or inside `crate::{A, B::..}`; comment
-/// lines name none.
-pub fn crate_paths(line: &str, out: &mut BTreeSet<String>) {
-    let code = line.trim_start();
-    if code.starts_with("//") {
-        return;
-    }
+/// The top-level modules named right after a path's root: `NAME` or the first names of a
+/// `{A, B::..}` group.
+fn names_after(rest: &str, out: &mut BTreeSet<String>) {
     let ident = |s: &str| -> String {
         s.chars()
             .take_while(|c| c.is_alphanumeric() || *c == '_')
             .collect()
     };
-    let mut rest = code;
-    while let Some(i) = rest.find("crate::") {
-        let before = rest[..i].chars().last();
-        rest = &rest[i + "crate::".len()..];
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
-            continue; // `$crate::` or `inferperf_crate::`, not this crate's root.
+    if let Some(group) = rest.strip_prefix('{') {
+        let mut depth = 0;
+        for part in group.split(',') {
+            if depth == 0 {
+                let name = ident(part.trim());
+                if !name.is_empty() && name != "self" {
+                    out.insert(name);
+                }
+            }
+            depth += part.matches('{').count() as i32 - part.matches('}').count() as i32;
+            if depth < 0 {
+                break;
+            }
         }
-        if let Some(group) = rest.strip_prefix('{') {
-            let mut depth = 0;
-            for part in group.split(',') {
-                if depth == 0 {
-                    let name = ident(part.trim());
-                    if !name.is_empty() {
-                        out.insert(name);
-                    }
-                }
-                depth += part.matches('{').count() as i32 - part.matches('}').count() as i32;
-                if depth < 0 {
-                    break;
-                }
-            }
-        } else {
-            let name = ident(rest);
-            if !name.is_empty() {
-                out.insert(name);
-            }
+    } else {
+        let name = ident(rest);
+        if !name.is_empty() {
+            out.insert(name);
         }
     }
+}
+
+/// Whether the path root at byte `i` of `s` starts a path (not `$crate::`, `x_crate::` or
+/// `a::super::`).
+fn starts_path(s: &str, i: usize) -> bool {
+    let before = s[..i].chars().last();
+    !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == ':')
+}
+
+/// Top-level modules a line names as `crate::NAME` or inside `crate::{A, B::..}`; comment
+/// lines name none.
+pub fn crate_paths(line: &str, out: &mut BTreeSet<String>) {
+    root_paths(line, usize::MAX, out);
+}
+
+/// [`crate_paths`], and the top-level modules named through `super::` chains that climb to
+/// the crate root from a module `depth` levels below it (`depth` 1: a top-level module's own
+/// file, where `super::x` is `crate::x`).
+pub fn root_paths(line: &str, depth: usize, out: &mut BTreeSet<String>) {
+    let code = line.trim_start();
+    if code.starts_with("//") {
+        return;
+    }
+    let mut at = 0;
+    while let Some(i) = code[at..].find("crate::") {
+        let i = at + i;
+        at = i + "crate::".len();
+        if starts_path(code, i) {
+            names_after(&code[at..], out);
+        }
+    }
+    let mut at = 0;
+    while let Some(i) = code[at..].find("super::") {
+        let i = at + i;
+        let mut rest = &code[i..];
+        let mut climbs = 0;
+        while let Some(r) = rest.strip_prefix("super::") {
+            rest = r;
+            climbs += 1;
+        }
+        at = code.len() - rest.len();
+        if starts_path(code, i) && climbs == depth {
+            names_after(rest, out);
+        }
+    }
+}
+
+/// How deep below the crate root the module of a file under `src/` is: `a.rs` and
+/// `a/mod.rs` 1, `a/b.rs` 2; `x_tests.rs` holds the `tests` child of `x`, one deeper.
+pub fn file_depth(rel: &str) -> usize {
+    let parts: Vec<&str> = rel.split('/').collect();
+    let stem = parts.last().map_or("", |p| p.trim_end_matches(".rs"));
+    let mut depth = parts.len();
+    if stem == "mod" {
+        depth -= 1;
+    }
+    if stem.ends_with("_tests") {
+        depth += 1;
+    }
+    depth
+}
+
+/// Top-level modules a file's text names through `crate::` or through `super::` chains that
+/// reach the root; an inline `mod name {` block (rustfmt layout: it closes with a `}` at its
+/// own indentation) is one level deeper than the lines around it.
+pub fn file_paths(rel: &str, text: &str) -> BTreeSet<String> {
+    let base = file_depth(rel);
+    let mut open: Vec<String> = Vec::new();
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        root_paths(line, base + open.len(), &mut out);
+        let code = line.trim_start();
+        let indent = &line[..line.len() - code.len()];
+        let decl = code
+            .strip_prefix("pub(crate) ")
+            .or_else(|| code.strip_prefix("pub "))
+            .unwrap_or(code);
+        if decl.starts_with("mod ") && decl.ends_with('{') {
+            open.push(indent.to_string());
+        } else if open.last().is_some_and(|i| i == indent) && code == "}" {
+            open.pop();
+        }
+    }
+    out
 }
 
 /// What [`scan`] found in a crate's sources.
@@ -167,11 +240,8 @@ pub fn scan(src: &Path) -> Scan {
         let Some(&own) = rank.get(&top) else {
             continue;
         };
-        let mut used = BTreeSet::new();
-        for line in fs::read_to_string(file).unwrap_or_default().lines() {
-            crate_paths(line, &mut used);
-        }
-        for target in used {
+        let text = fs::read_to_string(file).unwrap_or_default();
+        for target in file_paths(&rel, &text) {
             match rank.get(&target) {
                 Some(&r) if r < own => {
                     found.upward.insert((rel.clone(), target));
@@ -225,10 +295,17 @@ fn circles(edges: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<String> {
 pub fn check(src: &Path, known_upward: &[(&str, &str)], known_circles: &[&str]) {
     let lib = fs::read_to_string(src.join("lib.rs")).expect("the crate has src/lib.rs");
     let layers = layers(&lib);
-    assert!(!layers.is_empty(), "lib.rs's doc writes no 'Layers, top to bottom' list");
+    assert!(
+        !layers.is_empty(),
+        "lib.rs's doc writes no 'Layers, top to bottom' list"
+    );
     let named: Vec<&String> = layers.iter().flatten().collect();
     let unique: BTreeSet<String> = named.iter().map(|s| s.to_string()).collect();
-    assert_eq!(named.len(), unique.len(), "a module in two layers: {layers:?}");
+    assert_eq!(
+        named.len(),
+        unique.len(),
+        "a module in two layers: {layers:?}"
+    );
     assert_eq!(
         declared_modules(&lib),
         unique,
@@ -245,7 +322,10 @@ pub fn check(src: &Path, known_upward: &[(&str, &str)], known_circles: &[&str]) 
         "imports up the layer order of lib.rs (move the item down, or the import): {new:?}"
     );
     let gone: Vec<_> = known.difference(&found.upward).collect();
-    assert!(gone.is_empty(), "fixed: drop from the known upward imports: {gone:?}");
+    assert!(
+        gone.is_empty(),
+        "fixed: drop from the known upward imports: {gone:?}"
+    );
     let known: BTreeSet<String> = known_circles.iter().map(|c| c.to_string()).collect();
     let new: Vec<_> = found.circles.difference(&known).collect();
     assert!(
@@ -253,5 +333,8 @@ pub fn check(src: &Path, known_upward: &[(&str, &str)], known_circles: &[&str]) 
         "modules of one layer import each other in a circle: {new:?}"
     );
     let gone: Vec<_> = known.difference(&found.circles).collect();
-    assert!(gone.is_empty(), "fixed: drop from the known circles: {gone:?}");
+    assert!(
+        gone.is_empty(),
+        "fixed: drop from the known circles: {gone:?}"
+    );
 }

@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
-use crate::layers::{check, crate_paths, declared_modules, layers, scan};
+use crate::layers::{
+    check, crate_paths, declared_modules, file_depth, file_paths, layers, root_paths, scan,
+};
 
 fn src_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))
@@ -41,6 +43,27 @@ fn crate_paths_reads_plain_grouped_and_skips_comments() {
         .map(String::from)
         .into();
     assert_eq!(seen, want);
+}
+
+#[test]
+fn super_paths_count_when_they_climb_to_the_root() {
+    let mut seen = BTreeSet::new();
+    root_paths("use super::conn::X;", 1, &mut seen);
+    root_paths("use super::super::{state::S, self};", 2, &mut seen);
+    root_paths("use super::sibling::Y;", 2, &mut seen);
+    root_paths("use super::super::super::deep;", 2, &mut seen);
+    root_paths("pub(super) fn f() { a::super::b(); }", 1, &mut seen);
+    let want: BTreeSet<String> = ["conn", "state"].map(String::from).into();
+    assert_eq!(seen, want);
+    assert_eq!(file_depth("conn.rs"), 1);
+    assert_eq!(file_depth("grpc/mod.rs"), 1);
+    assert_eq!(file_depth("grpc/wire.rs"), 2);
+    assert_eq!(file_depth("cli_tests.rs"), 2);
+    assert_eq!(file_depth("protocol/grpc/blocking_tests.rs"), 4);
+    let text = "use super::a::X;\n#[cfg(test)]\nmod tests {\n    use super::super::b::Y;\n    \
+                use super::c;\n}\nuse super::d;\n";
+    let want: BTreeSet<String> = ["a", "b", "d"].map(String::from).into();
+    assert_eq!(file_paths("m.rs", text), want);
 }
 
 #[test]
@@ -80,7 +103,10 @@ fn scan_finds_upward_imports_and_circles_in_one_layer() {
             ("mid.rs", "use crate::side::Y;\nuse crate::low::Z;\n"),
             ("side/mod.rs", "mod inner;\n"),
             ("side/inner.rs", "use crate::mid::X;\n"),
-            ("low.rs", "// crate::top in a comment\nfn f() { crate::top::g() }\n"),
+            (
+                "low.rs",
+                "// crate::top in a comment\nfn f() { crate::top::g() }\n",
+            ),
             ("low_tests.rs", "use crate::mid;\n"),
         ],
     );
@@ -90,18 +116,28 @@ fn scan_finds_upward_imports_and_circles_in_one_layer() {
         .iter()
         .map(|(f, t)| (f.as_str(), t.as_str()))
         .collect();
-    assert_eq!(upward, [("low.rs", "top"), ("low_tests.rs", "mid")]);
+    assert_eq!(
+        upward,
+        [
+            ("low.rs", "top"),
+            ("low/inner.rs", "top"),
+            ("low_tests.rs", "mid")
+        ]
+    );
     assert_eq!(
         found.circles.into_iter().collect::<Vec<_>>(),
         ["mid <-> side"]
     );
-    let err = std::panic::catch_unwind(|| check(&dir, &[("low.rs", "top")], &[]));
+    let known = [
+        ("low.rs", "top"),
+        ("low/inner.rs", "top"),
+        ("low_tests.rs", "mid"),
+    ];
+    let err = std::panic::catch_unwind(|| check(&dir, &known[..2], &["mid <-> side"]));
     assert!(err.is_err(), "an unlisted upward import fails the check");
-    check(
-        &dir,
-        &[("low.rs", "top"), ("low_tests.rs", "mid")],
-        &["mid <-> side"],
-    );
+    let err = std::panic::catch_unwind(|| check(&dir, &known, &[]));
+    assert!(err.is_err(), "an unlisted circle fails the check");
+    check(&dir, &known, &["mid <-> side"]);
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -118,7 +154,10 @@ fn scan_of_a_clean_tree_finds_nothing_and_stale_exceptions_fail() {
         ],
     );
     let found = scan(&dir);
-    assert!(found.upward.is_empty() && found.circles.is_empty(), "{found:?}");
+    assert!(
+        found.upward.is_empty() && found.circles.is_empty(),
+        "{found:?}"
+    );
     check(&dir, &[], &[]);
     let stale = std::panic::catch_unwind(|| check(&dir, &[("low.rs", "top")], &[]));
     assert!(stale.is_err(), "an exception that no longer occurs fails");

@@ -68,4 +68,3 @@ pub fn model_spec(model: &str, version: &str, signature: &str) -> pb::ModelSpec 
             .then(|| pb::model_spec::VersionChoice::VersionLabel(version.into())),
     }
 }
-

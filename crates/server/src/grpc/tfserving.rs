@@ -22,10 +22,10 @@ use super::wire::{
 };
 use crate::models::{find_model, ModelDef, MODELS, MODEL_VERSION};
 use inferperf_wire::protocol::grpc::message::{write_message, MessageReader};
+use inferperf_wire::tensor::{element_count, DataType};
 use inferperf_wire::tfserving::{
     model_spec, pb, to_tf, SERVICE_PATH, SIGNATURE_DEF, SIGNATURE_DEF_MAP_URL,
 };
-use inferperf_wire::tensor::{element_count, DataType};
 
 /// The echo method's call path.
 pub const ECHO_PATH: &str = "/inferperf.test.Echo/Echo";

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use inferperf_wire::protocol::grpc::pb::inference as pb;
 use inferperf_wire::cuda_ffi::{runtime, CudaRuntime, IPC_HANDLE_BYTES};
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 use super::table::{remove_named, status_entries, status_of, RegionTable, ShmRef};
 

@@ -30,8 +30,7 @@ mod send;
 mod streams;
 
 pub use fuzz::fuzz_session;
-#[cfg(test)]
-pub(crate) use headers::percent_decode;
+pub use headers::percent_decode;
 use streams::StreamTable;
 
 /// Flow-control window every HTTP/2 connection and stream starts with (bytes, RFC 9113 §6.9.2).
