@@ -103,6 +103,7 @@ fn scan_finds_upward_imports_and_circles_in_one_layer() {
             ("mid.rs", "use crate::side::Y;\nuse crate::low::Z;\n"),
             ("side/mod.rs", "mod inner;\n"),
             ("side/inner.rs", "use crate::mid::X;\n"),
+            ("low/inner.rs", "use super::super::top;\nuse super::Z;\n"),
             (
                 "low.rs",
                 "// crate::top in a comment\nfn f() { crate::top::g() }\n",
