@@ -2,12 +2,12 @@
 
 use std::path::PathBuf;
 
+pub use inferperf_wire::protocol::grpc::compress::Compression;
+pub use inferperf_wire::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES;
+
 /// Default of `--max-input-bytes` (256 MiB): far above the inputs of real models, far below
 /// what a shape from a confused or hostile server can ask for.
 pub const DEFAULT_MAX_INPUT_BYTES: u64 = 256 << 20;
-
-/// Default cap on one response body (bytes): 64 MiB; `--max-response-bytes` raises it.
-pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 << 20;
 
 /// Open loop without `--max-inflight`, perf_analyzer mode: requests one worker may have in
 /// flight. Past the server's capacity every request beyond what keeps it busy only waits in
@@ -112,14 +112,6 @@ impl Default for SequenceSettings {
             serial: false,
         }
     }
-}
-
-/// gRPC message compression (`--grpc-compression-algorithm`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    None,
-    Gzip,
-    Deflate,
 }
 
 /// A `--request-parameter name:value:type` value.

@@ -2,7 +2,7 @@
 //! rule, merging the last windows of a point, and server-side statistics deltas.
 
 pub mod dist;
-pub mod fail;
+pub use inferperf_wire::fail;
 pub mod http_trace;
 pub mod llm;
 pub mod metrics;

@@ -7,7 +7,7 @@
 
 pub mod client;
 pub mod cuda;
-pub mod cuda_ffi;
+pub use inferperf_wire::cuda_ffi;
 pub mod encode;
 pub mod plan;
 pub mod system;
