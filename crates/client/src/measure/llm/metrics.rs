@@ -20,6 +20,12 @@ pub struct MetricOptions {
     pub goodput: Vec<Goodput>,
     /// `--slice-duration`: TTFT and ITL per slice of this length (ns) as well.
     pub slice_ns: Option<u64>,
+    /// The window the time-weighted metrics cover (ns since the epoch): the run's first send
+    /// to its last reply; `None`: the first request start to the last request end.
+    pub window_ns: Option<(u64, u64)>,
+    /// Responses were streamed: the first chunk ends a request's prefill (time-weighted
+    /// prefill/decode metrics need it).
+    pub streaming: bool,
 }
 
 /// Requests that met every `--goodput` constraint.
@@ -93,6 +99,9 @@ pub struct LlmMetrics {
     pub checks: super::checks::TokenChecks,
     /// Per time slice (`--slice-duration`); empty without it.
     pub slices: Vec<super::slices::Slice>,
+    /// AIPerf's time-weighted metrics (effective/active concurrency and throughput, tokens in
+    /// flight); `None` without requests.
+    pub sweeps: Option<super::sweeps::Sweeps>,
 }
 
 /// One accumulator per distribution metric.
@@ -267,6 +276,7 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
         slices: opts
             .slice_ns
             .map_or_else(Vec::new, |ns| super::slices::slices(reqs, ns)),
+        sweeps: super::sweeps::compute(reqs, opts.window_ns, opts.streaming),
     }
 }
 
