@@ -16,15 +16,13 @@ use std::process::Command;
 use serde_json::Value;
 
 /// AIPerf metrics inferperf does not measure (HTTP trace timings, server-reported usage and
-/// its differences, AIPerf's concurrency-aware and phase-split throughputs); every other key
-/// of the sample must be in inferperf's files.
+/// its differences, AIPerf's coordinated-omission-aware latency and phase-split per-request
+/// figures); every other key of the sample must be in inferperf's files.
 const NOT_MEASURED: &[&str] = &[
     "http_req_",
     "usage_",
     "total_usage_",
-    "effective_",
-    "active_",
-    "tokens_in_flight",
+    "effective_latency",
     "credit_to_start_latency",
     "e2e_output_token_throughput",
     "prefill_throughput_per_user",
