@@ -50,9 +50,11 @@ fn closed_loop_concurrency_four_time_weighted() {
         assert!(r.ok(), "{:?}", r.error);
         assert_eq!((r.isl, r.osl, r.chunks.len() as u64), (ISL, OSL, OSL));
     }
-    let s = read_json(&outcomes[0].aiperf_dir.join("profile_export_aiperf.json"));
+    let path = outcomes[0].aiperf_dir.join("profile_export_aiperf.json");
+    let s = read_json(&path);
+    let text = std::fs::read_to_string(&path).unwrap();
 
-    // AIPerf's statistics, and only those, for every time-weighted metric.
+    // AIPerf's statistics, and only those, in its order, for every time-weighted metric.
     let stats = [
         "unit", "avg", "p50", "p90", "p95", "p99", "min", "max", "std",
     ];
@@ -72,13 +74,23 @@ fn closed_loop_concurrency_four_time_weighted() {
         "active_prefill_throughput_per_user",
         "active_decode_throughput_per_user",
     ] {
-        let keys: Vec<&str> = s[tag]
+        let mut keys: Vec<&str> = s[tag]
             .as_object()
             .unwrap_or_else(|| panic!("no {tag}"))
             .keys()
             .map(String::as_str)
             .collect();
-        assert_eq!(keys, stats, "{tag}");
+        keys.sort_unstable();
+        let mut want = stats.to_vec();
+        want.sort_unstable();
+        assert_eq!(keys, want, "{tag}");
+        let at = text.find(&format!("\"{tag}\"")).unwrap();
+        let object = &text[at..at + text[at..].find('}').unwrap()];
+        let places: Vec<usize> = stats
+            .iter()
+            .map(|k| object.find(&format!("\"{k}\"")).unwrap())
+            .collect();
+        assert!(places.windows(2).all(|w| w[0] < w[1]), "{object}");
     }
 
     // Closed loop: 4 in flight from the first send to the last reply, but for the gaps

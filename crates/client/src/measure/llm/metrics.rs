@@ -226,6 +226,17 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
             x / (duration_ns as f64 / 1e9)
         }
     };
+    // The time-weighted curves, summarised over the run's window and over each slice's.
+    let curves = super::sweeps::SweepCurves::new(reqs, opts.streaming);
+    let mut slices = opts
+        .slice_ns
+        .map_or_else(Vec::new, |ns| super::slices::slices(reqs, ns));
+    if let Some(c) = &curves {
+        let first = c.run_window().0;
+        for s in &mut slices {
+            s.sweeps = Some(c.over((first + s.start_ns, first + s.end_ns)));
+        }
+    }
     let goodput = (!opts.goodput.is_empty()).then(|| GoodputSummary {
         good_requests: good,
         per_sec: per_sec(good as f64),
@@ -273,10 +284,10 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
         reasoning_tokens: acc.reasoning.stats().filter(|_| reasoning > 0),
         total_reasoning_tokens: reasoning,
         checks: super::checks::TokenChecks::of(reqs),
-        slices: opts
-            .slice_ns
-            .map_or_else(Vec::new, |ns| super::slices::slices(reqs, ns)),
-        sweeps: super::sweeps::compute(reqs, opts.window_ns, opts.streaming),
+        slices,
+        sweeps: curves
+            .as_ref()
+            .map(|c| c.over(opts.window_ns.unwrap_or(c.run_window()))),
     }
 }
 

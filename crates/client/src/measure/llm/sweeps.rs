@@ -21,7 +21,7 @@
 //! when any request is in flight). avg and std are weighted by duration; pN is the smallest
 //! value held for at least N % of the weighted time. Without streaming there is no first
 //! token, so only the concurrency curve has values. Times are handled as ns after the
-//! earliest time seen, so the ns-since-epoch clock keeps its precision; rates come out per
+//! first request's start, so the ns-since-epoch clock keeps its precision; rates come out per
 //! second. Sorting the edges makes the whole computation O(n log n) in requests plus chunks.
 
 use super::record::LlmRequest;
@@ -495,6 +495,84 @@ fn tokens_in_flight(spans: &[Span], per_chunk: bool) -> Vec<(f64, f64)> {
     ev
 }
 
+/// The curves of a run, to be summarised over its window or over any other (time slices).
+pub struct SweepCurves {
+    /// Times inside are ns after this one (the first request's start).
+    origin: u64,
+    /// The last request's end (ns since the epoch).
+    last_end: u64,
+    curves: Curves,
+}
+
+impl SweepCurves {
+    /// The curves of `reqs`; `streaming`: the responses were streamed, so the first chunk
+    /// ends the prefill. `None` without requests.
+    pub fn new(reqs: &[LlmRequest], streaming: bool) -> Option<SweepCurves> {
+        let origin = reqs.iter().map(|r| r.start_ns).min()?;
+        let last_end = reqs.iter().map(|r| r.end_ns).max().unwrap_or(origin);
+        let rel = |ns: u64| (ns - origin) as f64;
+        let spans: Vec<Span> = reqs
+            .iter()
+            .map(|r| {
+                let timed = streaming && r.ok() && !r.chunks.is_empty();
+                Span {
+                    start: rel(r.start_ns),
+                    end: rel(r.end_ns.max(r.start_ns)),
+                    first: timed.then(|| rel(r.chunks[0].arrival_ns.max(r.start_ns))),
+                    isl: r.isl as f64,
+                    osl: r.osl as f64,
+                    chunks: if timed {
+                        r.chunks
+                            .iter()
+                            .map(|c| rel(c.arrival_ns.max(r.start_ns)))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    },
+                }
+            })
+            .collect();
+        Some(SweepCurves {
+            origin,
+            last_end,
+            curves: curves(&spans),
+        })
+    }
+
+    /// From the first request's start to the last one's end.
+    pub fn run_window(&self) -> (u64, u64) {
+        (self.origin, self.last_end)
+    }
+
+    /// The statistics over `window_ns` (ns since the epoch).
+    pub fn over(&self, window_ns: (u64, u64)) -> Sweeps {
+        let rel = |ns: u64| (i128::from(ns) - i128::from(self.origin)) as f64;
+        let (ws, we) = (rel(window_ns.0), rel(window_ns.1));
+        let c = &self.curves;
+        let tw = |f: &Step, k: f64| time_weighted(f, ws, we).scaled(k);
+        let aw = |f: &Step, mask: &Step| active_weighted(f, mask, ws, we).scaled(NS_PER_S);
+        Sweeps {
+            window_ns,
+            stats: [
+                tw(&c.concurrency, 1.0),
+                tw(&c.decode, NS_PER_S),
+                tw(&c.prefill, NS_PER_S),
+                tw(&c.decode_concurrency, 1.0),
+                tw(&c.prefill_concurrency, 1.0),
+                tw(&c.total, NS_PER_S),
+                tw(&c.decode_per_user, NS_PER_S),
+                tw(&c.prefill_per_user, NS_PER_S),
+                tw(&c.tokens_in_flight, 1.0),
+                aw(&c.decode, &c.decode_concurrency),
+                aw(&c.prefill, &c.prefill_concurrency),
+                aw(&c.decode_per_user, &c.decode_concurrency),
+                aw(&c.prefill_per_user, &c.prefill_concurrency),
+                aw(&c.total, &c.concurrency),
+            ],
+        }
+    }
+}
+
 /// The time-weighted metrics of `reqs` over `window_ns` (ns since the epoch; by default from
 /// the first start to the last end). `streaming`: the responses were streamed, so the first
 /// chunk ends the prefill. `None` without requests.
@@ -503,52 +581,8 @@ pub fn compute(
     window_ns: Option<(u64, u64)>,
     streaming: bool,
 ) -> Option<Sweeps> {
-    let first_start = reqs.iter().map(|r| r.start_ns).min()?;
-    let last_end = reqs.iter().map(|r| r.end_ns).max().unwrap_or(first_start);
-    let origin = window_ns.map_or(first_start, |(ws, _)| ws.min(first_start));
-    let rel = |ns: u64| (i128::from(ns) - i128::from(origin)) as f64;
-    let spans: Vec<Span> = reqs
-        .iter()
-        .map(|r| {
-            let timed = streaming && r.ok() && !r.chunks.is_empty();
-            Span {
-                start: rel(r.start_ns),
-                end: rel(r.end_ns),
-                first: timed.then(|| rel(r.chunks[0].arrival_ns)),
-                isl: r.isl as f64,
-                osl: r.osl as f64,
-                chunks: if timed {
-                    r.chunks.iter().map(|c| rel(c.arrival_ns)).collect()
-                } else {
-                    Vec::new()
-                },
-            }
-        })
-        .collect();
-    let c = curves(&spans);
-    let window = window_ns.unwrap_or((first_start, last_end));
-    let (ws, we) = (rel(window.0), rel(window.1));
-    let tw = |f: &Step, k: f64| time_weighted(f, ws, we).scaled(k);
-    let aw = |f: &Step, mask: &Step| active_weighted(f, mask, ws, we).scaled(NS_PER_S);
-    Some(Sweeps {
-        window_ns: window,
-        stats: [
-            tw(&c.concurrency, 1.0),
-            tw(&c.decode, NS_PER_S),
-            tw(&c.prefill, NS_PER_S),
-            tw(&c.decode_concurrency, 1.0),
-            tw(&c.prefill_concurrency, 1.0),
-            tw(&c.total, NS_PER_S),
-            tw(&c.decode_per_user, NS_PER_S),
-            tw(&c.prefill_per_user, NS_PER_S),
-            tw(&c.tokens_in_flight, 1.0),
-            aw(&c.decode, &c.decode_concurrency),
-            aw(&c.prefill, &c.prefill_concurrency),
-            aw(&c.decode_per_user, &c.decode_concurrency),
-            aw(&c.prefill_per_user, &c.prefill_concurrency),
-            aw(&c.total, &c.concurrency),
-        ],
-    })
+    let c = SweepCurves::new(reqs, streaming)?;
+    Some(c.over(window_ns.unwrap_or(c.run_window())))
 }
 
 #[cfg(test)]

@@ -459,3 +459,66 @@ fn random_requests_give_aiperfs_values() {
     let s = compute(&reqs, Some(window), true).unwrap();
     assert_matches_aiperf(&s, &d["aiperf"]);
 }
+
+#[test]
+fn windows_of_one_run_add_up_to_the_whole() {
+    let c = SweepCurves::new(&pair(), true).unwrap();
+    assert_eq!(c.run_window(), (T0, T0 + 35 * MS));
+    let a = c.over((T0, T0 + 20 * MS));
+    let b = c.over((T0 + 20 * MS, T0 + 35 * MS));
+    let whole = c.over(c.run_window());
+    for tag in [
+        "effective_concurrency",
+        "effective_decode_throughput",
+        "effective_total_throughput",
+        "tokens_in_flight",
+    ] {
+        let parts = stat(&a, tag).avg * 20.0 + stat(&b, tag).avg * 15.0;
+        close(parts, stat(&whole, tag).avg * 35.0, tag);
+    }
+    // [0,5) 1 request, [5,20) 2.
+    close(
+        stat(&a, "effective_concurrency").avg,
+        35.0 / 20.0,
+        "first window",
+    );
+}
+
+#[test]
+fn run_metrics_carry_the_run_window_and_each_slices() {
+    use crate::measure::llm::{compute as run_metrics, MetricOptions};
+    let opts = MetricOptions {
+        slice_ns: Some(20 * MS),
+        window_ns: Some((T0, T0 + 40 * MS)),
+        streaming: true,
+        ..MetricOptions::default()
+    };
+    let m = run_metrics(&pair(), &opts);
+    let s = m.sweeps.as_ref().unwrap();
+    assert_eq!(s.window_ns, (T0, T0 + 40 * MS));
+    close(stat(s, "effective_concurrency").avg, 60.0 / 40.0, "run");
+    // Both requests start in the first slice; the last slice ends at the last response (35).
+    let windows: Vec<(u64, u64)> = m
+        .slices
+        .iter()
+        .map(|sl| sl.sweeps.as_ref().unwrap().window_ns)
+        .collect();
+    assert_eq!(windows, [(T0, T0 + 20 * MS)]);
+    close(
+        stat(
+            m.slices[0].sweeps.as_ref().unwrap(),
+            "effective_concurrency",
+        )
+        .avg,
+        35.0 / 20.0,
+        "slice",
+    );
+    // Without streaming the prefill and decode phases are unknown.
+    let flat = run_metrics(&pair(), &MetricOptions::default());
+    let f = flat.sweeps.unwrap();
+    assert_eq!(f.window_ns, (T0, T0 + 35 * MS));
+    assert_eq!(
+        stat(&f, "effective_decode_concurrency"),
+        TimeStats::default()
+    );
+}

@@ -593,6 +593,14 @@ fn slice_rows(s: &Slice) -> Vec<Row> {
             ok as f64 / secs,
         );
     }
+    for (d, st) in s.sweeps.iter().flat_map(|s| s.rows()) {
+        out.push(Row {
+            tag: d.tag,
+            header: d.header,
+            unit: d.unit,
+            figure: Figure::Sweep(*st),
+        });
+    }
     out
 }
 
@@ -648,7 +656,17 @@ pub fn timeslices_csv(slices: &[Slice], origin_ns: u64) -> String {
                     spread_stats(st, stat);
                 }
                 Figure::Sweep(st) => {
-                    for (name, v) in st.named() {
+                    // AIPerf's CSV order: avg, min, max, the percentiles, std.
+                    for (name, v) in [
+                        ("avg", st.avg),
+                        ("min", st.min),
+                        ("max", st.max),
+                        ("p50", st.p50),
+                        ("p90", st.p90),
+                        ("p95", st.p95),
+                        ("p99", st.p99),
+                        ("std", st.std),
+                    ] {
                         stat(name, v);
                     }
                 }
