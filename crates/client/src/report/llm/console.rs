@@ -2,7 +2,7 @@
 //! p99 / p90 / p75, numbers as `1,234.56`), then inferperf's extra lines: errors by kind, goodput
 //! fraction, per-chunk and per-token gaps, GuideLLM's TPOT, open-loop latencies from the
 //! intended send time, same-read events, and which of inferperf's rows other tools' names mean.
-//! LLM runs then get AIPerf's two tables of time-weighted metrics, "Effective" and "Active"
+//! Streamed LLM runs then get AIPerf's two tables of time-weighted metrics, "Effective" and "Active"
 //! (columns Metric / avg / min / max / p99 / p90 / p50 / std, AIPerf's rows and order).
 
 use super::{extra_rows, fmt_num, genai_perf_rows, system_rows, ReportKind, ReportOptions};
@@ -39,7 +39,8 @@ pub fn render(m: &LlmMetrics, opts: &ReportOptions) -> String {
     }
     let mut out = draw_table(&title(opts.kind), &rows);
     out.push_str(&extra_lines(m, opts));
-    if let (ReportKind::Llm, Some(s)) = (opts.kind, &m.sweeps) {
+    // Without streaming there is no first token, so only the concurrency would have values.
+    if let (ReportKind::Llm, true, Some(s)) = (opts.kind, opts.streaming, &m.sweeps) {
         out.push_str(&sweep_tables(s));
     }
     out
