@@ -369,7 +369,15 @@ fn active_weighted(rate: &Step, mask: &Step, ws: f64, we: f64) -> TimeStats {
 
 /// The largest float below `x`: a chunk clamped before its request's end.
 fn just_before(x: f64) -> f64 {
-    x.next_down()
+    if x.is_nan() || x == f64::NEG_INFINITY {
+        x
+    } else if x == 0.0 {
+        -f64::from_bits(1)
+    } else if x > 0.0 {
+        f64::from_bits(x.to_bits() - 1)
+    } else {
+        f64::from_bits(x.to_bits() + 1)
+    }
 }
 
 /// One request's times (ns after the origin) and token counts.

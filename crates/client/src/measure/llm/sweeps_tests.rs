@@ -522,3 +522,12 @@ fn run_metrics_carry_the_run_window_and_each_slices() {
         TimeStats::default()
     );
 }
+
+#[test]
+fn just_before_is_the_next_float_down() {
+    assert_eq!(just_before(1.0), 1.0 - f64::EPSILON / 2.0);
+    let t = just_before(30e6);
+    assert!(t < 30e6 && t > 30e6 - 1e-8, "{t}");
+    assert!(just_before(0.0) < 0.0 && just_before(0.0) > -1e-300);
+    assert!(just_before(-1.0) < -1.0);
+}
