@@ -28,6 +28,7 @@ mod profile_media;
 mod profile_multi_run;
 mod profile_quickstart;
 mod profile_telemetry;
+mod profile_time_weighted;
 mod profile_tutorials;
 mod profile_usage;
 mod real_triton;

@@ -272,6 +272,8 @@ fn run_level(
     let opts = crate::measure::llm::MetricOptions {
         goodput: l.goodput.clone(),
         slice_ns: cfg.args.report.slice_ns(),
+        window_ns: Some((run.start_ns, run.end_ns)),
+        streaming: cfg.args.streaming,
     };
     let (kept, cancelled) = runner::without_cancelled(&requests);
     let metrics = crate::measure::llm::compute(&kept, &opts);

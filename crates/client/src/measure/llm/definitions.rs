@@ -268,13 +268,68 @@ pub const METRICS: &[MetricDef] = &[
     def("http_req_total", "HTTP Total Time", "ms", Lower,
         "blocked + dns_lookup + connecting + sending + waiting + receiving",
         ["-", "-", "http_req_total", "-"]),
+    def("effective_concurrency", "Effective Concurrency", "requests", Neutral,
+        "time-weighted requests in flight (start to end, failed ones too) over the run window",
+        ["-", "-", "effective_concurrency", "-"]),
+    def("effective_prefill_concurrency", "Effective Prefill Concurrency", "requests", Neutral,
+        "time-weighted requests between start and first content chunk, over the run window",
+        ["-", "-", "effective_prefill_concurrency", "-"]),
+    def("effective_decode_concurrency", "Effective Decode Concurrency", "requests", Neutral,
+        "time-weighted requests between first content chunk and end, over the run window",
+        ["-", "-", "effective_decode_concurrency", "-"]),
+    def("effective_prefill_throughput", "Effective Prefill Throughput", "tokens/sec", Higher,
+        "time-weighted sum of ISL / (first chunk - start) over each request's prefill, over \
+         the run window",
+        ["-", "-", "effective_prefill_throughput", "-"]),
+    def("effective_decode_throughput", "Effective Decode Throughput", "tokens/sec", Higher,
+        "time-weighted sum of decode rates: each non-zero chunk gap carries (OSL - 1) / \
+         (non-zero gaps) tokens evenly; over the run window",
+        ["-", "-", "effective_decode_throughput", "-"]),
+    def("effective_total_throughput", "Effective Total Throughput", "tokens/sec", Higher,
+        "time-weighted prefill rate + (OSL - 1) / (end - first chunk) over each decode, over \
+         the run window",
+        ["-", "-", "effective_total_throughput", "-"]),
+    def("effective_prefill_throughput_per_user", "Effective Prefill Throughput Per User",
+        "tokens/sec/user", Higher,
+        "prefill throughput / prefill concurrency at each instant (0 when none), time-weighted \
+         over the run window",
+        ["-", "-", "effective_prefill_throughput_per_user", "-"]),
+    def("effective_decode_throughput_per_user", "Effective Decode Throughput Per User",
+        "tokens/sec/user", Higher,
+        "decode throughput / decode concurrency at each instant (0 when none), time-weighted \
+         over the run window",
+        ["-", "-", "effective_decode_throughput_per_user", "-"]),
+    def("tokens_in_flight", "Tokens In Flight", "tokens", Neutral,
+        "time-weighted ISL from start, plus 1 token at the first chunk and (OSL - 1) / gaps at \
+         each later chunk, until end",
+        ["-", "-", "tokens_in_flight", "-"]),
+    def("active_prefill_throughput", "Active Prefill Throughput", "tokens/sec", Higher,
+        "effective prefill throughput weighted only over times with a request in prefill",
+        ["-", "-", "active_prefill_throughput", "-"]),
+    def("active_decode_throughput", "Active Decode Throughput", "tokens/sec", Higher,
+        "effective decode throughput weighted only over times with a request in decode",
+        ["-", "-", "active_decode_throughput", "-"]),
+    def("active_total_throughput", "Active Total Throughput", "tokens/sec", Higher,
+        "effective total throughput weighted only over times with a request in flight",
+        ["-", "-", "active_total_throughput", "-"]),
+    def("active_prefill_throughput_per_user", "Active Prefill Throughput Per User",
+        "tokens/sec/user", Higher,
+        "prefill throughput per user weighted only over times with a request in prefill",
+        ["-", "-", "active_prefill_throughput_per_user", "-"]),
+    def("active_decode_throughput_per_user", "Active Decode Throughput Per User",
+        "tokens/sec/user", Higher,
+        "decode throughput per user weighted only over times with a request in decode",
+        ["-", "-", "active_decode_throughput_per_user", "-"]),
 ];
 
 /// How the statistics columns are computed (said once, under the table).
 pub const STATISTICS_NOTE: &str =
     "avg, min, max and std (population) are exact, from running sums; \
 p1..p99 are nearest-rank percentiles read from an HDR histogram of the values (times in ns, \
-3 significant digits: within 0.1% of the exact sample).";
+3 significant digits: within 0.1% of the exact sample). The time-weighted metrics \
+(effective_*, active_*, tokens_in_flight) are step functions of time over the run window (first \
+send to last reply): avg and std weighted by duration, pN the smallest value held at least N% of \
+the time; they have no count, sum or p1..p25/p75.";
 
 /// The entry for `tag`.
 pub fn find(tag: &str) -> Option<&'static MetricDef> {
@@ -370,6 +425,11 @@ mod tests {
             "request_goodput",
         ] {
             assert!(find(tag).is_some(), "{tag}");
+        }
+        // Every time-weighted metric, with AIPerf's unit and name.
+        for s in crate::measure::llm::sweeps::SWEEP_METRICS {
+            let d = find(s.tag).unwrap_or_else(|| panic!("{}", s.tag));
+            assert_eq!((d.unit, d.name, d.aiperf), (s.unit, s.header, s.tag));
         }
     }
 

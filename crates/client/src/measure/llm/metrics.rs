@@ -23,6 +23,12 @@ pub struct MetricOptions {
     pub goodput: Vec<Goodput>,
     /// `--slice-duration`: TTFT and ITL per slice of this length (ns) as well.
     pub slice_ns: Option<u64>,
+    /// The window the time-weighted metrics cover (ns since the epoch): the run's first send
+    /// to its last reply; `None`: the first request start to the last request end.
+    pub window_ns: Option<(u64, u64)>,
+    /// Responses were streamed: the first chunk ends a request's prefill (time-weighted
+    /// prefill/decode metrics need it).
+    pub streaming: bool,
 }
 
 /// Requests that met every `--goodput` constraint.
@@ -103,6 +109,9 @@ pub struct LlmMetrics {
     pub aiperf: AiperfRequestMetrics,
     /// Images and audio of the requests that carried any.
     pub media: super::media::MediaMetrics,
+    /// AIPerf's time-weighted metrics (effective/active concurrency and throughput, tokens in
+    /// flight); `None` without requests.
+    pub sweeps: Option<super::sweeps::Sweeps>,
 }
 
 /// The server's `usage` counts over the successful requests that carried the field: their
@@ -378,6 +387,17 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
             x / (duration_ns as f64 / 1e9)
         }
     };
+    // The time-weighted curves, summarised over the run's window and over each slice's.
+    let curves = super::sweeps::SweepCurves::new(reqs, opts.streaming);
+    let mut slices = opts
+        .slice_ns
+        .map_or_else(Vec::new, |ns| super::slices::slices(reqs, ns));
+    if let Some(c) = &curves {
+        let first = c.run_window().0;
+        for s in &mut slices {
+            s.sweeps = Some(c.over((first + s.start_ns, first + s.end_ns)));
+        }
+    }
     let goodput = (!opts.goodput.is_empty()).then(|| GoodputSummary {
         good_requests: good,
         per_sec: per_sec(good as f64),
@@ -425,12 +445,13 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
         reasoning_tokens: acc.reasoning.stats().filter(|_| reasoning > 0),
         total_reasoning_tokens: reasoning,
         checks: super::checks::TokenChecks::of(reqs),
-        slices: opts
-            .slice_ns
-            .map_or_else(Vec::new, |ns| super::slices::slices(reqs, ns)),
+        slices,
         http: super::http::http_stats(reqs),
         aiperf: aiperf.finish(),
         media: super::media::compute(reqs),
+        sweeps: curves
+            .as_ref()
+            .map(|c| c.over(opts.window_ns.unwrap_or(c.run_window()))),
     }
 }
 

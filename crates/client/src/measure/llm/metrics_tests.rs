@@ -311,6 +311,7 @@ fn run_level_math() {
             },
         ],
         slice_ns: None,
+        ..MetricOptions::default()
     };
     let m = compute(&run_fixture(), &opts);
     assert_eq!((m.request_count, m.error_count), (2, 1));

@@ -11,6 +11,7 @@ pub mod record;
 pub mod request;
 pub mod slices;
 pub mod stats;
+pub mod sweeps;
 
 pub use metrics::{compute, LlmMetrics, MetricOptions};
 pub use record::{Chunk, LlmRequest, RequestError, Usage};

@@ -6,7 +6,9 @@
 //! (a per-request block sorted by metric tag, a blank line, a `Metric,Value` block).
 //!
 //! The metrics inferperf measures carry AIPerf's names and units: times in ms, throughputs per
-//! second, HTTP data in KB.
+//! second, HTTP data in KB. The time-weighted metrics (`effective_*`, `active_*`,
+//! `tokens_in_flight`) carry AIPerf's `unit`, `avg`, `p50`, `p90`, `p95`, `p99`, `min`, `max`
+//! and `std` only, and leave the other CSV columns empty, as AIPerf does.
 
 use serde_json::Value;
 
@@ -14,6 +16,7 @@ use super::csv_field;
 use super::json_text::{num, Node};
 use crate::measure::llm::slices::Slice;
 use crate::measure::llm::stats::PERCENTILES;
+use crate::measure::llm::sweeps::TimeStats;
 use crate::measure::llm::{LlmMetrics, Stats};
 
 /// The schema version of AIPerf 0.13's `profile_export_aiperf.json`.
@@ -45,6 +48,8 @@ enum Figure {
     Dist(Stats),
     /// One run-level value.
     Value(f64),
+    /// A time-weighted metric (no count, sum or low percentiles).
+    Sweep(TimeStats),
 }
 
 struct Row {
@@ -457,6 +462,14 @@ fn rows(m: &LlmMetrics) -> Vec<Row> {
             figure: Figure::Dist(h.stats.scaled(h.metric.factor)),
         });
     }
+    for (d, st) in m.sweeps.iter().flat_map(|s| s.rows()) {
+        out.push(Row {
+            tag: d.tag,
+            header: d.header,
+            unit: d.unit,
+            figure: Figure::Sweep(*st),
+        });
+    }
     out
 }
 
@@ -488,6 +501,11 @@ fn metric_node(r: &Row) -> Node {
             o.put("count", s.count);
             o.put("sum", num(s.avg * s.count as f64));
         }
+        Figure::Sweep(s) => {
+            for (name, v) in s.named() {
+                o.put(name, num(v));
+            }
+        }
     }
     o
 }
@@ -502,23 +520,24 @@ pub struct SummaryMetric {
     pub dist: Option<Stats>,
 }
 
-/// Every metric of `profile_export_aiperf.json`, in its order.
+/// Every metric of `profile_export_aiperf.json`, in its order, but the time-weighted ones.
 pub fn summary_metrics(m: &LlmMetrics) -> Vec<SummaryMetric> {
     rows(m)
         .into_iter()
-        .map(|r| match r.figure {
-            Figure::Value(v) => SummaryMetric {
+        .filter_map(|r| match r.figure {
+            Figure::Value(v) => Some(SummaryMetric {
                 tag: r.tag,
                 unit: r.unit,
                 avg: v,
                 dist: None,
-            },
-            Figure::Dist(s) => SummaryMetric {
+            }),
+            Figure::Dist(s) => Some(SummaryMetric {
                 tag: r.tag,
                 unit: r.unit,
                 avg: s.avg,
                 dist: Some(s),
-            },
+            }),
+            Figure::Sweep(_) => None,
         })
         .collect()
 }
@@ -654,8 +673,9 @@ pub fn json(m: &LlmMetrics, info: &RunInfo) -> String {
     text
 }
 
-/// `profile_export_aiperf.csv`: per-request metrics
-/// (`Metric,avg,min,max,sum,p1,..,p99,std`), a blank line, run-level values
+/// `profile_export_aiperf.csv`: per-request and time-weighted metrics
+/// (`Metric,avg,min,max,sum,p1,..,p99,std`; the time-weighted ones fill avg, min, max, p50,
+/// p90, p95, p99 and std only), a blank line, run-level values
 /// (`Metric,Value`), two blank lines, the (empty) GPU telemetry block; each block sorted by
 /// tag, numbers with two decimals, rows ending in CRLF.
 pub fn csv(m: &LlmMetrics) -> String {
@@ -667,11 +687,12 @@ pub fn csv(m: &LlmMetrics) -> String {
     let mut rows = rows(m);
     // AIPerf orders each block by metric tag.
     rows.sort_by(|a, b| a.tag.cmp(b.tag));
-    let mut dists: Vec<(String, &Stats)> = Vec::new();
+    let mut dists: Vec<(String, String)> = Vec::new();
     let mut values: Vec<(String, f64)> = Vec::new();
     for r in &rows {
         match &r.figure {
-            Figure::Dist(s) => dists.push((label(r), s)),
+            Figure::Dist(s) => dists.push((label(r), dist_cells(s))),
+            Figure::Sweep(s) => dists.push((label(r), sweep_cells(s))),
             Figure::Value(v) => values.push((label(r), *v)),
         }
     }
@@ -680,19 +701,8 @@ pub fn csv(m: &LlmMetrics) -> String {
         out.push_str(&format!(",p{p}"));
     }
     out.push_str(",std\n");
-    for (name, s) in dists {
-        out.push_str(&format!(
-            "{},{:.2},{:.2},{:.2},{:.2}",
-            csv_field(&name),
-            s.avg,
-            s.min,
-            s.max,
-            s.avg * s.count as f64
-        ));
-        for v in s.percentiles {
-            out.push_str(&format!(",{v:.2}"));
-        }
-        out.push_str(&format!(",{:.2}\n", s.std));
+    for (name, cells) in dists {
+        out.push_str(&format!("{}{cells}\n", csv_field(&name)));
     }
     out.push_str("\nMetric,Value\n");
     for (name, v) in values {
@@ -704,6 +714,40 @@ pub fn csv(m: &LlmMetrics) -> String {
     out.push('\n');
     // Python's csv module ends its rows with CRLF.
     out.replace('\n', "\r\n")
+}
+
+/// `,avg,min,max,sum,p1,..,p99,std` of a per-request metric.
+fn dist_cells(s: &Stats) -> String {
+    let mut out = format!(
+        ",{:.2},{:.2},{:.2},{:.2}",
+        s.avg,
+        s.min,
+        s.max,
+        s.avg * s.count as f64
+    );
+    for v in s.percentiles {
+        out.push_str(&format!(",{v:.2}"));
+    }
+    out.push_str(&format!(",{:.2}", s.std));
+    out
+}
+
+/// The same columns for a time-weighted metric: sum, p1, p5, p10, p25 and p75 stay empty.
+fn sweep_cells(s: &TimeStats) -> String {
+    let mut out = format!(",{:.2},{:.2},{:.2},", s.avg, s.min, s.max);
+    for p in PERCENTILES {
+        out.push(',');
+        let v = match p {
+            50 => s.p50,
+            90 => s.p90,
+            95 => s.p95,
+            99 => s.p99,
+            _ => continue,
+        };
+        out.push_str(&format!("{v:.2}"));
+    }
+    out.push_str(&format!(",{:.2}", s.std));
+    out
 }
 
 /// The header of the GPU telemetry block of AIPerf's CSV.
@@ -750,6 +794,14 @@ fn slice_rows(s: &Slice) -> Vec<Row> {
             "requests/sec",
             ok as f64 / secs,
         );
+    }
+    for (d, st) in s.sweeps.iter().flat_map(|s| s.rows()) {
+        out.push(Row {
+            tag: d.tag,
+            header: d.header,
+            unit: d.unit,
+            figure: Figure::Sweep(*st),
+        });
     }
     out
 }
@@ -804,6 +856,21 @@ pub fn timeslices_csv(slices: &[Slice], origin_ns: u64) -> String {
                 Figure::Dist(st) => {
                     stat("avg", st.avg);
                     spread_stats(st, stat);
+                }
+                Figure::Sweep(st) => {
+                    // AIPerf's CSV order: avg, min, max, the percentiles, std.
+                    for (name, v) in [
+                        ("avg", st.avg),
+                        ("min", st.min),
+                        ("max", st.max),
+                        ("p50", st.p50),
+                        ("p90", st.p90),
+                        ("p95", st.p95),
+                        ("p99", st.p99),
+                        ("std", st.std),
+                    ] {
+                        stat(name, v);
+                    }
                 }
             }
         }

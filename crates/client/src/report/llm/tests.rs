@@ -57,6 +57,8 @@ fn metrics() -> crate::measure::llm::LlmMetrics {
             value: 100.0,
         }],
         slice_ns: None,
+        streaming: true,
+        ..MetricOptions::default()
     };
     compute(&fixture(), &opts)
 }
