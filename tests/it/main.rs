@@ -28,6 +28,7 @@ mod profile_telemetry;
 mod profile_tutorials;
 mod real_triton;
 mod reconnect;
+mod registry_kinds;
 mod report_figures;
 mod run_capi;
 mod run_cuda_shm;

@@ -21,6 +21,7 @@ use crate::service::seq_patch::SeqTemplate;
 use crate::service::triton_http;
 use crate::shm::client::ShmSession;
 use crate::shm::plan::ShmTarget;
+use crate::shm::ShmApi;
 use crate::tensor::InputTensor;
 
 use super::setup::Target;
@@ -50,12 +51,14 @@ pub fn build_shm(
     target: &Target,
     set: &InputSet,
     wire: Wire,
+    api: ShmApi,
 ) -> Result<(LoadPlan, ShmSession, Arc<OutputSlots>)> {
     let shm_target = ShmTarget {
         host: &target.host,
         tls: target.tls.as_ref(),
         meta: &target.meta,
         config: &target.config,
+        api,
     };
     let shm = crate::shm::plan::build(cfg, &shm_target, set)?;
     let plan = LoadPlan {

@@ -4,6 +4,7 @@
 //! endpoints return, so the HTTP parsers read them. The load goes through
 //! [`crate::engine::capi_pool`].
 
+use super::registry::{BeforeRun, Caps, Kind};
 use std::ffi::CString;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -35,6 +36,21 @@ use crate::service::triton_http::{
 use crate::tensor::InputTensor;
 
 pub struct Capi;
+
+/// `--service-kind triton_c_api` in the registry.
+pub const KIND: Kind = Kind {
+    name: "triton_c_api",
+    service_kind: Some(("triton_c_api", None)),
+    endpoint_type: None,
+    caps: Caps {
+        grpc: false,
+        streaming: true,
+        shared_memory: None,
+        before_run: BeforeRun::InProcess,
+    },
+    service: Some(&Capi),
+    endpoint: None,
+};
 
 impl Service for Capi {
     fn labels(&self) -> Labels {

@@ -1,6 +1,7 @@
 //! `--service-kind dynamic_grpc`: any unary gRPC method (`--grpc-method`), its
 //! messages printed by each step's `message_generator` command.
 
+use super::registry::{BeforeRun, Caps, Kind};
 use super::pseudo::{connect_with_input, empty_plan, grpc_wire, load_steps, step_string, STREAM};
 use super::{ExportDecoder, Labels, Planned, Service};
 use crate::config::{Config, Protocol};
@@ -13,6 +14,21 @@ use crate::run::setup::Target;
 use crate::service::dynamic_grpc::{self, MESSAGE_GENERATOR};
 
 pub struct DynamicGrpc;
+
+/// `--service-kind dynamic_grpc` in the registry.
+pub const KIND: Kind = Kind {
+    name: "dynamic_grpc",
+    service_kind: Some(("dynamic_grpc", None)),
+    endpoint_type: None,
+    caps: Caps {
+        grpc: true,
+        streaming: false,
+        shared_memory: None,
+        before_run: BeforeRun::Connect,
+    },
+    service: Some(&DynamicGrpc),
+    endpoint: None,
+};
 
 impl Service for DynamicGrpc {
     fn labels(&self) -> Labels {

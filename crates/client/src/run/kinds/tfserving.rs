@@ -2,6 +2,7 @@
 //! gRPC. Setup asks `GetModelMetadata` for the signature; each request is a `Predict` of one
 //! batch.
 
+use super::registry::{BeforeRun, Caps, Kind};
 use super::pseudo::{empty_plan, grpc_wire, load_steps, STREAM};
 use super::{ExportDecoder, Labels, Planned, Service};
 use crate::config::{Config, Protocol};
@@ -17,6 +18,21 @@ use crate::service::tfserving::{self, SERVICE_PATH};
 use crate::service::triton_http::{self, ModelConfig, ModelMetadata};
 
 pub struct TfServing;
+
+/// `--service-kind tfserving` in the registry.
+pub const KIND: Kind = Kind {
+    name: "tfserving",
+    service_kind: Some(("tfserving", None)),
+    endpoint_type: None,
+    caps: Caps {
+        grpc: true,
+        streaming: false,
+        shared_memory: None,
+        before_run: BeforeRun::Connect,
+    },
+    service: Some(&TfServing),
+    endpoint: None,
+};
 
 impl Service for TfServing {
     fn labels(&self) -> Labels {

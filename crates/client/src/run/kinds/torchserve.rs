@@ -1,6 +1,7 @@
 //! `--service-kind torchserve`: each step's file uploaded as a multipart
 //! `data` part to TorchServe's `/predictions/<model>` over HTTP.
 
+use super::registry::{BeforeRun, Caps, Kind};
 use super::pseudo::{connect_with_input, empty_plan, load_steps, step_string, STREAM};
 use super::{ExportDecoder, Labels, Planned, Service};
 use crate::config::{Config, Protocol};
@@ -14,6 +15,21 @@ use crate::run::setup::Target;
 use crate::service::torchserve::{self, TORCHSERVE_INPUT};
 
 pub struct TorchServe;
+
+/// `--service-kind torchserve` in the registry.
+pub const KIND: Kind = Kind {
+    name: "torchserve",
+    service_kind: Some(("torchserve", None)),
+    endpoint_type: None,
+    caps: Caps {
+        grpc: false,
+        streaming: false,
+        shared_memory: None,
+        before_run: BeforeRun::Connect,
+    },
+    service: Some(&TorchServe),
+    endpoint: None,
+};
 
 impl Service for TorchServe {
     fn labels(&self) -> Labels {

@@ -3,6 +3,7 @@
 //! validation of responses and the server statistics. The two kinds differ in the protocol
 //! they pass in and in their encoders ([`super::triton_http`], [`super::triton_grpc`]).
 
+use super::registry::Kind;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -128,13 +129,20 @@ pub(super) fn load_inputs(cfg: &Config, target: &Target) -> Result<InputSet> {
     load_inputs_with(&target.meta, &target.config, cfg, opts)
 }
 
-/// The requests in `encoder`'s protocol; with `--shared-memory` they reference registered
-/// regions.
-pub(super) fn plan(cfg: &Config, target: &Target, encoder: &dyn Encoder) -> Result<Planned> {
+/// The requests in `encoder`'s protocol; with `--shared-memory` they reference regions
+/// registered through `kind`'s shared memory API.
+pub(super) fn plan(
+    cfg: &Config,
+    target: &Target,
+    encoder: &dyn Encoder,
+    kind: &Kind,
+) -> Result<Planned> {
     let inputs = load_inputs(cfg, target)?;
-    if cfg.shared_memory != SharedMemory::None {
+    if let (SharedMemory::System | SharedMemory::Cuda, Some(api)) =
+        (cfg.shared_memory, kind.caps.shared_memory)
+    {
         let wire = encoder.wire(cfg, target);
-        let (plan, session, slots) = plan::build_shm(cfg, target, &inputs, wire)?;
+        let (plan, session, slots) = plan::build_shm(cfg, target, &inputs, wire, api)?;
         return Ok(Planned {
             plan,
             shm: Some(session),
@@ -147,15 +155,15 @@ pub(super) fn plan(cfg: &Config, target: &Target, encoder: &dyn Encoder) -> Resu
 /// The validation-data check; with shared memory output slots it reads the outputs from
 /// the regions.
 pub(super) fn output_check(
-    cfg: &Config,
     target: &Target,
     slots: Option<&OutputSlots>,
     expected: Expected,
     responses: Responses,
+    kind: &Kind,
 ) -> Option<Box<OutputCheck<'static>>> {
-    match slots {
-        Some(s) if s.captures() => {
-            crate::shm::validate::output_check(cfg, &target.meta.outputs, expected)
+    match (slots, kind.caps.shared_memory) {
+        (Some(s), Some(api)) if s.captures() => {
+            crate::shm::validate::output_check(api, &target.meta.outputs, expected)
         }
         _ => response_check(expected, responses),
     }
