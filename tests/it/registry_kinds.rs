@@ -20,7 +20,9 @@ fn every_endpoint_kind_of_the_registry_runs_against_the_server() {
     let dir = temp_dir("registry-kinds");
     let mut ran = 0;
     for kind in KINDS.iter().filter(|k| k.endpoint.is_some()) {
-        let name = kind.endpoint_type.expect("an endpoint kind has an --endpoint-type");
+        let name = kind
+            .endpoint_type
+            .expect("an endpoint kind has an --endpoint-type");
         assert!(registry::for_endpoint(name).is_some_and(|k| std::ptr::eq(k, *kind)));
         let url = if kind.caps.grpc {
             server.grpc_addr.expect("gRPC port").to_string()
@@ -33,7 +35,13 @@ fn every_endpoint_kind_of_the_registry_runs_against_the_server() {
             .collect();
         argv.extend(["-u".into(), url.into()]);
         argv.extend(["--artifact-dir".into(), dir.join(name).into_os_string()]);
-        let rest = ["--quiet", "--tokenizer", "cl100k_base", "--request-count", "3"];
+        let rest = [
+            "--quiet",
+            "--tokenizer",
+            "cl100k_base",
+            "--request-count",
+            "3",
+        ];
         argv.extend(rest.iter().map(OsString::from));
         if kind.endpoint.is_some_and(|e| e.generates) {
             argv.extend(["--output-tokens-mean".into(), "4".into()]);
@@ -48,9 +56,15 @@ fn every_endpoint_kind_of_the_registry_runs_against_the_server() {
             after.grpc_calls - before.grpc_calls,
         );
         if kind.caps.grpc {
-            assert!(grpc >= 1 && http == 0, "{name}: {grpc} gRPC calls, {http} HTTP");
+            assert!(
+                grpc >= 1 && http == 0,
+                "{name}: {grpc} gRPC calls, {http} HTTP"
+            );
         } else {
-            assert!(http >= 3 && grpc == 0, "{name}: {http} HTTP requests, {grpc} gRPC");
+            assert!(
+                http >= 3 && grpc == 0,
+                "{name}: {http} HTTP requests, {grpc} gRPC"
+            );
         }
         if NOT_SERVED.contains(&name) {
             assert!(result.is_err(), "{name}: the server has no route for it");
@@ -61,7 +75,10 @@ fn every_endpoint_kind_of_the_registry_runs_against_the_server() {
             assert!(requests.iter().all(|r| r.ok()), "{name}");
             let family = kind.endpoint.unwrap().family;
             let dir_name = outcomes[0].dir.file_name().unwrap().to_string_lossy();
-            assert!(dir_name.contains(&format!("-{family}-")), "{name}: {dir_name}");
+            assert!(
+                dir_name.contains(&format!("-{family}-")),
+                "{name}: {dir_name}"
+            );
         }
         ran += 1;
     }

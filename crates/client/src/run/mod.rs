@@ -85,12 +85,12 @@ pub fn run_with(
         reply_check: service.reply_check(cfg, &target),
         ..engine_spec(cfg, &target, &mut plan, shm_slots.clone())
     };
-    let decoupled = target.config.decoupled;
+    let decoupled = target.decoupled();
     let labels = service.labels();
     let _ = out.write_all(banner_text(cfg, &labels, decoupled).as_bytes());
     let step_inputs = plan.step_inputs;
     let check = service.output_check(cfg, &target, shm_slots.as_deref(), plan.expected);
-    let stats_available = target.stats_available;
+    let stats_available = target.stats_available();
     let metrics = metrics::MetricsSource::for_run(cfg)?;
     let mut write_csv = csv_writer(cfg, reports, stats_available);
     let mut sweeper = sweep::Sweeper {
@@ -128,7 +128,8 @@ pub fn run_with(
 /// The configuration a sequence model runs with when it differs from `cfg`: sequence models
 /// default to async unless --sync was given (perf_analyzer).
 fn sequence_default(cfg: &Config, target: &Target) -> Option<Config> {
-    (target.config.sequence_batching && !cfg.sync_given && !cfg.async_mode).then(|| Config {
+    let sequences = target.config().is_some_and(|c| c.sequence_batching);
+    (sequences && !cfg.sync_given && !cfg.async_mode).then(|| Config {
         async_mode: true,
         ..cfg.clone()
     })

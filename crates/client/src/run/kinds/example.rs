@@ -1,6 +1,7 @@
 //! The smallest service kind, registered for the tests only: `--service-kind example` sends
-//! `GET /v2/health/ready` over HTTP/1.1 and keeps each reply's text. It is this one file
-//! plus its name in the `registry!` list, the recipe every kind follows.
+//! `GET /v2/health/ready` over HTTP/1.1 and checks that each reply has the empty body a
+//! readiness answer has. It is this one file plus its name in the `registry!` list, the
+//! recipe every kind follows.
 
 use super::registry::{BeforeRun, Caps, Kind};
 use super::{ExportDecoder, Labels, Planned, Service};
@@ -11,6 +12,7 @@ use crate::error::Result;
 use crate::report::console::ClientLibrary;
 use crate::run::plan::LoadPlan;
 use crate::run::setup::{reach, Target};
+use crate::service::reply_check::{Bad, CheckReply, ReplyCheck};
 
 pub struct Example;
 
@@ -58,6 +60,10 @@ impl Service for Example {
         Ok(plan.into())
     }
 
+    fn reply_check(&self, _cfg: &Config, _target: &Target) -> ReplyCheck {
+        ReplyCheck::Kind(std::sync::Arc::new(EmptyBody))
+    }
+
     fn export_decoder(
         &self,
         _cfg: &Config,
@@ -68,5 +74,21 @@ impl Service for Example {
             let text = serde_json::Value::String(String::from_utf8_lossy(body).into_owned());
             format!("{{\"text\":{text}}}")
         })
+    }
+}
+
+/// A readiness answer carries no body.
+#[derive(Debug)]
+struct EmptyBody;
+
+impl CheckReply for EmptyBody {
+    fn check(&self, reply: &[u8]) -> std::result::Result<(), Bad> {
+        if reply.is_empty() {
+            return Ok(());
+        }
+        Err(Bad::invalid(format!(
+            "a readiness reply has no body (got {} bytes)",
+            reply.len()
+        )))
     }
 }

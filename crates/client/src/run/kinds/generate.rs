@@ -1,4 +1,5 @@
-//! `profile --endpoint-type generate`: Triton HTTP `v2/models/<m>/generate_stream` (SSE), or `generate` without `--streaming`.
+//! `profile --endpoint-type generate`: Triton HTTP `v2/models/<m>/generate_stream` (SSE),
+//! or `generate` without `--streaming`.
 
 use super::registry::{BeforeRun, Body, Caps, Endpoint, Kind};
 

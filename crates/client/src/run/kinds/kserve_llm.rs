@@ -1,4 +1,5 @@
-//! `profile --endpoint-type kserve`: Triton gRPC `ModelStreamInfer` with `text_input` / `max_tokens` / `stream` tensors (TensorRT-LLM and vLLM backends).
+//! `profile --endpoint-type kserve`: Triton gRPC `ModelStreamInfer` with `text_input` /
+//! `max_tokens` / `stream` tensors (TensorRT-LLM and vLLM backends).
 
 use super::registry::{BeforeRun, Body, Caps, Endpoint, Kind};
 

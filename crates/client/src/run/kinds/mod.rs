@@ -35,8 +35,8 @@ registry! {
     completions,
     embeddings,
     rankings,
-    generate,
     kserve_llm,
+    generate,
     #[cfg(test)]
     example,
 }
@@ -149,7 +149,9 @@ pub fn pick(cfg: &Config) -> Result<&'static registry::Kind> {
             Protocol::Http => "http",
             Protocol::Grpc => "grpc",
         };
-        Error::usage(format!("--service-kind {kind} -i {protocol}: no such service kind"))
+        Error::usage(format!(
+            "--service-kind {kind} -i {protocol}: no such service kind"
+        ))
     })
 }
 

@@ -44,7 +44,10 @@ pub enum BeforeRun {
     /// Readiness, the model's metadata and config, and which statistics it has (Triton's
     /// KServe v2 API).
     TritonModel,
-    /// Only that it accepts a connection within `--ready-timeout`.
+    /// The model's signature (TF Serving's `GetModelMetadata`), once connected.
+    Signature,
+    /// Only that it accepts a connection within `--ready-timeout` (the target then has no
+    /// model description).
     Connect,
     /// Nothing: the server runs in process.
     InProcess,
@@ -110,7 +113,10 @@ impl Kind {
 
     /// The kind answers `--service-kind kind -i protocol`.
     fn answers(&self, kind: ServiceKind, protocol: Protocol) -> bool {
-        matches!(self.service_kind, Some((name, p)) if name == kind.0 && p.is_none_or(|p| p == protocol))
+        let Some((name, only)) = self.service_kind else {
+            return false;
+        };
+        name == kind.0 && (only.is_none() || only == Some(protocol))
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::super::{pick, service, KINDS};
 use super::*;
 use crate::cli::{parse_run_args, Parsed};
-use crate::config::{Config, ConcurrencyRange, MeasurementMode};
+use crate::config::{ConcurrencyRange, Config, MeasurementMode};
 
 fn pa_config(args: &[&str]) -> Config {
     let mut argv = vec!["perf_analyzer".to_string(), "-m".into(), "m".into()];
@@ -29,9 +29,20 @@ fn names_are_unique_and_every_kind_runs_in_a_product() {
     endpoints.dedup();
     assert_eq!(endpoints.len(), endpoint_names().len(), "{endpoints:?}");
     for kind in KINDS {
-        assert!(kind.service.is_some() || kind.endpoint.is_some(), "{kind:?}");
-        assert_eq!(kind.service.is_some(), kind.service_kind.is_some(), "{kind:?}");
-        assert_eq!(kind.endpoint.is_some(), kind.endpoint_type.is_some(), "{kind:?}");
+        assert!(
+            kind.service.is_some() || kind.endpoint.is_some(),
+            "{kind:?}"
+        );
+        assert_eq!(
+            kind.service.is_some(),
+            kind.service_kind.is_some(),
+            "{kind:?}"
+        );
+        assert_eq!(
+            kind.endpoint.is_some(),
+            kind.endpoint_type.is_some(),
+            "{kind:?}"
+        );
     }
 }
 
@@ -62,7 +73,11 @@ fn each_service_kind_is_reached_through_the_registry() {
         assert!(!labels.banner.is_empty() && !labels.export.is_empty());
         reached += 1;
     }
-    assert_eq!(reached, service_kind_names().len() + 1, "triton has two kinds (-i)");
+    assert_eq!(
+        reached,
+        service_kind_names().len() + 1,
+        "triton has two kinds (-i)"
+    );
     // An unknown name is a usage error listing the registry's names.
     let err = parse_run_args(
         ["perf_analyzer", "-m", "m", "--service-kind", "nope"]
@@ -105,7 +120,10 @@ fn each_endpoint_kind_is_reached_through_the_registry() {
 fn generate_paths_carry_the_model_and_the_stream() {
     let generate = for_endpoint("generate").unwrap().endpoint.unwrap();
     assert_eq!(generate.default_path("m1", false), "v2/models/m1/generate");
-    assert_eq!(generate.default_path("m1", true), "v2/models/m1/generate_stream");
+    assert_eq!(
+        generate.default_path("m1", true),
+        "v2/models/m1/generate_stream"
+    );
     let chat = for_endpoint("chat").unwrap().endpoint.unwrap();
     assert_eq!(chat.default_path("m1", true), "v1/chat/completions");
 }
@@ -123,9 +141,9 @@ fn shared_memory_is_a_capability_of_the_kind() {
     }
 }
 
-/// An HTTP/1.1 server that answers every request `200 ok` and counts the
+/// An HTTP/1.1 server that answers every request `200` with `body` and counts the
 /// `GET /v2/health/ready` ones.
-fn health_server() -> (String, Arc<AtomicUsize>) {
+fn health_server(body: &'static str) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let seen = Arc::new(AtomicUsize::new(0));
@@ -148,8 +166,11 @@ fn health_server() -> (String, Arc<AtomicUsize>) {
                         if head.starts_with(b"GET /v2/health/ready HTTP/1.1\r\n") {
                             counter.fetch_add(1, Ordering::Relaxed);
                         }
-                        let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-                        if conn.write_all(reply).is_err() {
+                        let reply = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if conn.write_all(reply.as_bytes()).is_err() {
                             return;
                         }
                     }
@@ -164,7 +185,7 @@ fn health_server() -> (String, Arc<AtomicUsize>) {
 /// perf_analyzer-mode measurement, chosen by `--service-kind example` alone.
 #[test]
 fn the_example_kind_runs_from_its_registry_line() {
-    let (addr, seen) = health_server();
+    let (addr, seen) = health_server("");
     let mut cfg = pa_config(&["--service-kind", "example", "-u", &addr]);
     assert_eq!(cfg.service_kind.0, "example");
     cfg.measurement_mode = MeasurementMode::CountWindows;

@@ -17,7 +17,7 @@ use crate::measure::record::framed_responses;
 use crate::measure::server_stats::{bls_composing_models, composing_tree, ComposingModel};
 use crate::measure::RequestRecord;
 use crate::run::plan::{self, Encoder};
-use crate::run::setup::{host_of, resolve, tls_client, SetupClient, Target};
+use crate::run::setup::{host_of, resolve, tls_client, Model, SetupClient, Target};
 use crate::service::reply_check::Expect;
 use crate::service::stream_scan::scan_stream_response;
 use crate::service::triton_http::ModelConfig;
@@ -43,12 +43,14 @@ pub(super) fn prepare(cfg: &Config, protocol: Protocol, streams_decoupled: bool)
     Ok(Target {
         addr,
         host,
-        meta,
-        config,
-        stats_available,
+        model: Some(Model {
+            meta,
+            config,
+            stats_available,
+            composing,
+        }),
         client,
         tls,
-        composing,
     })
 }
 
@@ -126,7 +128,8 @@ pub(super) fn load_inputs(cfg: &Config, target: &Target) -> Result<InputSet> {
     let opts = InputOptions {
         fixed_schedule: cfg.load_mode == LoadMode::FixedSchedule,
     };
-    load_inputs_with(&target.meta, &target.config, cfg, opts)
+    let model = target.model()?;
+    load_inputs_with(&model.meta, &model.config, cfg, opts)
 }
 
 /// The requests in `encoder`'s protocol; with `--shared-memory` they reference regions
@@ -163,7 +166,11 @@ pub(super) fn output_check(
 ) -> Option<Box<OutputCheck<'static>>> {
     match (slots, kind.caps.shared_memory) {
         (Some(s), Some(api)) if s.captures() => {
-            crate::shm::validate::output_check(api, &target.meta.outputs, expected)
+            let outputs = target
+                .model
+                .as_ref()
+                .map_or(&[][..], |m| &m.meta.outputs[..]);
+            crate::shm::validate::output_check(api, outputs, expected)
         }
         _ => response_check(expected, responses),
     }
@@ -218,7 +225,7 @@ pub(super) fn response_check(
 pub(super) fn expect(cfg: &Config, target: &Target) -> Arc<Expect> {
     Arc::new(Expect {
         model: cfg.model_name.clone(),
-        outputs: target.meta.outputs.iter().map(|o| o.name.clone()).collect(),
+        outputs: output_names(target),
         shm_outputs: cfg.shared_memory != SharedMemory::None,
     })
 }
@@ -229,7 +236,14 @@ pub(super) fn captured_outputs(
     target: &Target,
     slots: Option<&OutputSlots>,
 ) -> Option<Vec<String>> {
-    slots
-        .filter(|s| s.captures())
-        .map(|_| target.meta.outputs.iter().map(|o| o.name.clone()).collect())
+    slots.filter(|s| s.captures()).map(|_| output_names(target))
+}
+
+/// The names of the model's outputs, in the model's order.
+fn output_names(target: &Target) -> Vec<String> {
+    let outputs = target
+        .model
+        .as_ref()
+        .map_or(&[][..], |m| &m.meta.outputs[..]);
+    outputs.iter().map(|o| o.name.clone()).collect()
 }

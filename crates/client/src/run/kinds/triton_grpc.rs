@@ -174,7 +174,7 @@ impl Encoder for TritonGrpc {
         Wire::Grpc(GrpcWire {
             headers,
             streaming: cfg.streaming,
-            decoupled: target.config.decoupled,
+            decoupled: target.decoupled(),
         })
     }
 }
