@@ -33,6 +33,7 @@ mod profile_tutorials;
 mod profile_usage;
 mod real_triton;
 mod reconnect;
+mod registry_kinds;
 mod report_figures;
 mod run_capi;
 mod run_cuda_shm;

@@ -24,22 +24,31 @@ pub enum Protocol {
     Grpc,
 }
 
-/// Which kind of server the run talks to (`--service-kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ServiceKind {
+/// Which kind of server the run talks to: the `--service-kind` value, as the service-kind
+/// registry (`run::kinds::registry`) names it. The constants name the built-in kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceKind(pub &'static str);
+
+#[allow(non_upper_case_globals)]
+impl ServiceKind {
     /// Triton / KServe v2 (HTTP or gRPC).
-    #[default]
-    Triton,
+    pub const Triton: ServiceKind = ServiceKind("triton");
     /// An OpenAI-compatible HTTP API: each input-data `payload` POSTed to `--endpoint`.
-    OpenAi,
+    pub const OpenAi: ServiceKind = ServiceKind("openai");
     /// Triton in process through its C API (`libtritonserver.so`), no network.
-    TritonCApi,
+    pub const TritonCApi: ServiceKind = ServiceKind("triton_c_api");
     /// TensorFlow Serving's `PredictionService` over gRPC.
-    TfServing,
+    pub const TfServing: ServiceKind = ServiceKind("tfserving");
     /// TorchServe: a file uploaded per request to `/predictions/<model>` (HTTP).
-    TorchServe,
+    pub const TorchServe: ServiceKind = ServiceKind("torchserve");
     /// Any gRPC method (`--grpc-method`), messages from `message_generator` commands.
-    DynamicGrpc,
+    pub const DynamicGrpc: ServiceKind = ServiceKind("dynamic_grpc");
+}
+
+impl Default for ServiceKind {
+    fn default() -> ServiceKind {
+        ServiceKind::Triton
+    }
 }
 
 /// How load is generated (perf_analyzer's inference load modes).

@@ -26,12 +26,13 @@
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 
-use super::cli::{EndpointType, LoadPoint, ProfileConfig};
+use super::cli::{LoadPoint, ProfileConfig};
 use super::dataset::conversations::first_turns_edited;
 use super::payload::Entry;
 use crate::engine::EngineSpec;
 use crate::error::{Error, Result};
 use crate::inputs::tokenizer::Tokenizer;
+use crate::run::kinds::registry::Body;
 
 /// Hex digits of the SHA-256 kept in a RID marker (AIPerf's length).
 const DIGEST_HEX: usize = 12;
@@ -123,7 +124,7 @@ pub fn check(cfg: &ProfileConfig) -> Result<()> {
     if target == Target::None {
         return Ok(());
     }
-    if cfg.endpoint_type != EndpointType::Chat {
+    if cfg.endpoint_type.body() != Body::Chat {
         return Err(Error::usage(format!(
             "profile: --cache-bust {} applies to --endpoint-type chat (the marker goes into \
              the messages)",

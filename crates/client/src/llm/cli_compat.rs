@@ -2,6 +2,7 @@
 //! accepted with its meaning here, or refused by [`refusal`] with an error that names the
 //! flag and says why. HTTPS settings use perf_analyzer's `--ssl-https-*` names.
 
+use crate::run::kinds::registry::Body;
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
@@ -120,11 +121,7 @@ pub struct CompatArgs {
 
 /// `--url` to host:port and whether it is `https://` (default port 443 then, else 80).
 pub fn server_address(url: Option<&str>, kind: EndpointType) -> Result<(String, bool)> {
-    let default = if kind == EndpointType::Kserve {
-        "localhost:8001"
-    } else {
-        "localhost:8000"
-    };
+    let default = kind.endpoint().default_url;
     let url = url.unwrap_or(default);
     let shown = crate::text::redact_url(url);
     let (rest, https) = match url.strip_prefix("https://") {
@@ -388,7 +385,6 @@ pub fn refusal(arg: &str) -> Option<String> {
 
 /// The checks and meanings of the flags above that need the rest of the configuration.
 pub fn check(args: &CompatArgs, endpoint_type: EndpointType) -> Result<()> {
-    use super::cli::EndpointType as E;
     if let Some(s) = &args.stability_percentage {
         return Err(Error::usage(format!(
             "profile: -s/--stability-percentage {s} is not supported: profile measures one \
@@ -409,14 +405,14 @@ pub fn check(args: &CompatArgs, endpoint_type: EndpointType) -> Result<()> {
              never",
         ));
     }
-    if args.connection_reuse_strategy == Some(ConnectionReuse::Never) && endpoint_type == E::Kserve
+    if args.connection_reuse_strategy == Some(ConnectionReuse::Never) && endpoint_type.grpc()
     {
         return Err(Error::usage(
             "profile: --connection-reuse-strategy never applies to HTTP/1.1 endpoints; \
              --endpoint-type kserve keeps one gRPC connection per worker",
         ));
     }
-    if args.backend.is_some() && endpoint_type != E::Kserve {
+    if args.backend.is_some() && endpoint_type.body() != Body::LlmTensors {
         return Err(Error::usage(
             "profile: --backend applies to --endpoint-type kserve (a Triton model's tensors)",
         ));
@@ -428,7 +424,7 @@ pub fn check(args: &CompatArgs, endpoint_type: EndpointType) -> Result<()> {
         Some(b) if b > MAX_BATCH => Err(Error::usage(format!(
             "profile: --batch-size-text must be at most {MAX_BATCH} (got {b})"
         ))),
-        Some(b) if b > 1 && !matches!(endpoint_type, E::Embeddings | E::Rankings) => {
+        Some(b) if b > 1 && !matches!(endpoint_type.body(), Body::Embeddings | Body::Rankings) => {
             Err(Error::usage(format!(
                 "profile: --batch-size-text {b} applies to --endpoint-type embeddings and \
                  rankings (as in GenAI-Perf); {} requests carry one prompt",
@@ -456,7 +452,7 @@ pub fn settings_text(cfg: &super::cli::ProfileConfig) -> String {
         cfg.address,
         cfg.endpoint_type.name(),
         cfg.endpoint,
-        if cfg.endpoint_type == EndpointType::Kserve {
+        if cfg.endpoint_type.body() == Body::LlmTensors {
             format!(" (backend {:?})", cfg.backend).to_lowercase()
         } else {
             String::new()

@@ -36,6 +36,7 @@ pub mod sweep_args;
 pub mod sweep_plan;
 pub mod telemetry;
 
+use crate::run::kinds::registry::Body;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
@@ -166,7 +167,7 @@ pub fn run_with_summary(
     drop(media);
     prefix::add_system(&mut bodies, &prefixes);
     let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
-    let grpc = cfg.endpoint_type == cli::EndpointType::Kserve;
+    let grpc = cfg.endpoint_type.grpc();
     let requests = encode_requests(cfg, &entries, &models, &payloads)?;
     let mut spec = engine_spec(cfg, requests, grpc)?;
     spec.cancel = shape.cancel.map(|(share, after)| {
@@ -259,10 +260,7 @@ fn run_level(
         count: &count,
         count_chunk: &count_chunk,
         server_counts: cfg.args.use_server_token_count,
-        needs_done: matches!(
-            cfg.endpoint_type,
-            cli::EndpointType::Chat | cli::EndpointType::Completions
-        ),
+        needs_done: cfg.endpoint_type.endpoint().needs_done,
         grpc: l.grpc,
     };
     let mut requests = convert::convert(&run, &cx);
@@ -411,7 +409,7 @@ fn failure_tally(run: &runner::PointRun, requests: &[LlmRequest]) -> FailTally {
 /// counted without stopping the run.
 fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Result<EngineSpec> {
     let wire = if grpc {
-        kserve::wire(&cfg.address, &cfg.headers)
+        crate::service::kserve_llm::wire(&cfg.address, &cfg.headers)
     } else {
         Wire::Http1
     };
@@ -508,9 +506,9 @@ pub fn shared_reads(requests: &[LlmRequest]) -> (usize, usize) {
 fn report_options(cfg: &ProfileConfig) -> crate::report::llm::ReportOptions {
     use crate::report::llm::ReportKind;
     crate::report::llm::ReportOptions {
-        kind: match cfg.endpoint_type {
-            cli::EndpointType::Embeddings => ReportKind::Embeddings,
-            cli::EndpointType::Rankings => ReportKind::Rankings,
+        kind: match cfg.endpoint_type.body() {
+            Body::Embeddings => ReportKind::Embeddings,
+            Body::Rankings => ReportKind::Rankings,
             _ => ReportKind::Llm,
         },
         streaming: cfg.args.streaming,
@@ -526,7 +524,7 @@ fn encode_requests(
     payloads: &[String],
 ) -> Result<Vec<Vec<u8>>> {
     let model = |m: u32| cfg.models[m as usize].as_str();
-    if cfg.endpoint_type == cli::EndpointType::Kserve {
+    if cfg.endpoint_type.body() == Body::LlmTensors {
         return entries
             .iter()
             .zip(models)
@@ -545,16 +543,12 @@ fn encode_requests(
 
 /// The request path for `model` (Triton generate paths carry the model name).
 fn endpoint_for(cfg: &ProfileConfig, model: &str) -> String {
-    match (&cfg.args.endpoint, cfg.endpoint_type) {
-        (None, cli::EndpointType::Generate) => {
-            let kind = if cfg.args.streaming {
-                "generate_stream"
-            } else {
-                "generate"
-            };
-            format!("v2/models/{model}/{kind}")
-        }
-        _ => cfg.endpoint.clone(),
+    match &cfg.args.endpoint {
+        None => cfg
+            .endpoint_type
+            .endpoint()
+            .default_path(model, cfg.args.streaming),
+        Some(_) => cfg.endpoint.clone(),
     }
 }
 
@@ -583,7 +577,7 @@ fn prepare_entries(cfg: &ProfileConfig, tok: &Tokenizer) -> Result<Vec<Entry>> {
             args.num_prompts,
         ));
     }
-    if cfg.endpoint_type != cli::EndpointType::Rankings {
+    if cfg.endpoint_type.body() != Body::Rankings {
         // One set of --num-prompts prompts per name, in the order named.
         let mut entries = Vec::new();
         for _ in names {

@@ -56,7 +56,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: &AtomicBool) -> Result<RunRe
         );
     }
     // Sessions are an openai-kind feature (the flags were checked against the kind).
-    let service = super::kinds::pick(cfg);
+    let service = super::kinds::service(super::kinds::pick(cfg)?)?;
     let target = service.prepare(cfg)?;
     let headers = cfg.headers.clone();
     let book = Arc::new(Book::new(
