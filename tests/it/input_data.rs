@@ -178,7 +178,8 @@ fn validation_data_checks_real_responses() {
     let mut cfg = quick_config(&server, "simple", 1);
     cfg.input_data = InputData::Files(vec![write_json(&dir, "v.json", &doc)]);
     let target = inferperf::run::prepare(&cfg).unwrap();
-    let set = load_inputs(&target.meta, &target.config, &cfg).unwrap();
+    let model = target.model().unwrap();
+    let set = load_inputs(&model.meta, &model.config, &cfg).unwrap();
     assert!(set.has_validation());
     let outputs = vec!["OUTPUT0".to_string(), "OUTPUT1".to_string()];
     let mut http = TcpStream::connect(server.addr).unwrap();

@@ -189,3 +189,115 @@ fn mp3_is_refused_naming_the_flag() {
     assert!(stderr.contains("--audio-format mp3"), "{stderr}");
     assert!(bodies(&server).is_empty());
 }
+
+/// The records of `profile_export.jsonl` in `dir`.
+fn records(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("profile_export.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1.0)
+}
+
+/// AIPerf's image and audio metrics: per request in `profile_export.jsonl` (num_images as
+/// many as the server decoded, image_throughput = images / latency, image_latency = latency /
+/// images, audio_duration the WAV's own length, rtfx = audio seconds / latency seconds), and
+/// their statistics in `profile_export_aiperf.json`.
+#[test]
+fn image_and_audio_metrics_match_what_the_server_decoded() {
+    let server = start_llm("vlm");
+    let hub = StandIn::start();
+    #[rustfmt::skip]
+    let run = Run::new("media-metrics", &server, &hub, &[
+        "profile", "-m", "vlm", "--url", "localhost:8000",
+        "--image-width-mean", "32", "--image-height-mean", "16", "--batch-size-image", "3",
+        "--audio-length-mean", "0.5", "--audio-sample-rates", "16",
+        "--streaming", "--request-count", "6", "--concurrency", "2",
+    ])
+    .ok();
+    let name = "vlm-openai-chat-concurrency2";
+    assert_eq!(run.aiperf_files(name), 6);
+    let media = server.llm_media();
+    assert_eq!(media.len(), 6);
+    let seconds: Vec<f64> = media
+        .iter()
+        .map(|m| {
+            assert_eq!(
+                m.iter()
+                    .filter(|x| matches!(x, Media::Image { .. }))
+                    .count(),
+                3
+            );
+            m.iter()
+                .filter_map(|x| match x {
+                    Media::Audio { wav: Some(w), .. } => {
+                        Some(w.frames as f64 / f64::from(w.sample_rate))
+                    }
+                    _ => None,
+                })
+                .sum()
+        })
+        .collect();
+    let dir = run.profile_dir(name);
+    let recs = records(&dir);
+    assert_eq!(recs.len(), 6);
+    for r in &recs {
+        let m = &r["metrics"];
+        let v = |k: &str| m[k]["value"].as_f64().unwrap_or_else(|| panic!("{k}: {m}"));
+        let latency_ms = v("request_latency");
+        assert_eq!(v("num_images"), 3.0);
+        assert_eq!(m["num_images"]["unit"], "images");
+        assert!(
+            close(v("image_throughput"), 3.0 / (latency_ms / 1000.0)),
+            "{m}"
+        );
+        assert_eq!(m["image_throughput"]["unit"], "images/sec");
+        assert!(close(v("image_latency"), latency_ms / 3.0), "{m}");
+        assert_eq!(m["image_latency"]["unit"], "ms/image");
+        let audio = v("audio_duration");
+        assert!(
+            seconds.iter().any(|s| close(*s, audio)),
+            "{audio} in {seconds:?}"
+        );
+        assert_eq!(m["audio_duration"]["unit"], "sec");
+        assert!(close(v("rtfx"), audio / (latency_ms / 1000.0)), "{m}");
+        assert_eq!(m["rtfx"]["unit"], "ratio");
+    }
+    let text = std::fs::read_to_string(dir.join("profile_export_aiperf.json")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let n = &summary["num_images"];
+    assert_eq!(
+        (n["avg"].as_f64(), n["min"].as_f64(), n["max"].as_f64()),
+        (Some(3.0), Some(3.0), Some(3.0))
+    );
+    let mean = |k: &str| {
+        recs.iter()
+            .map(|r| r["metrics"][k]["value"].as_f64().unwrap())
+            .sum::<f64>()
+            / recs.len() as f64
+    };
+    for (k, unit) in [
+        ("image_throughput", "images/sec"),
+        ("image_latency", "ms/image"),
+        ("audio_duration", "sec"),
+        ("rtfx", "ratio"),
+    ] {
+        assert_eq!(summary[k]["unit"], unit, "{k}");
+        let avg = summary[k]["avg"].as_f64().unwrap();
+        assert!(close(avg, mean(k)), "{k}: {avg} vs {}", mean(k));
+    }
+    let console = std::fs::read_to_string(dir.join("profile_export_console.txt")).unwrap();
+    for row in [
+        "Image Throughput",
+        "Image Latency",
+        "Inverse Real-Time Factor (RTFx)",
+    ] {
+        assert!(console.contains(row), "{row}: {console}");
+    }
+    let csv = std::fs::read_to_string(dir.join("profile_export_aiperf.csv")).unwrap();
+    assert!(csv.contains("Image Throughput"), "{csv}");
+}

@@ -275,12 +275,12 @@ fn bad_multi_run_values_exit_99_naming_the_flag() {
             "--profile-run-cooldown-seconds -1",
         ),
         (
-            &["--num-profile-runs", "2", "--concurrency", "1,2"][..],
+            &["--num-profile-runs", "2", "--sweep", "4"][..],
             "--num-profile-runs",
         ),
         (
-            &["--parameter-sweep-mode", "independent"][..],
-            "--parameter-sweep-mode",
+            &["--parameter-sweep-cooldown-seconds", "-2"][..],
+            "--parameter-sweep-cooldown-seconds -2",
         ),
     ] {
         let o = Command::new(env!("CARGO_BIN_EXE_inferperf"))
@@ -294,4 +294,191 @@ fn bad_multi_run_values_exit_99_naming_the_flag() {
         assert!(stderr.contains(flag), "{args:?}: {stderr}");
         assert!(o.stdout.is_empty(), "{args:?}");
     }
+}
+
+/// The per-level aggregates' means, recomputed from the runs, and the sweep aggregate's
+/// cells, best configurations and Pareto front from those aggregates.
+fn check_sweep(dir: &Path, runs: &[[&str; 2]], aggregates: &[&str], sweep: &str) {
+    for (k, level) in ["concurrency_1", "concurrency_2"].iter().enumerate() {
+        let summaries: Vec<Value> = runs
+            .iter()
+            .map(|r| read_json(&dir.join(r[k]).join("profile_export_aiperf.json")))
+            .collect();
+        for s in &summaries {
+            assert_eq!(s["request_count"]["avg"], 4.0, "{level}");
+        }
+        let agg = read_json(
+            &dir.join(aggregates[k])
+                .join("profile_export_aiperf_aggregate.json"),
+        );
+        // Student's t for 1 degree of freedom at 95 %.
+        check_statistics(&agg, &summaries, 12.706205);
+        let meta = &agg["metadata"];
+        assert_eq!(
+            meta["variation_label"],
+            format!("phases.profiling.concurrency={}", k + 1)
+        );
+        assert_eq!(
+            meta["run_labels"],
+            serde_json::json!(["run_0001", "run_0002"])
+        );
+        assert_eq!(meta["model"], MODEL);
+    }
+    let sweep_json = read_json(&dir.join(sweep).join("profile_export_aiperf_sweep.json"));
+    assert_eq!(sweep_json["aggregation_type"], "sweep");
+    assert_eq!(sweep_json["num_profile_runs"], 4);
+    assert_eq!(sweep_json["num_successful_runs"], 4);
+    assert_eq!(sweep_json["metadata"]["num_trials_per_value"], 2);
+    let cells = sweep_json["per_combination_metrics"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    let mut throughput = Vec::new();
+    for (k, cell) in cells.iter().enumerate() {
+        assert_eq!(cell["parameters"]["concurrency"], k as u64 + 1);
+        let agg = read_json(
+            &dir.join(aggregates[k])
+                .join("profile_export_aiperf_aggregate.json"),
+        );
+        for key in ["request_throughput_avg", "time_to_first_token_p99"] {
+            assert_eq!(
+                cell["metrics"][key]["mean"], agg["metrics"][key]["mean"],
+                "{key}"
+            );
+            assert_eq!(
+                cell["metrics"][key]["ci_low"], agg["metrics"][key]["ci_low"],
+                "{key}"
+            );
+        }
+        throughput.push(
+            cell["metrics"]["request_throughput_avg"]["mean"]
+                .as_f64()
+                .unwrap(),
+        );
+    }
+    let best = if throughput[1] > throughput[0] { 2 } else { 1 };
+    assert_eq!(
+        sweep_json["best_configurations"]["best_throughput"]["parameters"]["concurrency"],
+        best
+    );
+    assert!(!sweep_json["pareto_optimal"].as_array().unwrap().is_empty());
+    let csv =
+        std::fs::read_to_string(dir.join(sweep).join("profile_export_aiperf_sweep.csv")).unwrap();
+    assert!(csv.contains("\r\nBest Configurations\r\nConfiguration,concurrency,Metric,Unit\r\n"));
+    assert!(csv.ends_with("Number of Profile Runs,4\r\nNumber of Successful Runs,4\r\n"));
+}
+
+#[test]
+fn a_list_of_levels_repeats_trial_after_trial_with_per_level_and_sweep_aggregates() {
+    let server = start_llm(2, 1, 1);
+    let dir = temp_dir("profile-multi-run-sweep");
+    let args = [
+        "--streaming",
+        "--concurrency",
+        "1,2",
+        "--request-count",
+        "4",
+        "--warmup-request-count",
+        "1",
+        "--output-tokens-mean",
+        "3",
+        "--synthetic-input-tokens-mean",
+        "8",
+        "--num-profile-runs",
+        "2",
+    ];
+    let (outcomes, stdout) = profile(&server, &dir, &args).unwrap();
+    assert_eq!(outcomes.len(), 4, "two levels, two runs each");
+    // 4 measured requests per cell; the warm-up on each level's first run only.
+    assert_eq!(server.token_times().len(), 4 * 4 + 2);
+    let runs = [
+        [
+            "profile_runs/trial_0001/concurrency_1",
+            "profile_runs/trial_0001/concurrency_2",
+        ],
+        [
+            "profile_runs/trial_0002/concurrency_1",
+            "profile_runs/trial_0002/concurrency_2",
+        ],
+    ];
+    check_sweep(
+        &dir,
+        &runs,
+        &["aggregate/concurrency_1", "aggregate/concurrency_2"],
+        "aggregate/sweep_aggregate",
+    );
+    assert!(!dir.join("sweep_aggregate").exists());
+    assert!(!dir.join("profile_runs/trial_0003").exists());
+    // Repeated order: both levels of the first run, then both of the second.
+    let order: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("Profile run "))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "Profile run 1 of 2 (trial_0001), concurrency1",
+            "Profile run 1 of 2 (trial_0001), concurrency2",
+            "Profile run 2 of 2 (trial_0002), concurrency1",
+            "Profile run 2 of 2 (trial_0002), concurrency2",
+        ]
+    );
+    assert!(stdout.contains("best_throughput: concurrency="), "{stdout}");
+}
+
+#[test]
+fn independent_mode_runs_every_trial_of_a_level_first_and_cools_down_between_levels() {
+    let server = start_llm(2, 1, 1);
+    let dir = temp_dir("profile-multi-run-sweep-independent");
+    let args = [
+        "--concurrency",
+        "1,2",
+        "--request-count",
+        "4",
+        "--output-tokens-mean",
+        "3",
+        "--synthetic-input-tokens-mean",
+        "8",
+        "--num-profile-runs",
+        "2",
+        "--parameter-sweep-mode",
+        "independent",
+        "--parameter-sweep-cooldown-seconds",
+        "0.25",
+    ];
+    let started = std::time::Instant::now();
+    let (outcomes, stdout) = profile(&server, &dir, &args).unwrap();
+    assert!(started.elapsed() >= std::time::Duration::from_millis(250));
+    assert_eq!(outcomes.len(), 4);
+    assert_eq!(server.token_times().len(), 4 * 4);
+    let runs = [
+        [
+            "concurrency_1/profile_runs/trial_0001",
+            "concurrency_2/profile_runs/trial_0001",
+        ],
+        [
+            "concurrency_1/profile_runs/trial_0002",
+            "concurrency_2/profile_runs/trial_0002",
+        ],
+    ];
+    check_sweep(
+        &dir,
+        &runs,
+        &["concurrency_1/aggregate", "concurrency_2/aggregate"],
+        "sweep_aggregate",
+    );
+    let agg = read_json(&dir.join("concurrency_2/aggregate/profile_export_aiperf_aggregate.json"));
+    assert_eq!(agg["metadata"]["sweep_mode"], "independent");
+    let order: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("Profile run ") || l.starts_with("Cooling down"))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "Profile run 1 of 2 (trial_0001), concurrency1",
+            "Profile run 2 of 2 (trial_0002), concurrency1",
+            "Cooling down 0.25 s before the next level",
+            "Profile run 1 of 2 (trial_0001), concurrency2",
+            "Profile run 2 of 2 (trial_0002), concurrency2",
+        ]
+    );
 }

@@ -2,12 +2,12 @@
 
 use std::path::PathBuf;
 
+pub use inferperf_wire::protocol::grpc::compress::Compression;
+pub use inferperf_wire::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES;
+
 /// Default of `--max-input-bytes` (256 MiB): far above the inputs of real models, far below
 /// what a shape from a confused or hostile server can ask for.
 pub const DEFAULT_MAX_INPUT_BYTES: u64 = 256 << 20;
-
-/// Default cap on one response body (bytes): 64 MiB; `--max-response-bytes` raises it.
-pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 << 20;
 
 /// Open loop without `--max-inflight`, perf_analyzer mode: requests one worker may have in
 /// flight. Past the server's capacity every request beyond what keeps it busy only waits in
@@ -24,22 +24,31 @@ pub enum Protocol {
     Grpc,
 }
 
-/// Which kind of server the run talks to (`--service-kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ServiceKind {
+/// Which kind of server the run talks to: the `--service-kind` value, as the service-kind
+/// registry (`run::kinds::registry`) names it. The constants name the built-in kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceKind(pub &'static str);
+
+#[allow(non_upper_case_globals)]
+impl ServiceKind {
     /// Triton / KServe v2 (HTTP or gRPC).
-    #[default]
-    Triton,
+    pub const Triton: ServiceKind = ServiceKind("triton");
     /// An OpenAI-compatible HTTP API: each input-data `payload` POSTed to `--endpoint`.
-    OpenAi,
+    pub const OpenAi: ServiceKind = ServiceKind("openai");
     /// Triton in process through its C API (`libtritonserver.so`), no network.
-    TritonCApi,
+    pub const TritonCApi: ServiceKind = ServiceKind("triton_c_api");
     /// TensorFlow Serving's `PredictionService` over gRPC.
-    TfServing,
+    pub const TfServing: ServiceKind = ServiceKind("tfserving");
     /// TorchServe: a file uploaded per request to `/predictions/<model>` (HTTP).
-    TorchServe,
+    pub const TorchServe: ServiceKind = ServiceKind("torchserve");
     /// Any gRPC method (`--grpc-method`), messages from `message_generator` commands.
-    DynamicGrpc,
+    pub const DynamicGrpc: ServiceKind = ServiceKind("dynamic_grpc");
+}
+
+impl Default for ServiceKind {
+    fn default() -> ServiceKind {
+        ServiceKind::Triton
+    }
 }
 
 /// How load is generated (perf_analyzer's inference load modes).
@@ -112,14 +121,6 @@ impl Default for SequenceSettings {
             serial: false,
         }
     }
-}
-
-/// gRPC message compression (`--grpc-compression-algorithm`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    None,
-    Gzip,
-    Deflate,
 }
 
 /// A `--request-parameter name:value:type` value.

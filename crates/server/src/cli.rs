@@ -15,7 +15,7 @@ use super::llm::state::{OpenAiConfig, DEFAULT_OPENAI_MODEL};
 use super::repository::ControlMode;
 use super::serve::{model_names, start, ServeConfig};
 use super::tls::TlsFiles;
-use inferperf_client::error::{Error, Result};
+use inferperf_wire::error::{Error, Result};
 
 /// How often the main thread checks for a stop signal or the end of `--duration`.
 const STOP_CHECK: Duration = Duration::from_millis(100);

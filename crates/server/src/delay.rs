@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use inferperf_client::error::{Error, Result};
+use inferperf_wire::error::{Error, Result};
 
 /// A model's compute delay, added to its real compute time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

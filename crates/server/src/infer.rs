@@ -14,7 +14,7 @@ use super::models::{ModelDef, TensorData, TensorSpec, MODEL_VERSION};
 use super::reply::InferDone;
 use super::sequence::SeqControl;
 use super::shm::{ShmRef, ShmRegions};
-use inferperf_client::tensor::{split_bytes_elements, DataType};
+use inferperf_wire::tensor::{split_bytes_elements, DataType};
 
 #[derive(Deserialize)]
 struct RequestJson<'a> {

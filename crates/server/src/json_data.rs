@@ -4,7 +4,7 @@ use std::io::Write;
 
 use serde_json::Value;
 
-use inferperf_client::tensor::{push_bytes_element, split_bytes_elements, DataType};
+use inferperf_wire::tensor::{push_bytes_element, split_bytes_elements, DataType};
 
 fn flatten<'v>(value: &'v Value, out: &mut Vec<&'v Value>) {
     match value {

@@ -5,26 +5,27 @@
 //! with the default single thread (the benchmark setup) that is exactly one pinned loop. With
 //! several threads every loop sees the accept edge and the kernel hands each connection to one.
 //!
-//! Layers, each importing only from those below it:
-//! - start-up: `cli` (`serve_main`) over `serve` (config, listeners, threads, the handle);
-//! - front ends: `worker` (one thread's mio loop) over `conn` (reads, held answers, writes);
-//!   `grpc` (gRPC, TF Serving and the HTTPS front on a tokio runtime thread) with `tls` (PEM
-//!   loading, handshakes);
-//! - dispatch: `routes` (HTTP URL routing, health, metadata, statistics, trace settings);
-//! - endpoints: `infer` (KServe v2 infer requests), `llm` (the fake LLM behind the OpenAI
-//!   `/v1/...` endpoints and Triton's generate extension), `torchserve`, `metrics`
-//!   (Prometheus pages of two fake GPUs and the fake LLM, in Triton, vLLM or DCGM style);
-//! - model core: `execute` (running a model or an ensemble) over `state` (what every thread
-//!   shares);
-//! - stores and shared types: `models` (definitions and compute), `sequence`, `repository`
-//!   (load state and loaded configs) over `load_config` (a load's config override),
-//!   `instances` (when delayed executions run) and `settings` (what a load may set),
-//!   `stats`, `trace`, `request_log`, `shm` (system and CUDA shared memory regions, with their
-//!   HTTP and gRPC calls), `llm::state` (the LLM settings and token log), `json_data`, `reply`
-//!   (what an endpoint hands the connection), `delay`, `http` (request parsing, limits,
-//!   response framing), `limits` (what a client may send: sizes, connections, time), `places`
-//!   (connection places, and taking them back from idle connections);
-//! - `fault` (`serve --fault MODE`): a separate, deliberately faulty server for testing clients.
+//! Layers, top to bottom; a module imports only modules below it, or beside it without a
+//! circle: start-up `cli` (serve_main); `fault` (serve --fault MODE: a separate,
+//! deliberately faulty server for testing clients, on the listener set-up below it); `serve`
+//! (config, listeners, threads, the handle); the front ends `worker` (one thread's mio loop)
+//! over `conn` (reads, held answers, writes), `grpc` (gRPC, TF Serving and the HTTPS front on
+//! a tokio runtime thread) and `tls` (PEM loading, handshakes); dispatch: `routes` (HTTP URL
+//! routing, health, metadata, statistics, trace settings); the endpoints `infer` (KServe v2
+//! infer requests) and `torchserve`; `execute` (running a model or an ensemble); `state`
+//! (what every thread shares); `metrics` (Prometheus pages of two fake GPUs and the fake LLM,
+//! in Triton, vLLM or DCGM style, the style kept in the shared state); stores: `llm` (the
+//! fake LLM behind the OpenAI endpoints and Triton's generate extension), `repository` (load
+//! state and loaded configs), `shm` (system and CUDA shared memory regions, with their HTTP
+//! and gRPC calls); `load_config` (a load's config override), `reply` (what an endpoint hands the
+//! connection), `stats`; `models` (definitions and compute), `instances` (when delayed
+//! executions run), `http` (request parsing, limits, response framing); the foundation:
+//! `settings` (what a load may set), `sequence`, `trace`, `request_log`, `json_data`, `delay`,
+//! `limits` (what a client may send: sizes, connections, time), `places` (connection places,
+//! and taking them back from idle connections).
+//!
+//! The protocol codecs, protobuf messages and tensor types come from `inferperf-wire`; the
+//! measuring client is no dependency of the server (its tests use it to cross-check).
 
 mod cli;
 mod conn;
@@ -81,6 +82,10 @@ mod tests_openai;
 mod tests_robust;
 #[cfg(test)]
 mod tests_tls;
+
+#[cfg(test)]
+#[path = "lib_tests.rs"]
+mod tests;
 
 pub use cli::{serve_command, serve_main};
 pub use delay::{parse_delay, parse_delay_value, Delay};

@@ -1,7 +1,7 @@
 use super::*;
 use crate::stats::ModelCounters;
 use inferperf_client::measure::metrics::{GpuMetrics, GPU_LABEL};
-use inferperf_client::protocol::prometheus::{parse, Exposition};
+use inferperf_wire::protocol::prometheus::{parse, Exposition};
 
 fn counters(per_model: &[(&str, u64, u64)]) -> Counters {
     Counters {

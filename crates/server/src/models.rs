@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use serde_json::{json, Value};
 
 use super::settings::ModelSettings;
-use inferperf_client::tensor::DataType;
+use inferperf_wire::tensor::DataType;
 
 /// The only version every reference model has.
 pub const MODEL_VERSION: &str = "1";

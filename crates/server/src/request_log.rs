@@ -17,7 +17,7 @@ struct Ring {
     next: usize,
 }
 
-/// Arrival times (ns of the server's [`inferperf_client::clock::Clock`]) of the infer requests per model.
+/// Arrival times (ns of the server's [`inferperf_wire::clock::Clock`]) of the infer requests per model.
 #[derive(Debug)]
 pub struct ArrivalLog {
     per_model: Vec<Mutex<Ring>>,

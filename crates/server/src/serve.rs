@@ -23,7 +23,7 @@ use super::stats::Counters;
 use super::tls::{self, TlsFiles};
 use super::trace::{TraceSettings, TraceUpdate};
 use super::worker::{Worker, WAKER};
-use inferperf_client::error::{Error, Result};
+use inferperf_wire::error::{Error, Result};
 
 /// How to run the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +138,7 @@ impl ServerHandle {
         self.shared.shm.output_regions()
     }
 
-    /// Arrival times (ns, [`inferperf_client::clock::Clock`] wall-clock scale, taken when the request was
+    /// Arrival times (ns, [`inferperf_wire::clock::Clock`] wall-clock scale, taken when the request was
     /// fully read) of the last infer requests of `model`, oldest first; successful and
     /// refused requests alike, composing-model executions inside an ensemble excluded.
     /// Empty for an unknown model. Keeps the last [`ARRIVALS_KEPT`](crate::ARRIVALS_KEPT) per model.
@@ -169,7 +169,7 @@ impl ServerHandle {
     /// For each of the last [`TOKEN_LOG_REQUESTS`](crate::TOKEN_LOG_REQUESTS) LLM generation requests (OpenAI, Triton
     /// generate or gRPC stream; oldest first, in the order they were parsed): when the server
     /// wrote each content chunk of its stream, or its whole answer (one entry) when not
-    /// streamed; ns on the [`inferperf_client::clock::Clock`] wall-clock scale, like
+    /// streamed; ns on the [`inferperf_wire::clock::Clock`] wall-clock scale, like
     /// [`ServerHandle::arrivals`].
     pub fn token_times(&self) -> Vec<Vec<u64>> {
         self.shared.openai.log.snapshot()

@@ -15,7 +15,7 @@ use super::sequence::Sequences;
 use super::shm::ShmRegions;
 use super::stats::Stats;
 use super::trace::Trace;
-use inferperf_client::clock::Clock;
+use inferperf_wire::clock::Clock;
 
 /// What every server thread shares.
 #[derive(Debug)]

@@ -188,7 +188,7 @@ fn identity_models_binary_and_json() {
 
     let mut framed = Vec::new();
     for s in ["hello", "", "wörld"] {
-        inferperf_client::tensor::push_bytes_element(&mut framed, s.as_bytes());
+        inferperf_wire::tensor::push_bytes_element(&mut framed, s.as_bytes());
     }
     let header = format!(
         r#"{{"inputs":[{{"name":"INPUT0","datatype":"BYTES","shape":[1,3],"parameters":{{"binary_data_size":{}}}}}],"outputs":[{{"name":"OUTPUT0","parameters":{{"binary_data":true}}}}]}}"#,

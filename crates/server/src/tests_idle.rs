@@ -10,7 +10,7 @@ use super::grpc::test_client::{block_on, connect};
 use super::limits::Limits;
 use super::test_client::*;
 use super::{start, Delay, ServeConfig, ServerHandle};
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 /// A short limit for the timeouts under test; the checks allow far more.
 const SHORT: Duration = Duration::from_millis(300);

@@ -202,7 +202,7 @@ fn ensemble_runs_composing_models_and_records_each() {
 fn arrival_log_records_each_request_in_order() {
     let server = server();
     let mut c = Client::connect(server.addr);
-    let before = inferperf_client::clock::Clock::new().now_ns();
+    let before = inferperf_wire::clock::Clock::new().now_ns();
     for _ in 0..4 {
         check_simple_binary(&c.request(&simple_binary(1)), 1);
         std::thread::sleep(Duration::from_millis(2));

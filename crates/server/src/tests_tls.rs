@@ -11,7 +11,7 @@ use super::grpc::test_client::{block_on, connect_tls};
 use super::test_certs::{TestPki, Trust};
 use super::tls::{ALPN_H2, ALPN_HTTP1};
 use super::{start, ServeConfig, ServerHandle};
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 fn tls_server(pki: &TestPki, client_ca: Option<()>) -> ServerHandle {
     let local = SocketAddr::from(([127, 0, 0, 1], 0));

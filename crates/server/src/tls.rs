@@ -19,7 +19,7 @@ use rustls::{RootCertStore, ServerConfig};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
-use inferperf_client::error::{Error, Result};
+use inferperf_wire::error::{Error, Result};
 
 /// A TLS handshake that has not finished after this long (or `--read-timeout`, if shorter) is
 /// dropped.

@@ -18,7 +18,7 @@ use super::places::{Inbox, Wake};
 use super::reply::JSON;
 
 use super::state::Shared;
-use inferperf_client::timerfd::DeadlineTimer;
+use inferperf_wire::timerfd::DeadlineTimer;
 
 pub const LISTENER: Token = Token(0);
 pub const WAKER: Token = Token(1);

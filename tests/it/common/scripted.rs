@@ -184,6 +184,8 @@ pub fn engine_spec(addr: SocketAddr, wire: Wire, request: Vec<u8>) -> EngineSpec
         requests: Arc::new(vec![request]),
         keep_bodies: false,
         keep_going: false,
+        http_trace: false,
+        fresh_connections: false,
         pin: false,
         max_workers: 1,
         clock: Clock::new(),

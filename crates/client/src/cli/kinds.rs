@@ -9,16 +9,6 @@ use crate::service::dynamic_grpc::method_path;
 /// TF Serving's gRPC port, perf_analyzer's default `-u` for `--service-kind tfserving`.
 const DEFAULT_TFSERVING_URL: &str = "localhost:8500";
 
-/// The service kind named by `--service-kind` when it is one of these three.
-pub fn kind_of(name: &str) -> Option<ServiceKind> {
-    match name {
-        "tfserving" => Some(ServiceKind::TfServing),
-        "torchserve" => Some(ServiceKind::TorchServe),
-        "dynamic_grpc" => Some(ServiceKind::DynamicGrpc),
-        _ => None,
-    }
-}
-
 /// Before the transport flags: dynamic_grpc speaks gRPC unless `-i` says otherwise (which
 /// [`apply`] then refuses), so the gRPC defaults (`-u`, TLS flags) apply.
 pub fn apply_protocol_default(args: &RunArgs, config: &mut Config) {

@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 
 use super::args::RunArgs;
-use super::help::not_supported;
 use super::number::{
     parse_float_within, parse_number, parse_within, MAX_COUNT, MAX_LEVEL, MAX_MS, MAX_PERCENT,
 };
@@ -14,16 +13,6 @@ use crate::config::{
     ConcurrencyRange, Config, InputData, MeasurementMode, ServiceKind, SharedMemory, TensorFormat,
 };
 use crate::error::{Error, Result};
-
-/// Service kinds perf_analyzer knows (all implemented).
-const SERVICE_KINDS: &[&str] = &[
-    "triton",
-    "triton_c_api",
-    "tfserving",
-    "torchserve",
-    "openai",
-    "dynamic_grpc",
-];
 
 /// Checks every flag and builds the run configuration.
 pub fn to_config(args: &RunArgs) -> Result<Config> {
@@ -74,21 +63,12 @@ fn apply_general(args: &RunArgs, config: &mut Config) -> Result<()> {
     config.model_version = args.model_version.clone().unwrap_or_default();
     config.verbose = args.verbose;
     if let Some(kind) = args.service_kind.as_deref() {
-        if !SERVICE_KINDS.contains(&kind) {
-            return Err(Error::usage(format!(
+        config.service_kind = crate::run::kinds::registry::service_kind(kind).ok_or_else(|| {
+            Error::usage(format!(
                 "Failed to parse --service-kind. Unsupported value '{kind}'; the choices are {}.",
-                SERVICE_KINDS.join(", ")
-            )));
-        }
-        config.service_kind = match kind {
-            "triton" => ServiceKind::Triton,
-            "openai" => ServiceKind::OpenAi,
-            "triton_c_api" => ServiceKind::TritonCApi,
-            other => match super::kinds::kind_of(other) {
-                Some(k) => k,
-                None => return Err(not_supported(&format!("--service-kind {kind}"))),
-            },
-        };
+                crate::run::kinds::registry::service_kind_names().join(", ")
+            ))
+        })?;
         super::kinds::apply_protocol_default(args, config);
     }
     apply_capi(args, config)?;

@@ -18,7 +18,7 @@ use mio::{Interest, Registry, Token};
 
 use super::deadline::{mark, Waiting, Watch};
 use crate::clock::Clock;
-use crate::measure::{FailKind, RequestRecord};
+use crate::measure::{FailKind, HttpTrace, RequestRecord};
 use crate::protocol::http1::{Limits, Progress, ResponseHead, ResponseReader};
 use crate::service::reply_check::{LastGood, ReplyCheck};
 use crate::transport::{TlsClient, Transport};
@@ -96,6 +96,36 @@ pub struct Conn {
     rx_stamps: bool,
     /// The request timeout's view of this connection's progress (see `deadline.rs`).
     pub watch: Watch,
+    /// HTTP tracing: the clock its connect and handshake times are read from (`None`: no
+    /// times are read for tracing).
+    trace_clock: Option<Clock>,
+    /// HTTP tracing: when the current socket's TCP connect and TLS handshake started and
+    /// ended (ns; 0 when not traced).
+    sock: SockTimes,
+    /// Requests started on the current socket.
+    served: u32,
+    /// The request in flight: its bytes and calls, and when its last byte was read.
+    exchange: Exchange,
+}
+
+/// When a socket was connected (ns since the epoch; see `HttpTrace`).
+#[derive(Clone, Copy, Debug, Default)]
+struct SockTimes {
+    connect_start_ns: u64,
+    connect_end_ns: u64,
+    tls_start_ns: u64,
+    tls_end_ns: u64,
+}
+
+/// What the request in flight moved: write and read calls that moved bytes, bytes read,
+/// when the response's last byte was read, and whether its socket had served a request.
+#[derive(Clone, Copy, Debug, Default)]
+struct Exchange {
+    writes: u32,
+    reads: u32,
+    bytes_read: u64,
+    recv_end_ns: u64,
+    reused: bool,
 }
 
 impl Conn {
@@ -129,7 +159,53 @@ impl Conn {
             sse: SseState::default(),
             rx_stamps: false,
             watch: Watch::default(),
+            trace_clock: None,
+            sock: SockTimes::default(),
+            served: 0,
+            exchange: Exchange::default(),
         })
+    }
+
+    /// Traces the connection's times from now on with `clock`; its connect started at
+    /// `connect_start_ns`.
+    pub fn trace_from(&mut self, clock: Clock, connect_start_ns: u64) {
+        self.trace_clock = Some(clock);
+        self.sock = SockTimes {
+            connect_start_ns,
+            ..SockTimes::default()
+        };
+    }
+
+    /// The trace of the request in flight or just ended; `due_ns`: when it was due.
+    pub fn trace(&self, due_ns: u64) -> HttpTrace {
+        let x = &self.exchange;
+        let sock = if x.reused {
+            SockTimes::default()
+        } else {
+            self.sock
+        };
+        HttpTrace {
+            due_ns,
+            connect_start_ns: sock.connect_start_ns,
+            connect_end_ns: sock.connect_end_ns,
+            tls_start_ns: sock.tls_start_ns,
+            tls_end_ns: sock.tls_end_ns,
+            send_start_ns: self.rec.start_ns,
+            send_end_ns: self.rec.send_end_ns,
+            recv_start_ns: self.rec.recv_start_ns,
+            recv_end_ns: x.recv_end_ns,
+            bytes_sent: self.written as u64,
+            bytes_received: x.bytes_read,
+            writes: x.writes,
+            reads: x.reads,
+            reused: x.reused,
+        }
+    }
+
+    /// HTTP tracing: the time now, when tracing (else 0, no clock read).
+    #[inline]
+    fn trace_now(&self) -> u64 {
+        self.trace_clock.map_or(0, |c| c.now_ns())
     }
 
     /// Times responses by the kernel's receive stamps from now on (and after reconnects);
@@ -155,6 +231,7 @@ impl Conn {
         tls: Option<&TlsClient>,
     ) -> io::Result<()> {
         let _ = registry.deregister(self.stream.socket());
+        let connect_start_ns = self.trace_now();
         let mut stream = Transport::connect(addr, tls)?;
         let both = Interest::READABLE | Interest::WRITABLE;
         registry.register(stream.socket(), self.token, both)?;
@@ -168,6 +245,11 @@ impl Conn {
         self.sse.reset();
         self.must_reconnect = false;
         self.watch.reset();
+        self.served = 0;
+        self.sock = SockTimes {
+            connect_start_ns,
+            ..SockTimes::default()
+        };
         Ok(())
     }
 
@@ -195,6 +277,11 @@ impl Conn {
             step: step as u32,
             ..Default::default()
         };
+        self.exchange = Exchange {
+            reused: self.served > 0,
+            ..Exchange::default()
+        };
+        self.served += 1;
         self.state = State::Writing;
         self.write_more(req, clock, registry)
     }
@@ -254,7 +341,10 @@ impl Conn {
                 Ok(0) => {
                     return self.fail(FailKind::Closed, "connection closed while sending".into())
                 }
-                Ok(n) => self.written += n,
+                Ok(n) => {
+                    self.written += n;
+                    self.exchange.writes += 1;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     // Ask for a writable edge only now; normally a request fits the socket buffer.
                     return self.want_writable(registry);
@@ -311,6 +401,7 @@ impl Conn {
                     if self.rlen == 0 && self.rec.recv_start_ns == 0 {
                         self.rec.recv_start_ns = read_ns;
                     }
+                    self.count_read(n);
                     self.rlen += n;
                     let progress = self.reader.advance(&self.rbuf[..self.rlen]);
                     self.drop_interim();
@@ -401,6 +492,13 @@ impl Conn {
             Err(e) => return self.fail(FailKind::Connect, e.to_string()),
         }
         let _ = socket.set_nodelay(true);
+        if self.trace_clock.is_some() {
+            let now = self.trace_now();
+            self.sock.connect_end_ns = now;
+            if self.stream.is_tls() {
+                self.sock.tls_start_ns = now;
+            }
+        }
         if self.stream.is_tls() {
             self.state = State::Handshaking;
             return self.continue_handshake(registry);
@@ -411,7 +509,12 @@ impl Conn {
     /// Moves the TLS handshake on; READABLE | WRITABLE stay registered until it is done.
     fn continue_handshake(&mut self, registry: &Registry) -> Outcome {
         match self.stream.drive_handshake() {
-            Ok(true) => self.connected(registry),
+            Ok(true) => {
+                if self.trace_clock.is_some() {
+                    self.sock.tls_end_ns = self.trace_now();
+                }
+                self.connected(registry)
+            }
             Ok(false) => Outcome::Pending,
             Err(e) => self.fail(FailKind::Connect, e.to_string()),
         }
@@ -446,6 +549,7 @@ impl Conn {
                     if self.rlen == 0 && self.rec.recv_start_ns == 0 {
                         self.rec.recv_start_ns = read_ns;
                     }
+                    self.count_read(n);
                     self.rlen += n;
                     let progress = self.reader.advance(&self.rbuf[..self.rlen]);
                     self.drop_interim();
@@ -475,6 +579,13 @@ impl Conn {
                 Err(e) => return self.fail(FailKind::of_io(&e), format!("receive failed: {e}")),
             }
         }
+    }
+
+    /// A read that moved `n` bytes (more than 0).
+    #[inline]
+    fn count_read(&mut self, n: usize) {
+        self.exchange.reads += 1;
+        self.exchange.bytes_read += n as u64;
     }
 
     /// Interim (1xx) responses already skipped leave the buffer, so a run of them cannot
@@ -560,6 +671,7 @@ impl Conn {
         } else {
             clock.now_ns()
         };
+        self.exchange.recv_end_ns = end_ns;
         self.header_len = head.inference_header_len;
         let out = self.complete(head.status, head.keep_alive, head.consumed, end_ns);
         if self.sse.active {

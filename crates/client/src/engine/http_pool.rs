@@ -10,6 +10,7 @@ use super::deadline::{Received, Sweep};
 use super::pool::{Cx, Pool, Ready, Send};
 use super::prefill::PrefillShare;
 use super::sink::SENDS_PER_TURN;
+use crate::clock::Clock;
 use crate::measure::{FailKind, RequestRecord};
 use crate::service::openai::{error_message, stream_error_message};
 use crate::service::reply_check::ReplyCheck;
@@ -38,6 +39,11 @@ pub struct HttpPool {
     /// `--prefill-concurrency`: this worker's view of the run's prefill gate. A connection
     /// whose request holds a slot watches for its first token (`Conn::holds_prefill`).
     prefill: Option<PrefillShare>,
+    /// HTTP tracing (`profile`): the clock connections read their connect and handshake
+    /// times from; every finished request's trace goes to the sink. `None`: no tracing.
+    trace: Option<Clock>,
+    /// A new connection for every request: each is replaced once its response is in.
+    fresh: bool,
 }
 
 /// Session turns: what a connection's current socket has carried. A socket that is idle
@@ -85,6 +91,36 @@ impl HttpPool {
             reuse: vec![Reuse::Fresh; count],
             check: ReplyCheck::None,
             prefill: None,
+            trace: None,
+            fresh: false,
+        }
+    }
+
+    /// Traces every request's HTTP phases with `clock` (`None`: off).
+    pub fn with_trace(mut self, clock: Option<Clock>) -> HttpPool {
+        self.trace = clock;
+        self
+    }
+
+    /// Replaces every connection once its response is in (`--connection-reuse-strategy
+    /// never`).
+    pub fn with_fresh_connections(mut self, on: bool) -> HttpPool {
+        self.fresh = on;
+        self
+    }
+
+    /// HTTP tracing: hands connection `i`'s trace of the request it just ended to the sink,
+    /// for the record `finish` is about to store.
+    #[inline]
+    fn stage_trace(&self, i: usize, sink: &mut super::sink::Sink) {
+        if self.trace.is_some() {
+            let rec = &self.conns[i].rec;
+            let due = if rec.intended_ns != 0 {
+                rec.intended_ns
+            } else {
+                rec.start_ns
+            };
+            sink.trace = self.conns[i].trace(due);
         }
     }
 
@@ -114,7 +150,11 @@ impl HttpPool {
     }
 
     fn connect(&self, token: Token, registry: &Registry) -> std::io::Result<Conn> {
+        let connect_start_ns = self.trace.map(|c| c.now_ns());
         let mut conn = Conn::connect(self.addr, token, registry, self.tls.as_ref())?;
+        if let (Some(clock), Some(at)) = (self.trace, connect_start_ns) {
+            conn.trace_from(clock, at);
+        }
         conn.set_max_response(self.max_response);
         if self.rx_stamps {
             conn.use_rx_stamps();
@@ -226,8 +266,11 @@ impl HttpPool {
                 } else if let Some(t) = turns {
                     t.ended(i, &rec, conn.body(), None, cx.clock);
                 }
+                self.stage_trace(i, cx.sink);
+                let conn = &mut self.conns[i];
                 cx.sink.finish_in_slot(rec, conn.body(), i);
                 conn.release();
+                conn.must_reconnect |= self.fresh;
                 // Session turns replace a closed connection before its next send.
                 if conn.must_reconnect && !session {
                     self.reconnect(i, cx);
@@ -267,6 +310,7 @@ impl HttpPool {
             if let Some(t) = cx.feed.turns() {
                 t.ended(i, &rec, &[], Some(&msg), cx.clock);
             }
+            self.stage_trace(i, cx.sink);
             cx.sink.finish(rec, &[]);
         }
         if cx.feed.turns().is_some() {

@@ -72,6 +72,12 @@ pub struct EngineSpec {
     pub keep_bodies: bool,
     /// Count failed requests and go on instead of stopping at the first (LLM `profile`).
     pub keep_going: bool,
+    /// HTTP/1.1: record each request's HTTP phases (connect, TLS, send, wait, receive) for
+    /// `profile`'s `http_req_*` metrics; off, the engine spends nothing on them.
+    pub http_trace: bool,
+    /// HTTP/1.1: a new connection for every request, closed once its response is in
+    /// (AIPerf's `--connection-reuse-strategy never`).
+    pub fresh_connections: bool,
     pub pin: bool,
     /// Upper bound on worker threads.
     pub max_workers: usize,
@@ -466,7 +472,9 @@ fn spawn_for_wire(
                 .with_rx_stamps(spec.read_batch.is_some())
                 .with_reply_check(spec.reply_check.clone())
                 .with_max_response(spec.max_response_bytes)
-                .with_prefill(prefill);
+                .with_prefill(prefill)
+                .with_trace(spec.http_trace.then_some(spec.clock))
+                .with_fresh_connections(spec.fresh_connections);
             spawn_worker_on(params, pool, (poll, waker), core, out)
         }
         Wire::Grpc(wire) => {

@@ -2,7 +2,7 @@
 //! edges, the failure tally, and the rule that decides whether a failure ends the run.
 
 use super::slots::SlotShare;
-use crate::measure::{FailKind, FailTally, RequestRecord};
+use crate::measure::{FailKind, FailTally, HttpTrace, RequestRecord};
 
 /// Where finished requests go: the record buffer the coordinator swaps at window edges.
 pub struct Sink {
@@ -41,6 +41,11 @@ pub struct Sink {
     /// A pool stopped sending for this loop turn with sends still due (`SENDS_PER_TURN`):
     /// the worker polls without sleeping and sends the rest next turn.
     pub backlog: bool,
+    /// HTTP tracing (`profile` over HTTP/1.1): every finished record stores `trace` before
+    /// its body (see `RequestRecord::traced`).
+    pub tracing: bool,
+    /// The trace of the request being finished, set by the pool just before `finish`.
+    pub trace: HttpTrace,
 }
 
 /// Sends one pool makes per loop turn at most: between two turns the worker reads what has
@@ -72,6 +77,8 @@ impl Sink {
             capture: None,
             ride_out: false,
             ridden: 0,
+            tracing: false,
+            trace: HttpTrace::default(),
         }
     }
 
@@ -124,6 +131,12 @@ impl Sink {
             self.slowest_ns = self.slowest_ns.max(rec.latency_ns());
         } else if rec.fail == FailKind::None {
             rec.fail = FailKind::Other;
+        }
+        if self.tracing {
+            self.bodies.extend_from_slice(&self.trace.to_bytes());
+            self.trace = HttpTrace::default();
+            rec.traced = true;
+            rec.body_off = self.bodies.len() as u32;
         }
         if self.keep_bodies && !body.is_empty() {
             rec.body_off = self.bodies.len() as u32;

@@ -56,6 +56,8 @@ fn run_engine(
         requests: Arc::new(vec![infer_request(body_len)]),
         keep_bodies: true,
         keep_going: false,
+        http_trace: false,
+        fresh_connections: false,
         pin: false,
         max_workers: 2,
         clock: Clock::new(),

@@ -86,6 +86,8 @@ pub struct WorkerParams {
     pub keep_bodies: bool,
     /// Count failed requests and go on, instead of stopping at the first (LLM `profile`).
     pub keep_going: bool,
+    /// Record each request's HTTP phases (HTTP/1.1 `profile`; see `Sink::tracing`).
+    pub http_trace: bool,
     pub clock: Clock,
     pub records: Vec<RequestRecord>,
     /// First input step this worker sends; workers interleave through the steps.
@@ -142,6 +144,7 @@ impl<P: Pool> Worker<P> {
         let records = std::mem::take(&mut p.records);
         let mut sink = Sink::new(records, p.keep_bodies);
         sink.keep_going = p.keep_going;
+        sink.tracing = p.http_trace;
         sink.ride_out = p.pace.is_some();
         let stride = p.stride;
         sink.period = p.ramp.map_or(0, |r| r.period);
@@ -454,10 +457,11 @@ impl<P: Pool> Worker<P> {
         for j in 0..batch.records.len() {
             let mut r = batch.records[j];
             if r.end_ns > until_ns {
-                if r.body_len > 0 {
-                    let (o, n) = (r.body_off as usize, r.body_len as usize);
-                    r.body_off = self.sink.bodies.len() as u32;
-                    self.sink.bodies.extend_from_slice(&batch.bodies[o..o + n]);
+                if r.has_region() {
+                    let (o, end) = (r.region_start(), r.body_off as usize + r.body_len as usize);
+                    let lead = r.body_off as usize - o;
+                    r.body_off = (self.sink.bodies.len() + lead) as u32;
+                    self.sink.bodies.extend_from_slice(&batch.bodies[o..end]);
                 }
                 self.sink.records.push(r);
             } else {

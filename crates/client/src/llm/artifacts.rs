@@ -3,11 +3,12 @@
 //! [`layout`](super::layout) puts it elsewhere) AIPerf's summaries, time slices, log and the
 //! per-request records.
 
+use crate::run::kinds::registry::Body;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::cli::{self, LoadPoint, ProfileConfig};
+use super::cli::{LoadPoint, ProfileConfig};
 use super::{dataset, export, html_report, report_options, runner, telemetry};
 use crate::error::{Error, Result};
 use crate::measure::llm::LlmRequest;
@@ -24,10 +25,11 @@ pub(super) fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
     } else {
         first.clone()
     });
-    let kind = if cfg.endpoint_type == cli::EndpointType::Kserve {
-        format!("triton-{}", backend_name(cfg.backend))
+    let endpoint = cfg.endpoint_type.endpoint();
+    let kind = if endpoint.body == Body::LlmTensors {
+        format!("{}-{}", endpoint.family, backend_name(cfg.backend))
     } else {
-        format!("openai-{}", cfg.endpoint_type.name())
+        format!("{}-{}", endpoint.family, cfg.endpoint_type.name())
     };
     cfg.args
         .artifact_dir
@@ -143,11 +145,7 @@ pub(super) fn write_point(
     } = *f;
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::generic(format!("cannot write {}: {e}", dir.display())))?;
-    let kind = if cfg.endpoint_type == cli::EndpointType::Kserve {
-        "triton"
-    } else {
-        "openai"
-    };
+    let kind = cfg.endpoint_type.endpoint().family;
     let names = export::ExportNames::from_export_file(&cfg.args.profile_export_file);
     let inputs = ("inputs.json".to_string(), export::inputs_json(bodies));
     let mut files: Vec<(String, String)> = vec![
@@ -184,7 +182,7 @@ pub(super) fn write_point(
     let aiperf_dir = super::layout::aiperf_dir(cfg, point);
     let mut aiperf = vec![(
         names.records_jsonl,
-        crate::report::llm::jsonl::records(requests),
+        crate::report::llm::jsonl::records_with(requests, cfg.args.report.export_http_trace),
     )];
     aiperf.extend(aiperf_files(cfg, point, run, f));
     if aiperf_dir == dir {
@@ -467,7 +465,7 @@ mod tests {
     fn cfg(args: &[&str]) -> ProfileConfig {
         let mut v: Vec<OsString> = vec!["profile".into()];
         v.extend(args.iter().map(OsString::from));
-        cli::parse(v).unwrap().unwrap()
+        crate::llm::cli::parse(v).unwrap().unwrap()
     }
 
     #[test]

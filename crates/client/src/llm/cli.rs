@@ -9,55 +9,90 @@ use clap::{ArgAction, Parser, ValueEnum};
 
 use super::cli_compat::{self, Backend, CompatArgs, UiType};
 use crate::error::{Error, Result};
+use crate::run::kinds::registry::{self, Body, Endpoint, Kind};
 use crate::transport::TlsClient;
 
-/// Which API the requests go to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EndpointType {
-    /// OpenAI `v1/chat/completions`.
-    Chat,
-    /// OpenAI `v1/completions`.
-    Completions,
-    /// OpenAI `v1/embeddings`.
-    Embeddings,
-    /// `v1/ranking` (NIM-style query + passages).
-    Rankings,
-    /// Triton gRPC `ModelStreamInfer` with `text_input` / `max_tokens` / `stream` tensors
-    /// (TensorRT-LLM and vLLM backends).
-    Kserve,
-    /// Triton HTTP `v2/models/<m>/generate_stream` (SSE), or `generate` without `--streaming`.
-    Generate,
+/// Which API the requests go to: a service kind of the registry (`run::kinds::KINDS`) that
+/// has a `profile` endpoint, chosen once by `--endpoint-type`; the rest of `profile` asks it
+/// (its capabilities and its endpoint's body, paths and reply shape).
+#[derive(Clone, Copy)]
+pub struct EndpointType {
+    kind: &'static Kind,
+    endpoint: Endpoint,
 }
 
 impl EndpointType {
+    /// The kind `--endpoint-type name` selects.
+    pub fn named(name: &str) -> Option<EndpointType> {
+        let kind = registry::for_endpoint(name)?;
+        Some(EndpointType {
+            kind,
+            endpoint: kind.endpoint?,
+        })
+    }
+
+    /// The registry's kind.
+    pub fn kind(self) -> &'static Kind {
+        self.kind
+    }
+
+    /// The kind's `profile` endpoint.
+    pub fn endpoint(self) -> Endpoint {
+        self.endpoint
+    }
+
+    /// What each request carries.
+    pub fn body(self) -> Body {
+        self.endpoint.body
+    }
+
+    /// The requests go over gRPC.
+    pub fn grpc(self) -> bool {
+        self.kind.caps.grpc
+    }
+
     /// The path used when `--endpoint` is not given.
     pub fn default_path(self, model: &str) -> String {
-        match self {
-            EndpointType::Chat => "v1/chat/completions".into(),
-            EndpointType::Completions => "v1/completions".into(),
-            EndpointType::Embeddings => "v1/embeddings".into(),
-            EndpointType::Rankings => "v1/ranking".into(),
-            EndpointType::Kserve => String::new(),
-            EndpointType::Generate => format!("v2/models/{model}/generate"),
-        }
+        self.endpoint.default_path(model, false)
     }
 
     /// Name used in artifact directory names and exports.
     pub fn name(self) -> &'static str {
-        match self {
-            EndpointType::Chat => "chat",
-            EndpointType::Completions => "completions",
-            EndpointType::Embeddings => "embeddings",
-            EndpointType::Rankings => "rankings",
-            EndpointType::Kserve => "kserve",
-            EndpointType::Generate => "generate",
-        }
+        self.kind.label()
     }
 
     /// The endpoint produces generated text (so TTFT, ITL and OSL apply).
     pub fn generates(self) -> bool {
-        !matches!(self, EndpointType::Embeddings | EndpointType::Rankings)
+        self.endpoint.generates
     }
+}
+
+impl PartialEq for EndpointType {
+    fn eq(&self, other: &EndpointType) -> bool {
+        std::ptr::eq(self.kind, other.kind)
+    }
+}
+
+impl Eq for EndpointType {}
+
+impl std::fmt::Debug for EndpointType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `--endpoint-type`'s values: every registered kind with a `profile` endpoint.
+fn endpoint_type_values() -> clap::builder::PossibleValuesParser {
+    let values: Vec<clap::builder::PossibleValue> = registry::endpoint_names()
+        .into_iter()
+        .map(|name| {
+            let about = registry::for_endpoint(name)
+                .and_then(|k| k.endpoint)
+                .map_or("", |e| e.about);
+            clap::builder::PossibleValue::new(name).help(about)
+        })
+        .collect();
+    clap::builder::PossibleValuesParser::new(values)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -95,8 +130,8 @@ pub struct ProfileArgs {
     #[arg(short = 'u', long)]
     pub url: Option<String>,
     /// The API to call.
-    #[arg(long, value_enum, default_value = "chat")]
-    pub endpoint_type: EndpointType,
+    #[arg(long, default_value = "chat", value_parser = endpoint_type_values())]
+    pub endpoint_type: String,
     /// Accepted for GenAI-Perf compatibility: `openai` (the default) or `triton` (means
     /// `--endpoint-type kserve` unless an endpoint type is given).
     #[arg(long)]
@@ -221,8 +256,8 @@ pub struct ProfileArgs {
     /// repository code is ever run, so it changes nothing.
     #[arg(long)]
     pub tokenizer_trust_remote_code: bool,
-    /// Take ISL and OSL from the server's `usage` (asks for it with
-    /// `stream_options.include_usage`).
+    /// Take ISL and OSL from the server's `usage` (a stream asks for it with
+    /// `stream_options.include_usage`, as every streaming chat and completions run does).
     #[arg(long)]
     pub use_server_token_count: bool,
     /// Service-level objectives, `metric:value` in ms or tokens/s (e.g.
@@ -286,6 +321,8 @@ pub struct ProfileArgs {
     pub multi_run: super::multi_run::MultiRunArgs,
     #[command(flatten)]
     pub media: super::media::MediaArgs,
+    #[command(flatten)]
+    pub cache_bust: super::cache_bust::CacheBustArgs,
 }
 
 /// `--read-batch-us` beyond this would hold completed requests (and the next sends of a
@@ -404,16 +441,22 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
     if args.model.is_empty() {
         return Err(Error::usage("profile: -m/--model is required"));
     }
-    let endpoint_type = match args.service_kind.as_deref() {
-        None | Some("openai") => args.endpoint_type,
-        Some("triton") if args.endpoint_type == EndpointType::Chat => EndpointType::Kserve,
-        Some("triton") => args.endpoint_type,
+    let name = match args.service_kind.as_deref() {
+        None | Some("openai") => args.endpoint_type.as_str(),
+        Some("triton") if args.endpoint_type == "chat" => "kserve",
+        Some("triton") => args.endpoint_type.as_str(),
         Some(other) => {
             return Err(Error::usage(format!(
                 "profile: --service-kind must be openai or triton, not '{other}'"
             )))
         }
     };
+    let endpoint_type = EndpointType::named(name).ok_or_else(|| {
+        Error::usage(format!(
+            "profile: --endpoint-type must be one of {}, not '{name}'",
+            registry::endpoint_names().join(", ")
+        ))
+    })?;
     cli_compat::check(&args.compat, endpoint_type)?;
     super::media::check(&args, endpoint_type)?;
     cli_compat::input_file_prefix(&mut args)?;
@@ -462,7 +505,7 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         &args.compat,
         https,
         crate::transport::tls::host_of(&address),
-        endpoint_type == EndpointType::Kserve,
+        endpoint_type.grpc(),
     )?;
     let (request_timeout, request_timeout_flag) = request_timeout(&args)?;
     let request_idle_timeout = request_idle_timeout(&args)?;
@@ -487,6 +530,7 @@ fn validate(mut args: ProfileArgs) -> Result<ProfileConfig> {
         extra,
     };
     super::multi_run::check_plan(&cfg)?;
+    super::cache_bust::check(&cfg)?;
     Ok(cfg)
 }
 

@@ -2,6 +2,7 @@
 //! accepted with its meaning here, or refused by [`refusal`] with an error that names the
 //! flag and says why. HTTPS settings use perf_analyzer's `--ssl-https-*` names.
 
+use crate::run::kinds::registry::Body;
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
@@ -34,9 +35,30 @@ pub enum UiType {
     Dashboard,
 }
 
+/// AIPerf's `--connection-reuse-strategy`: when an HTTP/1.1 connection is replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum ConnectionReuse {
+    /// Each load slot keeps its connection open and reuses it (the default).
+    #[default]
+    Pooled,
+    /// A new connection for every request, closed once its response is in.
+    Never,
+    /// AIPerf's per-conversation connections: refused (see `check`).
+    StickyUserSessions,
+}
+
 /// GenAI-Perf / AIPerf flags with a meaning here, and perf_analyzer's HTTPS flags.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct CompatArgs {
+    /// How HTTP/1.1 connections are reused (AIPerf's): `pooled`, each load slot keeps its
+    /// connection open; `never`, a new connection for every request, closed after its
+    /// response (its connect time shows in `http_req_connecting`).
+    #[arg(
+        long = "connection-reuse-strategy",
+        value_enum,
+        value_name = "STRATEGY"
+    )]
+    pub connection_reuse_strategy: Option<ConnectionReuse>,
     /// `--endpoint-type kserve`: the model's Triton backend, which picks the request tensors
     /// (GenAI-Perf's; default tensorrtllm).
     #[arg(long, value_enum)]
@@ -99,11 +121,7 @@ pub struct CompatArgs {
 
 /// `--url` to host:port and whether it is `https://` (default port 443 then, else 80).
 pub fn server_address(url: Option<&str>, kind: EndpointType) -> Result<(String, bool)> {
-    let default = if kind == EndpointType::Kserve {
-        "localhost:8001"
-    } else {
-        "localhost:8000"
-    };
+    let default = kind.endpoint().default_url;
     let url = url.unwrap_or(default);
     let shown = crate::text::redact_url(url);
     let (rest, https) = match url.strip_prefix("https://") {
@@ -246,7 +264,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("--server-profiler", "no control requests are sent to the server; start and stop its profiler around the run"),
     ("--transport-type", "profile speaks HTTP/1.1 (chat, completions, embeddings, rankings, generate) and gRPC (kserve); the endpoint type picks it"),
     ("--per-chunk-usage", "usage is read where the server sends it; to ask for it on every chunk give --extra-inputs with the server's option"),
-    ("--connection-reuse-strategy", "each load slot keeps its connection open and reuses it (AIPerf's pooled); there is no other strategy"),
     ("--download-video-content", "video generation endpoints are not supported"),
     ("--request-content-type", "request bodies are JSON (or gRPC protobuf for kserve); multipart forms are not sent"),
     ("--session-header", "conversation turns carry no session-affinity header; add a fixed one with -H"),
@@ -295,16 +312,12 @@ const REFUSED: &[(&str, &str)] = &[
     ("--stream", "results are written as files under --artifact-dir; nothing is exported to a collector"),
     ("--gen-ai-provider", "results are written as files under --artifact-dir; nothing is exported to a collector"),
     // HTTP Trace
-    ("--export-http-trace", "the HTTP phase timings (k6's naming) are not recorded"),
-    ("--show-trace-timing", "the HTTP phase timings (k6's naming) are not recorded"),
     // Server Metrics, Network Latency
     ("--server-metrics-formats", "server metrics are reported in the run's summaries; no separate server-metrics files are written"),
     ("--network-latency-", "no network round trip is subtracted: latencies are as measured at the client"),
     // Service
     ("--record-processor-service-count", "profile runs in one process; load workers are set with --max-workers"),
     ("--stats-interval", "the progress line (--ui-type simple) updates on its own period; there is no stats log block"),
-    // Cache Bust
-    ("--cache-bust", "no cache-bust markers are put in prompts; distinct synthetic prompts (--num-prompts) and --random-seed keep prompts apart between runs"),
     // Multi-Run: adaptive search, convergence and recipes
     ("--convergence-", "runs are not stopped early on convergence; every --num-profile-runs run is made"),
     ("--sweep-type", "a sweep walks one list (--concurrency or --request-rate values); lists of other flags are not combined"),
@@ -350,8 +363,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("--no-set-consistent-seed", "every --num-profile-runs run sends the same prepared requests"),
     ("--vary-seed-per-trial", "every --num-profile-runs run sends the same prepared requests"),
     ("--convergence-", "--num-profile-runs runs a fixed number of runs; there is no early stop on convergence"),
-    ("--parameter-sweep-mode", "--num-profile-runs repeats one level; a list, --sweep or --sla-search runs each level once"),
-    ("--parameter-sweep-cooldown-seconds", "--num-profile-runs repeats one level; a list, --sweep or --sla-search runs each level once"),
     ("--parameter-sweep-same-seed", "every level of a list or sweep sends the same prepared requests"),
     ("--no-parameter-sweep-same-seed", "every level of a list or sweep sends the same prepared requests"),
 ];
@@ -374,7 +385,6 @@ pub fn refusal(arg: &str) -> Option<String> {
 
 /// The checks and meanings of the flags above that need the rest of the configuration.
 pub fn check(args: &CompatArgs, endpoint_type: EndpointType) -> Result<()> {
-    use super::cli::EndpointType as E;
     if let Some(s) = &args.stability_percentage {
         return Err(Error::usage(format!(
             "profile: -s/--stability-percentage {s} is not supported: profile measures one \
@@ -388,7 +398,21 @@ pub fn check(args: &CompatArgs, endpoint_type: EndpointType) -> Result<()> {
              dashboard; use --ui-type simple (a progress line) or none",
         ));
     }
-    if args.backend.is_some() && endpoint_type != E::Kserve {
+    if args.connection_reuse_strategy == Some(ConnectionReuse::StickyUserSessions) {
+        return Err(Error::usage(
+            "profile: --connection-reuse-strategy sticky-user-sessions is not supported: a \
+             conversation's turns already ride on their load slot's connection; use pooled or \
+             never",
+        ));
+    }
+    if args.connection_reuse_strategy == Some(ConnectionReuse::Never) && endpoint_type.grpc()
+    {
+        return Err(Error::usage(
+            "profile: --connection-reuse-strategy never applies to HTTP/1.1 endpoints; \
+             --endpoint-type kserve keeps one gRPC connection per worker",
+        ));
+    }
+    if args.backend.is_some() && endpoint_type.body() != Body::LlmTensors {
         return Err(Error::usage(
             "profile: --backend applies to --endpoint-type kserve (a Triton model's tensors)",
         ));
@@ -400,7 +424,7 @@ pub fn check(args: &CompatArgs, endpoint_type: EndpointType) -> Result<()> {
         Some(b) if b > MAX_BATCH => Err(Error::usage(format!(
             "profile: --batch-size-text must be at most {MAX_BATCH} (got {b})"
         ))),
-        Some(b) if b > 1 && !matches!(endpoint_type, E::Embeddings | E::Rankings) => {
+        Some(b) if b > 1 && !matches!(endpoint_type.body(), Body::Embeddings | Body::Rankings) => {
             Err(Error::usage(format!(
                 "profile: --batch-size-text {b} applies to --endpoint-type embeddings and \
                  rankings (as in GenAI-Perf); {} requests carry one prompt",
@@ -428,7 +452,7 @@ pub fn settings_text(cfg: &super::cli::ProfileConfig) -> String {
         cfg.address,
         cfg.endpoint_type.name(),
         cfg.endpoint,
-        if cfg.endpoint_type == EndpointType::Kserve {
+        if cfg.endpoint_type.body() == Body::LlmTensors {
             format!(" (backend {:?})", cfg.backend).to_lowercase()
         } else {
             String::new()

@@ -276,7 +276,7 @@ fn https_urls_build_a_tls_client_and_bad_files_name_the_flag() {
     assert_eq!(c.address, "localhost:443");
     let c = cfg(&["-m", "m", "-u", "http://localhost"]).unwrap();
     assert!(c.tls.is_none());
-    assert_eq!(c.endpoint_type, EndpointType::Chat);
+    assert_eq!(c.endpoint_type, EndpointType::named("chat").unwrap());
     let garbage = pki.dir.join("garbage.pem");
     std::fs::write(&garbage, "not a certificate").unwrap();
     let g = garbage.display().to_string();
@@ -367,11 +367,11 @@ fn urls_to_addresses() {
         ("http://[::1]:81", ("[::1]:81", false)),
     ];
     for (url, (address, https)) in cases {
-        let got = server_address(Some(url), EndpointType::Chat).unwrap();
+        let got = server_address(Some(url), EndpointType::named("chat").unwrap()).unwrap();
         assert_eq!(got, (address.to_string(), https), "{url}");
     }
     assert_eq!(
-        server_address(None, EndpointType::Kserve).unwrap(),
+        server_address(None, EndpointType::named("kserve").unwrap()).unwrap(),
         ("localhost:8001".into(), false)
     );
     for url in [
@@ -379,7 +379,7 @@ fn urls_to_addresses() {
         "grpc://u:s3cret@h",
         "u:s3cret@h:1/v1",
     ] {
-        let e = server_address(Some(url), EndpointType::Chat).unwrap_err();
+        let e = server_address(Some(url), EndpointType::named("chat").unwrap()).unwrap_err();
         assert!(e.msg.contains("u:<redacted>@h"), "{url}: {e}");
         assert!(!e.msg.contains("s3cret"), "{url}: {e}");
     }

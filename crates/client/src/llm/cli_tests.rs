@@ -37,7 +37,7 @@ fn defaults_and_lists() {
     assert_eq!(c.address, "h:9");
     assert_eq!(c.points[0].label(), "request_rate2.5");
     let c = cfg(&["-m", "t", "--service-kind", "triton"]).unwrap();
-    assert_eq!(c.endpoint_type, EndpointType::Kserve);
+    assert_eq!(c.endpoint_type, EndpointType::named("kserve").unwrap());
     assert_eq!(c.address, "localhost:8001");
 }
 

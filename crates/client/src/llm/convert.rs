@@ -110,6 +110,8 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
         reasoning_tokens,
         first_output_ns,
         client_counts,
+        http: r.trace_in(&run.bodies),
+        ..LlmRequest::default()
     }
 }
 

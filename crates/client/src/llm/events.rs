@@ -143,6 +143,16 @@ struct Part<'a> {
 struct UsageCounts {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    total_tokens: Option<u64>,
+    completion_tokens_details: Option<UsageDetails>,
+    prompt_tokens_details: Option<UsageDetails>,
+}
+
+/// `completion_tokens_details` / `prompt_tokens_details` (only the members read).
+#[derive(Deserialize)]
+struct UsageDetails {
+    reasoning_tokens: Option<u64>,
+    cached_tokens: Option<u64>,
 }
 
 /// True when the member is there and not `null`, whatever its value.
@@ -167,6 +177,9 @@ impl Message<'_> {
             out.usage = Some(Usage {
                 prompt_tokens: u.prompt_tokens.unwrap_or(0),
                 completion_tokens: u.completion_tokens.unwrap_or(0),
+                total_tokens: u.total_tokens,
+                reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+                cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
             });
         }
         let (mut text, mut reasoning) = (String::new(), 0);
@@ -198,10 +211,13 @@ fn absorb(v: &Value, at: u64, out: &mut Parsed) {
         return;
     }
     if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-        let get = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let get = |k: &str| u.pointer(k).and_then(Value::as_u64);
         out.usage = Some(Usage {
-            prompt_tokens: get("prompt_tokens"),
-            completion_tokens: get("completion_tokens"),
+            prompt_tokens: get("/prompt_tokens").unwrap_or(0),
+            completion_tokens: get("/completion_tokens").unwrap_or(0),
+            total_tokens: get("/total_tokens"),
+            reasoning_tokens: get("/completion_tokens_details/reasoning_tokens"),
+            cached_tokens: get("/prompt_tokens_details/cached_tokens"),
         });
     }
     let before = out.reasoning.len();
@@ -282,7 +298,8 @@ mod tests {
             p.usage,
             Some(Usage {
                 prompt_tokens: 5,
-                completion_tokens: 2
+                completion_tokens: 2,
+                ..Usage::default()
             })
         );
         assert!(p.finished);
@@ -359,6 +376,9 @@ mod tests {
             r#"{"usage":{"prompt_tokens":-1,"completion_tokens":2.5}}"#,
             r#"{"usage":{"prompt_tokens":3,"completion_tokens":4},"choices":[]}"#,
             r#"{"usage":5}"#,
+            r#"{"usage":{"prompt_tokens":3,"total_tokens":9,"completion_tokens_details":{"reasoning_tokens":2},"prompt_tokens_details":{"cached_tokens":1,"audio_tokens":0}}}"#,
+            r#"{"usage":{"total_tokens":-9,"completion_tokens_details":null,"prompt_tokens_details":{"cached_tokens":null}}}"#,
+            r#"{"usage":{"completion_tokens_details":7,"prompt_tokens_details":[1]}}"#,
             r#"{"error":null}"#,
             r#"{"error":null,"choices":[{"text":"e"}]}"#,
             r#"{"object":"error","message":"v","code":500}"#,
@@ -385,6 +405,29 @@ mod tests {
         assert_eq!(fast, parse_events_general(all.iter().copied()));
         assert_eq!(fast.chunks.len(), 11);
         assert!(fast.finished && fast.error.is_some() && fast.usage.is_some());
+    }
+
+    #[test]
+    fn usage_details_are_read_on_both_paths() {
+        let m = r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":4,"total_tokens":9,"completion_tokens_details":{"reasoning_tokens":3},"prompt_tokens_details":{"cached_tokens":2}}}"#;
+        let want = Some(Usage {
+            prompt_tokens: 5,
+            completion_tokens: 4,
+            total_tokens: Some(9),
+            reasoning_tokens: Some(3),
+            cached_tokens: Some(2),
+        });
+        let one = [(1u64, m.as_bytes())];
+        assert_eq!(parse_events(one.iter().copied()).usage, want);
+        assert_eq!(parse_events_general(one.iter().copied()).usage, want);
+        assert_eq!(parse_whole(1, m.as_bytes()).usage, want);
+        // Without the optional members: only the two counts.
+        let p = ev(&[(1, r#"{"usage":{"prompt_tokens":1,"completion_tokens":2}}"#)]);
+        let u = p.usage.unwrap();
+        assert_eq!(
+            (u.total_tokens, u.reasoning_tokens, u.cached_tokens),
+            (None, None, None)
+        );
     }
 
     #[test]

@@ -127,7 +127,8 @@ fn push_request(out: &mut Vec<u8>, run: &PointRun, r: &RequestRecord, payloads: 
     );
     out.extend_from_slice(b"},\"response_outputs\":[");
     if r.sse {
-        for (i, (_, data)) in framed_responses(body).enumerate() {
+        let events = || framed_responses(body).filter(|(_, data)| !usage_only(data));
+        for (i, (_, data)) in events().enumerate() {
             out.extend_from_slice(if i > 0 {
                 b",{\"response\":"
             } else {
@@ -141,7 +142,7 @@ fn push_request(out: &mut Vec<u8>, run: &PointRun, r: &RequestRecord, payloads: 
             out.push(b'}');
         }
         out.extend_from_slice(b"],\"response_timestamps\":[");
-        for (i, (at, _)) in framed_responses(body).enumerate() {
+        for (i, (at, _)) in events().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
@@ -156,6 +157,20 @@ fn push_request(out: &mut Vec<u8>, run: &PointRun, r: &RequestRecord, payloads: 
     out.extend_from_slice(b"],\"timestamp\":");
     push_value(out, &r.start_ns);
     out.push(b'}');
+}
+
+/// An OpenAI stream's closing usage chunk (`"choices": []` beside `usage`, sent when a request
+/// asks `stream_options.include_usage`): left out of `profile_export.json`, as GenAI-Perf
+/// never asks for it and its parser reads `choices[0]` of every event.
+fn usage_only(data: &[u8]) -> bool {
+    let has = |needle: &[u8]| data.windows(needle.len()).any(|w| w == needle);
+    if !has(b"\"usage\"") {
+        return false;
+    }
+    serde_json::from_slice::<serde_json::Value>(data).is_ok_and(|v| {
+        v.get("usage").is_some_and(|u| !u.is_null())
+            && v.get("choices").and_then(|c| c.as_array()).is_some_and(|c| c.is_empty())
+    })
 }
 
 /// A number as `serde_json` writes it.
@@ -368,12 +383,29 @@ mod tests {
     }
 
     #[test]
+    fn only_a_choiceless_usage_chunk_is_usage_only() {
+        assert!(usage_only(br#"{"choices":[],"usage":{"prompt_tokens":1}}"#));
+        assert!(!usage_only(
+            br#"{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":1}}"#
+        ));
+        assert!(!usage_only(br#"{"choices":[],"usage":null}"#));
+        assert!(!usage_only(br#"{"choices":[{"delta":{"content":"usage"}}]}"#));
+        assert!(!usage_only(b"not json \"usage\""));
+    }
+
+    #[test]
     fn export_lists_every_event_with_its_time() {
         let mut bodies = Vec::new();
         push_framed_response(
             &mut bodies,
             11,
             br#"{"choices":[{"delta":{"content":"a"}}]}"#,
+        );
+        // The closing usage chunk a stream sends when asked (`include_usage`): not exported.
+        push_framed_response(
+            &mut bodies,
+            12,
+            br#"{"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}"#,
         );
         push_framed_response(&mut bodies, 12, b"");
         let streamed = RequestRecord {
@@ -417,6 +449,7 @@ mod tests {
         assert_eq!(e["window_boundaries"], json!([5, 30]));
         let r = &e["requests"];
         assert_eq!(r[0]["response_timestamps"], json!([11, 12]));
+        assert_eq!(r[0]["response_outputs"].as_array().unwrap().len(), 2);
         assert_eq!(r[0]["response_outputs"][1]["response"], "data: [DONE]\n\n");
         assert_eq!(r[0]["request_inputs"]["payload"], "{\"p\":0}");
         assert_eq!(r[1]["response_timestamps"], json!([25]));

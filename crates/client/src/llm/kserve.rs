@@ -1,13 +1,6 @@
-//! `--endpoint-type kserve`: Triton's LLM backends (TensorRT-LLM, vLLM) over gRPC
-//! `ModelStreamInfer`, with the tensors GenAI-Perf's converters send for `--backend`:
-//! `text_input` (BYTES), `exclude_input_in_output` and `stream` (BOOL), then for
-//! tensorrtllm `max_tokens` (INT32, the requested output length) and `min_length` (INT32,
-//! `--output-tokens-mean-deterministic`), for vllm `sampling_parameters` (BYTES, a JSON
-//! string with `max_tokens` and `min_tokens`). Every `--extra-inputs` entry is one more
-//! input tensor of one element. Each response carries the next piece of text in
-//! `text_output`.
-
-use prost::Message;
+//! `--endpoint-type kserve`: the registry's `kserve_llm` kind for `profile`, its requests
+//! built from the profile's settings by `service::kserve_llm` (the tensors GenAI-Perf's
+//! converters send for `--backend`) and its streamed replies read into text chunks.
 
 use serde_json::Value;
 
@@ -16,67 +9,29 @@ use super::cli_compat::Backend;
 use super::events::Parsed;
 use super::payload::Entry;
 use super::reply_error::{ReplyError, ReplyErrorKind as K};
-use crate::config::Compression;
-use crate::engine::wire::{GrpcWire, Wire};
 use crate::error::Result;
-use crate::protocol::grpc::pb::inference as pb;
-use crate::protocol::grpc::request::call_headers;
-use crate::service::triton_grpc::encode_infer_request;
+use crate::service::kserve_llm::{self, LlmBackend, LlmRequest, StreamReply};
 use crate::tensor::{DataType, InputTensor};
-
-/// The output tensor holding generated text.
-pub const TEXT_OUTPUT: &str = "text_output";
 
 /// The length-prefixed `ModelInferRequest` for one prompt.
 pub fn encode(cfg: &ProfileConfig, model: &str, entry: &Entry) -> Result<Vec<u8>> {
-    let inputs = request_tensors(cfg, entry);
-    encode_infer_request(
-        model,
-        "",
-        &inputs,
-        &[TEXT_OUTPUT.to_string()],
-        &[],
-        Compression::None,
-    )
+    kserve_llm::encode(model, &request_tensors(cfg, entry))
 }
 
-/// The request's input tensors, in the order GenAI-Perf's converters add them.
+/// The request's input tensors for `--backend`.
 pub fn request_tensors(cfg: &ProfileConfig, entry: &Entry) -> Vec<InputTensor> {
-    let deterministic = cfg.args.output_tokens_mean_deterministic;
-    let mut inputs = vec![bytes_tensor("text_input", entry.text.as_bytes())];
-    let int = |name: &str, n: u64| {
-        let n = i32::try_from(n).unwrap_or(i32::MAX);
-        tensor(name, DataType::I32, n.to_le_bytes().to_vec())
+    let backend = match cfg.backend {
+        Backend::Tensorrtllm => LlmBackend::TensorrtLlm,
+        Backend::Vllm => LlmBackend::Vllm,
     };
-    if let (Backend::Tensorrtllm, Some(n)) = (cfg.backend, entry.osl) {
-        inputs.push(int("max_tokens", n));
-    }
-    inputs.push(tensor("exclude_input_in_output", DataType::Bool, vec![1]));
-    inputs.push(tensor(
-        "stream",
-        DataType::Bool,
-        vec![u8::from(cfg.args.streaming)],
-    ));
-    match (cfg.backend, entry.osl) {
-        (Backend::Tensorrtllm, Some(n)) if deterministic => inputs.push(int("min_length", n)),
-        (Backend::Vllm, Some(n)) => {
-            // vLLM's backend reads its sampling parameters from one JSON string, numbers
-            // written as strings (as GenAI-Perf writes them).
-            let mut params = serde_json::Map::new();
-            params.insert("max_tokens".into(), Value::String(n.to_string()));
-            if deterministic {
-                params.insert("min_tokens".into(), Value::String(n.to_string()));
-            }
-            let json = Value::Object(params).to_string();
-            inputs.push(bytes_tensor("sampling_parameters", json.as_bytes()));
-        }
-        _ => {}
-    }
-    for (name, value) in &cfg.extra {
-        inputs.retain(|t| &t.name != name);
-        inputs.push(extra_tensor(name, value));
-    }
-    inputs
+    let request = LlmRequest {
+        text: &entry.text,
+        osl: entry.osl,
+        deterministic: cfg.args.output_tokens_mean_deterministic,
+        streaming: cfg.args.streaming,
+        extra: &cfg.extra,
+    };
+    kserve_llm::request_tensors(backend, &request)
 }
 
 /// The request's tensors as GenAI-Perf writes a Triton request in `inputs.json`: each
@@ -106,110 +61,37 @@ pub fn inputs_json(cfg: &ProfileConfig, entry: &Entry) -> Value {
     Value::Object(out)
 }
 
-/// One `--extra-inputs` value as a one-element tensor: BOOL for true/false, INT32 for an
-/// integer that fits (else INT64, or UINT64 above that), FP32 for other numbers, BYTES for
-/// a string (its text) and for anything else (its JSON text).
-fn extra_tensor(name: &str, value: &Value) -> InputTensor {
-    match value {
-        Value::Bool(b) => tensor(name, DataType::Bool, vec![u8::from(*b)]),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                match i32::try_from(i) {
-                    Ok(small) => tensor(name, DataType::I32, small.to_le_bytes().to_vec()),
-                    Err(_) => tensor(name, DataType::I64, i.to_le_bytes().to_vec()),
-                }
-            } else if let Some(u) = n.as_u64() {
-                tensor(name, DataType::U64, u.to_le_bytes().to_vec())
-            } else {
-                let f = n.as_f64().unwrap_or(0.0) as f32;
-                tensor(name, DataType::F32, f.to_le_bytes().to_vec())
-            }
-        }
-        Value::String(text) => bytes_tensor(name, text.as_bytes()),
-        other => bytes_tensor(name, other.to_string().as_bytes()),
-    }
-}
-
-/// A one-element BYTES tensor (length-prefixed).
-fn bytes_tensor(name: &str, data: &[u8]) -> InputTensor {
-    let mut framed = (data.len() as u32).to_le_bytes().to_vec();
-    framed.extend_from_slice(data);
-    tensor(name, DataType::Bytes, framed)
-}
-
-fn tensor(name: &str, datatype: DataType, data: Vec<u8>) -> InputTensor {
-    InputTensor {
-        name: name.into(),
-        datatype,
-        shape: vec![1, 1],
-        data,
-    }
-}
-
-/// Long-lived `ModelStreamInfer` streams; a request ends at its `triton_final_response`.
-pub fn wire(authority: &str, headers: &[(String, String)]) -> Wire {
-    Wire::Grpc(GrpcWire {
-        headers: call_headers(authority, "ModelStreamInfer", headers, false, None),
-        streaming: true,
-        decoupled: true,
-    })
-}
-
 /// The text of every stored `ModelStreamInferResponse`, with its read time.
 pub fn parse_responses<'a>(responses: impl Iterator<Item = (u64, &'a [u8])>) -> Parsed {
     let mut out = Parsed::default();
     for (at, data) in responses {
-        let Ok(msg) = pb::ModelStreamInferResponse::decode(data) else {
-            out.error
-                .get_or_insert_with(|| ReplyError::message(K::NotProtobuf, "undecodable"));
-            continue;
-        };
-        if !msg.error_message.is_empty() {
-            out.error
-                .get_or_insert_with(|| ReplyError::message(K::ErrorObject, &msg.error_message));
-            continue;
+        match kserve_llm::read_reply(data) {
+            StreamReply::Undecodable => {
+                out.error
+                    .get_or_insert_with(|| ReplyError::message(K::NotProtobuf, "undecodable"));
+            }
+            StreamReply::Error(message) => {
+                out.error
+                    .get_or_insert_with(|| ReplyError::message(K::ErrorObject, &message));
+            }
+            StreamReply::Empty => {}
+            StreamReply::Text { text, last } => {
+                if !text.is_empty() {
+                    out.chunks.push((at, text));
+                }
+                out.finished |= last;
+            }
         }
-        let Some(resp) = msg.infer_response else {
-            continue;
-        };
-        let text = text_of(&resp);
-        if !text.is_empty() {
-            out.chunks.push((at, text));
-        }
-        let last = resp
-            .parameters
-            .get("triton_final_response")
-            .is_some_and(|p| {
-                p.parameter_choice == Some(pb::infer_parameter::ParameterChoice::BoolParam(true))
-            });
-        out.finished |= last;
     }
     out
-}
-
-/// `text_output`'s BYTES elements, joined.
-fn text_of(resp: &pb::ModelInferResponse) -> String {
-    let Some(i) = resp.outputs.iter().position(|o| o.name == TEXT_OUTPUT) else {
-        return String::new();
-    };
-    let Some(mut raw) = resp.raw_output_contents.get(i).map(Vec::as_slice) else {
-        return String::new();
-    };
-    let mut text = String::new();
-    while raw.len() >= 4 {
-        let len = u32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize;
-        let Some(element) = raw.get(4..4 + len) else {
-            break;
-        };
-        text.push_str(&String::from_utf8_lossy(element));
-        raw = &raw[4 + len..];
-    }
-    text
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::grpc::pb::inference as pb;
+    use crate::service::kserve_llm::TEXT_OUTPUT;
+    use prost::Message;
 
     fn response(text: Option<&str>, last: bool) -> Vec<u8> {
         let mut resp = pb::ModelInferResponse::default();

@@ -12,6 +12,7 @@
 pub mod png;
 pub mod wav;
 
+use crate::run::kinds::registry::Body;
 use base64::Engine;
 use clap::ValueEnum;
 use serde_json::{json, Value};
@@ -232,7 +233,7 @@ pub fn check(args: &ProfileArgs, endpoint_type: EndpointType) -> Result<()> {
     let Some(flag) = given_flag(m) else {
         return Ok(());
     };
-    if endpoint_type != EndpointType::Chat {
+    if endpoint_type.body() != Body::Chat {
         return usage(format!(
             "{flag} applies to --endpoint-type chat (images and audio go in chat content \
              parts), not {}",
@@ -423,6 +424,50 @@ pub fn attach(bodies: &mut [Value], media: &[(Vec<Value>, Vec<Drawn>)]) {
         }
         content.extend(media[i % media.len()].0.iter().cloned());
         message["content"] = Value::Array(content);
+    }
+}
+
+/// The images and the audio length (µs) body `i` of `n` carries (as [`attach`] gives them).
+pub fn counts(media: &[(Vec<Value>, Vec<Drawn>)], n: usize) -> Vec<(u32, u64)> {
+    if media.is_empty() {
+        return Vec::new();
+    }
+    (0..n)
+        .map(|i| {
+            let mut images = 0;
+            let mut audio_us = 0u64;
+            for d in &media[i % media.len()].1 {
+                match d {
+                    Drawn::Image { .. } => images += 1,
+                    Drawn::Audio {
+                        sample_rate,
+                        frames,
+                        ..
+                    } => {
+                        audio_us += (*frames as u64).saturating_mul(1_000_000)
+                            / u64::from((*sample_rate).max(1));
+                    }
+                }
+            }
+            (images, audio_us)
+        })
+        .collect()
+}
+
+/// Puts on each request the media its body carried (`counts` by step).
+pub fn count_requests(
+    requests: &mut [crate::measure::llm::LlmRequest],
+    records: &[crate::measure::RequestRecord],
+    counts: &[(u32, u64)],
+) {
+    if counts.is_empty() || records.len() != requests.len() {
+        return;
+    }
+    for (r, rec) in requests.iter_mut().zip(records) {
+        if let Some(&(images, audio_us)) = counts.get(rec.step as usize) {
+            r.images = images;
+            r.audio_us = audio_us;
+        }
     }
 }
 

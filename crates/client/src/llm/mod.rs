@@ -8,6 +8,7 @@
 
 pub mod aiperf_flags;
 mod artifacts;
+pub mod cache_bust;
 pub mod cli;
 pub mod cli_compat;
 pub mod convert;
@@ -35,6 +36,7 @@ pub mod sweep_args;
 pub mod sweep_plan;
 pub mod telemetry;
 
+use crate::run::kinds::registry::Body;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
@@ -121,6 +123,8 @@ struct Level {
     goodput: Vec<crate::measure::llm::goodput::Goodput>,
     grpc: bool,
     scrape: Option<Arc<telemetry::Telemetry>>,
+    /// The images and audio length (µs) of each step's body.
+    media_counts: Vec<(u32, u64)>,
 }
 
 /// Runs every load point of `cfg` (a list, a sweep or an SLA search), printing each
@@ -148,6 +152,7 @@ pub fn run_with_summary(
     if let Some((text, tokens)) = &prefixes.system {
         dataset::conversations::add_system(&mut cfg, &mut entries, text, *tokens);
     }
+    cache_bust::expand(&cfg, &mut entries);
     let cfg = &cfg;
     let models = payload::pick_models(cfg, entries.len());
     let mut bodies: Vec<Value> = payload::bodies(cfg, &entries, &models);
@@ -158,10 +163,11 @@ pub fn run_with_summary(
     )?;
     media::attach(&mut bodies, &media);
     let _ = out.write_all(media::summary_line(&media).as_bytes());
+    let media_counts = media::counts(&media, bodies.len());
     drop(media);
     prefix::add_system(&mut bodies, &prefixes);
     let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
-    let grpc = cfg.endpoint_type == cli::EndpointType::Kserve;
+    let grpc = cfg.endpoint_type.grpc();
     let requests = encode_requests(cfg, &entries, &models, &payloads)?;
     let mut spec = engine_spec(cfg, requests, grpc)?;
     spec.cancel = shape.cancel.map(|(share, after)| {
@@ -180,6 +186,7 @@ pub fn run_with_summary(
         goodput,
         grpc,
         scrape: telemetry::Telemetry::from_args(&cfg.args.telemetry)?,
+        media_counts,
     };
     let profile = |cfg: &ProfileConfig, out: &mut dyn Write| {
         let (outcomes, summary) = sweep_plan::drive(cfg, &shape, out, |point, out| {
@@ -225,35 +232,55 @@ fn run_level(
     point: LoadPoint,
     out: &mut dyn Write,
 ) -> Result<PointOutcome> {
-    let scraping = l.scrape.as_ref().map(|t| t.start(l.spec.clock));
-    let run = runner::run_point(&l.spec, cfg, point, &l.shape)?;
+    let marked = cache_bust::level(
+        cfg,
+        point,
+        &l.tokenizer,
+        cache_bust::Unmarked {
+            entries: &l.entries,
+            models: &l.models,
+            bodies: &l.bodies,
+            spec: &l.spec,
+        },
+    );
+    let (entries, bodies, payloads, spec, warm) = match &marked {
+        Some(m) => (&m.entries, &m.bodies, &m.payloads, &m.spec, m.warm.as_ref()),
+        None => (&l.entries, &l.bodies, &l.payloads, &l.spec, None),
+    };
+    let run_cfg = marked.as_ref().and_then(|m| m.cfg.as_ref()).unwrap_or(cfg);
+    let scraping = l.scrape.as_ref().map(|t| t.start(spec.clock));
+    let run = runner::run_point(spec, warm, run_cfg, point, &l.shape)?;
     let telemetry = scraping.map(|s| s.finish((run.start_ns, run.end_ns)));
     let count = |t: &str| l.tokenizer.count(t) as u64;
     let chunk_counts = ChunkCounts::default();
     let count_chunk = |t: &str| chunk_counts.get(t, |t| l.tokenizer.count_chunk(t) as u64);
     let cx = convert::Context {
-        entries: &l.entries,
+        entries,
         models: &l.models,
         count: &count,
         count_chunk: &count_chunk,
         server_counts: cfg.args.use_server_token_count,
-        needs_done: matches!(
-            cfg.endpoint_type,
-            cli::EndpointType::Chat | cli::EndpointType::Completions
-        ),
+        needs_done: cfg.endpoint_type.endpoint().needs_done,
         grpc: l.grpc,
     };
     let mut requests = convert::convert(&run, &cx);
+    media::count_requests(&mut requests, &run.records, &l.media_counts);
     dataset::count_history(cfg, &run.records, &mut requests);
     let dir = point_dir(cfg, point);
     let opts = crate::measure::llm::MetricOptions {
         goodput: l.goodput.clone(),
         slice_ns: cfg.args.report.slice_ns(),
+        window_ns: Some((run.start_ns, run.end_ns)),
+        streaming: cfg.args.streaming,
     };
     let (kept, cancelled) = runner::without_cancelled(&requests);
     let metrics = crate::measure::llm::compute(&kept, &opts);
     let table = crate::report::llm::console::render(&metrics, &report_options(cfg));
     let mut console: Vec<u8> = table.into_bytes();
+    if cfg.args.report.show_trace_timing {
+        let trace = crate::report::llm::console::http_trace_table(&metrics);
+        console.extend_from_slice(trace.as_bytes());
+    }
     if l.shape.cancel.is_some() {
         let _ = writeln!(
             console,
@@ -273,8 +300,8 @@ fn run_level(
     }
     let _ = out.write_all(&console);
     let files = PointFiles {
-        payloads: &l.payloads,
-        bodies: &l.bodies,
+        payloads,
+        bodies,
         requests: &requests,
         metrics: &metrics,
         cancelled,
@@ -382,7 +409,7 @@ fn failure_tally(run: &runner::PointRun, requests: &[LlmRequest]) -> FailTally {
 /// counted without stopping the run.
 fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Result<EngineSpec> {
     let wire = if grpc {
-        kserve::wire(&cfg.address, &cfg.headers)
+        crate::service::kserve_llm::wire(&cfg.address, &cfg.headers)
     } else {
         Wire::Http1
     };
@@ -391,6 +418,10 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         requests: Arc::new(requests),
         keep_bodies: true,
         keep_going: true,
+        // AIPerf's http_req_* metrics; gRPC (kserve) runs have none.
+        http_trace: !grpc,
+        fresh_connections: cfg.args.compat.connection_reuse_strategy
+            == Some(cli_compat::ConnectionReuse::Never),
         pin: true,
         max_workers: cfg
             .args
@@ -475,9 +506,9 @@ pub fn shared_reads(requests: &[LlmRequest]) -> (usize, usize) {
 fn report_options(cfg: &ProfileConfig) -> crate::report::llm::ReportOptions {
     use crate::report::llm::ReportKind;
     crate::report::llm::ReportOptions {
-        kind: match cfg.endpoint_type {
-            cli::EndpointType::Embeddings => ReportKind::Embeddings,
-            cli::EndpointType::Rankings => ReportKind::Rankings,
+        kind: match cfg.endpoint_type.body() {
+            Body::Embeddings => ReportKind::Embeddings,
+            Body::Rankings => ReportKind::Rankings,
             _ => ReportKind::Llm,
         },
         streaming: cfg.args.streaming,
@@ -493,7 +524,7 @@ fn encode_requests(
     payloads: &[String],
 ) -> Result<Vec<Vec<u8>>> {
     let model = |m: u32| cfg.models[m as usize].as_str();
-    if cfg.endpoint_type == cli::EndpointType::Kserve {
+    if cfg.endpoint_type.body() == Body::LlmTensors {
         return entries
             .iter()
             .zip(models)
@@ -512,16 +543,12 @@ fn encode_requests(
 
 /// The request path for `model` (Triton generate paths carry the model name).
 fn endpoint_for(cfg: &ProfileConfig, model: &str) -> String {
-    match (&cfg.args.endpoint, cfg.endpoint_type) {
-        (None, cli::EndpointType::Generate) => {
-            let kind = if cfg.args.streaming {
-                "generate_stream"
-            } else {
-                "generate"
-            };
-            format!("v2/models/{model}/{kind}")
-        }
-        _ => cfg.endpoint.clone(),
+    match &cfg.args.endpoint {
+        None => cfg
+            .endpoint_type
+            .endpoint()
+            .default_path(model, cfg.args.streaming),
+        Some(_) => cfg.endpoint.clone(),
     }
 }
 
@@ -550,7 +577,7 @@ fn prepare_entries(cfg: &ProfileConfig, tok: &Tokenizer) -> Result<Vec<Entry>> {
             args.num_prompts,
         ));
     }
-    if cfg.endpoint_type != cli::EndpointType::Rankings {
+    if cfg.endpoint_type.body() != Body::Rankings {
         // One set of --num-prompts prompts per name, in the order named.
         let mut entries = Vec::new();
         for _ in names {

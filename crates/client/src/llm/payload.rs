@@ -2,7 +2,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::cli::{EndpointType, ProfileConfig};
+use super::cli::ProfileConfig;
+use crate::run::kinds::registry::Body;
 
 /// One prompt to send: its text (or a verbatim payload) and what is known of its lengths.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,45 +23,42 @@ pub fn body(cfg: &ProfileConfig, model: &str, entry: &Entry) -> Value {
     if let Some(p) = &entry.payload {
         return p.clone();
     }
-    if cfg.endpoint_type == EndpointType::Kserve {
-        return super::kserve::inputs_json(cfg, entry);
-    }
     let args = &cfg.args;
     let mut obj = Map::new();
-    match cfg.endpoint_type {
-        EndpointType::Chat => {
+    match cfg.endpoint_type.body() {
+        Body::LlmTensors => return super::kserve::inputs_json(cfg, entry),
+        Body::Chat => {
             obj.insert("model".into(), json!(model));
             obj.insert(
                 "messages".into(),
                 json!([{"role": "user", "content": entry.text}]),
             );
         }
-        EndpointType::Completions => {
+        Body::Completions => {
             obj.insert("model".into(), json!(model));
             obj.insert("prompt".into(), json!(entry.text));
         }
-        EndpointType::Embeddings => {
+        Body::Embeddings => {
             obj.insert("model".into(), json!(model));
             obj.insert("input".into(), json!([entry.text]));
         }
-        EndpointType::Rankings => {
+        Body::Rankings => {
             obj.insert("model".into(), json!(model));
             let (query, passage) = split_query(&entry.text);
             obj.insert("query".into(), json!({"text": query}));
             obj.insert("passages".into(), json!([{"text": passage}]));
         }
-        EndpointType::Generate | EndpointType::Kserve => {
+        Body::TextInput => {
             obj.insert("text_input".into(), json!(entry.text));
         }
     }
     if cfg.endpoint_type.generates() {
         if args.streaming {
             obj.insert("stream".into(), json!(true));
-            let openai = matches!(
-                cfg.endpoint_type,
-                EndpointType::Chat | EndpointType::Completions
-            );
-            if openai && args.use_server_token_count {
+            let openai = matches!(cfg.endpoint_type.body(), Body::Chat | Body::Completions);
+            // AIPerf 0.13 asks every streaming chat/completions run for the closing usage
+            // chunk (its `usage_*` metrics); `--extra-inputs stream_options:...` replaces it.
+            if openai {
                 obj.insert("stream_options".into(), json!({"include_usage": true}));
             }
         }
@@ -98,9 +96,9 @@ pub fn bodies(cfg: &ProfileConfig, entries: &[Entry], models: &[u32]) -> Vec<Val
             if batch == 1 || entry.payload.is_some() {
                 return b;
             }
-            match cfg.endpoint_type {
-                EndpointType::Embeddings => b["input"] = json!(texts(i)),
-                EndpointType::Rankings => {
+            match cfg.endpoint_type.body() {
+                Body::Embeddings => b["input"] = json!(texts(i)),
+                Body::Rankings => {
                     let passages: Vec<Value> = texts(i)
                         .into_iter()
                         .map(|t| json!({"text": split_query(t).1}))
@@ -165,7 +163,10 @@ mod tests {
 
     #[test]
     fn bodies_per_endpoint_type() {
-        let c = cfg(&["-m", "m", "--streaming", "--use-server-token-count"]);
+        // A stream asks for the closing usage chunk, as AIPerf does; a whole reply has usage.
+        let c = cfg(&["-m", "m"]);
+        assert!(body(&c, "m", &entry(Some(8))).get("stream_options").is_none());
+        let c = cfg(&["-m", "m", "--streaming"]);
         let b = body(&c, "m", &entry(Some(8)));
         assert_eq!(
             b["messages"][0]["content"],

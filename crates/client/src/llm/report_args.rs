@@ -12,6 +12,15 @@ pub struct ReportArgs {
     /// comparing the points of a multi-point run).
     #[arg(long)]
     pub no_html_report: bool,
+    /// Add each request's HTTP trace (AIPerf's `trace_data`: send, wait, receive and
+    /// connect times in ns since the epoch, bytes and socket calls) to
+    /// `profile_export.jsonl`. The `http_req_*` metrics are written either way.
+    #[arg(long)]
+    pub export_http_trace: bool,
+    /// Print AIPerf's HTTP trace timing table (blocked, DNS, connecting, sending, waiting,
+    /// receiving, duration, data and chunks; k6's names) after the metrics table.
+    #[arg(long)]
+    pub show_trace_timing: bool,
 }
 
 impl ReportArgs {

@@ -122,13 +122,16 @@ fn measured_until(cfg: &ProfileConfig) -> (Option<u64>, Option<Duration>) {
     )
 }
 
-/// Warm-up (not measured), the ramp of `shape` (not measured), then the measured run.
+/// Warm-up (not measured; on `warm`'s requests when given, else on `spec`'s), the ramp of
+/// `shape` (not measured), then the measured run.
 pub fn run_point(
     spec: &EngineSpec,
+    warm: Option<&EngineSpec>,
     cfg: &ProfileConfig,
     point: LoadPoint,
     shape: &Shape,
 ) -> Result<PointRun> {
+    let warm_spec = warm;
     let load = load(cfg, point);
     let interrupted = || PointRun {
         interrupted: true,
@@ -138,7 +141,7 @@ pub fn run_point(
         let warm = cfg.args.warmup_request_count;
         let quiet = cfg.args.quiet;
         drive(
-            spec,
+            warm_spec.unwrap_or(spec),
             &load,
             Some(warm),
             None,
@@ -532,7 +535,7 @@ fn rebase(run: &mut PointRun, window: &WindowRecords) {
     run.bodies.extend_from_slice(&window.bodies);
     let first = run.records.len() - window.records.len();
     for r in &mut run.records[first..] {
-        if r.body_len > 0 {
+        if r.has_region() {
             r.body_off += base;
         }
     }

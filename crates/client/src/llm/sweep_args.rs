@@ -2,9 +2,10 @@
 //! search, request cancellation and prefix prompts (AIPerf / GenAI-Perf / GuideLLM names
 //! where those tools have them), and their validation into a [`Shape`].
 
+use crate::run::kinds::registry::Body;
 use clap::{Args, ValueEnum};
 
-use super::cli::{EndpointType, ProfileConfig};
+use super::cli::ProfileConfig;
 use crate::error::{Error, Result};
 
 /// Which load axis an SLA search moves along.
@@ -103,7 +104,7 @@ pub fn user_context_length(cfg: &ProfileConfig) -> Result<Option<u64>> {
     if s.num_prefix_prompts > 0 {
         return usage("--user-context-prompt-length and --num-prefix-prompts exclude each other (as in AIPerf)");
     }
-    if cfg.endpoint_type != EndpointType::Chat {
+    if cfg.endpoint_type.body() != Body::Chat {
         return usage(
             "--user-context-prompt-length applies to --endpoint-type chat (a user message)",
         );
@@ -141,7 +142,7 @@ pub fn system_text(cfg: &ProfileConfig) -> Result<Option<String>> {
             "{flag} excludes --shared-system-prompt-length and --num-prefix-prompts"
         ));
     }
-    if cfg.endpoint_type != EndpointType::Chat {
+    if cfg.endpoint_type.body() != Body::Chat {
         return usage(format!(
             "{flag} applies to --endpoint-type chat (a system message)"
         ));
@@ -356,7 +357,7 @@ fn cancel(cfg: &ProfileConfig) -> Result<Option<(f64, f64)>> {
             "--request-cancellation-rate must be above 0 and at most 100 (got {pct})"
         ));
     }
-    if cfg.endpoint_type == EndpointType::Kserve {
+    if cfg.endpoint_type.grpc() {
         return usage("--request-cancellation-rate applies to HTTP endpoints, not kserve (gRPC)");
     }
     Ok(Some((pct / 100.0, delay)))
@@ -380,7 +381,7 @@ pub fn prefixes(cfg: &ProfileConfig) -> Result<(u64, u64, Option<u64>)> {
         Some(_) if n > 0 => {
             return usage("--shared-system-prompt-length and --num-prefix-prompts exclude each other (as in AIPerf)")
         }
-        Some(_) if cfg.endpoint_type != EndpointType::Chat => {
+        Some(_) if cfg.endpoint_type.body() != Body::Chat => {
             return usage("--shared-system-prompt-length applies to --endpoint-type chat (a system message)")
         }
         _ => {}

@@ -132,7 +132,12 @@ pub fn drive(
     };
     match shape.plan {
         Plan::List => {
-            for &point in &cfg.points {
+            let cooldown = cfg.args.multi_run.parameter_sweep_cooldown_seconds;
+            for (i, &point) in cfg.points.iter().enumerate() {
+                if i > 0 && cooldown > 0.0 {
+                    let _ = writeln!(out, "Cooling down {cooldown} s before the next level");
+                    std::thread::sleep(std::time::Duration::from_secs_f64(cooldown));
+                }
                 if run(point, "level", out)?.is_none() {
                     break;
                 }

@@ -2,7 +2,8 @@
 //! rule, merging the last windows of a point, and server-side statistics deltas.
 
 pub mod dist;
-pub mod fail;
+pub use inferperf_wire::fail;
+pub mod http_trace;
 pub mod llm;
 pub mod metrics;
 pub mod record;
@@ -13,6 +14,7 @@ pub mod stats;
 
 pub use dist::Dist;
 pub use fail::{FailKind, FailTally};
+pub use http_trace::HttpTrace;
 pub use record::{RequestRecord, WindowRecords};
 pub use server_stats::{ModelStats, ServerStats, StatDuration};
 pub use stability::Trial;

@@ -1,6 +1,7 @@
 //! What the engine hands to measurement: one record per finished request, grouped by window.
 
 use super::fail::FailKind;
+use super::http_trace::{HttpTrace, TRACE_BYTES};
 
 /// One finished (or failed) request. All times are ns since the Unix epoch (see `clock`).
 ///
@@ -48,9 +49,41 @@ pub struct RequestRecord {
     /// The HTTP status of the reply, or the grpc-status of a failed gRPC call (0: none
     /// came), for the exports' error `code`.
     pub status: u16,
+    /// HTTP tracing (`profile` over HTTP/1.1): the request's [`HttpTrace`] is stored in the
+    /// body buffer just before its body region (`bodies[body_off - TRACE_BYTES..body_off]`),
+    /// and `body_off` is set even when the body is empty.
+    pub traced: bool,
 }
 
 impl RequestRecord {
+    /// The body region's offset and length must move with the buffer: it holds a body or a
+    /// trace.
+    #[inline]
+    pub fn has_region(&self) -> bool {
+        self.body_len > 0 || self.traced
+    }
+
+    /// Where the region of this record starts in its body buffer: its trace, if traced,
+    /// else its body.
+    #[inline]
+    pub fn region_start(&self) -> usize {
+        let off = self.body_off as usize;
+        if self.traced {
+            off.saturating_sub(TRACE_BYTES)
+        } else {
+            off
+        }
+    }
+
+    /// The record's trace, read from `bodies` (the buffer its `body_off` points into).
+    pub fn trace_in(&self, bodies: &[u8]) -> Option<HttpTrace> {
+        if !self.traced {
+            return None;
+        }
+        let off = self.body_off as usize;
+        HttpTrace::from_bytes(bodies.get(off.checked_sub(TRACE_BYTES)?..off)?)
+    }
+
     #[inline]
     pub fn latency_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
@@ -101,7 +134,7 @@ impl WindowRecords {
         self.bodies.extend_from_slice(bodies);
         self.records.extend(records.iter().map(|r| {
             let mut r = *r;
-            if r.body_len > 0 {
+            if r.has_region() {
                 r.body_off += base;
             }
             r

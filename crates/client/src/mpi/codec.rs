@@ -241,6 +241,8 @@ fn get_record(r: &mut Reader) -> Result<RequestRecord> {
         sse: r.u8()? != 0,
         fail: FailKind::from_u8(r.u8()?),
         status: r.u16()?,
+        // HTTP traces are `profile`'s, which runs in one process: none crosses hosts.
+        traced: false,
     })
 }
 
@@ -359,6 +361,7 @@ mod tests {
             sse: false,
             fail: FailKind::Timeout,
             status: 504,
+            traced: false,
         };
         WindowRecords {
             start_ns: 10,

@@ -1,8 +1,9 @@
-//! Wire protocols spoken by the load generator: hand-rolled HTTP/1.1 client framing on
-//! `httparse`, HTTP/2 + gRPC codecs, and blocking HTTP/1 and gRPC clients for setup calls.
+//! Wire protocols spoken by the load generator. The codecs live in `inferperf-wire` and are
+//! re-exported here under their usual paths; the client adds blocking HTTP/1 and gRPC clients
+//! for setup calls (over its `transport`) and the Triton C API.
+
+pub use inferperf_wire::protocol::{prometheus, sse};
 
 pub mod capi;
 pub mod grpc;
 pub mod http1;
-pub mod prometheus;
-pub mod sse;

@@ -31,6 +31,7 @@ fn requests(n: u64) -> Vec<LlmRequest> {
                 usage: Some(Usage {
                     prompt_tokens: 32 + i,
                     completion_tokens: 8,
+                    ..Usage::default()
                 }),
                 chunks,
                 ..LlmRequest::default()

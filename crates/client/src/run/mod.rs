@@ -2,7 +2,7 @@
 
 pub mod coordinator;
 pub mod driver;
-mod kinds;
+pub(crate) mod kinds;
 pub mod load;
 pub(crate) mod metrics;
 pub mod peers;
@@ -11,6 +11,9 @@ mod sessions;
 pub mod setup;
 mod stall;
 mod sweep;
+
+/// The service-kind registry both products choose their kind through.
+pub use kinds::{registry, KINDS};
 
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
@@ -60,8 +63,9 @@ pub fn run_with(
     if cfg.session_concurrency > 0 {
         return sessions::run(cfg, out, &stop);
     }
-    let service = kinds::pick(cfg);
-    crate::shm::check_service(cfg, service.shared_memory())?;
+    let kind = kinds::pick(cfg)?;
+    let service = kinds::service(kind)?;
+    crate::shm::check_service(cfg, kind.caps.shared_memory.is_some())?;
     let mut target = service.prepare(cfg)?;
     let adjusted = sequence_default(cfg, &target);
     let cfg = adjusted.as_ref().unwrap_or(cfg);
@@ -81,17 +85,17 @@ pub fn run_with(
         reply_check: service.reply_check(cfg, &target),
         ..engine_spec(cfg, &target, &mut plan, shm_slots.clone())
     };
-    let decoupled = target.config.decoupled;
+    let decoupled = target.decoupled();
     let labels = service.labels();
     let _ = out.write_all(banner_text(cfg, &labels, decoupled).as_bytes());
     let step_inputs = plan.step_inputs;
     let check = service.output_check(cfg, &target, shm_slots.as_deref(), plan.expected);
-    let stats_available = target.stats_available;
+    let stats_available = target.stats_available();
     let metrics = metrics::MetricsSource::for_run(cfg)?;
     let mut write_csv = csv_writer(cfg, reports, stats_available);
     let mut sweeper = sweep::Sweeper {
         cfg,
-        service: &*service,
+        service,
         spec: &spec,
         target: &mut target,
         stop: &stop,
@@ -124,7 +128,8 @@ pub fn run_with(
 /// The configuration a sequence model runs with when it differs from `cfg`: sequence models
 /// default to async unless --sync was given (perf_analyzer).
 fn sequence_default(cfg: &Config, target: &Target) -> Option<Config> {
-    (target.config.sequence_batching && !cfg.sync_given && !cfg.async_mode).then(|| Config {
+    let sequences = target.config().is_some_and(|c| c.sequence_batching);
+    (sequences && !cfg.sync_given && !cfg.async_mode).then(|| Config {
         async_mode: true,
         ..cfg.clone()
     })
@@ -184,7 +189,7 @@ fn write_final_reports(
 /// Connects, waits until the server is ready, and reads what the run needs from it, as the
 /// run's service kind does.
 pub fn prepare(cfg: &Config) -> Result<Target> {
-    kinds::pick(cfg).prepare(cfg)
+    kinds::service(kinds::pick(cfg)?)?.prepare(cfg)
 }
 
 /// The engine's view of the run: where to send what, on how many pinned workers (the
@@ -202,6 +207,8 @@ fn engine_spec(
         requests: Arc::new(std::mem::take(&mut plan.requests)),
         keep_bodies: keep_windows || plan.expected.iter().any(Option::is_some),
         keep_going: false,
+        http_trace: false,
+        fresh_connections: false,
         pin: cfg.pin_threads,
         max_workers: cfg.max_threads.unwrap_or(cores).min(cores.max(1)),
         clock: Clock::new(),

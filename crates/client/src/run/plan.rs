@@ -21,6 +21,7 @@ use crate::service::seq_patch::SeqTemplate;
 use crate::service::triton_http;
 use crate::shm::client::ShmSession;
 use crate::shm::plan::ShmTarget;
+use crate::shm::ShmApi;
 use crate::tensor::InputTensor;
 
 use super::setup::Target;
@@ -50,12 +51,15 @@ pub fn build_shm(
     target: &Target,
     set: &InputSet,
     wire: Wire,
+    api: ShmApi,
 ) -> Result<(LoadPlan, ShmSession, Arc<OutputSlots>)> {
+    let model = target.model()?;
     let shm_target = ShmTarget {
         host: &target.host,
         tls: target.tls.as_ref(),
-        meta: &target.meta,
-        config: &target.config,
+        meta: &model.meta,
+        config: &model.config,
+        api,
     };
     let shm = crate::shm::plan::build(cfg, &shm_target, set)?;
     let plan = LoadPlan {
@@ -76,11 +80,12 @@ pub(crate) fn build(
     set: &InputSet,
     enc: &dyn Encoder,
 ) -> Result<LoadPlan> {
-    if target.config.sequence_batching {
+    let model = target.model()?;
+    if model.config.sequence_batching {
         return build_sequences(cfg, target, set, enc);
     }
-    let outputs: Vec<String> = target.meta.outputs.iter().map(|o| o.name.clone()).collect();
-    let batched = target.config.max_batch_size > 0;
+    let outputs: Vec<String> = model.meta.outputs.iter().map(|o| o.name.clone()).collect();
+    let batched = model.config.max_batch_size > 0;
     let b = usize::try_from(cfg.batch_size)
         .map_err(|_| Error::usage(format!("-b {}: too large", cfg.batch_size)))?;
     let steps = &set
@@ -119,8 +124,9 @@ fn build_sequences(
     set: &InputSet,
     enc: &dyn Encoder,
 ) -> Result<LoadPlan> {
-    let outputs: Vec<String> = target.meta.outputs.iter().map(|o| o.name.clone()).collect();
-    let batched = target.config.max_batch_size > 0;
+    let model = target.model()?;
+    let outputs: Vec<String> = model.meta.outputs.iter().map(|o| o.name.clone()).collect();
+    let batched = model.config.max_batch_size > 0;
     let mut plan = LoadPlan {
         requests: Vec::new(),
         wire: enc.wire(cfg, target),

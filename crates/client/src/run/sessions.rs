@@ -56,7 +56,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write, stop: &AtomicBool) -> Result<RunRe
         );
     }
     // Sessions are an openai-kind feature (the flags were checked against the kind).
-    let service = super::kinds::pick(cfg);
+    let service = super::kinds::service(super::kinds::pick(cfg)?)?;
     let target = service.prepare(cfg)?;
     let headers = cfg.headers.clone();
     let book = Arc::new(Book::new(
@@ -91,6 +91,8 @@ fn engine_spec(cfg: &Config, target: &super::setup::Target) -> EngineSpec {
         requests: Arc::new(vec![Vec::new()]),
         keep_bodies: true,
         keep_going: true,
+        http_trace: false,
+        fresh_connections: false,
         pin: cfg.pin_threads,
         max_workers: cfg.max_threads.unwrap_or(cores).min(cores),
         clock: Clock::new(),

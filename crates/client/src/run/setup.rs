@@ -15,21 +15,57 @@ pub use client::SetupClient;
 
 mod client;
 
-/// The server and model a run targets.
+/// The server a run targets and, where its kind has one, the model as the server describes it.
 pub struct Target {
     pub addr: SocketAddr,
     /// `host:port` as given (sent as the Host header / `:authority`).
     pub host: String,
-    pub meta: ModelMetadata,
-    pub config: ModelConfig,
-    /// The server lists the `statistics` extension.
-    pub stats_available: bool,
+    /// The model's description (`None`: the kind's server describes none).
+    pub model: Option<Model>,
     /// Blocking connection used for setup and statistics (never for load).
     pub client: SetupClient,
     /// TLS settings for every connection (`None`: plain TCP).
     pub tls: Option<TlsClient>,
+}
+
+/// A model as a Triton-style server describes it (TF Serving's signature is mapped onto the
+/// same shape).
+pub struct Model {
+    pub meta: ModelMetadata,
+    pub config: ModelConfig,
+    /// The server lists the `statistics` extension.
+    pub stats_available: bool,
     /// Ensemble steps or `--bls-composing-models` (empty otherwise).
     pub composing: Vec<ComposingModel>,
+}
+
+impl Target {
+    /// The model's description; an error for a kind without one.
+    pub fn model(&self) -> Result<&Model> {
+        self.model
+            .as_ref()
+            .ok_or_else(|| Error::generic("the service kind's server describes no model"))
+    }
+
+    /// The model's config, where the kind has one.
+    pub fn config(&self) -> Option<&ModelConfig> {
+        self.model.as_ref().map(|m| &m.config)
+    }
+
+    /// The model is decoupled (answers a request with any number of responses).
+    pub fn decoupled(&self) -> bool {
+        self.config().is_some_and(|c| c.decoupled)
+    }
+
+    /// The server has the statistics extension for the model.
+    pub fn stats_available(&self) -> bool {
+        self.model.as_ref().is_some_and(|m| m.stats_available)
+    }
+
+    /// The model's composing models (empty for other kinds).
+    pub fn composing(&self) -> &[ComposingModel] {
+        self.model.as_ref().map_or(&[], |m| &m.composing)
+    }
 }
 
 /// `-u` without a scheme.
@@ -73,12 +109,9 @@ pub(super) fn reach(cfg: &Config, protocol: Protocol) -> Result<Target> {
     Ok(Target {
         addr,
         host,
-        meta: ModelMetadata::default(),
-        config: ModelConfig::default(),
-        stats_available: false,
+        model: None,
         client,
         tls,
-        composing: Vec::new(),
     })
 }
 
@@ -103,10 +136,11 @@ pub(super) fn tls_client(
 /// Reads the model's cumulative statistics (every model's too, when composing models are
 /// reported); `None` when the server has no statistics.
 pub fn fetch_stats(target: &mut Target, cfg: &Config) -> Result<Option<StatsSnapshot>> {
-    if !target.stats_available {
+    if !target.stats_available() {
         return Ok(None);
     }
-    let all = if target.composing.is_empty() {
+    let composing = !target.composing().is_empty();
+    let all = if !composing {
         target.client.model_stats(cfg)?
     } else {
         target.client.all_model_stats()?
@@ -121,11 +155,7 @@ pub fn fetch_stats(target: &mut Target, cfg: &Config) -> Result<Option<StatsSnap
     };
     let mut model = first.clone();
     mine.for_each(|m| model.add(m));
-    let all = if target.composing.is_empty() {
-        Vec::new()
-    } else {
-        all
-    };
+    let all = if !composing { Vec::new() } else { all };
     Ok(Some(StatsSnapshot { model, all }))
 }
 

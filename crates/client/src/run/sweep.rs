@@ -93,7 +93,7 @@ impl Sweeper<'_> {
                 stats: &mut fetch,
                 cache_enabled: false,
                 keep_windows: true,
-                decoupled: target.config.decoupled,
+                decoupled: target.decoupled(),
                 composing: &[],
                 check: self.check,
                 stop: self.stop,
@@ -283,9 +283,9 @@ impl Sweeper<'_> {
     fn measure(&mut self, load: &Load) -> Result<PointOutcome> {
         let cfg = self.cfg;
         let target = &mut *self.target;
-        let cache_enabled = target.config.response_cache;
-        let decoupled = target.config.decoupled;
-        let composing = target.composing.clone();
+        let cache_enabled = target.config().is_some_and(|c| c.response_cache);
+        let decoupled = target.decoupled();
+        let composing = target.composing().to_vec();
         let service = self.service;
         let mut fetch = || service.server_stats(cfg, target);
         let mut ctx = PointCtx {

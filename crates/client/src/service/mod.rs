@@ -3,6 +3,7 @@
 //! plus `stream_scan` for reading stream responses on the hot path).
 
 pub mod dynamic_grpc;
+pub mod kserve_llm;
 pub mod openai;
 mod pb_wire;
 pub mod reply_check;

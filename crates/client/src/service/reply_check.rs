@@ -73,6 +73,15 @@ pub enum ReplyCheck {
     KserveGrpc(Arc<Expect>),
     /// A gRPC reply that must be a well-formed protobuf message of this name.
     Protobuf(&'static str),
+    /// A service kind's own check, applied to every reply (HTTP body, unary gRPC message
+    /// and stream message alike).
+    Kind(Arc<dyn CheckReply>),
+}
+
+/// A service kind's check of one successful reply, for kinds whose replies none of the
+/// built-in checks reads.
+pub trait CheckReply: fmt::Debug + Send + Sync {
+    fn check(&self, reply: &[u8]) -> Result<(), Bad>;
 }
 
 impl ReplyCheck {
@@ -85,6 +94,7 @@ impl ReplyCheck {
         match self {
             ReplyCheck::Json => check_json(body),
             ReplyCheck::KserveHttp(exp) => check_kserve_http(exp, body, header_len),
+            ReplyCheck::Kind(check) => check.check(body),
             _ => Ok(()),
         }
     }
@@ -94,6 +104,7 @@ impl ReplyCheck {
         match self {
             ReplyCheck::KserveGrpc(exp) => check_infer_response(exp, msg),
             ReplyCheck::Protobuf(name) => check_protobuf(name, msg),
+            ReplyCheck::Kind(check) => check.check(msg),
             _ => Ok(()),
         }
     }
@@ -103,6 +114,7 @@ impl ReplyCheck {
         match self {
             ReplyCheck::KserveGrpc(exp) => check_stream_response(exp, msg),
             ReplyCheck::Protobuf(name) => check_protobuf(name, msg),
+            ReplyCheck::Kind(check) => check.check(msg),
             _ => Ok(()),
         }
     }

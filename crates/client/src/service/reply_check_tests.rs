@@ -573,3 +573,35 @@ fn a_reply_equal_to_the_last_good_one_is_not_walked_again() {
         "walked: first, new header, new bytes, the bad one, twice long"
     );
 }
+
+/// A kind's own check: refuses replies that do not start with `ok`.
+#[derive(Debug)]
+struct StartsOk;
+
+impl CheckReply for StartsOk {
+    fn check(&self, reply: &[u8]) -> Result<(), Bad> {
+        if reply.starts_with(b"ok") {
+            Ok(())
+        } else {
+            Err(Bad::invalid(format!("{} bytes without ok", reply.len())))
+        }
+    }
+}
+
+#[test]
+fn a_kinds_own_check_reads_every_reply_shape() {
+    let check = ReplyCheck::Kind(Arc::new(StartsOk));
+    assert!(!check.is_none());
+    assert_eq!(check.http(b"ok fine", None), Ok(()));
+    assert_eq!(check.grpc(b"ok"), Ok(()));
+    assert_eq!(check.grpc_stream(b"okay"), Ok(()));
+    for bad in [
+        check.http(b"nope", None),
+        check.grpc(b"no"),
+        check.grpc_stream(b""),
+    ] {
+        let bad = bad.unwrap_err();
+        assert_eq!(bad.kind, FailKind::Invalid);
+        assert!(bad.msg.ends_with("without ok"), "{}", bad.msg);
+    }
+}

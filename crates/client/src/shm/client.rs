@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 
-use crate::config::{Config, Protocol, SharedMemory};
+use super::ShmApi;
+use crate::config::{Config, SharedMemory};
 use crate::error::{Error, Result};
 use crate::protocol::grpc::blocking::GrpcClient;
 use crate::protocol::grpc::pb::inference as pb;
@@ -61,15 +62,15 @@ pub enum Control {
 }
 
 impl Control {
-    /// Connects to `host` in the run's protocol.
-    pub fn connect(host: &str, cfg: &Config, tls: Option<&TlsClient>) -> Result<Control> {
-        Ok(match cfg.protocol {
-            Protocol::Http => Control::Http(Box::new(BlockingClient::connect_tls(
+    /// Connects to `host` over the kind's shared memory API.
+    pub fn connect(host: &str, api: ShmApi, tls: Option<&TlsClient>) -> Result<Control> {
+        Ok(match api {
+            ShmApi::Http => Control::Http(Box::new(BlockingClient::connect_tls(
                 host,
                 CONTROL_TIMEOUT,
                 tls,
             )?)),
-            Protocol::Grpc => Control::Grpc(GrpcClient::connect_tls(host, CONTROL_TIMEOUT, tls)?),
+            ShmApi::Grpc => Control::Grpc(GrpcClient::connect_tls(host, CONTROL_TIMEOUT, tls)?),
         })
     }
 }

@@ -7,7 +7,7 @@
 
 pub mod client;
 pub mod cuda;
-pub mod cuda_ffi;
+pub use inferperf_wire::cuda_ffi;
 pub mod encode;
 pub mod plan;
 pub mod system;
@@ -15,6 +15,16 @@ pub mod validate;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+
+/// The API a service kind registers shared memory regions through and references them in
+/// requests with (a kind's `shared_memory` capability).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShmApi {
+    /// Triton's shared memory extension over HTTP/REST; JSON inference requests.
+    Http,
+    /// Triton's shared memory extension over gRPC; `ModelInferRequest` messages.
+    Grpc,
+}
 
 /// Shared memory is a Triton (HTTP or gRPC) feature here: `supported` says whether the run's
 /// service kind has it.

@@ -13,7 +13,8 @@
 
 use std::sync::Arc;
 
-use crate::config::{Config, LoadMode, Protocol, SharedMemory};
+use super::ShmApi;
+use crate::config::{Config, LoadMode, SharedMemory};
 use crate::engine::slots::{OutputSlots, OutputView};
 use crate::error::{Error, Result};
 use crate::inputs::{batch, batch_expected, request_starts, InputSet, TensorValue};
@@ -38,6 +39,8 @@ pub struct ShmTarget<'a> {
     pub tls: Option<&'a TlsClient>,
     pub meta: &'a ModelMetadata,
     pub config: &'a ModelConfig,
+    /// The kind's shared memory API.
+    pub api: ShmApi,
 }
 
 /// What `build` hands the run: the requests and, per input entry, what the reports and
@@ -123,7 +126,7 @@ pub fn build(cfg: &Config, target: &ShmTarget<'_>, set: &InputSet) -> Result<Shm
              device memory (inferperf); remove the validation data or use --shared-memory system",
         ));
     }
-    let control = Control::connect(target.host, cfg, target.tls)?;
+    let control = Control::connect(target.host, target.api, target.tls)?;
     let mut session = ShmSession::for_run(control, cfg)?;
     let SlotRegions {
         refs: slot_refs,
@@ -137,7 +140,7 @@ pub fn build(cfg: &Config, target: &ShmTarget<'_>, set: &InputSet) -> Result<Shm
         let in_refs = stage_inputs(&mut session, first, &inputs)?;
         // Variant k of this entry at index entry * K + k (`OutputSlots::request_index`).
         for out_refs in &slot_refs {
-            requests.push(encode(cfg, target.host, &inputs, &in_refs, out_refs)?);
+            requests.push(encode(cfg, target, &inputs, &in_refs, out_refs)?);
         }
         step_inputs.push(triton_http::inputs_json(&inputs));
         expected_outputs.push(expected);
@@ -156,14 +159,14 @@ pub fn build(cfg: &Config, target: &ShmTarget<'_>, set: &InputSet) -> Result<Shm
 
 fn encode(
     cfg: &Config,
-    host: &str,
+    target: &ShmTarget<'_>,
     inputs: &[InputTensor],
     in_refs: &[TensorRef],
     out_refs: &[TensorRef],
 ) -> Result<Vec<u8>> {
-    match cfg.protocol {
-        Protocol::Http => encode_http(cfg, host, inputs, in_refs, out_refs),
-        Protocol::Grpc => encode_grpc(cfg, inputs, in_refs, out_refs),
+    match target.api {
+        ShmApi::Http => encode_http(cfg, target.host, inputs, in_refs, out_refs),
+        ShmApi::Grpc => encode_grpc(cfg, inputs, in_refs, out_refs),
     }
 }
 

@@ -7,7 +7,7 @@
 use prost::Message;
 use serde_json::Value;
 
-use crate::config::{Config, Protocol};
+use super::ShmApi;
 use crate::engine::window::OutputCheck;
 use crate::inputs::{ResponseFormat, TensorValue};
 use crate::measure::record::framed_responses;
@@ -27,7 +27,7 @@ struct OutputMeta {
 /// The validation-data check of a shared memory run (`None` without validation data).
 /// `outputs`: the model's outputs, the order of the captured regions.
 pub fn output_check(
-    cfg: &Config,
+    api: ShmApi,
     outputs: &[TensorMeta],
     expected: Vec<Option<Vec<TensorValue>>>,
 ) -> Option<Box<OutputCheck<'static>>> {
@@ -35,9 +35,9 @@ pub fn output_check(
         return None;
     }
     let outputs: Vec<String> = outputs.iter().map(|o| o.name.clone()).collect();
-    let format = match cfg.protocol {
-        Protocol::Http => ResponseFormat::Http,
-        Protocol::Grpc => ResponseFormat::Grpc,
+    let format = match api {
+        ShmApi::Http => ResponseFormat::Http,
+        ShmApi::Grpc => ResponseFormat::Grpc,
     };
     Some(Box::new(
         move |rec: &RequestRecord, body: &[u8]| match expected.get(rec.step as usize) {

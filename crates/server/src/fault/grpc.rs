@@ -10,13 +10,13 @@ use prost::Message;
 
 use super::model::{self, TENSOR_BYTES};
 use super::{io, FaultMode, Shared};
-use inferperf_client::protocol::grpc::frame::{
+use inferperf_wire::protocol::grpc::frame::{
     parse_frame, write_data, write_frame_header, write_goaway, write_headers, write_ping,
     write_ping_ack, write_settings, write_settings_ack, write_window_update, ErrorCode, Frame,
     FrameType, DEFAULT_MAX_FRAME_SIZE, PREFACE, SETTINGS_MAX_CONCURRENT_STREAMS,
 };
-use inferperf_client::protocol::grpc::hpack::{Decoder, Encoder};
-use inferperf_client::protocol::grpc::pb::{health, inference as pb};
+use inferperf_wire::protocol::grpc::hpack::{Decoder, Encoder};
+use inferperf_wire::protocol::grpc::pb::{health, inference as pb};
 
 /// Longest request header block (HEADERS + CONTINUATION) buffered, in bytes.
 const MAX_HEADER_BLOCK: usize = 256 * 1024;

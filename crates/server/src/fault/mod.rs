@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use inferperf_client::error::{Error, Result};
+use inferperf_wire::error::{Error, Result};
 
 /// Connections served at once; later ones are closed at once until one ends.
 pub const MAX_CONNECTIONS: usize = 128;

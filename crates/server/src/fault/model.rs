@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde_json::{json, Value};
 
 use super::FaultMode;
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 /// The model every fault server serves.
 pub const MODEL: &str = "identity";

@@ -10,12 +10,12 @@ use prost::Message;
 use super::tests::{read_until, server, End};
 use super::FaultMode;
 use inferperf_client::protocol::grpc::blocking::GrpcClient;
-use inferperf_client::protocol::grpc::frame::{
+use inferperf_wire::protocol::grpc::frame::{
     write_data, write_headers, write_settings, END_HEADERS, PREFACE,
 };
-use inferperf_client::protocol::grpc::hpack::Decoder;
-use inferperf_client::protocol::grpc::pb::inference as pb;
-use inferperf_client::protocol::grpc::request::call_headers;
+use inferperf_wire::protocol::grpc::hpack::Decoder;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::request::call_headers;
 
 const TTL: Duration = Duration::from_secs(20);
 const QUICK: Duration = Duration::from_millis(300);

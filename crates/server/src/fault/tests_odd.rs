@@ -9,7 +9,7 @@ use prost::Message;
 use super::tests::{exchange, get, head_and_body, infer_request, json_of, server, QUICK, TTL};
 use super::tests_grpc::{data, field, fields, infer_message, raw_call};
 use super::FaultMode;
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 /// The head of an infer request announcing `len` bytes of body.
 fn large_head(len: usize) -> Vec<u8> {

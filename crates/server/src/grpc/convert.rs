@@ -7,13 +7,13 @@ use std::collections::HashMap;
 use crate::infer::{decode_with, WireInput};
 use crate::models::{ModelDef, TensorData, TensorSpec, MODEL_VERSION};
 use crate::sequence::{SeqControl, SeqId};
-use inferperf_client::protocol::grpc::pb::inference::infer_parameter::ParameterChoice;
-use inferperf_client::protocol::grpc::pb::inference::model_infer_request::InferInputTensor;
-use inferperf_client::protocol::grpc::pb::inference::model_infer_response::InferOutputTensor;
-use inferperf_client::protocol::grpc::pb::inference::{
+use inferperf_wire::protocol::grpc::pb::inference::infer_parameter::ParameterChoice;
+use inferperf_wire::protocol::grpc::pb::inference::model_infer_request::InferInputTensor;
+use inferperf_wire::protocol::grpc::pb::inference::model_infer_response::InferOutputTensor;
+use inferperf_wire::protocol::grpc::pb::inference::{
     InferParameter, InferTensorContents, ModelInferRequest, ModelInferResponse,
 };
-use inferperf_client::tensor::{push_bytes_element, DataType};
+use inferperf_wire::tensor::{push_bytes_element, DataType};
 
 /// Request parameter asking a decoupled model for a separate, empty final response.
 pub const EMPTY_FINAL: &str = "triton_enable_empty_final_response";
@@ -251,7 +251,7 @@ pub fn int32_values(data: &[u8]) -> Vec<i32> {
 mod tests {
     use super::*;
     use crate::models::{find_model, MODELS};
-    use inferperf_client::protocol::grpc::pb::inference::model_infer_request::InferRequestedOutputTensor;
+    use inferperf_wire::protocol::grpc::pb::inference::model_infer_request::InferRequestedOutputTensor;
 
     fn model(name: &str) -> &'static ModelDef {
         &MODELS[find_model(name).unwrap()]

@@ -27,10 +27,10 @@ use crate::llm::request::{words, Endpoint, GenRequest, DEFAULT_MAX_TOKENS, MAX_O
 use crate::llm::stream::{full_answer_delay, token_text, Pace};
 use crate::models::MODEL_VERSION;
 use crate::state::Shared;
-use inferperf_client::protocol::grpc::pb::inference as pb;
-use inferperf_client::protocol::grpc::pb::inference::infer_parameter::ParameterChoice;
-use inferperf_client::protocol::grpc::pb::inference::model_infer_request::InferInputTensor;
-use inferperf_client::tensor::{push_bytes_element, split_bytes_elements};
+use inferperf_wire::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference::infer_parameter::ParameterChoice;
+use inferperf_wire::protocol::grpc::pb::inference::model_infer_request::InferInputTensor;
+use inferperf_wire::tensor::{push_bytes_element, split_bytes_elements};
 
 /// What one LLM request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]

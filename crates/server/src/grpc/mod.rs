@@ -48,7 +48,7 @@ use tokio_rustls::TlsAcceptor;
 use super::places::Wake;
 use super::state::Shared;
 use super::tls;
-use inferperf_client::error::{Error, Result};
+use inferperf_wire::error::{Error, Result};
 use service::Service;
 
 /// What the runtime serves; listeners are bound (and their addresses known) by the caller.

@@ -34,7 +34,7 @@ use crate::sequence::SeqControl;
 use crate::shm::{self, cuda as cuda_shm};
 use crate::state::Shared;
 use crate::stats::InferTiming;
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 const SERVICE_PREFIX: &str = "/inference.GRPCInferenceService/";
 

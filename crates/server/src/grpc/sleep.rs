@@ -16,7 +16,7 @@ pub async fn sleep_until(deadline: Instant) {
     if wait.is_zero() {
         return;
     }
-    let timer = inferperf_client::timerfd::one_shot(wait).and_then(|fd| {
+    let timer = inferperf_wire::timerfd::one_shot(wait).and_then(|fd| {
         // SAFETY: the AsyncFd owns the OwnedFd, which stays open and returns the same fd
         // until the AsyncFd drops.
         unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(Into::into)

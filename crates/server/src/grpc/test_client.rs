@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use crate::{start, Delay, ServeConfig, ServerHandle};
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 /// Not a gRPC status: the call failed below gRPC (connection reset, TLS alert).
 pub const TRANSPORT: u32 = u32::MAX;

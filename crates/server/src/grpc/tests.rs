@@ -5,7 +5,7 @@ use prost::Message;
 use super::test_client::*;
 use super::wire::code;
 use crate::test_client as http;
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 fn i32s(v: &[i32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()

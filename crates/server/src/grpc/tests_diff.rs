@@ -8,7 +8,7 @@ use prost::Message;
 
 use super::test_client::{block_on, connect, frame, grpc_server, infer_request};
 use inferperf_client::protocol::grpc::blocking::GrpcClient;
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 /// Calls `method` with `req` on both clients; returns (h2's reply, inferperf's reply) as decoded
 /// messages or (status, message) / inferperf's error text.

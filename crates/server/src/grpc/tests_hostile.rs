@@ -10,7 +10,7 @@ use super::test_client::*;
 use super::wire::code;
 use crate::limits::Limits;
 use crate::{start, ServeConfig, ServerHandle};
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 fn grpc_limited(limits: Limits) -> ServerHandle {
     let local = SocketAddr::from(([127, 0, 0, 1], 0));

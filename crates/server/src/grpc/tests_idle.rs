@@ -13,7 +13,7 @@ use super::tests_hostile::{call_headers, h2_frame, Raw, DATA, GOAWAY, HEADERS};
 use super::wire::code;
 use crate::limits::Limits;
 use crate::{start, ServeConfig, ServerHandle};
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 /// A short limit for the timeouts under test; the checks allow far more.
 const SHORT: Duration = Duration::from_millis(300);

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::test_client::*;
 use crate::{start, Delay, OpenAiConfig, ServeConfig, ServerHandle};
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 const LLM: &str = "inferperf-llm";
 

@@ -11,7 +11,7 @@ use super::test_client::*;
 use super::wire::code;
 use crate::test_client as http;
 use crate::{start, ControlMode, Delay, ServeConfig, ServerHandle};
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 use pb::model_config::SchedulingChoice;
 use pb::model_repository_parameter::ParameterChoice;
 

@@ -2,7 +2,7 @@
 
 use super::test_client::*;
 use super::wire::code;
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 use pb::infer_parameter::ParameterChoice;
 
 fn param(choice: ParameterChoice) -> pb::InferParameter {

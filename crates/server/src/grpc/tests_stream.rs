@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::test_client::*;
 use crate::test_client as http;
 use crate::Delay;
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 fn fp32_request(id: &str, value: f32) -> pb::ModelInferRequest {
     infer_request(

@@ -21,11 +21,11 @@ use super::wire::{
     answer_unary, code, framing_status, send_status, start_response, Encoding, Status,
 };
 use crate::models::{find_model, ModelDef, MODELS, MODEL_VERSION};
-use inferperf_client::protocol::grpc::message::{write_message, MessageReader};
-use inferperf_client::service::tfserving::{
+use inferperf_wire::protocol::grpc::message::{write_message, MessageReader};
+use inferperf_wire::tensor::{element_count, DataType};
+use inferperf_wire::tfserving::{
     model_spec, pb, to_tf, SERVICE_PATH, SIGNATURE_DEF, SIGNATURE_DEF_MAP_URL,
 };
-use inferperf_client::tensor::{element_count, DataType};
 
 /// The echo method's call path.
 pub const ECHO_PATH: &str = "/inferperf.test.Echo/Echo";

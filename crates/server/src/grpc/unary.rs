@@ -6,9 +6,9 @@ use crate::models::{find_model, ModelDef, TensorSpec, MODELS, MODEL_VERSION, PLA
 use crate::routes::EXTENSIONS;
 use crate::stats::{StatDuration, Stats};
 use crate::trace::{Trace, TraceSettings};
-use inferperf_client::protocol::grpc::pb::inference as pb;
-use inferperf_client::protocol::grpc::pb::inference::model_config::SchedulingChoice;
-use inferperf_client::tensor::DataType;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference::model_config::SchedulingChoice;
+use inferperf_wire::tensor::DataType;
 
 use super::wire::{code, Status};
 use crate::repository::{self, LoadParams, RepoError, Repository};

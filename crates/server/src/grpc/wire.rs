@@ -10,10 +10,10 @@ use h2::{RecvStream, SendStream};
 use http::{HeaderMap, HeaderValue, Response};
 use prost::Message;
 
-use inferperf_client::protocol::grpc::message::{
+use inferperf_wire::protocol::grpc::message::{
     write_message_prefix, GrpcFramingError, MessageReader, MESSAGE_PREFIX_LEN,
 };
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 /// The gRPC status codes the server answers with.
 pub mod code {

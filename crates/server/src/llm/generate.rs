@@ -16,7 +16,7 @@ use super::state::{OpenAiState, DEFAULT_OPENAI_MODEL};
 use crate::http::{write_error_json, Method};
 use crate::models::{find_model, Compute, ModelDef, TensorSpec, MODEL_VERSION};
 use crate::reply::Request;
-use inferperf_client::tensor::DataType;
+use inferperf_wire::tensor::DataType;
 
 /// Input carrying the prompt: BYTES, one element.
 pub const TEXT_INPUT: &str = "text_input";

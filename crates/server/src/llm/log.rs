@@ -23,7 +23,7 @@ struct Entries {
     began: VecDeque<Instant>,
 }
 
-/// Send times (ns of the server's [`inferperf_client::clock::Clock`]) per generation request.
+/// Send times (ns of the server's [`inferperf_wire::clock::Clock`]) per generation request.
 #[derive(Debug)]
 pub struct TokenLog {
     entries: Mutex<Entries>,

@@ -9,7 +9,7 @@ use super::log::{TokenLog, TOKEN_LOG_REQUESTS};
 pub use super::watch::Busy;
 use super::watch::LoadWatch;
 use crate::delay::Delay;
-use inferperf_client::error::{Error, Result};
+use inferperf_wire::error::{Error, Result};
 
 /// Model name `/v1/models` lists and requests must use, unless configured.
 pub const DEFAULT_OPENAI_MODEL: &str = "inferperf-llm";

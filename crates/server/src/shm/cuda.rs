@@ -1,6 +1,6 @@
 //! The reference server's CUDA shared memory extension (HTTP `/v2/cudasharedmemory/...`,
 //! gRPC `CudaSharedMemoryRegister/Unregister`): a client's IPC handle is opened through
-//! libcudart on register (the loader of `inferperf_client::shm::cuda_ffi`, so tests can point it at
+//! libcudart on register (the loader of `inferperf_wire::cuda_ffi`, so tests can point it at
 //! the stand-in); infer requests then copy inputs out of and outputs into the device memory
 //! with cudaMemcpy. The memory stays the client's: unregister only closes the server's mapping.
 
@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use inferperf_client::protocol::grpc::pb::inference as pb;
-use inferperf_client::shm::cuda_ffi::{runtime, CudaRuntime, IPC_HANDLE_BYTES};
+use inferperf_wire::cuda_ffi::{runtime, CudaRuntime, IPC_HANDLE_BYTES};
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 use super::table::{remove_named, status_entries, status_of, RegionTable, ShmRef};
 

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 use pb::infer_parameter::ParameterChoice as P;
 
 use super::{ShmRef, ShmRegions};

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use memmap2::{MmapMut, MmapOptions};
 use serde_json::{json, Value};
 
-use inferperf_client::protocol::grpc::pb::inference as pb;
+use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 use table::{remove_named, status_entries, status_of, RegionTable};
 

@@ -327,7 +327,7 @@ fn check_prefill(
     n: u64,
     paced: bool,
 ) -> Result<()> {
-    if endpoint_type == EndpointType::Kserve || !endpoint_type.generates() {
+    if endpoint_type.grpc() || !endpoint_type.generates() {
         return Err(Error::usage(format!(
             "profile: --prefill-concurrency applies to the HTTP token streams (chat, \
              completions, generate), not --endpoint-type {}",

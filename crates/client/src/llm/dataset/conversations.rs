@@ -477,7 +477,7 @@ pub(super) fn conversation_plan(
              --conversation-turn-mean above 1) {why}"
         )))
     };
-    if cfg.endpoint_type != crate::llm::cli::EndpointType::Chat {
+    if cfg.endpoint_type.body() != crate::run::kinds::registry::Body::Chat {
         return refuse("need --endpoint-type chat (the history is sent in 'messages')");
     }
     if a.dataset.fixed_schedule {
@@ -591,18 +591,32 @@ fn edit_first_turns(
     let Some(conv) = plan.conversations.as_ref() else {
         return false;
     };
-    let mut conv = ConversationPlan::clone(conv);
+    let conv = first_turns_edited(conv, |_, c, messages| edit(c, messages));
+    let mut with = super::Plan::clone(plan);
+    with.conversations = Some(Arc::new(conv));
+    *plan = Arc::new(with);
+    true
+}
+
+/// A copy of `plan` with the first turn of every conversation rewritten: `edit` gets the
+/// conversation's index, the conversation and its first turn's chat `messages` (None when
+/// that body has none).
+pub fn first_turns_edited(
+    plan: &ConversationPlan,
+    mut edit: impl FnMut(usize, &Conversation, Option<&mut Vec<serde_json::Value>>),
+) -> ConversationPlan {
+    let mut conv = ConversationPlan::clone(plan);
     let ConversationPlan {
         conversations,
         bodies,
         ..
     } = &mut conv;
-    for c in conversations.iter() {
+    for (i, c) in conversations.iter().enumerate() {
         let Some(&first) = c.steps.first() else {
             continue;
         };
         let Some(body) = bodies.get_mut(first as usize) else {
-            edit(c, None);
+            edit(i, c, None);
             continue;
         };
         let mut value = serde_json::from_slice::<serde_json::Value>(body).ok();
@@ -611,15 +625,12 @@ fn edit_first_turns(
             .and_then(|v| v.get_mut("messages"))
             .and_then(|m| m.as_array_mut());
         let edited = messages.is_some();
-        edit(c, messages);
+        edit(i, c, messages);
         if let (true, Some(v)) = (edited, value) {
             *body = v.to_string().into_bytes();
         }
     }
-    let mut with = super::Plan::clone(plan);
-    with.conversations = Some(Arc::new(conv));
-    *plan = Arc::new(with);
-    true
+    conv
 }
 
 /// Seeds the user context prompts apart from the prompts' own.

@@ -36,7 +36,8 @@ impl DiffPct {
 pub struct TokenChecks {
     /// Requests whose response carried `usage` (compared with the client's counts).
     pub usage_compared: u64,
-    /// Of those, requests where the prompt or completion count differs beyond the threshold.
+    /// Of those, requests where the prompt, completion or (when reported) reasoning count
+    /// differs beyond the threshold.
     pub usage_discrepancies: u64,
     /// |usage.prompt_tokens − ISL| / ISL.
     pub prompt_diff_pct: DiffPct,
@@ -74,8 +75,12 @@ impl TokenChecks {
                 let q = diff_pct(u.completion_tokens, osl);
                 prompt.extend(p);
                 completion.extend(q);
+                // Reasoning tokens count only when the server reported them.
+                let rs = u
+                    .reasoning_tokens
+                    .and_then(|got| diff_pct(got, r.reasoning_tokens));
                 let over = |d: Option<f64>| d.is_some_and(|d| d > USAGE_DIFF_PCT);
-                c.usage_discrepancies += u64::from(over(p) || over(q));
+                c.usage_discrepancies += u64::from(over(p) || over(q) || over(rs));
             }
             if let Some(asked) = r.requested_osl.filter(|&a| a > 0) {
                 c.osl_compared += 1;
@@ -141,6 +146,7 @@ mod tests {
             usage: usage.map(|(p, c)| Usage {
                 prompt_tokens: p,
                 completion_tokens: c,
+                ..Usage::default()
             }),
             requested_osl: asked,
             ..LlmRequest::default()
@@ -159,6 +165,11 @@ mod tests {
         ];
         let c = TokenChecks::of(&reqs);
         assert_eq!((c.usage_compared, c.usage_discrepancies), (4, 2));
+        // A reported reasoning count 50 % off the client's is a discrepancy too.
+        let mut reasoning = req(100, 10, Some((100, 10)), None);
+        reasoning.reasoning_tokens = 4;
+        reasoning.usage.as_mut().unwrap().reasoning_tokens = Some(6);
+        assert_eq!(TokenChecks::of(&[reasoning]).usage_discrepancies, 1);
         assert_eq!(c.prompt_diff_pct.max, 20.0);
         assert_eq!(c.prompt_diff_pct.avg, 7.5);
         assert_eq!(c.completion_diff_pct.max, 20.0);

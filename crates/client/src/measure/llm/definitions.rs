@@ -109,6 +109,21 @@ pub const METRICS: &[MetricDef] = &[
     def("reasoning_token_count", "Reasoning Token Count", "tokens", Neutral,
         "tokens of a request's reasoning_content (client tokenizer); they are part of OSL",
         ["-", "-", "reasoning_token_count", "-"]),
+    def("num_images", "Number of Images", "images", Neutral,
+        "images a chat request carried; requests without images give no value",
+        ["-", "-", "num_images", "-"]),
+    def("image_throughput", "Image Throughput", "images/sec", Higher,
+        "images of a request / its request latency, per request with images",
+        ["-", "-", "image_throughput", "-"]),
+    def("image_latency", "Image Latency", "ms/image", Lower,
+        "request latency / images of the request, per request with images",
+        ["-", "-", "image_latency", "-"]),
+    def("audio_duration", "Audio Duration", "sec", Neutral,
+        "seconds of input audio a chat request carried; requests without audio give no value",
+        ["-", "-", "audio_duration", "-"]),
+    def("rtfx", "Inverse Real-Time Factor (RTFx)", "ratio", Higher,
+        "input audio seconds / request latency seconds, per request with audio",
+        ["-", "-", "rtfx", "-"]),
     def("time_to_first_token_from_intended", "TTFT From Intended Send", "ms", Lower,
         "open loop: first content chunk - scheduled send time (queueing in the client counts)",
         ["-", "-", "-", "-"]),
@@ -118,6 +133,56 @@ pub const METRICS: &[MetricDef] = &[
     def("same_read_event_count", "Same-Read Events", "count", Neutral,
         "content chunks that arrived in the same network read as the previous chunk",
         ["-", "-", "-", "-"]),
+    def("e2e_output_token_throughput", "E2E Output Token Throughput", "tokens/sec/user",
+        Higher, "OSL / request latency, per request (TTFT included)",
+        ["-", "-", "e2e_output_token_throughput", "-"]),
+    def("prefill_throughput_per_user", "Prefill Throughput Per User", "tokens/sec/user",
+        Higher, "ISL / TTFT, per request",
+        ["-", "-", "prefill_throughput_per_user", "-"]),
+    def("decode_duration", "Decode Duration", "ms", Lower,
+        "request latency - TTFT, per request",
+        ["-", "-", "decode_duration", "-"]),
+    def("credit_to_start_latency", "Credit-to-Start Latency", "ms", Lower,
+        "request start - credit issued, every request (failed too); the credit is the \
+         scheduled send time in open loop, and in closed loop the moment the worker takes the \
+         request, which is when it starts writing it (so 0)",
+        ["-", "-", "credit_to_start_latency", "-"]),
+    def("effective_latency", "Effective Latency (CO-aware)", "ms", Lower,
+        "last response - credit issued, every request (failed too): request latency plus \
+         credit-to-start latency",
+        ["-", "-", "effective_latency", "-"]),
+    def("usage_prompt_tokens", "Usage Prompt Tokens", "tokens", Neutral,
+        "usage.prompt_tokens the server reported, per request that carried usage",
+        ["-", "-", "usage_prompt_tokens", "-"]),
+    def("usage_completion_tokens", "Usage Completion Tokens", "tokens", Neutral,
+        "usage.completion_tokens the server reported, per request",
+        ["-", "-", "usage_completion_tokens", "-"]),
+    def("usage_total_tokens", "Usage Total Tokens", "tokens", Neutral,
+        "usage.total_tokens the server reported, per request",
+        ["-", "-", "usage_total_tokens", "-"]),
+    def("usage_reasoning_tokens", "Usage Reasoning Tokens", "tokens", Neutral,
+        "usage.completion_tokens_details.reasoning_tokens, per request that carried it",
+        ["-", "-", "usage_reasoning_tokens", "-"]),
+    def("usage_prompt_cache_read_tokens", "Usage Prompt Cache Read Tokens", "tokens",
+        Neutral, "usage.prompt_tokens_details.cached_tokens, per request that carried it",
+        ["-", "-", "usage_prompt_cache_read_tokens", "-"]),
+    def("total_usage_prompt_tokens", "Total Usage Prompt Tokens", "tokens", Neutral,
+        "sum of usage_prompt_tokens (likewise total_usage_completion_tokens, \
+         total_usage_total_tokens, total_usage_reasoning_tokens, \
+         total_usage_prompt_cache_read_tokens)",
+        ["-", "-", "total_usage_prompt_tokens", "-"]),
+    def("usage_prompt_tokens_diff_pct", "Usage Prompt Diff %", "%", Neutral,
+        "|usage.prompt_tokens - ISL| / ISL * 100 (client tokenizer ISL), per request",
+        ["-", "-", "usage_prompt_tokens_diff_pct", "-"]),
+    def("usage_completion_tokens_diff_pct", "Usage Completion Diff %", "%", Neutral,
+        "|usage.completion_tokens - OSL| / OSL * 100 (client tokenizer OSL), per request",
+        ["-", "-", "usage_completion_tokens_diff_pct", "-"]),
+    def("usage_reasoning_tokens_diff_pct", "Usage Reasoning Diff %", "%", Neutral,
+        "|usage reasoning tokens - reasoning_token_count| / reasoning_token_count * 100",
+        ["-", "-", "usage_reasoning_tokens_diff_pct", "-"]),
+    def("osl_mismatch_diff_pct", "OSL Mismatch Diff %", "%", Neutral,
+        "(OSL - max_tokens asked) / max_tokens asked * 100, signed, per request that asked",
+        ["-", "-", "osl_mismatch_diff_pct", "-"]),
     def("output_token_throughput", "Output Token Throughput", "tokens/sec", Higher,
         "sum of OSL / benchmark duration",
         ["output_throughput", "Output Token Throughput", "output_token_throughput",
@@ -143,9 +208,14 @@ pub const METRICS: &[MetricDef] = &[
     def("error_request_count", "Error Count", "count", Neutral,
         "failed requests (also counted by error kind)",
         ["failed", "-", "error_request_count", "-"]),
+    def("context_overflow_count", "Context Overflow Count", "count", Neutral,
+        "failed requests whose error message names a context overflow (\"context length\", \
+         \"maximum context\", \"context_length_exceeded\", \"prompt is too long\"); \
+         written when a request failed",
+        ["-", "-", "context_overflow_count", "-"]),
     def("usage_discrepancy_count", "Usage Discrepancy Count", "count", Neutral,
-        "requests whose usage prompt or completion tokens differ from the client's ISL or OSL \
-         by more than 10%",
+        "requests whose usage prompt, completion or (when reported) reasoning tokens differ \
+         from the client's counts by more than 10%",
         ["-", "-", "usage_discrepancy_count", "-"]),
     def("osl_mismatch_count", "OSL Mismatch Count", "count", Neutral,
         "requests whose OSL differs from the max_tokens asked by more than min(5% of it, 50)",
@@ -153,13 +223,113 @@ pub const METRICS: &[MetricDef] = &[
     def("benchmark_duration", "Benchmark Duration", "sec", Neutral,
         "latest response - earliest request start, over all requests",
         ["duration", "-", "benchmark_duration", "-"]),
+    // HTTP/1.1 phases (k6's names, as AIPerf exports them), from the engine's event loop.
+    def("http_req_blocked", "HTTP Blocked", "ms", Lower,
+        "waiting for a connection: from when the request was due (its scheduled time in open \
+         loop, else when its slot took it) to when a connection was taken or began opening for it",
+        ["-", "-", "http_req_blocked", "-"]),
+    def("http_req_dns_lookup", "HTTP DNS Lookup", "ms", Lower,
+        "always 0: the server address is resolved once, before the run",
+        ["-", "-", "http_req_dns_lookup", "-"]),
+    def("http_req_connecting", "HTTP Connecting", "ms", Lower,
+        "TCP connect + TLS handshake of the connection, on the first request it carries (a \
+         closed loop opens its connections before the run); 0 on a reused connection",
+        ["-", "-", "http_req_connecting", "-"]),
+    def("http_req_sending", "HTTP Sending", "ms", Lower,
+        "last request byte written - first request byte written",
+        ["-", "-", "http_req_sending", "-"]),
+    def("http_req_waiting", "HTTP Waiting (TTFB)", "ms", Lower,
+        "first response byte read (head included) - last request byte written",
+        ["-", "-", "http_req_waiting", "-"]),
+    def("http_req_receiving", "HTTP Receiving", "ms", Lower,
+        "last response byte read - first response byte read; 0 when one read brought it all",
+        ["-", "-", "http_req_receiving", "-"]),
+    def("http_req_connection_reused", "HTTP Connection Reused", "ratio", Neutral,
+        "1 when the connection had carried a request before, else 0",
+        ["-", "-", "http_req_connection_reused", "-"]),
+    def("http_req_data_sent", "HTTP Data Sent", "KB", Neutral,
+        "request bytes written, head and body (plaintext under TLS), / 1024",
+        ["-", "-", "http_req_data_sent", "-"]),
+    def("http_req_chunks_sent", "HTTP Chunks Sent", "count", Neutral,
+        "socket writes that carried request bytes",
+        ["-", "-", "http_req_chunks_sent", "-"]),
+    def("http_req_data_received", "HTTP Data Received", "KB", Neutral,
+        "response bytes read, head and body (plaintext under TLS), / 1024",
+        ["-", "-", "http_req_data_received", "-"]),
+    def("http_req_chunks_received", "HTTP Chunks Received", "count", Neutral,
+        "socket reads that returned response bytes",
+        ["-", "-", "http_req_chunks_received", "-"]),
+    def("http_req_connection_overhead", "HTTP Connection Overhead", "ms", Lower,
+        "blocked + dns_lookup + connecting",
+        ["-", "-", "http_req_connection_overhead", "-"]),
+    def("http_req_duration", "HTTP Duration (excl. conn)", "ms", Lower,
+        "sending + waiting + receiving",
+        ["-", "-", "http_req_duration", "-"]),
+    def("http_req_total", "HTTP Total Time", "ms", Lower,
+        "blocked + dns_lookup + connecting + sending + waiting + receiving",
+        ["-", "-", "http_req_total", "-"]),
+    def("effective_concurrency", "Effective Concurrency", "requests", Neutral,
+        "time-weighted requests in flight (start to end, failed ones too) over the run window",
+        ["-", "-", "effective_concurrency", "-"]),
+    def("effective_prefill_concurrency", "Effective Prefill Concurrency", "requests", Neutral,
+        "time-weighted requests between start and first content chunk, over the run window",
+        ["-", "-", "effective_prefill_concurrency", "-"]),
+    def("effective_decode_concurrency", "Effective Decode Concurrency", "requests", Neutral,
+        "time-weighted requests between first content chunk and end, over the run window",
+        ["-", "-", "effective_decode_concurrency", "-"]),
+    def("effective_prefill_throughput", "Effective Prefill Throughput", "tokens/sec", Higher,
+        "time-weighted sum of ISL / (first chunk - start) over each request's prefill, over \
+         the run window",
+        ["-", "-", "effective_prefill_throughput", "-"]),
+    def("effective_decode_throughput", "Effective Decode Throughput", "tokens/sec", Higher,
+        "time-weighted sum of decode rates: each non-zero chunk gap carries (OSL - 1) / \
+         (non-zero gaps) tokens evenly; over the run window",
+        ["-", "-", "effective_decode_throughput", "-"]),
+    def("effective_total_throughput", "Effective Total Throughput", "tokens/sec", Higher,
+        "time-weighted prefill rate + (OSL - 1) / (end - first chunk) over each decode, over \
+         the run window",
+        ["-", "-", "effective_total_throughput", "-"]),
+    def("effective_prefill_throughput_per_user", "Effective Prefill Throughput Per User",
+        "tokens/sec/user", Higher,
+        "prefill throughput / prefill concurrency at each instant (0 when none), time-weighted \
+         over the run window",
+        ["-", "-", "effective_prefill_throughput_per_user", "-"]),
+    def("effective_decode_throughput_per_user", "Effective Decode Throughput Per User",
+        "tokens/sec/user", Higher,
+        "decode throughput / decode concurrency at each instant (0 when none), time-weighted \
+         over the run window",
+        ["-", "-", "effective_decode_throughput_per_user", "-"]),
+    def("tokens_in_flight", "Tokens In Flight", "tokens", Neutral,
+        "time-weighted ISL from start, plus 1 token at the first chunk and (OSL - 1) / gaps at \
+         each later chunk, until end",
+        ["-", "-", "tokens_in_flight", "-"]),
+    def("active_prefill_throughput", "Active Prefill Throughput", "tokens/sec", Higher,
+        "effective prefill throughput weighted only over times with a request in prefill",
+        ["-", "-", "active_prefill_throughput", "-"]),
+    def("active_decode_throughput", "Active Decode Throughput", "tokens/sec", Higher,
+        "effective decode throughput weighted only over times with a request in decode",
+        ["-", "-", "active_decode_throughput", "-"]),
+    def("active_total_throughput", "Active Total Throughput", "tokens/sec", Higher,
+        "effective total throughput weighted only over times with a request in flight",
+        ["-", "-", "active_total_throughput", "-"]),
+    def("active_prefill_throughput_per_user", "Active Prefill Throughput Per User",
+        "tokens/sec/user", Higher,
+        "prefill throughput per user weighted only over times with a request in prefill",
+        ["-", "-", "active_prefill_throughput_per_user", "-"]),
+    def("active_decode_throughput_per_user", "Active Decode Throughput Per User",
+        "tokens/sec/user", Higher,
+        "decode throughput per user weighted only over times with a request in decode",
+        ["-", "-", "active_decode_throughput_per_user", "-"]),
 ];
 
 /// How the statistics columns are computed (said once, under the table).
 pub const STATISTICS_NOTE: &str =
     "avg, min, max and std (population) are exact, from running sums; \
 p1..p99 are nearest-rank percentiles read from an HDR histogram of the values (times in ns, \
-3 significant digits: within 0.1% of the exact sample).";
+3 significant digits: within 0.1% of the exact sample). The time-weighted metrics \
+(effective_*, active_*, tokens_in_flight) are step functions of time over the run window (first \
+send to last reply): avg and std weighted by duration, pN the smallest value held at least N% of \
+the time; they have no count, sum or p1..p25/p75.";
 
 /// The entry for `tag`.
 pub fn find(tag: &str) -> Option<&'static MetricDef> {
@@ -255,6 +425,11 @@ mod tests {
             "request_goodput",
         ] {
             assert!(find(tag).is_some(), "{tag}");
+        }
+        // Every time-weighted metric, with AIPerf's unit and name.
+        for s in crate::measure::llm::sweeps::SWEEP_METRICS {
+            let d = find(s.tag).unwrap_or_else(|| panic!("{}", s.tag));
+            assert_eq!((d.unit, d.name, d.aiperf), (s.unit, s.header, s.tag));
         }
     }
 

@@ -9,8 +9,11 @@ use std::collections::BTreeMap;
 
 use super::goodput::Goodput;
 use super::record::{LlmRequest, RequestError};
-use super::request::{chunk_gaps, request_metrics, token_gaps, RequestMetrics};
-use super::stats::{StatAcc, Stats};
+use super::request::{
+    chunk_gaps, credit_to_start_ns, effective_latency_ns, last_response_ns, request_metrics,
+    token_gaps, RequestMetrics,
+};
+use super::stats::{SignedAcc, StatAcc, Stats};
 use crate::measure::FailKind;
 
 /// What `compute` needs besides the requests.
@@ -20,6 +23,12 @@ pub struct MetricOptions {
     pub goodput: Vec<Goodput>,
     /// `--slice-duration`: TTFT and ITL per slice of this length (ns) as well.
     pub slice_ns: Option<u64>,
+    /// The window the time-weighted metrics cover (ns since the epoch): the run's first send
+    /// to its last reply; `None`: the first request start to the last request end.
+    pub window_ns: Option<(u64, u64)>,
+    /// Responses were streamed: the first chunk ends a request's prefill (time-weighted
+    /// prefill/decode metrics need it).
+    pub streaming: bool,
 }
 
 /// Requests that met every `--goodput` constraint.
@@ -93,6 +102,169 @@ pub struct LlmMetrics {
     pub checks: super::checks::TokenChecks,
     /// Per time slice (`--slice-duration`); empty without it.
     pub slices: Vec<super::slices::Slice>,
+    /// AIPerf's `http_req_*` metrics over the traced requests (HTTP/1.1); empty for gRPC.
+    pub http: Vec<super::http::HttpStat>,
+    /// AIPerf's per-request metrics from the server's `usage` and the ones derived from
+    /// latency and lengths.
+    pub aiperf: AiperfRequestMetrics,
+    /// Images and audio of the requests that carried any.
+    pub media: super::media::MediaMetrics,
+    /// AIPerf's time-weighted metrics (effective/active concurrency and throughput, tokens in
+    /// flight); `None` without requests.
+    pub sweeps: Option<super::sweeps::Sweeps>,
+}
+
+/// The server's `usage` counts over the successful requests that carried the field: their
+/// distribution and their sum (AIPerf's `usage_*` and `total_usage_*`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct UsageField {
+    pub stats: Stats,
+    pub total: u64,
+}
+
+/// AIPerf's per-request metrics beyond GenAI-Perf's set. Stats in base units (ns, tokens,
+/// tokens/s, %); `None` when no request produced the value.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AiperfRequestMetrics {
+    /// `usage.prompt_tokens`, `usage.completion_tokens`, `usage.total_tokens`.
+    pub usage_prompt_tokens: Option<UsageField>,
+    pub usage_completion_tokens: Option<UsageField>,
+    pub usage_total_tokens: Option<UsageField>,
+    /// `usage.completion_tokens_details.reasoning_tokens`.
+    pub usage_reasoning_tokens: Option<UsageField>,
+    /// `usage.prompt_tokens_details.cached_tokens` (AIPerf's prompt cache-read tokens).
+    pub usage_prompt_cache_read_tokens: Option<UsageField>,
+    pub usage_prompt_diff_pct: Option<Stats>,
+    pub usage_completion_diff_pct: Option<Stats>,
+    pub usage_reasoning_diff_pct: Option<Stats>,
+    /// Signed: negative when a request got fewer tokens than it asked for.
+    pub osl_mismatch_diff_pct: Option<Stats>,
+    pub e2e_output_tps: Option<Stats>,
+    pub prefill_tps_per_user: Option<Stats>,
+    pub decode_duration: Option<Stats>,
+    /// Over every request, failed ones included (ns).
+    pub credit_to_start: Option<Stats>,
+    pub effective_latency: Option<Stats>,
+    /// Failed requests whose error message says the prompt did not fit the model's context
+    /// (AIPerf's substrings, [`CONTEXT_OVERFLOW_SUBSTRINGS`], any case).
+    pub context_overflow_count: u64,
+}
+
+/// What AIPerf looks for in an error message to count a context overflow.
+pub const CONTEXT_OVERFLOW_SUBSTRINGS: [&str; 4] = [
+    "context length",
+    "maximum context",
+    "context_length_exceeded",
+    "prompt is too long",
+];
+
+/// The error of `r` says its prompt was longer than the model's context.
+fn is_context_overflow(r: &LlmRequest) -> bool {
+    r.error.as_ref().is_some_and(|e| {
+        let text = e.message.to_lowercase();
+        CONTEXT_OVERFLOW_SUBSTRINGS.iter().any(|s| text.contains(s))
+    })
+}
+
+/// Accumulators of [`AiperfRequestMetrics`].
+struct AiperfAccumulators {
+    usage: [(StatAcc, u64); 5],
+    prompt_diff: StatAcc,
+    completion_diff: StatAcc,
+    reasoning_diff: StatAcc,
+    osl_diff: SignedAcc,
+    e2e_tps: StatAcc,
+    prefill_tps: StatAcc,
+    decode: StatAcc,
+    credit_to_start: StatAcc,
+    effective: StatAcc,
+    context_overflow: u64,
+}
+
+impl AiperfAccumulators {
+    fn new() -> Self {
+        let pct = || StatAcc::with_scale(1000.0);
+        AiperfAccumulators {
+            usage: std::array::from_fn(|_| (StatAcc::new(), 0)),
+            prompt_diff: pct(),
+            completion_diff: pct(),
+            reasoning_diff: pct(),
+            osl_diff: SignedAcc::new(),
+            e2e_tps: pct(),
+            prefill_tps: pct(),
+            decode: StatAcc::new(),
+            credit_to_start: StatAcc::new(),
+            effective: StatAcc::new(),
+            context_overflow: 0,
+        }
+    }
+
+    /// A successful request.
+    fn add(&mut self, r: &LlmRequest, m: &RequestMetrics) {
+        if let Some(u) = &r.usage {
+            let fields = [
+                Some(u.prompt_tokens),
+                Some(u.completion_tokens),
+                u.total_tokens,
+                u.reasoning_tokens,
+                u.cached_tokens,
+            ];
+            for ((acc, total), v) in self.usage.iter_mut().zip(fields) {
+                if let Some(v) = v {
+                    acc.record(v as f64);
+                    *total += v;
+                }
+            }
+        }
+        let opt = |acc: &mut StatAcc, v: Option<f64>| {
+            if let Some(v) = v {
+                acc.record(v);
+            }
+        };
+        opt(&mut self.prompt_diff, m.usage_prompt_diff_pct);
+        opt(&mut self.completion_diff, m.usage_completion_diff_pct);
+        opt(&mut self.reasoning_diff, m.usage_reasoning_diff_pct);
+        if let Some(v) = m.osl_mismatch_diff_pct {
+            self.osl_diff.record(v);
+        }
+        opt(&mut self.e2e_tps, m.e2e_output_tps);
+        opt(&mut self.prefill_tps, m.prefill_tps_per_user);
+        opt(&mut self.decode, m.decode_ns.map(|v| v as f64));
+    }
+
+    /// Any request, failed ones included.
+    fn add_any(&mut self, r: &LlmRequest) {
+        self.credit_to_start.record(credit_to_start_ns(r) as f64);
+        self.effective.record(effective_latency_ns(r) as f64);
+        self.context_overflow += u64::from(is_context_overflow(r));
+    }
+
+    fn finish(&self) -> AiperfRequestMetrics {
+        let usage = |i: usize| {
+            let (acc, total) = &self.usage[i];
+            acc.stats().map(|stats| UsageField {
+                stats,
+                total: *total,
+            })
+        };
+        AiperfRequestMetrics {
+            usage_prompt_tokens: usage(0),
+            usage_completion_tokens: usage(1),
+            usage_total_tokens: usage(2),
+            usage_reasoning_tokens: usage(3),
+            usage_prompt_cache_read_tokens: usage(4),
+            usage_prompt_diff_pct: self.prompt_diff.stats(),
+            usage_completion_diff_pct: self.completion_diff.stats(),
+            usage_reasoning_diff_pct: self.reasoning_diff.stats(),
+            osl_mismatch_diff_pct: self.osl_diff.stats(),
+            e2e_output_tps: self.e2e_tps.stats(),
+            prefill_tps_per_user: self.prefill_tps.stats(),
+            decode_duration: self.decode.stats(),
+            credit_to_start: self.credit_to_start.stats(),
+            effective_latency: self.effective.stats(),
+            context_overflow_count: self.context_overflow,
+        }
+    }
 }
 
 /// One accumulator per distribution metric.
@@ -168,11 +340,6 @@ impl Accumulators {
     }
 }
 
-/// The time of a request's last response: its last chunk, else its end.
-fn last_response_ns(r: &LlmRequest) -> u64 {
-    r.chunks.last().map_or(r.end_ns, |c| c.arrival_ns)
-}
-
 /// Benchmark duration over all requests, failed ones included (ns; 0 for no requests).
 pub fn duration_ns(reqs: &[LlmRequest]) -> u64 {
     let start = reqs.iter().map(|r| r.start_ns).min();
@@ -186,11 +353,13 @@ pub fn duration_ns(reqs: &[LlmRequest]) -> u64 {
 /// Computes every per-request value and the run-level statistics.
 pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
     let mut acc = Accumulators::new();
+    let mut aiperf = AiperfAccumulators::new();
     let mut errors: BTreeMap<(FailKind, String), u64> = BTreeMap::new();
     let mut groups: BTreeMap<(FailKind, &RequestError), u64> = BTreeMap::new();
     let (mut ok, mut good, mut same_read) = (0u64, 0u64, 0u64);
     let (mut total_isl, mut total_osl, mut reasoning) = (0u64, 0u64, 0u64);
     for r in reqs {
+        aiperf.add_any(r);
         let Some(m) = request_metrics(r) else {
             if let Some(e) = &r.error {
                 *errors.entry((e.fail_kind(), e.kind.clone())).or_default() += 1;
@@ -207,6 +376,7 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
             good += 1;
         }
         acc.add(r, &m);
+        aiperf.add(r, &m);
     }
     let error_count: u64 = errors.values().sum();
     let duration_ns = duration_ns(reqs);
@@ -217,6 +387,17 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
             x / (duration_ns as f64 / 1e9)
         }
     };
+    // The time-weighted curves, summarised over the run's window and over each slice's.
+    let curves = super::sweeps::SweepCurves::new(reqs, opts.streaming);
+    let mut slices = opts
+        .slice_ns
+        .map_or_else(Vec::new, |ns| super::slices::slices(reqs, ns));
+    if let Some(c) = &curves {
+        let first = c.run_window().0;
+        for s in &mut slices {
+            s.sweeps = Some(c.over((first + s.start_ns, first + s.end_ns)));
+        }
+    }
     let goodput = (!opts.goodput.is_empty()).then(|| GoodputSummary {
         good_requests: good,
         per_sec: per_sec(good as f64),
@@ -264,9 +445,13 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
         reasoning_tokens: acc.reasoning.stats().filter(|_| reasoning > 0),
         total_reasoning_tokens: reasoning,
         checks: super::checks::TokenChecks::of(reqs),
-        slices: opts
-            .slice_ns
-            .map_or_else(Vec::new, |ns| super::slices::slices(reqs, ns)),
+        slices,
+        http: super::http::http_stats(reqs),
+        aiperf: aiperf.finish(),
+        media: super::media::compute(reqs),
+        sweeps: curves
+            .as_ref()
+            .map(|c| c.over(opts.window_ns.unwrap_or(c.run_window()))),
     }
 }
 

@@ -311,6 +311,7 @@ fn run_level_math() {
             },
         ],
         slice_ns: None,
+        ..MetricOptions::default()
     };
     let m = compute(&run_fixture(), &opts);
     assert_eq!((m.request_count, m.error_count), (2, 1));
@@ -356,4 +357,160 @@ fn no_goodput_no_requests_no_division_by_zero() {
     let only_failed = compute(&[failed(0, 5, "reset")], &MetricOptions::default());
     assert_eq!((only_failed.request_count, only_failed.error_count), (0, 1));
     assert_eq!(only_failed.request_latency, None);
+}
+
+/// AIPerf's per-request metrics of hand-built requests, each worked out from its definition.
+#[test]
+fn aiperf_request_metrics_from_their_definitions() {
+    use crate::measure::llm::request::{credit_to_start_ns, effective_latency_ns};
+    use crate::measure::llm::Usage;
+    // Start at 0, chunks at 20, 30, 40 ms with 1 + 2 + 1 tokens; ISL 100, asked 5 tokens.
+    let mut r = req(0, &[(20, 1), (30, 2), (40, 1)], 100);
+    r.requested_osl = Some(5);
+    r.usage = Some(Usage {
+        prompt_tokens: 110,
+        completion_tokens: 3,
+        total_tokens: Some(113),
+        reasoning_tokens: None,
+        cached_tokens: Some(64),
+    });
+    let m = request_metrics(&r).unwrap();
+    // OSL 4 over the 40 ms request latency.
+    assert!(close(m.e2e_output_tps.unwrap(), 4.0 / 0.040));
+    // ISL 100 over the 20 ms TTFT.
+    assert!(close(m.prefill_tps_per_user.unwrap(), 100.0 / 0.020));
+    assert_eq!(m.decode_ns, Some(20 * MS));
+    assert!(close(m.usage_prompt_diff_pct.unwrap(), 10.0));
+    assert!(close(m.usage_completion_diff_pct.unwrap(), 25.0));
+    assert_eq!(m.usage_reasoning_diff_pct, None);
+    // 4 tokens for 5 asked: 20 % short, signed.
+    assert!(close(m.osl_mismatch_diff_pct.unwrap(), -20.0));
+    // Closed loop: the credit is the start, so the effective latency is the request latency.
+    assert_eq!(credit_to_start_ns(&r), 0);
+    assert_eq!(effective_latency_ns(&r), 40 * MS);
+
+    // Open loop, sent 3 ms after its intended time.
+    let mut late = r.clone();
+    late.intended_ns = r.start_ns - 3 * MS;
+    assert_eq!(credit_to_start_ns(&late), 3 * MS);
+    assert_eq!(effective_latency_ns(&late), 43 * MS);
+
+    // Under --use-server-token-count the comparisons use the client's own counts.
+    let mut server = r.clone();
+    server.client_counts = Some((100, 4));
+    server.isl = 110;
+    server.osl = 3;
+    let s = request_metrics(&server).unwrap();
+    assert!(close(s.usage_prompt_diff_pct.unwrap(), 10.0));
+    assert!(close(s.usage_completion_diff_pct.unwrap(), 25.0));
+
+    // No chunks (embeddings): no TTFT, so no prefill throughput nor decode duration; no
+    // usage and nothing asked: none of the comparisons.
+    let bare = LlmRequest {
+        start_ns: BASE,
+        end_ns: BASE + 8 * MS,
+        isl: 5,
+        ..LlmRequest::default()
+    };
+    let b = request_metrics(&bare).unwrap();
+    assert_eq!((b.prefill_tps_per_user, b.decode_ns), (None, None));
+    assert_eq!(b.e2e_output_tps, Some(0.0));
+    assert_eq!(b.usage_prompt_diff_pct, None);
+    assert_eq!(b.osl_mismatch_diff_pct, None);
+    // A zero request latency gives no E2E throughput rather than a division by zero.
+    let instant = LlmRequest {
+        start_ns: BASE,
+        end_ns: BASE,
+        ..LlmRequest::default()
+    };
+    assert_eq!(request_metrics(&instant).unwrap().e2e_output_tps, None);
+}
+
+/// Run-level usage statistics and totals, and the latencies from the credit over every
+/// request (failed ones included), recomputed here from the requests.
+#[test]
+fn aiperf_usage_totals_and_credit_latencies_over_a_run() {
+    use crate::measure::llm::Usage;
+    let usage = |p: u64, c: u64, total: Option<u64>, reasoning: Option<u64>| {
+        Some(Usage {
+            prompt_tokens: p,
+            completion_tokens: c,
+            total_tokens: total,
+            reasoning_tokens: reasoning,
+            cached_tokens: None,
+        })
+    };
+    let mut a = req(0, &[(10, 2), (20, 2)], 50);
+    a.usage = usage(50, 4, Some(54), None);
+    a.requested_osl = Some(4);
+    let mut b = req(5, &[(25, 3), (45, 3)], 40);
+    b.usage = usage(44, 6, Some(50), Some(2));
+    b.reasoning_tokens = 1;
+    b.requested_osl = Some(8);
+    b.intended_ns = BASE + 2 * MS;
+    // No usage at all: counts nowhere in the usage metrics.
+    let c = req(10, &[(30, 1), (40, 1)], 30);
+    // Failed after 7 ms, scheduled 1 ms before it went, with a context-overflow message.
+    let mut f = failed(12, 19, "http_error");
+    f.error.as_mut().unwrap().message = "This model's Maximum Context length is 4096 tokens".into();
+    f.intended_ns = BASE + 11 * MS;
+    f.usage = usage(999, 999, Some(1998), None);
+    let m = compute(&[a, b, c, f], &MetricOptions::default());
+    let x = &m.aiperf;
+
+    let p = x.usage_prompt_tokens.as_ref().unwrap();
+    assert_eq!((p.stats.count, p.total), (2, 94));
+    assert!(close(p.stats.avg, 47.0));
+    assert_eq!((p.stats.min, p.stats.max), (44.0, 50.0));
+    let c = x.usage_completion_tokens.as_ref().unwrap();
+    assert_eq!((c.stats.count, c.total), (2, 10));
+    let t = x.usage_total_tokens.as_ref().unwrap();
+    assert_eq!((t.stats.count, t.total), (2, 104));
+    let r = x.usage_reasoning_tokens.as_ref().unwrap();
+    assert_eq!((r.stats.count, r.total), (1, 2));
+    assert_eq!(x.usage_prompt_cache_read_tokens, None);
+
+    // Diffs: a 0 % and 0 %; b |44-40|/40 = 10 %, |6-6|/6 = 0 %, reasoning |2-1|/1 = 100 %.
+    let pd = x.usage_prompt_diff_pct.as_ref().unwrap();
+    assert!(close(pd.avg, 5.0) && close(pd.max, 10.0), "{pd:?}");
+    assert!(close(
+        x.usage_completion_diff_pct.as_ref().unwrap().max,
+        0.0
+    ));
+    assert!(close(
+        x.usage_reasoning_diff_pct.as_ref().unwrap().avg,
+        100.0
+    ));
+    // OSL mismatch: a got the 4 it asked (0 %), b 6 of 8 (-25 %).
+    let od = x.osl_mismatch_diff_pct.as_ref().unwrap();
+    assert_eq!(od.count, 2);
+    assert!(close(od.min, -25.0) && close(od.max, 0.0) && close(od.avg, -12.5));
+
+    // E2E output throughput: a 4 / 20 ms, b 6 / 40 ms, c 2 / 30 ms.
+    let e2e = x.e2e_output_tps.as_ref().unwrap();
+    assert!(
+        close(e2e.avg, (200.0 + 150.0 + 2.0 / 0.030) / 3.0),
+        "{e2e:?}"
+    );
+    // Prefill: a 50 / 10 ms, b 40 / 20 ms, c 30 / 20 ms.
+    let pre = x.prefill_tps_per_user.as_ref().unwrap();
+    assert!(close(pre.avg, (5000.0 + 2000.0 + 1500.0) / 3.0), "{pre:?}");
+    // Decode: a 10 ms, b 20 ms, c 10 ms.
+    let dec = x.decode_duration.as_ref().unwrap();
+    assert!(close(dec.avg, 40.0 * MS as f64 / 3.0));
+
+    // Credit-to-start over all four: a 0, b 3 ms, c 0, f 1 ms.
+    let cts = x.credit_to_start.as_ref().unwrap();
+    assert_eq!(cts.count, 4);
+    assert!(close(cts.avg, MS as f64));
+    assert_eq!(cts.max, 3.0 * MS as f64);
+    // Effective latency: a 20, b 43, c 30, f 8 ms.
+    let eff = x.effective_latency.as_ref().unwrap();
+    assert_eq!(eff.count, 4);
+    assert!(close(eff.avg, (20.0 + 43.0 + 30.0 + 8.0) * MS as f64 / 4.0));
+    assert_eq!((eff.min, eff.max), (8.0 * MS as f64, 43.0 * MS as f64));
+    assert_eq!(x.context_overflow_count, 1);
+    // Another failure does not count.
+    let other = compute(&[failed(0, 1, "reset")], &MetricOptions::default());
+    assert_eq!(other.aiperf.context_overflow_count, 0);
 }

@@ -4,11 +4,14 @@
 pub mod checks;
 pub mod definitions;
 pub mod goodput;
+pub mod http;
+pub mod media;
 pub mod metrics;
 pub mod record;
 pub mod request;
 pub mod slices;
 pub mod stats;
+pub mod sweeps;
 
 pub use metrics::{compute, LlmMetrics, MetricOptions};
 pub use record::{Chunk, LlmRequest, RequestError, Usage};

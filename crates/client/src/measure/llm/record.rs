@@ -19,11 +19,20 @@ pub struct Chunk {
     pub tokens: u64,
 }
 
-/// Token counts the server reported in `usage`.
+/// Token counts the server reported in `usage` (OpenAI's field names).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// `prompt_tokens` (0 when absent).
     pub prompt_tokens: u64,
+    /// `completion_tokens` (0 when absent).
     pub completion_tokens: u64,
+    /// `total_tokens`, when the server sent it.
+    pub total_tokens: Option<u64>,
+    /// `completion_tokens_details.reasoning_tokens`, when the server sent it.
+    pub reasoning_tokens: Option<u64>,
+    /// `prompt_tokens_details.cached_tokens` (prompt tokens served from the prefix cache),
+    /// when the server sent it.
+    pub cached_tokens: Option<u64>,
 }
 
 /// Why a request failed, for the error count by kind.
@@ -92,6 +101,12 @@ pub struct LlmRequest {
     /// The client tokenizer's own (ISL, OSL) when `isl`/`osl` hold the server's `usage`
     /// counts (`--use-server-token-count`); the token-count checks compare the two.
     pub client_counts: Option<(u64, u64)>,
+    /// HTTP/1.1 runs: the request's HTTP phase times and counts (`http_req_*` metrics).
+    pub http: Option<crate::measure::HttpTrace>,
+    /// Images the request carried (synthetic `--image-*` inputs).
+    pub images: u32,
+    /// Seconds of audio the request carried, in µs (synthetic `--audio-*` inputs).
+    pub audio_us: u64,
 }
 
 impl LlmRequest {

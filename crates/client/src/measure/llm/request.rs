@@ -33,6 +33,58 @@ pub struct RequestMetrics {
     pub ttfo_ns: Option<u64>,
     /// Reasoning tokens among the `osl`.
     pub reasoning_tokens: u64,
+    /// AIPerf's E2E output token throughput: OSL / request latency (tokens/s); `None` when
+    /// the latency is 0.
+    pub e2e_output_tps: Option<f64>,
+    /// AIPerf's prefill throughput per user: ISL / TTFT (tokens/s); `None` without TTFT or
+    /// when it is 0.
+    pub prefill_tps_per_user: Option<f64>,
+    /// AIPerf's decode duration: request latency − TTFT (ns); `None` without TTFT.
+    pub decode_ns: Option<u64>,
+    /// |usage.prompt_tokens − ISL| / ISL × 100, ISL the client tokenizer's; `None` without
+    /// `usage` or with ISL 0.
+    pub usage_prompt_diff_pct: Option<f64>,
+    /// |usage.completion_tokens − OSL| / OSL × 100, OSL the client tokenizer's.
+    pub usage_completion_diff_pct: Option<f64>,
+    /// |usage reasoning tokens − client reasoning tokens| / client reasoning tokens × 100.
+    pub usage_reasoning_diff_pct: Option<f64>,
+    /// (OSL − max_tokens asked) / max_tokens × 100, signed; `None` when nothing was asked.
+    pub osl_mismatch_diff_pct: Option<f64>,
+}
+
+/// When the request was handed out to be sent (AIPerf's `credit_issued_ns`): open loop,
+/// the time the schedule meant it to go; closed loop, the moment the worker took it from the
+/// schedule, which is the same step that stamps `start_ns` (the engine writes a request as
+/// soon as it takes it), so the two are equal.
+pub fn credit_issued_ns(r: &LlmRequest) -> u64 {
+    if r.intended_ns != 0 {
+        r.intended_ns
+    } else {
+        r.start_ns
+    }
+}
+
+/// The time of the request's last response: its last content chunk, else its end (AIPerf's
+/// `request_end_ns`).
+pub fn last_response_ns(r: &LlmRequest) -> u64 {
+    r.chunks.last().map_or(r.end_ns, |c| c.arrival_ns)
+}
+
+/// AIPerf's credit-to-start latency: request start − credit issued (ns), failed requests
+/// included.
+pub fn credit_to_start_ns(r: &LlmRequest) -> u64 {
+    r.start_ns.saturating_sub(credit_issued_ns(r))
+}
+
+/// AIPerf's effective latency (coordinated-omission aware): last response − credit issued
+/// (ns), failed requests included.
+pub fn effective_latency_ns(r: &LlmRequest) -> u64 {
+    last_response_ns(r).saturating_sub(credit_issued_ns(r))
+}
+
+/// |got − reference| in percent of `reference`; `None` when the reference is 0.
+fn abs_diff_pct(got: u64, reference: u64) -> Option<f64> {
+    (reference > 0).then(|| got.abs_diff(reference) as f64 * 100.0 / reference as f64)
 }
 
 /// The metrics of `r`, or `None` when it failed.
@@ -65,7 +117,25 @@ pub fn request_metrics(r: &LlmRequest) -> Option<RequestMetrics> {
         .filter(|w| w[1].arrival_ns == w[0].arrival_ns)
         .count() as u64;
     let intended = (r.intended_ns != 0).then_some(r.intended_ns);
+    let secs = |ns: u64| (ns > 0).then_some(ns as f64 / 1e9);
+    // The usage comparisons use the client tokenizer's counts (kept apart when ISL and OSL
+    // hold the server's).
+    let (client_isl, client_osl) = r.client_counts.unwrap_or((r.isl, r.osl));
+    let usage = r.usage.as_ref();
     Some(RequestMetrics {
+        e2e_output_tps: secs(e2e_ns).map(|s| r.osl as f64 / s),
+        prefill_tps_per_user: ttft_ns.and_then(secs).map(|s| r.isl as f64 / s),
+        decode_ns: ttft_ns.map(|t| e2e_ns.saturating_sub(t)),
+        usage_prompt_diff_pct: usage.and_then(|u| abs_diff_pct(u.prompt_tokens, client_isl)),
+        usage_completion_diff_pct: usage
+            .and_then(|u| abs_diff_pct(u.completion_tokens, client_osl)),
+        usage_reasoning_diff_pct: usage
+            .and_then(|u| u.reasoning_tokens)
+            .and_then(|u| abs_diff_pct(u, r.reasoning_tokens)),
+        osl_mismatch_diff_pct: r
+            .requested_osl
+            .filter(|&asked| asked > 0)
+            .map(|asked| (r.osl as f64 - asked as f64) * 100.0 / asked as f64),
         ttft_ns,
         ttst_ns,
         e2e_ns,

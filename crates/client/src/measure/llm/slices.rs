@@ -24,6 +24,9 @@ pub struct Slice {
     pub ttft: Option<Stats>,
     pub itl: Option<Stats>,
     pub request_latency: Option<Stats>,
+    /// The run's time-weighted metrics over this window (AIPerf's per-slice sweep metrics);
+    /// filled in by [`super::compute`].
+    pub sweeps: Option<super::sweeps::Sweeps>,
 }
 
 struct Acc {
@@ -98,6 +101,7 @@ pub fn slices(reqs: &[LlmRequest], slice_ns: u64) -> Vec<Slice> {
                 ttft: acc.ttft.stats(),
                 itl: acc.itl.stats(),
                 request_latency: acc.e2e.stats(),
+                sweeps: None,
             }
         })
         .collect()

@@ -146,6 +146,51 @@ impl Default for StatAcc {
     }
 }
 
+/// Collects the values of a metric that can be negative (a signed difference): keeps every
+/// value, one per request, and reads exact nearest-rank percentiles from them.
+#[derive(Clone, Debug, Default)]
+pub struct SignedAcc {
+    values: Vec<f64>,
+}
+
+impl SignedAcc {
+    pub fn new() -> Self {
+        SignedAcc::default()
+    }
+
+    /// Records one value; non-finite values are ignored.
+    pub fn record(&mut self, value: f64) {
+        if value.is_finite() {
+            self.values.push(value);
+        }
+    }
+
+    /// The summary, or `None` when nothing was recorded.
+    pub fn stats(&self) -> Option<Stats> {
+        if self.values.is_empty() {
+            return None;
+        }
+        let mut sorted = self.values.clone();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let avg = sorted.iter().sum::<f64>() / n as f64;
+        let var = sorted.iter().map(|v| (v - avg) * (v - avg)).sum::<f64>() / n as f64;
+        let mut percentiles = [0.0; 9];
+        for (slot, p) in percentiles.iter_mut().zip(PERCENTILES) {
+            let rank = ((p as f64 / 100.0) * n as f64).ceil().max(1.0) as usize;
+            *slot = sorted[rank.min(n) - 1];
+        }
+        Some(Stats {
+            count: n as u64,
+            avg,
+            min: sorted[0],
+            max: sorted[n - 1],
+            std: var.sqrt(),
+            percentiles,
+        })
+    }
+}
+
 /// Stats of a plain list of values (tests and small one-off summaries).
 pub fn stats_of(values: &[f64]) -> Option<Stats> {
     let mut acc = StatAcc::new();
@@ -205,6 +250,29 @@ mod tests {
         assert!((sa.avg - sb.avg).abs() < 1e-12);
         assert!((sa.std - sb.std).abs() < 1e-12);
         assert_eq!(sa.percentiles, sb.percentiles);
+    }
+
+    #[test]
+    fn signed_values_keep_their_sign_and_exact_ranks() {
+        let mut a = SignedAcc::new();
+        assert_eq!(a.stats(), None);
+        for v in [-50.0, 0.0, 25.0, 100.0, f64::NAN] {
+            a.record(v);
+        }
+        let s = a.stats().unwrap();
+        assert_eq!(s.count, 4);
+        assert_eq!((s.min, s.max, s.avg), (-50.0, 100.0, 18.75));
+        // Nearest rank of 4 values: p25 is the 1st, p50 the 2nd, p75 the 3rd, p99 the 4th.
+        assert_eq!(s.p(25), Some(-50.0));
+        assert_eq!(s.p(50), Some(0.0));
+        assert_eq!(s.p(75), Some(25.0));
+        assert_eq!(s.p(99), Some(100.0));
+        let var = [-50.0f64, 0.0, 25.0, 100.0]
+            .iter()
+            .map(|v| (v - 18.75) * (v - 18.75))
+            .sum::<f64>()
+            / 4.0;
+        assert!((s.std - var.sqrt()).abs() < 1e-9);
     }
 
     #[test]

@@ -5,9 +5,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::time::Duration;
 
-use super::error::ParseError;
-use super::request::{check_header, write_request};
-use super::response::{Progress, ResponseReader};
+use super::{check_header, write_request, ParseError, Progress, ResponseReader};
 use crate::error::{Error, Result};
 use crate::transport::tcp::os_message;
 use crate::transport::{connect_blocking, BlockingStream, TlsClient};

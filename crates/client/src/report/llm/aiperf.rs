@@ -3,10 +3,12 @@
 //! (schema 1.4 of AIPerf 0.13: one object per metric under AIPerf's tag, with `unit`, `avg`,
 //! and for per-request metrics `min`, `max`, the percentiles, `std`, `count` and `sum`; then
 //! `input_config`, `run_info`, the run's state and times) and `profile_export_aiperf.csv`
-//! (a per-request block sorted by display name, a blank line, a `Metric,Value` block).
+//! (a per-request block sorted by metric tag, a blank line, a `Metric,Value` block).
 //!
-//! Metrics inferperf does not measure (HTTP trace timings, usage diffs) are left out; the
-//! ones it measures carry AIPerf's names and units: times in ms, throughputs per second.
+//! The metrics inferperf measures carry AIPerf's names and units: times in ms, throughputs per
+//! second, HTTP data in KB. The time-weighted metrics (`effective_*`, `active_*`,
+//! `tokens_in_flight`) carry AIPerf's `unit`, `avg`, `p50`, `p90`, `p95`, `p99`, `min`, `max`
+//! and `std` only, and leave the other CSV columns empty, as AIPerf does.
 
 use serde_json::Value;
 
@@ -14,6 +16,7 @@ use super::csv_field;
 use super::json_text::{num, Node};
 use crate::measure::llm::slices::Slice;
 use crate::measure::llm::stats::PERCENTILES;
+use crate::measure::llm::sweeps::TimeStats;
 use crate::measure::llm::{LlmMetrics, Stats};
 
 /// The schema version of AIPerf 0.13's `profile_export_aiperf.json`.
@@ -45,6 +48,8 @@ enum Figure {
     Dist(Stats),
     /// One run-level value.
     Value(f64),
+    /// A time-weighted metric (no count, sum or low percentiles).
+    Sweep(TimeStats),
 }
 
 struct Row {
@@ -160,6 +165,135 @@ fn rows(m: &LlmMetrics) -> Vec<Row> {
         m.ttfo.as_ref().or(m.ttft.as_ref()),
         MS,
     );
+    let a = &m.aiperf;
+    for (tag, header, field) in [
+        (
+            "usage_prompt_tokens",
+            "Usage Prompt Tokens",
+            &a.usage_prompt_tokens,
+        ),
+        (
+            "usage_completion_tokens",
+            "Usage Completion Tokens",
+            &a.usage_completion_tokens,
+        ),
+        (
+            "usage_total_tokens",
+            "Usage Total Tokens",
+            &a.usage_total_tokens,
+        ),
+        (
+            "usage_reasoning_tokens",
+            "Usage Reasoning Tokens",
+            &a.usage_reasoning_tokens,
+        ),
+        (
+            "usage_prompt_cache_read_tokens",
+            "Usage Prompt Cache Read Tokens",
+            &a.usage_prompt_cache_read_tokens,
+        ),
+    ] {
+        dist(tag, header, "tokens", field.as_ref().map(|f| &f.stats), 1.0);
+    }
+    dist(
+        "usage_prompt_tokens_diff_pct",
+        "Usage Prompt Diff %",
+        "%",
+        a.usage_prompt_diff_pct.as_ref(),
+        1.0,
+    );
+    dist(
+        "usage_completion_tokens_diff_pct",
+        "Usage Completion Diff %",
+        "%",
+        a.usage_completion_diff_pct.as_ref(),
+        1.0,
+    );
+    dist(
+        "usage_reasoning_tokens_diff_pct",
+        "Usage Reasoning Diff %",
+        "%",
+        a.usage_reasoning_diff_pct.as_ref(),
+        1.0,
+    );
+    dist(
+        "e2e_output_token_throughput",
+        "E2E Output Token Throughput",
+        "tokens/sec/user",
+        a.e2e_output_tps.as_ref(),
+        1.0,
+    );
+    dist(
+        "prefill_throughput_per_user",
+        "Prefill Throughput Per User",
+        "tokens/sec/user",
+        a.prefill_tps_per_user.as_ref(),
+        1.0,
+    );
+    dist(
+        "decode_duration",
+        "Decode Duration",
+        "ms",
+        a.decode_duration.as_ref(),
+        MS,
+    );
+    dist(
+        "osl_mismatch_diff_pct",
+        "OSL Mismatch Diff %",
+        "%",
+        a.osl_mismatch_diff_pct.as_ref(),
+        1.0,
+    );
+    dist(
+        "credit_to_start_latency",
+        "Credit-to-Start Latency",
+        "ms",
+        a.credit_to_start.as_ref(),
+        MS,
+    );
+    dist(
+        "effective_latency",
+        "Effective Latency (CO-aware)",
+        "ms",
+        a.effective_latency.as_ref(),
+        MS,
+    );
+    let media = &m.media;
+    dist(
+        "num_images",
+        "Number of Images",
+        "images",
+        media.num_images.as_ref(),
+        1.0,
+    );
+    dist(
+        "image_throughput",
+        "Image Throughput",
+        "images/sec",
+        media.image_throughput.as_ref(),
+        1.0,
+    );
+    dist(
+        "image_latency",
+        "Image Latency",
+        "ms/image",
+        media.image_latency.as_ref(),
+        MS,
+    );
+    dist(
+        "audio_duration",
+        "Audio Duration",
+        "sec",
+        media.audio_duration.as_ref(),
+        1.0,
+    );
+    dist(
+        "rtfx",
+        "Inverse Real-Time Factor (RTFx)",
+        "ratio",
+        media.rtfx.as_ref(),
+        1.0,
+    );
     let mut value = |tag, header, unit, v: f64| out.push(Row::value(tag, header, unit, v));
     value(
         "request_throughput",
@@ -179,6 +313,13 @@ fn rows(m: &LlmMetrics) -> Vec<Row> {
             "Error Request Count",
             "requests",
             m.error_count as f64,
+        );
+        // AIPerf counts it over its error records, so only a run with errors has it.
+        value(
+            "context_overflow_count",
+            "Context Overflow Count",
+            "requests",
+            m.aiperf.context_overflow_count as f64,
         );
     }
     let completed = m.request_count + m.error_count;
@@ -252,6 +393,82 @@ fn rows(m: &LlmMetrics) -> Vec<Row> {
     );
     if let Some(g) = &m.goodput {
         value("goodput", "Goodput", "requests/sec", g.per_sec);
+        value(
+            "good_request_count",
+            "Good Request Count",
+            "requests",
+            g.good_requests as f64,
+        );
+        value(
+            "good_request_fraction",
+            "GoodRequestFraction",
+            "ratio",
+            g.fraction,
+        );
+    }
+    let checks = &m.checks;
+    if checks.osl_compared > 0 {
+        value(
+            "osl_mismatch_count",
+            "OSL Mismatch Count",
+            "requests",
+            checks.osl_mismatches as f64,
+        );
+    }
+    if checks.usage_compared > 0 {
+        value(
+            "usage_discrepancy_count",
+            "Usage Discrepancy Count",
+            "requests",
+            checks.usage_discrepancies as f64,
+        );
+    }
+    for (tag, header, field) in [
+        (
+            "total_usage_prompt_tokens",
+            "Total Usage Prompt Tokens",
+            &a.usage_prompt_tokens,
+        ),
+        (
+            "total_usage_completion_tokens",
+            "Total Usage Completion Tokens",
+            &a.usage_completion_tokens,
+        ),
+        (
+            "total_usage_total_tokens",
+            "Total Usage Total Tokens",
+            &a.usage_total_tokens,
+        ),
+        (
+            "total_usage_reasoning_tokens",
+            "Total Usage Reasoning Tokens",
+            &a.usage_reasoning_tokens,
+        ),
+        (
+            "total_usage_prompt_cache_read_tokens",
+            "Total Usage Prompt Cache Read Tokens",
+            &a.usage_prompt_cache_read_tokens,
+        ),
+    ] {
+        if let Some(f) = field {
+            value(tag, header, "tokens", f.total as f64);
+        }
+    }
+    for h in &m.http {
+        out.push(Row {
+            tag: h.metric.tag,
+            header: h.metric.header,
+            unit: h.metric.unit,
+            figure: Figure::Dist(h.stats.scaled(h.metric.factor)),
+        });
+    }
+    for (d, st) in m.sweeps.iter().flat_map(|s| s.rows()) {
+        out.push(Row {
+            tag: d.tag,
+            header: d.header,
+            unit: d.unit,
+            figure: Figure::Sweep(*st),
+        });
     }
     out
 }
@@ -284,6 +501,11 @@ fn metric_node(r: &Row) -> Node {
             o.put("count", s.count);
             o.put("sum", num(s.avg * s.count as f64));
         }
+        Figure::Sweep(s) => {
+            for (name, v) in s.named() {
+                o.put(name, num(v));
+            }
+        }
     }
     o
 }
@@ -298,23 +520,24 @@ pub struct SummaryMetric {
     pub dist: Option<Stats>,
 }
 
-/// Every metric of `profile_export_aiperf.json`, in its order.
+/// Every metric of `profile_export_aiperf.json`, in its order, but the time-weighted ones.
 pub fn summary_metrics(m: &LlmMetrics) -> Vec<SummaryMetric> {
     rows(m)
         .into_iter()
-        .map(|r| match r.figure {
-            Figure::Value(v) => SummaryMetric {
+        .filter_map(|r| match r.figure {
+            Figure::Value(v) => Some(SummaryMetric {
                 tag: r.tag,
                 unit: r.unit,
                 avg: v,
                 dist: None,
-            },
-            Figure::Dist(s) => SummaryMetric {
+            }),
+            Figure::Dist(s) => Some(SummaryMetric {
                 tag: r.tag,
                 unit: r.unit,
                 avg: s.avg,
                 dist: Some(s),
-            },
+            }),
+            Figure::Sweep(_) => None,
         })
         .collect()
 }
@@ -450,45 +673,36 @@ pub fn json(m: &LlmMetrics, info: &RunInfo) -> String {
     text
 }
 
-/// `profile_export_aiperf.csv`: per-request metrics
-/// (`Metric,avg,min,max,sum,p1,..,p99,std`), a blank line, run-level values
+/// `profile_export_aiperf.csv`: per-request and time-weighted metrics
+/// (`Metric,avg,min,max,sum,p1,..,p99,std`; the time-weighted ones fill avg, min, max, p50,
+/// p90, p95, p99 and std only), a blank line, run-level values
 /// (`Metric,Value`), two blank lines, the (empty) GPU telemetry block; each block sorted by
-/// label, numbers with two decimals, rows ending in CRLF.
+/// tag, numbers with two decimals, rows ending in CRLF.
 pub fn csv(m: &LlmMetrics) -> String {
-    // AIPerf labels its request counts without a unit.
+    // AIPerf labels its request counts and chunk counts without a unit.
     let label = |r: &Row| match r.unit {
-        "requests" => r.header.to_string(),
+        "requests" | "count" => r.header.to_string(),
         unit => format!("{} ({unit})", r.header),
     };
-    let rows = rows(m);
-    let mut dists: Vec<(String, &Stats)> = Vec::new();
+    let mut rows = rows(m);
+    // AIPerf orders each block by metric tag.
+    rows.sort_by(|a, b| a.tag.cmp(b.tag));
+    let mut dists: Vec<(String, String)> = Vec::new();
     let mut values: Vec<(String, f64)> = Vec::new();
     for r in &rows {
         match &r.figure {
-            Figure::Dist(s) => dists.push((label(r), s)),
+            Figure::Dist(s) => dists.push((label(r), dist_cells(s))),
+            Figure::Sweep(s) => dists.push((label(r), sweep_cells(s))),
             Figure::Value(v) => values.push((label(r), *v)),
         }
     }
-    dists.sort_by(|a, b| a.0.cmp(&b.0));
-    values.sort_by(|a, b| a.0.cmp(&b.0));
     let mut out = String::from("Metric,avg,min,max,sum");
     for p in PERCENTILES {
         out.push_str(&format!(",p{p}"));
     }
     out.push_str(",std\n");
-    for (name, s) in dists {
-        out.push_str(&format!(
-            "{},{:.2},{:.2},{:.2},{:.2}",
-            csv_field(&name),
-            s.avg,
-            s.min,
-            s.max,
-            s.avg * s.count as f64
-        ));
-        for v in s.percentiles {
-            out.push_str(&format!(",{v:.2}"));
-        }
-        out.push_str(&format!(",{:.2}\n", s.std));
+    for (name, cells) in dists {
+        out.push_str(&format!("{}{cells}\n", csv_field(&name)));
     }
     out.push_str("\nMetric,Value\n");
     for (name, v) in values {
@@ -500,6 +714,40 @@ pub fn csv(m: &LlmMetrics) -> String {
     out.push('\n');
     // Python's csv module ends its rows with CRLF.
     out.replace('\n', "\r\n")
+}
+
+/// `,avg,min,max,sum,p1,..,p99,std` of a per-request metric.
+fn dist_cells(s: &Stats) -> String {
+    let mut out = format!(
+        ",{:.2},{:.2},{:.2},{:.2}",
+        s.avg,
+        s.min,
+        s.max,
+        s.avg * s.count as f64
+    );
+    for v in s.percentiles {
+        out.push_str(&format!(",{v:.2}"));
+    }
+    out.push_str(&format!(",{:.2}", s.std));
+    out
+}
+
+/// The same columns for a time-weighted metric: sum, p1, p5, p10, p25 and p75 stay empty.
+fn sweep_cells(s: &TimeStats) -> String {
+    let mut out = format!(",{:.2},{:.2},{:.2},", s.avg, s.min, s.max);
+    for p in PERCENTILES {
+        out.push(',');
+        let v = match p {
+            50 => s.p50,
+            90 => s.p90,
+            95 => s.p95,
+            99 => s.p99,
+            _ => continue,
+        };
+        out.push_str(&format!("{v:.2}"));
+    }
+    out.push_str(&format!(",{:.2}", s.std));
+    out
 }
 
 /// The header of the GPU telemetry block of AIPerf's CSV.
@@ -546,6 +794,14 @@ fn slice_rows(s: &Slice) -> Vec<Row> {
             "requests/sec",
             ok as f64 / secs,
         );
+    }
+    for (d, st) in s.sweeps.iter().flat_map(|s| s.rows()) {
+        out.push(Row {
+            tag: d.tag,
+            header: d.header,
+            unit: d.unit,
+            figure: Figure::Sweep(*st),
+        });
     }
     out
 }
@@ -600,6 +856,21 @@ pub fn timeslices_csv(slices: &[Slice], origin_ns: u64) -> String {
                 Figure::Dist(st) => {
                     stat("avg", st.avg);
                     spread_stats(st, stat);
+                }
+                Figure::Sweep(st) => {
+                    // AIPerf's CSV order: avg, min, max, the percentiles, std.
+                    for (name, v) in [
+                        ("avg", st.avg),
+                        ("min", st.min),
+                        ("max", st.max),
+                        ("p50", st.p50),
+                        ("p90", st.p90),
+                        ("p95", st.p95),
+                        ("p99", st.p99),
+                        ("std", st.std),
+                    ] {
+                        stat(name, v);
+                    }
                 }
             }
         }

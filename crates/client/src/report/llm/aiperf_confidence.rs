@@ -52,6 +52,27 @@ pub struct ConfidenceAggregate {
     pub confidence_level: f64,
     pub cooldown_seconds: f64,
     pub metrics: Vec<ConfidenceMetric>,
+    /// The level of a sweep these runs measured (None: not a sweep).
+    pub variation: Option<Variation>,
+}
+
+/// The sweep level of a per-level aggregate, as AIPerf stamps it into the metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Variation {
+    /// The dotted path of the swept field (`phases.profiling.concurrency`).
+    pub path: String,
+    /// Its value as JSON and as Python prints it.
+    pub value: Value,
+    pub text: String,
+    /// `repeated` or `independent`.
+    pub sweep_mode: &'static str,
+    pub model: String,
+}
+
+impl Variation {
+    fn label(&self) -> String {
+        format!("{}={}", self.path, self.text)
+    }
 }
 
 /// AIPerf's label of run `i` (0-based): `run_0001`.
@@ -220,6 +241,7 @@ pub fn aggregate(
         confidence_level,
         cooldown_seconds,
         metrics,
+        variation: None,
     })
 }
 
@@ -251,6 +273,14 @@ impl ConfidenceAggregate {
             meta.put("single_run", true);
         }
         meta.put("cooldown_seconds", num(self.cooldown_seconds));
+        if let Some(v) = &self.variation {
+            meta.put("variation_label", v.label());
+            let mut values = Node::obj();
+            values.put(&v.path, v.value.clone());
+            meta.push("variation_values", values);
+            meta.put("sweep_mode", v.sweep_mode);
+            meta.put("model", v.model.as_str());
+        }
         let mut stats = Node::obj();
         for m in &self.metrics {
             let mut o = Node::obj();
@@ -321,6 +351,12 @@ impl ConfidenceAggregate {
             "Cooldown Seconds",
             crate::report::fmt::python_float(self.cooldown_seconds),
         ));
+        if let Some(v) = &self.variation {
+            meta.push(("Variation Label", v.label()));
+            meta.push(("Variation Values", format!("{{'{}': {}}}", v.path, v.text)));
+            meta.push(("Sweep Mode", v.sweep_mode.to_string()));
+            meta.push(("Model", v.model.clone()));
+        }
         for (field, value) in meta {
             rows.push(vec![field.into(), value]);
         }

@@ -2,15 +2,22 @@
 //! p99 / p90 / p75, numbers as `1,234.56`), then inferperf's extra lines: errors by kind, goodput
 //! fraction, per-chunk and per-token gaps, GuideLLM's TPOT, open-loop latencies from the
 //! intended send time, same-read events, and which of inferperf's rows other tools' names mean.
+//! Streamed LLM runs then get AIPerf's two tables of time-weighted metrics, "Effective" and "Active"
+//! (columns Metric / avg / min / max / p99 / p90 / p50 / std, AIPerf's rows and order).
 
 use super::{extra_rows, fmt_num, genai_perf_rows, system_rows, ReportKind, ReportOptions};
 use crate::measure::llm::definitions;
+use crate::measure::llm::sweeps::{Group, Sweeps};
 use crate::measure::llm::{LlmMetrics, Stats};
 
 /// Whose table it is; GenAI-Perf prints "NVIDIA GenAI-Perf | " here.
 const TITLE_PREFIX: &str = "inferperf | ";
 /// Column headers after "Statistic", and the percentiles they show.
 const STAT_COLUMNS: [&str; 6] = ["avg", "min", "max", "p99", "p90", "p75"];
+/// The columns of AIPerf's time-weighted tables.
+const SWEEP_COLUMNS: [&str; 8] = ["Metric", "avg", "min", "max", "p99", "p90", "p50", "std"];
+/// Labels of the time-weighted tables longer than this break before their unit.
+const SWEEP_LABEL_WRAP: usize = 45;
 /// Labels longer than this break before their unit, as GenAI-Perf's per-user row does.
 const LABEL_WRAP: usize = 36;
 
@@ -32,7 +39,58 @@ pub fn render(m: &LlmMetrics, opts: &ReportOptions) -> String {
     }
     let mut out = draw_table(&title(opts.kind), &rows);
     out.push_str(&extra_lines(m, opts));
+    // Without streaming there is no first token, so only the concurrency would have values.
+    if let (ReportKind::Llm, true, Some(s)) = (opts.kind, opts.streaming, &m.sweeps) {
+        out.push_str(&sweep_tables(s));
+    }
     out
+}
+
+/// AIPerf's "Effective" and "Active" tables of time-weighted metrics.
+fn sweep_tables(s: &Sweeps) -> String {
+    let mut out = String::new();
+    for (group, name) in [(Group::Effective, "Effective"), (Group::Active, "Active")] {
+        let rows: Vec<Vec<String>> = s
+            .rows()
+            .filter(|(d, _)| d.group == group)
+            .map(|(d, st)| {
+                let label = format!("{} ({})", d.header, d.unit);
+                // AIPerf breaks only the per-user labels before their unit.
+                let mut cells = vec![if label.len() > SWEEP_LABEL_WRAP {
+                    wrap_label(&label)
+                } else {
+                    label
+                }];
+                cells.extend([st.avg, st.min, st.max, st.p99, st.p90, st.p50, st.std].map(fmt_num));
+                cells
+            })
+            .collect();
+        let title = format!("{TITLE_PREFIX}LLM Metrics: {name}");
+        out.push_str(&draw_table_with(&title, &SWEEP_COLUMNS, &rows));
+    }
+    out
+}
+
+/// `--show-trace-timing`: AIPerf's HTTP trace timing table (the `http_req_*` metrics in
+/// their display units), or a line saying the run has none (gRPC).
+pub fn http_trace_table(m: &LlmMetrics) -> String {
+    if m.http.is_empty() {
+        return "HTTP trace timing: none (no request completed over HTTP/1.1)\n".to_string();
+    }
+    let rows: Vec<Vec<String>> = m
+        .http
+        .iter()
+        .map(|h| {
+            let label = match h.metric.unit {
+                "count" => h.metric.header.to_string(),
+                unit => format!("{} ({unit})", h.metric.header),
+            };
+            let mut cells = vec![wrap_label(&label)];
+            cells.extend(table_stats(&h.stats.scaled(h.metric.factor)));
+            cells
+        })
+        .collect();
+    draw_table(&format!("{TITLE_PREFIX}HTTP Trace Timing"), &rows)
 }
 
 fn title(kind: ReportKind) -> String {
@@ -61,13 +119,16 @@ fn wrap_label(label: &str) -> String {
     }
 }
 
+/// The main table: "Statistic" and [`STAT_COLUMNS`].
+fn draw_table(title: &str, rows: &[Vec<String>]) -> String {
+    let headers: Vec<&str> = std::iter::once("Statistic").chain(STAT_COLUMNS).collect();
+    draw_table_with(title, &headers, rows)
+}
+
 /// Draws a table in rich's heavy-head box style, every column right-aligned; a cell may
 /// hold several lines. The title is centred over the table.
-fn draw_table(title: &str, rows: &[Vec<String>]) -> String {
-    let headers: Vec<String> = std::iter::once("Statistic")
-        .chain(STAT_COLUMNS)
-        .map(String::from)
-        .collect();
+fn draw_table_with(title: &str, headers: &[&str], rows: &[Vec<String>]) -> String {
+    let headers: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

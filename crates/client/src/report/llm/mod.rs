@@ -6,6 +6,7 @@
 pub mod aiperf;
 pub mod aiperf_confidence;
 pub mod aiperf_sweep;
+pub mod aiperf_sweep_trials;
 pub mod console;
 pub mod genai_perf;
 mod json_text;
@@ -146,6 +147,16 @@ pub(crate) fn extra_rows(m: &LlmMetrics, opts: &ReportOptions) -> Vec<StatRow> {
             rows.push(row("time_to_first_output_token", &m.ttfo, NS_TO_MS));
         }
         rows.push(row("reasoning_token_count", &m.reasoning_tokens, 1.0));
+    }
+    let media = &m.media;
+    for (tag, stats, factor) in [
+        ("image_throughput", &media.image_throughput, 1.0),
+        ("image_latency", &media.image_latency, NS_TO_MS),
+        ("rtfx", &media.rtfx, 1.0),
+    ] {
+        if stats.is_some() {
+            rows.push(row(tag, stats, factor));
+        }
     }
     if m.open_loop {
         if streamed {

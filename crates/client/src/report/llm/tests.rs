@@ -32,6 +32,8 @@ pub(super) fn fixture() -> Vec<LlmRequest> {
     a.usage = Some(Usage {
         prompt_tokens: 10,
         completion_tokens: 4,
+        total_tokens: Some(14),
+        ..Usage::default()
     });
     let b = req(50, &[(150, 2), (250, 2), (250, 1)], 2000);
     let c = LlmRequest {
@@ -55,6 +57,8 @@ fn metrics() -> crate::measure::llm::LlmMetrics {
             value: 100.0,
         }],
         slice_ns: None,
+        streaming: true,
+        ..MetricOptions::default()
     };
     compute(&fixture(), &opts)
 }
@@ -334,6 +338,22 @@ fn aiperf_summaries_count_errors_and_goodput_under_aiperfs_labels() {
         "{csv}"
     );
     assert!(csv.ends_with("std\r\n") && !csv.replace("\r\n", "").contains('\n'));
+    // The one request with usage (10 prompt, 4 completion, 14 total tokens, as counted).
+    assert!(
+        rows.contains(&"Total Usage Total Tokens (tokens),14.00"),
+        "{csv}"
+    );
+    assert!(rows.contains(&"Usage Discrepancy Count,0.00"), "{csv}");
+    // The failure says nothing of the context length.
+    assert!(rows.contains(&"Context Overflow Count,0.00"), "{csv}");
+    // Both successful requests have a TTFT of 100 ms, within the 100 ms goodput limit; the
+    // failed one counts against the fraction.
+    assert!(rows.contains(&"Good Request Count,2.00"), "{csv}");
+    assert!(rows.contains(&"GoodRequestFraction (ratio),0.67"), "{csv}");
+    // Each block in AIPerf's order, by tag: credit_to_start_latency before decode_duration.
+    let at = |prefix: &str| rows.iter().position(|r| r.starts_with(prefix)).unwrap();
+    assert!(at("Credit-to-Start Latency (ms),") < at("Decode Duration (ms),"));
+    assert!(at("Usage Completion Tokens (tokens),") < at("Usage Completion Diff % (%),"));
     let info = aiperf::RunInfo {
         benchmark_id: "0123456789ab".into(),
         cli_command: "inferperf profile -m m".into(),
@@ -349,6 +369,17 @@ fn aiperf_summaries_count_errors_and_goodput_under_aiperfs_labels() {
         serde_json::json!({"unit": "requests", "avg": 1.0})
     );
     assert_eq!(json["request_latency"]["count"], 2);
+    assert_eq!(json["usage_prompt_tokens"]["count"], 1);
+    assert_eq!(json["usage_prompt_tokens"]["avg"], 10.0);
+    assert_eq!(
+        json["total_usage_completion_tokens"],
+        serde_json::json!({"unit": "tokens", "avg": 4.0})
+    );
+    assert_eq!(json["osl_mismatch_diff_pct"]["avg"], 0.0);
+    // Failed requests count in the latencies from the credit.
+    assert_eq!(json["credit_to_start_latency"]["count"], 3);
+    assert_eq!(json["effective_latency"]["count"], 3);
+    assert_eq!(json["decode_duration"]["count"], 2);
     let details = &json["error_summary"][0]["error_details"];
     assert_eq!(json["error_summary"][0]["count"], 1);
     assert_eq!(

@@ -4,6 +4,7 @@
 //! endpoints return, so the HTTP parsers read them. The load goes through
 //! [`crate::engine::capi_pool`].
 
+use super::registry::{BeforeRun, Caps, Kind};
 use std::ffi::CString;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use crate::protocol::capi::{prepare_step, ModelTarget, Server, ServerOptions};
 use crate::report::console::ClientLibrary;
 use crate::run::coordinator::StatsSnapshot;
 use crate::run::plan::{seq_plan, LoadPlan};
-use crate::run::setup::{fetch_stats, SetupClient, Target};
+use crate::run::setup::{fetch_stats, Model, SetupClient, Target};
 use crate::service::seq_patch::{self, SeqTemplate};
 use crate::service::triton_http::{
     self, parse_model_config, parse_model_metadata, parse_server_metadata, ModelConfig,
@@ -35,6 +36,21 @@ use crate::service::triton_http::{
 use crate::tensor::InputTensor;
 
 pub struct Capi;
+
+/// `--service-kind triton_c_api` in the registry.
+pub const KIND: Kind = Kind {
+    name: "triton_c_api",
+    service_kind: Some(("triton_c_api", None)),
+    endpoint_type: None,
+    caps: Caps {
+        grpc: false,
+        streaming: true,
+        shared_memory: None,
+        before_run: BeforeRun::InProcess,
+    },
+    service: Some(&Capi),
+    endpoint: None,
+};
 
 impl Service for Capi {
     fn labels(&self) -> Labels {
@@ -170,12 +186,14 @@ fn prepare(cfg: &Config) -> Result<Target> {
     Ok(Target {
         addr: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
         host: String::new(),
-        meta,
-        config,
-        stats_available,
+        model: Some(Model {
+            meta,
+            config,
+            stats_available,
+            composing,
+        }),
         client: SetupClient::Capi(setup),
         tls: None,
-        composing,
     })
 }
 
@@ -209,7 +227,8 @@ fn build_plan(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan>
         timestamps_ms: Vec::new(),
         sequences: None,
     };
-    let batched = target.config.max_batch_size > 0;
+    let config = &target.model()?.config;
+    let batched = config.max_batch_size > 0;
     let mut steps = Vec::new();
     let mut add = |plan: &mut LoadPlan, inputs: &[InputTensor], expected, ts| -> Result<()> {
         steps.push(prepare_step(inputs).map_err(Error::usage)?);
@@ -220,7 +239,7 @@ fn build_plan(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan>
         plan.timestamps_ms.push(ts);
         Ok(())
     };
-    if target.config.sequence_batching {
+    if config.sequence_batching {
         plan.sequences = Some(sequence_plan(cfg, target, set, &mut plan, &mut add)?);
     } else {
         let b = usize::try_from(cfg.batch_size)
@@ -239,7 +258,7 @@ fn build_plan(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan>
         server: setup.server.clone(),
         model: Arc::new(model_target(cfg, target)?),
         steps: Arc::new(steps),
-        decoupled: target.config.decoupled,
+        decoupled: target.decoupled(),
         framed: cfg.streaming,
     });
     Ok(plan)
@@ -264,7 +283,7 @@ fn sequence_plan(
     plan: &mut LoadPlan,
     add: &mut AddStep<'_>,
 ) -> Result<Arc<SeqPlan>> {
-    let batched = target.config.max_batch_size > 0;
+    let batched = target.model()?.config.max_batch_size > 0;
     let (mut templates, mut flat_steps) = (Vec::new(), Vec::new());
     for (s, steps) in set.streams.iter().enumerate() {
         let (mut ts, mut flat) = (Vec::<SeqTemplate>::new(), Vec::new());
@@ -303,6 +322,7 @@ fn model_target(cfg: &Config, target: &Target) -> Result<ModelTarget> {
         name: c(&cfg.model_name, "-m")?,
         version: version_number(&cfg.model_version)?,
         outputs: target
+            .model()?
             .meta
             .outputs
             .iter()

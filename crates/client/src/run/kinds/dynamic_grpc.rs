@@ -1,7 +1,8 @@
 //! `--service-kind dynamic_grpc`: any unary gRPC method (`--grpc-method`), its
 //! messages printed by each step's `message_generator` command.
 
-use super::pseudo::{connect_with_input, empty_plan, grpc_wire, load_steps, step_string, STREAM};
+use super::registry::{BeforeRun, Caps, Kind};
+use super::pseudo::{field_layout, empty_plan, grpc_wire, load_steps, step_string, STREAM};
 use super::{ExportDecoder, Labels, Planned, Service};
 use crate::config::{Config, Protocol};
 use crate::engine::slots::OutputSlots;
@@ -9,10 +10,26 @@ use crate::error::{Error, Result};
 use crate::inputs::InputSet;
 use crate::report::console::ClientLibrary;
 use crate::run::plan::LoadPlan;
-use crate::run::setup::Target;
+use crate::run::setup::{reach, Target};
+use crate::service::triton_http::ModelConfig;
 use crate::service::dynamic_grpc::{self, MESSAGE_GENERATOR};
 
 pub struct DynamicGrpc;
+
+/// `--service-kind dynamic_grpc` in the registry.
+pub const KIND: Kind = Kind {
+    name: "dynamic_grpc",
+    service_kind: Some(("dynamic_grpc", None)),
+    endpoint_type: None,
+    caps: Caps {
+        grpc: true,
+        streaming: false,
+        shared_memory: None,
+        before_run: BeforeRun::Connect,
+    },
+    service: Some(&DynamicGrpc),
+    endpoint: None,
+};
 
 impl Service for DynamicGrpc {
     fn labels(&self) -> Labels {
@@ -26,11 +43,12 @@ impl Service for DynamicGrpc {
     }
 
     fn prepare(&self, cfg: &Config) -> Result<Target> {
-        connect_with_input(cfg, Protocol::Grpc, MESSAGE_GENERATOR)
+        reach(cfg, Protocol::Grpc)
     }
 
     fn plan(&self, cfg: &Config, target: &Target) -> Result<Planned> {
-        let set = load_steps(cfg, target)?;
+        let layout = field_layout(cfg, MESSAGE_GENERATOR);
+        let set = load_steps(cfg, &layout, &ModelConfig::default())?;
         Ok(dynamic_grpc_plan(cfg, target, &set)?.into())
     }
 

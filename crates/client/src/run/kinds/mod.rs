@@ -1,18 +1,45 @@
-//! One value per service kind: [`pick`] turns `--service-kind` and `-i` into a
-//! [`Service`] once, when the run is planned; everything after asks that value instead of
-//! the flags. A kind sets up the target (readiness, metadata, config), encodes the input data
-//! into the engine's plan and wire, reads responses back for validation and the export, and
-//! fetches server statistics where the kind has them.
+//! The service kinds of both products, registered once in [`KINDS`]: perf_analyzer mode's
+//! `--service-kind` / `-i` and `profile`'s `--endpoint-type` are looked up there
+//! ([`registry`]), and everything after asks the chosen [`registry::Kind`] (its names, its
+//! [`registry::Caps`], its [`Service`] or its `profile` endpoint) instead of the flags.
+//! A perf_analyzer-mode kind sets up the target (readiness, metadata, config), encodes the
+//! input data into the engine's plan and wire, reads responses back for validation and the
+//! export, and fetches server statistics where the kind has them.
+//!
+//! Adding a kind: one file in this folder holding `pub const KIND: Kind` (and its
+//! [`Service`] or [`registry::Endpoint`]), and its module name added to the
+//! `registry!` list below.
 
-mod capi;
-mod dynamic_grpc;
-mod openai;
 mod pseudo;
-mod tfserving;
-mod torchserve;
+pub mod registry;
 mod triton;
-mod triton_grpc;
-mod triton_http;
+
+/// Declares each kind's module and lists its `KIND` in [`KINDS`], in the order given.
+macro_rules! registry {
+    ($($(#[$attr:meta])* $kind:ident),* $(,)?) => {
+        $($(#[$attr])* mod $kind;)*
+        /// Every service kind, in the order `--help` lists them.
+        pub static KINDS: &[&registry::Kind] = &[$($(#[$attr])* &$kind::KIND),*];
+    };
+}
+
+registry! {
+    triton_http,
+    triton_grpc,
+    capi,
+    tfserving,
+    torchserve,
+    openai,
+    dynamic_grpc,
+    chat,
+    completions,
+    embeddings,
+    rankings,
+    kserve_llm,
+    generate,
+    #[cfg(test)]
+    example,
+}
 
 use std::sync::Arc;
 
@@ -20,10 +47,10 @@ pub use capi::CapiSetup;
 
 use super::plan::LoadPlan;
 use super::setup::Target;
-use crate::config::{Config, Protocol, ServiceKind};
+use crate::config::{Config, Protocol};
 use crate::engine::slots::OutputSlots;
 use crate::engine::window::OutputCheck;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::inputs::TensorValue;
 use crate::report::console::ClientLibrary;
 use crate::run::coordinator::StatsSnapshot;
@@ -69,8 +96,9 @@ pub type ExportDecoder = Box<dyn Fn(&[u8]) -> String>;
 /// Validation data of each planned request (`None`: nothing to check).
 pub type Expected = Vec<Option<Vec<TensorValue>>>;
 
-/// One service kind: what the run asks of the server and how it talks to it.
-pub trait Service {
+/// One perf_analyzer-mode service kind: what the run asks of the server and how it talks to
+/// it. A kind's capabilities are its [`registry::Kind`]'s; the run holds the kind and asks it.
+pub trait Service: Sync {
     /// The reports' names and wording for this kind.
     fn labels(&self) -> Labels;
 
@@ -107,33 +135,40 @@ pub trait Service {
         slots: Option<&OutputSlots>,
     ) -> ExportDecoder;
 
-    /// The kind can send tensors through `--shared-memory` regions.
-    fn shared_memory(&self) -> bool {
-        false
-    }
-
     /// The model's cumulative server statistics (`None`: the kind or server has none).
     fn server_stats(&self, _cfg: &Config, _target: &mut Target) -> Result<Option<StatsSnapshot>> {
         Ok(None)
     }
 }
 
-/// The run's service kind, from `--service-kind` and, for Triton, `-i`.
-pub fn pick(cfg: &Config) -> Box<dyn Service> {
-    match (cfg.service_kind, cfg.protocol) {
-        (ServiceKind::Triton, Protocol::Http) => Box::new(triton_http::TritonHttp),
-        (ServiceKind::Triton, Protocol::Grpc) => Box::new(triton_grpc::TritonGrpc),
-        (ServiceKind::TritonCApi, _) => Box::new(capi::Capi),
-        (ServiceKind::OpenAi, _) => Box::new(openai::OpenAi),
-        (ServiceKind::TfServing, _) => Box::new(tfserving::TfServing),
-        (ServiceKind::TorchServe, _) => Box::new(torchserve::TorchServe),
-        (ServiceKind::DynamicGrpc, _) => Box::new(dynamic_grpc::DynamicGrpc),
-    }
+/// The run's service kind, from `--service-kind` and `-i`, through the registry.
+pub fn pick(cfg: &Config) -> Result<&'static registry::Kind> {
+    registry::for_service(cfg.service_kind, cfg.protocol).ok_or_else(|| {
+        let kind = cfg.service_kind.0;
+        let protocol = match cfg.protocol {
+            Protocol::Http => "http",
+            Protocol::Grpc => "grpc",
+        };
+        Error::usage(format!(
+            "--service-kind {kind} -i {protocol}: no such service kind"
+        ))
+    })
+}
+
+/// The kind's perf_analyzer-mode [`Service`].
+pub fn service(kind: &'static registry::Kind) -> Result<&'static dyn Service> {
+    kind.service.ok_or_else(|| {
+        Error::usage(format!(
+            "service kind {}: not available in perf_analyzer mode",
+            kind.name
+        ))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ServiceKind;
 
     #[test]
     fn each_kind_has_its_names_and_wording() {
@@ -195,14 +230,15 @@ mod tests {
                 protocol,
                 ..Config::default()
             };
-            let labels = pick(&cfg).labels();
+            let kind = pick(&cfg).unwrap();
+            let labels = service(kind).unwrap().labels();
             assert_eq!(labels.banner, banner, "{service_kind:?}");
             assert_eq!(labels.export, export, "{service_kind:?}");
             assert_eq!(labels.library, library, "{service_kind:?}");
             let triton = matches!(service_kind, ServiceKind::Triton | ServiceKind::TritonCApi);
             assert_eq!(labels.always_shows_batch, triton, "{service_kind:?}");
             let shm = service_kind == ServiceKind::Triton;
-            assert_eq!(pick(&cfg).shared_memory(), shm, "{service_kind:?}");
+            assert_eq!(kind.caps.shared_memory.is_some(), shm, "{service_kind:?}");
         }
     }
 

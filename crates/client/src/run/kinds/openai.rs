@@ -2,6 +2,7 @@
 //! calls (an OpenAI-compatible server may have none of Triton's API); the requests are the
 //! input data's payloads, POSTed to `--endpoint`.
 
+use super::registry::{BeforeRun, Caps, Kind};
 use super::{ExportDecoder, Labels, Planned, Service};
 use crate::config::{Config, InputData, LoadMode, Protocol};
 use crate::engine::slots::OutputSlots;
@@ -15,6 +16,21 @@ use crate::service::openai::{encode_request, request_inputs_json, response_outpu
 use crate::service::reply_check::ReplyCheck;
 
 pub struct OpenAi;
+
+/// `--service-kind openai` in the registry.
+pub const KIND: Kind = Kind {
+    name: "openai",
+    service_kind: Some(("openai", None)),
+    endpoint_type: None,
+    caps: Caps {
+        grpc: false,
+        streaming: true,
+        shared_memory: None,
+        before_run: BeforeRun::Connect,
+    },
+    service: Some(&OpenAi),
+    endpoint: None,
+};
 
 impl Service for OpenAi {
     fn labels(&self) -> Labels {

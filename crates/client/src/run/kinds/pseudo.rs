@@ -1,38 +1,30 @@
 //! What the `tfserving`, `torchserve` and `dynamic_grpc` service kinds share.
 //! None of them has Triton's readiness, config or statistics calls: the server
 //! only has to accept a connection within `--ready-timeout`. Their input data is read against
-//! a model (TF Serving's signature, or one pseudo-input naming the kind's field), and they
-//! report client statistics only.
+//! TF Serving's signature, or (torchserve, dynamic_grpc, whose servers describe no model)
+//! against one string field named for the kind, and they report client statistics only.
 
-use crate::config::{Config, Protocol};
+use crate::config::{Config, LoadMode};
 use crate::engine::wire::{GrpcWire, Wire};
 use crate::error::{Error, Result};
-use crate::inputs::InputSet;
+use crate::inputs::{load_inputs_with, InputOptions, InputSet};
 use crate::protocol::grpc::compress::encoding_name;
 use crate::protocol::grpc::request::call_headers;
 use crate::run::plan::LoadPlan;
-use crate::run::setup::{reach, Target};
-use crate::service::triton_http::{ModelMetadata, TensorMeta};
+use crate::run::setup::Target;
+use crate::service::triton_http::{ModelConfig, ModelMetadata, TensorMeta};
 use crate::tensor::{split_bytes_elements, DataType};
 
 /// The data stream these kinds read (they have no sequence models).
 pub(super) const STREAM: usize = 0;
 
-/// The server, reachable over `protocol` within `--ready-timeout`, with `input` as the
-/// model's one pseudo-input.
-pub(super) fn connect_with_input(cfg: &Config, protocol: Protocol, input: &str) -> Result<Target> {
-    let mut target = reach(cfg, protocol)?;
-    target.meta = pseudo_model(cfg, input);
-    Ok(target)
-}
-
-/// A model with one BYTES pseudo-input (`[1]`, no batching), so the input-data loader reads
-/// and checks the kind's field in every step.
-fn pseudo_model(cfg: &Config, input: &str) -> ModelMetadata {
+/// The layout the input data of a kind without a model description is read against: one
+/// string `field` per step (BYTES `[1]`, no batching), so the loader checks it in every step.
+pub(super) fn field_layout(cfg: &Config, field: &str) -> ModelMetadata {
     ModelMetadata {
         name: cfg.model_name.clone(),
         inputs: vec![TensorMeta {
-            name: input.into(),
+            name: field.into(),
             datatype: DataType::Bytes,
             shape: vec![1],
         }],
@@ -40,9 +32,16 @@ fn pseudo_model(cfg: &Config, input: &str) -> ModelMetadata {
     }
 }
 
-/// The run's input data, read against the target's model; at least one step.
-pub(super) fn load_steps(cfg: &Config, target: &Target) -> Result<InputSet> {
-    let set = super::triton::load_inputs(cfg, target)?;
+/// The run's input data, read against `layout`; at least one step.
+pub(super) fn load_steps(
+    cfg: &Config,
+    layout: &ModelMetadata,
+    config: &ModelConfig,
+) -> Result<InputSet> {
+    let opts = InputOptions {
+        fixed_schedule: cfg.load_mode == LoadMode::FixedSchedule,
+    };
+    let set = load_inputs_with(layout, config, cfg, opts)?;
     if set.streams.get(STREAM).map_or(0, Vec::len) == 0 {
         return Err(Error::usage("--input-data: the data has no steps to send"));
     }

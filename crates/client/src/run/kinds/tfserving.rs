@@ -2,6 +2,7 @@
 //! gRPC. Setup asks `GetModelMetadata` for the signature; each request is a `Predict` of one
 //! batch.
 
+use super::registry::{BeforeRun, Caps, Kind};
 use super::pseudo::{empty_plan, grpc_wire, load_steps, STREAM};
 use super::{ExportDecoder, Labels, Planned, Service};
 use crate::config::{Config, Protocol};
@@ -11,12 +12,27 @@ use crate::inputs::request_starts;
 use crate::inputs::{batch, InputSet};
 use crate::report::console::ClientLibrary;
 use crate::run::plan::LoadPlan;
-use crate::run::setup::{reach, SetupClient, Target};
+use crate::run::setup::{reach, Model, SetupClient, Target};
 use crate::service::reply_check::ReplyCheck;
 use crate::service::tfserving::{self, SERVICE_PATH};
 use crate::service::triton_http::{self, ModelConfig, ModelMetadata};
 
 pub struct TfServing;
+
+/// `--service-kind tfserving` in the registry.
+pub const KIND: Kind = Kind {
+    name: "tfserving",
+    service_kind: Some(("tfserving", None)),
+    endpoint_type: None,
+    caps: Caps {
+        grpc: true,
+        streaming: false,
+        shared_memory: None,
+        before_run: BeforeRun::Signature,
+    },
+    service: Some(&TfServing),
+    endpoint: None,
+};
 
 impl Service for TfServing {
     fn labels(&self) -> Labels {
@@ -32,13 +48,18 @@ impl Service for TfServing {
     fn prepare(&self, cfg: &Config) -> Result<Target> {
         let mut target = reach(cfg, Protocol::Grpc)?;
         let (meta, config) = tfserving_model(cfg, &mut target.client)?;
-        target.meta = meta;
-        target.config = config;
+        target.model = Some(Model {
+            meta,
+            config,
+            stats_available: false,
+            composing: Vec::new(),
+        });
         Ok(target)
     }
 
     fn plan(&self, cfg: &Config, target: &Target) -> Result<Planned> {
-        let set = load_steps(cfg, target)?;
+        let model = target.model()?;
+        let set = load_steps(cfg, &model.meta, &model.config)?;
         Ok(tfserving_plan(cfg, target, &set)?.into())
     }
 
@@ -77,7 +98,7 @@ fn tfserving_model(cfg: &Config, client: &mut SetupClient) -> Result<(ModelMetad
 }
 
 fn tfserving_plan(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadPlan> {
-    let batched = target.config.max_batch_size > 0;
+    let batched = target.model()?.config.max_batch_size > 0;
     let b = if batched {
         usize::try_from(cfg.batch_size)
             .map_err(|_| Error::usage(format!("-b {}: too large", cfg.batch_size)))?

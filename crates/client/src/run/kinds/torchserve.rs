@@ -1,7 +1,8 @@
 //! `--service-kind torchserve`: each step's file uploaded as a multipart
 //! `data` part to TorchServe's `/predictions/<model>` over HTTP.
 
-use super::pseudo::{connect_with_input, empty_plan, load_steps, step_string, STREAM};
+use super::registry::{BeforeRun, Caps, Kind};
+use super::pseudo::{field_layout, empty_plan, load_steps, step_string, STREAM};
 use super::{ExportDecoder, Labels, Planned, Service};
 use crate::config::{Config, Protocol};
 use crate::engine::slots::OutputSlots;
@@ -10,10 +11,26 @@ use crate::error::Result;
 use crate::inputs::InputSet;
 use crate::report::console::ClientLibrary;
 use crate::run::plan::LoadPlan;
-use crate::run::setup::Target;
+use crate::run::setup::{reach, Target};
+use crate::service::triton_http::ModelConfig;
 use crate::service::torchserve::{self, TORCHSERVE_INPUT};
 
 pub struct TorchServe;
+
+/// `--service-kind torchserve` in the registry.
+pub const KIND: Kind = Kind {
+    name: "torchserve",
+    service_kind: Some(("torchserve", None)),
+    endpoint_type: None,
+    caps: Caps {
+        grpc: false,
+        streaming: false,
+        shared_memory: None,
+        before_run: BeforeRun::Connect,
+    },
+    service: Some(&TorchServe),
+    endpoint: None,
+};
 
 impl Service for TorchServe {
     fn labels(&self) -> Labels {
@@ -27,11 +44,12 @@ impl Service for TorchServe {
     }
 
     fn prepare(&self, cfg: &Config) -> Result<Target> {
-        connect_with_input(cfg, Protocol::Http, TORCHSERVE_INPUT)
+        reach(cfg, Protocol::Http)
     }
 
     fn plan(&self, cfg: &Config, target: &Target) -> Result<Planned> {
-        let set = load_steps(cfg, target)?;
+        let layout = field_layout(cfg, TORCHSERVE_INPUT);
+        let set = load_steps(cfg, &layout, &ModelConfig::default())?;
         Ok(torchserve_plan(cfg, target, &set)?.into())
     }
 

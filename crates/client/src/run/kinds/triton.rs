@@ -3,6 +3,7 @@
 //! validation of responses and the server statistics. The two kinds differ in the protocol
 //! they pass in and in their encoders ([`super::triton_http`], [`super::triton_grpc`]).
 
+use super::registry::Kind;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,7 @@ use crate::measure::record::framed_responses;
 use crate::measure::server_stats::{bls_composing_models, composing_tree, ComposingModel};
 use crate::measure::RequestRecord;
 use crate::run::plan::{self, Encoder};
-use crate::run::setup::{host_of, resolve, tls_client, SetupClient, Target};
+use crate::run::setup::{host_of, resolve, tls_client, Model, SetupClient, Target};
 use crate::service::reply_check::Expect;
 use crate::service::stream_scan::scan_stream_response;
 use crate::service::triton_http::ModelConfig;
@@ -42,12 +43,14 @@ pub(super) fn prepare(cfg: &Config, protocol: Protocol, streams_decoupled: bool)
     Ok(Target {
         addr,
         host,
-        meta,
-        config,
-        stats_available,
+        model: Some(Model {
+            meta,
+            config,
+            stats_available,
+            composing,
+        }),
         client,
         tls,
-        composing,
     })
 }
 
@@ -125,16 +128,24 @@ pub(super) fn load_inputs(cfg: &Config, target: &Target) -> Result<InputSet> {
     let opts = InputOptions {
         fixed_schedule: cfg.load_mode == LoadMode::FixedSchedule,
     };
-    load_inputs_with(&target.meta, &target.config, cfg, opts)
+    let model = target.model()?;
+    load_inputs_with(&model.meta, &model.config, cfg, opts)
 }
 
-/// The requests in `encoder`'s protocol; with `--shared-memory` they reference registered
-/// regions.
-pub(super) fn plan(cfg: &Config, target: &Target, encoder: &dyn Encoder) -> Result<Planned> {
+/// The requests in `encoder`'s protocol; with `--shared-memory` they reference regions
+/// registered through `kind`'s shared memory API.
+pub(super) fn plan(
+    cfg: &Config,
+    target: &Target,
+    encoder: &dyn Encoder,
+    kind: &Kind,
+) -> Result<Planned> {
     let inputs = load_inputs(cfg, target)?;
-    if cfg.shared_memory != SharedMemory::None {
+    if let (SharedMemory::System | SharedMemory::Cuda, Some(api)) =
+        (cfg.shared_memory, kind.caps.shared_memory)
+    {
         let wire = encoder.wire(cfg, target);
-        let (plan, session, slots) = plan::build_shm(cfg, target, &inputs, wire)?;
+        let (plan, session, slots) = plan::build_shm(cfg, target, &inputs, wire, api)?;
         return Ok(Planned {
             plan,
             shm: Some(session),
@@ -147,15 +158,19 @@ pub(super) fn plan(cfg: &Config, target: &Target, encoder: &dyn Encoder) -> Resu
 /// The validation-data check; with shared memory output slots it reads the outputs from
 /// the regions.
 pub(super) fn output_check(
-    cfg: &Config,
     target: &Target,
     slots: Option<&OutputSlots>,
     expected: Expected,
     responses: Responses,
+    kind: &Kind,
 ) -> Option<Box<OutputCheck<'static>>> {
-    match slots {
-        Some(s) if s.captures() => {
-            crate::shm::validate::output_check(cfg, &target.meta.outputs, expected)
+    match (slots, kind.caps.shared_memory) {
+        (Some(s), Some(api)) if s.captures() => {
+            let outputs = target
+                .model
+                .as_ref()
+                .map_or(&[][..], |m| &m.meta.outputs[..]);
+            crate::shm::validate::output_check(api, outputs, expected)
         }
         _ => response_check(expected, responses),
     }
@@ -210,7 +225,7 @@ pub(super) fn response_check(
 pub(super) fn expect(cfg: &Config, target: &Target) -> Arc<Expect> {
     Arc::new(Expect {
         model: cfg.model_name.clone(),
-        outputs: target.meta.outputs.iter().map(|o| o.name.clone()).collect(),
+        outputs: output_names(target),
         shm_outputs: cfg.shared_memory != SharedMemory::None,
     })
 }
@@ -221,7 +236,14 @@ pub(super) fn captured_outputs(
     target: &Target,
     slots: Option<&OutputSlots>,
 ) -> Option<Vec<String>> {
-    slots
-        .filter(|s| s.captures())
-        .map(|_| target.meta.outputs.iter().map(|o| o.name.clone()).collect())
+    slots.filter(|s| s.captures()).map(|_| output_names(target))
+}
+
+/// The names of the model's outputs, in the model's order.
+fn output_names(target: &Target) -> Vec<String> {
+    let outputs = target
+        .model
+        .as_ref()
+        .map_or(&[][..], |m| &m.meta.outputs[..]);
+    outputs.iter().map(|o| o.name.clone()).collect()
 }

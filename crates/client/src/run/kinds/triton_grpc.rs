@@ -2,6 +2,8 @@
 //! `ModelInfer` or, with `--streaming`, `ModelStreamInfer` (the only way to run decoupled
 //! models).
 
+use super::registry::{BeforeRun, Caps, Kind};
+use crate::shm::ShmApi;
 use prost::Message;
 
 use super::triton::{self, Responses};
@@ -24,6 +26,21 @@ use crate::service::triton_grpc::{self, outputs_json};
 use crate::tensor::InputTensor;
 
 pub struct TritonGrpc;
+
+/// `--service-kind triton -i grpc` in the registry.
+pub const KIND: Kind = Kind {
+    name: "triton_grpc",
+    service_kind: Some(("triton", Some(Protocol::Grpc))),
+    endpoint_type: None,
+    caps: Caps {
+        grpc: true,
+        streaming: true,
+        shared_memory: Some(ShmApi::Grpc),
+        before_run: BeforeRun::TritonModel,
+    },
+    service: Some(&TritonGrpc),
+    endpoint: None,
+};
 
 /// Unary bodies are `ModelInferResponse`s; a stream keeps every `ModelStreamInferResponse`
 /// of the request as a frame.
@@ -55,7 +72,7 @@ impl Service for TritonGrpc {
     }
 
     fn plan(&self, cfg: &Config, target: &Target) -> Result<Planned> {
-        triton::plan(cfg, target, self)
+        triton::plan(cfg, target, self, &KIND)
     }
 
     fn output_check(
@@ -65,7 +82,7 @@ impl Service for TritonGrpc {
         slots: Option<&OutputSlots>,
         expected: Expected,
     ) -> Option<Box<OutputCheck<'static>>> {
-        triton::output_check(cfg, target, slots, expected, responses(cfg))
+        triton::output_check(target, slots, expected, responses(cfg), &KIND)
     }
 
     fn reply_check(&self, cfg: &Config, target: &Target) -> ReplyCheck {
@@ -99,10 +116,6 @@ impl Service for TritonGrpc {
             }
         };
         Box::new(move |body| decoded(body).unwrap_or_else(|| "{}".into()))
-    }
-
-    fn shared_memory(&self) -> bool {
-        true
     }
 
     fn server_stats(&self, cfg: &Config, target: &mut Target) -> Result<Option<StatsSnapshot>> {
@@ -161,7 +174,7 @@ impl Encoder for TritonGrpc {
         Wire::Grpc(GrpcWire {
             headers,
             streaming: cfg.streaming,
-            decoupled: target.config.decoupled,
+            decoupled: target.decoupled(),
         })
     }
 }

@@ -1,5 +1,7 @@
 //! `--service-kind triton -i http`: Triton's (KServe v2) HTTP/REST API over HTTP/1.1.
 
+use super::registry::{BeforeRun, Caps, Kind};
+use crate::shm::ShmApi;
 use super::triton::{self, Responses};
 use super::{Expected, ExportDecoder, Labels, Planned, Service};
 use crate::config::{Config, Protocol};
@@ -18,6 +20,21 @@ use crate::service::triton_http::{self, decode_outputs_json};
 use crate::tensor::InputTensor;
 
 pub struct TritonHttp;
+
+/// `--service-kind triton -i http` in the registry.
+pub const KIND: Kind = Kind {
+    name: "triton_http",
+    service_kind: Some(("triton", Some(Protocol::Http))),
+    endpoint_type: None,
+    caps: Caps {
+        grpc: false,
+        streaming: false,
+        shared_memory: Some(ShmApi::Http),
+        before_run: BeforeRun::TritonModel,
+    },
+    service: Some(&TritonHttp),
+    endpoint: None,
+};
 
 /// HTTP bodies: the JSON inference header, then binary outputs; one response per request.
 const RESPONSES: Responses = Responses {
@@ -43,17 +60,17 @@ impl Service for TritonHttp {
     }
 
     fn plan(&self, cfg: &Config, target: &Target) -> Result<Planned> {
-        triton::plan(cfg, target, self)
+        triton::plan(cfg, target, self, &KIND)
     }
 
     fn output_check(
         &self,
-        cfg: &Config,
+        _cfg: &Config,
         target: &Target,
         slots: Option<&OutputSlots>,
         expected: Expected,
     ) -> Option<Box<OutputCheck<'static>>> {
-        triton::output_check(cfg, target, slots, expected, RESPONSES)
+        triton::output_check(target, slots, expected, RESPONSES, &KIND)
     }
 
     fn reply_check(&self, cfg: &Config, target: &Target) -> ReplyCheck {
@@ -74,10 +91,6 @@ impl Service for TritonHttp {
                 Box::new(|body| decode_outputs_json(body, None).unwrap_or_else(|_| "{}".into()))
             }
         }
-    }
-
-    fn shared_memory(&self) -> bool {
-        true
     }
 
     fn server_stats(&self, cfg: &Config, target: &mut Target) -> Result<Option<StatsSnapshot>> {

@@ -126,6 +126,8 @@ fn run_book(addr: SocketAddr, book: Arc<Book>, stop: &AtomicBool) -> Vec<TurnDon
         requests: Arc::new(vec![Vec::new()]),
         keep_bodies: true,
         keep_going: true,
+        http_trace: false,
+        fresh_connections: false,
         pin: false,
         max_workers: 1,
         clock: Clock::new(),

@@ -11,7 +11,8 @@ use super::error::ParseError;
 
 /// Most header fields accepted in one response head (the `httparse` array lives on the stack).
 pub const MAX_HEADERS: usize = 64;
-pub use crate::config::DEFAULT_MAX_RESPONSE_BYTES;
+/// Default cap on one response body (bytes): 64 MiB; `--max-response-bytes` raises it.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 << 20;
 /// Default cap on interim (1xx) responses before a final one.
 pub const DEFAULT_MAX_INTERIM: usize = 16;
 

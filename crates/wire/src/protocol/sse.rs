@@ -14,7 +14,7 @@
 //! are reused, so steady-state decoding does not allocate.
 //!
 //! ```
-//! use inferperf_client::protocol::sse::{SseDecoder, SseEvent};
+//! use inferperf_wire::protocol::sse::{SseDecoder, SseEvent};
 //! let mut decoder = SseDecoder::new();
 //! let mut seen = Vec::new();
 //! let mut on = |event: SseEvent<'_>| seen.push(format!("{event:?}"));
@@ -85,9 +85,9 @@ impl fmt::Display for SseError {
 }
 
 impl SseError {
-    /// Both errors are limits ([`crate::measure::FailKind::Limit`]).
-    pub fn kind(&self) -> crate::measure::FailKind {
-        crate::measure::FailKind::Limit
+    /// Both errors are limits ([`crate::fail::FailKind::Limit`]).
+    pub fn kind(&self) -> crate::fail::FailKind {
+        crate::fail::FailKind::Limit
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::super::fuzz::{parse_stream, Outcome};
 use super::*;
-use crate::measure::FailKind;
+use crate::fail::FailKind;
 
 /// Feeds `data` in reads of `step` bytes into one growing buffer, as a connection does,
 /// dropping the interim responses the reader lets go of (`discard_interim`) when `compact`.

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::measure::FailKind;
+use crate::fail::FailKind;
 
 /// Why a response could not be parsed. Every variant is final for the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

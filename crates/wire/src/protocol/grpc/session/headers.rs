@@ -123,7 +123,7 @@ fn parse_decimal(text: &[u8]) -> Option<u32> {
 
 /// Undoes the percent-encoding gRPC applies to `grpc-message` (`%XX`, RFC 3986 style);
 /// malformed escapes stay as they are and invalid UTF-8 is replaced, as the gRPC spec asks.
-pub(crate) fn percent_decode(bytes: &[u8]) -> String {
+pub fn percent_decode(bytes: &[u8]) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut rest = bytes;
     while let Some((&byte, tail)) = rest.split_first() {

@@ -8,8 +8,15 @@ use std::io::{Read, Write};
 use flate2::read::{GzDecoder, ZlibDecoder};
 use flate2::write::{GzEncoder, ZlibEncoder};
 
-use crate::config::Compression;
 use crate::error::{Error, Result};
+
+/// gRPC message compression (`--grpc-compression-algorithm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Deflate,
+}
 
 /// The `grpc-encoding` header value; `None` for no compression.
 pub fn encoding_name(c: Compression) -> Option<&'static str> {

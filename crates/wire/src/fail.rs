@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-/// The cause of a failed request. `#[repr(u8)]`: it rides in [`crate::measure::RequestRecord`]
+/// The cause of a failed request. `#[repr(u8)]`: it rides in the client's request record
 /// without growing it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]

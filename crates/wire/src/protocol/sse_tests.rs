@@ -589,7 +589,7 @@ fn hostile_lines_and_events_fail_with_bounded_buffers() {
                 }
             }
             assert_eq!(got, Err(want), "step {step}");
-            assert_eq!(want.kind(), crate::measure::FailKind::Limit);
+            assert_eq!(want.kind(), crate::fail::FailKind::Limit);
             assert!(decoder.line.bytes.capacity() <= 2 * limit + step);
             assert!(decoder.event.data.capacity() <= 2 * limit + step);
         }

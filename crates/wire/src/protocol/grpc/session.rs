@@ -12,7 +12,7 @@
 //! and report `received(n, on_event)`; on EOF call `eof(on_event)`. Events borrow the
 //! session, so the callback records them and the caller opens new streams afterwards.
 
-use crate::measure::FailKind;
+use crate::fail::FailKind;
 use std::collections::VecDeque;
 use std::fmt;
 
@@ -30,8 +30,7 @@ mod send;
 mod streams;
 
 pub use fuzz::fuzz_session;
-#[cfg(test)]
-pub(crate) use headers::percent_decode;
+pub use headers::percent_decode;
 use streams::StreamTable;
 
 /// Flow-control window every HTTP/2 connection and stream starts with (bytes, RFC 9113 §6.9.2).
