@@ -1,7 +1,7 @@
 //! AIPerf's per-request usage and latency metrics of a `profile` run against the reference
 //! server: the `usage_*` statistics and `total_usage_*` sums recomputed from the `usage`
-//! objects the server sent (as GenAI-Perf's export keeps every event), and each record of
-//! `profile_export.jsonl` checked against its own definition.
+//! objects the server sent (in the whole replies GenAI-Perf's export keeps), and each record
+//! of `profile_export.jsonl` checked against its own definition.
 
 use crate::common::temp_dir;
 use crate::run_profile::{profile, start_llm};
@@ -31,7 +31,8 @@ fn usage_sent(export: &Value) -> BTreeMap<u64, Value> {
             .iter()
             .rev()
             .find_map(|o| {
-                let data = o["response"].as_str()?.strip_prefix("data: ")?.trim_end();
+                let text = o["response"].as_str()?;
+                let data = text.strip_prefix("data: ").unwrap_or(text).trim_end();
                 let v: Value = serde_json::from_str(data).ok()?;
                 v.get("usage").filter(|u| u.is_object()).cloned()
             })
@@ -48,7 +49,6 @@ fn usage_metrics_are_the_servers_and_records_follow_their_definitions() {
     let args = [
         "--endpoint-type",
         "chat",
-        "--streaming",
         "--concurrency",
         "2",
         "--request-count",
@@ -57,9 +57,6 @@ fn usage_metrics_are_the_servers_and_records_follow_their_definitions() {
         "20",
         "--output-tokens-mean",
         "8",
-        // AIPerf asks every streaming chat run for its usage.
-        "--extra-inputs",
-        r#"{"stream_options":{"include_usage":true}}"#,
     ];
     let (outcomes, _) = profile(&server, &dir, &args).unwrap();
     server.stop();
@@ -190,8 +187,8 @@ fn usage_metrics_are_the_servers_and_records_follow_their_definitions() {
     );
 }
 
-/// Without `usage` from the server (a streaming run that does not ask for it) no usage
-/// metric is written, and the latency-derived ones still are.
+/// Without `usage` from the server (a streaming run that turns the request for it off) no
+/// usage metric is written, and the latency-derived ones still are.
 #[test]
 fn no_usage_no_usage_metrics() {
     let server = start_llm(2, 1, 2);
@@ -206,6 +203,8 @@ fn no_usage_no_usage_metrics() {
         "10",
         "--output-tokens-mean",
         "4",
+        "--extra-inputs",
+        r#"{"stream_options":{"include_usage":false}}"#,
     ];
     let (outcomes, _) = profile(&server, &dir, &args).unwrap();
     server.stop();

@@ -405,8 +405,7 @@ pub fn check(args: &CompatArgs, endpoint_type: EndpointType) -> Result<()> {
              never",
         ));
     }
-    if args.connection_reuse_strategy == Some(ConnectionReuse::Never) && endpoint_type.grpc()
-    {
+    if args.connection_reuse_strategy == Some(ConnectionReuse::Never) && endpoint_type.grpc() {
         return Err(Error::usage(
             "profile: --connection-reuse-strategy never applies to HTTP/1.1 endpoints; \
              --endpoint-type kserve keeps one gRPC connection per worker",

@@ -169,7 +169,9 @@ fn usage_only(data: &[u8]) -> bool {
     }
     serde_json::from_slice::<serde_json::Value>(data).is_ok_and(|v| {
         v.get("usage").is_some_and(|u| !u.is_null())
-            && v.get("choices").and_then(|c| c.as_array()).is_some_and(|c| c.is_empty())
+            && v.get("choices")
+                .and_then(|c| c.as_array())
+                .is_some_and(|c| c.is_empty())
     })
 }
 
@@ -389,7 +391,9 @@ mod tests {
             br#"{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":1}}"#
         ));
         assert!(!usage_only(br#"{"choices":[],"usage":null}"#));
-        assert!(!usage_only(br#"{"choices":[{"delta":{"content":"usage"}}]}"#));
+        assert!(!usage_only(
+            br#"{"choices":[{"delta":{"content":"usage"}}]}"#
+        ));
         assert!(!usage_only(b"not json \"usage\""));
     }
 

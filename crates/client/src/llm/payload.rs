@@ -165,7 +165,9 @@ mod tests {
     fn bodies_per_endpoint_type() {
         // A stream asks for the closing usage chunk, as AIPerf does; a whole reply has usage.
         let c = cfg(&["-m", "m"]);
-        assert!(body(&c, "m", &entry(Some(8))).get("stream_options").is_none());
+        assert!(body(&c, "m", &entry(Some(8)))
+            .get("stream_options")
+            .is_none());
         let c = cfg(&["-m", "m", "--streaming"]);
         let b = body(&c, "m", &entry(Some(8)));
         assert_eq!(

@@ -90,6 +90,22 @@ fn flat(m: &LlmMetrics) -> Vec<(String, f64, &'static str)> {
             spread_stats(d, stat);
         }
     }
+    // The time-weighted metrics: the statistics their summary entry has.
+    for (def, t) in m.sweeps.iter().flat_map(|s| s.rows()) {
+        let stats = [
+            ("avg", t.avg),
+            ("min", t.min),
+            ("max", t.max),
+            ("p50", t.p50),
+            ("p90", t.p90),
+            ("p95", t.p95),
+            ("p99", t.p99),
+            ("std", t.std),
+        ];
+        for (name, v) in stats {
+            out.push((format!("{}_{name}", def.tag), v, def.unit));
+        }
+    }
     out
 }
 
