@@ -21,33 +21,30 @@ const SHELLS: [(&str, Shell); 3] = [
 /// The whole command line as one clap tree: perf_analyzer mode's flags at the top, and every
 /// subcommand this build has, each with the flags its own parser takes.
 pub fn command_tree() -> Command {
-    let mut root = crate::cli::args::command()
+    let root = crate::cli::args::command()
         .name("inferperf")
         .bin_name("inferperf")
         .about("Load generator and profiler for inference servers; a drop-in for Triton's perf_analyzer")
         .version(crate::VERSION)
         .subcommand_negates_reqs(true);
     #[cfg(feature = "server")]
-    {
-        root = root
-            .subcommand(
-                crate::server::serve_command()
-                    .name("serve")
-                    .about("Run the reference inference server (KServe v2 HTTP and gRPC, OpenAI, TF Serving, TorchServe)"),
-            )
-            .subcommand(
-                crate::cli::args::command()
-                    .name("demo")
-                    .about("Start the reference server in-process and measure it with perf_analyzer flags"),
-            );
-    }
+    let root = root
+        .subcommand(
+            crate::server::serve_command()
+                .name("serve")
+                .about("Run the reference inference server (KServe v2 HTTP and gRPC, OpenAI, TF Serving, TorchServe)"),
+        )
+        .subcommand(
+            crate::cli::args::command()
+                .name("demo")
+                .about("Start the reference server in-process and measure it with perf_analyzer flags"),
+        );
     #[cfg(feature = "llm")]
-    {
+    let root = {
         use clap::CommandFactory;
-        root = root
-            .subcommand(crate::llm::cli::ProfileArgs::command().name("profile"))
-            .subcommand(crate::report::plot::compare::compare_command().name("compare"));
-    }
+        root.subcommand(crate::llm::cli::ProfileArgs::command().name("profile"))
+            .subcommand(crate::report::plot::compare::compare_command().name("compare"))
+    };
     root.subcommand(completions_command())
         .subcommand(man_command())
 }
