@@ -230,3 +230,26 @@ fn user_centric_rate_flags() {
         assert!(e.contains(words), "{args:?}: {e}");
     }
 }
+
+/// Each `profile` kind is what `--endpoint-type` selects, and its capabilities are what
+/// `profile` reads.
+#[test]
+fn each_endpoint_kind_is_reached_through_the_registry() {
+    for name in crate::run::kinds::registry::endpoint_names() {
+        let kind = crate::run::kinds::registry::for_endpoint(name).unwrap();
+        let argv = ["profile", "-m", "m", "--endpoint-type", name];
+        let cfg = parse(argv.iter().map(Into::into).collect())
+            .unwrap()
+            .unwrap();
+        assert!(std::ptr::eq(cfg.endpoint_type.kind(), kind), "{name}");
+        assert_eq!(cfg.endpoint_type.name(), name);
+        assert_eq!(cfg.endpoint_type.grpc(), kind.caps.grpc);
+        let endpoint = kind.endpoint.unwrap();
+        assert_eq!(cfg.endpoint, endpoint.default_path("m", false));
+        let port = endpoint.default_url.rsplit(':').next().unwrap();
+        assert!(cfg.address.ends_with(port), "{name}: {}", cfg.address);
+    }
+    let argv = ["profile", "-m", "m", "--endpoint-type", "nope"];
+    let err = parse(argv.iter().map(Into::into).collect()).unwrap_err();
+    assert!(err.msg.contains("nope"), "{}", err.msg);
+}

@@ -9,11 +9,22 @@ use super::cli_compat::Backend;
 use super::events::Parsed;
 use super::payload::Entry;
 use super::reply_error::{ReplyError, ReplyErrorKind as K};
+use crate::engine::wire::{GrpcWire, Wire};
 use crate::error::Result;
+use crate::protocol::grpc::request::call_headers;
 use crate::service::kserve_llm::{self, LlmBackend, LlmRequest, StreamReply};
 use crate::tensor::{DataType, InputTensor};
 
 /// The length-prefixed `ModelInferRequest` for one prompt.
+/// Long-lived `ModelStreamInfer` streams; a request ends at its `triton_final_response`.
+pub fn wire(authority: &str, headers: &[(String, String)]) -> Wire {
+    Wire::Grpc(GrpcWire {
+        headers: call_headers(authority, "ModelStreamInfer", headers, false, None),
+        streaming: true,
+        decoupled: true,
+    })
+}
+
 pub fn encode(cfg: &ProfileConfig, model: &str, entry: &Entry) -> Result<Vec<u8>> {
     kserve_llm::encode(model, &request_tensors(cfg, entry))
 }

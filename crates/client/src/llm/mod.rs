@@ -409,7 +409,7 @@ fn failure_tally(run: &runner::PointRun, requests: &[LlmRequest]) -> FailTally {
 /// counted without stopping the run.
 fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Result<EngineSpec> {
     let wire = if grpc {
-        crate::service::kserve_llm::wire(&cfg.address, &cfg.headers)
+        kserve::wire(&cfg.address, &cfg.headers)
     } else {
         Wire::Http1
     };

@@ -10,10 +10,8 @@ use prost::Message;
 use serde_json::Value;
 
 use crate::config::Compression;
-use crate::engine::wire::{GrpcWire, Wire};
 use crate::error::Result;
 use crate::protocol::grpc::pb::inference as pb;
-use crate::protocol::grpc::request::call_headers;
 use crate::service::triton_grpc::encode_infer_request;
 use crate::tensor::{DataType, InputTensor};
 
@@ -130,15 +128,6 @@ fn tensor(name: &str, datatype: DataType, data: Vec<u8>) -> InputTensor {
         shape: vec![1, 1],
         data,
     }
-}
-
-/// Long-lived `ModelStreamInfer` streams; a request ends at its `triton_final_response`.
-pub fn wire(authority: &str, headers: &[(String, String)]) -> Wire {
-    Wire::Grpc(GrpcWire {
-        headers: call_headers(authority, "ModelStreamInfer", headers, false, None),
-        streaming: true,
-        decoupled: true,
-    })
 }
 
 /// One `ModelStreamInferResponse` read.
