@@ -211,7 +211,6 @@ fn cells<'a>(levels: &'a [SweepLevel<'a>]) -> Vec<(&'a SweepLevel<'a>, Vec<Summa
 pub fn sweep_json(levels: &[SweepLevel]) -> String {
     let cells = cells(levels);
     let params = parameters(levels);
-    let combinations: usize = params.iter().map(|(_, v)| v.len()).product();
     let mut root = Node::obj();
     root.put("aggregation_type", "sweep");
     root.put("num_profile_runs", levels.len() as u64);
@@ -227,24 +226,14 @@ pub fn sweep_json(levels: &[SweepLevel]) -> String {
         })
         .collect();
     root.push("failed_runs", Node::List(failed));
-    let mut metadata = Node::obj();
-    let defs = params
+    let swept: Vec<(&str, Vec<Value>)> = params
         .iter()
-        .map(|(name, values)| {
-            let mut o = Node::obj();
-            o.put("name", *name);
-            let values = values.iter().map(|l| l.value.clone()).collect();
-            o.put("values", Value::Array(values));
-            o
-        })
+        .map(|(name, values)| (*name, values.iter().map(|l| l.value.clone()).collect()))
         .collect();
-    metadata.push("sweep_parameters", Node::List(defs));
-    metadata.put("num_combinations", combinations as u64);
-    metadata.put("sweep_mode", "repeated");
-    metadata.put("confidence_level", CONFIDENCE_LEVEL);
-    metadata.put("num_trials_per_value", 1u64);
-    metadata.put("aggregation_type", "sweep");
-    root.push("metadata", metadata);
+    root.push(
+        "metadata",
+        sweep_metadata(&swept, "repeated", CONFIDENCE_LEVEL, 1),
+    );
     let per = cells
         .iter()
         .map(|(level, metrics)| {
@@ -331,6 +320,34 @@ pub fn sweep_csv(levels: &[SweepLevel]) -> String {
 }
 
 /// Rows as Python's csv module writes them: minimal quoting, CRLF endings.
+/// AIPerf's sweep `metadata`: each swept parameter with its values, the number of
+/// combinations they make, and how the sweep ran.
+pub(super) fn sweep_metadata(
+    swept: &[(&str, Vec<Value>)],
+    mode: &str,
+    confidence_level: f64,
+    trials_per_value: usize,
+) -> Node {
+    let mut metadata = Node::obj();
+    let defs = swept
+        .iter()
+        .map(|(name, values)| {
+            let mut o = Node::obj();
+            o.put("name", *name);
+            o.put("values", Value::Array(values.clone()));
+            o
+        })
+        .collect();
+    metadata.push("sweep_parameters", Node::List(defs));
+    let combinations: usize = swept.iter().map(|(_, v)| v.len()).product();
+    metadata.put("num_combinations", combinations as u64);
+    metadata.put("sweep_mode", mode);
+    metadata.put("confidence_level", confidence_level);
+    metadata.put("num_trials_per_value", trials_per_value as u64);
+    metadata.put("aggregation_type", "sweep");
+    metadata
+}
+
 pub(super) fn csv_text(rows: Vec<Vec<String>>) -> String {
     let mut out = String::new();
     for row in rows {

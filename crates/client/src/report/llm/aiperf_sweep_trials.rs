@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use super::aiperf_confidence::{ConfidenceAggregate, FailedRun};
-use super::aiperf_sweep::csv_text;
+use super::aiperf_sweep::{csv_text, sweep_metadata};
 use super::json_text::{num, Node};
 
 /// One level of the sweep: its swept field and value, and its runs' aggregate.
@@ -164,7 +164,6 @@ fn parameters<'a>(levels: &'a [TrialLevel<'a>]) -> Vec<(&'static str, Vec<&'a Tr
 pub fn sweep_json(levels: &[TrialLevel], mode: SweepMode, confidence_level: f64) -> String {
     let cells = cells(levels);
     let params_list = parameters(levels);
-    let combinations: usize = params_list.iter().map(|(_, v)| v.len()).product();
     let runs: usize = levels.iter().map(|l| l.runs).sum();
     let failed: usize = levels.iter().map(|l| l.failed.len()).sum();
     let mut root = Node::obj();
@@ -182,25 +181,15 @@ pub fn sweep_json(levels: &[TrialLevel], mode: SweepMode, confidence_level: f64)
         })
         .collect();
     root.push("failed_runs", Node::List(failed_runs));
-    let mut metadata = Node::obj();
-    let defs = params_list
+    let swept: Vec<(&str, Vec<Value>)> = params_list
         .iter()
-        .map(|(name, values)| {
-            let mut o = Node::obj();
-            o.put("name", *name);
-            let values = values.iter().map(|l| l.value.clone()).collect();
-            o.put("values", Value::Array(values));
-            o
-        })
+        .map(|(name, values)| (*name, values.iter().map(|l| l.value.clone()).collect()))
         .collect();
-    metadata.push("sweep_parameters", Node::List(defs));
-    metadata.put("num_combinations", combinations as u64);
-    metadata.put("sweep_mode", mode.name());
-    metadata.put("confidence_level", confidence_level);
     let per_value = levels.iter().map(|l| l.runs).max().unwrap_or(0);
-    metadata.put("num_trials_per_value", per_value as u64);
-    metadata.put("aggregation_type", "sweep");
-    root.push("metadata", metadata);
+    root.push(
+        "metadata",
+        sweep_metadata(&swept, mode.name(), confidence_level, per_value),
+    );
     let per = cells
         .iter()
         .map(|(level, agg)| {
