@@ -127,12 +127,13 @@ fn push_request(out: &mut Vec<u8>, run: &PointRun, r: &RequestRecord, payloads: 
     );
     out.extend_from_slice(b"},\"response_outputs\":[");
     if r.sse {
-        let events = || framed_responses(body).filter(|(_, data)| !usage_only(data));
-        for (i, (_, data)) in events().enumerate() {
-            out.extend_from_slice(if i > 0 {
-                b",{\"response\":"
-            } else {
+        // The usage check runs once per event; the second pass reads the kept times.
+        let mut times = Vec::new();
+        for (at, data) in framed_responses(body).filter(|(_, data)| !usage_only(data)) {
+            out.extend_from_slice(if times.is_empty() {
                 b"{\"response\":"
+            } else {
+                b",{\"response\":"
             });
             if data.is_empty() {
                 push_str(out, "data: [DONE]\n\n");
@@ -140,13 +141,14 @@ fn push_request(out: &mut Vec<u8>, run: &PointRun, r: &RequestRecord, payloads: 
                 push_sse_event_str(out, &String::from_utf8_lossy(data));
             }
             out.push(b'}');
+            times.push(at);
         }
         out.extend_from_slice(b"],\"response_timestamps\":[");
-        for (i, (at, _)) in events().enumerate() {
+        for (i, at) in times.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            push_value(out, &at);
+            push_value(out, at);
         }
     } else {
         out.extend_from_slice(b"{\"response\":");
@@ -163,8 +165,7 @@ fn push_request(out: &mut Vec<u8>, run: &PointRun, r: &RequestRecord, payloads: 
 /// asks `stream_options.include_usage`): left out of `profile_export.json`, as GenAI-Perf
 /// never asks for it and its parser reads `choices[0]` of every event.
 fn usage_only(data: &[u8]) -> bool {
-    let has = |needle: &[u8]| data.windows(needle.len()).any(|w| w == needle);
-    if !has(b"\"usage\"") {
+    if memchr::memmem::find(data, b"\"usage\"").is_none() {
         return false;
     }
     serde_json::from_slice::<serde_json::Value>(data).is_ok_and(|v| {

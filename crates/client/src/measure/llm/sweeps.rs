@@ -228,7 +228,7 @@ impl Step {
     /// equal times. Sums within 1e-9 of the largest magnitude are rounding left over from
     /// cancelling rates, and read as 0.
     fn from_events(mut events: Vec<(f64, f64)>) -> Step {
-        events.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1 > 0.0).cmp(&(b.1 > 0.0))));
+        events.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then((a.1 > 0.0).cmp(&(b.1 > 0.0))));
         let mut sum = 0.0;
         let mut vals: Vec<f64> = events
             .iter()
@@ -264,15 +264,15 @@ impl Step {
         if self.ts.is_empty() || den.ts.is_empty() {
             return Step::default();
         }
-        let mut ts: Vec<f64> = self.ts.iter().chain(&den.ts).copied().collect();
-        ts.sort_by(f64::total_cmp);
-        ts.dedup();
+        let ts = merged(&self.ts, &den.ts);
+        let (mut num_at, mut den_at) = (self.cursor(), den.cursor());
         let vals = ts
             .iter()
             .map(|&t| {
-                let d = den.at(t);
+                let d = den_at.at(t);
+                let n = num_at.at(t);
                 if d > 0.0 {
-                    self.at(t) / d
+                    n / d
                 } else {
                     0.0
                 }
@@ -280,6 +280,58 @@ impl Step {
             .collect();
         Step { ts, vals }
     }
+
+    /// A reader of the values at non-decreasing times, in O(1) amortised per read.
+    fn cursor(&self) -> Cursor<'_> {
+        Cursor { step: self, i: 0 }
+    }
+}
+
+/// [`Step::at`] for times read in non-decreasing order.
+struct Cursor<'a> {
+    step: &'a Step,
+    /// Events at or before the last time read.
+    i: usize,
+}
+
+impl Cursor<'_> {
+    fn at(&mut self, t: f64) -> f64 {
+        let ts = &self.step.ts;
+        while self.i < ts.len() && ts[self.i] <= t {
+            self.i += 1;
+        }
+        match self.i {
+            0 => 0.0,
+            i => self.step.vals[i - 1],
+        }
+    }
+}
+
+/// The sorted union of two sorted time lists, each time once.
+fn merged(a: &[f64], b: &[f64]) -> Vec<f64> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let t = match (a.get(i), b.get(j)) {
+            (Some(&x), Some(&y)) if y < x => {
+                j += 1;
+                y
+            }
+            (Some(&x), _) => {
+                i += 1;
+                x
+            }
+            (None, Some(&y)) => {
+                j += 1;
+                y
+            }
+            (None, None) => break,
+        };
+        if out.last() != Some(&t) {
+            out.push(t);
+        }
+    }
+    out
 }
 
 /// Statistics of `(value, duration)` segments, the average and spread taken over `total`
@@ -294,7 +346,7 @@ fn weighted_stats(mut segs: Vec<(f64, f64)>, total: f64) -> TimeStats {
         .map(|&(v, d)| d * (v - avg) * (v - avg))
         .sum::<f64>()
         / total;
-    segs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    segs.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
     let mut cum = Vec::with_capacity(segs.len());
     let mut run = 0.0;
     for &(_, d) in &segs {
@@ -348,21 +400,23 @@ fn active_weighted(rate: &Step, mask: &Step, ws: f64, we: f64) -> TimeStats {
     if we - ws <= 0.0 || rate.ts.is_empty() || mask.ts.is_empty() {
         return TimeStats::default();
     }
-    let inside = |s: &Step| {
+    fn inside(s: &Step, ws: f64, we: f64) -> &[f64] {
         let lo = s.ts.partition_point(|&x| x <= ws);
         let hi = s.ts.partition_point(|&x| x < we);
-        s.ts[lo..hi.max(lo)].to_vec()
-    };
-    let mut grid = vec![ws, we];
-    grid.extend(inside(rate));
-    grid.extend(inside(mask));
-    grid.sort_by(f64::total_cmp);
-    grid.dedup();
-    let segs: Vec<(f64, f64)> = grid
-        .windows(2)
-        .filter(|w| w[1] > w[0] && mask.at(w[0]) > 0.0)
-        .map(|w| (rate.at(w[0]), w[1] - w[0]))
-        .collect();
+        &s.ts[lo..hi.max(lo)]
+    }
+    let grid = merged(
+        &merged(&[ws, we], inside(rate, ws, we)),
+        inside(mask, ws, we),
+    );
+    let (mut rate_at, mut mask_at) = (rate.cursor(), mask.cursor());
+    let mut segs = Vec::with_capacity(grid.len());
+    for w in grid.windows(2) {
+        let (m, r) = (mask_at.at(w[0]), rate_at.at(w[0]));
+        if w[1] > w[0] && m > 0.0 {
+            segs.push((r, w[1] - w[0]));
+        }
+    }
     let busy: f64 = segs.iter().map(|s| s.1).sum();
     weighted_stats(segs, busy)
 }
