@@ -8,11 +8,13 @@
 //! for levels whose client and server sockets do not fit one process's descriptor limit; both
 //! processes' clocks are the wall clock read once at start plus the monotonic clock) prints, per
 //! concurrency: the requests, the failed ones (their kinds on stderr), the ones matched to
-//! the server's log (the others named on stderr with the reason); chunk delivery delay (client time − server write time) p50/p99/max; the
-//! TTFT error (the measured TTFT minus the TTFT the server's own write time gives, i.e. the
-//! first chunk's delay) p99; the per-request ITL error |client ITL − server ITL| p99; and the
-//! server's own lag p99 (write time − the time the chunk was due), which is not the client's;
-//! and the share of chunks timed by a read shared with the next chunk of their stream.
+//! the server's log (the others named on stderr with the reason); chunk delivery delay
+//! (client time − server write time) p50/p99/max; the TTFT error (the measured TTFT minus the
+//! TTFT the server's own write time gives, i.e. the first chunk's delay) p99; the inter-token
+//! error |client gap − server gap| p99 and max over every pair of consecutive chunks of every
+//! request; the server's own lag p99 (write time − the time the chunk was due), which is not
+//! the client's; and the share of chunks timed by a read shared with the next chunk of their
+//! stream.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -39,7 +41,7 @@ fn main() {
         .filter_map(|a| a.parse().ok())
         .collect();
     let levels = if levels.is_empty() { vec![256] } else { levels };
-    println!("concurrency  requests  errors  matched  chunks  delay_p50_us  delay_p99_us  delay_max_us  ttft_err_p99_us  itl_err_p99_us  server_lag_p99_us  shared_reads_pct");
+    println!("concurrency  requests  errors  matched  chunks  delay_p50_us  delay_p99_us  delay_max_us  ttft_err_p99_us  itl_err_p99_us  itl_err_max_us  server_lag_p99_us  shared_reads_pct");
     for c in levels {
         measure(c);
     }
@@ -183,7 +185,7 @@ fn measure(concurrency: u64) {
         );
     }
     println!(
-        "{concurrency:>11}  {:>8}  {:>6}  {:>7}  {:>6}  {:>12.1}  {:>12.1}  {:>12.1}  {:>15.1}  {:>14.1}  {:>17.1}  {:>16.1}",
+        "{concurrency:>11}  {:>8}  {:>6}  {:>7}  {:>6}  {:>12.1}  {:>12.1}  {:>12.1}  {:>15.1}  {:>14.1}  {:>14.1}  {:>17.1}  {:>16.1}",
         outcome.requests.len(),
         failed,
         matched,
@@ -193,6 +195,7 @@ fn measure(concurrency: u64) {
         pct(&mut delay, 100.0),
         pct(&mut ttft_err, 99.0),
         pct(&mut itl_err, 99.0),
+        pct(&mut itl_err, 100.0),
         pct(&mut server_lag, 99.0),
         shared as f64 * 100.0 / chunks.max(1) as f64,
     );
@@ -250,7 +253,7 @@ fn failed_requests(concurrency: u64, requests: &[LlmRequest]) -> usize {
 }
 
 /// Per request whose chunk count matches the server's log: every chunk's delay (client
-/// time − server write time), the TTFT error, and the ITL error, in ns; and how many
+/// time − server write time), the TTFT error, and every chunk gap's error, in ns; and how many
 /// requests that was. Why any other request was left out goes to `problems`.
 fn compare(
     received: &HashMap<u64, Vec<u64>>,
@@ -276,10 +279,11 @@ fn compare(
         }
         // Measured TTFT (reads[0] - start) minus the server's (server_times[0] - start).
         ttft_err.push(reads[0] as i64 - server_times[0] as i64);
-        let n = reads.len() as i64 - 1;
-        let client_itl = (reads[n as usize] as i64 - reads[0] as i64) / n;
-        let server_itl = (server_times[n as usize] as i64 - server_times[0] as i64) / n;
-        itl_err.push((client_itl - server_itl).abs());
+        // Every inter-chunk gap against the server's gap between the same two writes, so a
+        // late chunk in the middle of a stream counts as much as a late first or last one.
+        for (r, s) in reads.windows(2).zip(server_times.windows(2)) {
+            itl_err.push(((r[1] as i64 - r[0] as i64) - (s[1] as i64 - s[0] as i64)).abs());
+        }
     }
     let matched = ttft_err.len();
     ([delay, ttft_err, itl_err], matched)
