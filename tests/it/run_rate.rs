@@ -87,52 +87,69 @@ fn constant_rate_keeps_its_grid_and_rate() {
 
 #[test]
 fn poisson_rate_is_random_but_repeatable_by_seed() {
-    let server = start_server();
     let dir = temp_dir("rate-poisson");
     let mut firsts = Vec::new();
-    for (i, seed) in [5u64, 5, 6].into_iter().enumerate() {
-        let mut cfg = rate_config(&server, 2000.0, 2000);
-        cfg.distribution = Distribution::Poisson;
-        cfg.seed = seed;
-        cfg.max_threads = Some(1);
-        cfg.profile_export_file = Some(dir.join(format!("p{i}.json")));
-        let (res, text) = run(&cfg);
-        assert!(res.error.is_none(), "{:?}", res.error);
-        assert!(text.contains("Using poisson distribution"), "{text}");
-        assert!(text.contains(&format!("--seed {seed}")), "{text}");
-        let export: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join(format!("p{i}.json"))).unwrap())
-                .unwrap();
-        let s = sends(&export);
-        if i == 0 {
-            // The server saw the Poisson rate within 10 % (2000 sends, mean gap 500 us; the
-            // sends themselves are checked against their intended times below). The server's
-            // arrival stamps carry its one thread's scheduling delays on a busy machine (a
-            // 65 ms stall shows as 7 %). The first and last 20 are left out: a late first
-            // send is a start-up cost, not the rate.
-            let arrivals = server.arrivals("simple");
-            let n = arrivals.len();
-            let span = arrivals[n - 21] - arrivals[20];
-            let intended_span = s[n - 21].0 - s[20].0;
-            let (seen, meant) = (span as f64, intended_span as f64);
-            assert!(
-                (seen / meant - 1.0).abs() < 0.1,
-                "arrivals span {seen} vs {meant}"
-            );
-            // Every send left within 5 ms of its intended time.
-            let late = s.iter().filter(|(i, a)| a - i > 5_000_000).count();
-            assert!(late <= 20, "{late} sends over 5 ms late");
+    // Seed 5 twice, then 6. The rate the server saw is judged on the first run; a run in
+    // which the shared machine stalled the server's one thread or the client (seen: 65 ms,
+    // 7 % of the span) is tried again, up to three times.
+    let mut timing_failures = Vec::new();
+    let mut i = 0;
+    for seed in [5u64, 5, 6] {
+        loop {
+            let server = start_server();
+            let mut cfg = rate_config(&server, 2000.0, 2000);
+            cfg.distribution = Distribution::Poisson;
+            cfg.seed = seed;
+            cfg.max_threads = Some(1);
+            cfg.profile_export_file = Some(dir.join(format!("p{i}.json")));
+            let (res, text) = run(&cfg);
+            assert!(res.error.is_none(), "{:?}", res.error);
+            assert!(text.contains("Using poisson distribution"), "{text}");
+            assert!(text.contains(&format!("--seed {seed}")), "{text}");
+            let export: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(dir.join(format!("p{i}.json"))).unwrap(),
+            )
+            .unwrap();
+            i += 1;
+            let s = sends(&export);
+            if firsts.is_empty() {
+                if let Err(why) = rate_kept(&server.arrivals("simple"), &s) {
+                    timing_failures.push(why);
+                    assert!(timing_failures.len() < 3, "{timing_failures:#?}");
+                    continue;
+                }
+            }
+            // The drawn schedule itself (intended times, no clock involved).
+            let origin = s[0].0;
+            let offsets: Vec<u64> = s.iter().take(50).map(|(t, _)| t - origin).collect();
+            let gaps: Vec<u64> = s.windows(2).map(|w| w[1].0 - w[0].0).collect();
+            let mean = gaps.iter().sum::<u64>() as f64 / gaps.len() as f64;
+            assert!((mean / 500_000.0 - 1.0).abs() < 0.1, "mean gap {mean}");
+            assert!(gaps.iter().any(|&g| g < 100_000) && gaps.iter().any(|&g| g > 1_500_000));
+            firsts.push(offsets);
+            break;
         }
-        let origin = s[0].0;
-        let offsets: Vec<u64> = s.iter().take(50).map(|(t, _)| t - origin).collect();
-        let gaps: Vec<u64> = s.windows(2).map(|w| w[1].0 - w[0].0).collect();
-        let mean = gaps.iter().sum::<u64>() as f64 / gaps.len() as f64;
-        assert!((mean / 500_000.0 - 1.0).abs() < 0.1, "mean gap {mean}");
-        assert!(gaps.iter().any(|&g| g < 100_000) && gaps.iter().any(|&g| g > 1_500_000));
-        firsts.push(offsets);
     }
     assert_eq!(firsts[0], firsts[1], "same seed, same schedule");
     assert_ne!(firsts[0], firsts[2], "another seed, another schedule");
+}
+
+/// The server saw the Poisson rate within 10 % (2000 sends, mean gap 500 us), and every
+/// send but 20 left within 5 ms of its intended time. The first and last 20 arrivals are
+/// left out: a late first send is a start-up cost, not the rate.
+fn rate_kept(arrivals: &[u64], s: &[(u64, u64)]) -> Result<(), String> {
+    let n = arrivals.len();
+    let span = arrivals[n - 21] - arrivals[20];
+    let intended_span = s[n - 21].0 - s[20].0;
+    let (seen, meant) = (span as f64, intended_span as f64);
+    if (seen / meant - 1.0).abs() >= 0.1 {
+        return Err(format!("arrivals span {seen} vs {meant}"));
+    }
+    let late = s.iter().filter(|(i, a)| a - i > 5_000_000).count();
+    if late > 20 {
+        return Err(format!("{late} sends over 5 ms late"));
+    }
+    Ok(())
 }
 
 #[test]

@@ -289,7 +289,9 @@ fn rate_mode_deals_round_robin_in_order_over_http_and_grpc() {
     for (grpc, sequences, serial) in [(false, 4, false), (true, 5, true)] {
         let tag = format!("grpc={grpc} sequences={sequences}");
         let server = start_grpc_server(Vec::new());
-        let mut cfg = rate_config(&server, grpc, 400.0, sequences);
+        // 100 sends/s: 10 ms between sends of the two workers, so a loaded machine's
+        // scheduling delays rarely swap two of them on the way to the server.
+        let mut cfg = rate_config(&server, grpc, 100.0, sequences);
         cfg.sequences.serial = serial;
         cfg.max_threads = Some(2);
         cfg.request_count = 120;
