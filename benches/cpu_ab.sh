@@ -40,8 +40,12 @@ done
   >/dev/null 2>&1 &
 serve_pid=$!
 tmp=$(mktemp -d)
-trap 'kill $serve_pid 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $serve_pid 2>/dev/null; wait $serve_pid 2>/dev/null; rm -rf "$tmp"' EXIT
 sleep 1
+if ! kill -0 $serve_pid 2>/dev/null; then
+  echo "the server did not start (ports $PORT and $(( PORT + 1 )) in use?)"
+  exit 1
+fi
 
 # Runs the command in argv[3:] with its output in argv[1] and writes its CPU seconds, user +
 # system from getrusage (microseconds, where GNU time prints hundredths), to argv[2]. The
@@ -57,7 +61,7 @@ sys.exit(rc)'
 
 # us of client CPU per completed request for one run of binary $1 in case $2.
 run() {
-  local proto=${2%-*} mode=${2#*-} url="127.0.0.1:$PORT" done
+  local proto=${2%-*} mode=${2#*-} url="127.0.0.1:$PORT" count
   [ "$proto" = grpc ] && url="127.0.0.1:$(( PORT + 1 ))"
   if ! timeout "$RUN_TIMEOUT" python3 -c "$CPU_OF" "$tmp/out" "$tmp/cpu" taskset -c 0 "$1" \
     -m "$MODEL" -u "$url" -i "$proto" "--$mode" --concurrency-range "$CONCURRENCY" \
@@ -66,9 +70,12 @@ run() {
     tail -5 "$tmp/out" >&2
     return 1
   fi
-  done=$(awk '/Request count:/ { print $3; exit }' "$tmp/out")
-  [ -n "$done" ] && [ "$done" -gt 0 ] || { echo "no request count: $1 $2" >&2; return 1; }
-  awk -v n="$done" 'NR == 1 { printf "%.3f", $1 * 1e6 / n }' "$tmp/cpu"
+  count=$(awk '/Request count:/ { print $3; exit }' "$tmp/out")
+  if [ -z "$count" ] || [ "$count" -le 0 ]; then
+    echo "no request count: $1 $2" >&2
+    return 1
+  fi
+  awk -v n="$count" 'NR == 1 { printf "%.3f", $1 * 1e6 / n }' "$tmp/cpu"
 }
 
 # "mean min max" of the numbers given.
@@ -77,7 +84,8 @@ stats() {
     hi = $1 > hi ? $1 : hi } END { printf "%.3f %.3f %.3f", s / NR, lo, hi }'
 }
 
-echo "| case | requests per run | before us/request | before min-max | after us/request | after min-max | change |"
+echo "| case | requests per run | before us/request | before min-max | after us/request |" \
+  "after min-max | change |"
 echo "|---|---|---|---|---|---|---|"
 for c in $cases; do
   bs=()
@@ -90,7 +98,8 @@ for c in $cases; do
   done
   read -r bm bl bh <<<"$(stats "${bs[@]}")"
   read -r am al ah <<<"$(stats "${as[@]}")"
-  awk -v c="$c" -v k="$CONCURRENCY" -v n="$REQUESTS" -v bm="$bm" -v bl="$bl" -v bh="$bh" -v am="$am" -v al="$al" \
-    -v ah="$ah" 'BEGIN { printf "| %s c%s | %d | %.2f | %.2f-%.2f | %.2f | %.2f-%.2f | %+.1f %% |\n",
-      c, k, n, bm, bl, bh, am, al, ah, (am - bm) * 100 / bm }'
+  awk -v c="$c" -v k="$CONCURRENCY" -v n="$REQUESTS" -v bm="$bm" -v bl="$bl" -v bh="$bh" \
+    -v am="$am" -v al="$al" -v ah="$ah" 'BEGIN {
+      printf "| %s c%s | %d | %.2f | %.2f-%.2f | %.2f | %.2f-%.2f | %+.1f %% |\n",
+        c, k, n, bm, bl, bh, am, al, ah, (am - bm) * 100 / bm }'
 done

@@ -31,8 +31,9 @@ done
   --openai-ttft 5ms --openai-itl 1ms >/dev/null &
 serve_pid=$!
 tmp=$(mktemp -d)
-trap 'kill $serve_pid 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $serve_pid 2>/dev/null; wait $serve_pid 2>/dev/null; rm -rf "$tmp"' EXIT
 sleep 1
+kill -0 $serve_pid 2>/dev/null || { echo "the server did not start (port $PORT in use?)"; exit 1; }
 
 # Runs the command in argv[2:] and writes its CPU seconds, user + system from getrusage
 # (microseconds, where GNU time prints hundredths), to argv[1]. The difference of two readings
@@ -65,7 +66,8 @@ stats() {
     hi = $1 > hi ? $1 : hi } END { printf "%.3f %.3f %.3f", s / NR, lo, hi }'
 }
 
-echo "| streams | tokens per run | before us/token | before min-max | after us/token | after min-max | change |"
+echo "| streams | tokens per run | before us/token | before min-max | after us/token |" \
+  "after min-max | change |"
 echo "|---|---|---|---|---|---|---|"
 for c in $levels; do
   bs=()
