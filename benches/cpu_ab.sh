@@ -13,7 +13,7 @@
 # CPU is user + system of the client process (getrusage), start-up included, divided by the
 # client's reported request count. Prints one markdown row per case: the mean us/request of
 # each build with its min-max over the rounds, and the change of the means. Loopback only;
-# every run is bounded by `timeout`; the server is stopped by PID.
+# every run is bounded by `timeout`; the server is stopped by PID. Needs python3, taskset.
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 BEFORE_BINARY AFTER_BINARY [CASES...]"; exit 99; }
 BEFORE=$1

@@ -11,7 +11,8 @@
 # tokens (default 256). CPU is user + system of the client process (getrusage), start-up
 # included; tokens are requests x OSL. Prints one markdown row per stream count: the mean
 # us/token of each build with its min-max over the rounds, and the change of the means.
-# Loopback only; every run is bounded by `timeout`; the server is stopped by PID.
+# Loopback only; every run is bounded by `timeout`; the server is stopped by PID. Needs python3
+# and taskset.
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 BEFORE_BINARY AFTER_BINARY [STREAMS...]"; exit 99; }
 BEFORE=$1
