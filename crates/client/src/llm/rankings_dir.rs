@@ -7,7 +7,7 @@
 //! B passages from its own line on (wrapping). GenAI-Perf's synthetic rankings files
 //! (`--input-file synthetic:queries,passages`) are built by [`entries`] too.
 
-use crate::run::kinds::registry::Body;
+use crate::run::kinds::codec::Input;
 use std::path::Path;
 
 use serde_json::{json, Map, Value};
@@ -20,7 +20,7 @@ use crate::inputs::lines::{self, MAX_JSONL_LINE};
 /// The requests of the folder: one entry per query that has a passage line, each with its
 /// body whole.
 pub fn read(dir: &Path, cfg: &ProfileConfig) -> Result<Vec<Entry>> {
-    if cfg.endpoint_type.body() != Body::Rankings {
+    if cfg.endpoint_type.input() != Input::QueryPassages {
         return Err(Error::usage(format!(
             "--input-file {}: a directory is read as GenAI-Perf's rankings folder \
              (queries.jsonl and passages.jsonl) with --endpoint-type rankings; give a JSONL \

@@ -10,6 +10,7 @@
 //! [`Service`] or [`registry::Endpoint`]), and its module name added to the
 //! `registry!` list below.
 
+pub mod codec;
 mod pseudo;
 pub mod registry;
 mod triton;
