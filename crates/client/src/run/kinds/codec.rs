@@ -96,6 +96,19 @@ pub trait RequestCodec: Sync {
     /// [`takes_batches`](Self::takes_batches) and the batch has more than one text.
     fn put_batch(&self, _body: &mut Value, _texts: &[&str]) {}
 
+    /// The body of one query with its own passages (a rankings dataset: GenAI-Perf's
+    /// rankings folder or synthetic `queries,passages`); `None`: the endpoint has no such
+    /// body, and the query and passages are sent as one text.
+    fn query_body(
+        &self,
+        _model: &str,
+        _query: &str,
+        _passages: &[String],
+        _extra: &[(String, Value)],
+    ) -> Option<Value> {
+        None
+    }
+
     /// The requests depend on `--backend` (the artifact folder names it).
     fn takes_backend(&self) -> bool {
         false

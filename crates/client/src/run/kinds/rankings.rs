@@ -1,6 +1,6 @@
 //! `profile --endpoint-type rankings`: `v1/ranking` (NIM-style query + passages).
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::codec::{self, Input, Prompt, RequestCodec};
 use crate::report::llm::ReportKind;
@@ -61,6 +61,35 @@ impl RequestCodec for Rankings {
             .map(|t| json!({"text": split_query(t).1}))
             .collect();
         body["passages"] = Value::Array(passages);
+    }
+
+    /// GenAI-Perf's rankings body: `model`, `query: {"text": Q}` and
+    /// `passages: [{"text": P}, ...]`, the extra inputs added; with `--extra-inputs
+    /// rankings:tei` (Hugging Face Text Embeddings Inference) `{"query": Q, "texts": [P, ...]}`
+    /// instead, that input itself left out.
+    fn query_body(
+        &self,
+        model: &str,
+        query: &str,
+        passages: &[String],
+        extra: &[(String, Value)],
+    ) -> Option<Value> {
+        let is_tei = |(k, v): &(String, Value)| k == "rankings" && v.as_str() == Some("tei");
+        let tei = extra.iter().any(is_tei);
+        let mut body = Map::new();
+        if tei {
+            body.insert("query".into(), json!(query));
+            body.insert("texts".into(), json!(passages));
+        } else {
+            let list: Vec<Value> = passages.iter().map(|p| json!({"text": p})).collect();
+            body.insert("query".into(), json!({"text": query}));
+            body.insert("passages".into(), Value::Array(list));
+            body.insert("model".into(), json!(model));
+        }
+        for pair in extra.iter().filter(|pair| !is_tei(pair)) {
+            body.insert(pair.0.clone(), pair.1.clone());
+        }
+        Some(Value::Object(body))
     }
 }
 
