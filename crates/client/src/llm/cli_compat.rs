@@ -424,7 +424,7 @@ pub fn check(args: &CompatArgs, endpoint_type: EndpointType) -> Result<()> {
         ))),
         Some(b) if b > 1 && !endpoint_type.codec().takes_batches() => Err(Error::usage(format!(
             "profile: --batch-size-text {b} applies to --endpoint-type embeddings and \
-                 rankings (as in GenAI-Perf); {} requests carry one prompt",
+             rankings (as in GenAI-Perf); {} requests carry one prompt",
             endpoint_type.name()
         ))),
         _ => Ok(()),
