@@ -3,7 +3,6 @@
 //! [`layout`](super::layout) puts it elsewhere) AIPerf's summaries, time slices, log and the
 //! per-request records.
 
-use crate::run::kinds::registry::Body;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
@@ -26,7 +25,7 @@ pub(super) fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
         first.clone()
     });
     let endpoint = cfg.endpoint_type.endpoint();
-    let kind = if endpoint.body == Body::LlmTensors {
+    let kind = if endpoint.codec.takes_backend() {
         format!("{}-{}", endpoint.family, backend_name(cfg.backend))
     } else {
         format!("{}-{}", endpoint.family, cfg.endpoint_type.name())

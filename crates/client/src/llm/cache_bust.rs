@@ -32,7 +32,7 @@ use super::payload::Entry;
 use crate::engine::EngineSpec;
 use crate::error::{Error, Result};
 use crate::inputs::tokenizer::Tokenizer;
-use crate::run::kinds::registry::Body;
+use crate::run::kinds::codec::Input;
 
 /// Hex digits of the SHA-256 kept in a RID marker (AIPerf's length).
 const DIGEST_HEX: usize = 12;
@@ -124,7 +124,7 @@ pub fn check(cfg: &ProfileConfig) -> Result<()> {
     if target == Target::None {
         return Ok(());
     }
-    if cfg.endpoint_type.body() != Body::Chat {
+    if cfg.endpoint_type.input() != Input::Messages {
         return Err(Error::usage(format!(
             "profile: --cache-bust {} applies to --endpoint-type chat (the marker goes into \
              the messages)",

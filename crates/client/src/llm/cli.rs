@@ -9,12 +9,13 @@ use clap::{ArgAction, Parser, ValueEnum};
 
 use super::cli_compat::{self, Backend, CompatArgs, UiType};
 use crate::error::{Error, Result};
-use crate::run::kinds::registry::{self, Body, Endpoint, Kind};
+use crate::run::kinds::codec::{Input, RequestCodec};
+use crate::run::kinds::registry::{self, Endpoint, Kind};
 use crate::transport::TlsClient;
 
 /// Which API the requests go to: a service kind of the registry (`run::kinds::KINDS`) that
 /// has a `profile` endpoint, chosen once by `--endpoint-type`; the rest of `profile` asks it
-/// (its capabilities and its endpoint's body, paths and reply shape).
+/// (its capabilities and its endpoint's codec, paths and reply shape).
 #[derive(Clone, Copy)]
 pub struct EndpointType {
     kind: &'static Kind,
@@ -41,9 +42,14 @@ impl EndpointType {
         self.endpoint
     }
 
-    /// What each request carries.
-    pub fn body(self) -> Body {
-        self.endpoint.body
+    /// How each request is encoded, and what the endpoint takes.
+    pub fn codec(self) -> &'static dyn RequestCodec {
+        self.endpoint.codec
+    }
+
+    /// What the requests are made of.
+    pub fn input(self) -> Input {
+        self.endpoint.codec.input()
     }
 
     /// The requests go over gRPC.

@@ -2,7 +2,6 @@
 //! accepted with its meaning here, or refused by [`refusal`] with an error that names the
 //! flag and says why. HTTPS settings use perf_analyzer's `--ssl-https-*` names.
 
-use crate::run::kinds::registry::Body;
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
@@ -411,7 +410,7 @@ pub fn check(args: &CompatArgs, endpoint_type: EndpointType) -> Result<()> {
              --endpoint-type kserve keeps one gRPC connection per worker",
         ));
     }
-    if args.backend.is_some() && endpoint_type.body() != Body::LlmTensors {
+    if args.backend.is_some() && !endpoint_type.codec().takes_backend() {
         return Err(Error::usage(
             "profile: --backend applies to --endpoint-type kserve (a Triton model's tensors)",
         ));
@@ -423,13 +422,11 @@ pub fn check(args: &CompatArgs, endpoint_type: EndpointType) -> Result<()> {
         Some(b) if b > MAX_BATCH => Err(Error::usage(format!(
             "profile: --batch-size-text must be at most {MAX_BATCH} (got {b})"
         ))),
-        Some(b) if b > 1 && !matches!(endpoint_type.body(), Body::Embeddings | Body::Rankings) => {
-            Err(Error::usage(format!(
-                "profile: --batch-size-text {b} applies to --endpoint-type embeddings and \
-                 rankings (as in GenAI-Perf); {} requests carry one prompt",
-                endpoint_type.name()
-            )))
-        }
+        Some(b) if b > 1 && !endpoint_type.codec().takes_batches() => Err(Error::usage(format!(
+            "profile: --batch-size-text {b} applies to --endpoint-type embeddings and \
+             rankings (as in GenAI-Perf); {} requests carry one prompt",
+            endpoint_type.name()
+        ))),
         _ => Ok(()),
     }
 }
@@ -451,7 +448,7 @@ pub fn settings_text(cfg: &super::cli::ProfileConfig) -> String {
         cfg.address,
         cfg.endpoint_type.name(),
         cfg.endpoint,
-        if cfg.endpoint_type.body() == Body::LlmTensors {
+        if cfg.endpoint_type.codec().takes_backend() {
             format!(" (backend {:?})", cfg.backend).to_lowercase()
         } else {
             String::new()

@@ -1,76 +1,9 @@
-//! `--endpoint-type kserve`: the registry's `kserve_llm` kind for `profile`, its requests
-//! built from the profile's settings by `service::kserve_llm` (the tensors GenAI-Perf's
-//! converters send for `--backend`) and its streamed replies read into text chunks.
+//! `--endpoint-type kserve`: the streamed replies of the registry's `kserve_llm` kind (whose
+//! kind file encodes the requests) read into text chunks.
 
-use serde_json::Value;
-
-use super::cli::ProfileConfig;
-use super::cli_compat::Backend;
 use super::events::Parsed;
-use super::payload::Entry;
 use super::reply_error::{ReplyError, ReplyErrorKind as K};
-use crate::engine::wire::{GrpcWire, Wire};
-use crate::error::Result;
-use crate::protocol::grpc::request::call_headers;
-use crate::service::kserve_llm::{self, LlmBackend, LlmRequest, StreamReply};
-use crate::tensor::{DataType, InputTensor};
-
-/// The length-prefixed `ModelInferRequest` for one prompt.
-/// Long-lived `ModelStreamInfer` streams; a request ends at its `triton_final_response`.
-pub fn wire(authority: &str, headers: &[(String, String)]) -> Wire {
-    Wire::Grpc(GrpcWire {
-        headers: call_headers(authority, "ModelStreamInfer", headers, false, None),
-        streaming: true,
-        decoupled: true,
-    })
-}
-
-pub fn encode(cfg: &ProfileConfig, model: &str, entry: &Entry) -> Result<Vec<u8>> {
-    kserve_llm::encode(model, &request_tensors(cfg, entry))
-}
-
-/// The request's input tensors for `--backend`.
-pub fn request_tensors(cfg: &ProfileConfig, entry: &Entry) -> Vec<InputTensor> {
-    let backend = match cfg.backend {
-        Backend::Tensorrtllm => LlmBackend::TensorrtLlm,
-        Backend::Vllm => LlmBackend::Vllm,
-    };
-    let request = LlmRequest {
-        text: &entry.text,
-        osl: entry.osl,
-        deterministic: cfg.args.output_tokens_mean_deterministic,
-        streaming: cfg.args.streaming,
-        extra: &cfg.extra,
-    };
-    kserve_llm::request_tensors(backend, &request)
-}
-
-/// The request's tensors as GenAI-Perf writes a Triton request in `inputs.json`: each
-/// input's name with a one-element list of its value.
-pub fn inputs_json(cfg: &ProfileConfig, entry: &Entry) -> Value {
-    let mut out = serde_json::Map::new();
-    for t in request_tensors(cfg, entry) {
-        let d = &t.data;
-        let value = match t.datatype {
-            DataType::Bool => Value::Bool(d.first().is_some_and(|b| *b != 0)),
-            DataType::I32 if d.len() == 4 => i32::from_le_bytes([d[0], d[1], d[2], d[3]]).into(),
-            DataType::I64 | DataType::U64 if d.len() == 8 => {
-                let b: [u8; 8] = d[..8].try_into().unwrap_or_default();
-                match t.datatype {
-                    DataType::I64 => i64::from_le_bytes(b).into(),
-                    _ => u64::from_le_bytes(b).into(),
-                }
-            }
-            DataType::F32 if d.len() == 4 => {
-                let f = f32::from_le_bytes([d[0], d[1], d[2], d[3]]);
-                serde_json::Number::from_f64(f64::from(f)).map_or(Value::Null, Value::Number)
-            }
-            _ => Value::String(String::from_utf8_lossy(d.get(4..).unwrap_or_default()).into()),
-        };
-        out.insert(t.name, Value::Array(vec![value]));
-    }
-    Value::Object(out)
-}
+use crate::service::kserve_llm::{self, StreamReply};
 
 /// The text of every stored `ModelStreamInferResponse`, with its read time.
 pub fn parse_responses<'a>(responses: impl Iterator<Item = (u64, &'a [u8])>) -> Parsed {
@@ -100,9 +33,13 @@ pub fn parse_responses<'a>(responses: impl Iterator<Item = (u64, &'a [u8])>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::cli::ProfileConfig;
+    use crate::llm::payload::Entry;
     use crate::protocol::grpc::pb::inference as pb;
+    use crate::run::kinds::codec::Post;
     use crate::service::kserve_llm::TEXT_OUTPUT;
     use prost::Message;
+    use serde_json::Value;
 
     fn response(text: Option<&str>, last: bool) -> Vec<u8> {
         let mut resp = pb::ModelInferResponse::default();
@@ -164,7 +101,18 @@ mod tests {
             osl,
             payload: None,
         };
-        let bytes = encode(&cfg(args), "llm", &e).unwrap();
+        let cfg = cfg(args);
+        let prompt = crate::llm::payload::prompt(&cfg, "llm", &e);
+        let post = Post {
+            address: "",
+            path: "",
+            headers: &[],
+        };
+        let bytes = cfg
+            .endpoint_type
+            .codec()
+            .encode(&prompt, b"", &post)
+            .unwrap();
         pb::ModelInferRequest::decode(&bytes[5..]).unwrap()
     }
 

@@ -12,7 +12,7 @@
 pub mod png;
 pub mod wav;
 
-use crate::run::kinds::registry::Body;
+use crate::run::kinds::codec::Input;
 use base64::Engine;
 use clap::ValueEnum;
 use serde_json::{json, Value};
@@ -233,7 +233,7 @@ pub fn check(args: &ProfileArgs, endpoint_type: EndpointType) -> Result<()> {
     let Some(flag) = given_flag(m) else {
         return Ok(());
     };
-    if endpoint_type.body() != Body::Chat {
+    if endpoint_type.input() != Input::Messages {
         return usage(format!(
             "{flag} applies to --endpoint-type chat (images and audio go in chat content \
              parts), not {}",

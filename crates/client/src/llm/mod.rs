@@ -11,6 +11,8 @@ mod artifacts;
 pub mod cache_bust;
 pub mod cli;
 pub mod cli_compat;
+#[cfg(test)]
+mod codec_tests;
 pub mod convert;
 pub mod dataset;
 pub mod events;
@@ -36,7 +38,6 @@ pub mod sweep_args;
 pub mod sweep_plan;
 pub mod telemetry;
 
-use crate::run::kinds::registry::Body;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
@@ -46,13 +47,13 @@ use serde_json::Value;
 
 use crate::clock::Clock;
 use crate::engine::prefill::PrefillCap;
-use crate::engine::wire::Wire;
 use crate::engine::{EngineSpec, RequestLimits};
 use crate::error::{Error, Result};
 use crate::inputs::prompts::PromptGen;
 use crate::inputs::tokenizer::Tokenizer;
 use crate::measure::llm::LlmRequest;
 use crate::measure::FailTally;
+use crate::run::kinds::codec::{Input, Post};
 use artifacts::{input_config, point_dir, telemetry_section, write_point, PointFiles};
 use cli::{LoadPoint, ProfileConfig};
 use payload::Entry;
@@ -408,11 +409,7 @@ fn failure_tally(run: &runner::PointRun, requests: &[LlmRequest]) -> FailTally {
 /// The engine's view of a profile run: every request kept (bodies hold the stream), failures
 /// counted without stopping the run.
 fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Result<EngineSpec> {
-    let wire = if grpc {
-        kserve::wire(&cfg.address, &cfg.headers)
-    } else {
-        Wire::Http1
-    };
+    let wire = cfg.endpoint_type.codec().wire(&cfg.address, &cfg.headers);
     Ok(EngineSpec {
         addr: crate::run::setup::resolve(&cfg.address)?,
         requests: Arc::new(requests),
@@ -504,41 +501,36 @@ pub fn shared_reads(requests: &[LlmRequest]) -> (usize, usize) {
 
 /// Which rows the tables show.
 fn report_options(cfg: &ProfileConfig) -> crate::report::llm::ReportOptions {
-    use crate::report::llm::ReportKind;
     crate::report::llm::ReportOptions {
-        kind: match cfg.endpoint_type.body() {
-            Body::Embeddings => ReportKind::Embeddings,
-            Body::Rankings => ReportKind::Rankings,
-            _ => ReportKind::Llm,
-        },
+        kind: cfg.endpoint_type.codec().report(),
         streaming: cfg.args.streaming,
     }
 }
 
-/// Every request's bytes, pre-encoded once: HTTP/1.1 POSTs of the JSON bodies, or gRPC
-/// `ModelInferRequest` messages for kserve.
+/// Every request's bytes, pre-encoded once by the endpoint's codec (HTTP/1.1 POSTs of the
+/// JSON bodies, or gRPC `ModelInferRequest` messages for kserve).
 fn encode_requests(
     cfg: &ProfileConfig,
     entries: &[Entry],
     models: &[u32],
     payloads: &[String],
 ) -> Result<Vec<Vec<u8>>> {
-    let model = |m: u32| cfg.models[m as usize].as_str();
-    if cfg.endpoint_type.body() == Body::LlmTensors {
-        return entries
-            .iter()
-            .zip(models)
-            .map(|(e, m)| kserve::encode(cfg, model(*m), e))
-            .collect();
-    }
-    Ok(payloads
+    let codec = cfg.endpoint_type.codec();
+    entries
         .iter()
         .zip(models)
-        .map(|(p, m)| {
-            let path = endpoint_for(cfg, model(*m));
-            crate::service::openai::encode_request(&cfg.address, &path, &cfg.headers, p.as_bytes())
+        .zip(payloads)
+        .map(|((e, m), p)| {
+            let model = cfg.models[*m as usize].as_str();
+            let path = endpoint_for(cfg, model);
+            let post = Post {
+                address: &cfg.address,
+                path: &path,
+                headers: &cfg.headers,
+            };
+            codec.encode(&payload::prompt(cfg, model, e), p.as_bytes(), &post)
         })
-        .collect())
+        .collect()
 }
 
 /// The request path for `model` (Triton generate paths carry the model name).
@@ -577,7 +569,7 @@ fn prepare_entries(cfg: &ProfileConfig, tok: &Tokenizer) -> Result<Vec<Entry>> {
             args.num_prompts,
         ));
     }
-    if cfg.endpoint_type.body() != Body::Rankings {
+    if cfg.endpoint_type.input() != Input::QueryPassages {
         // One set of --num-prompts prompts per name, in the order named.
         let mut entries = Vec::new();
         for _ in names {

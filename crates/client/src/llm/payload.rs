@@ -1,9 +1,11 @@
-//! Request bodies for each endpoint type, built once before a run from the prompts.
+//! Request bodies, built once before a run from the prompts by the endpoint's codec.
 
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 use super::cli::ProfileConfig;
-use crate::run::kinds::registry::Body;
+use super::cli_compat::Backend;
+use crate::run::kinds::codec::Prompt;
+use crate::service::kserve_llm::LlmBackend;
 
 /// One prompt to send: its text (or a verbatim payload) and what is known of its lengths.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,106 +20,54 @@ pub struct Entry {
     pub payload: Option<Value>,
 }
 
-/// The JSON body for `entry` sent to `model`.
+/// What the endpoint's codec needs of `entry` sent to `model`.
+pub fn prompt<'a>(cfg: &'a ProfileConfig, model: &'a str, entry: &'a Entry) -> Prompt<'a> {
+    Prompt {
+        model,
+        text: &entry.text,
+        osl: entry.osl,
+        deterministic: cfg.args.output_tokens_mean_deterministic,
+        streaming: cfg.args.streaming,
+        extra: &cfg.extra,
+        backend: match cfg.backend {
+            Backend::Tensorrtllm => LlmBackend::TensorrtLlm,
+            Backend::Vllm => LlmBackend::Vllm,
+        },
+    }
+}
+
+/// The JSON body for `entry` sent to `model`: the entry's verbatim payload, or the
+/// endpoint's body.
 pub fn body(cfg: &ProfileConfig, model: &str, entry: &Entry) -> Value {
-    if let Some(p) = &entry.payload {
-        return p.clone();
+    match &entry.payload {
+        Some(p) => p.clone(),
+        None => cfg.endpoint_type.codec().body(&prompt(cfg, model, entry)),
     }
-    let args = &cfg.args;
-    let mut obj = Map::new();
-    match cfg.endpoint_type.body() {
-        Body::LlmTensors => return super::kserve::inputs_json(cfg, entry),
-        Body::Chat => {
-            obj.insert("model".into(), json!(model));
-            obj.insert(
-                "messages".into(),
-                json!([{"role": "user", "content": entry.text}]),
-            );
-        }
-        Body::Completions => {
-            obj.insert("model".into(), json!(model));
-            obj.insert("prompt".into(), json!(entry.text));
-        }
-        Body::Embeddings => {
-            obj.insert("model".into(), json!(model));
-            obj.insert("input".into(), json!([entry.text]));
-        }
-        Body::Rankings => {
-            obj.insert("model".into(), json!(model));
-            let (query, passage) = split_query(&entry.text);
-            obj.insert("query".into(), json!({"text": query}));
-            obj.insert("passages".into(), json!([{"text": passage}]));
-        }
-        Body::TextInput => {
-            obj.insert("text_input".into(), json!(entry.text));
-        }
-    }
-    if cfg.endpoint_type.generates() {
-        if args.streaming {
-            obj.insert("stream".into(), json!(true));
-            let openai = matches!(cfg.endpoint_type.body(), Body::Chat | Body::Completions);
-            // AIPerf 0.13 asks every streaming chat/completions run for the closing usage
-            // chunk (its `usage_*` metrics); `--extra-inputs stream_options:...` replaces it.
-            if openai {
-                obj.insert("stream_options".into(), json!({"include_usage": true}));
-            }
-        }
-        if let Some(n) = entry.osl {
-            obj.insert("max_tokens".into(), json!(n));
-            if args.output_tokens_mean_deterministic {
-                obj.insert("min_tokens".into(), json!(n));
-                obj.insert("ignore_eos".into(), json!(true));
-            }
-        }
-    }
-    for (k, v) in &cfg.extra {
-        obj.insert(k.clone(), v.clone());
-    }
-    Value::Object(obj)
 }
 
 /// Every request's body: request `i` is `entries[i]` sent to `models[i]`. With
-/// `--batch-size-text` B above 1, an embeddings request carries the texts of entries `i` to
-/// `i + B - 1` (wrapping) as its inputs, and a rankings request as its passages, after
-/// entry `i`'s query (GenAI-Perf's B prompts per request).
+/// `--batch-size-text` B above 1, an endpoint that takes batches gets the texts of entries
+/// `i` to `i + B - 1` (wrapping) in its request (GenAI-Perf's B prompts per request:
+/// embeddings' inputs, rankings' passages after entry `i`'s query).
 pub fn bodies(cfg: &ProfileConfig, entries: &[Entry], models: &[u32]) -> Vec<Value> {
     let batch = cfg.batch_size.max(1);
-    let texts = |i: usize| -> Vec<&str> {
-        (0..batch)
-            .map(|k| entries[(i + k) % entries.len()].text.as_str())
-            .collect()
-    };
+    let codec = cfg.endpoint_type.codec();
     entries
         .iter()
         .zip(models)
         .enumerate()
         .map(|(i, (entry, m))| {
             let mut b = body(cfg, &cfg.models[*m as usize], entry);
-            if batch == 1 || entry.payload.is_some() {
+            if batch == 1 || entry.payload.is_some() || !codec.takes_batches() {
                 return b;
             }
-            match cfg.endpoint_type.body() {
-                Body::Embeddings => b["input"] = json!(texts(i)),
-                Body::Rankings => {
-                    let passages: Vec<Value> = texts(i)
-                        .into_iter()
-                        .map(|t| json!({"text": split_query(t).1}))
-                        .collect();
-                    b["passages"] = Value::Array(passages);
-                }
-                _ => {}
-            }
+            let texts: Vec<&str> = (0..batch)
+                .map(|k| entries[(i + k) % entries.len()].text.as_str())
+                .collect();
+            codec.put_batch(&mut b, &texts);
             b
         })
         .collect()
-}
-
-/// Rankings: the first sentence is the query, the rest the passage.
-fn split_query(text: &str) -> (&str, &str) {
-    match text.find(['.', '?', '!']) {
-        Some(i) if i + 1 < text.len() => (&text[..=i], text[i + 1..].trim_start()),
-        _ => (text, text),
-    }
 }
 
 /// The model each request goes to: `-m` order round robin, or seeded random.
@@ -145,6 +95,7 @@ pub fn splitmix(state: &mut u64) -> u64 {
 mod tests {
     use super::*;
     use crate::llm::cli::parse;
+    use serde_json::json;
 
     fn cfg(args: &[&str]) -> ProfileConfig {
         let mut v: Vec<std::ffi::OsString> = vec!["profile".into()];

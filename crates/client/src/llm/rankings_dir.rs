@@ -1,26 +1,25 @@
 //! `--input-file DIR` with `--endpoint-type rankings`: GenAI-Perf's rankings folder, a
 //! `queries.jsonl` and a `passages.jsonl` (one `{"text": ...}` or `{"text_input": ...}`
-//! object a line). Line i of each makes request i, built as GenAI-Perf builds it: `model`,
-//! `query: {"text": Q}` and `passages: [{"text": P}]`, the extra inputs added; with
-//! `--extra-inputs rankings:tei` (Hugging Face Text Embeddings Inference) the body is
-//! `{"query": Q, "texts": [P]}` instead. With `--batch-size-text` B, a request carries the
+//! object a line). Line i of each makes request i, its body built by the endpoint's codec
+//! from the query and its passages (`run/kinds/rankings.rs`: GenAI-Perf's body, or TEI's
+//! with `--extra-inputs rankings:tei`). With `--batch-size-text` B, a request carries the
 //! B passages from its own line on (wrapping). GenAI-Perf's synthetic rankings files
 //! (`--input-file synthetic:queries,passages`) are built by [`entries`] too.
 
-use crate::run::kinds::registry::Body;
 use std::path::Path;
 
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 use super::cli::ProfileConfig;
 use super::payload::Entry;
 use crate::error::{Error, Result};
 use crate::inputs::lines::{self, MAX_JSONL_LINE};
+use crate::run::kinds::codec::Input;
 
 /// The requests of the folder: one entry per query that has a passage line, each with its
 /// body whole.
 pub fn read(dir: &Path, cfg: &ProfileConfig) -> Result<Vec<Entry>> {
-    if cfg.endpoint_type.body() != Body::Rankings {
+    if cfg.endpoint_type.input() != Input::QueryPassages {
         return Err(Error::usage(format!(
             "--input-file {}: a directory is read as GenAI-Perf's rankings folder \
              (queries.jsonl and passages.jsonl) with --endpoint-type rankings; give a JSONL \
@@ -43,38 +42,22 @@ pub fn read(dir: &Path, cfg: &ProfileConfig) -> Result<Vec<Entry>> {
     Ok(entries(cfg, &queries[..n], &groups))
 }
 
-/// One request per query: query i with the passages of `passages[i]`, its body whole
-/// (GenAI-Perf's rankings body, or the TEI one with `--extra-inputs rankings:tei`).
+/// One request per query: query i with the passages of `passages[i]`, its body whole (the
+/// endpoint codec's query body).
 pub fn entries(cfg: &ProfileConfig, queries: &[String], passages: &[Vec<String>]) -> Vec<Entry> {
     let n = queries.len().min(passages.len());
     let models = super::payload::pick_models(cfg, n);
-    let tei = cfg
-        .extra
-        .iter()
-        .any(|(k, v)| k == "rankings" && v.as_str() == Some("tei"));
+    let codec = cfg.endpoint_type.codec();
     (0..n)
         .map(|i| {
             let own = &passages[i];
-            let mut body = Map::new();
-            if tei {
-                body.insert("query".into(), json!(queries[i]));
-                body.insert("texts".into(), json!(own));
-            } else {
-                let list: Vec<Value> = own.iter().map(|p| json!({"text": p})).collect();
-                body.insert("query".into(), json!({"text": queries[i]}));
-                body.insert("passages".into(), Value::Array(list));
-                body.insert("model".into(), json!(cfg.models[models[i] as usize]));
-            }
-            for (k, v) in &cfg.extra {
-                if !(k == "rankings" && v.as_str() == Some("tei")) {
-                    body.insert(k.clone(), v.clone());
-                }
-            }
+            let model = &cfg.models[models[i] as usize];
+            let body = codec.query_body(model, &queries[i], own, &cfg.extra);
             Entry {
                 text: format!("{} {}", queries[i], own.join(" ")),
                 isl: 0,
                 osl: None,
-                payload: Some(Value::Object(body)),
+                payload: body,
             }
         })
         .collect()

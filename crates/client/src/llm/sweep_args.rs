@@ -2,7 +2,7 @@
 //! search, request cancellation and prefix prompts (AIPerf / GenAI-Perf / GuideLLM names
 //! where those tools have them), and their validation into a [`Shape`].
 
-use crate::run::kinds::registry::Body;
+use crate::run::kinds::codec::Input;
 use clap::{Args, ValueEnum};
 
 use super::cli::ProfileConfig;
@@ -104,7 +104,7 @@ pub fn user_context_length(cfg: &ProfileConfig) -> Result<Option<u64>> {
     if s.num_prefix_prompts > 0 {
         return usage("--user-context-prompt-length and --num-prefix-prompts exclude each other (as in AIPerf)");
     }
-    if cfg.endpoint_type.body() != Body::Chat {
+    if cfg.endpoint_type.input() != Input::Messages {
         return usage(
             "--user-context-prompt-length applies to --endpoint-type chat (a user message)",
         );
@@ -142,7 +142,7 @@ pub fn system_text(cfg: &ProfileConfig) -> Result<Option<String>> {
             "{flag} excludes --shared-system-prompt-length and --num-prefix-prompts"
         ));
     }
-    if cfg.endpoint_type.body() != Body::Chat {
+    if cfg.endpoint_type.input() != Input::Messages {
         return usage(format!(
             "{flag} applies to --endpoint-type chat (a system message)"
         ));
@@ -381,7 +381,7 @@ pub fn prefixes(cfg: &ProfileConfig) -> Result<(u64, u64, Option<u64>)> {
         Some(_) if n > 0 => {
             return usage("--shared-system-prompt-length and --num-prefix-prompts exclude each other (as in AIPerf)")
         }
-        Some(_) if cfg.endpoint_type.body() != Body::Chat => {
+        Some(_) if cfg.endpoint_type.input() != Input::Messages => {
             return usage("--shared-system-prompt-length applies to --endpoint-type chat (a system message)")
         }
         _ => {}

@@ -477,7 +477,7 @@ pub(super) fn conversation_plan(
              --conversation-turn-mean above 1) {why}"
         )))
     };
-    if cfg.endpoint_type.body() != crate::run::kinds::registry::Body::Chat {
+    if cfg.endpoint_type.input() != crate::run::kinds::codec::Input::Messages {
         return refuse("need --endpoint-type chat (the history is sent in 'messages')");
     }
     if a.dataset.fixed_schedule {

@@ -1,6 +1,9 @@
 //! `profile --endpoint-type chat`: OpenAI `v1/chat/completions`.
 
-use super::registry::{BeforeRun, Body, Caps, Endpoint, Kind};
+use serde_json::{json, Value};
+
+use super::codec::{self, Input, Prompt, RequestCodec};
+use super::registry::{BeforeRun, Caps, Endpoint, Kind};
 
 /// `--endpoint-type chat` in the registry.
 pub const KIND: Kind = Kind {
@@ -18,10 +21,31 @@ pub const KIND: Kind = Kind {
         about: "OpenAI `v1/chat/completions`.",
         path: "v1/chat/completions",
         stream_path: None,
-        body: Body::Chat,
+        codec: &Chat,
         needs_done: true,
         generates: true,
         family: "openai",
         default_url: "localhost:8000",
     }),
 };
+
+/// `messages` with one user message.
+pub struct Chat;
+
+impl RequestCodec for Chat {
+    fn body(&self, p: &Prompt<'_>) -> Value {
+        let mut obj = codec::with_model(p.model);
+        obj.insert(
+            "messages".into(),
+            json!([{"role": "user", "content": p.text}]),
+        );
+        codec::add_generation(&mut obj, p, true);
+        codec::finish(obj, p)
+    }
+
+    /// The only body with roles: system prompts, media and multi-turn history go into its
+    /// `messages`.
+    fn input(&self) -> Input {
+        Input::Messages
+    }
+}

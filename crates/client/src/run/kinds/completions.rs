@@ -1,6 +1,9 @@
 //! `profile --endpoint-type completions`: OpenAI `v1/completions`.
 
-use super::registry::{BeforeRun, Body, Caps, Endpoint, Kind};
+use serde_json::{json, Value};
+
+use super::codec::{self, Prompt, RequestCodec};
+use super::registry::{BeforeRun, Caps, Endpoint, Kind};
 
 /// `--endpoint-type completions` in the registry.
 pub const KIND: Kind = Kind {
@@ -18,10 +21,22 @@ pub const KIND: Kind = Kind {
         about: "OpenAI `v1/completions`.",
         path: "v1/completions",
         stream_path: None,
-        body: Body::Completions,
+        codec: &Completions,
         needs_done: true,
         generates: true,
         family: "openai",
         default_url: "localhost:8000",
     }),
 };
+
+/// `prompt`: the text.
+pub struct Completions;
+
+impl RequestCodec for Completions {
+    fn body(&self, p: &Prompt<'_>) -> Value {
+        let mut obj = codec::with_model(p.model);
+        obj.insert("prompt".into(), json!(p.text));
+        codec::add_generation(&mut obj, p, true);
+        codec::finish(obj, p)
+    }
+}

@@ -1,6 +1,10 @@
 //! `profile --endpoint-type embeddings`: OpenAI `v1/embeddings`.
 
-use super::registry::{BeforeRun, Body, Caps, Endpoint, Kind};
+use serde_json::{json, Value};
+
+use super::codec::{self, Prompt, RequestCodec};
+use crate::report::llm::ReportKind;
+use super::registry::{BeforeRun, Caps, Endpoint, Kind};
 
 /// `--endpoint-type embeddings` in the registry.
 pub const KIND: Kind = Kind {
@@ -18,10 +22,34 @@ pub const KIND: Kind = Kind {
         about: "OpenAI `v1/embeddings`.",
         path: "v1/embeddings",
         stream_path: None,
-        body: Body::Embeddings,
+        codec: &Embeddings,
         needs_done: false,
         generates: false,
         family: "openai",
         default_url: "localhost:8000",
     }),
 };
+
+/// `input`: a list of texts.
+pub struct Embeddings;
+
+impl RequestCodec for Embeddings {
+    fn body(&self, p: &Prompt<'_>) -> Value {
+        let mut obj = codec::with_model(p.model);
+        obj.insert("input".into(), json!([p.text]));
+        codec::finish(obj, p)
+    }
+
+    fn report(&self) -> ReportKind {
+        ReportKind::Embeddings
+    }
+
+    fn takes_batches(&self) -> bool {
+        true
+    }
+
+    /// The batch's texts are the `input` list.
+    fn put_batch(&self, body: &mut Value, texts: &[&str]) {
+        body["input"] = json!(texts);
+    }
+}

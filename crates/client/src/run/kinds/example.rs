@@ -1,9 +1,14 @@
-//! The smallest service kind, registered for the tests only: `--service-kind example` sends
-//! `GET /v2/health/ready` over HTTP/1.1 and checks that each reply has the empty body a
-//! readiness answer has. It is this one file plus its name in the `registry!` list, the
-//! recipe every kind follows.
+//! The smallest service kind, registered for the tests only, in both products:
+//! `--service-kind example` sends `GET /v2/health/ready` over HTTP/1.1 and checks that each
+//! reply has the empty body a readiness answer has; `profile --endpoint-type example` posts
+//! `{"model", "text", "max_tokens"}` to `v1/example/<model>` and reads the reply's
+//! `text_output`. It is this one file plus its name in the `registry!` list, the recipe
+//! every kind follows.
 
-use super::registry::{BeforeRun, Caps, Kind};
+use serde_json::{json, Value};
+
+use super::codec::{self, Prompt, RequestCodec};
+use super::registry::{BeforeRun, Caps, Endpoint, Kind};
 use super::{ExportDecoder, Labels, Planned, Service};
 use crate::config::{Config, Protocol};
 use crate::engine::slots::OutputSlots;
@@ -20,7 +25,7 @@ pub struct Example;
 pub const KIND: Kind = Kind {
     name: "example",
     service_kind: Some(("example", None)),
-    endpoint_type: None,
+    endpoint_type: Some("example"),
     caps: Caps {
         grpc: false,
         streaming: false,
@@ -28,8 +33,26 @@ pub const KIND: Kind = Kind {
         before_run: BeforeRun::Connect,
     },
     service: Some(&Example),
-    endpoint: None,
+    endpoint: Some(Endpoint {
+        about: "The test-only example endpoint: `text` posted to `v1/example/<m>`.",
+        path: "v1/example/{model}",
+        stream_path: None,
+        codec: &Example,
+        needs_done: false,
+        generates: true,
+        family: "example",
+        default_url: "localhost:8000",
+    }),
 };
+
+impl RequestCodec for Example {
+    fn body(&self, p: &Prompt<'_>) -> Value {
+        let mut obj = codec::with_model(p.model);
+        obj.insert("text".into(), json!(p.text));
+        codec::add_generation(&mut obj, p, false);
+        codec::finish(obj, p)
+    }
+}
 
 impl Service for Example {
     fn labels(&self) -> Labels {

@@ -1,7 +1,10 @@
 //! `profile --endpoint-type generate`: Triton HTTP `v2/models/<m>/generate_stream` (SSE),
 //! or `generate` without `--streaming`.
 
-use super::registry::{BeforeRun, Body, Caps, Endpoint, Kind};
+use serde_json::{json, Value};
+
+use super::codec::{self, Prompt, RequestCodec};
+use super::registry::{BeforeRun, Caps, Endpoint, Kind};
 
 /// `--endpoint-type generate` in the registry.
 pub const KIND: Kind = Kind {
@@ -19,10 +22,22 @@ pub const KIND: Kind = Kind {
         about: "Triton HTTP `v2/models/<m>/generate_stream` (SSE), or `generate` without `--streaming`.",
         path: "v2/models/{model}/generate",
         stream_path: Some("v2/models/{model}/generate_stream"),
-        body: Body::TextInput,
+        codec: &TextInput,
         needs_done: false,
         generates: true,
         family: "openai",
         default_url: "localhost:8000",
     }),
 };
+
+/// `text_input` (the model is in the path).
+pub struct TextInput;
+
+impl RequestCodec for TextInput {
+    fn body(&self, p: &Prompt<'_>) -> Value {
+        let mut obj = serde_json::Map::new();
+        obj.insert("text_input".into(), json!(p.text));
+        codec::add_generation(&mut obj, p, false);
+        codec::finish(obj, p)
+    }
+}

@@ -6,10 +6,14 @@
 //! input data into the engine's plan and wire, reads responses back for validation and the
 //! export, and fetches server statistics where the kind has them.
 //!
+//! A `profile` kind's [`registry::Endpoint`] holds its [`codec::RequestCodec`]: how a prompt
+//! becomes a request, what input the endpoint takes and which report it gets.
+//!
 //! Adding a kind: one file in this folder holding `pub const KIND: Kind` (and its
-//! [`Service`] or [`registry::Endpoint`]), and its module name added to the
-//! `registry!` list below.
+//! [`Service`], or its [`registry::Endpoint`] with a [`codec::RequestCodec`]), and its module
+//! name added to the `registry!` list below.
 
+pub mod codec;
 mod pseudo;
 pub mod registry;
 mod triton;

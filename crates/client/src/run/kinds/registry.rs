@@ -4,6 +4,7 @@
 //! every kind is `super::KINDS`; the lookups here are the only way either product turns its
 //! flags into a kind.
 
+use super::codec::RequestCodec;
 use super::Service;
 use crate::config::{Protocol, ServiceKind};
 use crate::shm::ShmApi;
@@ -56,7 +57,7 @@ pub enum BeforeRun {
 }
 
 /// How `profile` talks to a kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct Endpoint {
     /// One line for `--help`.
     pub about: &'static str,
@@ -64,8 +65,8 @@ pub struct Endpoint {
     pub path: &'static str,
     /// The path with `--streaming`, when it differs.
     pub stream_path: Option<&'static str>,
-    /// What each request carries.
-    pub body: Body,
+    /// How each request is encoded, and what the endpoint takes.
+    pub codec: &'static dyn RequestCodec,
     /// A streamed reply is complete only at its `data: [DONE]` event.
     pub needs_done: bool,
     /// The reply is generated text (so TTFT, ITL and output lengths apply).
@@ -74,24 +75,6 @@ pub struct Endpoint {
     pub family: &'static str,
     /// `--url` when none is given.
     pub default_url: &'static str,
-}
-
-/// The request body a `profile` endpoint takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Body {
-    /// OpenAI chat: `messages` (the only body with roles, so system prompts, images, audio
-    /// and multi-turn history apply).
-    Chat,
-    /// OpenAI completions: `prompt`.
-    Completions,
-    /// OpenAI embeddings: `input`, a list of texts.
-    Embeddings,
-    /// Rankings: a `query` and its `passages`.
-    Rankings,
-    /// Triton generate: `text_input`.
-    TextInput,
-    /// Triton LLM tensors over gRPC `ModelStreamInfer` (no JSON body).
-    LlmTensors,
 }
 
 impl Endpoint {
