@@ -62,14 +62,23 @@ fn packaging_tier() {
         .current_dir(root)
         .output()
         .expect("bash runs");
-    assert!(built.status.success(), "packaging/wheel.sh: {}", text(&built));
+    assert!(
+        built.status.success(),
+        "packaging/wheel.sh: {}",
+        text(&built)
+    );
 
     let version = env!("CARGO_PKG_VERSION");
     let out = target_dir(root).join("wheels");
     let wheel = out.join(format!(
         "inferperf-{version}-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
     ));
-    assert!(wheel.is_file(), "{} is missing: {}", wheel.display(), text(&built));
+    assert!(
+        wheel.is_file(),
+        "{} is missing: {}",
+        wheel.display(),
+        text(&built)
+    );
     let tarball = out.join(format!("inferperf-{version}-x86_64-linux-gnu.tar.gz"));
     assert!(tarball.is_file(), "{} is missing", tarball.display());
 
@@ -83,12 +92,20 @@ fn packaging_tier() {
     ]));
     assert!(pip.status.success(), "pip install: {}", text(&pip));
     let exe = venv.join("bin/inferperf");
-    assert!(exe.is_file(), "the wheel put no inferperf in {}", venv.display());
+    assert!(
+        exe.is_file(),
+        "the wheel put no inferperf in {}",
+        venv.display()
+    );
 
     let want = format!("inferperf {version} ");
     let v = run(Command::new(&exe).arg("--version"));
     assert!(v.status.success(), "{}", text(&v));
-    assert!(String::from_utf8_lossy(&v.stdout).starts_with(&want), "{}", text(&v));
+    assert!(
+        String::from_utf8_lossy(&v.stdout).starts_with(&want),
+        "{}",
+        text(&v)
+    );
     let m = run(Command::new(venv.join("bin/python")).args(["-m", "inferperf", "--version"]));
     assert!(m.status.success(), "{}", text(&m));
     assert_eq!(m.stdout, v.stdout, "python -m inferperf --version");
@@ -104,7 +121,10 @@ fn packaging_tier() {
     ]));
     assert!(demo.status.success(), "demo: {}", text(&demo));
     let report = String::from_utf8_lossy(&demo.stdout);
-    assert!(report.contains("inferperf demo: reference server on http://"), "{report}");
+    assert!(
+        report.contains("inferperf demo: reference server on http://"),
+        "{report}"
+    );
     assert!(report.contains("Concurrency: 1, throughput: "), "{report}");
 
     let need = glibc_needed(root, &exe);
@@ -155,7 +175,10 @@ fn glibc_needed(root: &Path, binary: &Path) -> Vec<u32> {
     let parts: Vec<u32> = need
         .trim()
         .split('.')
-        .map(|p| p.parse().unwrap_or_else(|_| panic!("glibc version {need:?}")))
+        .map(|p| {
+            p.parse()
+                .unwrap_or_else(|_| panic!("glibc version {need:?}"))
+        })
         .collect();
     assert!(parts.len() >= 2, "glibc version {need:?}");
     parts
@@ -193,4 +216,66 @@ fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
+}
+
+/// `cargo package --list` of each published crate holds what its build reads: the wire crate
+/// its `.proto` files (every one of the top-level `proto/`) and build script, the client the
+/// files it embeds, each crate the README its manifest names; nothing from `target/`.
+#[test]
+fn published_crates_list_what_they_build_from() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut protos: Vec<String> = std::fs::read_dir(root.join("proto"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".proto"))
+        .map(|n| format!("proto/{n}"))
+        .collect();
+    protos.sort();
+    assert!(!protos.is_empty(), "no .proto files in proto/");
+    let mut wire = vec!["build.rs".to_string(), "src/lib.rs".to_string()];
+    wire.extend(protos);
+    let cases: [(&str, Vec<String>); 4] = [
+        ("inferperf-wire", wire),
+        (
+            "inferperf-client",
+            ["assets/DejaVuSans.ttf", "assets/DejaVuSans-LICENSE.txt"]
+                .into_iter()
+                .chain(["src/llm/aiperf_flags.tsv", "src/inputs/corpus.txt"])
+                .map(String::from)
+                .collect(),
+        ),
+        ("inferperf-server", vec!["src/lib.rs".to_string()]),
+        ("inferperf", vec!["src/main.rs".to_string()]),
+    ];
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    for (krate, wanted) in cases {
+        let o = run(Command::new(&cargo)
+            .args([
+                "package",
+                "--list",
+                "--offline",
+                "--allow-dirty",
+                "-p",
+                krate,
+            ])
+            .current_dir(root));
+        assert!(
+            o.status.success(),
+            "cargo package --list -p {krate}: {}",
+            text(&o)
+        );
+        let listed = String::from_utf8_lossy(&o.stdout);
+        let listed: Vec<&str> = listed.lines().collect();
+        for want in wanted
+            .iter()
+            .map(String::as_str)
+            .chain(["Cargo.toml", "README.md"])
+        {
+            assert!(listed.contains(&want), "{krate} lacks {want}: {listed:?}");
+        }
+        assert!(
+            !listed.iter().any(|l| l.starts_with("target/")),
+            "{krate}: {listed:?}"
+        );
+    }
 }
