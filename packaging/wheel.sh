@@ -7,7 +7,7 @@
 # libraries are opened with dlopen at run time.
 #
 #   bash packaging/wheel.sh
-#     target/wheels/inferperf-VERSION-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
+#     target/wheels/inferperf-VERSION-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl
 #     target/wheels/inferperf-VERSION-x86_64-linux-gnu.tar.gz
 #
 # Needs Python 3 with venv and pip, and PyPI once: maturin and ziglang are installed into
@@ -37,8 +37,8 @@ if [ "$(printf '%s\n%s\n' "$need" "$GLIBC" | sort -t. -k1,1n -k2,2n | tail -1)" 
   echo "the binary needs glibc $need, newer than $GLIBC" >&2
   exit 1
 fi
-# `inferperf 0.1.0 (perf_analyzer-compatible)`
-version=$("$bin" --version | awk '{print $2}')
+# `inferperf 0.1.0 (perf_analyzer-compatible)`, on stderr as perf_analyzer's version line
+version=$("$bin" --version 2>&1 | awk '{print $2}')
 name=inferperf-$version-x86_64-linux-gnu
 stage=$TARGET_DIR/packaging/$name
 rm -rf "$stage" && mkdir -p "$stage/completions" "$stage/man"

@@ -70,9 +70,18 @@ fn packaging_tier() {
 
     let version = env!("CARGO_PKG_VERSION");
     let out = target_dir(root).join("wheels");
-    let wheel = out.join(format!(
-        "inferperf-{version}-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
-    ));
+    // maturin names both tags of manylinux2014 (glibc 2.17), in either order.
+    let wheel = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with(&format!("inferperf-{version}-py3-none-"))
+                && name.ends_with(".whl")
+                && name.contains("manylinux_2_17_x86_64")
+                && name.contains("manylinux2014_x86_64")
+        })
+        .unwrap_or_else(|| panic!("no manylinux2014 wheel in {}", out.display()));
     assert!(
         wheel.is_file(),
         "{} is missing: {}",
@@ -98,17 +107,17 @@ fn packaging_tier() {
         venv.display()
     );
 
+    // The version line goes to stderr, as perf_analyzer's does.
     let want = format!("inferperf {version} ");
     let v = run(Command::new(&exe).arg("--version"));
     assert!(v.status.success(), "{}", text(&v));
-    assert!(
-        String::from_utf8_lossy(&v.stdout).starts_with(&want),
-        "{}",
-        text(&v)
-    );
+    let line = String::from_utf8_lossy(&[v.stdout.as_slice(), &v.stderr].concat()).into_owned();
+    assert!(line.starts_with(&want), "{}", text(&v));
     let m = run(Command::new(venv.join("bin/python")).args(["-m", "inferperf", "--version"]));
     assert!(m.status.success(), "{}", text(&m));
-    assert_eq!(m.stdout, v.stdout, "python -m inferperf --version");
+    let by_python =
+        String::from_utf8_lossy(&[m.stdout.as_slice(), &m.stderr].concat()).into_owned();
+    assert_eq!(by_python, line, "python -m inferperf --version");
 
     let demo = run(Command::new(&exe).args([
         "demo",
