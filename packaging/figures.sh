@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prints the figures of the packaged binary that benches/README.md gives: wheel and tarball
 # size, binary size, the newest glibc symbol version it needs, its DT_NEEDED libraries and
-# RPATH/RUNPATH, and start-up time (`--version`, `demo --help`: RUNS runs each, median and
-# mean wall time). Run after packaging/wheel.sh; BINARY defaults to the one the wheel holds.
+# RPATH/RUNPATH, and start-up time (`--version`, `demo --help`: RUNS runs each, CPU per run
+# and wall time). Run after packaging/wheel.sh; BINARY defaults to the one the wheel holds.
 #
 #   bash packaging/figures.sh [BINARY]        RUNS=20 by default
 set -euo pipefail
@@ -16,24 +16,26 @@ for f in "$TARGET_DIR"/wheels/inferperf-*.whl "$TARGET_DIR"/wheels/inferperf-*.t
   [ -f "$f" ] && echo "$(basename "$f"): $(stat -c %s "$f") bytes"
 done
 echo "binary $bin: $(stat -c %s "$bin") bytes"
-if file "$bin" 2>/dev/null | grep -q 'not stripped'; then echo "  (not stripped)"; fi
+readelf -S "$bin" | grep -q "\.symtab" && echo "  (not stripped: it has .symtab)"
 echo "glibc needed: $(bash "$ROOT/packaging/glibc_needed.sh" "$bin")"
 echo "NEEDED: $(readelf -d "$bin" | awk '/\(NEEDED\)/ {gsub(/[][]/, "", $NF); printf "%s ", $NF}')"
 echo "RPATH/RUNPATH: $(readelf -d "$bin" | grep -cE '\((RPATH|RUNPATH)\)' || true)"
-# Wall time of one run in microseconds.
-once() {
-  local t0 t1
-  t0=$(date +%s%N)
-  "$@" >/dev/null 2>&1
-  t1=$(date +%s%N)
-  echo $(((t1 - t0) / 1000))
-}
-for args in "--version" "demo --help"; do
-  # shellcheck disable=SC2086
-  once "$bin" $args >/dev/null # warm the page cache
-  samples=$(for _ in $(seq "$runs"); do once "$bin" $args; done | sort -n)
-  echo "start-up \`inferperf $args\` ($runs runs): $(echo "$samples" | awk '
-    { v[NR] = $1; s += $1 }
-    END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
-          printf "median %.1f ms, mean %.1f ms, min %.1f ms, max %.1f ms", m / 1000, s / NR / 1000, v[1] / 1000, v[NR] / 1000 }')"
-done
+# RUNS runs of each command after one warm-up: CPU (user + sys) per run, and wall time.
+python3 - "$bin" "$runs" <<'PY'
+import resource, subprocess, sys, time
+
+exe, runs = sys.argv[1], int(sys.argv[2])
+for args in (["--version"], ["demo", "--help"]):
+    subprocess.run([exe] + args, capture_output=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    walls = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([exe] + args, capture_output=True)
+        walls.append(time.perf_counter() - t0)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) / runs
+    walls.sort()
+    print(f"start-up `inferperf {' '.join(args)}` ({runs} runs): CPU {cpu * 1e3:.1f} ms/run, "
+          f"wall min {walls[0] * 1e3:.1f} ms, median {walls[runs // 2] * 1e3:.1f} ms")
+PY
