@@ -11,10 +11,12 @@
 #     target/wheels/inferperf-VERSION-x86_64-linux-gnu.tar.gz
 #
 # Needs Python 3 with venv and pip, and PyPI once: maturin and ziglang are installed into
-# target/packaging/venv (PACKAGING_VENV names another venv that has them). The build uses the
-# `dist` profile of Cargo.toml and honours CARGO_TARGET_DIR. The script fails if the binary
-# needs a glibc newer than 2.17 (packaging/glibc_needed.sh). tests/it/packaging.rs runs it,
-# installs the wheel into a fresh venv and runs the binary (INFERPERF_PACKAGING_TIER=1).
+# target/packaging/venv (PACKAGING_VENV names another venv that has them). Keep to one venv:
+# the zig linker that maturin hands to cargo runs from it, and a build from another venv
+# rebuilds every crate. The build uses the `dist` profile of Cargo.toml and honours
+# CARGO_TARGET_DIR. The script fails if the binary needs a glibc newer than 2.17
+# (packaging/glibc_needed.sh). tests/it/packaging.rs runs it, installs the wheel into a fresh
+# venv and runs the binary (INFERPERF_PACKAGING_TIER=1).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${PACKAGING_VENV:-$ROOT/target/packaging/venv}
