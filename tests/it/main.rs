@@ -17,6 +17,7 @@ mod mpi_ranks;
 mod mpi_world;
 mod nothing_lost;
 mod overload;
+mod packaging;
 mod peer_limits;
 mod profile_aiperf_files;
 mod profile_cache_bust;
