@@ -257,7 +257,10 @@ fn published_crates_list_what_they_build_from() {
                 .collect(),
         ),
         ("inferperf-server", vec!["src/lib.rs".to_string()]),
-        ("inferperf", vec!["src/main.rs".to_string()]),
+        (
+            "inferperf",
+            vec!["src/main.rs".to_string(), "LICENSE".to_string()],
+        ),
     ];
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     for (krate, wanted) in cases {
