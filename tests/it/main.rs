@@ -28,6 +28,7 @@ mod profile_hub;
 mod profile_load_flags;
 mod profile_media;
 mod profile_multi_run;
+mod profile_percentiles;
 mod profile_quickstart;
 mod profile_telemetry;
 mod profile_time_weighted;

@@ -12,7 +12,7 @@ use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use super::events::parse_events;
-use crate::measure::llm::stats::StatAcc;
+use crate::measure::llm::stats::LiveAcc;
 use crate::measure::record::framed_responses;
 use crate::measure::WindowRecords;
 
@@ -163,8 +163,8 @@ pub struct Live {
     /// Some token count was a chunk count (no `usage` in the response).
     estimated: bool,
     /// TTFT and per-request mean chunk gap (ns).
-    ttft: StatAcc,
-    itl: StatAcc,
+    ttft: LiveAcc,
+    itl: LiveAcc,
 }
 
 impl Live {
@@ -229,7 +229,7 @@ impl Live {
             parts.push(format!("{:.1} req/s", (last.1 - first.1) as f64 / span));
             parts.push(format!("{:.0} {unit}", (last.2 - first.2) as f64 / span));
         }
-        let p50 = |acc: &StatAcc| acc.stats().and_then(|s| s.p(50)).map(|ns| ns / 1e6);
+        let p50 = |acc: &LiveAcc| acc.p50().map(|ns| ns / 1e6);
         if let Some(ms) = p50(&self.ttft) {
             parts.push(format!("TTFT p50 {ms:.1} ms"));
         }

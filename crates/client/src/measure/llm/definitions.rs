@@ -324,12 +324,13 @@ pub const METRICS: &[MetricDef] = &[
 
 /// How the statistics columns are computed (said once, under the table).
 pub const STATISTICS_NOTE: &str =
-    "avg, min, max and std (population) are exact, from running sums; \
-p1..p99 are nearest-rank percentiles read from an HDR histogram of the values (times in ns, \
-3 significant digits: within 0.1% of the exact sample). The time-weighted metrics \
-(effective_*, active_*, tokens_in_flight) are step functions of time over the run window (first \
-send to last reply): avg and std weighted by duration, pN the smallest value held at least N% of \
-the time; they have no count, sum or p1..p25/p75.";
+    "avg, min, max, std (population, numpy's ddof=0) and p1..p99 are exact, over every value \
+(one per request; for the per-chunk gap one per chunk gap of every request): pN interpolates \
+linearly between the two closest ranks, as numpy's default percentile does in AIPerf and \
+GenAI-Perf (rank N/100 x (count-1) of the sorted values; p25 of 1,2,3,4 is 1.75). The \
+time-weighted metrics (effective_*, active_*, tokens_in_flight) are step functions of time over \
+the run window (first send to last reply): avg and std weighted by duration, pN the smallest \
+value held at least N% of the time; they have no count, sum or p1..p25/p75.";
 
 /// The entry for `tag`.
 pub fn find(tag: &str) -> Option<&'static MetricDef> {
@@ -457,7 +458,7 @@ mod tests {
         for d in METRICS {
             assert!(text.contains(d.tag) && md.contains(d.tag), "{}", d.tag);
         }
-        assert!(text.contains("HDR histogram"));
+        assert!(text.contains("interpolates linearly between the two closest ranks"));
         assert_eq!(
             md.lines().filter(|l| l.starts_with("| `")).count(),
             METRICS.len()

@@ -41,8 +41,7 @@ pub fn request_media(r: &LlmRequest) -> [Option<f64>; 5] {
 
 /// The media metrics of `reqs`.
 pub fn compute(reqs: &[LlmRequest]) -> MediaMetrics {
-    // Fractional values keep three decimals in the histograms.
-    let mut acc: [StatAcc; 5] = std::array::from_fn(|_| StatAcc::with_scale(1000.0));
+    let mut acc: [StatAcc; 5] = std::array::from_fn(|_| StatAcc::new());
     for r in reqs {
         for (a, v) in acc.iter_mut().zip(request_media(r)) {
             if let Some(v) = v {

@@ -29,6 +29,8 @@ pub struct MetricOptions {
     /// Responses were streamed: the first chunk ends a request's prefill (time-weighted
     /// prefill/decode metrics need it).
     pub streaming: bool,
+    /// The endpoint returns no generated tokens (embeddings, rankings).
+    pub no_output_tokens: bool,
 }
 
 /// Requests that met every `--goodput` constraint.
@@ -112,6 +114,12 @@ pub struct LlmMetrics {
     /// AIPerf's time-weighted metrics (effective/active concurrency and throughput, tokens in
     /// flight); `None` without requests.
     pub sweeps: Option<super::sweeps::Sweeps>,
+    /// Responses were streamed ([`MetricOptions::streaming`]): AIPerf's export leaves its
+    /// streaming-only metrics out otherwise.
+    pub streaming: bool,
+    /// [`MetricOptions::no_output_tokens`]: AIPerf's export leaves its token-output metrics
+    /// out.
+    pub no_output_tokens: bool,
 }
 
 /// The server's `usage` counts over the successful requests that carried the field: their
@@ -183,7 +191,7 @@ struct AiperfAccumulators {
 
 impl AiperfAccumulators {
     fn new() -> Self {
-        let pct = || StatAcc::with_scale(1000.0);
+        let pct = StatAcc::new;
         AiperfAccumulators {
             usage: std::array::from_fn(|_| (StatAcc::new(), 0)),
             prompt_diff: pct(),
@@ -293,8 +301,7 @@ impl Accumulators {
             ttst: StatAcc::new(),
             e2e: StatAcc::new(),
             itl: StatAcc::new(),
-            // tokens/s with three decimals in the histogram.
-            tps_per_user: StatAcc::with_scale(1000.0),
+            tps_per_user: StatAcc::new(),
             osl: StatAcc::new(),
             isl: StatAcc::new(),
             chunks: StatAcc::new(),
@@ -452,6 +459,8 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
         sweeps: curves
             .as_ref()
             .map(|c| c.over(opts.window_ns.unwrap_or(c.run_window()))),
+        streaming: opts.streaming,
+        no_output_tokens: opts.no_output_tokens,
     }
 }
 

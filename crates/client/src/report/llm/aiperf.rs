@@ -73,7 +73,65 @@ impl Row {
 }
 
 /// Every metric inferperf measures, under AIPerf's tag, label and unit, in AIPerf's JSON order.
+/// The metrics AIPerf 0.13 flags `MetricFlags.STREAMING_ONLY` (`STREAMING_TOKENS_ONLY` in
+/// aiperf/metrics/types): its metrics processor disallows the flag without `--streaming`, so a
+/// non-streaming run's export has none of them.
+pub const STREAMING_ONLY_TAGS: [&str; 8] = [
+    "time_to_first_token",
+    "time_to_second_token",
+    "inter_token_latency",
+    "inter_chunk_latency",
+    "output_token_throughput_per_user",
+    "time_to_first_output_token",
+    "prefill_throughput_per_user",
+    "decode_duration",
+];
+
+/// What AIPerf 0.13 leaves out for an endpoint that produces no tokens (embeddings, rankings:
+/// `produces_tokens: false` in aiperf/plugin/plugins.yaml): the metrics flagged
+/// `MetricFlags.PRODUCES_TOKENS_ONLY` in aiperf/metrics/types, and every `usage_*` metric,
+/// since its embeddings and rankings response parsers read no `usage`. AIPerf still writes
+/// `output_sequence_length` (all zeros) for such a run, so it is not in the list.
+pub const TOKEN_OUTPUT_TAGS: [&str; 24] = [
+    "output_token_count",
+    "total_output_tokens",
+    "total_osl",
+    "output_token_throughput",
+    "total_token_throughput",
+    "e2e_output_token_throughput",
+    "osl_mismatch_diff_pct",
+    "osl_mismatch_count",
+    "reasoning_token_count",
+    "total_reasoning_tokens",
+    "usage_prompt_tokens",
+    "usage_completion_tokens",
+    "usage_total_tokens",
+    "usage_reasoning_tokens",
+    "usage_prompt_cache_read_tokens",
+    "total_usage_prompt_tokens",
+    "total_usage_completion_tokens",
+    "total_usage_total_tokens",
+    "total_usage_reasoning_tokens",
+    "total_usage_prompt_cache_read_tokens",
+    "usage_prompt_tokens_diff_pct",
+    "usage_completion_tokens_diff_pct",
+    "usage_reasoning_tokens_diff_pct",
+    "usage_discrepancy_count",
+];
+
+/// The metrics AIPerf writes for this run: [`all_rows`] less the ones its metric flags rule
+/// out for the mode (streaming or not, tokens out or not).
 fn rows(m: &LlmMetrics) -> Vec<Row> {
+    let mut out = all_rows(m);
+    out.retain(|r| {
+        (m.streaming || !STREAMING_ONLY_TAGS.contains(&r.tag))
+            && !(m.no_output_tokens && TOKEN_OUTPUT_TAGS.contains(&r.tag))
+    });
+    out
+}
+
+/// Every metric `m` has a value for, streaming-only ones included.
+fn all_rows(m: &LlmMetrics) -> Vec<Row> {
     let mut out = Vec::new();
     let mut dist = |tag, header, unit, s: Option<&Stats>, factor: f64| {
         if let Some(s) = s {

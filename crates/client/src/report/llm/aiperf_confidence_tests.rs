@@ -27,6 +27,7 @@ fn t_quantiles_match_the_tables() {
 
 fn metrics(throughput: f64, ttft_ms: f64) -> LlmMetrics {
     let mut m = crate::measure::llm::compute(&[], &Default::default());
+    m.streaming = true;
     m.request_throughput = throughput;
     m.ttft = Some(Stats {
         count: 4,

@@ -365,6 +365,7 @@ mod tests {
 
     fn metrics(throughput: f64, ttft_p99_ms: f64) -> LlmMetrics {
         let mut m = crate::measure::llm::compute(&[], &Default::default());
+        m.streaming = true;
         m.request_throughput = throughput;
         m.ttft = Some(Stats {
             count: 10,
