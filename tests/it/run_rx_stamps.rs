@@ -148,7 +148,10 @@ fn check_stamped_run(mut cfg: Config, tag: &str) -> RxStats {
         c.min_latency_ns >= SERVER_DELAY.as_nanos() as u64,
         "latency runs past the server's delay: {c:?}"
     );
-    assert!(text.contains("    Client receive delay (kernel receive stamp"), "{text}");
+    assert!(
+        text.contains("    Client receive delay (kernel receive stamp"),
+        "{text}"
+    );
     assert!(!text.contains("Responses timed by the clock"), "{text}");
 
     // The export holds every request of the run, the measured ones among them: its
@@ -173,7 +176,10 @@ fn check_stamped_run(mut cfg: Config, tag: &str) -> RxStats {
     assert_eq!(p50 as u64, rx.delay_p50_ns / 1000);
     assert_eq!(p99 as u64, rx.delay_p99_ns / 1000);
     assert_eq!(cell(&row, "Clock-timed responses %"), 0.0);
-    assert_eq!(cell(&row, "p50 latency") as u64, c.percentile(50).unwrap() / 1000);
+    assert_eq!(
+        cell(&row, "p50 latency") as u64,
+        c.percentile(50).unwrap() / 1000
+    );
     rx
 }
 
@@ -286,5 +292,8 @@ fn a_stopped_client_shows_in_the_delay_not_in_the_latency() {
         latency_p50_us < server_us + delay_p50_us / 2.0,
         "latency leaves the client's wait out: {row:?}"
     );
-    assert!(text.contains("[WARNING] The client was slow to read responses"), "{text}");
+    assert!(
+        text.contains("[WARNING] The client was slow to read responses"),
+        "{text}"
+    );
 }

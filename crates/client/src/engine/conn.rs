@@ -716,6 +716,9 @@ impl Conn {
         if self.rec.recv_start_ns == 0 {
             self.rec.recv_start_ns = self.rec.end_ns;
         }
+        // The send's end is read from the clock after the write returned; a kernel stamp
+        // earlier than that says the request was out by then.
+        self.rec.send_end_ns = self.rec.send_end_ns.min(self.rec.recv_start_ns);
         self.rec.ok = (200..300).contains(&status);
         self.rec.status = status;
         if !self.rec.ok {

@@ -304,8 +304,7 @@ impl GrpcPool {
                     at: at.map(|a| a.at_ns),
                     rx: at,
                 };
-                StreamCx::new(slots, free, (wire, check), sink, when)
-                    .event(ev, streams)
+                StreamCx::new(slots, free, (wire, check), sink, when).event(ev, streams)
             };
             match read {
                 Ok(0) => {

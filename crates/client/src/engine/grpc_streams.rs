@@ -80,11 +80,14 @@ impl When<'_> {
         self.at.unwrap_or_else(|| self.clock.now_ns())
     }
 
-    /// Notes on a completed request's record how its end was timed.
+    /// Notes on a completed request's record how its end was timed. The send's end is read
+    /// from the clock after the write returned; a kernel stamp earlier than that says the
+    /// request was out by then.
     fn mark(self, rec: &mut RequestRecord) {
         if let Some(a) = self.rx {
             rec.rx = a.rx_time();
             rec.rx_delay_ns = a.delay_ns();
+            rec.send_end_ns = rec.send_end_ns.min(rec.recv_start_ns);
         }
     }
 }

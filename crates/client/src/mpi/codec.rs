@@ -354,6 +354,9 @@ mod tests {
             lag: Dist::of([16]),
             corrected: Dist::of([17, 18]),
             late_count: 21,
+            rx_delay: Dist::of([22, 23_000]),
+            rx_kernel: 24,
+            rx_clock: 25,
             client_cpu_ns: 19,
             workers: 20,
             server: None,
@@ -379,6 +382,8 @@ mod tests {
             fail: FailKind::Timeout,
             status: 504,
             traced: false,
+            rx: RxTime::Kernel,
+            rx_delay_ns: 26,
         };
         WindowRecords {
             start_ns: 10,

@@ -11,8 +11,8 @@ use super::fmt::{fmt_g, fmt_pct2, us};
 use super::server::server_block_with_composing;
 use super::{Banner, LoadValue, PointReport, RateBanner};
 use crate::measure::server_stats::ComposingStats;
-use crate::measure::stats::{RxStats, ScheduleStats, RX_DELAY_WARN_NS};
 use crate::measure::stats::{ClientStats, WindowStats};
+use crate::measure::stats::{RxStats, ScheduleStats, RX_DELAY_WARN_NS};
 use std::fmt::Write as _;
 
 /// Above this client overhead (%) the numbers may be limited by the load generator itself.

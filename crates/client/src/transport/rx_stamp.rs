@@ -170,6 +170,30 @@ mod tests {
     }
 
     #[test]
+    fn arrival_keeps_a_stamp_within_the_request_and_falls_back_to_the_clock() {
+        let clock = Clock::new();
+        let none = arrival(None, 0, &clock);
+        assert!(!none.stamped);
+        assert_eq!((none.at_ns, none.delay_ns()), (none.read_ns, 0));
+        assert_eq!(none.rx_time(), RxTime::Clock);
+
+        // A stamp 2 ms ago, on the realtime clock, inside a request that started 5 ms ago.
+        let start = clock.now_ns() - 5_000_000;
+        let stamp = (realtime_ns() - 2_000_000) as u64;
+        let a = arrival(Some(stamp), start, &clock);
+        assert!(a.stamped);
+        assert_eq!(a.rx_time(), RxTime::Kernel);
+        assert!(a.at_ns >= start && a.at_ns <= a.read_ns);
+        assert!(a.delay_ns() >= 2_000_000, "{a:?}");
+
+        // Before the request started, or in the future: a clock step; the read time is used.
+        let early = arrival(Some(stamp), clock.now_ns(), &clock);
+        assert!(!early.stamped && early.delay_ns() == 0);
+        let future = arrival(Some((realtime_ns() + 1_000_000_000) as u64), 0, &clock);
+        assert!(!future.stamped && future.delay_ns() == 0);
+    }
+
+    #[test]
     fn stamps_lie_between_the_write_and_the_read() {
         let clock = Clock::new();
         let (mut server, client) = pair();
