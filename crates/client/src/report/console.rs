@@ -312,7 +312,8 @@ fn rx_lines(rx: &RxStats) -> String {
     if rx.kernel > 0 {
         let _ = writeln!(
             out,
-            "    Client receive delay (kernel receive stamp to the client's read, not in the              latency): p50 {} usec, p99 {} usec, max {} usec",
+            "    Client receive delay (kernel receive stamp to the client's read, not in the \
+             latency): p50 {} usec, p99 {} usec, max {} usec",
             us(rx.delay_p50_ns),
             us(rx.delay_p99_ns),
             us(rx.delay_max_ns)
@@ -330,7 +331,9 @@ fn rx_lines(rx: &RxStats) -> String {
     if rx.late() {
         let _ = writeln!(
             out,
-            "    [WARNING] The client was slow to read responses: client receive delay p99 {}              usec is over {} usec. Latency runs to the kernel's receive stamps and leaves              this delay out, but a client this busy may also send late.",
+            "    [WARNING] The client was slow to read responses: client receive delay p99 {} \
+             usec is over {} usec. Latency runs to the kernel's receive stamps and leaves \
+             this delay out, but a client this busy may also send late.",
             us(rx.delay_p99_ns),
             us(RX_DELAY_WARN_NS)
         );
