@@ -293,7 +293,15 @@ fn a_stopped_client_shows_in_the_delay_not_in_the_latency() {
         "latency leaves the client's wait out: {row:?}"
     );
     assert!(
-        text.contains("[WARNING] The client was slow to read responses"),
+        text.contains("[WARNING] The client was slow to read responses: client receive delay p99 "),
+        "{text}"
+    );
+    assert!(
+        text.contains(" usec is over 1000 usec. Latency runs to"),
+        "{text}"
+    );
+    assert!(
+        text.contains("to the client's read, not in the latency): p50 "),
         "{text}"
     );
 }
