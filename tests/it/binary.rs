@@ -332,7 +332,10 @@ fn csv_header_cases<'a>(http: &'a str, grpc: &'a str) -> Vec<(Vec<&'a str>, Stri
         ),
         (
             vec!["-m", "simple", "-u", &http, "--csv-extra-columns"],
-            format!("Concurrency,Inferences/Second,{PA_SERVER_COLS},Min latency,Max latency"),
+            format!(
+                "Concurrency,Inferences/Second,{PA_SERVER_COLS},Min latency,Max latency,\
+                 Client Recv Delay p50,Client Recv Delay p99,Clock-timed responses %"
+            ),
         ),
     ]
 }

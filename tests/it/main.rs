@@ -53,6 +53,7 @@ mod run_profile_report;
 mod run_profile_streams;
 mod run_profile_sweep;
 mod run_rate;
+mod run_rx_stamps;
 mod run_sequences;
 mod run_sessions;
 mod run_shm;

@@ -346,8 +346,9 @@ pub struct RunArgs {
     #[arg(long, help_heading = REPORTS)]
     pub verbose_csv: bool,
     /// inferperf only: append its own CSV columns after perf_analyzer's (min/max latency,
-    /// open-loop send lag and latency from the intended send time, client CPU use with
-    /// --collect-metrics); without it the CSV header is perf_analyzer's [default: off]
+    /// open-loop send lag and latency from the intended send time, the client's receive delay
+    /// after the kernel's receive stamp, client CPU use with --collect-metrics); without it
+    /// the CSV header is perf_analyzer's [default: off]
     #[arg(long, help_heading = REPORTS)]
     pub csv_extra_columns: bool,
     /// Write the per-request JSON export to this file, which must not exist [default: none]

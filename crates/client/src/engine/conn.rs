@@ -18,9 +18,10 @@ use mio::{Interest, Registry, Token};
 
 use super::deadline::{mark, Waiting, Watch};
 use crate::clock::Clock;
-use crate::measure::{FailKind, HttpTrace, RequestRecord};
+use crate::measure::{FailKind, HttpTrace, RequestRecord, RxTime};
 use crate::protocol::http1::{Limits, Progress, ResponseHead, ResponseReader};
 use crate::service::reply_check::{LastGood, ReplyCheck};
+use crate::transport::rx_stamp::{self, Arrival};
 use crate::transport::{TlsClient, Transport};
 use sse::{SseState, TokenWatch};
 
@@ -94,6 +95,12 @@ pub struct Conn {
     /// Response times come from the kernel's receive stamps (see `transport::rx_stamp`):
     /// every read is stamped with when its data arrived, not when it was read.
     rx_stamps: bool,
+    /// Stamps were asked for (`use_rx_stamps`), whether or not the socket gives them: a
+    /// response timed by the clock then counts as a fallback.
+    rx_wanted: bool,
+    /// The last stamped read of the response in flight: when its data arrived and when it
+    /// was read (`None` before one, or when the completing event was not a stamped read).
+    last_read: Option<Arrival>,
     /// The request timeout's view of this connection's progress (see `deadline.rs`).
     pub watch: Watch,
     /// HTTP tracing: the clock its connect and handshake times are read from (`None`: no
@@ -158,6 +165,8 @@ impl Conn {
             keep_bodies: false,
             sse: SseState::default(),
             rx_stamps: false,
+            rx_wanted: false,
+            last_read: None,
             watch: Watch::default(),
             trace_clock: None,
             sock: SockTimes::default(),
@@ -209,8 +218,10 @@ impl Conn {
     }
 
     /// Times responses by the kernel's receive stamps from now on (and after reconnects);
-    /// false when the transport cannot (TLS), in which case reads are timed as they happen.
+    /// false when the socket refused the option, in which case reads are timed as they happen
+    /// (and counted as timed by the clock).
     pub fn use_rx_stamps(&mut self) -> bool {
+        self.rx_wanted = true;
         self.rx_stamps = self.stream.enable_rx_stamps();
         self.rx_stamps
     }
@@ -236,7 +247,7 @@ impl Conn {
         let both = Interest::READABLE | Interest::WRITABLE;
         registry.register(stream.socket(), self.token, both)?;
         self.stream = stream;
-        if self.rx_stamps {
+        if self.rx_wanted {
             self.rx_stamps = self.stream.enable_rx_stamps();
         }
         self.state = State::Connecting;
@@ -277,6 +288,7 @@ impl Conn {
             step: step as u32,
             ..Default::default()
         };
+        self.last_read = None;
         self.exchange = Exchange {
             reused: self.served > 0,
             ..Exchange::default()
@@ -373,6 +385,7 @@ impl Conn {
         self.rec.send_end_ns = clock.now_ns();
         self.state = State::Reading;
         if let Some(head) = self.read_early_response(clock) {
+            self.last_read = None;
             let read_ns = clock.now_ns();
             let out = self.complete_read(head, read_ns, clock);
             self.must_reconnect = true;
@@ -606,8 +619,9 @@ impl Conn {
         let buf = &mut self.rbuf[self.rlen..];
         if self.rx_stamps {
             let (n, stamp) = self.stream.read_stamped(buf)?;
-            let at = crate::transport::rx_stamp::arrival_ns(stamp, self.rec.start_ns, clock);
-            return Ok((n, at));
+            let a = rx_stamp::arrival(stamp, self.rec.start_ns, clock);
+            self.last_read = Some(a);
+            return Ok((n, a.at_ns));
         }
         let n = self.stream.read(buf)?;
         let timed = self.rlen == 0 || self.sse.active || !self.reader.head_parsed();
@@ -617,6 +631,7 @@ impl Conn {
     fn on_eof(&mut self, clock: &Clock) -> Outcome {
         match self.reader.on_eof(&self.rbuf[..self.rlen]) {
             Ok(Progress::Done(head)) => {
+                self.last_read = None;
                 let read_ns = clock.now_ns();
                 if let Err(e) = self.feed_events(read_ns) {
                     return self.fail(
@@ -666,14 +681,22 @@ impl Conn {
             }
         }
         // With kernel stamps the completing read's arrival time is the end; otherwise now.
-        let end_ns = if self.rx_stamps && read_ns != 0 {
-            read_ns
-        } else {
-            clock.now_ns()
+        let (end_ns, rx, delay_ns) = match self.last_read {
+            Some(a) if self.rx_stamps && read_ns != 0 => (read_ns, a.rx_time(), a.delay_ns()),
+            _ => {
+                let rx = if self.rx_wanted {
+                    RxTime::Clock
+                } else {
+                    RxTime::NotStamped
+                };
+                (clock.now_ns(), rx, 0)
+            }
         };
         self.exchange.recv_end_ns = end_ns;
         self.header_len = head.inference_header_len;
         let out = self.complete(head.status, head.keep_alive, head.consumed, end_ns);
+        self.rec.rx = rx;
+        self.rec.rx_delay_ns = delay_ns;
         if self.sse.active {
             // Latency runs to the last event with data; `[DONE]` (perf_analyzer's null final
             // response) does not count.
@@ -693,6 +716,9 @@ impl Conn {
         if self.rec.recv_start_ns == 0 {
             self.rec.recv_start_ns = self.rec.end_ns;
         }
+        // The send's end is read from the clock after the write returned; a kernel stamp
+        // earlier than that says the request was out by then.
+        self.rec.send_end_ns = self.rec.send_end_ns.min(self.rec.recv_start_ns);
         self.rec.ok = (200..300).contains(&status);
         self.rec.status = status;
         if !self.rec.ok {

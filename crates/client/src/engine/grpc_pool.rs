@@ -25,6 +25,7 @@ use crate::clock::Clock;
 use crate::measure::{FailKind, RequestRecord};
 use crate::protocol::grpc::session::{Event, Session, SessionConfig};
 use crate::service::reply_check::ReplyCheck;
+use crate::transport::rx_stamp::{self, Arrival};
 use crate::transport::{TlsClient, Transport};
 
 /// Slots (requests in flight) per HTTP/2 connection; more slots open more connections.
@@ -298,8 +299,12 @@ impl GrpcPool {
             let cap = space.len();
             let (read, at) = read_timed(transport, space, *stamped, clock, streams, slots);
             let mut on = |ev: Event<'_>| {
-                StreamCx::new(slots, free, (wire, check), sink, When { clock, at })
-                    .event(ev, streams)
+                let when = When {
+                    clock,
+                    at: at.map(|a| a.at_ns),
+                    rx: at,
+                };
+                StreamCx::new(slots, free, (wire, check), sink, when).event(ev, streams)
             };
             match read {
                 Ok(0) => {
@@ -325,7 +330,11 @@ impl GrpcPool {
         };
         if let Some((kind, why)) = broken {
             let msg = format!("gRPC connection to {addr}: {why}");
-            let when = When { clock, at: None };
+            let when = When {
+                clock,
+                at: None,
+                rx: None,
+            };
             session.eof(&mut |ev| {
                 StreamCx::new(slots, free, (wire, check), sink, when)
                     .with_cause(kind, &msg)
@@ -353,7 +362,11 @@ impl GrpcPool {
         } = &mut conns[i];
         let (sink, clock) = (&mut *cx.sink, cx.clock);
         let counted = sink.tally.total();
-        let when = When { clock, at: None };
+        let when = When {
+            clock,
+            at: None,
+            rx: None,
+        };
         session.eof(&mut |ev| {
             StreamCx::new(slots, free, (wire, check), sink, when)
                 .with_cause(kind, &msg)
@@ -444,7 +457,7 @@ fn flush(conn: &mut H2Conn, token: usize, registry: &Registry) -> Result<(), (Fa
 
 /// One read from a connection, and (with stamps) when its data arrived: the stamp is kept
 /// only within [the earliest start of its requests in flight, now] (see
-/// `rx_stamp::arrival_ns`).
+/// `rx_stamp::arrival`).
 fn read_timed(
     transport: &mut Transport,
     space: &mut [u8],
@@ -452,14 +465,14 @@ fn read_timed(
     clock: &Clock,
     streams: &[(u32, usize)],
     slots: &[Slot],
-) -> (io::Result<usize>, Option<u64>) {
+) -> (io::Result<usize>, Option<Arrival>) {
     if !stamped {
         return (transport.read(space), None);
     }
     match transport.read_stamped(space) {
         Ok((n, stamp)) => {
             let floor = streams.iter().map(|&(_, s)| slots[s].rec.start_ns).min();
-            let at = crate::transport::rx_stamp::arrival_ns(stamp, floor.unwrap_or(0), clock);
+            let at = rx_stamp::arrival(stamp, floor.unwrap_or(0), clock);
             (Ok(n), Some(at))
         }
         Err(e) => (Err(e), None),

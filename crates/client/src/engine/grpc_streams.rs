@@ -10,6 +10,7 @@ use crate::measure::{FailKind, RequestRecord};
 use crate::protocol::grpc::session::{Event, StreamEnd};
 use crate::service::reply_check::{Bad, LastGood, ReplyCheck};
 use crate::service::stream_scan::scan_stream_response;
+use crate::transport::rx_stamp::Arrival;
 
 pub(super) struct Slot {
     pub(super) conn: usize,
@@ -69,11 +70,25 @@ impl Slot {
 pub(super) struct When<'a> {
     pub(super) clock: &'a Clock,
     pub(super) at: Option<u64>,
+    /// The read behind the event, when reads are stamped: how its time was taken and how
+    /// long the data waited for the worker.
+    pub(super) rx: Option<Arrival>,
 }
 
 impl When<'_> {
     fn now_ns(self) -> u64 {
         self.at.unwrap_or_else(|| self.clock.now_ns())
+    }
+
+    /// Notes on a completed request's record how its end was timed. The send's end is read
+    /// from the clock after the write returned; a kernel stamp earlier than that says the
+    /// request was out by then.
+    fn mark(self, rec: &mut RequestRecord) {
+        if let Some(a) = self.rx {
+            rec.rx = a.rx_time();
+            rec.rx_delay_ns = a.delay_ns();
+            rec.send_end_ns = rec.send_end_ns.min(rec.recv_start_ns);
+        }
     }
 }
 
@@ -211,6 +226,7 @@ impl<'a> StreamCx<'a> {
                 slot.rec.recv_start_ns = slot.rec.end_ns;
             }
             slot.rec.ok = true;
+            self.when.mark(&mut slot.rec);
             slot.busy = false;
             slot.watch.reset();
             sink.finish(slot.rec, &slot.body);
@@ -274,6 +290,7 @@ impl<'a> StreamCx<'a> {
         }
         slot.rec.ok = true;
         slot.rec.responses = 1;
+        self.when.mark(&mut slot.rec);
         slot.busy = false;
         slot.watch.reset();
         self.sink.finish_in_slot(slot.rec, &slot.body, s);

@@ -92,9 +92,9 @@ pub struct EngineSpec {
     /// `--shared-memory system`: `requests` hold one variant of each input step per
     /// in-flight slot (see `slots.rs`); `None`: one request per step.
     pub slots: Option<Arc<OutputSlots>>,
-    /// HTTP/1 (LLM streams): time reads by the kernel's receive stamps (plain TCP) and let
-    /// data gather for up to this long between polls, so a wake-up reads several streams'
-    /// tokens; `None`: read as soon as data arrives, timed at the read.
+    /// HTTP/1 (LLM streams): let data gather for up to this long between polls, so a
+    /// wake-up reads several streams' tokens (reads are timed by the kernel's receive
+    /// stamps on every HTTP/1.1 and gRPC connection); `None`: read as soon as data arrives.
     pub read_batch: Option<Duration>,
     /// `--request-timeout` (total) and `--request-idle-timeout`: a request past either
     /// fails as timed out (see `deadline.rs`).
@@ -469,7 +469,7 @@ fn spawn_for_wire(
                 PrefillShare::new(gate, cap.is_token, params.index, waker.clone())
             });
             let pool = HttpPool::new(addr, tls, slots)
-                .with_rx_stamps(spec.read_batch.is_some())
+                .with_rx_stamps(true)
                 .with_reply_check(spec.reply_check.clone())
                 .with_max_response(spec.max_response_bytes)
                 .with_prefill(prefill)
@@ -479,7 +479,7 @@ fn spawn_for_wire(
         }
         Wire::Grpc(wire) => {
             let pool = GrpcPool::new(addr, tls, wire.clone(), slots)
-                .with_rx_stamps(spec.read_batch.is_some())
+                .with_rx_stamps(true)
                 .with_reply_check(spec.reply_check.clone())
                 .with_max_response(spec.max_response_bytes);
             spawn_worker(params, pool, core, out)

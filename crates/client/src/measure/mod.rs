@@ -15,7 +15,7 @@ pub mod stats;
 pub use dist::Dist;
 pub use fail::{FailKind, FailTally};
 pub use http_trace::HttpTrace;
-pub use record::{RequestRecord, WindowRecords};
+pub use record::{RequestRecord, RxTime, WindowRecords};
 pub use server_stats::{ModelStats, ServerStats, StatDuration};
 pub use stability::Trial;
 pub use stats::{ClientStats, WindowStats};

@@ -53,6 +53,26 @@ pub struct RequestRecord {
     /// body buffer just before its body region (`bodies[body_off - TRACE_BYTES..body_off]`),
     /// and `body_off` is set even when the body is empty.
     pub traced: bool,
+    /// How `end_ns` was timed: by the kernel's receive stamp of the read that completed the
+    /// response, or by the clock (see [`RxTime`]).
+    pub rx: RxTime,
+    /// The client's own delay in handling the response (ns): from the kernel receive stamp
+    /// of the read that completed it to the worker reading that data. 0 unless `rx` is
+    /// [`RxTime::Kernel`].
+    pub rx_delay_ns: u64,
+}
+
+/// How a response's receive time was taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxTime {
+    /// Kernel stamps were not asked for (the C API has no socket): the clock at the read.
+    #[default]
+    NotStamped,
+    /// The kernel's software receive stamp of the read that completed the response.
+    Kernel,
+    /// Stamps were asked for, but the completing read carried none (or one outside the
+    /// request's span, a clock step): the clock at the read.
+    Clock,
 }
 
 impl RequestRecord {

@@ -6,7 +6,7 @@
 //! perf_analyzer's nearest-rank rule so results are comparable.
 
 use super::dist::Dist;
-use super::record::WindowRecords;
+use super::record::{RxTime, WindowRecords};
 use super::server_stats::ServerStats;
 
 /// Percentiles every report shows; `--percentile` adds one more.
@@ -50,6 +50,12 @@ pub struct WindowStats {
     pub lag: Dist,
     pub corrected: Dist,
     pub late_count: u64,
+    /// Over the successful requests: the client's own receive delays (kernel stamp to the
+    /// worker's read, ns) of those timed by a kernel stamp, and how many were timed by the
+    /// kernel and by the clock although stamps were asked for (see `RxTime`).
+    pub rx_delay: Dist,
+    pub rx_kernel: u64,
+    pub rx_clock: u64,
     /// Worker CPU time during the window (ns, summed over workers) and the worker count.
     pub client_cpu_ns: u64,
     pub workers: u32,
@@ -91,6 +97,14 @@ pub fn add_records(s: &mut WindowStats, w: &WindowRecords) {
             s.lag.add(lag);
             s.late_count += u64::from(lag > LATE_NS);
             s.corrected.add(r.corrected_latency_ns());
+        }
+        match r.rx {
+            RxTime::Kernel => {
+                s.rx_kernel += 1;
+                s.rx_delay.add(r.rx_delay_ns);
+            }
+            RxTime::Clock => s.rx_clock += 1,
+            RxTime::NotStamped => {}
         }
         s.response_count += u64::from(r.responses);
         s.sequence_count += u64::from(r.seq_end);
@@ -159,7 +173,10 @@ impl WindowStats {
 
     /// Heap bytes the window's summaries hold (bounded, whatever the request count).
     pub fn heap_bytes(&self) -> usize {
-        self.latency.heap_bytes() + self.lag.heap_bytes() + self.corrected.heap_bytes()
+        self.latency.heap_bytes()
+            + self.lag.heap_bytes()
+            + self.corrected.heap_bytes()
+            + self.rx_delay.heap_bytes()
     }
 }
 
@@ -195,6 +212,45 @@ pub struct ClientStats {
     pub schedule: Option<ScheduleStats>,
     /// Sequence models: sequences completed (requests with `sequence_end`) and their rate.
     pub sequences: Option<(u64, f64)>,
+    /// How responses were timed, and the client's own receive delay; `None` when no
+    /// response was meant to be stamped (the C API).
+    pub rx: Option<RxStats>,
+}
+
+/// A client receive delay p99 over this (ns) warns that the client, not the network or the
+/// server, held responses back (the same 1 ms as a late send).
+pub const RX_DELAY_WARN_NS: u64 = LATE_NS;
+
+/// How a point's responses were timed: latency runs to each response's kernel receive stamp
+/// where there was one; the client's own delay (stamp to the worker reading the data) is
+/// reported beside it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RxStats {
+    /// Successful responses timed by the kernel's receive stamp.
+    pub kernel: u64,
+    /// Successful responses timed by the clock though stamps were asked for (no stamp came
+    /// with the read).
+    pub clock: u64,
+    /// The client's receive delay over the kernel-timed responses (ns).
+    pub delay_p50_ns: u64,
+    pub delay_p99_ns: u64,
+    pub delay_max_ns: u64,
+}
+
+impl RxStats {
+    /// Share of the responses (%) timed by the clock for want of a stamp.
+    pub fn clock_pct(&self) -> f64 {
+        let all = self.kernel + self.clock;
+        if all == 0 {
+            return 0.0;
+        }
+        self.clock as f64 * 100.0 / all as f64
+    }
+
+    /// The client's delay p99 is over [`RX_DELAY_WARN_NS`].
+    pub fn late(&self) -> bool {
+        self.delay_p99_ns > RX_DELAY_WARN_NS
+    }
 }
 
 /// A send this late (ns) counts as late, as perf_analyzer's "delayed" flag does (1 ms).
@@ -273,6 +329,8 @@ pub fn merge(windows: &[WindowStats], batch: u64, percentile: Option<u32>) -> Cl
     let (mut send_sum, mut recv_sum, mut request_sum) = (0u64, 0u64, 0u64);
     let (mut rate_sum, mut overhead_sum) = (0.0f64, 0.0f64);
     let mut latency = Dist::default();
+    let mut rx_delay = Dist::default();
+    let (mut rx_kernel, mut rx_clock) = (0u64, 0u64);
     let sequences: u64 = windows.iter().map(|w| w.sequence_count).sum();
     for w in windows {
         c.request_count += w.request_count;
@@ -285,6 +343,18 @@ pub fn merge(windows: &[WindowStats], batch: u64, percentile: Option<u32>) -> Cl
         rate_sum += per_second(w.sent, w.duration_ns);
         overhead_sum += overhead_pct(w);
         latency.merge(&w.latency);
+        rx_delay.merge(&w.rx_delay);
+        rx_kernel += w.rx_kernel;
+        rx_clock += w.rx_clock;
+    }
+    if rx_kernel + rx_clock > 0 {
+        c.rx = Some(RxStats {
+            kernel: rx_kernel,
+            clock: rx_clock,
+            delay_p50_ns: rx_delay.percentile_ns(50),
+            delay_p99_ns: rx_delay.percentile_ns(99),
+            delay_max_ns: rx_delay.max_ns(),
+        });
     }
     if !windows.is_empty() {
         let n = windows.len() as f64;

@@ -3,7 +3,7 @@
 //! length against what is left, so a torn or hostile message is an error, never a panic.
 
 use crate::error::{Error, Result};
-use crate::measure::{Dist, FailKind, RequestRecord, WindowRecords, WindowStats};
+use crate::measure::{Dist, FailKind, RequestRecord, RxTime, WindowRecords, WindowStats};
 
 /// Appends fixed-width integers and length-prefixed runs to a byte buffer.
 #[derive(Default)]
@@ -123,11 +123,13 @@ pub fn put_window_stats(w: &mut Writer, s: &WindowStats) {
         s.sequence_count,
         s.client_cpu_ns,
         s.late_count,
+        s.rx_kernel,
+        s.rx_clock,
     ] {
         w.u64(v);
     }
     w.u32(s.workers);
-    for d in [&s.latency, &s.lag, &s.corrected] {
+    for d in [&s.latency, &s.lag, &s.corrected, &s.rx_delay] {
         put_dist(w, d);
     }
 }
@@ -164,7 +166,7 @@ fn get_dist(r: &mut Reader) -> Result<Dist> {
 }
 
 pub fn get_window_stats(r: &mut Reader) -> Result<WindowStats> {
-    let mut v = [0u64; 16];
+    let mut v = [0u64; 18];
     for x in &mut v {
         *x = r.u64()?;
     }
@@ -185,16 +187,19 @@ pub fn get_window_stats(r: &mut Reader) -> Result<WindowStats> {
         sequence_count: v[13],
         client_cpu_ns: v[14],
         late_count: v[15],
+        rx_kernel: v[16],
+        rx_clock: v[17],
         workers: r.u32()?,
         latency: get_dist(r)?,
         lag: get_dist(r)?,
         corrected: get_dist(r)?,
+        rx_delay: get_dist(r)?,
         server: None,
     })
 }
 
 /// Bytes of one encoded record.
-const RECORD_BYTES: usize = 8 * 6 + 4 * 5 + 4 + 2;
+const RECORD_BYTES: usize = 8 * 7 + 4 * 5 + 5 + 2;
 
 fn put_record(w: &mut Writer, rec: &RequestRecord) {
     for v in [
@@ -204,6 +209,7 @@ fn put_record(w: &mut Writer, rec: &RequestRecord) {
         rec.end_ns,
         rec.intended_ns,
         rec.seq_id,
+        rec.rx_delay_ns,
     ] {
         w.u64(v);
     }
@@ -220,6 +226,11 @@ fn put_record(w: &mut Writer, rec: &RequestRecord) {
         w.u8(u8::from(v));
     }
     w.u8(rec.fail as u8);
+    w.u8(match rec.rx {
+        RxTime::NotStamped => 0,
+        RxTime::Kernel => 1,
+        RxTime::Clock => 2,
+    });
     w.u16(rec.status);
 }
 
@@ -231,6 +242,7 @@ fn get_record(r: &mut Reader) -> Result<RequestRecord> {
         end_ns: r.u64()?,
         intended_ns: r.u64()?,
         seq_id: r.u64()?,
+        rx_delay_ns: r.u64()?,
         step: r.u32()?,
         body_off: r.u32()?,
         body_len: r.u32()?,
@@ -240,6 +252,11 @@ fn get_record(r: &mut Reader) -> Result<RequestRecord> {
         seq_end: r.u8()? != 0,
         sse: r.u8()? != 0,
         fail: FailKind::from_u8(r.u8()?),
+        rx: match r.u8()? {
+            1 => RxTime::Kernel,
+            2 => RxTime::Clock,
+            _ => RxTime::NotStamped,
+        },
         status: r.u16()?,
         // HTTP traces are `profile`'s, which runs in one process: none crosses hosts.
         traced: false,
@@ -337,6 +354,9 @@ mod tests {
             lag: Dist::of([16]),
             corrected: Dist::of([17, 18]),
             late_count: 21,
+            rx_delay: Dist::of([22, 23_000]),
+            rx_kernel: 24,
+            rx_clock: 25,
             client_cpu_ns: 19,
             workers: 20,
             server: None,
@@ -362,6 +382,8 @@ mod tests {
             fail: FailKind::Timeout,
             status: 504,
             traced: false,
+            rx: RxTime::Kernel,
+            rx_delay_ns: 26,
         };
         WindowRecords {
             start_ns: 10,

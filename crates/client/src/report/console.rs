@@ -11,8 +11,8 @@ use super::fmt::{fmt_g, fmt_pct2, us};
 use super::server::server_block_with_composing;
 use super::{Banner, LoadValue, PointReport, RateBanner};
 use crate::measure::server_stats::ComposingStats;
-use crate::measure::stats::ScheduleStats;
 use crate::measure::stats::{ClientStats, WindowStats};
+use crate::measure::stats::{RxStats, ScheduleStats, RX_DELAY_WARN_NS};
 use std::fmt::Write as _;
 
 /// Above this client overhead (%) the numbers may be limited by the load generator itself.
@@ -267,6 +267,9 @@ pub fn point_with_composing(
     if let Some(sched) = &c.schedule {
         out.push_str(&schedule_lines(sched));
     }
+    if let Some(rx) = &c.rx {
+        out.push_str(&rx_lines(rx));
+    }
     if let Some(s) = &p.server {
         out.push_str(&server_block_with_composing(s, composing));
     }
@@ -296,6 +299,43 @@ fn send_rate_lines(s: &ScheduleStats) -> String {
             s.late_pct,
             us(s.lag_p99_ns),
             crate::config::PA_MAX_INFLIGHT
+        );
+    }
+    out
+}
+
+/// Responses timed by kernel receive stamps: the client's own delay in reading them (not part
+/// of the latency above), the share timed by the clock for want of a stamp, and a warning
+/// when the delay's p99 is over `RX_DELAY_WARN_NS`.
+fn rx_lines(rx: &RxStats) -> String {
+    let mut out = String::new();
+    if rx.kernel > 0 {
+        let _ = writeln!(
+            out,
+            "    Client receive delay (kernel receive stamp to the client's read, not in the \
+             latency): p50 {} usec, p99 {} usec, max {} usec",
+            us(rx.delay_p50_ns),
+            us(rx.delay_p99_ns),
+            us(rx.delay_max_ns)
+        );
+    }
+    if rx.clock > 0 {
+        let _ = writeln!(
+            out,
+            "    Responses timed by the clock (no kernel receive stamp): {} of {} ({:.2}%)",
+            rx.clock,
+            rx.kernel + rx.clock,
+            rx.clock_pct()
+        );
+    }
+    if rx.late() {
+        let _ = writeln!(
+            out,
+            "    [WARNING] The client was slow to read responses: client receive delay p99 {} \
+             usec is over {} usec. Latency runs to the kernel's receive stamps and leaves \
+             this delay out, but a client this busy may also send late.",
+            us(rx.delay_p99_ns),
+            us(RX_DELAY_WARN_NS)
         );
     }
     out

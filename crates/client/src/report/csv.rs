@@ -2,7 +2,8 @@
 //! file by column name, so by default its header, column order and number formats are
 //! perf_analyzer's exactly for the same flags. inferperf's additions appear only with
 //! `--csv-extra-columns`, after all of perf_analyzer's columns: `Min latency,Max latency`,
-//! the open-loop schedule columns, and with `--collect-metrics` the client CPU column.
+//! the open-loop schedule columns, the client's receive delay columns (responses timed by
+//! kernel stamps), and with `--collect-metrics` the client CPU column.
 
 use super::fmt::{fmt_g, us};
 use super::metrics::{client_cpu_cell, gpu_csv_cells, CLIENT_CPU_CSV_COLUMN, GPU_CSV_COLUMNS};
@@ -39,6 +40,7 @@ pub fn write_csv(
         responses: points.iter().any(|p| p.client.responses.is_some()),
         extra: extra_columns,
         schedule: extra_columns && points.iter().any(|p| p.client.schedule.is_some()),
+        rx: extra_columns && points.iter().any(|p| p.client.rx.is_some()),
         metrics: points.iter().any(|p| p.metrics.is_some()),
         cache: server_stats_available
             && points
@@ -63,6 +65,15 @@ const SCHEDULE_COLUMNS: [&str; 6] = [
     "Avg latency from intended send",
     "p99 latency from intended send",
     "Late sends %",
+];
+
+/// `--csv-extra-columns` (inferperf only), where responses were timed by kernel receive
+/// stamps: the client's own receive delay (stamp to the worker's read) p50 and p99 in µs,
+/// and the share of responses timed by the clock for want of a stamp, in %.
+const RX_COLUMNS: [&str; 3] = [
+    "Client Recv Delay p50",
+    "Client Recv Delay p99",
+    "Clock-timed responses %",
 ];
 
 /// The client-library split of a request as the CSV shows it (ns). A decoupled model's
@@ -106,6 +117,8 @@ struct Layout {
     extra: bool,
     /// Open loop with `--csv-extra-columns`: send lag and latency from the intended send time.
     schedule: bool,
+    /// `--csv-extra-columns` with kernel-stamped responses: the client's receive delay.
+    rx: bool,
     /// `--collect-metrics`: perf_analyzer's GPU columns after `response wait` (with
     /// `--verbose-csv`), and with `--csv-extra-columns` inferperf's client CPU column last.
     metrics: bool,
@@ -156,6 +169,9 @@ impl Layout {
             cols.extend(["Min latency", "Max latency"].map(String::from));
             if self.schedule {
                 cols.extend(SCHEDULE_COLUMNS.map(String::from));
+            }
+            if self.rx {
+                cols.extend(RX_COLUMNS.map(String::from));
             }
             if self.metrics {
                 cols.push(CLIENT_CPU_CSV_COLUMN.into());
@@ -226,7 +242,8 @@ impl Layout {
         cells.join(",")
     }
 
-    /// `--csv-extra-columns` (inferperf only): min/max latency, the open-loop schedule, client CPU.
+    /// `--csv-extra-columns` (inferperf only): min/max latency, the open-loop schedule, the
+    /// client's receive delay, client CPU.
     fn extra_cells(&self, cells: &mut Vec<String>, p: &PointReport, metrics: &PointMetrics) {
         let c = &p.client;
         cells.push(us(c.min_latency_ns).to_string());
@@ -242,6 +259,12 @@ impl Layout {
             ];
             cells.extend(ns.iter().map(|v| us(*v).to_string()));
             cells.push(format!("{:.2}", s.late_pct));
+        }
+        if self.rx {
+            let r = c.rx.clone().unwrap_or_default();
+            cells.push(us(r.delay_p50_ns).to_string());
+            cells.push(us(r.delay_p99_ns).to_string());
+            cells.push(format!("{:.2}", r.clock_pct()));
         }
         if self.metrics {
             cells.push(client_cpu_cell(metrics));

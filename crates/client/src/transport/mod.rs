@@ -87,21 +87,21 @@ impl Transport {
     }
 
     /// Like [`Transport::read`], plus the kernel's arrival stamp of the data (realtime ns,
-    /// see [`rx_stamp`]) when [`Transport::enable_rx_stamps`] succeeded; TLS gives none.
+    /// see [`rx_stamp`]) when [`Transport::enable_rx_stamps`] succeeded. With TLS it is the
+    /// stamp of the socket read that brought the records the plaintext came from.
     #[inline]
     pub fn read_stamped(&mut self, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
         match self {
             Transport::Plain(s) => rx_stamp::recv(s, buf),
-            Transport::Tls(t) => t.read(buf).map(|n| (n, None)),
+            Transport::Tls(t) => t.read_stamped(buf),
         }
     }
 
-    /// Asks the kernel to stamp arriving data (plain TCP); false when it cannot (TLS, whose
-    /// records do not map onto reads, or a refused option).
+    /// Asks the kernel to stamp arriving data; false when the socket refused the option.
     pub fn enable_rx_stamps(&mut self) -> bool {
         match self {
             Transport::Plain(s) => rx_stamp::enable(s).is_ok(),
-            Transport::Tls(_) => false,
+            Transport::Tls(t) => t.enable_rx_stamps(),
         }
     }
 

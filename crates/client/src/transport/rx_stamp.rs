@@ -16,6 +16,7 @@ use std::os::fd::AsRawFd;
 use mio::net::TcpStream;
 
 use crate::clock::Clock;
+use crate::measure::RxTime;
 
 /// Asks the kernel to stamp segments arriving on `sock`.
 pub fn enable(sock: &TcpStream) -> io::Result<()> {
@@ -101,16 +102,57 @@ fn realtime_ns() -> i128 {
 /// `[floor_ns, now]` (a stamp outside it means a clock step, and the read time is then the
 /// honest answer). Without a stamp, now.
 pub fn arrival_ns(stamp: Option<u64>, floor_ns: u64, clock: &Clock) -> u64 {
+    arrival(stamp, floor_ns, clock).at_ns
+}
+
+/// A read's arrival time and the time the worker made the read, both on the run's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    /// When the data arrived: the kernel stamp, or `read_ns` without a usable one.
+    pub at_ns: u64,
+    /// When the read returned.
+    pub read_ns: u64,
+    /// `at_ns` is the kernel's stamp (else the clock at the read).
+    pub stamped: bool,
+}
+
+impl Arrival {
+    /// How the read was timed, for a record.
+    pub fn rx_time(&self) -> RxTime {
+        if self.stamped {
+            RxTime::Kernel
+        } else {
+            RxTime::Clock
+        }
+    }
+
+    /// The client's own delay before it read the data (ns): 0 without a stamp.
+    pub fn delay_ns(&self) -> u64 {
+        self.read_ns - self.at_ns
+    }
+}
+
+/// [`arrival_ns`] with the read time and whether the stamp was used.
+pub fn arrival(stamp: Option<u64>, floor_ns: u64, clock: &Clock) -> Arrival {
     let now_ns = clock.now_ns();
+    let by_clock = Arrival {
+        at_ns: now_ns,
+        read_ns: now_ns,
+        stamped: false,
+    };
     let Some(stamp) = stamp else {
-        return now_ns;
+        return by_clock;
     };
     let offset = realtime_ns() - now_ns as i128;
     let at = stamp as i128 - offset;
     if at > now_ns as i128 || at < floor_ns as i128 {
-        return now_ns;
+        return by_clock;
     }
-    at as u64
+    Arrival {
+        at_ns: at as u64,
+        read_ns: now_ns,
+        stamped: true,
+    }
 }
 
 #[cfg(test)]
@@ -125,6 +167,30 @@ mod tests {
         let (server, _) = l.accept().unwrap();
         client.set_nonblocking(true).unwrap();
         (server, TcpStream::from_std(client))
+    }
+
+    #[test]
+    fn arrival_keeps_a_stamp_within_the_request_and_falls_back_to_the_clock() {
+        let clock = Clock::new();
+        let none = arrival(None, 0, &clock);
+        assert!(!none.stamped);
+        assert_eq!((none.at_ns, none.delay_ns()), (none.read_ns, 0));
+        assert_eq!(none.rx_time(), RxTime::Clock);
+
+        // A stamp 2 ms ago, on the realtime clock, inside a request that started 5 ms ago.
+        let start = clock.now_ns() - 5_000_000;
+        let stamp = (realtime_ns() - 2_000_000) as u64;
+        let a = arrival(Some(stamp), start, &clock);
+        assert!(a.stamped);
+        assert_eq!(a.rx_time(), RxTime::Kernel);
+        assert!(a.at_ns >= start && a.at_ns <= a.read_ns);
+        assert!(a.delay_ns() >= 2_000_000, "{a:?}");
+
+        // Before the request started, or in the future: a clock step; the read time is used.
+        let early = arrival(Some(stamp), clock.now_ns(), &clock);
+        assert!(!early.stamped && early.delay_ns() == 0);
+        let future = arrival(Some((realtime_ns() + 1_000_000_000) as u64), 0, &clock);
+        assert!(!future.stamped && future.delay_ns() == 0);
     }
 
     #[test]

@@ -14,6 +14,28 @@ pub struct TlsStream {
     session: ClientConnection,
     /// The server has sent at least one byte (tells "not TLS" from "closed" at handshake EOF).
     answered: bool,
+    /// Socket reads go through `recvmsg` and keep the kernel's receive stamp (see
+    /// [`super::rx_stamp`]).
+    stamps: bool,
+    /// The stamp of the last socket read that moved bytes (realtime ns), with `stamps`.
+    last_stamp: Option<u64>,
+}
+
+/// The socket as rustls reads it, through `recvmsg`, keeping the stamp of each read that
+/// moved bytes.
+struct StampedReads<'a> {
+    socket: &'a TcpStream,
+    stamp: &'a mut Option<u64>,
+}
+
+impl Read for StampedReads<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let (n, stamp) = super::rx_stamp::recv(self.socket, buf)?;
+        if n > 0 {
+            *self.stamp = stamp;
+        }
+        Ok(n)
+    }
 }
 
 impl TlsStream {
@@ -22,6 +44,8 @@ impl TlsStream {
             socket,
             session,
             answered: false,
+            stamps: false,
+            last_stamp: None,
         }
     }
 
@@ -43,6 +67,20 @@ impl TlsStream {
 
     pub fn wants_write(&self) -> bool {
         self.session.wants_write()
+    }
+
+    /// Asks the kernel to stamp arriving segments; later reads keep the stamp.
+    pub fn enable_rx_stamps(&mut self) -> bool {
+        self.stamps = super::rx_stamp::enable(&self.socket).is_ok();
+        self.stamps
+    }
+
+    /// [`TlsStream::read`], plus the kernel stamp of the last socket read whose records
+    /// hold the plaintext returned (the newest read that moved bytes; a record that spans
+    /// reads is complete only with the last of them).
+    pub fn read_stamped(&mut self, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
+        let n = self.read(buf)?;
+        Ok((n, self.last_stamp.filter(|_| n > 0)))
     }
 
     /// See [`super::Transport::drive_handshake`].
@@ -76,7 +114,15 @@ impl TlsStream {
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(filled),
                 Err(e) => return Err(e),
             }
-            match self.session.read_tls(&mut self.socket) {
+            let got = if self.stamps {
+                self.session.read_tls(&mut StampedReads {
+                    socket: &self.socket,
+                    stamp: &mut self.last_stamp,
+                })
+            } else {
+                self.session.read_tls(&mut self.socket)
+            };
+            match got {
                 Ok(0) if self.session.is_handshaking() => {
                     return Err(super::session::closed_during_handshake(self.answered))
                 }

@@ -84,6 +84,7 @@ impl GrpcPool {
             When {
                 clock: cx.clock,
                 at: Some(now_ns),
+                rx: None,
             },
         );
         streams.fail(s, now_ns, FailKind::Timeout, msg);
