@@ -81,8 +81,9 @@ fn usage_from_clap(err: clap::Error) -> Error {
 }
 
 #[cfg(test)]
+#[path = "cli_tests.rs"]
 mod tests;
 #[cfg(test)]
-mod tests_errors;
+mod errors_tests;
 #[cfg(test)]
-mod tests_help;
+mod help_tests;

@@ -22,13 +22,14 @@ mod model;
 mod odd;
 pub mod openai;
 #[cfg(test)]
+#[path = "fault_tests.rs"]
 mod tests;
 #[cfg(test)]
-mod tests_grpc;
+mod grpc_tests;
 #[cfg(test)]
-mod tests_odd;
+mod odd_tests;
 #[cfg(test)]
-mod tests_openai;
+mod openai_tests;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;

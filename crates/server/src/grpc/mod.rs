@@ -20,21 +20,24 @@ mod wire;
 #[cfg(test)]
 pub mod test_client;
 #[cfg(test)]
+#[path = "grpc_tests.rs"]
 mod tests;
 #[cfg(test)]
-mod tests_diff;
+mod diff_tests;
 #[cfg(test)]
-mod tests_hostile;
+mod hostile_tests;
 #[cfg(test)]
-mod tests_idle;
+mod idle_tests;
 #[cfg(test)]
-mod tests_llm;
+mod llm_tests;
 #[cfg(test)]
-mod tests_load_config;
+mod load_config_tests;
 #[cfg(test)]
-mod tests_models;
+mod models_tests;
 #[cfg(test)]
-mod tests_stream;
+mod stream_tests;
+#[cfg(test)]
+mod tls_tests;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

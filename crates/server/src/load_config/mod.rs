@@ -12,7 +12,10 @@ mod fuzz;
 mod json;
 mod sections;
 #[cfg(test)]
+#[path = "load_config_tests.rs"]
 mod tests;
+#[cfg(test)]
+mod http_tests;
 
 pub use fuzz::fuzz_load_config;
 

@@ -542,12 +542,17 @@ impl Conn {
 }
 
 #[cfg(test)]
+#[path = "session_tests.rs"]
 mod tests;
 #[cfg(test)]
-mod tests_errors;
+#[path = "session_errors_tests.rs"]
+mod errors_tests;
 #[cfg(test)]
-mod tests_flow;
+#[path = "session_flow_tests.rs"]
+mod flow_tests;
 #[cfg(test)]
-mod tests_limits;
+#[path = "session_limits_tests.rs"]
+mod limits_tests;
 #[cfg(test)]
-mod tests_server;
+#[path = "session_server_tests.rs"]
+mod server_tests;
