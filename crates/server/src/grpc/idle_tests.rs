@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use prost::Message;
 
-use super::test_client::*;
 use super::hostile_tests::{call_headers, h2_frame, Raw, DATA, GOAWAY, HEADERS};
+use super::test_client::*;
 use super::wire::code;
 use crate::limits::Limits;
 use crate::{start, ServeConfig, ServerHandle};

@@ -18,11 +18,6 @@ mod unary;
 mod wire;
 
 #[cfg(test)]
-pub mod test_client;
-#[cfg(test)]
-#[path = "grpc_tests.rs"]
-mod tests;
-#[cfg(test)]
 mod diff_tests;
 #[cfg(test)]
 mod hostile_tests;
@@ -36,6 +31,11 @@ mod load_config_tests;
 mod models_tests;
 #[cfg(test)]
 mod stream_tests;
+#[cfg(test)]
+pub mod test_client;
+#[cfg(test)]
+#[path = "grpc_tests.rs"]
+mod tests;
 #[cfg(test)]
 mod tls_tests;
 

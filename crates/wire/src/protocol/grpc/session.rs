@@ -542,9 +542,6 @@ impl Conn {
 }
 
 #[cfg(test)]
-#[path = "session_tests.rs"]
-mod tests;
-#[cfg(test)]
 #[path = "session_errors_tests.rs"]
 mod errors_tests;
 #[cfg(test)]
@@ -556,3 +553,6 @@ mod limits_tests;
 #[cfg(test)]
 #[path = "session_server_tests.rs"]
 mod server_tests;
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;
