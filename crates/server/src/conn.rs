@@ -808,3 +808,10 @@ pub fn abandon(conn: &mut Conn, stats: &Stats) {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "conn_idle_tests.rs"]
+mod idle_tests;
+#[cfg(test)]
+#[path = "conn_tests.rs"]
+mod tests;

@@ -518,3 +518,7 @@ fn encode_response(
 #[cfg(test)]
 #[path = "infer_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "infer_robust_tests.rs"]
+mod robust_tests;

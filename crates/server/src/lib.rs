@@ -62,26 +62,6 @@ mod worker;
 mod test_certs;
 #[cfg(test)]
 mod test_client;
-#[cfg(test)]
-mod tests_conn;
-#[cfg(test)]
-mod tests_endpoints;
-#[cfg(test)]
-mod tests_generate;
-#[cfg(test)]
-mod tests_hostile;
-#[cfg(test)]
-mod tests_idle;
-#[cfg(test)]
-mod tests_load_config;
-#[cfg(test)]
-mod tests_models;
-#[cfg(test)]
-mod tests_openai;
-#[cfg(test)]
-mod tests_robust;
-#[cfg(test)]
-mod tests_tls;
 
 #[cfg(test)]
 #[path = "lib_tests.rs"]

@@ -441,3 +441,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "models_http_tests.rs"]
+mod http_tests;

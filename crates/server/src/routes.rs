@@ -442,3 +442,7 @@ mod tests {
         assert_eq!(updates[1].settings["trace_count"], vec!["3"]);
     }
 }
+
+#[cfg(test)]
+#[path = "routes_http_tests.rs"]
+mod http_tests;

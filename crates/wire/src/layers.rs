@@ -4,7 +4,9 @@
 //! naming its top-level modules in backticks. [`check`] reads every path from the crate root
 //! (`crate::x`, and `super::x` where the `super`s climb to the root) in the crate's `.rs`
 //! files and reports an import of a module in a higher layer, or imports among
-//! the modules of one layer that close a circle.
+//! the modules of one layer that close a circle. [`check_test_files`] checks where test
+//! modules live: each in a `<topic>_tests.rs` file beside the file that declares it, the only
+//! place `#[path]` may appear.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -210,10 +212,21 @@ pub struct Scan {
     pub circles: BTreeSet<String>,
 }
 
-/// The top-level module a file under `src/` belongs to (`x_tests.rs` belongs to `x`).
-fn owner(rel: &str) -> String {
+/// The top-level module a file under `src/` belongs to: its first folder, or the module of a
+/// crate-level file; `x_tests.rs` and `x_topic_tests.rs` belong to `x` where `ranked` names `x`.
+fn owner(rel: &str, ranked: &BTreeMap<String, usize>) -> String {
     let first = rel.split('/').next().unwrap_or(rel).trim_end_matches(".rs");
-    first.trim_end_matches("_tests").to_string()
+    let Some(stem) = first.strip_suffix("_tests") else {
+        return first.to_string();
+    };
+    let mut name = stem;
+    while !ranked.contains_key(name) {
+        match name.rsplit_once('_') {
+            Some((head, _)) => name = head,
+            None => return stem.to_string(),
+        }
+    }
+    name.to_string()
 }
 
 /// Reads `src/lib.rs`'s layers and every file under `src`. Files of modules the layers do not
@@ -236,7 +249,7 @@ pub fn scan(src: &Path) -> Scan {
             .unwrap_or(file)
             .to_string_lossy()
             .replace('\\', "/");
-        let top = owner(&rel);
+        let top = owner(&rel, &rank);
         let Some(&own) = rank.get(&top) else {
             continue;
         };
@@ -336,5 +349,116 @@ pub fn check(src: &Path, known_upward: &[(&str, &str)], known_circles: &[&str]) 
     assert!(
         gone.is_empty(),
         "fixed: drop from the known circles: {gone:?}"
+    );
+}
+
+/// The test-file layout of one crate's `src/`: one line per finding, empty when every test
+/// module is a `<topic>_tests.rs` file beside the file that declares it. `files` holds each
+/// `.rs` file's path under `src/` (with `/`) and its text. Findings: a file named `tests.rs`
+/// or `tests_*.rs`; a `*_tests.rs` file that no file of its own folder declares (with
+/// `#[path = "NAME"]`, or `mod NAME;` from `mod.rs` or `lib.rs`); a `mod x_tests;` that
+/// puts the file in a subfolder; a `#[path]` that is not a `#[cfg(test)]` module declaration
+/// (or one inside a test file) naming a `*_tests.rs` file of the same folder.
+pub fn test_file_findings(files: &[(String, String)]) -> Vec<String> {
+    let mut findings = Vec::new();
+    let mut declared = BTreeSet::new();
+    for (rel, text) in files {
+        let (dir, name) = match rel.rsplit_once('/') {
+            Some((d, n)) => (format!("{d}/"), n),
+            None => (String::new(), rel.as_str()),
+        };
+        let stem = name.trim_end_matches(".rs");
+        if stem == "tests" || stem.starts_with("tests_") {
+            findings.push(format!(
+                "{rel}: name test files `<topic>_tests.rs`, beside the module they test"
+            ));
+        }
+        let in_test_file = stem.ends_with("_tests");
+        let folder_module = matches!(stem, "mod" | "lib" | "main");
+        let mut cfg_test = false;
+        let mut path: Option<(usize, String)> = None;
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim();
+            if code.starts_with("//") || code.is_empty() {
+                continue;
+            }
+            if code.starts_with("#[") {
+                cfg_test |= code == "#[cfg(test)]";
+                if let Some(rest) = code.strip_prefix("#[path = \"") {
+                    let value = rest.split('"').next().unwrap_or_default();
+                    path = Some((n + 1, value.to_string()));
+                }
+                continue;
+            }
+            let module = code
+                .strip_prefix("pub(crate) ")
+                .or_else(|| code.strip_prefix("pub "))
+                .unwrap_or(code)
+                .strip_prefix("mod ")
+                .and_then(|m| m.strip_suffix(';'));
+            if let Some((at, value)) = path.take() {
+                if module.is_none() || !(cfg_test || in_test_file) {
+                    findings.push(format!(
+                        "{rel}:{at}: #[path] only on a #[cfg(test)] module declaration"
+                    ));
+                }
+                if value.contains('/') || !value.ends_with("_tests.rs") {
+                    findings.push(format!(
+                        "{rel}:{at}: #[path] names `{value}`; it may only name a \
+                         `<topic>_tests.rs` file in this folder"
+                    ));
+                }
+                declared.insert(format!("{dir}{value}"));
+            } else if let Some(m) = module.filter(|m| m.ends_with("_tests")) {
+                if folder_module {
+                    declared.insert(format!("{dir}{m}.rs"));
+                } else {
+                    findings.push(format!(
+                        "{rel}:{}: `mod {m};` puts the test file in `{dir}{stem}/`; declare it \
+                         with #[path = \"{stem}_..._tests.rs\"] beside `{name}`",
+                        n + 1
+                    ));
+                }
+            }
+            cfg_test = false;
+        }
+    }
+    for (rel, _) in files {
+        if rel.trim_end_matches(".rs").ends_with("_tests") && !declared.contains(rel) {
+            findings.push(format!(
+                "{rel}: no file of its folder declares it (its tests never compile)"
+            ));
+        }
+    }
+    findings
+}
+
+/// Panics with one line per [`test_file_findings`] finding in the crate sources under each
+/// of `srcs` (each a crate's `src/` folder).
+pub fn check_test_files(srcs: &[PathBuf]) {
+    let mut findings = Vec::new();
+    for src in srcs {
+        let mut paths = Vec::new();
+        rust_files(src, &mut paths);
+        paths.sort();
+        assert!(!paths.is_empty(), "no .rs files under {}", src.display());
+        let files: Vec<(String, String)> = paths
+            .iter()
+            .map(|p| {
+                let rel = p.strip_prefix(src).unwrap_or(p).to_string_lossy();
+                (
+                    rel.replace('\\', "/"),
+                    fs::read_to_string(p).unwrap_or_default(),
+                )
+            })
+            .collect();
+        for finding in test_file_findings(&files) {
+            findings.push(format!("{}/{finding}", src.display()));
+        }
+    }
+    assert!(
+        findings.is_empty(),
+        "test files out of place:\n{}",
+        findings.join("\n")
     );
 }

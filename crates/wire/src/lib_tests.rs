@@ -1,12 +1,14 @@
 //! The layer order of the crate doc holds (see `layers`), and the checker reads what it
-//! should: grouped and plain paths, layer lists, declarations and circles.
+//! should: grouped and plain paths, layer lists, declarations and circles. Test files sit
+//! beside the modules that declare them in every crate of the workspace.
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
 use crate::layers::{
-    check, crate_paths, declared_modules, file_depth, file_paths, layers, root_paths, scan,
+    check, check_test_files, crate_paths, declared_modules, file_depth, file_paths, layers,
+    root_paths, scan, test_file_findings,
 };
 
 fn src_dir() -> &'static Path {
@@ -163,4 +165,134 @@ fn scan_of_a_clean_tree_finds_nothing_and_stale_exceptions_fail() {
     let stale = std::panic::catch_unwind(|| check(&dir, &[("low.rs", "top")], &[]));
     assert!(stale.is_err(), "an exception that no longer occurs fails");
     let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn files_named_x_topic_tests_belong_to_module_x() {
+    let dir = tree(
+        "owner",
+        &[
+            ("lib.rs", LIB),
+            ("top.rs", ""),
+            ("mid.rs", ""),
+            ("side.rs", ""),
+            ("low.rs", ""),
+            ("low_extra_tests.rs", "use crate::mid::X;\n"),
+            ("mid_extra_tests.rs", "use crate::low::X;\n"),
+            ("lib_tests.rs", "use crate::top::X;\n"),
+        ],
+    );
+    let found = scan(&dir);
+    let upward: Vec<(&str, &str)> = found
+        .upward
+        .iter()
+        .map(|(f, t)| (f.as_str(), t.as_str()))
+        .collect();
+    assert_eq!(upward, [("low_extra_tests.rs", "mid")]);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// `(path, text)` pairs as [`test_file_findings`] takes them.
+fn files(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(p, t)| (p.to_string(), t.to_string()))
+        .collect()
+}
+
+#[test]
+fn test_files_beside_their_declaring_module_pass() {
+    let good = files(&[
+        (
+            "lib.rs",
+            "mod a;\nmod b;\n#[cfg(test)]\n#[path = \"lib_tests.rs\"]\nmod tests;\n",
+        ),
+        (
+            "lib_tests.rs",
+            "#[path = \"lib_more_tests.rs\"]\nmod more;\n",
+        ),
+        ("lib_more_tests.rs", "use super::*;\n"),
+        (
+            "a.rs",
+            "#[cfg(test)]\n#[allow(dead_code)]\n#[path = \"a_tests.rs\"]\nmod tests;\n\
+             #[cfg(test)]\n#[path = \"a_wire_tests.rs\"]\npub(crate) mod wire_tests;\n",
+        ),
+        ("a_tests.rs", ""),
+        ("a_wire_tests.rs", ""),
+        ("b/mod.rs", "mod c;\n#[cfg(test)]\nmod b_tests;\n"),
+        ("b/b_tests.rs", "// #[path = \"x.rs\"] in a comment\n"),
+        (
+            "b/c.rs",
+            "#[cfg(test)]\nmod tests {\n    use super::*;\n}\n",
+        ),
+    ]);
+    assert_eq!(test_file_findings(&good), Vec::<String>::new());
+}
+
+#[test]
+fn misplaced_misnamed_and_undeclared_test_files_are_named() {
+    let bad = files(&[
+        ("lib.rs", "mod a;\nmod b;\n#[cfg(test)]\nmod tests;\n#[cfg(test)]\nmod tests_x;\n"),
+        ("tests.rs", ""),
+        ("tests_x.rs", ""),
+        ("a.rs", "mod inner;\n#[cfg(test)]\nmod inner_tests;\n"),
+        ("a/inner.rs", "#[path = \"../elsewhere.rs\"]\nmod other;\n"),
+        ("a/inner_tests.rs", ""),
+        ("b/mod.rs", "#[path = \"b_tests.rs\"]\nmod tests;\n#[cfg(test)]\n#[path = \"helper.rs\"]\nmod helper;\n"),
+        ("b/b_tests.rs", ""),
+        ("b/lost_tests.rs", ""),
+    ]);
+    let found = test_file_findings(&bad);
+    let has = |needle: &str| found.iter().any(|f| f.contains(needle));
+    assert!(has("tests.rs: name test files"), "{found:?}");
+    assert!(has("tests_x.rs: name test files"), "{found:?}");
+    assert!(
+        has("a.rs:3: `mod inner_tests;` puts the test file in `a/`"),
+        "{found:?}"
+    );
+    assert!(
+        has("a/inner_tests.rs: no file of its folder declares it"),
+        "{found:?}"
+    );
+    assert!(
+        has("a/inner.rs:1: #[path] only on a #[cfg(test)] module declaration"),
+        "{found:?}"
+    );
+    assert!(
+        has("a/inner.rs:1: #[path] names `../elsewhere.rs`"),
+        "{found:?}"
+    );
+    assert!(
+        has("b/mod.rs:1: #[path] only on a #[cfg(test)]"),
+        "{found:?}"
+    );
+    assert!(has("b/mod.rs:4: #[path] names `helper.rs`"), "{found:?}");
+    assert!(
+        has("b/lost_tests.rs: no file of its folder declares it"),
+        "{found:?}"
+    );
+    assert!(!has("b/b_tests.rs"), "{found:?}");
+    assert_eq!(found.len(), 9, "{found:?}");
+}
+
+#[test]
+fn test_files_sit_beside_their_modules_in_every_crate() {
+    let mut srcs = vec![src_dir().to_path_buf()];
+    let root = src_dir().join("../../..");
+    if root.join("Cargo.toml").is_file() && root.join("crates/wire").is_dir() {
+        let root = root.canonicalize().unwrap();
+        srcs = vec![root.join("src")];
+        let mut crates: Vec<_> = fs::read_dir(root.join("crates"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path().join("src"))
+            .filter(|p| p.is_dir())
+            .collect();
+        crates.sort();
+        srcs.extend(crates);
+        assert!(
+            srcs.len() >= 4,
+            "the root package and three crates: {srcs:?}"
+        );
+    }
+    check_test_files(&srcs);
 }

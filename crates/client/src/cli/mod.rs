@@ -81,8 +81,9 @@ fn usage_from_clap(err: clap::Error) -> Error {
 }
 
 #[cfg(test)]
+mod errors_tests;
+#[cfg(test)]
+mod help_tests;
+#[cfg(test)]
+#[path = "cli_tests.rs"]
 mod tests;
-#[cfg(test)]
-mod tests_errors;
-#[cfg(test)]
-mod tests_help;

@@ -228,4 +228,5 @@ pub fn fuzz_input_json(data: &[u8]) {
 }
 
 #[cfg(test)]
+#[path = "inputs_tests.rs"]
 mod tests;

@@ -333,6 +333,7 @@ fn export_experiment(turns: Vec<TurnDone>) -> ExportExperiment {
 }
 
 #[cfg(test)]
+#[path = "sessions_conn_tests.rs"]
 mod conn_tests;
 
 #[cfg(test)]

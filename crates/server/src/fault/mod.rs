@@ -16,19 +16,20 @@
 //! - `odd`: replies that are almost right (a request refused early, odd numbers and chunks).
 
 mod grpc;
+#[cfg(test)]
+mod grpc_tests;
 mod http;
 mod io;
 mod model;
 mod odd;
+#[cfg(test)]
+mod odd_tests;
 pub mod openai;
 #[cfg(test)]
+mod openai_tests;
+#[cfg(test)]
+#[path = "fault_tests.rs"]
 mod tests;
-#[cfg(test)]
-mod tests_grpc;
-#[cfg(test)]
-mod tests_odd;
-#[cfg(test)]
-mod tests_openai;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;

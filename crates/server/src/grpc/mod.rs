@@ -18,23 +18,26 @@ mod unary;
 mod wire;
 
 #[cfg(test)]
+mod diff_tests;
+#[cfg(test)]
+mod hostile_tests;
+#[cfg(test)]
+mod idle_tests;
+#[cfg(test)]
+mod llm_tests;
+#[cfg(test)]
+mod load_config_tests;
+#[cfg(test)]
+mod models_tests;
+#[cfg(test)]
+mod stream_tests;
+#[cfg(test)]
 pub mod test_client;
 #[cfg(test)]
+#[path = "grpc_tests.rs"]
 mod tests;
 #[cfg(test)]
-mod tests_diff;
-#[cfg(test)]
-mod tests_hostile;
-#[cfg(test)]
-mod tests_idle;
-#[cfg(test)]
-mod tests_llm;
-#[cfg(test)]
-mod tests_load_config;
-#[cfg(test)]
-mod tests_models;
-#[cfg(test)]
-mod tests_stream;
+mod tls_tests;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -474,3 +474,6 @@ mod tests {
         assert_eq!(out, br#"{"error":"bad \"x\""}"#);
     }
 }
+
+#[cfg(test)]
+mod hostile_tests;

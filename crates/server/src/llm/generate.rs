@@ -386,3 +386,7 @@ mod tests {
         assert_eq!(config["input"][0]["data_type"], "TYPE_STRING");
     }
 }
+
+#[cfg(test)]
+#[path = "generate_http_tests.rs"]
+mod http_tests;

@@ -330,3 +330,7 @@ mod tests {
         assert!(matches!(reply, OaiReply::Stream { log_id: 1, .. }));
     }
 }
+
+#[cfg(test)]
+#[path = "openai_http_tests.rs"]
+mod http_tests;

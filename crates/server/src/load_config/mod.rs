@@ -9,9 +9,12 @@
 //! nothing given is ignored.
 
 mod fuzz;
+#[cfg(test)]
+mod http_tests;
 mod json;
 mod sections;
 #[cfg(test)]
+#[path = "load_config_tests.rs"]
 mod tests;
 
 pub use fuzz::fuzz_load_config;

@@ -297,4 +297,5 @@ pub use grpc_tensors::{stage_grpc_inputs, write_grpc_outputs};
 pub use table::{http_route, ShmRef};
 
 #[cfg(test)]
+#[path = "shm_tests.rs"]
 mod tests;

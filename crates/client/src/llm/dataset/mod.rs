@@ -768,5 +768,5 @@ pub fn fuzz_datasets(data: &[u8]) {
 }
 
 #[cfg(test)]
-#[path = "mod_tests.rs"]
+#[path = "dataset_tests.rs"]
 mod tests;

@@ -336,4 +336,5 @@ pub fn fuzz_telemetry(data: &[u8]) {
 }
 
 #[cfg(test)]
+#[path = "telemetry_tests.rs"]
 mod tests;

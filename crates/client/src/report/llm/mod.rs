@@ -234,4 +234,5 @@ pub(crate) fn fmt_num(v: f64) -> String {
 }
 
 #[cfg(test)]
+#[path = "llm_tests.rs"]
 mod tests;

@@ -347,4 +347,5 @@ fn bar_figure(runs: &[RunSummary], key: &str, title: &str) -> Option<BarFigure> 
 }
 
 #[cfg(test)]
+#[path = "compare_tests.rs"]
 mod tests;

@@ -256,4 +256,5 @@ pub fn write_bar_chart(chart: &BarChart, dir: &Path, stem: &str) -> Result<[Path
 }
 
 #[cfg(test)]
+#[path = "plot_tests.rs"]
 mod tests;

@@ -542,12 +542,17 @@ impl Conn {
 }
 
 #[cfg(test)]
+#[path = "session_errors_tests.rs"]
+mod errors_tests;
+#[cfg(test)]
+#[path = "session_flow_tests.rs"]
+mod flow_tests;
+#[cfg(test)]
+#[path = "session_limits_tests.rs"]
+mod limits_tests;
+#[cfg(test)]
+#[path = "session_server_tests.rs"]
+mod server_tests;
+#[cfg(test)]
+#[path = "session_tests.rs"]
 mod tests;
-#[cfg(test)]
-mod tests_errors;
-#[cfg(test)]
-mod tests_flow;
-#[cfg(test)]
-mod tests_limits;
-#[cfg(test)]
-mod tests_server;

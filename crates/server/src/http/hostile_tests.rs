@@ -5,9 +5,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use super::limits::Limits;
-use super::test_client::*;
-use super::{start, Delay, ServeConfig, ServerHandle};
+use crate::limits::Limits;
+use crate::test_client::*;
+use crate::{start, Delay, ServeConfig, ServerHandle};
 
 fn limited(limits: Limits, delays: Vec<(String, Delay)>) -> ServerHandle {
     start(ServeConfig {

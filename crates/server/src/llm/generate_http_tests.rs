@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::test_client::{get, post_json};
-use super::{start, Delay, OpenAiConfig, ServeConfig, ServerHandle};
+use crate::test_client::{get, post_json};
+use crate::{start, Delay, OpenAiConfig, ServeConfig, ServerHandle};
 
 const GENERATE: &str = "/v2/models/inferperf-llm/generate";
 const STREAM: &str = "/v2/models/inferperf-llm/generate_stream";

@@ -1,3 +1,6 @@
+//! GPU telemetry: the metric catalog of each server style, bounded series and their summaries,
+//! percentiles, the flags and their usage errors, and the report forms.
+
 use super::catalog::{readings, source, Kind, Reading, MAX_SERIES, METRICS, SOURCES};
 use super::series::{percentile, Store, MAX_POINTS};
 use super::*;

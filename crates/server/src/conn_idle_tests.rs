@@ -6,10 +6,10 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use super::grpc::test_client::{block_on, connect};
-use super::limits::Limits;
-use super::test_client::*;
-use super::{start, Delay, ServeConfig, ServerHandle};
+use crate::grpc::test_client::{block_on, connect};
+use crate::limits::Limits;
+use crate::test_client::*;
+use crate::{start, Delay, ServeConfig, ServerHandle};
 use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 /// A short limit for the timeouts under test; the checks allow far more.
@@ -102,8 +102,8 @@ fn connections_that_never_bring_a_request_are_closed_after_the_read_timeout() {
 
 #[test]
 fn tls_connections_that_never_bring_a_request_are_closed_after_the_read_timeout() {
-    use super::test_certs::{TestPki, Trust};
-    use super::tls::{ALPN_H2, ALPN_HTTP1};
+    use crate::test_certs::{TestPki, Trust};
+    use crate::tls::{ALPN_H2, ALPN_HTTP1};
     use tokio::io::AsyncReadExt;
     let pki = TestPki::new("idle");
     let local = SocketAddr::from(([127, 0, 0, 1], 0));

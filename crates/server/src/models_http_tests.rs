@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::delay::Delay;
-use super::test_client::*;
+use crate::delay::Delay;
+use crate::test_client::*;
 
 fn accumulate(c: &mut Client, value: i32, params: Value) -> Response {
     let body = json!({"parameters": params,

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::grpc::test_client::{block_on, connect_tls};
-use super::test_certs::{TestPki, Trust};
-use super::tls::{ALPN_H2, ALPN_HTTP1};
-use super::{start, ServeConfig, ServerHandle};
+use crate::grpc::test_client::{block_on, connect_tls};
+use crate::test_certs::{TestPki, Trust};
+use crate::tls::{ALPN_H2, ALPN_HTTP1};
+use crate::{start, ServeConfig, ServerHandle};
 use inferperf_wire::protocol::grpc::pb::inference as pb;
 
 fn tls_server(pki: &TestPki, client_ca: Option<()>) -> ServerHandle {

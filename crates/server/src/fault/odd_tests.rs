@@ -6,8 +6,8 @@ use std::net::TcpStream;
 
 use prost::Message;
 
+use super::grpc_tests::{data, field, fields, infer_message, raw_call};
 use super::tests::{exchange, get, head_and_body, infer_request, json_of, server, QUICK, TTL};
-use super::tests_grpc::{data, field, fields, infer_message, raw_call};
 use super::FaultMode;
 use inferperf_wire::protocol::grpc::pb::inference as pb;
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::test_client::*;
-use super::{start, ControlMode, Delay, ServeConfig, ServerHandle};
+use crate::test_client::*;
+use crate::{start, ControlMode, Delay, ServeConfig, ServerHandle};
 
 /// Each `simple` execution takes this long, so overlapping requests show in queue times.
 const DELAY: Duration = Duration::from_millis(300);

@@ -1,11 +1,11 @@
 //! Robustness: mutated requests never panic the parser, the infer path or the server.
 
-use super::execute::Env;
-use super::http::{Progress, RequestReader};
-use super::infer::infer;
-use super::models::MODELS;
-use super::state::Shared;
-use super::test_client::*;
+use crate::execute::Env;
+use crate::http::{Progress, RequestReader};
+use crate::infer::infer;
+use crate::models::MODELS;
+use crate::state::Shared;
+use crate::test_client::*;
 
 /// A small deterministic generator so failures reproduce.
 fn lcg(state: &mut u64) -> u64 {

@@ -1,6 +1,6 @@
 //! Scripted-server tests of the session: server frames built with the frame writers and the
 //! HPACK encoder, fed as bytes; the session's output parsed back into frames. This file holds the
-//! harness and the normal call flows; `tests_errors` and `tests_flow` hold the rest.
+//! harness and the normal call flows; `errors_tests` and `flow_tests` hold the rest.
 
 use super::fuzz::Owned;
 use super::*;

@@ -270,7 +270,7 @@ fn check_connection_error(name: &str, bytes: &[u8], code: ErrorCode) {
 
 #[test]
 fn header_block_errors_close_everything_and_queue_goaway() {
-    // A header block over its size limit is a limit, not a protocol error: see tests_limits.
+    // A header block over its size limit is a limit, not a protocol error: see limits_tests.
     let cases: Vec<(&str, Vec<u8>, ErrorCode)> = vec![
         (
             "frame inside a header block",

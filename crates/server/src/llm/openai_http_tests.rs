@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::test_client::{get, post_json};
-use super::{start, Delay, OpenAiConfig, ServeConfig, ServerHandle};
+use crate::test_client::{get, post_json};
+use crate::{start, Delay, OpenAiConfig, ServeConfig, ServerHandle};
 
 const MODEL: &str = "inferperf-llm";
 

@@ -1,3 +1,6 @@
+//! A load's config override read into model settings: the modelled fields, a full config's
+//! round trip, configs that fail the poll, what the model cannot be, and the version policy.
+
 use std::time::Duration;
 
 use serde_json::{json, Value};

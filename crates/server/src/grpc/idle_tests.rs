@@ -1,15 +1,15 @@
 //! The gRPC endpoint's time limits: a connection idle after its calls gets GOAWAY after
 //! `--idle-timeout`, and a call whose request trickles (or never ends) is DEADLINE_EXCEEDED
 //! after `--request-read-timeout`, while a stream may wait as long as it likes between
-//! messages. Connections that never bring a call are in `crate::tests_idle`.
+//! messages. Connections that never bring a call are in `crate::conn::idle_tests`.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use prost::Message;
 
+use super::hostile_tests::{call_headers, h2_frame, Raw, DATA, GOAWAY, HEADERS};
 use super::test_client::*;
-use super::tests_hostile::{call_headers, h2_frame, Raw, DATA, GOAWAY, HEADERS};
 use super::wire::code;
 use crate::limits::Limits;
 use crate::{start, ServeConfig, ServerHandle};

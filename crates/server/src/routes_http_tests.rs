@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::test_client::*;
+use crate::test_client::*;
 
 #[test]
 fn every_metadata_endpoint() {

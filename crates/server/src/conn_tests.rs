@@ -5,9 +5,9 @@ use std::net::SocketAddr;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use super::http::MAX_HEAD_BYTES;
-use super::test_client::*;
-use super::{start, Delay, ServeConfig};
+use crate::http::MAX_HEAD_BYTES;
+use crate::test_client::*;
+use crate::{start, Delay, ServeConfig};
 
 #[test]
 fn pipelined_requests_answered_in_order() {
