@@ -34,7 +34,21 @@ fn arrival_cv(server: &inferperf::server::ServerHandle) -> (usize, f64) {
 #[test]
 fn arrival_patterns_space_the_requests_the_server_receives() {
     // 300 requests at 150/s: constant gaps (spread near 0), Poisson (near 1), gamma of
-    // shape 0.25 (vLLM's burstiness; near 2).
+    // shape 0.25 (vLLM's burstiness; near 2). The shared machine can stall the client or
+    // the server's one thread and bunch arrivals: a run that misses is tried again, up to
+    // three times.
+    let mut misses = Vec::new();
+    for attempt in 0..3 {
+        match arrival_spreads(attempt) {
+            Ok(()) => return,
+            Err(why) => misses.push(why),
+        }
+    }
+    panic!("arrival spreads missed in three runs: {misses:#?}");
+}
+
+/// One run of each arrival pattern; `Err` names the spread that missed.
+fn arrival_spreads(attempt: usize) -> Result<(), String> {
     let mut cvs = Vec::new();
     for (tag, extra) in [
         ("constant", &[][..]),
@@ -45,7 +59,7 @@ fn arrival_patterns_space_the_requests_the_server_receives() {
         ),
     ] {
         let server = start_llm(0, 0, 1);
-        let dir = temp_dir(&format!("profile-arrival-{tag}"));
+        let dir = temp_dir(&format!("profile-arrival-{tag}-{attempt}"));
         let mut args = vec![
             "--request-rate",
             "150",
@@ -69,16 +83,19 @@ fn arrival_patterns_space_the_requests_the_server_receives() {
     let [(_, constant, _), (_, poisson, _), (_, gamma, shape)] = &cvs[..] else {
         unreachable!()
     };
-    assert!(*constant < 0.4, "constant arrivals: cv {constant}");
-    assert!(
-        (0.7..1.35).contains(poisson),
-        "poisson arrivals: cv {poisson}"
-    );
-    assert!(
-        *gamma > 1.5,
-        "gamma 0.25 arrivals: cv {gamma} (poisson {poisson})"
-    );
     assert_eq!(*shape, 0.25);
+    if *constant >= 0.4 {
+        return Err(format!("constant arrivals: cv {constant}"));
+    }
+    if !(0.7..1.35).contains(poisson) {
+        return Err(format!("poisson arrivals: cv {poisson}"));
+    }
+    if *gamma <= 1.5 {
+        return Err(format!(
+            "gamma 0.25 arrivals: cv {gamma} (poisson {poisson})"
+        ));
+    }
+    Ok(())
 }
 
 /// Runs the built binary's `profile` with `args`; returns (exit code, stderr).
