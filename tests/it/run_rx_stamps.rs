@@ -238,23 +238,25 @@ fn tls_responses_are_timed_by_kernel_stamps() {
     }
 }
 
-/// The client is stopped (SIGSTOP) for most of each cycle while its responses arrive: the
-/// kernel still stamps them, so the latency stays near the server's time and the wait shows
-/// as the client's receive delay. Without stamps each latency would be the server's time
-/// plus the rest of the stop.
-#[test]
-fn a_stopped_client_shows_in_the_delay_not_in_the_latency() {
+/// Runs the binary at concurrency 1 (60 requests) against a server that takes
+/// `server_delay`, stopping it (SIGSTOP) for 25 ms in every 27 while its responses arrive;
+/// `extra`: more flags. Returns the CSV row (extra columns) and the console text.
+fn run_stopped(
+    tag: &str,
+    server_delay: Duration,
+    extra: &[&str],
+) -> (Vec<(String, String)>, String) {
     const STOP: Duration = Duration::from_millis(25);
     const RUN: Duration = Duration::from_millis(2);
-    let server_delay = Duration::from_millis(10);
     let _on = stamping_on();
     let server = start_server_with(vec![("simple".into(), Delay::Fixed(server_delay))]);
-    let dir = temp_dir("rx-stopped");
+    let dir = temp_dir(tag);
     let csv = dir.join("out.csv");
     let console = std::fs::File::create(dir.join("console.txt")).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_inferperf"))
         .args(["-m", "simple", "-u", &server.addr.to_string()])
         .args(["--concurrency-range", "1", "--request-count", "60"])
+        .args(extra)
         .args(["--csv-extra-columns", "-f"])
         .arg(&csv)
         .stdout(Stdio::from(console))
@@ -275,7 +277,17 @@ fn a_stopped_client_shows_in_the_delay_not_in_the_latency() {
     };
     let text = std::fs::read_to_string(dir.join("console.txt")).unwrap();
     assert!(status.success(), "{status}: {text}");
-    let row = csv_row(&csv);
+    (csv_row(&csv), text)
+}
+
+/// The client is stopped (SIGSTOP) for most of each cycle while its responses arrive: the
+/// kernel still stamps them, so the latency stays near the server's time and the wait shows
+/// as the client's receive delay. Without stamps each latency would be the server's time
+/// plus the rest of the stop.
+#[test]
+fn a_stopped_client_shows_in_the_delay_not_in_the_latency() {
+    let server_delay = Duration::from_millis(10);
+    let (row, text) = run_stopped("rx-stopped", server_delay, &[]);
     let delay_p50_us = cell(&row, "Client Recv Delay p50");
     let latency_p50_us = cell(&row, "p50 latency");
     let server_us = server_delay.as_micros() as f64;
@@ -302,6 +314,34 @@ fn a_stopped_client_shows_in_the_delay_not_in_the_latency() {
     );
     assert!(
         text.contains("to the client's read, not in the latency): p50 "),
+        "{text}"
+    );
+}
+
+/// `--no-kernel-rx-stamps`: the same stopped client, its responses timed by the clock read
+/// after each read (as the C API's are), so the wait is in the latency and the receive-delay
+/// line and columns are left out.
+#[test]
+fn without_kernel_stamps_the_stopped_clients_wait_is_in_the_latency() {
+    let server_delay = Duration::from_millis(10);
+    let (row, text) = run_stopped("rx-stopped-clock", server_delay, &["--no-kernel-rx-stamps"]);
+    for col in [
+        "Client Recv Delay p50",
+        "Client Recv Delay p99",
+        "Clock-timed responses %",
+    ] {
+        assert!(row.iter().all(|(c, _)| c != col), "{col} in {row:?}");
+    }
+    // Most responses land in a 25 ms stop: the median latency is the server's time plus
+    // over a millisecond of the client's wait.
+    let server_us = server_delay.as_micros() as f64;
+    assert!(
+        cell(&row, "p50 latency") >= server_us + 1000.0,
+        "the wait is in the latency: {row:?}"
+    );
+    assert!(!text.contains("Client receive delay (kernel"), "{text}");
+    assert!(
+        !text.contains("The client was slow to read responses"),
         "{text}"
     );
 }

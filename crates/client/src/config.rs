@@ -349,6 +349,9 @@ pub struct Config {
     pub verbose_csv: bool,
     /// `--csv-extra-columns` (inferperf only): inferperf's columns after perf_analyzer's in `-f`.
     pub csv_extra_columns: bool,
+    /// Responses are timed by the kernel's receive stamp (off: `--no-kernel-rx-stamps`, the
+    /// worker's clock read after the read).
+    pub rx_stamps: bool,
     pub profile_export_file: Option<PathBuf>,
     /// `--collect-metrics` (with `--metrics-url`, `--metrics-interval`); `None`: off.
     pub metrics: Option<MetricsConfig>,
@@ -434,6 +437,7 @@ impl Default for Config {
             csv_file: None,
             verbose_csv: false,
             csv_extra_columns: false,
+            rx_stamps: true,
             profile_export_file: None,
             metrics: None,
             ready_timeout_s: 10,

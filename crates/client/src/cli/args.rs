@@ -351,6 +351,12 @@ pub struct RunArgs {
     /// the CSV header is perf_analyzer's [default: off]
     #[arg(long, help_heading = REPORTS)]
     pub csv_extra_columns: bool,
+    /// inferperf only: time responses by the worker's clock read after each socket read
+    /// instead of the kernel's receive stamp of the data; the latency then includes the
+    /// client's own delay before the read, and the receive-delay line and columns are left out
+    /// [default: kernel stamps on]
+    #[arg(long, help_heading = REPORTS)]
+    pub no_kernel_rx_stamps: bool,
     /// Write the per-request JSON export to this file, which must not exist [default: none]
     #[arg(long, value_name = "FILE", help_heading = REPORTS)]
     pub profile_export_file: Option<String>,

@@ -78,6 +78,10 @@ pub struct EngineSpec {
     /// HTTP/1.1: a new connection for every request, closed once its response is in
     /// (AIPerf's `--connection-reuse-strategy never`).
     pub fresh_connections: bool,
+    /// HTTP/1.1 and gRPC: time each read by the kernel's receive stamp (`SO_TIMESTAMPNS`);
+    /// off, by the worker's clock read after it (the C API has no socket and always uses the
+    /// clock).
+    pub rx_stamps: bool,
     pub pin: bool,
     /// Upper bound on worker threads.
     pub max_workers: usize,
@@ -469,7 +473,7 @@ fn spawn_for_wire(
                 PrefillShare::new(gate, cap.is_token, params.index, waker.clone())
             });
             let pool = HttpPool::new(addr, tls, slots)
-                .with_rx_stamps(true)
+                .with_rx_stamps(spec.rx_stamps)
                 .with_reply_check(spec.reply_check.clone())
                 .with_max_response(spec.max_response_bytes)
                 .with_prefill(prefill)
@@ -479,7 +483,7 @@ fn spawn_for_wire(
         }
         Wire::Grpc(wire) => {
             let pool = GrpcPool::new(addr, tls, wire.clone(), slots)
-                .with_rx_stamps(true)
+                .with_rx_stamps(spec.rx_stamps)
                 .with_reply_check(spec.reply_check.clone())
                 .with_max_response(spec.max_response_bytes);
             spawn_worker(params, pool, core, out)

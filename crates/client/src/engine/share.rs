@@ -239,6 +239,7 @@ mod tests {
             keep_bodies: false,
             keep_going: false,
             http_trace: false,
+            rx_stamps: true,
             fresh_connections: false,
             pin: false,
             max_workers,

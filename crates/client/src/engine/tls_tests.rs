@@ -57,6 +57,7 @@ fn run_engine(
         keep_bodies: true,
         keep_going: false,
         http_trace: false,
+        rx_stamps: true,
         fresh_connections: false,
         pin: false,
         max_workers: 2,

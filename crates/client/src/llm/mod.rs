@@ -418,6 +418,7 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         keep_going: true,
         // AIPerf's http_req_* metrics; gRPC (kserve) runs have none.
         http_trace: !grpc,
+        rx_stamps: true,
         fresh_connections: cfg.args.compat.connection_reuse_strategy
             == Some(cli_compat::ConnectionReuse::Never),
         pin: true,

@@ -208,6 +208,7 @@ fn engine_spec(
         keep_bodies: keep_windows || plan.expected.iter().any(Option::is_some),
         keep_going: false,
         http_trace: false,
+        rx_stamps: cfg.rx_stamps,
         fresh_connections: false,
         pin: cfg.pin_threads,
         max_workers: cfg.max_threads.unwrap_or(cores).min(cores.max(1)),

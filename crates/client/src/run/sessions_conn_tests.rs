@@ -127,6 +127,7 @@ fn run_book(addr: SocketAddr, book: Arc<Book>, stop: &AtomicBool) -> Vec<TurnDon
         keep_bodies: true,
         keep_going: true,
         http_trace: false,
+        rx_stamps: true,
         fresh_connections: false,
         pin: false,
         max_workers: 1,
