@@ -273,7 +273,7 @@ fn run_level(
         slice_ns: cfg.args.report.slice_ns(),
         window_ns: Some((run.start_ns, run.end_ns)),
         streaming: cfg.args.streaming,
-        no_output_tokens: matches!(cfg.endpoint_type.body(), Body::Embeddings | Body::Rankings),
+        no_output_tokens: !cfg.endpoint_type.generates(),
     };
     let (kept, cancelled) = runner::without_cancelled(&requests);
     let metrics = crate::measure::llm::compute(&kept, &opts);

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::csv_field;
 use super::json_text::{num, Node};
 use crate::measure::llm::slices::Slice;
-use crate::measure::llm::stats::PERCENTILES;
+use crate::measure::llm::stats::{Adjusted, PERCENTILES};
 use crate::measure::llm::sweeps::TimeStats;
 use crate::measure::llm::{LlmMetrics, Stats};
 
@@ -50,6 +50,8 @@ enum Figure {
     Value(f64),
     /// A time-weighted metric (no count, sum or low percentiles).
     Sweep(TimeStats),
+    /// An error-adjusted latency (`adj_<tag>`), already in the display unit.
+    Adjusted(Adjusted),
 }
 
 struct Row {
@@ -120,12 +122,14 @@ pub const TOKEN_OUTPUT_TAGS: [&str; 24] = [
 ];
 
 /// The metrics AIPerf writes for this run: [`all_rows`] less the ones its metric flags rule
-/// out for the mode (streaming or not, tokens out or not).
+/// out for the mode (streaming or not, tokens out or not). An `adj_<tag>` metric follows its
+/// base metric's rules.
 fn rows(m: &LlmMetrics) -> Vec<Row> {
     let mut out = all_rows(m);
     out.retain(|r| {
-        (m.streaming || !STREAMING_ONLY_TAGS.contains(&r.tag))
-            && !(m.no_output_tokens && TOKEN_OUTPUT_TAGS.contains(&r.tag))
+        let base = r.tag.strip_prefix("adj_").unwrap_or(r.tag);
+        (m.streaming || !STREAMING_ONLY_TAGS.contains(&base))
+            && !(m.no_output_tokens && TOKEN_OUTPUT_TAGS.contains(&base))
     });
     out
 }
@@ -520,6 +524,40 @@ fn all_rows(m: &LlmMetrics) -> Vec<Row> {
             figure: Figure::Dist(h.stats.scaled(h.metric.factor)),
         });
     }
+    // AIPerf 0.13 adds these after the run-level values, in this order, only when a request
+    // failed (aiperf/metrics/derived_latency.py).
+    let adj = &m.adjusted;
+    for (tag, header, v) in [
+        (
+            "adj_time_to_first_token",
+            "Time to First Token (error-adjusted)",
+            &adj.ttft,
+        ),
+        (
+            "adj_request_latency",
+            "Request Latency (error-adjusted)",
+            &adj.request_latency,
+        ),
+        (
+            "adj_decode_duration",
+            "Decode Duration (error-adjusted)",
+            &adj.decode_duration,
+        ),
+        (
+            "adj_inter_token_latency",
+            "Inter Token Latency (error-adjusted)",
+            &adj.itl,
+        ),
+    ] {
+        if let Some(v) = v {
+            out.push(Row {
+                tag,
+                header,
+                unit: "ms",
+                figure: Figure::Adjusted(v.scaled(MS)),
+            });
+        }
+    }
     for (d, st) in m.sweeps.iter().flat_map(|s| s.rows()) {
         out.push(Row {
             tag: d.tag,
@@ -564,6 +602,19 @@ fn metric_node(r: &Row) -> Node {
                 o.put(name, num(v));
             }
         }
+        // AIPerf drops every non-finite value from its JSON (avg, max and sum are +inf, std
+        // is undefined), so only the finite percentiles, the minimum and the count remain.
+        Figure::Adjusted(a) => {
+            for (p, v) in PERCENTILES.iter().zip(a.percentiles) {
+                if v.is_finite() {
+                    o.put(&format!("p{p}"), num(v));
+                }
+            }
+            if a.min.is_finite() {
+                o.put("min", num(a.min));
+            }
+            o.put("count", a.count);
+        }
     }
     o
 }
@@ -595,7 +646,7 @@ pub fn summary_metrics(m: &LlmMetrics) -> Vec<SummaryMetric> {
                 avg: s.avg,
                 dist: Some(s),
             }),
-            Figure::Sweep(_) => None,
+            Figure::Sweep(_) | Figure::Adjusted(_) => None,
         })
         .collect()
 }
@@ -751,6 +802,7 @@ pub fn csv(m: &LlmMetrics) -> String {
         match &r.figure {
             Figure::Dist(s) => dists.push((label(r), dist_cells(s))),
             Figure::Sweep(s) => dists.push((label(r), sweep_cells(s))),
+            Figure::Adjusted(a) => dists.push((label(r), adjusted_cells(a))),
             Figure::Value(v) => values.push((label(r), *v)),
         }
     }
@@ -787,6 +839,25 @@ fn dist_cells(s: &Stats) -> String {
         out.push_str(&format!(",{v:.2}"));
     }
     out.push_str(&format!(",{:.2}", s.std));
+    out
+}
+
+/// The same columns for an error-adjusted latency: avg, max, sum and std, and any +inf
+/// percentile, stay empty (AIPerf leaves out what is not finite).
+fn adjusted_cells(a: &Adjusted) -> String {
+    let cell = |v: f64| {
+        if v.is_finite() {
+            format!("{v:.2}")
+        } else {
+            String::new()
+        }
+    };
+    let mut out = format!(",,{},,", cell(a.min));
+    for v in a.percentiles {
+        out.push(',');
+        out.push_str(&cell(v));
+    }
+    out.push(',');
     out
 }
 
@@ -928,6 +999,14 @@ pub fn timeslices_csv(slices: &[Slice], origin_ns: u64) -> String {
                         ("std", st.std),
                     ] {
                         stat(name, v);
+                    }
+                }
+                Figure::Adjusted(a) => {
+                    stat("min", a.min);
+                    for (p, v) in PERCENTILES.iter().zip(a.percentiles) {
+                        if v.is_finite() {
+                            stat(&format!("p{p}"), v);
+                        }
                     }
                 }
             }
