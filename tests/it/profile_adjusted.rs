@@ -73,7 +73,7 @@ fn expected(values: &[f64], failed: u64) -> Value {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     let min = sorted[0];
-    sorted.extend(std::iter::repeat_n(f64::INFINITY, failed as usize));
+    sorted.resize(sorted.len() + failed as usize, f64::INFINITY);
     let mut o = serde_json::Map::new();
     o.insert("unit".into(), "ms".into());
     for p in PERCENTILES {
