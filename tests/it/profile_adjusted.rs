@@ -179,6 +179,7 @@ struct Run {
     export: Value,
     jsonl: String,
     csv: String,
+    console: String,
 }
 
 fn profile(mode: FaultMode, streaming: bool) -> Run {
@@ -210,6 +211,7 @@ fn profile(mode: FaultMode, streaming: bool) -> Run {
         text,
         jsonl: read(&dir.join("profile_export.jsonl")),
         csv: read(&dir.join("profile_export_aiperf.csv")),
+        console: read(&dir.join("profile_export_console.txt")),
     }
 }
 
@@ -258,6 +260,19 @@ fn a_run_with_failures_writes_the_adjusted_latencies() {
     let adj = &run.export["adj_request_latency"];
     assert_eq!(latency[2], format!("{:.2}", adj["min"].as_f64().unwrap()));
     assert_eq!(latency[9], format!("{:.2}", adj["p50"].as_f64().unwrap()));
+    // Console: the label on two lines, avg and max N/A, the minimum shown.
+    let row = run
+        .console
+        .lines()
+        .find(|l| l.contains("Request Latency (error-adjusted)"))
+        .unwrap_or_else(|| panic!("{}", run.console));
+    let cells: Vec<&str> = row.split('│').map(str::trim).collect();
+    let min = format!("{:.2}", adj["min"].as_f64().unwrap());
+    assert_eq!(
+        (cells[2], cells[3], cells[4]),
+        ("N/A", min.as_str(), "N/A"),
+        "{row}"
+    );
 }
 
 /// Without streaming only `adj_request_latency` (AIPerf's non-streaming sample has only it);
@@ -277,6 +292,11 @@ fn adjusted_latencies_follow_the_mode_and_need_a_failure() {
     assert_eq!(healthy.export["request_count"]["avg"], COUNT as f64);
     assert_eq!(adj_tags(&healthy.text), Vec::<String>::new());
     assert!(!healthy.csv.contains("error-adjusted"), "{}", healthy.csv);
+    assert!(
+        !healthy.console.contains("error-adjusted"),
+        "{}",
+        healthy.console
+    );
     assert!(healthy
         .csv
         .lines()

@@ -651,6 +651,18 @@ pub fn summary_metrics(m: &LlmMetrics) -> Vec<SummaryMetric> {
         .collect()
 }
 
+/// The error-adjusted latencies of the summary (`adj_*`, in its order): AIPerf's label and
+/// the view in ms. Empty for a run without failures.
+pub fn adjusted_metrics(m: &LlmMetrics) -> Vec<(&'static str, Adjusted)> {
+    rows(m)
+        .into_iter()
+        .filter_map(|r| match r.figure {
+            Figure::Adjusted(a) => Some((r.header, a)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// `2026-12-06T04:30:23.815132`: a Unix time in ns as AIPerf writes its times (UTC, µs).
 pub fn iso_time(ns: u64) -> String {
     let secs = ns / 1_000_000_000;
