@@ -180,9 +180,16 @@ struct Run {
     jsonl: String,
     csv: String,
     console: String,
+    /// `profile_export_aiperf_timeslices.json`, with `--slice-duration`.
+    timeslices: Option<Value>,
 }
 
 fn profile(mode: FaultMode, streaming: bool) -> Run {
+    profile_with(mode, streaming, &[])
+}
+
+/// [`profile`] with `extra` flags.
+fn profile_with(mode: FaultMode, streaming: bool, extra: &[&str]) -> Run {
     let server = start(&FaultConfig {
         mode,
         http: "127.0.0.1:0".parse().unwrap(),
@@ -190,7 +197,11 @@ fn profile(mode: FaultMode, streaming: bool) -> Run {
         ttl: Duration::from_secs(120),
     })
     .expect("fault server starts");
-    let dir = temp_dir(&format!("profile-adjusted-{}-{streaming}", mode.name()));
+    let dir = temp_dir(&format!(
+        "profile-adjusted-{}-{streaming}{}",
+        mode.name(),
+        extra.len()
+    ));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_inferperf"));
     cmd.args(["profile", "-m", "m", "-u", &server.addr.to_string()])
         .args(["--endpoint-type", "chat", "--concurrency", "1"])
@@ -200,6 +211,7 @@ fn profile(mode: FaultMode, streaming: bool) -> Run {
     if streaming {
         cmd.arg("--streaming");
     }
+    cmd.args(extra);
     let out = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
@@ -212,6 +224,9 @@ fn profile(mode: FaultMode, streaming: bool) -> Run {
         jsonl: read(&dir.join("profile_export.jsonl")),
         csv: read(&dir.join("profile_export_aiperf.csv")),
         console: read(&dir.join("profile_export_console.txt")),
+        timeslices: std::fs::read_to_string(dir.join("profile_export_aiperf_timeslices.json"))
+            .ok()
+            .map(|t| serde_json::from_str(&t).unwrap()),
     }
 }
 
@@ -301,4 +316,45 @@ fn adjusted_latencies_follow_the_mode_and_need_a_failure() {
         .csv
         .lines()
         .any(|l| l.starts_with("Request Latency (ms)")));
+}
+
+/// The per-request metrics of the first time slice of a timeslices export.
+fn slice_metrics(export: &Value) -> Vec<String> {
+    let first = &export["timeslices"][0];
+    [
+        "request_latency",
+        "time_to_first_token",
+        "inter_token_latency",
+    ]
+    .into_iter()
+    .filter(|t| !first[*t].is_null())
+    .map(str::to_string)
+    .collect()
+}
+
+/// AIPerf's timeslices follow the run's mode as its summary does: without streaming no slice
+/// has `time_to_first_token` or `inter_token_latency` (AIPerf 0.13's non-streaming sample has
+/// neither), with streaming every slice has both.
+#[test]
+fn timeslices_keep_the_metrics_of_the_mode() {
+    let sample = serde_json::from_str::<Value>(&read(
+        &sample_dir().join("profile_export_aiperf_timeslices_non_streaming.json"),
+    ))
+    .unwrap();
+    assert_eq!(slice_metrics(&sample), ["request_latency"]);
+    let slice = ["--slice-duration", "30"];
+    let plain = profile_with(FaultMode::None, false, &slice);
+    let plain = plain.timeslices.expect("timeslices written");
+    assert_eq!(slice_metrics(&plain), ["request_latency"], "{plain}");
+    let streamed = profile_with(FaultMode::None, true, &slice);
+    let streamed = streamed.timeslices.expect("timeslices written");
+    assert_eq!(
+        slice_metrics(&streamed),
+        [
+            "request_latency",
+            "time_to_first_token",
+            "inter_token_latency"
+        ],
+        "{streamed}"
+    );
 }

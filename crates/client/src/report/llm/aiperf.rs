@@ -126,12 +126,16 @@ pub const TOKEN_OUTPUT_TAGS: [&str; 24] = [
 /// base metric's rules.
 fn rows(m: &LlmMetrics) -> Vec<Row> {
     let mut out = all_rows(m);
-    out.retain(|r| {
-        let base = r.tag.strip_prefix("adj_").unwrap_or(r.tag);
-        (m.streaming || !STREAMING_ONLY_TAGS.contains(&base))
-            && !(m.no_output_tokens && TOKEN_OUTPUT_TAGS.contains(&base))
-    });
+    out.retain(|r| kept(m, r.tag));
     out
+}
+
+/// AIPerf's metric flags allow `tag` for the mode of `m` (streaming or not, tokens out or
+/// not); the same rules hold for the summary and for each time slice.
+fn kept(m: &LlmMetrics, tag: &str) -> bool {
+    let base = tag.strip_prefix("adj_").unwrap_or(tag);
+    (m.streaming || !STREAMING_ONLY_TAGS.contains(&base))
+        && !(m.no_output_tokens && TOKEN_OUTPUT_TAGS.contains(&base))
 }
 
 /// Every metric `m` has a value for, streaming-only ones included.
@@ -900,9 +904,17 @@ pub fn ready_marker(was_cancelled: bool) -> String {
     format!("{{\"ready\":true,\"was_cancelled\":{was_cancelled},\"partial\":{was_cancelled}}}")
 }
 
-/// The metrics of one time slice, under AIPerf's tags (request_count counts the slice's
-/// successful requests, as AIPerf's does).
-fn slice_rows(s: &Slice) -> Vec<Row> {
+/// The metrics of one time slice of the run `m`, under AIPerf's tags (request_count counts the
+/// slice's successful requests, as AIPerf's does), less the ones the run's mode rules out
+/// ([`kept`]: no `time_to_first_token` or `inter_token_latency` without streaming).
+fn slice_rows(m: &LlmMetrics, s: &Slice) -> Vec<Row> {
+    let mut out = all_slice_rows(s);
+    out.retain(|r| kept(m, r.tag));
+    out
+}
+
+/// Every metric of one time slice that has a value.
+fn all_slice_rows(s: &Slice) -> Vec<Row> {
     let mut out = Vec::new();
     for (tag, header, st) in [
         ("request_latency", "Request Latency", &s.request_latency),
@@ -948,16 +960,17 @@ fn slice_rows(s: &Slice) -> Vec<Row> {
 }
 
 /// `profile_export_aiperf_timeslices.json`: `{"timeslices": [{start_ns, end_ns, <metric>:
-/// {unit, avg, ..}}, ..], "input_config": ..}`, slice bounds in ns since the Unix epoch
-/// (`origin_ns` is the first request's start).
-pub fn timeslices_json(slices: &[Slice], origin_ns: u64, input_config: &Value) -> String {
-    let list = slices
+/// {unit, avg, ..}}, ..], "input_config": ..}` over the slices of `m`, slice bounds in ns
+/// since the Unix epoch (`origin_ns` is the first request's start).
+pub fn timeslices_json(m: &LlmMetrics, origin_ns: u64, input_config: &Value) -> String {
+    let list = m
+        .slices
         .iter()
         .map(|s| {
             let mut o = Node::obj();
             o.put("start_ns", origin_ns + s.start_ns);
             o.put("end_ns", origin_ns + s.end_ns);
-            for r in slice_rows(s) {
+            for r in slice_rows(m, s) {
                 o.push(r.tag, metric_node(&r));
             }
             o
@@ -973,10 +986,10 @@ pub fn timeslices_json(slices: &[Slice], origin_ns: u64, input_config: &Value) -
 
 /// `profile_export_aiperf_timeslices.csv`: one row per slice, metric and statistic
 /// (`Timeslice,Start_NS,End_NS,Metric,Unit,Stat,Value`), metrics sorted by label, CRLF rows.
-pub fn timeslices_csv(slices: &[Slice], origin_ns: u64) -> String {
+pub fn timeslices_csv(m: &LlmMetrics, origin_ns: u64) -> String {
     let mut out = String::from("Timeslice,Start_NS,End_NS,Metric,Unit,Stat,Value\r\n");
-    for s in slices {
-        let mut rows = slice_rows(s);
+    for s in &m.slices {
+        let mut rows = slice_rows(m, s);
         rows.sort_by(|a, b| a.header.cmp(b.header));
         let lead = format!(
             "{},{},{}",
