@@ -19,6 +19,7 @@ mod nothing_lost;
 mod overload;
 mod packaging;
 mod peer_limits;
+mod profile_adjusted;
 mod profile_aiperf_files;
 mod profile_cache_bust;
 mod profile_compat;

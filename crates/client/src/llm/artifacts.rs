@@ -258,14 +258,13 @@ fn aiperf_files(
             .map(|r| r.start_ns)
             .min()
             .unwrap_or(run.start_ns);
-        let slices = &f.metrics.slices;
         files.push((
             "profile_export_aiperf_timeslices.json".into(),
-            aiperf::timeslices_json(slices, origin, &info.input_config),
+            aiperf::timeslices_json(f.metrics, origin, &info.input_config),
         ));
         files.push((
             "profile_export_aiperf_timeslices.csv".into(),
-            aiperf::timeslices_csv(slices, origin),
+            aiperf::timeslices_csv(f.metrics, origin),
         ));
     }
     files.extend([

@@ -273,7 +273,7 @@ fn run_level(
         slice_ns: cfg.args.report.slice_ns(),
         window_ns: Some((run.start_ns, run.end_ns)),
         streaming: cfg.args.streaming,
-        no_output_tokens: cfg.endpoint_type.codec().report() != crate::report::llm::ReportKind::Llm,
+        no_output_tokens: !cfg.endpoint_type.generates(),
     };
     let (kept, cancelled) = runner::without_cancelled(&requests);
     let metrics = crate::measure::llm::compute(&kept, &opts);

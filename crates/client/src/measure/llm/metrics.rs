@@ -13,7 +13,7 @@ use super::request::{
     chunk_gaps, credit_to_start_ns, effective_latency_ns, last_response_ns, request_metrics,
     token_gaps, RequestMetrics,
 };
-use super::stats::{SignedAcc, StatAcc, Stats};
+use super::stats::{Adjusted, SignedAcc, StatAcc, Stats};
 use crate::measure::FailKind;
 
 /// What `compute` needs besides the requests.
@@ -109,6 +109,8 @@ pub struct LlmMetrics {
     /// AIPerf's per-request metrics from the server's `usage` and the ones derived from
     /// latency and lengths.
     pub aiperf: AiperfRequestMetrics,
+    /// AIPerf's error-adjusted latencies (`adj_*`); all `None` in a run without failures.
+    pub adjusted: AdjustedLatencies,
     /// Images and audio of the requests that carried any.
     pub media: super::media::MediaMetrics,
     /// AIPerf's time-weighted metrics (effective/active concurrency and throughput, tokens in
@@ -120,6 +122,18 @@ pub struct LlmMetrics {
     /// [`MetricOptions::no_output_tokens`]: AIPerf's export leaves its token-output metrics
     /// out.
     pub no_output_tokens: bool,
+}
+
+/// AIPerf 0.13's `adj_<tag>` metrics: the metrics it flags
+/// `MetricFlags.PERCENTILE_INCLUDES_FAILED_REQUESTS` (aiperf/metrics/types), over the
+/// successful requests' values plus one +inf per failed request (ns). Each is `None` when the
+/// run had no failures or the metric has no value.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AdjustedLatencies {
+    pub ttft: Option<Adjusted>,
+    pub request_latency: Option<Adjusted>,
+    pub decode_duration: Option<Adjusted>,
+    pub itl: Option<Adjusted>,
 }
 
 /// The server's `usage` counts over the successful requests that carried the field: their
@@ -454,6 +468,12 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
         checks: super::checks::TokenChecks::of(reqs),
         slices,
         http: super::http::http_stats(reqs),
+        adjusted: AdjustedLatencies {
+            ttft: acc.ttft.adjusted(error_count),
+            request_latency: acc.e2e.adjusted(error_count),
+            decode_duration: aiperf.decode.adjusted(error_count),
+            itl: acc.itl.adjusted(error_count),
+        },
         aiperf: aiperf.finish(),
         media: super::media::compute(reqs),
         sweeps: curves

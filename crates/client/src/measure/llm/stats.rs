@@ -65,6 +65,41 @@ pub fn linear_percentile(q: f64, n: u64, at: impl Fn(u64) -> f64) -> f64 {
     a + frac * (b - a)
 }
 
+/// numpy `method="nearest"` percentile `q` (0..=100) of the `n` sorted values that `at(k)`
+/// returns: the value at rank q/100 · (n − 1) rounded to the nearest integer, halves to the
+/// even one (numpy's `around`), so p50 of [1, 2, 3, 4] is 3 and p50 of six values is the
+/// third. `n` must be at least 1.
+pub fn nearest_percentile(q: f64, n: u64, at: impl Fn(u64) -> f64) -> f64 {
+    let rank = (q / 100.0 * (n - 1) as f64).round_ties_even() as u64;
+    at(rank.min(n - 1))
+}
+
+/// AIPerf 0.13's error-adjusted view of a latency metric (`adj_<tag>`): the successful
+/// requests' values plus one +inf per failed request. Its average, sum and maximum are
+/// +inf and its std undefined, so only the count, the minimum and the percentiles are
+/// kept; a percentile that lands on a failure is +inf. Percentiles use numpy's `nearest`
+/// method ([`nearest_percentile`]), which AIPerf picks to stay clear of inf − inf.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Adjusted {
+    /// Successful values plus failed requests.
+    pub count: u64,
+    /// The smallest successful value.
+    pub min: f64,
+    /// Values at [`PERCENTILES`], same order; +inf where the rank falls on a failure.
+    pub percentiles: [f64; 9],
+}
+
+impl Adjusted {
+    /// The same view with every finite value multiplied by `factor` (ns to ms).
+    pub fn scaled(&self, factor: f64) -> Adjusted {
+        Adjusted {
+            count: self.count,
+            min: self.min * factor,
+            percentiles: self.percentiles.map(|v| v * factor),
+        }
+    }
+}
+
 /// numpy-linear percentile `q` (0..=100) of `sorted` (ascending); `None` when empty.
 pub fn percentile_of_sorted(sorted: &[f64], q: f64) -> Option<f64> {
     (!sorted.is_empty()).then(|| linear_percentile(q, sorted.len() as u64, |k| sorted[k as usize]))
@@ -168,6 +203,43 @@ impl StatAcc {
             max: sorted[sorted.len() - 1].0,
             std: (sq / n as f64).sqrt(),
             percentiles,
+        })
+    }
+}
+
+impl StatAcc {
+    /// The error-adjusted view of these values with `failed` failed requests added as +inf
+    /// ([`Adjusted`]); `None` when nothing was recorded (AIPerf writes no `adj_<tag>` for a
+    /// metric without values) or when nothing failed.
+    pub fn adjusted(&self, failed: u64) -> Option<Adjusted> {
+        if self.count == 0 || failed == 0 {
+            return None;
+        }
+        let mut sorted: Vec<(f64, u64)> = match &self.repeats {
+            Some(r) => self.values.iter().copied().zip(r.iter().copied()).collect(),
+            None => self.values.iter().map(|&v| (v, 1)).collect(),
+        };
+        sorted.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        let ends: Vec<u64> = sorted
+            .iter()
+            .scan(0u64, |acc, &(_, r)| {
+                *acc += r;
+                Some(*acc)
+            })
+            .collect();
+        let ok = self.count;
+        let at = |k: u64| {
+            if k >= ok {
+                f64::INFINITY
+            } else {
+                sorted[ends.partition_point(|&e| e <= k)].0
+            }
+        };
+        let n = ok + failed;
+        Some(Adjusted {
+            count: n,
+            min: sorted[0].0,
+            percentiles: PERCENTILES.map(|p| nearest_percentile(p as f64, n, at)),
         })
     }
 }

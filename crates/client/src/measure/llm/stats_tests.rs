@@ -219,3 +219,32 @@ fn live_median_is_within_a_thousandth() {
     let p50 = live.p50().unwrap();
     assert!((501_000.0..=501_000.0 * 1.001).contains(&p50), "{p50}");
 }
+
+/// numpy 2.4 `np.percentile(..., method="nearest")`: ranks rounded half to even.
+#[test]
+fn nearest_percentile_rounds_half_to_even_like_numpy() {
+    let at = |v: &'static [f64]| move |k: u64| v[k as usize];
+    // np.percentile([0, 1, 2, 3], 50, method="nearest") == 2.0 (rank 1.5 -> 2).
+    assert_eq!(nearest_percentile(50.0, 4, at(&[0.0, 1.0, 2.0, 3.0])), 2.0);
+    // np.percentile(np.arange(6.), [50, 10], method="nearest") == [2.0, 0.0] (2.5 -> 2, 0.5 -> 0).
+    let six: &[f64] = &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0];
+    assert_eq!(nearest_percentile(50.0, 6, at(six)), 2.0);
+    assert_eq!(nearest_percentile(10.0, 6, at(six)), 0.0);
+}
+
+/// Eight values and four failures: numpy gives [1, 2, 2, 4, 7, inf, inf, inf, inf] for
+/// np.percentile([1..8] + [inf] * 4, PERCENTILES, method="nearest").
+#[test]
+fn adjusted_adds_one_infinity_per_failure() {
+    let mut acc = StatAcc::new();
+    for v in [8.0, 3.0, 1.0, 5.0, 2.0, 7.0, 4.0, 6.0] {
+        acc.record(v);
+    }
+    let a = acc.adjusted(4).unwrap();
+    assert_eq!(a.count, 12);
+    assert_eq!(a.min, 1.0);
+    let inf = f64::INFINITY;
+    assert_eq!(a.percentiles, [1.0, 2.0, 2.0, 4.0, 7.0, inf, inf, inf, inf]);
+    assert_eq!(acc.adjusted(0), None);
+    assert_eq!(StatAcc::new().adjusted(4), None);
+}

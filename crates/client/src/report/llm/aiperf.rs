@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::csv_field;
 use super::json_text::{num, Node};
 use crate::measure::llm::slices::Slice;
-use crate::measure::llm::stats::PERCENTILES;
+use crate::measure::llm::stats::{Adjusted, PERCENTILES};
 use crate::measure::llm::sweeps::TimeStats;
 use crate::measure::llm::{LlmMetrics, Stats};
 
@@ -50,6 +50,8 @@ enum Figure {
     Value(f64),
     /// A time-weighted metric (no count, sum or low percentiles).
     Sweep(TimeStats),
+    /// An error-adjusted latency (`adj_<tag>`), already in the display unit.
+    Adjusted(Adjusted),
 }
 
 struct Row {
@@ -120,14 +122,20 @@ pub const TOKEN_OUTPUT_TAGS: [&str; 24] = [
 ];
 
 /// The metrics AIPerf writes for this run: [`all_rows`] less the ones its metric flags rule
-/// out for the mode (streaming or not, tokens out or not).
+/// out for the mode (streaming or not, tokens out or not). An `adj_<tag>` metric follows its
+/// base metric's rules.
 fn rows(m: &LlmMetrics) -> Vec<Row> {
     let mut out = all_rows(m);
-    out.retain(|r| {
-        (m.streaming || !STREAMING_ONLY_TAGS.contains(&r.tag))
-            && !(m.no_output_tokens && TOKEN_OUTPUT_TAGS.contains(&r.tag))
-    });
+    out.retain(|r| kept(m, r.tag));
     out
+}
+
+/// AIPerf's metric flags allow `tag` for the mode of `m` (streaming or not, tokens out or
+/// not); the same rules hold for the summary and for each time slice.
+fn kept(m: &LlmMetrics, tag: &str) -> bool {
+    let base = tag.strip_prefix("adj_").unwrap_or(tag);
+    (m.streaming || !STREAMING_ONLY_TAGS.contains(&base))
+        && !(m.no_output_tokens && TOKEN_OUTPUT_TAGS.contains(&base))
 }
 
 /// Every metric `m` has a value for, streaming-only ones included.
@@ -520,6 +528,40 @@ fn all_rows(m: &LlmMetrics) -> Vec<Row> {
             figure: Figure::Dist(h.stats.scaled(h.metric.factor)),
         });
     }
+    // AIPerf 0.13 adds these after the run-level values, in this order, only when a request
+    // failed (aiperf/metrics/derived_latency.py).
+    let adj = &m.adjusted;
+    for (tag, header, v) in [
+        (
+            "adj_time_to_first_token",
+            "Time to First Token (error-adjusted)",
+            &adj.ttft,
+        ),
+        (
+            "adj_request_latency",
+            "Request Latency (error-adjusted)",
+            &adj.request_latency,
+        ),
+        (
+            "adj_decode_duration",
+            "Decode Duration (error-adjusted)",
+            &adj.decode_duration,
+        ),
+        (
+            "adj_inter_token_latency",
+            "Inter Token Latency (error-adjusted)",
+            &adj.itl,
+        ),
+    ] {
+        if let Some(v) = v {
+            out.push(Row {
+                tag,
+                header,
+                unit: "ms",
+                figure: Figure::Adjusted(v.scaled(MS)),
+            });
+        }
+    }
     for (d, st) in m.sweeps.iter().flat_map(|s| s.rows()) {
         out.push(Row {
             tag: d.tag,
@@ -564,6 +606,19 @@ fn metric_node(r: &Row) -> Node {
                 o.put(name, num(v));
             }
         }
+        // AIPerf drops every non-finite value from its JSON (avg, max and sum are +inf, std
+        // is undefined), so only the finite percentiles, the minimum and the count remain.
+        Figure::Adjusted(a) => {
+            for (p, v) in PERCENTILES.iter().zip(a.percentiles) {
+                if v.is_finite() {
+                    o.put(&format!("p{p}"), num(v));
+                }
+            }
+            if a.min.is_finite() {
+                o.put("min", num(a.min));
+            }
+            o.put("count", a.count);
+        }
     }
     o
 }
@@ -595,7 +650,19 @@ pub fn summary_metrics(m: &LlmMetrics) -> Vec<SummaryMetric> {
                 avg: s.avg,
                 dist: Some(s),
             }),
-            Figure::Sweep(_) => None,
+            Figure::Sweep(_) | Figure::Adjusted(_) => None,
+        })
+        .collect()
+}
+
+/// The error-adjusted latencies of the summary (`adj_*`, in its order): AIPerf's label and
+/// the view in ms. Empty for a run without failures.
+pub fn adjusted_metrics(m: &LlmMetrics) -> Vec<(&'static str, Adjusted)> {
+    rows(m)
+        .into_iter()
+        .filter_map(|r| match r.figure {
+            Figure::Adjusted(a) => Some((r.header, a)),
+            _ => None,
         })
         .collect()
 }
@@ -751,6 +818,7 @@ pub fn csv(m: &LlmMetrics) -> String {
         match &r.figure {
             Figure::Dist(s) => dists.push((label(r), dist_cells(s))),
             Figure::Sweep(s) => dists.push((label(r), sweep_cells(s))),
+            Figure::Adjusted(a) => dists.push((label(r), adjusted_cells(a))),
             Figure::Value(v) => values.push((label(r), *v)),
         }
     }
@@ -790,6 +858,25 @@ fn dist_cells(s: &Stats) -> String {
     out
 }
 
+/// The same columns for an error-adjusted latency: avg, max, sum and std, and any +inf
+/// percentile, stay empty (AIPerf leaves out what is not finite).
+fn adjusted_cells(a: &Adjusted) -> String {
+    let cell = |v: f64| {
+        if v.is_finite() {
+            format!("{v:.2}")
+        } else {
+            String::new()
+        }
+    };
+    let mut out = format!(",,{},,", cell(a.min));
+    for v in a.percentiles {
+        out.push(',');
+        out.push_str(&cell(v));
+    }
+    out.push(',');
+    out
+}
+
 /// The same columns for a time-weighted metric: sum, p1, p5, p10, p25 and p75 stay empty.
 fn sweep_cells(s: &TimeStats) -> String {
     let mut out = format!(",{:.2},{:.2},{:.2},", s.avg, s.min, s.max);
@@ -817,9 +904,17 @@ pub fn ready_marker(was_cancelled: bool) -> String {
     format!("{{\"ready\":true,\"was_cancelled\":{was_cancelled},\"partial\":{was_cancelled}}}")
 }
 
-/// The metrics of one time slice, under AIPerf's tags (request_count counts the slice's
-/// successful requests, as AIPerf's does).
-fn slice_rows(s: &Slice) -> Vec<Row> {
+/// The metrics of one time slice of the run `m`, under AIPerf's tags (request_count counts the
+/// slice's successful requests, as AIPerf's does), less the ones the run's mode rules out
+/// ([`kept`]: no `time_to_first_token` or `inter_token_latency` without streaming).
+fn slice_rows(m: &LlmMetrics, s: &Slice) -> Vec<Row> {
+    let mut out = all_slice_rows(s);
+    out.retain(|r| kept(m, r.tag));
+    out
+}
+
+/// Every metric of one time slice that has a value.
+fn all_slice_rows(s: &Slice) -> Vec<Row> {
     let mut out = Vec::new();
     for (tag, header, st) in [
         ("request_latency", "Request Latency", &s.request_latency),
@@ -865,16 +960,17 @@ fn slice_rows(s: &Slice) -> Vec<Row> {
 }
 
 /// `profile_export_aiperf_timeslices.json`: `{"timeslices": [{start_ns, end_ns, <metric>:
-/// {unit, avg, ..}}, ..], "input_config": ..}`, slice bounds in ns since the Unix epoch
-/// (`origin_ns` is the first request's start).
-pub fn timeslices_json(slices: &[Slice], origin_ns: u64, input_config: &Value) -> String {
-    let list = slices
+/// {unit, avg, ..}}, ..], "input_config": ..}` over the slices of `m`, slice bounds in ns
+/// since the Unix epoch (`origin_ns` is the first request's start).
+pub fn timeslices_json(m: &LlmMetrics, origin_ns: u64, input_config: &Value) -> String {
+    let list = m
+        .slices
         .iter()
         .map(|s| {
             let mut o = Node::obj();
             o.put("start_ns", origin_ns + s.start_ns);
             o.put("end_ns", origin_ns + s.end_ns);
-            for r in slice_rows(s) {
+            for r in slice_rows(m, s) {
                 o.push(r.tag, metric_node(&r));
             }
             o
@@ -890,10 +986,10 @@ pub fn timeslices_json(slices: &[Slice], origin_ns: u64, input_config: &Value) -
 
 /// `profile_export_aiperf_timeslices.csv`: one row per slice, metric and statistic
 /// (`Timeslice,Start_NS,End_NS,Metric,Unit,Stat,Value`), metrics sorted by label, CRLF rows.
-pub fn timeslices_csv(slices: &[Slice], origin_ns: u64) -> String {
+pub fn timeslices_csv(m: &LlmMetrics, origin_ns: u64) -> String {
     let mut out = String::from("Timeslice,Start_NS,End_NS,Metric,Unit,Stat,Value\r\n");
-    for s in slices {
-        let mut rows = slice_rows(s);
+    for s in &m.slices {
+        let mut rows = slice_rows(m, s);
         rows.sort_by(|a, b| a.header.cmp(b.header));
         let lead = format!(
             "{},{},{}",
@@ -928,6 +1024,14 @@ pub fn timeslices_csv(slices: &[Slice], origin_ns: u64) -> String {
                         ("std", st.std),
                     ] {
                         stat(name, v);
+                    }
+                }
+                Figure::Adjusted(a) => {
+                    stat("min", a.min);
+                    for (p, v) in PERCENTILES.iter().zip(a.percentiles) {
+                        if v.is_finite() {
+                            stat(&format!("p{p}"), v);
+                        }
                     }
                 }
             }

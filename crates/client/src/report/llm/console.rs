@@ -2,11 +2,13 @@
 //! p99 / p90 / p75, numbers as `1,234.56`), then inferperf's extra lines: errors by kind, goodput
 //! fraction, per-chunk and per-token gaps, GuideLLM's TPOT, open-loop latencies from the
 //! intended send time, same-read events, and which of inferperf's rows other tools' names mean.
+//! A run with failed requests adds AIPerf's error-adjusted latencies as the table's last rows.
 //! Streamed LLM runs then get AIPerf's two tables of time-weighted metrics, "Effective" and "Active"
 //! (columns Metric / avg / min / max / p99 / p90 / p50 / std, AIPerf's rows and order).
 
 use super::{extra_rows, fmt_num, genai_perf_rows, system_rows, ReportKind, ReportOptions};
 use crate::measure::llm::definitions;
+use crate::measure::llm::stats::PERCENTILES;
 use crate::measure::llm::sweeps::{Group, Sweeps};
 use crate::measure::llm::{LlmMetrics, Stats};
 
@@ -35,6 +37,26 @@ pub fn render(m: &LlmMetrics, opts: &ReportOptions) -> String {
     for r in system_rows(m, opts) {
         let mut cells = vec![wrap_label(&r.label), fmt_num(r.value)];
         cells.extend(STAT_COLUMNS[1..].iter().map(|_| "N/A".to_string()));
+        rows.push(cells);
+    }
+    // AIPerf's error-adjusted rows close its table; what is +inf (avg, max, a percentile that
+    // lands on a failure) shows as N/A, as AIPerf shows it.
+    for (header, a) in super::aiperf::adjusted_metrics(m) {
+        let cell = |v: f64| {
+            if v.is_finite() {
+                fmt_num(v)
+            } else {
+                "N/A".to_string()
+            }
+        };
+        let p = |q: u32| {
+            PERCENTILES
+                .iter()
+                .position(|&x| x == q)
+                .map_or(f64::INFINITY, |i| a.percentiles[i])
+        };
+        let mut cells = vec![wrap_label(&format!("{header} (ms)"))];
+        cells.extend([f64::INFINITY, a.min, f64::INFINITY, p(99), p(90), p(75)].map(cell));
         rows.push(cells);
     }
     let mut out = draw_table(&title(opts.kind), &rows);
