@@ -696,7 +696,7 @@ impl Conn {
         self.header_len = head.inference_header_len;
         let out = self.complete(head.status, head.keep_alive, head.consumed, end_ns);
         self.rec.rx = rx;
-        self.rec.rx_delay_ns = delay_ns;
+        self.rec.rx_delay_us = crate::measure::record::delay_us(delay_ns);
         if self.sse.active {
             // Latency runs to the last event with data; `[DONE]` (perf_analyzer's null final
             // response) does not count.

@@ -86,7 +86,7 @@ impl When<'_> {
     fn mark(self, rec: &mut RequestRecord) {
         if let Some(a) = self.rx {
             rec.rx = a.rx_time();
-            rec.rx_delay_ns = a.delay_ns();
+            rec.rx_delay_us = crate::measure::record::delay_us(a.delay_ns());
             rec.send_end_ns = rec.send_end_ns.min(rec.recv_start_ns);
         }
     }

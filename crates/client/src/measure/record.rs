@@ -56,10 +56,11 @@ pub struct RequestRecord {
     /// How `end_ns` was timed: by the kernel's receive stamp of the read that completed the
     /// response, or by the clock (see [`RxTime`]).
     pub rx: RxTime,
-    /// The client's own delay in handling the response (ns): from the kernel receive stamp
-    /// of the read that completed it to the worker reading that data. 0 unless `rx` is
+    /// The client's own delay in handling the response (µs, the resolution every report
+    /// prints it at; 32 bits keep the record at ten words): from the kernel receive stamp of
+    /// the read that completed it to the worker reading that data. 0 unless `rx` is
     /// [`RxTime::Kernel`].
-    pub rx_delay_ns: u64,
+    pub rx_delay_us: u32,
 }
 
 /// How a response's receive time was taken.
@@ -186,12 +187,17 @@ pub fn framed_responses(mut body: &[u8]) -> impl Iterator<Item = (u64, &[u8])> {
     })
 }
 
+/// A delay in ns as [`RequestRecord::rx_delay_us`] holds it (whole µs; 71 minutes at most).
+pub fn delay_us(ns: u64) -> u32 {
+    (ns / 1000).min(u64::from(u32::MAX)) as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// Ten words: five times, four counters, the sequence slot and id, three flags, the
-    /// failure kind and the HTTP status. A record is written per request and kept for the
+    /// failure kind, the HTTP status, how the response was timed and the client's delay (µs). A record is written per request and kept for the
     /// windows of a level, so growth shows up in memory at high rates: this fails when a
     /// field is added past the six bytes of padding left.
     #[test]

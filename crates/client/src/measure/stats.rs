@@ -101,7 +101,7 @@ pub fn add_records(s: &mut WindowStats, w: &WindowRecords) {
         match r.rx {
             RxTime::Kernel => {
                 s.rx_kernel += 1;
-                s.rx_delay.add(r.rx_delay_ns);
+                s.rx_delay.add(u64::from(r.rx_delay_us) * 1000);
             }
             RxTime::Clock => s.rx_clock += 1,
             RxTime::NotStamped => {}

@@ -209,7 +209,7 @@ fn put_record(w: &mut Writer, rec: &RequestRecord) {
         rec.end_ns,
         rec.intended_ns,
         rec.seq_id,
-        rec.rx_delay_ns,
+        u64::from(rec.rx_delay_us),
     ] {
         w.u64(v);
     }
@@ -242,7 +242,7 @@ fn get_record(r: &mut Reader) -> Result<RequestRecord> {
         end_ns: r.u64()?,
         intended_ns: r.u64()?,
         seq_id: r.u64()?,
-        rx_delay_ns: r.u64()?,
+        rx_delay_us: r.u64()?.min(u64::from(u32::MAX)) as u32,
         step: r.u32()?,
         body_off: r.u32()?,
         body_len: r.u32()?,
@@ -383,7 +383,7 @@ mod tests {
             status: 504,
             traced: false,
             rx: RxTime::Kernel,
-            rx_delay_ns: 26,
+            rx_delay_us: 26,
         };
         WindowRecords {
             start_ns: 10,
