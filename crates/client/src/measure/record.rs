@@ -196,10 +196,10 @@ pub fn delay_us(ns: u64) -> u32 {
 mod tests {
     use super::*;
 
-    /// Ten words: five times, four counters, the sequence slot and id, three flags, the
-    /// failure kind, the HTTP status, how the response was timed and the client's delay (µs). A record is written per request and kept for the
-    /// windows of a level, so growth shows up in memory at high rates: this fails when a
-    /// field is added past the six bytes of padding left.
+    /// Ten words: five times, four counters, the sequence slot and id, four flags, the
+    /// failure kind, the HTTP status, how the response was timed and the client's delay (µs).
+    /// A record is written per request and kept for the windows of a level, so growth shows
+    /// up in memory at high rates: this fails when a field is added (no padding is left).
     #[test]
     fn a_record_is_ten_words() {
         assert_eq!(std::mem::size_of::<RequestRecord>(), 80);
