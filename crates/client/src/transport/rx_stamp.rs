@@ -6,7 +6,7 @@
 //! any byte the read returned and never later than the read itself. With it, a worker may
 //! let several streams' data accumulate between polls without moving any arrival time.
 //!
-//! The stamp is CLOCK_REALTIME; [`arrival_ns`] maps it onto the run's [`Clock`] by the
+//! The stamp is CLOCK_REALTIME; [`arrival`] maps it onto the run's [`Clock`] by the
 //! offset between the two clocks read at the same moment, so NTP slewing during a long run
 //! does not accumulate.
 
@@ -97,14 +97,6 @@ fn realtime_ns() -> i128 {
     ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
 }
 
-/// When the data of a read that has just returned arrived, on the run's `clock`: the kernel
-/// stamp mapped by the offset between the two clocks read back to back now, kept within
-/// `[floor_ns, now]` (a stamp outside it means a clock step, and the read time is then the
-/// honest answer). Without a stamp, now.
-pub fn arrival_ns(stamp: Option<u64>, floor_ns: u64, clock: &Clock) -> u64 {
-    arrival(stamp, floor_ns, clock).at_ns
-}
-
 /// A read's arrival time and the time the worker made the read, both on the run's clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Arrival {
@@ -132,7 +124,10 @@ impl Arrival {
     }
 }
 
-/// [`arrival_ns`] with the read time and whether the stamp was used.
+/// When the data of a read that has just returned arrived, on the run's `clock` (with the
+/// read time and whether the stamp was used): the kernel stamp mapped by the offset between
+/// the two clocks read back to back now, kept within `[floor_ns, now]` (a stamp outside it
+/// means a clock step, and the read time is then the honest answer). Without a stamp, now.
 pub fn arrival(stamp: Option<u64>, floor_ns: u64, clock: &Clock) -> Arrival {
     let now_ns = clock.now_ns();
     let by_clock = Arrival {
@@ -215,7 +210,7 @@ mod tests {
         server.write_all(b"first").unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
         let (n, stamp) = recv(&client, &mut buf).unwrap();
-        let at = arrival_ns(stamp, before, &clock);
+        let at = arrival(stamp, before, &clock).at_ns;
         let now = clock.now_ns();
         assert_eq!(&buf[..n], b"first");
         assert!(stamp.is_some(), "the kernel gave no stamp");
@@ -239,15 +234,15 @@ mod tests {
         let clock = Clock::new();
         let before = clock.now_ns();
         let read = |at: u64| at >= before && at <= clock.now_ns();
-        assert!(read(arrival_ns(None, 0, &clock)));
+        assert!(read(arrival(None, 0, &clock).at_ns));
         // A stamp an hour ahead of the read (a clock step) is not believed.
         let ahead = (realtime_ns() + 3_600_000_000_000) as u64;
-        assert!(read(arrival_ns(Some(ahead), 0, &clock)));
+        assert!(read(arrival(Some(ahead), 0, &clock).at_ns));
         // Nor one before the request was sent.
         let early = (realtime_ns() - 1_000_000_000) as u64;
-        assert!(read(arrival_ns(Some(early), before, &clock)));
+        assert!(read(arrival(Some(early), before, &clock).at_ns));
         // One a second ago, after the floor, is taken as it is.
-        let second_ago = arrival_ns(Some(early), 0, &clock);
+        let second_ago = arrival(Some(early), 0, &clock).at_ns;
         assert!(second_ago + 900_000_000 < before, "{second_ago} {before}");
     }
 }
