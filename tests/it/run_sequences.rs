@@ -306,17 +306,36 @@ fn rate_mode_deals_round_robin_in_order_over_http_and_grpc() {
         assert_waited_for_previous(&reqs, &tag);
         assert!(checked >= 100, "{tag}: {checked} requests exported");
         // The server saw the same deal, up to sends of different sequences swapping on the
-        // way (separate connections): most arrivals i + n continue arrival i's sequence.
+        // way (separate connections): most arrivals of a sequence come n arrivals after its
+        // previous one. A gap of n +- 1 is taken as following: one swap of two neighbouring
+        // arrivals, which a busy machine makes now and then, moves the gaps it touches by one.
         let n = sequences as usize;
-        let follows = (0..log.len() - n)
-            .filter(|&i| log[i].end || log[i + n].id == log[i].id)
-            .count();
+        let (follows, judged) = round_robin_follows(&log, n);
         assert!(
-            follows * 10 >= (log.len() - n) * 9,
-            "{tag}: {follows} of {} arrivals followed round robin",
-            log.len() - n
+            follows * 10 >= judged * 9,
+            "{tag}: {follows} of {judged} arrivals followed round robin"
         );
     }
+}
+
+/// Of the arrivals with a later step of their sequence in the log: how many see that step
+/// n +- 1 arrivals later, and how many were judged.
+fn round_robin_follows(log: &[SeqArrival], n: usize) -> (usize, usize) {
+    let mut next_of: HashMap<&SeqId, usize> = HashMap::new();
+    let (mut follows, mut judged) = (0, 0);
+    for i in (0..log.len()).rev() {
+        let Some(id) = log[i].id.as_ref() else {
+            continue;
+        };
+        if let Some(&j) = next_of.get(id).filter(|_| !log[i].end) {
+            judged += 1;
+            if (j - i).abs_diff(n) <= 1 {
+                follows += 1;
+            }
+        }
+        next_of.insert(id, i);
+    }
+    (follows, judged)
 }
 
 #[test]
