@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use super::events::parse_events;
+use crate::run::kinds::reply::parse_events;
 use crate::measure::llm::stats::LiveAcc;
 use crate::measure::record::framed_responses;
 use crate::measure::WindowRecords;
