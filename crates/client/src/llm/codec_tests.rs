@@ -125,7 +125,10 @@ fn the_example_endpoint_runs_from_its_registry_line() {
         assert!(r.ok(), "{:?}", r.error);
         assert_eq!(r.osl, 4, "the reply's four words, counted");
         assert_eq!(r.chunks.len(), 1, "one chunk: the whole reply");
-        assert_eq!(r.chunks[0].arrival_ns, r.end_ns, "read when the reply completed");
+        assert_eq!(
+            r.chunks[0].arrival_ns, r.end_ns,
+            "read when the reply completed"
+        );
         assert_eq!(r.chunks[0].tokens, 4);
     }
     // The default decoder reads the other member of the same reply: the counts above came
