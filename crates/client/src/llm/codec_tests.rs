@@ -1,6 +1,7 @@
 //! `profile` reaches an endpoint through the registry alone: the test-only `example` kind
 //! (one kind file and its line in the `registry!` list) is run by `--endpoint-type example`
-//! against a small in-test HTTP server, which sees the bodies the kind's codec encodes.
+//! against a small in-test HTTP server, which sees the bodies the kind's codec encodes and
+//! answers in the kind's own reply shape, which only the kind's decoder reads.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -9,11 +10,17 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 
 use super::cli::parse;
+use crate::run::kinds::reply::{decode_openai, Reply};
 
 /// Each request the server received: its request line and its JSON body.
 type Seen = Arc<Mutex<Vec<(String, Value)>>>;
 
-/// An HTTP/1.1 server answering every POST with `{"text_output": "one two three"}`.
+/// The example server's answer to every POST: four words in the example's own `words`
+/// list, and a `text_output` of one word that the default (OpenAI-style) decoder would read
+/// instead.
+const REPLY: &[u8] = br#"{"words":["one","two","three","four"],"text_output":"five"}"#;
+
+/// An HTTP/1.1 server answering every POST with [`REPLY`].
 fn text_server() -> (String, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
@@ -57,7 +64,7 @@ fn serve(conn: TcpStream, seen: &Seen) {
         seen.lock()
             .unwrap()
             .push((line.trim_end().to_string(), body));
-        let reply = br#"{"text_output":"one two three"}"#;
+        let reply = REPLY;
         let head = format!(
             "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
             reply.len()
@@ -116,6 +123,21 @@ fn the_example_endpoint_runs_from_its_registry_line() {
     assert_eq!(requests.len(), 3);
     for r in requests {
         assert!(r.ok(), "{:?}", r.error);
-        assert_eq!(r.osl, 3, "the reply's text_output, counted");
+        assert_eq!(r.osl, 4, "the reply's four words, counted");
+        assert_eq!(r.chunks.len(), 1, "one chunk: the whole reply");
+        assert_eq!(
+            r.chunks[0].arrival_ns, r.end_ns,
+            "read when the reply completed"
+        );
+        assert_eq!(r.chunks[0].tokens, 4);
     }
+    // The default decoder reads the other member of the same reply: the counts above came
+    // from the example kind's own decoder.
+    let default = decode_openai(&Reply {
+        sse: false,
+        ok: true,
+        end_ns: 1,
+        body: REPLY,
+    });
+    assert_eq!(default.text(), "five");
 }

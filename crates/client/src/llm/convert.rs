@@ -1,12 +1,13 @@
-//! Engine records of one point to [`LlmRequest`]s: parse the stored events or body, classify
-//! failures, count tokens (client tokenizer, or the server's `usage` when asked).
+//! Engine records of one point to [`LlmRequest`]s: the endpoint's kind decodes the stored
+//! events, responses or body, then failures are classified and tokens counted (client
+//! tokenizer, or the server's `usage` when asked).
 
-use super::events::{parse_events, parse_whole, Parsed};
 use super::payload::Entry;
 use super::runner::PointRun;
 use crate::measure::llm::{Chunk, LlmRequest, RequestError};
-use crate::measure::record::framed_responses;
 use crate::measure::{FailKind, RequestRecord};
+use crate::run::kinds::codec::RequestCodec;
+use crate::run::kinds::reply::{Parsed, Reply};
 
 /// What converting needs besides the records.
 pub struct Context<'a> {
@@ -19,11 +20,9 @@ pub struct Context<'a> {
     pub count_chunk: &'a dyn Fn(&str) -> u64,
     /// Take ISL/OSL from `usage` when the server sent it.
     pub server_counts: bool,
-    /// OpenAI streams end with `[DONE]` or a finish reason; one that stops without either
-    /// was cut off. Triton's generate stream just ends, so it sets this false.
-    pub needs_done: bool,
-    /// Responses are Triton `ModelStreamInferResponse` messages (`--endpoint-type kserve`).
-    pub grpc: bool,
+    /// The endpoint's kind: it decodes each reply and says whether a stream must end with
+    /// `[DONE]`.
+    pub codec: &'a dyn RequestCodec,
 }
 
 /// One [`LlmRequest`] per record, in record order.
@@ -36,19 +35,15 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
         .bodies
         .get(r.body_off as usize..(r.body_off as usize + r.body_len as usize))
         .unwrap_or(&[]);
-    let mut parsed = if cx.grpc {
-        super::kserve::parse_responses(framed_responses(body))
-    } else if r.sse {
-        parse_events(framed_responses(body))
-    } else if r.ok {
-        parse_whole(r.end_ns, body)
-    } else {
-        Parsed::default()
-    };
+    let mut parsed = cx.codec.decode(&Reply {
+        sse: r.sse,
+        ok: r.ok,
+        end_ns: r.end_ns,
+        body,
+    });
     let step = r.step as usize;
     let entry = cx.entries.get(step);
-    let streamed = r.sse || cx.grpc;
-    let mut error = classify(r, body, &parsed, cx.needs_done, streamed);
+    let mut error = classify(r, body, &parsed, cx.codec.needs_done());
     if let Some(e) = error.as_mut().filter(|e| e.fail_kind() == FailKind::Status) {
         e.code = (r.status != 0).then_some(r.status);
     }
@@ -121,12 +116,11 @@ fn classify(
     body: &[u8],
     parsed: &Parsed,
     needs_done: bool,
-    streamed: bool,
 ) -> Option<RequestError> {
     let err = |kind: FailKind, message: String| Some(RequestError::new(kind, message));
     let error_event = r.fail == FailKind::SseError;
     if let Some(e) = &parsed.error {
-        return Some(e.request_error(streamed, error_event));
+        return Some(e.request_error(parsed.streamed, error_event));
     }
     if error_event {
         return err(
@@ -184,6 +178,12 @@ fn classify(
 mod tests {
     use super::*;
     use crate::measure::record::push_framed_response;
+    use crate::run::kinds::registry::for_endpoint;
+
+    /// The codec of the registry's `--endpoint-type name`.
+    fn codec(name: &str) -> &'static dyn RequestCodec {
+        for_endpoint(name).unwrap().endpoint.unwrap().codec
+    }
 
     fn words(s: &str) -> u64 {
         s.split_whitespace().count() as u64
@@ -204,8 +204,7 @@ mod tests {
             count: &words,
             count_chunk: &words,
             server_counts: server,
-            needs_done: true,
-            grpc: false,
+            codec: codec("chat"),
         }
     }
 
@@ -298,7 +297,7 @@ mod tests {
         let out = convert(&run_with(vec![r], b.clone()), &cx(&es, false));
         assert_eq!(out[0].error.as_ref().unwrap().kind, "closed_early");
         let lenient = Context {
-            needs_done: false,
+            codec: codec("generate"),
             ..cx(&es, false)
         };
         let out = convert(&run_with(vec![r], b.clone()), &lenient);
@@ -440,5 +439,69 @@ mod tests {
                 0
             )
         );
+    }
+
+    /// The kind decodes: a kserve record (gRPC, no SSE) is read as Triton stream responses,
+    /// whose error is a stream's, and a stream that just ends is complete.
+    #[test]
+    fn the_endpoint_kind_decodes_the_reply() {
+        use crate::protocol::grpc::pb::inference as pb;
+        use prost::Message;
+        let es = entries();
+        let kserve = Context {
+            codec: codec("kserve"),
+            ..cx(&es, false)
+        };
+        let error = pb::ModelStreamInferResponse {
+            error_message: "bad input".into(),
+            infer_response: None,
+        }
+        .encode_to_vec();
+        let mut b = Vec::new();
+        push_framed_response(&mut b, 9, &error);
+        let r = RequestRecord {
+            ok: true,
+            end_ns: 9,
+            body_len: b.len() as u32,
+            ..RequestRecord::default()
+        };
+        let e = convert(&run_with(vec![r], b.clone()), &kserve)[0]
+            .error
+            .clone()
+            .unwrap();
+        assert_eq!(
+            (e.kind.as_str(), e.message.as_str()),
+            ("sse_error_event", "error in the response stream: bad input")
+        );
+        // The chat kind reads the same bytes as one body, which is not JSON.
+        let e = convert(&run_with(vec![r], b), &cx(&es, false))[0]
+            .error
+            .clone()
+            .unwrap();
+        assert_eq!(e.kind, "not_json");
+        // A stream of responses without `[DONE]` is complete: its text counts.
+        let text = pb::ModelStreamInferResponse {
+            error_message: String::new(),
+            infer_response: Some(pb::ModelInferResponse {
+                outputs: vec![pb::model_infer_response::InferOutputTensor {
+                    name: crate::service::kserve_llm::TEXT_OUTPUT.into(),
+                    datatype: "BYTES".into(),
+                    shape: vec![1],
+                    ..Default::default()
+                }],
+                raw_output_contents: vec![b"\x0a\0\0\0tok1 tok2 ".to_vec()],
+                ..Default::default()
+            }),
+        }
+        .encode_to_vec();
+        let mut b = Vec::new();
+        push_framed_response(&mut b, 7, &text);
+        let r = RequestRecord {
+            body_len: b.len() as u32,
+            ..r
+        };
+        let q = convert(&run_with(vec![r], b), &kserve).remove(0);
+        assert!(q.ok(), "{:?}", q.error);
+        assert_eq!((q.osl, q.chunks.len(), q.chunks[0].arrival_ns), (2, 1, 7));
     }
 }

@@ -15,11 +15,11 @@ pub mod cli_compat;
 mod codec_tests;
 pub mod convert;
 pub mod dataset;
-pub mod events;
 pub mod export;
 pub mod html_report;
 pub mod input_file;
-pub mod kserve;
+#[cfg(test)]
+mod kserve_tests;
 pub mod layout;
 pub mod load_args;
 pub mod media;
@@ -29,7 +29,6 @@ pub mod prefix;
 pub mod progress;
 pub mod rankings_dir;
 pub mod rate_series;
-pub mod reply_error;
 pub mod report_args;
 pub mod runner;
 pub mod sequence_dist;
@@ -54,6 +53,7 @@ use crate::inputs::tokenizer::Tokenizer;
 use crate::measure::llm::LlmRequest;
 use crate::measure::FailTally;
 use crate::run::kinds::codec::{Input, Post};
+use crate::run::kinds::reply;
 use artifacts::{input_config, point_dir, telemetry_section, write_point, PointFiles};
 use cli::{LoadPoint, ProfileConfig};
 use payload::Entry;
@@ -122,7 +122,6 @@ struct Level {
     payloads: Vec<String>,
     spec: EngineSpec,
     goodput: Vec<crate::measure::llm::goodput::Goodput>,
-    grpc: bool,
     scrape: Option<Arc<telemetry::Telemetry>>,
     /// The images and audio length (µs) of each step's body.
     media_counts: Vec<(u32, u64)>,
@@ -168,9 +167,8 @@ pub fn run_with_summary(
     drop(media);
     prefix::add_system(&mut bodies, &prefixes);
     let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
-    let grpc = cfg.endpoint_type.grpc();
     let requests = encode_requests(cfg, &entries, &models, &payloads)?;
-    let mut spec = engine_spec(cfg, requests, grpc)?;
+    let mut spec = engine_spec(cfg, requests, cfg.endpoint_type.grpc())?;
     spec.cancel = shape.cancel.map(|(share, after)| {
         let after = std::time::Duration::from_secs_f64(after);
         crate::engine::Cancel::spread(spec.requests.len(), share, after)
@@ -185,7 +183,6 @@ pub fn run_with_summary(
         payloads,
         spec,
         goodput,
-        grpc,
         scrape: telemetry::Telemetry::from_args(&cfg.args.telemetry)?,
         media_counts,
     };
@@ -261,8 +258,7 @@ fn run_level(
         count: &count,
         count_chunk: &count_chunk,
         server_counts: cfg.args.use_server_token_count,
-        needs_done: cfg.endpoint_type.endpoint().needs_done,
-        grpc: l.grpc,
+        codec: cfg.endpoint_type.codec(),
     };
     let mut requests = convert::convert(&run, &cx);
     media::count_requests(&mut requests, &run.records, &l.media_counts);
@@ -452,7 +448,7 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         cancel: None,
         prefill: cfg.load.prefill_concurrency.map(|n| PrefillCap {
             limit: n as usize,
-            is_token: events::has_output,
+            is_token: reply::has_output,
         }),
     })
 }
@@ -713,27 +709,42 @@ impl ChunkCounts {
 }
 
 /// Fuzz entry for everything `profile` decodes from a server or a file: a whole JSON
-/// response, framed SSE events, Triton `ModelStreamInferResponse` messages, and `--input-file`
-/// JSONL. Any bytes give results or errors, never a panic.
+/// response, framed SSE events, every endpoint kind's reply decoder (Triton
+/// `ModelStreamInferResponse` messages among them), and `--input-file` JSONL. Any bytes give
+/// results or errors, never a panic.
 pub fn fuzz_llm_responses(data: &[u8]) {
     use crate::measure::record::framed_responses;
-    let whole = events::parse_whole(1, data);
+    use crate::run::kinds::reply_error::EXCERPT_CHARS;
+    let whole = reply::parse_whole(1, data);
     let _ = whole.text();
-    let streamed = events::parse_events(framed_responses(data));
+    let streamed = reply::parse_events(framed_responses(data));
     let _ = streamed.text();
     // The typed fast path must read every message as the general `Value` path does.
-    let general = events::parse_events_general(framed_responses(data));
+    let general = reply::parse_events_general(framed_responses(data));
     assert_eq!(streamed, general, "typed and general SSE parsing disagree");
-    let triton = kserve::parse_responses(framed_responses(data));
+    // Every endpoint kind's decoder (Triton's stream responses among them), on the bytes as
+    // stored events and as a whole body.
+    let mut errors = vec![whole.error, streamed.error];
+    for kind in crate::run::kinds::KINDS {
+        let Some(endpoint) = kind.endpoint else {
+            continue;
+        };
+        for sse in [true, false] {
+            let reply = reply::Reply {
+                sse,
+                ok: true,
+                end_ns: 1,
+                body: data,
+            };
+            errors.push(endpoint.codec.decode(&reply).error);
+        }
+    }
     // A server's words in an error are one short line without control characters.
-    for e in [&whole.error, &streamed.error, &triton.error]
-        .into_iter()
-        .flatten()
-    {
+    for e in errors.iter().flatten() {
         let message = e.request_error(true, false).message;
         assert!(!message.chars().any(char::is_control), "{message:?}");
         // The message, and at most a type and a code, each cut to an excerpt.
-        assert!(e.detail.chars().count() <= 4 * reply_error::EXCERPT_CHARS);
+        assert!(e.detail.chars().count() <= 4 * EXCERPT_CHARS);
     }
     let _ = input_file::parse(&String::from_utf8_lossy(data));
 }

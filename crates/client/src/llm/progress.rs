@@ -11,10 +11,10 @@ use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use super::events::parse_events;
 use crate::measure::llm::stats::LiveAcc;
 use crate::measure::record::framed_responses;
 use crate::measure::WindowRecords;
+use crate::run::kinds::reply::parse_events;
 
 /// Throughput is shown over roughly this much of the most recent time.
 const RATE_SPAN: Duration = Duration::from_secs(2);

@@ -1,11 +1,12 @@
 //! The interface of a `profile` endpoint: how one prompt becomes a request body and the
-//! bytes on the wire, what input the endpoint takes and which report it gets. Each kind
-//! file with a `profile` endpoint implements [`RequestCodec`]; `profile` asks it instead of
-//! matching on the endpoint type. The helpers here hold the fields several OpenAI-style
-//! bodies share.
+//! bytes on the wire, how a reply is decoded into its output, what input the endpoint takes
+//! and which report it gets. Each kind file with a `profile` endpoint implements
+//! [`RequestCodec`]; `profile` asks it instead of matching on the endpoint type. The helpers
+//! here hold the fields several OpenAI-style bodies share.
 
 use serde_json::{json, Map, Value};
 
+use super::reply::{self, Parsed, Reply};
 use crate::engine::wire::Wire;
 use crate::error::Result;
 use crate::report::llm::ReportKind;
@@ -53,9 +54,9 @@ pub enum Input {
     QueryPassages,
 }
 
-/// A `profile` endpoint: encodes requests and says what it takes. Only [`body`](Self::body)
-/// is required; the rest default to an HTTP/1.1 JSON endpoint of one text per request with
-/// the text-generation report.
+/// A `profile` endpoint: encodes requests, decodes replies and says what it takes. Only
+/// [`body`](Self::body) is required; the rest default to an HTTP/1.1 JSON endpoint of one
+/// text per request, replying in the OpenAI layouts, with the text-generation report.
 pub trait RequestCodec: Sync {
     /// The request body for one prompt, as `inputs.json` records it (for an endpoint that
     /// sends no JSON, the JSON view of what it sends).
@@ -70,6 +71,19 @@ pub trait RequestCodec: Sync {
             post.headers,
             payload,
         ))
+    }
+
+    /// One reply's output text, usage and error. By default the OpenAI-style reading
+    /// ([`reply::decode_openai`]): SSE events, or the whole JSON body of a successful reply,
+    /// in the chat, completions and Triton generate layouts.
+    fn decode(&self, reply: &Reply<'_>) -> Parsed {
+        reply::decode_openai(reply)
+    }
+
+    /// A streamed reply is complete only at `data: [DONE]` or a finish reason (the OpenAI
+    /// APIs); one that stops before was cut off. A kind whose stream just ends says false.
+    fn needs_done(&self) -> bool {
+        true
     }
 
     /// The engine's wire for these requests (by default HTTP/1.1).

@@ -22,7 +22,6 @@ pub const KIND: Kind = Kind {
         path: "v1/completions",
         stream_path: None,
         codec: &Completions,
-        needs_done: true,
         generates: true,
         family: "openai",
         default_url: "localhost:8000",

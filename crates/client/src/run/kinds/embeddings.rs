@@ -23,7 +23,6 @@ pub const KIND: Kind = Kind {
         path: "v1/embeddings",
         stream_path: None,
         codec: &Embeddings,
-        needs_done: false,
         generates: false,
         family: "openai",
         default_url: "localhost:8000",
@@ -42,6 +41,11 @@ impl RequestCodec for Embeddings {
 
     fn report(&self) -> ReportKind {
         ReportKind::Embeddings
+    }
+
+    /// Embeddings come as one body; a stream of them has no `[DONE]` to wait for.
+    fn needs_done(&self) -> bool {
+        false
     }
 
     fn takes_batches(&self) -> bool {

@@ -1,14 +1,16 @@
 //! The smallest service kind, registered for the tests only, in both products:
 //! `--service-kind example` sends `GET /v2/health/ready` over HTTP/1.1 and checks that each
 //! reply has the empty body a readiness answer has; `profile --endpoint-type example` posts
-//! `{"model", "text", "max_tokens"}` to `v1/example/<model>` and reads the reply's
-//! `text_output`. It is this one file plus its name in the `registry!` list, the recipe
-//! every kind follows.
+//! `{"model", "text", "max_tokens"}` to `v1/example/<model>` and decodes its own reply
+//! shape, `{"words": [..]}`. It is this one file plus its name in the `registry!` list, the
+//! recipe every kind follows.
 
 use serde_json::{json, Value};
 
 use super::codec::{self, Prompt, RequestCodec};
 use super::registry::{BeforeRun, Caps, Endpoint, Kind};
+use super::reply::{self, Parsed, Reply};
+use super::reply_error::ReplyError;
 use super::{ExportDecoder, Labels, Planned, Service};
 use crate::config::{Config, Protocol};
 use crate::engine::slots::OutputSlots;
@@ -38,7 +40,6 @@ pub const KIND: Kind = Kind {
         path: "v1/example/{model}",
         stream_path: None,
         codec: &Example,
-        needs_done: false,
         generates: true,
         family: "example",
         default_url: "localhost:8000",
@@ -51,6 +52,33 @@ impl RequestCodec for Example {
         obj.insert("text".into(), json!(p.text));
         codec::add_generation(&mut obj, p, false);
         codec::finish(obj, p)
+    }
+
+    /// A successful reply is `{"words": ["a", "b"]}`: its text is the words joined by
+    /// spaces, read when the reply completed (other members are not output). Streams and
+    /// failed replies are read the default way.
+    fn decode(&self, r: &Reply<'_>) -> Parsed {
+        if r.sse || !r.ok {
+            return reply::decode_openai(r);
+        }
+        let mut out = Parsed::default();
+        let Ok(v) = serde_json::from_slice::<Value>(r.body) else {
+            out.error = Some(ReplyError::not_json(r.body));
+            return out;
+        };
+        let words = v.get("words").and_then(Value::as_array);
+        let words: Vec<&str> = words.into_iter().flatten().filter_map(Value::as_str).collect();
+        if !words.is_empty() {
+            out.chunks.push((r.end_ns, words.join(" ")));
+            out.first_output_ns = Some(r.end_ns);
+        }
+        out.finished = true;
+        out
+    }
+
+    /// A reply is one body.
+    fn needs_done(&self) -> bool {
+        false
     }
 }
 

@@ -23,7 +23,6 @@ pub const KIND: Kind = Kind {
         path: "v2/models/{model}/generate",
         stream_path: Some("v2/models/{model}/generate_stream"),
         codec: &TextInput,
-        needs_done: false,
         generates: true,
         family: "openai",
         default_url: "localhost:8000",
@@ -39,5 +38,10 @@ impl RequestCodec for TextInput {
         obj.insert("text_input".into(), json!(p.text));
         codec::add_generation(&mut obj, p, false);
         codec::finish(obj, p)
+    }
+
+    /// Triton's generate stream just ends, with no `[DONE]`.
+    fn needs_done(&self) -> bool {
+        false
     }
 }

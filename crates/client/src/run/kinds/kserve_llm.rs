@@ -1,14 +1,18 @@
 //! `profile --endpoint-type kserve`: Triton gRPC `ModelStreamInfer` with `text_input` /
-//! `max_tokens` / `stream` tensors (TensorRT-LLM and vLLM backends).
+//! `max_tokens` / `stream` tensors (TensorRT-LLM and vLLM backends), its streamed replies
+//! read into text chunks.
 
 use serde_json::Value;
 
 use super::codec::{Post, Prompt, RequestCodec};
 use super::registry::{BeforeRun, Caps, Endpoint, Kind};
+use super::reply::{Parsed, Reply};
+use super::reply_error::{ReplyError, ReplyErrorKind as K};
 use crate::engine::wire::{GrpcWire, Wire};
 use crate::error::Result;
+use crate::measure::record::framed_responses;
 use crate::protocol::grpc::request::call_headers;
-use crate::service::kserve_llm::{self, LlmRequest};
+use crate::service::kserve_llm::{self, LlmRequest, StreamReply};
 use crate::tensor::{DataType, InputTensor};
 
 /// `--endpoint-type kserve` in the registry.
@@ -28,7 +32,6 @@ pub const KIND: Kind = Kind {
         path: "",
         stream_path: None,
         codec: &LlmTensors,
-        needs_done: false,
         generates: true,
         family: "triton",
         default_url: "localhost:8001",
@@ -84,6 +87,16 @@ impl RequestCodec for LlmTensors {
         })
     }
 
+    /// Every stored `ModelStreamInferResponse`, whatever the record's status.
+    fn decode(&self, reply: &Reply<'_>) -> Parsed {
+        parse_responses(framed_responses(reply.body))
+    }
+
+    /// A stream ends at its `triton_final_response`, with no `[DONE]`.
+    fn needs_done(&self) -> bool {
+        false
+    }
+
     fn takes_backend(&self) -> bool {
         true
     }
@@ -91,6 +104,34 @@ impl RequestCodec for LlmTensors {
     fn sends_json(&self) -> bool {
         false
     }
+}
+
+/// The text of every stored `ModelStreamInferResponse`, with its read time.
+fn parse_responses<'a>(responses: impl Iterator<Item = (u64, &'a [u8])>) -> Parsed {
+    let mut out = Parsed {
+        streamed: true,
+        ..Parsed::default()
+    };
+    for (at, data) in responses {
+        match kserve_llm::read_reply(data) {
+            StreamReply::Undecodable => {
+                out.error
+                    .get_or_insert_with(|| ReplyError::message(K::NotProtobuf, "undecodable"));
+            }
+            StreamReply::Error(message) => {
+                out.error
+                    .get_or_insert_with(|| ReplyError::message(K::ErrorObject, &message));
+            }
+            StreamReply::Empty => {}
+            StreamReply::Text { text, last } => {
+                if !text.is_empty() {
+                    out.chunks.push((at, text));
+                }
+                out.finished |= last;
+            }
+        }
+    }
+    out
 }
 
 /// The request's input tensors for `--backend`.
@@ -104,3 +145,7 @@ fn request_tensors(p: &Prompt<'_>) -> Vec<InputTensor> {
     };
     kserve_llm::request_tensors(p.backend, &request)
 }
+
+#[cfg(test)]
+#[path = "kserve_llm_tests.rs"]
+mod tests;

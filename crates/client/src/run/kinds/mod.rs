@@ -7,7 +7,8 @@
 //! export, and fetches server statistics where the kind has them.
 //!
 //! A `profile` kind's [`registry::Endpoint`] holds its [`codec::RequestCodec`]: how a prompt
-//! becomes a request, what input the endpoint takes and which report it gets.
+//! becomes a request, how a reply is decoded ([`reply`]), what input the endpoint takes and
+//! which report it gets.
 //!
 //! Adding a kind: one file in this folder holding `pub const KIND: Kind` (and its
 //! [`Service`], or its [`registry::Endpoint`] with a [`codec::RequestCodec`]), and its module
@@ -16,6 +17,8 @@
 pub mod codec;
 mod pseudo;
 pub mod registry;
+pub mod reply;
+pub mod reply_error;
 mod triton;
 
 /// Declares each kind's module and lists its `KIND` in [`KINDS`], in the order given.

@@ -23,7 +23,6 @@ pub const KIND: Kind = Kind {
         path: "v1/ranking",
         stream_path: None,
         codec: &Rankings,
-        needs_done: false,
         generates: false,
         family: "openai",
         default_url: "localhost:8000",
@@ -44,6 +43,11 @@ impl RequestCodec for Rankings {
 
     fn input(&self) -> Input {
         Input::QueryPassages
+    }
+
+    /// Rankings come as one body; a stream of them has no `[DONE]` to wait for.
+    fn needs_done(&self) -> bool {
+        false
     }
 
     fn report(&self) -> ReportKind {

@@ -65,10 +65,8 @@ pub struct Endpoint {
     pub path: &'static str,
     /// The path with `--streaming`, when it differs.
     pub stream_path: Option<&'static str>,
-    /// How each request is encoded, and what the endpoint takes.
+    /// How each request is encoded and each reply decoded, and what the endpoint takes.
     pub codec: &'static dyn RequestCodec,
-    /// A streamed reply is complete only at its `data: [DONE]` event.
-    pub needs_done: bool,
     /// The reply is generated text (so TTFT, ITL and output lengths apply).
     pub generates: bool,
     /// The API family the artifact directory names carry (`openai-chat`, `triton-...`).

@@ -1,6 +1,10 @@
-//! From what the engine stored (each SSE event with its read time, or a whole body) to the
-//! text chunks, usage and error of one request. Timestamps were taken at read time; nothing
-//! here changes them, parsing only decides which events carried output text.
+//! A `profile` reply decoded: from what the engine stored of one request (each SSE event or
+//! stream response with its read time, or a whole body) to its text chunks, usage and error.
+//! [`Reply`] is what a kind's [`RequestCodec::decode`](super::codec::RequestCodec::decode)
+//! reads and [`Parsed`] what it returns; the parsers here are the OpenAI-style default
+//! ([`decode_openai`]: SSE events or a whole JSON body, in the chat, completions and Triton
+//! generate layouts). Timestamps were taken at read time; nothing here changes them, parsing
+//! only decides which events carried output text.
 
 use std::borrow::Cow;
 
@@ -10,6 +14,21 @@ use serde_json::Value;
 
 use super::reply_error::ReplyError;
 use crate::measure::llm::Usage;
+use crate::measure::record::framed_responses;
+
+/// What the engine stored of one request's reply, as a kind decodes it.
+#[derive(Clone, Copy, Debug)]
+pub struct Reply<'a> {
+    /// The reply was an SSE stream: `body` holds its events, framed with their read times.
+    pub sse: bool,
+    /// The request completed with a success status.
+    pub ok: bool,
+    /// When the reply completed (ns).
+    pub end_ns: u64,
+    /// The stored bytes: framed responses (SSE events, gRPC stream responses) each with its
+    /// read time, or the whole body.
+    pub body: &'a [u8],
+}
 
 /// The output of one request, before token counting.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,6 +48,9 @@ pub struct Parsed {
     /// Read time of the first event that carried answer text (not reasoning): AIPerf's
     /// time to first output token ends here.
     pub first_output_ns: Option<u64>,
+    /// The reply came as a stream of events or responses: its errors are worded as a
+    /// stream's.
+    pub streamed: bool,
 }
 
 impl Parsed {
@@ -47,6 +69,18 @@ impl Parsed {
     }
 }
 
+/// The OpenAI-style reading of a reply, the default decoder: the events of an SSE reply,
+/// the whole JSON body of a successful one, nothing of a failed one.
+pub fn decode_openai(reply: &Reply<'_>) -> Parsed {
+    if reply.sse {
+        parse_events(framed_responses(reply.body))
+    } else if reply.ok {
+        parse_whole(reply.end_ns, reply.body)
+    } else {
+        Parsed::default()
+    }
+}
+
 /// Parses streamed events: `(read time, data)`; an empty payload is the `[DONE]` marker.
 pub fn parse_events<'a>(events: impl Iterator<Item = (u64, &'a [u8])>) -> Parsed {
     parse_with(events, true)
@@ -59,7 +93,10 @@ pub fn parse_events_general<'a>(events: impl Iterator<Item = (u64, &'a [u8])>) -
 }
 
 fn parse_with<'a>(events: impl Iterator<Item = (u64, &'a [u8])>, typed: bool) -> Parsed {
-    let mut out = Parsed::default();
+    let mut out = Parsed {
+        streamed: true,
+        ..Parsed::default()
+    };
     for (at, data) in events {
         // The empty payload is the engine's `[DONE]`; a named event may still carry it.
         if data.is_empty() || data.trim_ascii() == b"[DONE]" {
@@ -318,7 +355,7 @@ mod tests {
 
     #[test]
     fn errors_inside_the_stream() {
-        use crate::llm::reply_error::ReplyErrorKind as K;
+        use crate::run::kinds::reply_error::ReplyErrorKind as K;
         let error = |list: &[(u64, &'static str)]| {
             let e = ev(list).error.expect("an error");
             (e.kind, e.detail)
@@ -465,6 +502,31 @@ mod tests {
         let body = br#"{"choices":[{"message":{"reasoning_content":"r","content":"c"}}]}"#;
         let p = parse_whole(9, body);
         assert_eq!((p.reasoning.as_str(), p.first_output_ns), ("r", Some(9)));
+    }
+
+    #[test]
+    fn the_default_decoder_reads_events_a_whole_body_or_nothing() {
+        let mut events = Vec::new();
+        crate::measure::record::push_framed_response(
+            &mut events,
+            3,
+            br#"{"choices":[{"delta":{"content":"a"}}]}"#,
+        );
+        fn reply(sse: bool, ok: bool, body: &[u8]) -> Reply<'_> {
+            Reply {
+                sse,
+                ok,
+                end_ns: 8,
+                body,
+            }
+        }
+        let p = decode_openai(&reply(true, false, &events));
+        assert_eq!((p.chunks, p.streamed), (vec![(3, "a".into())], true));
+        let body = br#"{"choices":[{"text":"b"}]}"#;
+        let p = decode_openai(&reply(false, true, body));
+        assert_eq!((p.chunks, p.streamed), (vec![(8, "b".into())], false));
+        let p = decode_openai(&reply(false, false, body));
+        assert_eq!(p, Parsed::default(), "a failed whole reply is not read");
     }
 
     #[test]
