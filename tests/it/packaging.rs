@@ -314,7 +314,9 @@ fn published_crates_list_what_they_build_from() {
 #[test]
 fn published_crates_build_from_their_packages() {
     if std::env::var("INFERPERF_PACKAGING_TIER").as_deref() != Ok("1") {
-        println!("packaging: skipped (INFERPERF_PACKAGING_TIER unset; see `cargo package --workspace`)");
+        println!(
+            "packaging: skipped (INFERPERF_PACKAGING_TIER unset; see `cargo package --workspace`)"
+        );
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -324,7 +326,11 @@ fn published_crates_build_from_their_packages() {
         .args(["package", "--workspace", "--offline", "--allow-dirty"])
         .current_dir(root));
     let log = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "cargo package --workspace: {}", text(&o));
+    assert!(
+        o.status.success(),
+        "cargo package --workspace: {}",
+        text(&o)
+    );
     println!(
         "packaging: cargo package --workspace packed and built the four crates in {:.0} s",
         started.elapsed().as_secs_f64()
