@@ -11,7 +11,7 @@
 #     target/wheels/inferperf-VERSION-x86_64-linux-gnu.tar.gz
 #
 # Needs Python 3 with venv and pip, and PyPI once: maturin and ziglang are installed into
-# target/packaging/venv (PACKAGING_VENV names another venv that has them). Keep to one venv:
+# packaging/venv of the target folder (PACKAGING_VENV names another venv that has them). One venv:
 # the zig linker that maturin hands to cargo runs from it, and a build from another venv
 # rebuilds every crate. The build uses the `dist` profile of Cargo.toml and honours
 # CARGO_TARGET_DIR. The script fails if the binary needs a glibc newer than 2.17
@@ -19,11 +19,11 @@
 # venv and runs the binary (INFERPERF_PACKAGING_TIER=1).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-VENV=${PACKAGING_VENV:-$ROOT/target/packaging/venv}
 TARGET=x86_64-unknown-linux-gnu
 GLIBC=2.17
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 case $TARGET_DIR in /*) ;; *) TARGET_DIR=$ROOT/$TARGET_DIR ;; esac
+VENV=${PACKAGING_VENV:-$TARGET_DIR/packaging/venv}
 OUT=$TARGET_DIR/wheels
 if ! { [ -x "$VENV/bin/maturin" ] && "$VENV/bin/python" -c 'import ziglang' 2>/dev/null; }; then
   python3 -m venv "$VENV"

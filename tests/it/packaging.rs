@@ -15,6 +15,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Instant;
 
 use crate::common::Scratch;
 
@@ -64,15 +65,22 @@ fn packaging_tier() {
         // A folder `packaging/wheel.sh` already filled (e.g. a release build's artifacts).
         Some(dir) => PathBuf::from(dir),
         None => {
+            // The build's progress goes straight to the terminal: a first build takes most
+            // of an hour on two cores, a later one rebuilds only what changed (wheel.sh keeps
+            // its venv and the `dist` build in the target folder).
+            let started = Instant::now();
             let built = Command::new("bash")
                 .arg(root.join("packaging/wheel.sh"))
                 .current_dir(root)
-                .output()
+                .status()
                 .expect("bash runs");
             assert!(
-                built.status.success(),
-                "packaging/wheel.sh: {}",
-                text(&built)
+                built.success(),
+                "packaging/wheel.sh failed ({built}); its output is above"
+            );
+            println!(
+                "packaging: packaging/wheel.sh built the wheel and the tarball in {:.0} s",
+                started.elapsed().as_secs_f64()
             );
             target_dir(root).join("wheels")
         }
@@ -292,5 +300,55 @@ fn published_crates_list_what_they_build_from() {
             !listed.iter().any(|l| l.starts_with("target/")),
             "{krate}: {listed:?}"
         );
+    }
+}
+
+/// The four published crates as crates.io would serve them (optional tier, with
+/// `INFERPERF_PACKAGING_TIER=1`): `cargo package --workspace` packs each one and builds it from
+/// its `.crate` alone, the workspace crates it depends on taken from the other `.crate` files
+/// (cargo's temporary local registry) rather than from the source tree. The verify build is
+/// the dev profile in the target folder's `debug/`, kept between runs: the first one builds
+/// every dependency (minutes), a later one the four crates.
+///
+///     INFERPERF_PACKAGING_TIER=1 cargo test --profile ci --test it published_crates_build -- --nocapture
+#[test]
+fn published_crates_build_from_their_packages() {
+    if std::env::var("INFERPERF_PACKAGING_TIER").as_deref() != Ok("1") {
+        println!(
+            "packaging: skipped (INFERPERF_PACKAGING_TIER unset; see `cargo package --workspace`)"
+        );
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let started = Instant::now();
+    let o = run(Command::new(&cargo)
+        .args(["package", "--workspace", "--offline", "--allow-dirty"])
+        .current_dir(root));
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success(),
+        "cargo package --workspace: {}",
+        text(&o)
+    );
+    println!(
+        "packaging: cargo package --workspace packed and built the four crates in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    let version = env!("CARGO_PKG_VERSION");
+    let packages = target_dir(root).join("package");
+    for krate in [
+        "inferperf-wire",
+        "inferperf-client",
+        "inferperf-server",
+        "inferperf",
+    ] {
+        let verifying = format!("Verifying {krate} v{version} ");
+        assert!(
+            log.lines().any(|l| l.trim_start().starts_with(&verifying)),
+            "{krate} was not built from its package:\n{log}"
+        );
+        let file = packages.join(format!("{krate}-{version}.crate"));
+        assert!(file.is_file(), "{} is missing:\n{log}", file.display());
     }
 }
