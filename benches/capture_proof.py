@@ -21,7 +21,8 @@ of an entry is its latency (last response time minus request time) minus the wir
 `chunks`: each streamed (SSE) response's events are located in the reassembled server stream
 (HTTP/1.1, chunked or not) and each event is timed by the capture time of the segment that
 holds its last byte. E is `inferperf profile`'s raw `profile_export.json`; export requests are
-paired with wire requests by their JSON body (same bodies: in send order), then each exported
+paired with wire requests by their JSON body (same bodies, and bodies not found on the wire
+against the wire requests left: in send order), then each exported
 chunk with the wire event that carries the same data. The error of a chunk is its time in the
 export minus its wire time.
 
@@ -453,17 +454,23 @@ def cmd_chunks(args):
     for w in sorted(range(len(wire)), key=lambda i: wire[i][0]):
         by_body.setdefault(wire[w][1], []).append(w)
     order = sorted(range(len(raw)), key=lambda i: int(raw[i]["timestamp"]))
-    errors, first_errors = [], []
-    matched = unmatched_req = chunks = unmatched_chunks = 0
+    pairs, left = [], []
     for i in order:
-        r = raw[i]
-        key = canonical(r.get("request_inputs", {}).get("payload", ""))
+        key = canonical(raw[i].get("request_inputs", {}).get("payload", ""))
         queue = by_body.get(key)
-        if not queue:
-            unmatched_req += 1
-            continue
-        w = queue.pop(0)
-        matched += 1
+        if queue:
+            pairs.append((i, queue.pop(0)))
+        else:
+            left.append(i)
+    # Requests whose body is not on the wire as exported: paired in send order with the wire
+    # requests no body matched.
+    spare = sorted((w for q in by_body.values() for w in q), key=lambda w: wire[w][0])
+    by_time = list(zip(left, spare))
+    pairs.extend(by_time)
+    errors, first_errors = [], []
+    chunks = unmatched_chunks = 0
+    for i, w in pairs:
+        r = raw[i]
         events = wire[w][2]
         j = 0
         for k, (at, resp) in enumerate(zip(r.get("response_timestamps", []), r.get("response_outputs", []))):
@@ -485,8 +492,9 @@ def cmd_chunks(args):
         "connections": len(conns),
         "wire_requests": len(wire),
         "export_requests": len(raw),
-        "matched": matched,
-        "unmatched_export": unmatched_req,
+        "matched": len(pairs),
+        "matched_by_time": len(by_time),
+        "unmatched_export": len(raw) - len(pairs),
         "chunks": chunks,
         "unmatched_chunks": unmatched_chunks,
         "missing_bytes": sum(a.gap_bytes + b.gap_bytes for a, b in conns.values()),

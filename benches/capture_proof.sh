@@ -14,9 +14,10 @@
 # --no-kernel-rx-stamps (the clock read after the read: "before") and the real perf_analyzer
 # (PA, default INFERPERF_PEERS/bin/perf_analyzer; TOOLS picks among "ours before pa").
 # llm: `inferperf profile --streaming --concurrency S --request-count S` for S in STREAMS
-# ("1024 10000") against `inferperf serve` (pinned to the last core; TTFT 50 ms, ITL 5 ms,
-# OSL 16 tokens), with LLM_HOGS (4) busy loops on core 0; every chunk's export time minus
-# the capture time of the segment that holds its last byte.
+# ("1024 10000") against `inferperf serve` (pinned to the last core; LLM_TTFT_MS 50,
+# LLM_ITL_MS 200, LLM_OSL 8 output tokens, one token per chunk), with LLM_HOGS (4) busy loops
+# on core 0; every chunk's export time minus the capture time of the segment that holds its
+# last byte.
 #
 # INFERPERF: the binary (target/release/inferperf). tcpdump runs on the last core with a
 # BUF_KIB (262144) KiB buffer; a run whose capture dropped packets is reported as refused, not
@@ -35,6 +36,9 @@ C1_COUNT=${C1_COUNT:-3000}
 C16_COUNT=${C16_COUNT:-16000}
 STREAMS=${STREAMS:-"1024 10000"}
 LLM_HOGS=${LLM_HOGS:-4}
+LLM_TTFT_MS=${LLM_TTFT_MS:-50}
+LLM_ITL_MS=${LLM_ITL_MS:-200}
+LLM_OSL=${LLM_OSL:-8}
 BUF_KIB=${BUF_KIB:-262144}
 HOG_S=${HOG_S:-300}
 last=$(( $(nproc) - 1 ))
@@ -102,7 +106,7 @@ PY
 }
 
 requests_table() {
-  local port proto c n hog tool pcap export out drops json label
+  local port proto c n hog tool pcap exp_file out drops json label
   echo "Client-side latency error against the wire (µs; client latency - capture latency):"
   echo
   echo "| cell | matched | wire p50 | error p50 | error p99 | error max |"
@@ -116,7 +120,7 @@ requests_table() {
       [ "$c" = 16 ] && n=$C16_COUNT
       for hog in $HOGS; do
         for tool in $TOOLS; do
-          pcap=$tmp/$proto-$c-$hog-$tool.pcap export=$tmp/$proto-$c-$hog-$tool.json
+          pcap=$tmp/$proto-$c-$hog-$tool.pcap exp_file=$tmp/$proto-$c-$hog-$tool.json
           local cmd=("$INFERPERF")
           case $tool in
             before) cmd+=(--no-kernel-rx-stamps) ;;
@@ -125,16 +129,16 @@ requests_table() {
           start_capture "$port" "$pcap" || exit 1
           start_hogs "$hog"
           out=$(timeout 300 taskset -c 0 "${cmd[@]}" -m identity -u "127.0.0.1:$port" -i "$proto" \
-            --sync --concurrency-range "$c" --request-count "$n" --profile-export-file "$export" 2>&1)
+            --sync --concurrency-range "$c" --request-count "$n" --profile-export-file "$exp_file" 2>&1)
           stop_hogs
           drops=$(stop_capture "$pcap")
           json=$(python3 "$ANALYSE" requests --pcap "$pcap" --port "$port" --proto "$proto" \
-            --export "$export" --json 2>&1)
+            --export "$exp_file" --json 2>&1)
           label="$proto c$c hog $hog $tool"
-          [ -s "$export" ] || json="no export: $(tail -2 <<<"$out" | tr '\n' ' ')"
+          [ -s "$exp_file" ] || json="no export: $(tail -2 <<<"$out" | tr '\n' ' ')"
           row "$label" "$json" "$drops"
           echo "$label $json drops=$drops" >>"$tmp/detail"
-          rm -f "$pcap" "$export"
+          rm -f "$pcap" "$exp_file"
         done
       done
     done
@@ -146,15 +150,15 @@ requests_table() {
 }
 
 llm_table() {
-  local port=${PORT:-18577} s pcap art export drops json serve_pid out
-  echo "profile --streaming: chunk time in the export - capture time of its last byte (µs), $LLM_HOGS busy loops on the client's core:"
+  local port=${PORT:-18577} s pcap art exp_file drops json serve_pid out
+  echo "profile --streaming (TTFT ${LLM_TTFT_MS} ms, ITL ${LLM_ITL_MS} ms, $LLM_OSL tokens): chunk time in the export - capture time of its last byte (µs), $LLM_HOGS busy loops on the client's core:"
   echo
   echo "| streams | requests matched | chunks matched | error p50 | error p99 | error max | first-chunk p99 |"
   echo "|---|---|---|---|---|---|---|"
   ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
   for s in $STREAMS; do
     taskset -c "$last" "$INFERPERF" serve --port "$port" --grpc-port 0 --duration 300 \
-      --openai-ttft 50ms --openai-itl 5ms >/dev/null 2>"$tmp/serve.err" &
+      --openai-ttft "${LLM_TTFT_MS}ms" --openai-itl "${LLM_ITL_MS}ms" >/dev/null 2>"$tmp/serve.err" &
     serve_pid=$!
     sleep 1
     pcap=$tmp/llm-$s.pcap art=$tmp/art-$s
@@ -162,18 +166,18 @@ llm_table() {
     start_hogs "$LLM_HOGS"
     out=$(timeout 280 taskset -c 0 "$INFERPERF" profile -m inferperf-llm -u "127.0.0.1:$port" \
       --streaming --max-workers 1 --concurrency "$s" --request-count "$s" \
-      --output-tokens-mean 16 --synthetic-input-tokens-mean 16 --tokenizer cl100k_base \
+      --output-tokens-mean "$LLM_OSL" --synthetic-input-tokens-mean 16 --tokenizer cl100k_base \
       --artifact-dir "$art" 2>&1)
     stop_hogs
     drops=$(stop_capture "$pcap")
     kill "$serve_pid" 2>/dev/null; wait "$serve_pid" 2>/dev/null
-    export=$(find "$art" -name profile_export.json | head -1)
+    exp_file=$(find "$art" -name profile_export.json | head -1)
     if [ "$drops" != 0 ]; then
       echo "| $s | refused: tcpdump dropped $drops packets | | | | | |"
-    elif [ -z "$export" ]; then
+    elif [ -z "$exp_file" ]; then
       echo "| $s | no export: $(tail -2 <<<"$out" | tr '\n' ' ') | | | | | |"
     else
-      json=$(python3 "$ANALYSE" chunks --pcap "$pcap" --port "$port" --export "$export" --json 2>&1)
+      json=$(python3 "$ANALYSE" chunks --pcap "$pcap" --port "$port" --export "$exp_file" --json 2>&1)
       python3 - "$s" "$json" <<'PY'
 import json, sys
 s, doc = sys.argv[1], sys.argv[2]
@@ -199,5 +203,5 @@ case ${1:-all} in
   requests) requests_table ;;
   llm) llm_table ;;
   all) requests_table; echo; llm_table ;;
-  *) sed -n 2,24p "$0" >&2; exit 2 ;;
+  *) sed -n 2,26p "$0" >&2; exit 2 ;;
 esac
