@@ -40,6 +40,9 @@ LLM_TTFT_MS=${LLM_TTFT_MS:-50}
 LLM_ITL_MS=${LLM_ITL_MS:-200}
 LLM_OSL=${LLM_OSL:-8}
 BUF_KIB=${BUF_KIB:-262144}
+# nginx's worker user must read the gRPC answer files of its run folder, which a folder under
+# a private home (root's) does not allow.
+export NGINX_RUN_DIR=${NGINX_RUN_DIR:-/tmp/inferperf-capture-nginx}
 HOG_S=${HOG_S:-300}
 last=$(( $(nproc) - 1 ))
 tmp=$(mktemp -d)
@@ -77,9 +80,11 @@ start_capture() {
   echo "capture_proof: tcpdump did not start: $(cat "$2.err")" >&2
   return 1
 }
-# stop_capture FILE: stops tcpdump by its PID and prints the packets it dropped.
+# stop_capture FILE: stops tcpdump by its PID and prints the packets it dropped. It waits
+# 1.5 s first: tcpdump reads the kernel's capture ring a block at a time, a block is handed
+# over when full or after 1 s, and tcpdump leaves the block it has not been handed on SIGINT.
 stop_capture() {
-  sleep 0.2
+  sleep 1.5
   kill -INT "$cap_pid" 2>/dev/null
   wait "$cap_pid" 2>/dev/null
   cap_pid=

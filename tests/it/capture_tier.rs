@@ -158,9 +158,11 @@ impl Capture {
     }
 
     /// Stops tcpdump (SIGINT, so it flushes its file and prints its counts); returns the
-    /// packets it says were dropped.
+    /// packets it says were dropped. tcpdump is handed the kernel's capture ring a block at a
+    /// time (when full or after 1 s) and leaves the block it holds on SIGINT, so it gets 1.5 s
+    /// after the run's last packet first.
     fn stop(mut self) -> u64 {
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(1500));
         // SAFETY: the pid is our child, not yet reaped.
         unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
         let status = self.child.wait().unwrap();
