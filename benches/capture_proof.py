@@ -26,7 +26,9 @@ against the wire requests left: in send order), then each exported
 chunk with the wire event that carries the same data. The error of a chunk is its time in the
 export minus its wire time.
 
-Prints one line of counts and error percentiles (µs); --json prints one JSON object instead.
+Prints one line of counts and error percentiles (µs), for `requests` also the two ends of the
+error apart (send_*: first wire byte minus the request time; recv_*: response time minus the
+last wire byte); --json prints one JSON object instead.
 Exit status 2 for unusable input (a file that is not a pcap, an export without requests).
 """
 
@@ -403,6 +405,15 @@ def cmd_requests(args):
         "wire_p50_us": percentiles([t1 - t0 for t0, t1 in wire]).get("p50_us"),
     }
     out.update(percentiles(errors))
+    # The two ends of the error: request time before the first wire byte, and response time
+    # after the last.
+    for name, parts in (
+        ("send", [wire[w][0] - entries[i][0] for i, w in pairs]),
+        ("recv", [entries[i][1] - wire[w][1] for i, w in pairs]),
+    ):
+        for k, v in percentiles(parts).items():
+            if k in ("p50_us", "p99_us", "max_us"):
+                out[f"{name}_{k}"] = v
     return out
 
 

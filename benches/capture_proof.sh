@@ -23,6 +23,9 @@
 # BUF_KIB (262144) KiB buffer; a run whose capture dropped packets is reported as refused, not
 # compared. Error = client latency - wire latency (µs). The busy loops stop after HOG_S (300) s
 # at the latest and are stopped by PID after each run. Needs root (or CAP_NET_RAW) for tcpdump.
+# KEEP=DIR keeps every capture, export and client output there. The requests table also splits
+# each error into its send part (first wire byte - request time) and receive part (response
+# time - last wire byte).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PEERS=${INFERPERF_PEERS:-${HOME:-/tmp}/.cache/inferperf-peers}
@@ -91,22 +94,33 @@ stop_capture() {
   awk '/dropped by/ { n += $1 } END { print n + 0 }' "$1.err"
 }
 
+# keep PATH...: moves the run's files into KEEP (when set, with the client's output from stdin)
+# or removes them.
+keep() {
+  if [ -n "${KEEP:-}" ]; then
+    mkdir -p "$KEEP" && mv "$@" "$KEEP/" && cat >"$KEEP/$(basename "$1").out"
+  else
+    rm -rf "$@"
+  fi
+}
+
 # row LABEL JSON DROPS: one table row from the analyser's JSON.
 row() {
   python3 - "$1" "$2" "$3" <<'PY'
 import json, sys
 label, doc, drops = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if drops:
-    print(f"| {label} | refused: tcpdump dropped {drops} packets | | | | |")
+    print(f"| {label} | refused: tcpdump dropped {drops} packets | | | | | | |")
     sys.exit()
 try:
     v = json.loads(doc)
 except ValueError:
-    print(f"| {label} | analysis failed: {doc.strip()[:120]} | | | | |")
+    print(f"| {label} | analysis failed: {doc.strip()[:120]} | | | | | | |")
     sys.exit()
 f = lambda k: f"{v[k]:.1f}" if v.get(k) is not None else "n/a"
 n = f"{v['matched']}/{v.get('export_answered', v['export_requests'])}"
-print(f"| {label} | {n} | {f('wire_p50_us')} | {f('p50_us')} | {f('p99_us')} | {f('max_us')} |")
+print(f"| {label} | {n} | {f('wire_p50_us')} | {f('p50_us')} | {f('p99_us')} | {f('max_us')} |"
+      f" {f('send_p99_us')} | {f('recv_p99_us')} |")
 PY
 }
 
@@ -114,8 +128,8 @@ requests_table() {
   local port proto c n hog tool pcap exp_file out drops json label
   echo "Client-side latency error against the wire (µs; client latency - capture latency):"
   echo
-  echo "| cell | matched | wire p50 | error p50 | error p99 | error max |"
-  echo "|---|---|---|---|---|---|"
+  echo "| cell | matched | wire p50 | error p50 | error p99 | error max | send part p99 | receive part p99 |"
+  echo "|---|---|---|---|---|---|---|---|"
   taskset -c "$last" bash "$ROOT/benches/peers/nginx.sh" start >/dev/null || exit 1
   for proto in $PROTOS; do
     port=${NGINX_PORT:-18090}
@@ -143,7 +157,7 @@ requests_table() {
           [ -s "$exp_file" ] || json="no export: $(tail -2 <<<"$out" | tr '\n' ' ')"
           row "$label" "$json" "$drops"
           echo "$label $json drops=$drops" >>"$tmp/detail"
-          rm -f "$pcap" "$exp_file"
+          keep "$pcap" "$exp_file" <<<"$out"
         done
       done
     done
@@ -197,7 +211,7 @@ print(f"| {s} | {v['matched']}/{v['export_requests']} | {v['chunks'] - v['unmatc
 PY
       echo "llm $s $json drops=$drops $(grep -o 'Chunks timed by a shared read: [0-9]*' <<<"$out")" >>"$tmp/llm-detail"
     fi
-    rm -rf "$pcap" "$art"
+    keep "$pcap" "$art" <<<"$out"
   done
   echo
   echo "Details:"
@@ -208,5 +222,5 @@ case ${1:-all} in
   requests) requests_table ;;
   llm) llm_table ;;
   all) requests_table; echo; llm_table ;;
-  *) sed -n 2,26p "$0" >&2; exit 2 ;;
+  *) sed -n 2,29p "$0" >&2; exit 2 ;;
 esac
