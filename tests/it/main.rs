@@ -6,6 +6,7 @@ mod common;
 mod triton;
 
 mod binary;
+mod capture_tier;
 mod completions;
 mod docs_links;
 mod faults;
