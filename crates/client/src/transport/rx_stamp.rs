@@ -64,7 +64,7 @@ pub fn recv(sock: &TcpStream, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)
 }
 
 /// The `SCM_TIMESTAMPNS` stamp in a received message's control data.
-fn stamp_of(msg: &libc::msghdr) -> Option<u64> {
+pub(crate) fn stamp_of(msg: &libc::msghdr) -> Option<u64> {
     if msg.msg_flags & libc::MSG_CTRUNC != 0 {
         return None;
     }
