@@ -150,7 +150,8 @@ impl Table {
         self.first_seq.remove(&port);
     }
 
-    /// Takes one segment from the server, stamped `stamp`.
+    /// Takes one segment from the server, stamped `stamp` (0: the kernel gave no stamp; its
+    /// bytes then have no time of their own).
     pub fn on_segment(&mut self, s: &Segment, stamp: u64) {
         let port = s.dst_port;
         if s.syn_ack {
@@ -211,7 +212,7 @@ impl Table {
         spans.sort_by_key(|s| (s.start, s.end));
         let mut covered = from;
         for s in &spans {
-            if s.start > covered {
+            if s.start > covered || s.stamp == 0 {
                 return false;
             }
             covered = covered.max(s.end);
@@ -391,6 +392,45 @@ fn set_opt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, value: &T) ->
     }
 }
 
+/// The kernel turns receive stamping on for the whole system from a work item once a socket
+/// asks, so packets right after [`PacketStamps::open`] may come unstamped: waits (50 ms at
+/// most) until a datagram sent to itself over loopback comes back stamped.
+fn wait_for_stamping() {
+    let Ok(udp) = std::net::UdpSocket::bind("127.0.0.1:0") else {
+        return;
+    };
+    let on: libc::c_int = 1;
+    let fd = udp.as_raw_fd();
+    // SAFETY: a valid socket fd and a c_int option value of the size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    let Ok(me) = udp.local_addr() else {
+        return;
+    };
+    if rc != 0 {
+        return;
+    }
+    let mut buf = [0u8; 8];
+    for _ in 0..50 {
+        if udp.send_to(b".", me).is_err() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        while let Ok((_, stamp)) = super::rx_stamp::recv_fd(fd, &mut buf) {
+            if stamp.is_some() {
+                return;
+            }
+        }
+    }
+}
+
 impl PacketStamps {
     /// Opens the packet socket for connections to `server`. Fails without root or
     /// `CAP_NET_RAW` (`PermissionDenied`), or where the platform has no `AF_PACKET`.
@@ -435,6 +475,7 @@ impl PacketStamps {
         if rc != 0 {
             return Err(io::Error::last_os_error());
         }
+        wait_for_stamping();
         Ok(PacketStamps {
             fd,
             server,
@@ -557,9 +598,8 @@ impl PacketStamps {
             let n = n as usize;
             for i in 0..n {
                 let len = (hdrs[i].msg_len as usize).min(SNAP);
-                let Some(stamp) = super::rx_stamp::stamp_of(&hdrs[i].msg_hdr) else {
-                    continue;
-                };
+                // 0: no stamp; a SYN-ACK still counts, a data segment is a hole.
+                let stamp = super::rx_stamp::stamp_of(&hdrs[i].msg_hdr).unwrap_or(0);
                 let Some(seg) = parse(&data[i][..len]) else {
                     continue;
                 };
@@ -590,7 +630,7 @@ pub fn fuzz_packets(data: &[u8]) {
         rest = tail;
         if let Some(mut seg) = parse(pkt) {
             seg.dst_port = 40000;
-            table.on_segment(&seg, at);
+            table.on_segment(&seg, at + 1);
         }
         let (from, to) = (at % 3000, at % 3000 + u64::from(pkt.first().copied().unwrap_or(0)));
         if table.segments(40000, from, to, &mut out) && from < to {
