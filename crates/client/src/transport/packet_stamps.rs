@@ -319,9 +319,12 @@ enum Op {
 
 /// The filter: arriving IPv4/IPv6 TCP segments from `server`, cut to [`SNAP`] bytes.
 fn filter(server: SocketAddr) -> Vec<libc::sock_filter> {
-    let mut ops = vec![Op::Do(LD_W_ABS, AD_PKTTYPE), Op::Refuse(OUTGOING)];
-    ops.push(Op::Do(LD_B_ABS, 0));
-    ops.push(Op::Do(AND_K, 0xf0));
+    let mut ops = vec![
+        Op::Do(LD_W_ABS, AD_PKTTYPE),
+        Op::Refuse(OUTGOING),
+        Op::Do(LD_B_ABS, 0),
+        Op::Do(AND_K, 0xf0),
+    ];
     match server.ip() {
         IpAddr::V4(ip) => {
             ops.push(Op::Need(0x40));
@@ -570,16 +573,17 @@ impl PacketStamps {
             // SAFETY: iovec and mmsghdr are plain data.
             let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
             let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-            for i in 0..BATCH {
-                iovs[i] = libc::iovec {
-                    iov_base: data[i].as_mut_ptr().cast(),
+            let slots = iovs.iter_mut().zip(hdrs.iter_mut());
+            for ((iov, hdr), (buf, ctl)) in slots.zip(data.iter_mut().zip(control.iter_mut())) {
+                *iov = libc::iovec {
+                    iov_base: buf.as_mut_ptr().cast(),
                     iov_len: SNAP,
                 };
-                let h = &mut hdrs[i].msg_hdr;
-                h.msg_iov = &mut iovs[i];
+                let h = &mut hdr.msg_hdr;
+                h.msg_iov = iov;
                 h.msg_iovlen = 1;
-                h.msg_control = control[i].as_mut_ptr().cast();
-                h.msg_controllen = std::mem::size_of_val(&control[i]) as _;
+                h.msg_control = ctl.as_mut_ptr().cast();
+                h.msg_controllen = std::mem::size_of_val(ctl) as _;
             }
             // SAFETY: a valid fd; every header points into `iovs`, `data` and `control`,
             // which outlive the call.
@@ -596,11 +600,11 @@ impl PacketStamps {
                 return;
             }
             let n = n as usize;
-            for i in 0..n {
-                let len = (hdrs[i].msg_len as usize).min(SNAP);
+            for (hdr, buf) in hdrs.iter().zip(data.iter()).take(n) {
+                let len = (hdr.msg_len as usize).min(SNAP);
                 // 0: no stamp; a SYN-ACK still counts, a data segment is a hole.
-                let stamp = super::rx_stamp::stamp_of(&hdrs[i].msg_hdr).unwrap_or(0);
-                let Some(seg) = parse(&data[i][..len]) else {
+                let stamp = super::rx_stamp::stamp_of(&hdr.msg_hdr).unwrap_or(0);
+                let Some(seg) = parse(&buf[..len]) else {
                     continue;
                 };
                 if seg.src == self.server.ip() && seg.src_port == self.server.port() {
