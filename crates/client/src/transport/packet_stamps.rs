@@ -126,6 +126,8 @@ pub struct Table {
     /// First data sequence number by local port, from every SYN-ACK seen, so a connection
     /// that registers after its SYN-ACK was read still gets it.
     first_seq: HashMap<u16, u32>,
+    /// The spans of one question (kept for its capacity: no allocation per read).
+    scratch: Vec<Span>,
 }
 
 /// The 64-bit stream offset whose low 32 bits are `rel`, nearest `near`; `None` below 0.
@@ -203,15 +205,13 @@ impl Table {
         if from >= to {
             return true;
         }
-        let mut spans: Vec<Span> = flow
-            .spans
-            .iter()
-            .filter(|s| s.end > from && s.start < to)
-            .copied()
-            .collect();
+        let spans = &mut self.scratch;
+        spans.clear();
+        let overlapping = flow.spans.iter().filter(|s| s.end > from && s.start < to);
+        spans.extend(overlapping.copied());
         spans.sort_by_key(|s| (s.start, s.end));
         let mut covered = from;
-        for s in &spans {
+        for s in spans.iter() {
             if s.start > covered || s.stamp == 0 {
                 return false;
             }
@@ -220,17 +220,22 @@ impl Table {
         if covered < to {
             return false;
         }
-        // A byte carried twice (a retransmission) takes the later arrival.
-        let mut ends: Vec<(u64, u64)> = spans.iter().map(|s| (s.end.min(to), s.stamp)).collect();
-        ends.sort_by_key(|e| e.0);
+        out.extend(spans.iter().map(|s| (s.end.min(to), s.stamp)));
+        out.sort_by_key(|e| e.0);
+        // Stamps never go back along the stream (a byte carried twice, a retransmission,
+        // is there once the later copy came), and one end keeps its latest stamp.
         let mut latest = 0;
-        for (end, stamp) in ends {
-            latest = latest.max(stamp);
-            match out.last_mut() {
-                Some(last) if last.0 == end => last.1 = latest,
-                _ => out.push((end, latest)),
-            }
+        for e in out.iter_mut() {
+            latest = latest.max(e.1);
+            e.1 = latest;
         }
+        out.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                earlier.1 = later.1;
+            }
+            same
+        });
         true
     }
 
@@ -583,7 +588,7 @@ impl PacketStamps {
                 h.msg_iov = iov;
                 h.msg_iovlen = 1;
                 h.msg_control = ctl.as_mut_ptr().cast();
-                h.msg_controllen = std::mem::size_of_val(ctl) as _;
+                h.msg_controllen = std::mem::size_of_val(&*ctl) as _;
             }
             // SAFETY: a valid fd; every header points into `iovs`, `data` and `control`,
             // which outlive the call.
