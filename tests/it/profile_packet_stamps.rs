@@ -52,7 +52,7 @@ fn run_stopped(tag: &str, extra: &[&str]) -> (Gaps, String) {
     };
     let text = std::fs::read_to_string(dir.join("console.txt")).unwrap();
     assert!(status.success(), "{status}: {text}");
-    let written = server.token_times();
+    let written = server.token_write_times();
     server.stop();
     let jsonl = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
     let mut records: Vec<Value> = jsonl
@@ -98,7 +98,10 @@ fn chunks_keep_their_segments_times_while_the_client_is_stopped() {
     // machine may miss a few segments: up to a tenth may be off).
     let (off, total) = off_by_more_than(&gaps, 0.5);
     assert_eq!(total, 6 * 23);
-    assert!(off * 10 <= total, "{off} of {total} gaps off: {gaps:?}\n{text}");
+    assert!(
+        off * 10 <= total,
+        "{off} of {total} gaps off: {gaps:?}\n{text}"
+    );
     assert!(
         text.contains("Chunks timed per TCP segment (packet socket): "),
         "{text}"

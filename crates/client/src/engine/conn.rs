@@ -687,7 +687,10 @@ impl Conn {
             return Ok(());
         }
         let mut ends = std::mem::take(&mut link.ends);
-        if !link.stamps.segments(link.port, from, link.offset, &mut ends) {
+        if !link
+            .stamps
+            .segments(link.port, from, link.offset, &mut ends)
+        {
             link.stamps.count_missed();
             link.ends = ends;
             return Ok(());
@@ -705,7 +708,11 @@ impl Conn {
                     break;
                 }
                 let a = rx_stamp::arrival(Some(stamp), floor, clock);
-                let at = if a.stamped { a.at_ns.min(read_ns) } else { read_ns };
+                let at = if a.stamped {
+                    a.at_ns.min(read_ns)
+                } else {
+                    read_ns
+                };
                 result = self.feed_events_upto(len, at);
                 if result.is_err() {
                     break;

@@ -884,10 +884,21 @@ mod tests {
         // Reads at 1 ms, 41 ms (three chunks), 46 ms and 90 ms (two): the shared chunks of
         // the 41 ms read came after 1 ms, those of the 90 ms read after 46 ms.
         let ms = 1_000_000;
-        let requests = [request(&[ms, 41 * ms, 41 * ms, 41 * ms, 46 * ms, 90 * ms, 90 * ms])];
+        let requests = [request(&[
+            ms,
+            41 * ms,
+            41 * ms,
+            41 * ms,
+            46 * ms,
+            90 * ms,
+            90 * ms,
+        ])];
         assert_eq!(late_bounds(&requests), [40 * ms, 40 * ms, 44 * ms]);
         let line = shared_reads_line(&requests, None);
-        assert!(line.starts_with("Chunks timed by a shared read: 3 of 7 "), "{line}");
+        assert!(
+            line.starts_with("Chunks timed by a shared read: 3 of 7 "),
+            "{line}"
+        );
         assert!(line.contains("p99 44.000 ms, max 44.000 ms"), "{line}");
         assert!(line.contains("inter token latency"), "{line}");
         // With every segment seen, equal times are one segment's: no bound is given.
@@ -897,14 +908,20 @@ mod tests {
         };
         let line = shared_reads_line(&requests, Some(seen));
         assert!(line.starts_with("Chunks timed per TCP segment (packet socket): 2 reads held several segments; 3 of 7 chunks"), "{line}");
-        assert!(!line.contains("at most") && !line.contains("dropped"), "{line}");
+        assert!(
+            !line.contains("at most") && !line.contains("dropped"),
+            "{line}"
+        );
         let missed = PacketStats {
             missed_reads: 1,
             dropped: 5,
             ..seen
         };
         let line = shared_reads_line(&requests, Some(missed));
-        assert!(line.contains("(1 reads, 5 packets dropped by the kernel)"), "{line}");
+        assert!(
+            line.contains("(1 reads, 5 packets dropped by the kernel)"),
+            "{line}"
+        );
         assert!(line.contains("p99 44.000 ms"), "{line}");
     }
 

@@ -445,7 +445,8 @@ impl PacketStamps {
     pub fn open(server: SocketAddr) -> io::Result<PacketStamps> {
         // Protocol 0: the socket receives nothing until it is bound, after its filter is set.
         // SAFETY: plain socket(2) call.
-        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        let raw =
+            unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
         if raw < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -457,7 +458,12 @@ impl PacketStamps {
             filter: prog.as_mut_ptr(),
         };
         set_opt(&fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)?;
-        set_opt(&fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &(1 as libc::c_int))?;
+        set_opt(
+            &fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            &(1 as libc::c_int),
+        )?;
         if set_opt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &RCVBUF).is_err() {
             set_opt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &RCVBUF)?;
         }
@@ -558,7 +564,8 @@ impl PacketStamps {
             )
         };
         if rc == 0 {
-            self.dropped.fetch_add(u64::from(st.tp_drops), Ordering::Relaxed);
+            self.dropped
+                .fetch_add(u64::from(st.tp_drops), Ordering::Relaxed);
         }
         PacketStats {
             split_reads: self.split_reads.swap(0, Ordering::Relaxed),
@@ -641,7 +648,10 @@ pub fn fuzz_packets(data: &[u8]) {
             seg.dst_port = 40000;
             table.on_segment(&seg, at + 1);
         }
-        let (from, to) = (at % 3000, at % 3000 + u64::from(pkt.first().copied().unwrap_or(0)));
+        let (from, to) = (
+            at % 3000,
+            at % 3000 + u64::from(pkt.first().copied().unwrap_or(0)),
+        );
         if table.segments(40000, from, to, &mut out) && from < to {
             assert_eq!(out.last().map(|e| e.0), Some(to));
             assert!(out.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));

@@ -64,7 +64,11 @@ fn parse_reads_ipv4_and_ipv6_segments() {
     assert_eq!(syn.src, IpAddr::V6(Ipv6Addr::LOCALHOST));
     assert!(syn.syn_ack && syn.payload == 0 && syn.seq == 7);
     // An ACK alone is not a SYN-ACK; a SYN alone neither.
-    assert!(!parse(&v4([1; 4], &tcp(1, 2, 3, 0x02, 0), 0)).unwrap().syn_ack);
+    assert!(
+        !parse(&v4([1; 4], &tcp(1, 2, 3, 0x02, 0), 0))
+            .unwrap()
+            .syn_ack
+    );
 }
 
 #[test]
@@ -88,7 +92,15 @@ fn parse_refuses_what_is_not_a_whole_tcp_segment() {
     short_total[2..4].copy_from_slice(&30u16.to_be_bytes());
     let mut v5 = good.clone();
     v5[0] = 0x55;
-    for bad in [udp, fragment, later_fragment, short_ihl, short_doff, short_total, v5] {
+    for bad in [
+        udp,
+        fragment,
+        later_fragment,
+        short_ihl,
+        short_doff,
+        short_total,
+        v5,
+    ] {
         assert_eq!(parse(&bad), None, "{bad:?}");
     }
     let mut v6_udp = v6(Ipv6Addr::LOCALHOST, &tcp(1, 2, 3, ACK, 0), 0);
@@ -122,7 +134,7 @@ fn syn_ack(port: u16, isn: u32) -> Segment {
 #[test]
 fn offsets_map_to_the_segments_that_carried_them_across_a_sequence_wrap() {
     let mut t = Table::default();
-    let isn = 0xffff_fff0;
+    let isn: u32 = 0xffff_fff0;
     let first = isn.wrapping_add(1);
     t.register(5000);
     t.on_segment(&syn_ack(5000, isn), 1);
