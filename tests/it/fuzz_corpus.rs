@@ -49,6 +49,10 @@ const TARGETS: &[(&str, FuzzFn)] = &[
     ),
     ("load_config", inferperf::server::fuzz_load_config),
     ("chat_media", inferperf::server::fuzz_media),
+    (
+        "tcp_segments",
+        inferperf::transport::packet_stamps::fuzz_packets,
+    ),
 ];
 
 #[test]

@@ -30,6 +30,7 @@ mod profile_hub;
 mod profile_load_flags;
 mod profile_media;
 mod profile_multi_run;
+mod profile_packet_stamps;
 mod profile_percentiles;
 mod profile_quickstart;
 mod profile_telemetry;

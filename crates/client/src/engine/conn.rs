@@ -13,6 +13,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use mio::{Interest, Registry, Token};
 
@@ -21,6 +22,7 @@ use crate::clock::Clock;
 use crate::measure::{FailKind, HttpTrace, RequestRecord, RxTime};
 use crate::protocol::http1::{Limits, Progress, ResponseHead, ResponseReader};
 use crate::service::reply_check::{LastGood, ReplyCheck};
+use crate::transport::packet_stamps::PacketStamps;
 use crate::transport::rx_stamp::{self, Arrival};
 use crate::transport::{TlsClient, Transport};
 use sse::{SseState, TokenWatch};
@@ -113,6 +115,44 @@ pub struct Conn {
     served: u32,
     /// The request in flight: its bytes and calls, and when its last byte was read.
     exchange: Exchange,
+    /// Event streams timed per TCP segment by the run's packet socket (plain TCP only).
+    pkt: Option<PacketLink>,
+}
+
+/// A connection's place in the run's packet socket table (see `transport::packet_stamps`).
+struct PacketLink {
+    stamps: Arc<PacketStamps>,
+    /// The socket's local port (0: unknown, nothing is asked).
+    port: u16,
+    /// Bytes read from the socket since it connected: the stream offset of the next read.
+    offset: u64,
+    /// Segment ends and stamps of the last read (kept for its capacity).
+    ends: Vec<(u64, u64)>,
+}
+
+impl PacketLink {
+    /// Registers `stream`'s local port; its stream starts at offset 0.
+    fn attach(&mut self, stream: &Transport) {
+        self.detach();
+        self.offset = 0;
+        if let Ok(local) = stream.socket_ref().local_addr() {
+            self.port = local.port();
+            self.stamps.register(self.port);
+        }
+    }
+
+    fn detach(&mut self) {
+        if self.port != 0 {
+            self.stamps.unregister(self.port);
+            self.port = 0;
+        }
+    }
+}
+
+impl Drop for PacketLink {
+    fn drop(&mut self) {
+        self.detach();
+    }
 }
 
 /// When a socket was connected (ns since the epoch; see `HttpTrace`).
@@ -172,6 +212,7 @@ impl Conn {
             sock: SockTimes::default(),
             served: 0,
             exchange: Exchange::default(),
+            pkt: None,
         })
     }
 
@@ -226,6 +267,24 @@ impl Conn {
         self.rx_stamps
     }
 
+    /// Times the events of event streams by the TCP segment that carried each one's last
+    /// byte (see `transport::packet_stamps`), from now on and after reconnects; a read that
+    /// brought several segments then no longer gives all its events one time. Plain TCP
+    /// only (TLS records do not map to segments): a no-op over TLS.
+    pub fn use_packet_stamps(&mut self, stamps: Arc<PacketStamps>) {
+        if self.stream.is_tls() {
+            return;
+        }
+        let mut link = PacketLink {
+            stamps,
+            port: 0,
+            offset: 0,
+            ends: Vec::new(),
+        };
+        link.attach(&self.stream);
+        self.pkt = Some(link);
+    }
+
     /// Caps each response body at `max_response_bytes` (`--max-response-bytes`).
     pub fn set_max_response(&mut self, max_response_bytes: usize) {
         self.reader = ResponseReader::with_limits(Limits {
@@ -247,6 +306,9 @@ impl Conn {
         let both = Interest::READABLE | Interest::WRITABLE;
         registry.register(stream.socket(), self.token, both)?;
         self.stream = stream;
+        if let Some(link) = self.pkt.as_mut() {
+            link.attach(&self.stream);
+        }
         if self.rx_wanted {
             self.rx_stamps = self.stream.enable_rx_stamps();
         }
@@ -563,7 +625,14 @@ impl Conn {
                         self.rec.recv_start_ns = read_ns;
                     }
                     self.count_read(n);
+                    let before = self.rlen;
                     self.rlen += n;
+                    if let Err(e) = self.time_by_segments(before, n, read_ns, clock) {
+                        return self.fail(
+                            FailKind::Framing,
+                            format!("bad event stream in the response: {e}"),
+                        );
+                    }
                     let progress = self.reader.advance(&self.rbuf[..self.rlen]);
                     self.drop_interim();
                     if let Err(e) = self.feed_events(read_ns) {
@@ -592,6 +661,68 @@ impl Conn {
                 Err(e) => return self.fail(FailKind::of_io(&e), format!("receive failed: {e}")),
             }
         }
+    }
+
+    /// With packet stamps, after a read that put `n` bytes at `rbuf[before..]`: when they
+    /// came in several TCP segments and may hold events, hands each segment's share to the
+    /// response reader and the SSE decoder in turn, at that segment's arrival time, so each
+    /// event takes the time of the segment holding its last byte. The read's last segment
+    /// is left to the caller, which feeds the whole buffer at the read's own time
+    /// (`read_ns`, the stamp of that same segment). A read whose segments were not all seen
+    /// is left whole, and counted.
+    fn time_by_segments(
+        &mut self,
+        before: usize,
+        n: usize,
+        read_ns: u64,
+        clock: &Clock,
+    ) -> Result<(), crate::protocol::sse::SseError> {
+        let Some(link) = self.pkt.as_mut() else {
+            return Ok(());
+        };
+        let from = link.offset;
+        link.offset += n as u64;
+        // A response whose head says it is no event stream has no events to time.
+        if link.port == 0 || (self.reader.head_parsed() && !self.sse.active) {
+            return Ok(());
+        }
+        let mut ends = std::mem::take(&mut link.ends);
+        if !link
+            .stamps
+            .segments(link.port, from, link.offset, &mut ends)
+        {
+            link.stamps.count_missed();
+            link.ends = ends;
+            return Ok(());
+        }
+        let mut result = Ok(());
+        if ends.len() > 1 {
+            link.stamps.count_split();
+            let floor = self.rec.start_ns;
+            for &(end, stamp) in &ends[..ends.len() - 1] {
+                let len = before + (end - from) as usize;
+                if !matches!(
+                    self.reader.advance(&self.rbuf[..len]),
+                    Ok(Progress::NeedMore)
+                ) {
+                    break;
+                }
+                let a = rx_stamp::arrival(Some(stamp), floor, clock);
+                let at = if a.stamped {
+                    a.at_ns.min(read_ns)
+                } else {
+                    read_ns
+                };
+                result = self.feed_events_upto(len, at);
+                if result.is_err() {
+                    break;
+                }
+            }
+        }
+        if let Some(link) = self.pkt.as_mut() {
+            link.ends = ends;
+        }
+        result
     }
 
     /// A read that moved `n` bytes (more than 0).
@@ -657,6 +788,16 @@ impl Conn {
     /// After a read: once the head says `text/event-stream` (and 2xx), hands the body bytes
     /// that arrived to the SSE decoder, as read at `read_ns`.
     fn feed_events(&mut self, read_ns: u64) -> Result<(), crate::protocol::sse::SseError> {
+        self.feed_events_upto(self.rlen, read_ns)
+    }
+
+    /// `feed_events` for the first `len` bytes of the buffer (the response reader was last
+    /// given exactly those).
+    fn feed_events_upto(
+        &mut self,
+        len: usize,
+        read_ns: u64,
+    ) -> Result<(), crate::protocol::sse::SseError> {
         if !self.sse.active {
             let head = self.reader.head_parsed() && self.reader.is_event_stream();
             if !head || !(200..300).contains(&self.reader.status()) {
@@ -665,7 +806,7 @@ impl Conn {
             self.sse.active = true;
             self.rec.sse = true;
         }
-        let body = self.reader.body_so_far(&self.rbuf[..self.rlen]);
+        let body = self.reader.body_so_far(&self.rbuf[..len]);
         self.sse
             .feed(body, read_ns, self.keep_bodies, &mut self.rec)
     }

@@ -30,6 +30,9 @@ pub struct HttpPool {
     rx_stamps: bool,
     /// Largest response body accepted (bytes).
     max_response: usize,
+    /// The run's packet socket: event streams timed per TCP segment (see
+    /// `Conn::use_packet_stamps`).
+    packets: Option<std::sync::Arc<crate::transport::packet_stamps::PacketStamps>>,
     /// Session turns: why the connection could not be opened, for its slot's next turn.
     broken: Vec<Option<String>>,
     /// Session turns: what each connection's socket has served (see `retry_stale`).
@@ -87,6 +90,7 @@ impl HttpPool {
             connecting: 0,
             rx_stamps: false,
             max_response: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
+            packets: None,
             broken: vec![None; count],
             reuse: vec![Reuse::Fresh; count],
             check: ReplyCheck::None,
@@ -143,6 +147,15 @@ impl HttpPool {
         self
     }
 
+    /// Times event streams per TCP segment with the run's packet socket (`None`: off).
+    pub fn with_packet_stamps(
+        mut self,
+        packets: Option<std::sync::Arc<crate::transport::packet_stamps::PacketStamps>>,
+    ) -> HttpPool {
+        self.packets = packets;
+        self
+    }
+
     /// Caps every response body at `bytes` (`--max-response-bytes`).
     pub fn with_max_response(mut self, bytes: usize) -> HttpPool {
         self.max_response = bytes;
@@ -158,6 +171,9 @@ impl HttpPool {
         conn.set_max_response(self.max_response);
         if self.rx_stamps {
             conn.use_rx_stamps();
+        }
+        if let Some(p) = &self.packets {
+            conn.use_packet_stamps(p.clone());
         }
         Ok(conn)
     }

@@ -82,6 +82,10 @@ pub struct EngineSpec {
     /// off, by the worker's clock read after it (the C API has no socket and always uses the
     /// clock).
     pub rx_stamps: bool,
+    /// HTTP/1.1 event streams (`profile --streaming`): the packet socket that stamps every
+    /// TCP segment from the server, so events that share a read keep their own segment's
+    /// time (see `transport::packet_stamps`); `None`: off.
+    pub packet_stamps: Option<Arc<crate::transport::packet_stamps::PacketStamps>>,
     pub pin: bool,
     /// Upper bound on worker threads.
     pub max_workers: usize,
@@ -474,6 +478,7 @@ fn spawn_for_wire(
             });
             let pool = HttpPool::new(addr, tls, slots)
                 .with_rx_stamps(spec.rx_stamps)
+                .with_packet_stamps(spec.packet_stamps.clone())
                 .with_reply_check(spec.reply_check.clone())
                 .with_max_response(spec.max_response_bytes)
                 .with_prefill(prefill)

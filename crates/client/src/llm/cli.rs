@@ -297,6 +297,12 @@ pub struct ProfileArgs {
     /// way, so gathering does not move them. 0: read every token as soon as it arrives.
     #[arg(long, default_value_t = 1000, value_name = "US")]
     pub read_batch_us: u64,
+    /// Streamed HTTP responses over plain TCP: do not open the packet socket that stamps
+    /// every TCP segment from the server (opened by default where allowed: root or
+    /// CAP_NET_RAW). Without it, chunks that wait in the socket until one read takes them
+    /// all carry that read's time.
+    #[arg(long)]
+    pub no_packet_stamps: bool,
     /// Largest response body (the whole stream) or gRPC message accepted, in bytes; a larger
     /// one fails its request.
     #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]

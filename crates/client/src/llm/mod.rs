@@ -54,6 +54,7 @@ use crate::measure::llm::LlmRequest;
 use crate::measure::FailTally;
 use crate::run::kinds::codec::{Input, Post};
 use crate::run::kinds::reply;
+use crate::transport::packet_stamps::{PacketStamps, PacketStats};
 use artifacts::{input_config, point_dir, telemetry_section, write_point, PointFiles};
 use cli::{LoadPoint, ProfileConfig};
 use payload::Entry;
@@ -168,7 +169,9 @@ pub fn run_with_summary(
     prefix::add_system(&mut bodies, &prefixes);
     let payloads: Vec<String> = bodies.iter().map(Value::to_string).collect();
     let requests = encode_requests(cfg, &entries, &models, &payloads)?;
-    let mut spec = engine_spec(cfg, requests, cfg.endpoint_type.grpc())?;
+    let grpc = cfg.endpoint_type.grpc();
+    let mut spec = engine_spec(cfg, requests, grpc)?;
+    spec.packet_stamps = packet_stamps(cfg, grpc, spec.addr);
     spec.cancel = shape.cancel.map(|(share, after)| {
         let after = std::time::Duration::from_secs_f64(after);
         crate::engine::Cancel::spread(spec.requests.len(), share, after)
@@ -291,7 +294,8 @@ fn run_level(
         let _ = console.write_all(c.line().as_bytes());
     }
     if cfg.args.streaming {
-        let _ = console.write_all(shared_reads_line(&requests).as_bytes());
+        let packets = l.spec.packet_stamps.as_ref().map(|p| p.take_stats());
+        let _ = console.write_all(shared_reads_line(&requests, packets).as_bytes());
     }
     if let Some(t) = &telemetry {
         let _ = console.write_all(t.console().as_bytes());
@@ -415,6 +419,7 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         // AIPerf's http_req_* metrics; gRPC (kserve) runs have none.
         http_trace: !grpc,
         rx_stamps: true,
+        packet_stamps: None,
         fresh_connections: cfg.args.compat.connection_reuse_strategy
             == Some(cli_compat::ConnectionReuse::Never),
         pin: true,
@@ -453,6 +458,30 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
     })
 }
 
+/// The packet socket that times streamed chunks per TCP segment: for `--streaming` over
+/// plain HTTP/1.1 unless `--no-packet-stamps`; where it cannot be opened (no root or
+/// CAP_NET_RAW), one line on stderr says so and chunks keep their reads' times.
+fn packet_stamps(
+    cfg: &ProfileConfig,
+    grpc: bool,
+    addr: std::net::SocketAddr,
+) -> Option<Arc<PacketStamps>> {
+    if !cfg.args.streaming || cfg.args.no_packet_stamps || grpc || cfg.tls.is_some() {
+        return None;
+    }
+    match PacketStamps::open(addr) {
+        Ok(p) => Some(Arc::new(p)),
+        Err(e) => {
+            eprintln!(
+                "info: chunk times per TCP segment are off (packet socket: {e}; it needs root \
+                 or CAP_NET_RAW): chunks that share a read carry its time \
+                 (--no-packet-stamps: not tried)"
+            );
+            None
+        }
+    }
+}
+
 /// The client's own cost: load-worker CPU per output token and per chunk.
 fn overhead_line(run: &runner::PointRun, requests: &[LlmRequest]) -> String {
     let tokens: u64 = requests.iter().map(|r| r.osl).sum();
@@ -473,18 +502,74 @@ fn overhead_line(run: &runner::PointRun, requests: &[LlmRequest]) -> String {
     )
 }
 
-/// How finely the chunks were timed: a chunk that arrived in the same read as the next
-/// chunk of its stream carries that read's arrival time, so its own may have been earlier
-/// (the server wrote both at once, or the client read too late to tell them apart).
-fn shared_reads_line(requests: &[LlmRequest]) -> String {
+/// How finely the chunks were timed. With the packet socket (`packets`), each chunk has the
+/// time of the TCP segment holding its last byte: chunks sharing a time with the next one
+/// came in one segment, or in a read whose segments were not all seen. Without it, a chunk
+/// that arrived in the same read as the next chunk of its stream carries that read's
+/// arrival time, so its own may have been earlier (the server wrote both at once, or the
+/// client read too late to tell them apart): by at most the time since its stream's
+/// previous read, whose p99 and max the line gives, naming the metrics built on chunk gaps.
+fn shared_reads_line(requests: &[LlmRequest], packets: Option<PacketStats>) -> String {
     let (shared, total) = shared_reads(requests);
     if total == 0 {
         return String::new();
     }
-    format!(
-        "Chunks timed by a shared read: {shared} of {total} ({:.1} %) arrived in the same read as the next chunk of their stream and carry its time\n",
-        shared as f64 * 100.0 / total as f64
-    )
+    let pct = shared as f64 * 100.0 / total as f64;
+    let mut line = match packets {
+        Some(p) => {
+            let mut line = format!(
+                "Chunks timed per TCP segment (packet socket): {} reads held several segments; {shared} of {total} chunks ({pct:.1} %) share their time with the next chunk of their stream (one segment carried both)",
+                p.split_reads
+            );
+            if p.missed_reads > 0 || p.dropped > 0 {
+                line += &format!(
+                    ", or a read whose segments were not all seen ({} reads, {} packets dropped by the kernel) and whose time they carry",
+                    p.missed_reads, p.dropped
+                );
+            }
+            line
+        }
+        None => format!(
+            "Chunks timed by a shared read: {shared} of {total} ({pct:.1} %) arrived in the same read as the next chunk of their stream and carry its time"
+        ),
+    };
+    let unseen = packets.map_or(true, |p| p.missed_reads > 0 || p.dropped > 0);
+    let mut bounds = late_bounds(requests);
+    if unseen && !bounds.is_empty() {
+        bounds.sort_unstable();
+        let p99 = bounds[(bounds.len() * 99).div_ceil(100) - 1];
+        let max = bounds[bounds.len() - 1];
+        line += &format!(
+            "; each may have arrived earlier, by at most the time since its stream's previous read: p99 {:.3} ms, max {:.3} ms (inter token latency, inter chunk latency, time to second token and output token throughput per user rest on these times)",
+            p99 as f64 / 1e6,
+            max as f64 / 1e6
+        );
+    }
+    line.push('\n');
+    line
+}
+
+/// For every chunk that carries the next chunk's time (past its stream's first time): how
+/// much earlier it may have arrived, the time since the stream's previous distinct time
+/// (ns). It came after that read's data, TCP delivering in order.
+fn late_bounds(requests: &[LlmRequest]) -> Vec<u64> {
+    let mut bounds = Vec::new();
+    for r in requests {
+        let mut previous: Option<u64> = None;
+        for (i, c) in r.chunks.iter().enumerate() {
+            let next_same = r
+                .chunks
+                .get(i + 1)
+                .is_some_and(|n| n.arrival_ns == c.arrival_ns);
+            if let (true, Some(p)) = (next_same, previous) {
+                bounds.push(c.arrival_ns.saturating_sub(p));
+            }
+            if !next_same {
+                previous = Some(c.arrival_ns);
+            }
+        }
+    }
+    bounds
 }
 
 /// Chunks whose arrival time equals the next chunk's of the same request, and all chunks.
@@ -787,9 +872,69 @@ mod tests {
         // Two requests read at the same instant do not share a read with each other.
         let requests = [request(&[10, 10, 10, 20]), request(&[20, 30])];
         assert_eq!(shared_reads(&requests), (2, 6));
-        let line = shared_reads_line(&requests);
+        let line = shared_reads_line(&requests, None);
         assert!(line.contains("2 of 6 (33.3 %)"), "{line}");
-        assert_eq!(shared_reads_line(&[request(&[])]), "");
+        // The first read of a stream has no earlier read to bound it; no bound, no clause.
+        assert!(!line.contains("at most"), "{line}");
+        assert_eq!(shared_reads_line(&[request(&[])], None), "");
+    }
+
+    #[test]
+    fn shared_chunks_are_bounded_by_their_streams_previous_read() {
+        use crate::measure::llm::Chunk;
+        use crate::transport::packet_stamps::PacketStats;
+        let request = |times: &[u64]| LlmRequest {
+            chunks: times
+                .iter()
+                .map(|&arrival_ns| Chunk {
+                    arrival_ns,
+                    tokens: 1,
+                })
+                .collect(),
+            ..LlmRequest::default()
+        };
+        // Reads at 1 ms, 41 ms (three chunks), 46 ms and 90 ms (two): the shared chunks of
+        // the 41 ms read came after 1 ms, those of the 90 ms read after 46 ms.
+        let ms = 1_000_000;
+        let requests = [request(&[
+            ms,
+            41 * ms,
+            41 * ms,
+            41 * ms,
+            46 * ms,
+            90 * ms,
+            90 * ms,
+        ])];
+        assert_eq!(late_bounds(&requests), [40 * ms, 40 * ms, 44 * ms]);
+        let line = shared_reads_line(&requests, None);
+        assert!(
+            line.starts_with("Chunks timed by a shared read: 3 of 7 "),
+            "{line}"
+        );
+        assert!(line.contains("p99 44.000 ms, max 44.000 ms"), "{line}");
+        assert!(line.contains("inter token latency"), "{line}");
+        // With every segment seen, equal times are one segment's: no bound is given.
+        let seen = PacketStats {
+            split_reads: 2,
+            ..PacketStats::default()
+        };
+        let line = shared_reads_line(&requests, Some(seen));
+        assert!(line.starts_with("Chunks timed per TCP segment (packet socket): 2 reads held several segments; 3 of 7 chunks"), "{line}");
+        assert!(
+            !line.contains("at most") && !line.contains("dropped"),
+            "{line}"
+        );
+        let missed = PacketStats {
+            missed_reads: 1,
+            dropped: 5,
+            ..seen
+        };
+        let line = shared_reads_line(&requests, Some(missed));
+        assert!(
+            line.contains("(1 reads, 5 packets dropped by the kernel)"),
+            "{line}"
+        );
+        assert!(line.contains("p99 44.000 ms"), "{line}");
     }
 
     /// Failures found in replies the engine saw complete join the engine's own in the line

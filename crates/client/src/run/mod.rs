@@ -209,6 +209,7 @@ fn engine_spec(
         keep_going: false,
         http_trace: false,
         rx_stamps: cfg.rx_stamps,
+        packet_stamps: None,
         fresh_connections: false,
         pin: cfg.pin_threads,
         max_workers: cfg.max_threads.unwrap_or(cores).min(cores.max(1)),

@@ -14,6 +14,7 @@
 
 pub mod blocking;
 pub mod fd_limit;
+pub mod packet_stamps;
 pub mod rx_stamp;
 mod session;
 mod stream;

@@ -11,7 +11,7 @@
 //! does not accumulate.
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
 use mio::net::TcpStream;
 
@@ -44,6 +44,11 @@ const CONTROL_WORDS: usize = 8;
 /// One non-blocking read into `buf`: the bytes read (0 at EOF) and the realtime stamp (ns
 /// since the epoch) of the last segment consumed, when the kernel supplied one.
 pub fn recv(sock: &TcpStream, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
+    recv_fd(sock.as_raw_fd(), buf)
+}
+
+/// [`recv`] on any socket descriptor.
+pub(crate) fn recv_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -56,7 +61,7 @@ pub fn recv(sock: &TcpStream, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
     // SAFETY: fd is a socket; msg describes `buf` and `control`, both live and writable.
-    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -64,7 +69,7 @@ pub fn recv(sock: &TcpStream, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)
 }
 
 /// The `SCM_TIMESTAMPNS` stamp in a received message's control data.
-fn stamp_of(msg: &libc::msghdr) -> Option<u64> {
+pub(crate) fn stamp_of(msg: &libc::msghdr) -> Option<u64> {
     if msg.msg_flags & libc::MSG_CTRUNC != 0 {
         return None;
     }
