@@ -26,12 +26,12 @@ const SERVER_DELAY: Duration = Duration::from_millis(3);
 /// on for the whole system from a work item when the first socket asks, so segments that
 /// arrive before that come unstamped. Holding one stamped socket open (and seeing one stamp
 /// come) makes every later read of the run stampable.
-struct StampingOn {
+pub(crate) struct StampingOn {
     _server: TcpStream,
     _client: TcpStream,
 }
 
-fn stamping_on() -> StampingOn {
+pub(crate) fn stamping_on() -> StampingOn {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
     let (mut server, _) = listener.accept().unwrap();

@@ -103,6 +103,9 @@ pub struct Conn {
     /// The last stamped read of the response in flight: when its data arrived and when it
     /// was read (`None` before one, or when the completing event was not a stamped read).
     last_read: Option<Arrival>,
+    /// The longest the data of a stamped read of the response in flight waited in the
+    /// socket for the worker (ns): the request's client receive delay.
+    read_delay_max_ns: u64,
     /// The request timeout's view of this connection's progress (see `deadline.rs`).
     pub watch: Watch,
     /// HTTP tracing: the clock its connect and handshake times are read from (`None`: no
@@ -207,6 +210,7 @@ impl Conn {
             rx_stamps: false,
             rx_wanted: false,
             last_read: None,
+            read_delay_max_ns: 0,
             watch: Watch::default(),
             trace_clock: None,
             sock: SockTimes::default(),
@@ -345,12 +349,14 @@ impl Conn {
             // A stream cut short by a failure left its state behind.
             self.sse.reset();
         }
+        // `start_ns` is set by the write that hands the request's first byte to the kernel
+        // (see `write_more`).
         self.rec = RequestRecord {
-            start_ns: clock.now_ns(),
             step: step as u32,
             ..Default::default()
         };
         self.last_read = None;
+        self.read_delay_max_ns = 0;
         self.exchange = Exchange {
             reused: self.served > 0,
             ..Exchange::default()
@@ -408,10 +414,18 @@ impl Conn {
         out
     }
 
-    /// Writes until the request is out or the socket is full.
+    /// Writes until the request is out or the socket is full. The request's start is the
+    /// clock read just before the socket call that takes its first byte
+    /// ([`Transport::write_timed`]); until a byte is taken, the first attempt's time stands
+    /// in for it (the request timeout runs from it).
     pub fn write_more(&mut self, req: &[u8], clock: &Clock, registry: &Registry) -> Outcome {
         while self.written < req.len() {
-            match self.stream.write(&req[self.written..]) {
+            let wrote = if self.written == 0 {
+                self.first_write(req, clock)
+            } else {
+                self.stream.write(&req[self.written..])
+            };
+            match wrote {
                 Ok(0) => {
                     return self.fail(FailKind::Closed, "connection closed while sending".into())
                 }
@@ -436,6 +450,22 @@ impl Conn {
         self.rec.send_end_ns = clock.now_ns();
         self.state = State::Reading;
         Outcome::Pending
+    }
+
+    /// The write of a request's first bytes: a write that takes some sets the request's
+    /// start to the clock read just before it; one that takes none (the socket is full, or
+    /// it failed) leaves the attempt's time, unless an earlier attempt left one.
+    fn first_write(&mut self, req: &[u8], clock: &Clock) -> io::Result<usize> {
+        let (wrote, at) = match self.stream.write_timed(req, clock) {
+            Ok((n, at)) => (Ok(n), (n > 0).then_some(at)),
+            Err(e) => (Err(e), None),
+        };
+        match at {
+            Some(at) => self.rec.start_ns = at,
+            None if self.rec.start_ns == 0 => self.rec.start_ns = clock.now_ns(),
+            None => {}
+        }
+        wrote
     }
 
     /// The request could not be sent in full. A server refusing a request before reading all
@@ -752,6 +782,7 @@ impl Conn {
             let (n, stamp) = self.stream.read_stamped(buf)?;
             let a = rx_stamp::arrival(stamp, self.rec.start_ns, clock);
             self.last_read = Some(a);
+            self.read_delay_max_ns = self.read_delay_max_ns.max(a.delay_ns());
             return Ok((n, a.at_ns));
         }
         let n = self.stream.read(buf)?;
@@ -822,8 +853,14 @@ impl Conn {
             }
         }
         // With kernel stamps the completing read's arrival time is the end; otherwise now.
+        // The delay is the longest of the response's stamped reads (an event stream's
+        // events take the times of the reads that brought them).
         let (end_ns, rx, delay_ns) = match self.last_read {
-            Some(a) if self.rx_stamps && read_ns != 0 => (read_ns, a.rx_time(), a.delay_ns()),
+            Some(a) if self.rx_stamps && read_ns != 0 => (
+                read_ns,
+                a.rx_time(),
+                self.read_delay_max_ns.max(a.delay_ns()),
+            ),
             _ => {
                 let rx = if self.rx_wanted {
                     RxTime::Clock

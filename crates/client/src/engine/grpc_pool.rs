@@ -54,6 +54,9 @@ struct H2Conn {
     writable: bool,
     /// Requests were queued since the last flush.
     pending_flush: bool,
+    /// Requests whose bytes are queued in the session and not all written yet, in queue
+    /// order: their send times are taken by the writes that carry them (see `flush`).
+    unsent: Vec<Unsent>,
     /// Reads are timed by the kernel's receive stamps (see `transport::rx_stamp`).
     stamped: bool,
     /// Bytes read so far: the request timeout's mark of the connection's progress.
@@ -62,6 +65,20 @@ struct H2Conn {
     watch: Watch,
     /// Slots bound to this connection.
     slot_count: usize,
+}
+
+/// A request queued in a connection's session output: where its bytes lie in
+/// `Session::output()` (they move to the front as writes take bytes), and the slot it was
+/// queued for, with the slot's `queued_ns` then (a slot failed and reused since is not it).
+struct Unsent {
+    slot: usize,
+    queued_ns: u64,
+    /// Offset of the request's first byte in the output.
+    first: usize,
+    /// Offset just past its last queued byte.
+    end: usize,
+    /// A write has carried its first byte (its start is set).
+    started: bool,
 }
 
 pub struct GrpcPool {
@@ -131,6 +148,7 @@ impl GrpcPool {
             streams: Vec::new(),
             writable: true,
             pending_flush: false,
+            unsent: Vec::new(),
             stamped,
             bytes_in: 0,
             watch: Watch::default(),
@@ -162,7 +180,8 @@ impl GrpcPool {
         let slot = &mut self.slots[s];
         let conn = &mut self.conns[slot.conn];
         let req = cx.feed.bytes(&send);
-        let start_ns = cx.clock.now_ns();
+        let first = conn.session.output().len();
+        let queued_ns = cx.clock.now_ns();
         let sent = if self.wire.streaming && slot.stream != 0 {
             conn.session.send(slot.stream, req, false).is_ok()
         } else {
@@ -177,21 +196,29 @@ impl GrpcPool {
             }
         };
         if sent {
-            // perf_analyzer's gRPC "marshal" time: building the request's frames (here a
-            // copy of the pre-encoded bytes into the session); the socket write and the
-            // network count as response wait, as in its gRPC client.
-            let send_end_ns = cx.clock.now_ns();
+            // Queued, not sent: the time stands for the start until the write that carries
+            // the request's first byte replaces it (`flush`), so that the frames' encoding
+            // and the wait for the other requests queued with it fall before the start.
             slot.busy = true;
             slot.body.clear();
             slot.last_output_ns = 0;
             slot.reply = None;
+            slot.queued_ns = queued_ns;
+            slot.read_delay_max_ns = 0;
             slot.rec = RequestRecord {
-                start_ns,
-                send_end_ns,
+                start_ns: queued_ns,
+                send_end_ns: queued_ns,
                 step: step as u32,
                 ..RequestRecord::default()
             };
             send.stamp(&mut slot.rec);
+            conn.unsent.push(Unsent {
+                slot: s,
+                queued_ns,
+                first,
+                end: conn.session.output().len(),
+                started: false,
+            });
             conn.pending_flush = true;
         }
         sent
@@ -262,7 +289,7 @@ impl GrpcPool {
             self.read(i, ready.closed, cx);
         }
         let conn = &mut self.conns[i];
-        if let Err((kind, e)) = flush(conn, i, cx.registry) {
+        if let Err((kind, e)) = flush(conn, i, &mut self.slots, cx) {
             self.fail_conn(i, kind, e, cx);
         }
         if self.conns[i].session.is_done() && !cx.sink.failed {
@@ -422,15 +449,28 @@ impl GrpcPool {
 }
 
 /// Writes what the session has queued; WRITABLE is registered only while output waits.
-fn flush(conn: &mut H2Conn, token: usize, registry: &Registry) -> Result<(), (FailKind, String)> {
+/// Each write is timed (`Transport::write_timed`) and gives the requests it carries their
+/// send times (see `took`).
+fn flush(
+    conn: &mut H2Conn,
+    token: usize,
+    slots: &mut [Slot],
+    cx: &Cx<'_>,
+) -> Result<(), (FailKind, String)> {
     conn.pending_flush = false;
+    let registry = cx.registry;
     loop {
         let out = conn.session.output();
         if out.is_empty() {
             break;
         }
-        match conn.transport.write(out) {
-            Ok(n) => conn.session.written(n),
+        match conn.transport.write_timed(out, cx.clock) {
+            Ok((n, at_ns)) => {
+                conn.session.written(n);
+                if !conn.unsent.is_empty() {
+                    took(&mut conn.unsent, slots, n, at_ns, cx.clock);
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err((FailKind::of_io(&e), format!("send failed: {e}"))),
@@ -453,6 +493,34 @@ fn flush(conn: &mut H2Conn, token: usize, registry: &Registry) -> Result<(), (Fa
         conn.writable = waiting;
     }
     Ok(())
+}
+
+/// A write took the first `n` bytes of the session output, its socket call starting at
+/// `at_ns`: a request whose first byte was among them starts then (perf_analyzer's gRPC
+/// client starts its timer before marshalling; here the socket call is the start, the same
+/// point HTTP/1.1 uses), and one whose last queued byte was among them was sent when the
+/// write returned (read once, only then). With TLS "written" means encrypted and handed to
+/// the TLS session, which pushes to the socket at once unless the socket is full.
+fn took(unsent: &mut Vec<Unsent>, slots: &mut [Slot], n: usize, at_ns: u64, clock: &Clock) {
+    let mut returned_ns = None;
+    unsent.retain_mut(|u| {
+        let slot = &mut slots[u.slot];
+        if !slot.busy || slot.queued_ns != u.queued_ns {
+            return false;
+        }
+        if u.first < n && !u.started {
+            slot.rec.start_ns = at_ns;
+            u.started = true;
+        }
+        if u.end <= n {
+            let end_ns = *returned_ns.get_or_insert_with(|| clock.now_ns());
+            slot.rec.send_end_ns = end_ns;
+            return false;
+        }
+        u.first = u.first.saturating_sub(n);
+        u.end -= n;
+        true
+    });
 }
 
 /// One read from a connection, and (with stamps) when its data arrived: the stamp is kept
@@ -550,7 +618,7 @@ impl Pool for GrpcPool {
                 if !self.conns[i].pending_flush {
                     continue;
                 }
-                if let Err((kind, e)) = flush(&mut self.conns[i], i, cx.registry) {
+                if let Err((kind, e)) = flush(&mut self.conns[i], i, &mut self.slots, cx) {
                     self.fail_conn(i, kind, e, cx);
                 }
             }

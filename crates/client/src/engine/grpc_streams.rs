@@ -28,6 +28,12 @@ pub(super) struct Slot {
     pub(super) reply: Option<Result<(), Bad>>,
     /// The last reply that passed the reply check (see `LastGood`).
     pub(super) last_good: LastGood,
+    /// When the request in flight was queued in the session (ns): tells it from a later
+    /// request of the slot while its bytes wait to be written (see `grpc_pool::Unsent`).
+    pub(super) queued_ns: u64,
+    /// The longest the data of a stamped read that brought an event of the request in
+    /// flight waited in the socket for the worker (ns).
+    pub(super) read_delay_max_ns: u64,
 }
 
 impl Slot {
@@ -42,6 +48,8 @@ impl Slot {
             watch: Watch::default(),
             reply: None,
             last_good: LastGood::default(),
+            queued_ns: 0,
+            read_delay_max_ns: 0,
         }
     }
 
@@ -80,13 +88,15 @@ impl When<'_> {
         self.at.unwrap_or_else(|| self.clock.now_ns())
     }
 
-    /// Notes on a completed request's record how its end was timed. The send's end is read
-    /// from the clock after the write returned; a kernel stamp earlier than that says the
-    /// request was out by then.
-    fn mark(self, rec: &mut RequestRecord) {
+    /// Notes on a completed request's record how its end was timed, and the client's delay:
+    /// the longest of its reads' (`read_delay_max_ns` before this one). The send's end is
+    /// read from the clock after the write returned; a kernel stamp earlier than that says
+    /// the request was out by then.
+    fn mark(self, rec: &mut RequestRecord, read_delay_max_ns: u64) {
         if let Some(a) = self.rx {
             rec.rx = a.rx_time();
-            rec.rx_delay_us = crate::measure::record::delay_us(a.delay_ns());
+            let delay_ns = a.delay_ns().max(read_delay_max_ns);
+            rec.rx_delay_us = crate::measure::record::delay_us(delay_ns);
             rec.send_end_ns = rec.send_end_ns.min(rec.recv_start_ns);
         }
     }
@@ -142,6 +152,10 @@ impl<'a> StreamCx<'a> {
             return;
         };
         let s = streams[pos].1;
+        if let Some(a) = self.when.rx {
+            let slot = &mut self.slots[s];
+            slot.read_delay_max_ns = slot.read_delay_max_ns.max(a.delay_ns());
+        }
         match ev {
             Event::Headers { .. } => {
                 let rec = &mut self.slots[s].rec;
@@ -226,7 +240,7 @@ impl<'a> StreamCx<'a> {
                 slot.rec.recv_start_ns = slot.rec.end_ns;
             }
             slot.rec.ok = true;
-            self.when.mark(&mut slot.rec);
+            self.when.mark(&mut slot.rec, slot.read_delay_max_ns);
             slot.busy = false;
             slot.watch.reset();
             sink.finish(slot.rec, &slot.body);
@@ -290,7 +304,7 @@ impl<'a> StreamCx<'a> {
         }
         slot.rec.ok = true;
         slot.rec.responses = 1;
-        self.when.mark(&mut slot.rec);
+        self.when.mark(&mut slot.rec, slot.read_delay_max_ns);
         slot.busy = false;
         slot.watch.reset();
         self.sink.finish_in_slot(slot.rec, &slot.body, s);

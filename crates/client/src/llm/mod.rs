@@ -264,6 +264,7 @@ fn run_level(
         codec: cfg.endpoint_type.codec(),
     };
     let mut requests = convert::convert(&run, &cx);
+    crate::measure::llm::copy_receive_timing(&mut requests, &run.records);
     media::count_requests(&mut requests, &run.records, &l.media_counts);
     dataset::count_history(cfg, &run.records, &mut requests);
     let dir = point_dir(cfg, point);

@@ -58,8 +58,9 @@ pub struct RequestRecord {
     pub rx: RxTime,
     /// The client's own delay in handling the response (µs, the resolution every report
     /// prints it at; 32 bits keep the record at ten words): from the kernel receive stamp of
-    /// the read that completed it to the worker reading that data. 0 unless `rx` is
-    /// [`RxTime::Kernel`].
+    /// a read of the response to the worker reading that data, the longest over the
+    /// response's stamped reads (for an event stream, each read timed some of its events).
+    /// 0 unless `rx` is [`RxTime::Kernel`].
     pub rx_delay_us: u32,
 }
 

@@ -26,6 +26,8 @@ use std::net::SocketAddr;
 
 use mio::net::TcpStream;
 
+use crate::clock::Clock;
+
 pub use blocking::{connect_blocking, BlockingStream};
 pub use session::NOT_TLS;
 pub use stream::TlsStream;
@@ -113,6 +115,22 @@ impl Transport {
         match self {
             Transport::Plain(s) => s.write(buf),
             Transport::Tls(t) => t.write(buf),
+        }
+    }
+
+    /// [`Transport::write`], timed: also the `clock` read taken just before the socket call
+    /// that hands the first of the bytes taken to the kernel (plain TCP: the `write` itself;
+    /// TLS: the push of the records, after they are encrypted). This is a request's send
+    /// time: nothing of the client's own work (encoding, queueing, encryption) falls after it.
+    /// The clock is read once per call.
+    #[inline]
+    pub fn write_timed(&mut self, buf: &[u8], clock: &Clock) -> io::Result<(usize, u64)> {
+        match self {
+            Transport::Plain(s) => {
+                let at = clock.now_ns();
+                Ok((s.write(buf)?, at))
+            }
+            Transport::Tls(t) => t.write_timed(buf, clock),
         }
     }
 

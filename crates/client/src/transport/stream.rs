@@ -7,6 +7,7 @@ use mio::net::TcpStream;
 use rustls::ClientConnection;
 
 use super::session::{drive_handshake, process, push};
+use crate::clock::Clock;
 
 /// A client TLS session over a non-blocking TCP socket.
 pub struct TlsStream {
@@ -157,5 +158,21 @@ impl TlsStream {
             return Err(io::ErrorKind::WouldBlock.into());
         }
         Ok(taken)
+    }
+
+    /// [`TlsStream::write`], with the `clock` read taken after the bytes are encrypted and
+    /// just before the push that hands their records to the socket.
+    pub fn write_timed(&mut self, buf: &[u8], clock: &Clock) -> io::Result<(usize, u64)> {
+        if buf.is_empty() {
+            return Ok((0, clock.now_ns()));
+        }
+        push(&mut self.session, &mut self.socket)?;
+        let taken = self.session.writer().write(buf)?;
+        let at = clock.now_ns();
+        push(&mut self.session, &mut self.socket)?;
+        if taken == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok((taken, at))
     }
 }

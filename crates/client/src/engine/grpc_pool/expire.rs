@@ -59,7 +59,7 @@ impl GrpcPool {
             reset = true;
         }
         if reset {
-            if let Err((kind, e)) = flush(&mut self.conns[i], i, cx.registry) {
+            if let Err((kind, e)) = flush(&mut self.conns[i], i, &mut self.slots, cx) {
                 self.fail_conn(i, kind, e, cx);
             }
         }

@@ -14,7 +14,7 @@ use super::request::{
     token_gaps, RequestMetrics,
 };
 use super::stats::{Adjusted, SignedAcc, StatAcc, Stats};
-use crate::measure::FailKind;
+use crate::measure::{FailKind, RxTime};
 
 /// What `compute` needs besides the requests.
 #[derive(Clone, Debug, Default)]
@@ -102,6 +102,12 @@ pub struct LlmMetrics {
     pub total_reasoning_tokens: u64,
     /// The server's `usage` against the client's counts, and asked against got OSL.
     pub checks: super::checks::TokenChecks,
+    /// The client's own receive delay of the successful requests timed by a kernel receive
+    /// stamp (ns, [`LlmRequest::client_delay_ns`]); `None` when none was.
+    pub client_rx_delay: Option<Stats>,
+    /// Successful requests whose end was timed by the clock although kernel receive stamps
+    /// were asked for (the read that completed them carried none).
+    pub rx_clock: u64,
     /// Per time slice (`--slice-duration`); empty without it.
     pub slices: Vec<super::slices::Slice>,
     /// AIPerf's `http_req_*` metrics over the traced requests (HTTP/1.1); empty for gRPC.
@@ -379,6 +385,7 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
     let mut groups: BTreeMap<(FailKind, &RequestError), u64> = BTreeMap::new();
     let (mut ok, mut good, mut same_read) = (0u64, 0u64, 0u64);
     let (mut total_isl, mut total_osl, mut reasoning) = (0u64, 0u64, 0u64);
+    let (mut rx_delay, mut rx_clock) = (StatAcc::new(), 0u64);
     for r in reqs {
         aiperf.add_any(r);
         let Some(m) = request_metrics(r) else {
@@ -398,6 +405,11 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
         }
         acc.add(r, &m);
         aiperf.add(r, &m);
+        match r.rx {
+            RxTime::Kernel => rx_delay.record(f64::from(r.rx_delay_us) * 1e3),
+            RxTime::Clock => rx_clock += 1,
+            RxTime::NotStamped => {}
+        }
     }
     let error_count: u64 = errors.values().sum();
     let duration_ns = duration_ns(reqs);
@@ -466,6 +478,8 @@ pub fn compute(reqs: &[LlmRequest], opts: &MetricOptions) -> LlmMetrics {
         reasoning_tokens: acc.reasoning.stats().filter(|_| reasoning > 0),
         total_reasoning_tokens: reasoning,
         checks: super::checks::TokenChecks::of(reqs),
+        client_rx_delay: rx_delay.stats(),
+        rx_clock,
         slices,
         http: super::http::http_stats(reqs),
         adjusted: AdjustedLatencies {

@@ -14,6 +14,6 @@ pub mod stats;
 pub mod sweeps;
 
 pub use metrics::{compute, LlmMetrics, MetricOptions};
-pub use record::{Chunk, LlmRequest, RequestError, Usage};
+pub use record::{copy_receive_timing, Chunk, LlmRequest, RequestError, Usage};
 pub use request::RequestMetrics;
 pub use stats::Stats;

@@ -5,7 +5,7 @@
 //! text (role-only chunks, usage-only chunks, `[DONE]`), counts tokens, and builds one
 //! [`LlmRequest`] per request. All times are ns since the Unix epoch.
 
-use crate::measure::FailKind;
+use crate::measure::{FailKind, RequestRecord, RxTime};
 
 /// One response that carried output text (a content chunk of an SSE stream, one Triton
 /// streaming response, or the whole body of a non-streaming request).
@@ -107,10 +107,31 @@ pub struct LlmRequest {
     pub images: u32,
     /// Seconds of audio the request carried, in µs (synthetic `--audio-*` inputs).
     pub audio_us: u64,
+    /// How the engine timed the response's end: by the kernel's receive stamp of the read
+    /// that completed it, or by the clock (no stamp); `NotStamped` when none was asked for.
+    pub rx: RxTime,
+    /// The client's own receive delay (µs): the longest any read of the response waited in
+    /// the socket for the worker, from the kernel's receive stamp to the read (the chunk
+    /// times leave it out). 0 unless `rx` is [`RxTime::Kernel`].
+    pub rx_delay_us: u32,
 }
 
 impl LlmRequest {
     pub fn ok(&self) -> bool {
         self.error.is_none()
+    }
+
+    /// The client's receive delay in ns, when the response was timed by a kernel stamp.
+    pub fn client_delay_ns(&self) -> Option<u64> {
+        (self.rx == RxTime::Kernel).then_some(u64::from(self.rx_delay_us) * 1000)
+    }
+}
+
+/// Copies each engine record's receive timing (how its end was timed and the client's own
+/// delay) onto its request; `requests` are the records' conversions, in the same order.
+pub fn copy_receive_timing(requests: &mut [LlmRequest], records: &[RequestRecord]) {
+    for (r, rec) in requests.iter_mut().zip(records) {
+        r.rx = rec.rx;
+        r.rx_delay_us = rec.rx_delay_us;
     }
 }

@@ -1,7 +1,8 @@
 //! The console report: GenAI-Perf's table (box-drawn, columns Statistic / avg / min / max /
 //! p99 / p90 / p75, numbers as `1,234.56`), then inferperf's extra lines: errors by kind, goodput
-//! fraction, per-chunk and per-token gaps, GuideLLM's TPOT, open-loop latencies from the
-//! intended send time, same-read events, and which of inferperf's rows other tools' names mean.
+//! fraction, per-chunk and per-token gaps, GuideLLM's TPOT, the client's receive delay (with a
+//! warning when it is large), open-loop latencies from the intended send time, same-read
+//! events, and which of inferperf's rows other tools' names mean.
 //! A run with failed requests adds AIPerf's error-adjusted latencies as the table's last rows.
 //! Streamed LLM runs then get AIPerf's two tables of time-weighted metrics, "Effective" and "Active"
 //! (columns Metric / avg / min / max / p99 / p90 / p50 / std, AIPerf's rows and order).
@@ -11,6 +12,7 @@ use crate::measure::llm::definitions;
 use crate::measure::llm::stats::PERCENTILES;
 use crate::measure::llm::sweeps::{Group, Sweeps};
 use crate::measure::llm::{LlmMetrics, Stats};
+use crate::measure::stats::RX_DELAY_WARN_NS;
 
 /// Whose table it is; GenAI-Perf prints "NVIDIA GenAI-Perf | " here.
 const TITLE_PREFIX: &str = "inferperf | ";
@@ -215,6 +217,33 @@ fn stats_line(label: &str, s: &Option<Stats>) -> String {
     )
 }
 
+/// Under the client receive delay's line: how many responses the clock timed for want of a
+/// kernel stamp, and a warning when the delay's p99 is over `RX_DELAY_WARN_NS` (perf_analyzer
+/// mode's threshold).
+fn rx_lines(m: &LlmMetrics) -> String {
+    let mut out = String::new();
+    let kernel = m.client_rx_delay.as_ref().map_or(0, |s| s.count);
+    if m.rx_clock > 0 {
+        out.push_str(&format!(
+            "Responses timed by the clock (no kernel receive stamp): {} of {} ({:.2}%)\n",
+            m.rx_clock,
+            kernel + m.rx_clock,
+            m.rx_clock as f64 * 100.0 / (kernel + m.rx_clock) as f64
+        ));
+    }
+    let p99 = m.client_rx_delay.as_ref().and_then(|s| s.p(99));
+    if let Some(p99) = p99.filter(|&v| v > RX_DELAY_WARN_NS as f64) {
+        out.push_str(&format!(
+            "[WARNING] The client was slow to read responses: client receive delay p99 {} ms \
+             is over {} ms. Latency, TTFT and ITL run to the kernel's receive stamps and leave \
+             this delay out, but a client this busy may also send late.\n",
+            fmt_num(p99 / 1e6),
+            fmt_num(RX_DELAY_WARN_NS as f64 / 1e6)
+        ));
+    }
+    out
+}
+
 /// inferperf's lines under the table.
 fn extra_lines(m: &LlmMetrics, opts: &ReportOptions) -> String {
     let mut out = String::new();
@@ -243,6 +272,7 @@ fn extra_lines(m: &LlmMetrics, opts: &ReportOptions) -> String {
     for r in extra_rows(m, opts) {
         out.push_str(&stats_line(&r.label, &r.stats));
     }
+    out.push_str(&rx_lines(m));
     let llm = opts.kind == ReportKind::Llm;
     if llm {
         out.push_str(&format!(

@@ -1,7 +1,8 @@
 //! `profile_export.jsonl`: one JSON line per request in AIPerf's record shape (`metadata`
 //! with AIPerf's keys, `metrics` as `{"value", "unit"}` pairs, `error`), which `aiperf plot`
-//! reads; `metadata` then adds inferperf's exact ns timestamps and each chunk's arrival offset
-//! from the request start (ns). Times in `metrics` are ms.
+//! reads; `metadata` then adds inferperf's exact ns timestamps, each chunk's arrival offset
+//! from the request start (ns), and how the response was timed with the client's own receive
+//! delay (µs). Times in `metrics` are ms.
 
 use serde_json::Value;
 
@@ -11,6 +12,7 @@ use crate::measure::llm::request::{
     chunk_gaps, credit_issued_ns, last_response_ns, request_metrics,
 };
 use crate::measure::llm::LlmRequest;
+use crate::measure::RxTime;
 
 /// ns → ms.
 const MS: f64 = 1e-6;
@@ -63,6 +65,18 @@ fn metadata(index: usize, r: &LlmRequest) -> Node {
     md.put("chunk_arrival_offsets_ns", offsets);
     let tokens: Vec<u64> = r.chunks.iter().map(|c| c.tokens).collect();
     md.put("chunk_tokens", tokens);
+    // How the response's end was timed, and the client's own delay in reading it (µs; not in
+    // any of the times above).
+    let timed_by = match r.rx {
+        RxTime::Kernel => Some("kernel_stamp"),
+        RxTime::Clock => Some("clock"),
+        RxTime::NotStamped => None,
+    };
+    md.put("receive_timed_by", timed_by);
+    md.put(
+        "client_receive_delay_us",
+        r.client_delay_ns().map(|ns| ns / 1000),
+    );
     md.put("requested_output_tokens", r.requested_osl);
     match &r.usage {
         Some(u) => {

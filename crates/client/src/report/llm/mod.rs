@@ -142,6 +142,9 @@ pub(crate) fn extra_rows(m: &LlmMetrics, opts: &ReportOptions) -> Vec<StatRow> {
     if streamed {
         rows.push(row("chunks_per_request", &m.chunks_per_request, 1.0));
     }
+    if m.client_rx_delay.is_some() {
+        rows.push(row("client_receive_delay", &m.client_rx_delay, NS_TO_MS));
+    }
     if llm && m.reasoning_tokens.is_some() {
         if streamed {
             rows.push(row("time_to_first_output_token", &m.ttfo, NS_TO_MS));
