@@ -93,29 +93,27 @@ fn closed_loop_concurrency_four_time_weighted() {
         assert!(places.windows(2).all(|w| w[0] < w[1]), "{object}");
     }
 
-    // Closed loop: 4 in flight from the first send to the last reply, but for the gaps
-    // between a reply and the next send and the last round's stragglers.
+    // Closed loop: at most 4 in flight, 4 from the first sends on. How long the client took
+    // between a reply and the next send depends on the machine's load, so the records, not
+    // the clock, say how often 4 were in flight.
     let conc = avg(&s, "effective_concurrency");
-    assert!((3.5..=4.0 + 1e-9).contains(&conc), "concurrency {conc}");
+    assert!((1.0..=4.0 + 1e-9).contains(&conc), "concurrency {conc}");
     assert_eq!(s["effective_concurrency"]["max"], 4.0);
-    assert_eq!(s["effective_concurrency"]["p50"], 4.0);
+    let spans: Vec<(u64, u64)> = reqs.iter().map(|r| (r.start_ns, r.end_ns)).collect();
+    let at_four = share_at_level(&spans, 4);
+    let p50 = s["effective_concurrency"]["p50"].as_f64().unwrap();
+    if at_four > 0.55 {
+        assert_eq!(p50, 4.0, "4 in flight {:.0} % of the time", at_four * 100.0);
+    } else if at_four < 0.45 {
+        assert!(
+            p50 < 4.0,
+            "4 in flight {:.0} % of the time",
+            at_four * 100.0
+        );
+    }
     // Every request in flight is either in prefill or in decode.
     let phases = avg(&s, "effective_prefill_concurrency") + avg(&s, "effective_decode_concurrency");
     assert!((phases - conc).abs() < 1e-9 * conc, "{phases} vs {conc}");
-    // TTFT 20 ms of a ~65 ms request: about 4 × 20/65 in prefill.
-    let prefill = avg(&s, "effective_prefill_concurrency");
-    assert!(
-        (0.8..=1.8).contains(&prefill),
-        "prefill concurrency {prefill}"
-    );
-
-    // One token every ITL per request: 200 tokens/s per user while decoding.
-    let per_user = avg(&s, "active_decode_throughput_per_user");
-    let want = 1e3 / ITL_MS as f64;
-    assert!(
-        (per_user - want).abs() < 0.25 * want,
-        "decode per user {per_user}, server sends {want}/s"
-    );
 
     // The window from the records: Σ in-flight time / effective concurrency.
     let busy_s: f64 = reqs
@@ -130,6 +128,37 @@ fn closed_loop_concurrency_four_time_weighted() {
         window_s >= run_s - 1e-6 && window_s < run_s + 0.5,
         "window {window_s} s, requests span {run_s} s"
     );
+    // Prefill concurrency: Σ (first chunk - start) over the window; the server's TTFT is
+    // 20 ms of a ~65 ms request, so about 4 × 20/65 on an idle machine.
+    let prefill = avg(&s, "effective_prefill_concurrency");
+    let prefill_s: f64 = reqs
+        .iter()
+        .map(|r| (r.chunks[0].arrival_ns - r.start_ns) as f64 / 1e9)
+        .sum();
+    assert!(
+        (prefill - prefill_s / window_s).abs() < 0.01 * prefill,
+        "prefill concurrency {prefill}, records {}",
+        prefill_s / window_s
+    );
+    assert!(
+        prefill > 0.0 && prefill < conc,
+        "prefill concurrency {prefill}"
+    );
+
+    // Decode rate per user: the records' decode tokens over their decode time; the server
+    // sends one token every ITL (200 tokens/s per user) when its thread is not held up.
+    let per_user = avg(&s, "active_decode_throughput_per_user");
+    let decode_s: f64 = reqs
+        .iter()
+        .map(|r| (r.end_ns - r.chunks[0].arrival_ns) as f64 / 1e9)
+        .sum();
+    let want = reqs.len() as f64 * (OSL - 1) as f64 / decode_s;
+    assert!(
+        (per_user - want).abs() < 0.25 * want,
+        "decode per user {per_user}, records give {want}/s (server sends {}/s)",
+        1e3 / ITL_MS as f64
+    );
+
     // Integrals over the window: every input token in prefill, every output token but the
     // first in decode, both in the total.
     let n = reqs.len() as f64;
@@ -184,4 +213,24 @@ fn closed_loop_concurrency_four_time_weighted() {
         stdout.contains("Effective Concurrency (requests)"),
         "{stdout}"
     );
+}
+
+/// Share of the spans' union (first start to last end) with exactly `level` requests in
+/// flight.
+fn share_at_level(spans: &[(u64, u64)], level: i64) -> f64 {
+    let mut edges: Vec<(u64, i64)> = spans
+        .iter()
+        .flat_map(|&(start, end)| [(start, 1), (end, -1)])
+        .collect();
+    edges.sort_unstable();
+    let (first, last) = (edges[0].0, edges[edges.len() - 1].0);
+    let (mut at, mut in_flight, mut held) = (first, 0i64, 0u64);
+    for (t, step) in edges {
+        if in_flight == level {
+            held += t - at;
+        }
+        at = t;
+        in_flight += step;
+    }
+    held as f64 / (last - first).max(1) as f64
 }

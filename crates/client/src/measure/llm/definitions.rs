@@ -103,7 +103,8 @@ pub const METRICS: &[MetricDef] = &[
         "responses carrying output text in one request",
         ["-", "-", "-", "-"]),
     def("client_receive_delay", "Client Receive Delay", "ms", Lower,
-        "per request, the longest a read of its response waited in the socket for the client          (kernel receive stamp to the read); no latency includes it",
+        "per request, the longest a read of its response waited in the socket for the client \
+         (kernel receive stamp to the read); no latency includes it",
         ["-", "-", "-", "-"]),
     def("time_to_first_output_token", "Time To First Output Token", "ms", Lower,
         "first chunk with answer text (not only reasoning_content) - request start; shown when \

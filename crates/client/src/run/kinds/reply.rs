@@ -88,6 +88,7 @@ pub fn parse_events<'a>(events: impl Iterator<Item = (u64, &'a [u8])>) -> Parsed
 
 /// [`parse_events`] on the general path alone (every message as a `Value`): what the typed
 /// fast path must agree with. For tests and the fuzz target.
+#[cfg(feature = "llm")]
 pub fn parse_events_general<'a>(events: impl Iterator<Item = (u64, &'a [u8])>) -> Parsed {
     parse_with(events, false)
 }
@@ -121,6 +122,7 @@ fn parse_with<'a>(events: impl Iterator<Item = (u64, &'a [u8])>, typed: bool) ->
 /// Whether one streamed event's data carries output text (reasoning included): the event
 /// that ends a request's prefill (`--prefill-concurrency`). Role-only and usage-only chunks,
 /// error objects and `[DONE]` do not.
+#[cfg(feature = "llm")]
 pub fn has_output(data: &[u8]) -> bool {
     let parsed = parse_events(std::iter::once((0, data)));
     parsed.error.is_none() && !parsed.chunks.is_empty()
