@@ -18,6 +18,7 @@ use common::*;
 use inferperf::config::{ConcurrencyRange, Config, Protocol, TlsConfig};
 use inferperf::measure::stats::RxStats;
 use inferperf::server::{Delay, TlsFiles};
+use inferperf::transport::packet_stamps::PacketStamps;
 
 /// The server's time per request.
 const SERVER_DELAY: Duration = Duration::from_millis(3);
@@ -246,19 +247,34 @@ fn run_stopped(
     server_delay: Duration,
     extra: &[&str],
 ) -> (Vec<(String, String)>, String) {
+    let server = start_server_with(vec![("simple".into(), Delay::Fixed(server_delay))]);
+    let load = ["--concurrency-range", "1", "--request-count", "60"];
+    let args: Vec<&str> = load.iter().chain(extra).copied().collect();
+    let (row, text, _) = run_stopped_against(tag, &server.addr.to_string(), &args);
+    (row, text)
+}
+
+/// Runs the binary with `args` against `url`'s model `simple`, stopping it (SIGSTOP) for
+/// 25 ms in every 27 while its responses arrive, in a fresh folder `tag` (also its working
+/// folder; `-f` goes to `out.csv` there). Returns the CSV row (extra columns), the console
+/// text and the folder.
+fn run_stopped_against(
+    tag: &str,
+    url: &str,
+    args: &[&str],
+) -> (Vec<(String, String)>, String, std::path::PathBuf) {
     const STOP: Duration = Duration::from_millis(25);
     const RUN: Duration = Duration::from_millis(2);
     let _on = stamping_on();
-    let server = start_server_with(vec![("simple".into(), Delay::Fixed(server_delay))]);
     let dir = temp_dir(tag);
     let csv = dir.join("out.csv");
     let console = std::fs::File::create(dir.join("console.txt")).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_inferperf"))
-        .args(["-m", "simple", "-u", &server.addr.to_string()])
-        .args(["--concurrency-range", "1", "--request-count", "60"])
-        .args(extra)
+        .args(["-m", "simple", "-u", url])
+        .args(args)
         .args(["--csv-extra-columns", "-f"])
         .arg(&csv)
+        .current_dir(&dir)
         .stdout(Stdio::from(console))
         .spawn()
         .expect("inferperf starts");
@@ -277,7 +293,91 @@ fn run_stopped(
     };
     let text = std::fs::read_to_string(dir.join("console.txt")).unwrap();
     assert!(status.success(), "{status}: {text}");
-    (csv_row(&csv), text)
+    (csv_row(&csv), text, dir)
+}
+
+/// gRPC at concurrency 16, one HTTP/2 connection, the client stopped while responses
+/// arrive: with the packet socket (root or CAP_NET_RAW), responses that one read takes
+/// together keep the times of their own TCP segments; with `--no-packet-stamps` they share
+/// the read's stamp. Counted in the export: responses whose time equals another's.
+#[test]
+fn grpc_responses_read_together_keep_their_own_segments_time() {
+    if let Err(e) = PacketStamps::open("127.0.0.1:1".parse().unwrap()) {
+        println!("packet stamps: skipped (packet socket: {e}; needs root or CAP_NET_RAW)");
+        return;
+    }
+    let server = start_grpc_server(vec![(
+        "simple".into(),
+        Delay::Uniform(Duration::from_millis(1), Duration::from_millis(9)),
+    )]);
+    let url = server.grpc_addr.expect("gRPC endpoint").to_string();
+    let mut shared = Vec::new();
+    for (tag, flag) in [
+        ("rx-pkt-grpc", None),
+        ("rx-pkt-grpc-off", Some("--no-packet-stamps")),
+    ] {
+        let mut args = vec![
+            "-i",
+            "grpc",
+            "--concurrency-range",
+            "16",
+            "--request-count",
+            "800",
+            "--profile-export-file",
+            "export.json",
+        ];
+        args.extend(flag);
+        let (_, text, dir) = run_stopped_against(tag, &url, &args);
+        let export = dir.join("export.json");
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
+        let mut times: Vec<u64> = doc["experiments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|e| e["requests"].as_array().unwrap().iter())
+            .map(|r| r["response_timestamps"][0].as_u64().unwrap())
+            .collect();
+        let total = times.len();
+        times.sort_unstable();
+        let twins = times
+            .iter()
+            .enumerate()
+            .filter(|&(i, t)| (i > 0 && times[i - 1] == *t) || times.get(i + 1) == Some(t))
+            .count();
+        let line = "Responses timed per TCP segment (packet socket): ";
+        match flag {
+            None => {
+                let held: u64 = text
+                    .split(line)
+                    .nth(1)
+                    .and_then(|rest| rest.split(' ').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("no packet line: {text}"));
+                assert!(held > 0, "no read held several segments: {text}");
+            }
+            Some(_) => assert!(!text.contains(line), "{text}"),
+        }
+        shared.push((twins, total));
+    }
+    let [(with, n_with), (without, n_without)] = shared[..] else {
+        unreachable!()
+    };
+    println!(
+        "packet stamps: {with} of {n_with} responses share a time, {without} of {n_without} \
+         with --no-packet-stamps"
+    );
+    // Stopped for 25 ms of every 27, the client finds several responses waiting at most
+    // wake-ups: without the packet socket they share one time; with it only responses the
+    // server's writes put in one segment do.
+    assert!(
+        without * 100 >= n_without * 20,
+        "responses read together: {without} of {n_without} share a time"
+    );
+    assert!(
+        with * 4 <= without,
+        "per segment: {with} of {n_with} share a time, against {without} of {n_without} without"
+    );
 }
 
 /// The client is stopped (SIGSTOP) for most of each cycle while its responses arrive: the

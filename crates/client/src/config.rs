@@ -352,6 +352,9 @@ pub struct Config {
     /// Responses are timed by the kernel's receive stamp (off: `--no-kernel-rx-stamps`, the
     /// worker's clock read after the read).
     pub rx_stamps: bool,
+    /// gRPC responses read together are timed by their own TCP segment's stamp from a packet
+    /// socket, where one can be opened (off: `--no-packet-stamps`).
+    pub packet_stamps: bool,
     pub profile_export_file: Option<PathBuf>,
     /// `--collect-metrics` (with `--metrics-url`, `--metrics-interval`); `None`: off.
     pub metrics: Option<MetricsConfig>,
@@ -438,6 +441,7 @@ impl Default for Config {
             verbose_csv: false,
             csv_extra_columns: false,
             rx_stamps: true,
+            packet_stamps: true,
             profile_export_file: None,
             metrics: None,
             ready_timeout_s: 10,

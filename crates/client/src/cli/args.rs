@@ -357,6 +357,12 @@ pub struct RunArgs {
     /// [default: kernel stamps on]
     #[arg(long, help_heading = REPORTS)]
     pub no_kernel_rx_stamps: bool,
+    /// inferperf only: over gRPC without TLS, do not open the packet socket (root or
+    /// CAP_NET_RAW) that times each response by the TCP segment that carried it when one read
+    /// takes several; such responses then share that read's stamp [default: on where it can
+    /// be opened]
+    #[arg(long, help_heading = REPORTS)]
+    pub no_packet_stamps: bool,
     /// Write the per-request JSON export to this file, which must not exist [default: none]
     #[arg(long, value_name = "FILE", help_heading = REPORTS)]
     pub profile_export_file: Option<String>,

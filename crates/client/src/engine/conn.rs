@@ -22,7 +22,7 @@ use crate::clock::Clock;
 use crate::measure::{FailKind, HttpTrace, RequestRecord, RxTime};
 use crate::protocol::http1::{Limits, Progress, ResponseHead, ResponseReader};
 use crate::service::reply_check::{LastGood, ReplyCheck};
-use crate::transport::packet_stamps::PacketStamps;
+use crate::transport::packet_stamps::{Link, PacketStamps};
 use crate::transport::rx_stamp::{self, Arrival};
 use crate::transport::{TlsClient, Transport};
 use sse::{SseState, TokenWatch};
@@ -119,43 +119,7 @@ pub struct Conn {
     /// The request in flight: its bytes and calls, and when its last byte was read.
     exchange: Exchange,
     /// Event streams timed per TCP segment by the run's packet socket (plain TCP only).
-    pkt: Option<PacketLink>,
-}
-
-/// A connection's place in the run's packet socket table (see `transport::packet_stamps`).
-struct PacketLink {
-    stamps: Arc<PacketStamps>,
-    /// The socket's local port (0: unknown, nothing is asked).
-    port: u16,
-    /// Bytes read from the socket since it connected: the stream offset of the next read.
-    offset: u64,
-    /// Segment ends and stamps of the last read (kept for its capacity).
-    ends: Vec<(u64, u64)>,
-}
-
-impl PacketLink {
-    /// Registers `stream`'s local port; its stream starts at offset 0.
-    fn attach(&mut self, stream: &Transport) {
-        self.detach();
-        self.offset = 0;
-        if let Ok(local) = stream.socket_ref().local_addr() {
-            self.port = local.port();
-            self.stamps.register(self.port);
-        }
-    }
-
-    fn detach(&mut self) {
-        if self.port != 0 {
-            self.stamps.unregister(self.port);
-            self.port = 0;
-        }
-    }
-}
-
-impl Drop for PacketLink {
-    fn drop(&mut self) {
-        self.detach();
-    }
+    pkt: Option<Link>,
 }
 
 /// When a socket was connected (ns since the epoch; see `HttpTrace`).
@@ -279,14 +243,7 @@ impl Conn {
         if self.stream.is_tls() {
             return;
         }
-        let mut link = PacketLink {
-            stamps,
-            port: 0,
-            offset: 0,
-            ends: Vec::new(),
-        };
-        link.attach(&self.stream);
-        self.pkt = Some(link);
+        self.pkt = Some(Link::new(stamps, &self.stream));
     }
 
     /// Caps each response body at `max_response_bytes` (`--max-response-bytes`).
@@ -710,24 +667,17 @@ impl Conn {
         let Some(link) = self.pkt.as_mut() else {
             return Ok(());
         };
-        let from = link.offset;
-        link.offset += n as u64;
+        let from = link.advance(n);
         // A response whose head says it is no event stream has no events to time.
-        if link.port == 0 || (self.reader.head_parsed() && !self.sse.active) {
+        if self.reader.head_parsed() && !self.sse.active {
             return Ok(());
         }
-        let mut ends = std::mem::take(&mut link.ends);
-        if !link
-            .stamps
-            .segments(link.port, from, link.offset, &mut ends)
-        {
-            link.stamps.count_missed();
-            link.ends = ends;
+        if !link.ask(from) {
             return Ok(());
         }
+        let ends = link.take_ends();
         let mut result = Ok(());
         if ends.len() > 1 {
-            link.stamps.count_split();
             let floor = self.rec.start_ns;
             for &(end, stamp) in &ends[..ends.len() - 1] {
                 let len = before + (end - from) as usize;
@@ -750,7 +700,7 @@ impl Conn {
             }
         }
         if let Some(link) = self.pkt.as_mut() {
-            link.ends = ends;
+            link.give_back(ends);
         }
         result
     }

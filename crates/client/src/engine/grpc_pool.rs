@@ -14,6 +14,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use mio::{Interest, Registry, Token};
 
@@ -25,6 +26,7 @@ use crate::clock::Clock;
 use crate::measure::{FailKind, RequestRecord};
 use crate::protocol::grpc::session::{Event, Session, SessionConfig};
 use crate::service::reply_check::ReplyCheck;
+use crate::transport::packet_stamps::{Link, PacketStamps};
 use crate::transport::rx_stamp::{self, Arrival};
 use crate::transport::{TlsClient, Transport};
 
@@ -59,6 +61,9 @@ struct H2Conn {
     unsent: Vec<Unsent>,
     /// Reads are timed by the kernel's receive stamps (see `transport::rx_stamp`).
     stamped: bool,
+    /// Responses that arrive in different TCP segments but are read together are timed by
+    /// their own segment (see `transport::packet_stamps`); plain TCP with stamps only.
+    pkt: Option<Link>,
     /// Bytes read so far: the request timeout's mark of the connection's progress.
     bytes_in: u64,
     /// The request timeout's view of the connection (see `deadline.rs`).
@@ -92,6 +97,8 @@ pub struct GrpcPool {
     free: Vec<usize>,
     /// Time responses by kernel receive stamps (plain TCP).
     rx_stamps: bool,
+    /// The run's packet socket, to time each response by its own TCP segment.
+    packets: Option<Arc<PacketStamps>>,
     /// What a successful reply must be.
     check: ReplyCheck,
     /// What each connection's session advertises and accepts.
@@ -112,6 +119,7 @@ impl GrpcPool {
             slots,
             free,
             rx_stamps: false,
+            packets: None,
             check: ReplyCheck::None,
             session: SessionConfig::default(),
         }
@@ -130,6 +138,14 @@ impl GrpcPool {
         self
     }
 
+    /// Times each response (and each streamed message) by the kernel stamp of the TCP segment
+    /// that carried its last frame, from the run's packet socket, when one read takes several
+    /// segments; with receive stamps over plain TCP only.
+    pub fn with_packet_stamps(mut self, packets: Option<Arc<PacketStamps>>) -> GrpcPool {
+        self.packets = packets;
+        self
+    }
+
     /// Caps every response message at `bytes` (`--max-response-bytes`).
     pub fn with_max_response(mut self, bytes: usize) -> GrpcPool {
         self.session.max_message = bytes;
@@ -139,6 +155,10 @@ impl GrpcPool {
     fn connect(&self, token: usize, registry: &Registry) -> io::Result<H2Conn> {
         let mut transport = Transport::connect(self.addr, self.tls.as_ref())?;
         let stamped = self.rx_stamps && transport.enable_rx_stamps();
+        let pkt = match &self.packets {
+            Some(p) if stamped && !transport.is_tls() => Some(Link::new(p.clone(), &transport)),
+            _ => None,
+        };
         let both = Interest::READABLE | Interest::WRITABLE;
         registry.register(transport.socket(), Token(token), both)?;
         Ok(H2Conn {
@@ -150,6 +170,7 @@ impl GrpcPool {
             pending_flush: false,
             unsent: Vec::new(),
             stamped,
+            pkt,
             bytes_in: 0,
             watch: Watch::default(),
             slot_count: 0,
@@ -315,6 +336,7 @@ impl GrpcPool {
             session,
             streams,
             stamped,
+            pkt,
             bytes_in,
             ..
         } = &mut conns[i];
@@ -325,17 +347,36 @@ impl GrpcPool {
             let space = session.input_space();
             let cap = space.len();
             let (read, at) = read_timed(transport, space, *stamped, clock, streams, slots);
-            let mut on = |ev: Event<'_>| {
+            // Several segments in one read: each event takes its own segment's stamp.
+            let split = match (&read, pkt.as_mut()) {
+                (Ok(n), Some(link)) if *n > 0 => {
+                    let from = link.advance(*n);
+                    link.ask(from) && link.ends().len() > 1
+                }
+                _ => false,
+            };
+            let segments = pkt.as_ref().filter(|_| split);
+            let floor = if split { floor_ns(streams, slots) } else { 0 };
+            let mut on = |ev: Event<'_>, end: u64| {
+                let rx = match (segments, at) {
+                    (Some(link), Some(read_at)) => Some(segment_arrival(
+                        link.stamp_before(end),
+                        read_at,
+                        floor,
+                        clock,
+                    )),
+                    _ => at,
+                };
                 let when = When {
                     clock,
-                    at: at.map(|a| a.at_ns),
-                    rx: at,
+                    at: rx.map(|a| a.at_ns),
+                    rx,
                 };
                 StreamCx::new(slots, free, (wire, check), sink, when).event(ev, streams)
             };
             match read {
                 Ok(0) => {
-                    session.eof(&mut on);
+                    session.eof(&mut |ev| on(ev, u64::MAX));
                     break (!session.peer_settings_received()).then(|| {
                         let why = "the server closed the connection before its HTTP/2 SETTINGS \
                                    (is it a gRPC server?)";
@@ -344,7 +385,7 @@ impl GrpcPool {
                 }
                 Ok(n) => {
                     *bytes_in += n as u64;
-                    match session.received(n, &mut on) {
+                    match session.received_at(n, &mut on) {
                         Err(e) => break Some((e.kind(), e.to_string())),
                         Ok(()) if n < cap && !closed => break None,
                         Ok(()) => {}
@@ -539,11 +580,36 @@ fn read_timed(
     }
     match transport.read_stamped(space) {
         Ok((n, stamp)) => {
-            let floor = streams.iter().map(|&(_, s)| slots[s].rec.start_ns).min();
-            let at = rx_stamp::arrival(stamp, floor.unwrap_or(0), clock);
+            let at = rx_stamp::arrival(stamp, floor_ns(streams, slots), clock);
             (Ok(n), Some(at))
         }
         Err(e) => (Err(e), None),
+    }
+}
+
+/// The earliest start of a connection's requests in flight (0 with none): no data for them
+/// can have arrived before it.
+fn floor_ns(streams: &[(u32, usize)], slots: &[Slot]) -> u64 {
+    streams
+        .iter()
+        .map(|&(_, s)| slots[s].rec.start_ns)
+        .min()
+        .unwrap_or(0)
+}
+
+/// When an event of a read that took several segments arrived: `stamp`, its own segment's
+/// (the one holding its last byte), where it maps onto the run clock within [`floor_ns`, the
+/// read's own arrival]; else the read's arrival.
+fn segment_arrival(stamp: Option<u64>, read: Arrival, floor_ns: u64, clock: &Clock) -> Arrival {
+    let own = rx_stamp::arrival(stamp, floor_ns, clock);
+    if own.stamped && read.stamped && own.at_ns <= read.at_ns {
+        Arrival {
+            at_ns: own.at_ns,
+            read_ns: read.read_ns,
+            stamped: true,
+        }
+    } else {
+        read
     }
 }
 

@@ -489,6 +489,7 @@ fn spawn_for_wire(
         Wire::Grpc(wire) => {
             let pool = GrpcPool::new(addr, tls, wire.clone(), slots)
                 .with_rx_stamps(spec.rx_stamps)
+                .with_packet_stamps(spec.packet_stamps.clone())
                 .with_reply_check(spec.reply_check.clone())
                 .with_max_response(spec.max_response_bytes);
             spawn_worker(params, pool, core, out)

@@ -171,7 +171,7 @@ pub fn run_with_summary(
     let requests = encode_requests(cfg, &entries, &models, &payloads)?;
     let grpc = cfg.endpoint_type.grpc();
     let mut spec = engine_spec(cfg, requests, grpc)?;
-    spec.packet_stamps = packet_stamps(cfg, grpc, spec.addr);
+    spec.packet_stamps = packet_stamps(cfg, spec.addr);
     spec.cancel = shape.cancel.map(|(share, after)| {
         let after = std::time::Duration::from_secs_f64(after);
         crate::engine::Cancel::spread(spec.requests.len(), share, after)
@@ -460,14 +460,10 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
 }
 
 /// The packet socket that times streamed chunks per TCP segment: for `--streaming` over
-/// plain HTTP/1.1 unless `--no-packet-stamps`; where it cannot be opened (no root or
+/// plain HTTP/1.1 or gRPC unless `--no-packet-stamps`; where it cannot be opened (no root or
 /// CAP_NET_RAW), one line on stderr says so and chunks keep their reads' times.
-fn packet_stamps(
-    cfg: &ProfileConfig,
-    grpc: bool,
-    addr: std::net::SocketAddr,
-) -> Option<Arc<PacketStamps>> {
-    if !cfg.args.streaming || cfg.args.no_packet_stamps || grpc || cfg.tls.is_some() {
+fn packet_stamps(cfg: &ProfileConfig, addr: std::net::SocketAddr) -> Option<Arc<PacketStamps>> {
+    if !cfg.args.streaming || cfg.args.no_packet_stamps || cfg.tls.is_some() {
         return None;
     }
     match PacketStamps::open(addr) {

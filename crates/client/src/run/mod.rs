@@ -23,12 +23,14 @@ use crate::clock::Clock;
 use crate::config::{Config, Distribution, LoadMode, MeasurementMode};
 use crate::engine::slots::OutputSlots;
 use crate::engine::window::OutputCheck;
+use crate::engine::wire::Wire;
 use crate::engine::{available_cores, EngineSpec, RequestLimits};
 use crate::error::{Error, Result};
 use crate::report::export::ExportExperiment;
 use crate::report::write::write_atomic_with;
 use crate::report::{console, csv, export, Banner, PointReport, RateBanner};
 use crate::text::{escape_control, redact_header};
+use crate::transport::packet_stamps::PacketStamps;
 use kinds::{ExportDecoder, Labels, Planned};
 use plan::LoadPlan;
 use setup::Target;
@@ -83,6 +85,7 @@ pub fn run_with(
     print_first_request(cfg, &plan);
     let spec = EngineSpec {
         reply_check: service.reply_check(cfg, &target),
+        packet_stamps: packet_stamps(cfg, &target, &plan.wire),
         ..engine_spec(cfg, &target, &mut plan, shm_slots.clone())
     };
     let decoupled = target.decoupled();
@@ -112,6 +115,13 @@ pub fn run_with(
     if !result.points.is_empty() {
         let _ = out.write_all(console::summary(&result.points, cfg.percentile).as_bytes());
     }
+    if let Some(line) = spec
+        .packet_stamps
+        .as_ref()
+        .and_then(|p| packet_line(cfg, p))
+    {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = out.flush();
     if reports {
         let slots = shm_slots.as_deref();
@@ -123,6 +133,55 @@ pub fn run_with(
         points: result.points,
         error: result.error,
     })
+}
+
+/// The packet socket that times gRPC responses read together by the TCP segment that carried
+/// each (see `transport::packet_stamps`): over plain TCP with kernel receive stamps, unless
+/// `--no-packet-stamps`. Without root or CAP_NET_RAW there is none (said on stderr with `-v`)
+/// and such responses share their read's stamp. Not opened where a connection never has two
+/// responses to wait together (concurrency 1 without streaming): there it would only cost.
+fn packet_stamps(cfg: &Config, target: &Target, wire: &Wire) -> Option<Arc<PacketStamps>> {
+    if !cfg.packet_stamps || !cfg.rx_stamps || target.tls.is_some() {
+        return None;
+    }
+    if !matches!(wire, Wire::Grpc(_)) {
+        return None;
+    }
+    let one_at_a_time = cfg.load_mode == LoadMode::Concurrency
+        && cfg.concurrency.start == 1
+        && cfg.concurrency.end == 1
+        && !cfg.streaming;
+    if one_at_a_time {
+        return None;
+    }
+    match PacketStamps::open(target.addr) {
+        Ok(p) => Some(Arc::new(p)),
+        Err(e) => {
+            if cfg.verbose > 0 {
+                eprintln!(
+                    "info: responses read together share their read's time (packet socket: {e}; \
+                     it needs root or CAP_NET_RAW; --no-packet-stamps: not tried)"
+                );
+            }
+            None
+        }
+    }
+}
+
+/// After a run with the packet socket: how many reads took several responses' segments and
+/// were timed per segment, and how many could not be (their segments not all seen, or
+/// packets the kernel dropped). Nothing when every read held one segment, but with `-v`.
+fn packet_line(cfg: &Config, stamps: &PacketStamps) -> Option<String> {
+    let s = stamps.take_stats();
+    if s.split_reads + s.missed_reads + s.dropped == 0 && cfg.verbose == 0 {
+        return None;
+    }
+    Some(format!(
+        "Responses timed per TCP segment (packet socket): {} reads held several segments, each \
+         response timed by its own; {} reads kept their own time (segments not all seen); {} \
+         packets dropped",
+        s.split_reads, s.missed_reads, s.dropped
+    ))
 }
 
 /// The configuration a sequence model runs with when it differs from `cfg`: sequence models

@@ -30,7 +30,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Bytes of each datagram the filter keeps: the largest IPv4 and TCP headers (60 + 60).
 const SNAP: usize = 128;
@@ -268,6 +268,111 @@ pub struct PacketStats {
     pub missed_reads: u64,
     /// Datagrams the kernel dropped (the packet socket's buffer was full).
     pub dropped: u64,
+}
+
+/// A connection's place in the run's packet socket table: its local port and how far the
+/// server's byte stream has been read on it. Registered while it lives (or until the socket
+/// is replaced: [`Link::attach`] again).
+pub struct Link {
+    stamps: Arc<PacketStamps>,
+    /// The socket's local port (0: unknown, nothing is asked).
+    port: u16,
+    /// Bytes read from the socket since it connected: the stream offset of the next read.
+    offset: u64,
+    /// Segment ends (stream offsets) and stamps of the last read asked about.
+    ends: Vec<(u64, u64)>,
+}
+
+impl Link {
+    /// A link to `stream`'s socket, registered at once.
+    pub fn new(stamps: Arc<PacketStamps>, stream: &super::Transport) -> Link {
+        let mut link = Link {
+            stamps,
+            port: 0,
+            offset: 0,
+            ends: Vec::new(),
+        };
+        link.attach(stream);
+        link
+    }
+
+    /// Registers `stream`'s local port (a new socket); its stream starts at offset 0.
+    pub fn attach(&mut self, stream: &super::Transport) {
+        self.detach();
+        self.offset = 0;
+        if let Ok(local) = stream.socket_ref().local_addr() {
+            self.port = local.port();
+            self.stamps.register(self.port);
+        }
+    }
+
+    fn detach(&mut self) {
+        if self.port != 0 {
+            self.stamps.unregister(self.port);
+            self.port = 0;
+        }
+    }
+
+    /// A read returned `n` more bytes: returns the stream offset they start at.
+    pub fn advance(&mut self, n: usize) -> u64 {
+        let from = self.offset;
+        self.offset += n as u64;
+        from
+    }
+
+    /// Finds the segments that carried the stream from `from` to the last read's end, into
+    /// [`Link::ends`]: false (and counted) when they were not all seen, or nothing is
+    /// registered. A read that took several segments is counted as split.
+    pub fn ask(&mut self, from: u64) -> bool {
+        if self.port == 0 {
+            return false;
+        }
+        if !self
+            .stamps
+            .segments(self.port, from, self.offset, &mut self.ends)
+        {
+            self.stamps.count_missed();
+            return false;
+        }
+        if self.ends.len() > 1 {
+            self.stamps.count_split();
+        }
+        true
+    }
+
+    /// The segments [`Link::ask`] found: each one's end (stream offset) and stamp, in order.
+    pub fn ends(&self) -> &[(u64, u64)] {
+        &self.ends
+    }
+
+    /// Takes the found segments out (to walk them while the link is borrowed elsewhere);
+    /// [`Link::give_back`] returns the buffer.
+    pub fn take_ends(&mut self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut self.ends)
+    }
+
+    pub fn give_back(&mut self, ends: Vec<(u64, u64)>) {
+        self.ends = ends;
+    }
+
+    /// The stamp of the segment holding the byte just before stream offset `end` (an
+    /// event's last byte), among those [`Link::ask`] found.
+    pub fn stamp_before(&self, end: u64) -> Option<u64> {
+        stamp_before(&self.ends, end)
+    }
+}
+
+/// In segment ends and stamps (in stream order), the stamp of the segment that holds the
+/// byte at `end - 1`: the first whose end is at or past `end`.
+pub fn stamp_before(ends: &[(u64, u64)], end: u64) -> Option<u64> {
+    let i = ends.partition_point(|&(e, _)| e < end);
+    ends.get(i).map(|&(_, stamp)| stamp)
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.detach();
+    }
 }
 
 /// The run's packet socket and its table (shared by every worker).

@@ -244,6 +244,9 @@ pub struct Session {
     input: Box<[u8]>,
     in_start: usize,
     in_end: usize,
+    /// Bytes of the server's stream parsed as whole frames so far: the stream offset of
+    /// `input[in_start]`.
+    parsed: u64,
     conn: Conn,
 }
 
@@ -360,6 +363,7 @@ impl Session {
             input: vec![0; INPUT_BUFFER].into_boxed_slice(),
             in_start: 0,
             in_end: 0,
+            parsed: 0,
             conn,
         }
     }
@@ -398,23 +402,42 @@ impl Session {
     /// its events reported to `on`. A connection error closes every stream (reported), queues
     /// a GOAWAY and is returned again by later calls.
     pub fn received(&mut self, n: usize, on: &mut dyn FnMut(Event<'_>)) -> Result<(), ConnError> {
+        self.received_at(n, &mut |ev, _| on(ev))
+    }
+
+    /// [`Session::received`], with each event's place in the server's byte stream: the
+    /// offset just past the frame that raised it, counted from the first byte the server
+    /// sent (so the event's last byte is at the offset minus one). A reader that knows when
+    /// each stretch of the stream arrived times every event by its own frame.
+    pub fn received_at(
+        &mut self,
+        n: usize,
+        on: &mut dyn FnMut(Event<'_>, u64),
+    ) -> Result<(), ConnError> {
         if let Some(failed) = &self.conn.failed {
             return Err(failed.clone());
         }
         self.in_end = (self.in_end + n).min(self.input.len());
         loop {
             let pending = &self.input[self.in_start..self.in_end];
+            let parsed = self.parsed;
             let step = match parse_frame(pending, DEFAULT_MAX_FRAME_SIZE) {
                 Ok(Some((frame, used))) => {
                     let flow_len = used - FRAME_HEADER_LEN;
-                    self.conn.on_frame(frame, flow_len, on).map(|()| used)
+                    let end = parsed + used as u64;
+                    self.conn
+                        .on_frame(frame, flow_len, &mut |ev| on(ev, end))
+                        .map(|()| used)
                 }
                 Ok(None) => return Ok(()),
                 Err(e) if e.stream != 0 => {
                     // The parser only reports stream errors once the whole frame is buffered.
                     let len = FrameHeader::parse(pending).map_or(0, |h| h.len as usize);
-                    self.conn.on_stream_error(e.stream, e.code, e.msg, on);
-                    Ok(FRAME_HEADER_LEN + len)
+                    let used = FRAME_HEADER_LEN + len;
+                    let end = parsed + used as u64;
+                    self.conn
+                        .on_stream_error(e.stream, e.code, e.msg, &mut |ev| on(ev, end));
+                    Ok(used)
                 }
                 Err(e) => Err(ConnError {
                     code: e.code,
@@ -422,8 +445,11 @@ impl Session {
                 }),
             };
             match step {
-                Ok(used) => self.in_start += used,
-                Err(e) => return Err(self.conn.fail(e, on)),
+                Ok(used) => {
+                    self.in_start += used;
+                    self.parsed += used as u64;
+                }
+                Err(e) => return Err(self.conn.fail(e, &mut |ev| on(ev, parsed))),
             }
         }
     }

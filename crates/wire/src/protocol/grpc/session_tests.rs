@@ -611,3 +611,48 @@ fn smaller_peer_header_table_prefixes_one_size_update() {
     assert_eq!(frames[0].payload, [&[0x20][..], REQ].concat());
     assert_eq!(frames[1].payload, REQ);
 }
+
+#[test]
+fn received_at_gives_each_event_the_stream_offset_past_its_frame() {
+    let mut h = Harness::new();
+    let a = h.s.open(REQ, &[], true).unwrap();
+    let b = h.s.open(REQ, &[], true).unwrap();
+    // Two responses, their frames interleaved, read in three uneven reads.
+    let frames = [
+        status_200(a),
+        status_200(b),
+        data(b, &msg(b"bb"), false),
+        data(a, &msg(b"a"), false),
+        trailers(a, "0"),
+        trailers(b, "0"),
+    ];
+    let base = settings(&[]).len() as u64;
+    let mut want = Vec::new();
+    let mut end = base;
+    for f in &frames {
+        end += f.len() as u64;
+        want.push(end);
+    }
+    let bytes = frames.concat();
+    let mut got: Vec<(Owned, u64)> = Vec::new();
+    for part in [&bytes[..7], &bytes[7..40], &bytes[40..]] {
+        let space = h.s.input_space();
+        space[..part.len()].copy_from_slice(part);
+        h.s.received_at(part.len(), &mut |e, at| {
+            got.push((Owned::from_event(e), at))
+        })
+        .unwrap();
+    }
+    let at = |pick: &dyn Fn(&Owned) -> bool| -> Vec<u64> {
+        got.iter()
+            .filter(|(e, _)| pick(e))
+            .map(|&(_, at)| at)
+            .collect()
+    };
+    assert_eq!(at(&|e| *e == message(b, b"bb")), vec![want[2]]);
+    assert_eq!(at(&|e| *e == message(a, b"a")), vec![want[3]]);
+    // Every event lies at one of the frame ends, and they come in stream order.
+    assert!(got.iter().all(|(_, at)| want.contains(at)), "{got:?}");
+    assert!(got.windows(2).all(|w| w[0].1 <= w[1].1), "{got:?}");
+    assert_eq!(got.last().unwrap().1, *want.last().unwrap(), "{got:?}");
+}
