@@ -5,7 +5,7 @@
 //! in the socket share a read's time and the gaps do not match. Skipped (one line) where no
 //! packet socket can be opened (not root, no CAP_NET_RAW).
 
-use crate::common::temp_dir;
+use crate::common::{temp_dir, wait_stopping};
 use crate::run_profile::{start_llm, MODEL};
 
 use std::process::{Command, Stdio};
@@ -37,19 +37,7 @@ fn run_stopped(tag: &str, extra: &[&str]) -> (Gaps, String) {
         .stdout(Stdio::from(console))
         .spawn()
         .expect("inferperf starts");
-    let pid = child.id() as libc::pid_t;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        std::thread::sleep(RUN);
-        // SAFETY: `pid` is our child, not yet reaped (try_wait above saw it running), so the
-        // id cannot have been reused.
-        unsafe { libc::kill(pid, libc::SIGSTOP) };
-        std::thread::sleep(STOP);
-        // SAFETY: as above; the child is stopped, so it has not exited since.
-        unsafe { libc::kill(pid, libc::SIGCONT) };
-    };
+    let status = wait_stopping(&mut child, RUN, STOP);
     let text = std::fs::read_to_string(dir.join("console.txt")).unwrap();
     assert!(status.success(), "{status}: {text}");
     let written = server.token_write_times();

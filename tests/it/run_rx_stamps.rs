@@ -278,19 +278,7 @@ fn run_stopped_against(
         .stdout(Stdio::from(console))
         .spawn()
         .expect("inferperf starts");
-    let pid = child.id() as libc::pid_t;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        std::thread::sleep(RUN);
-        // SAFETY: `pid` is our child, not yet reaped (try_wait above saw it running), so the
-        // id cannot have been reused.
-        unsafe { libc::kill(pid, libc::SIGSTOP) };
-        std::thread::sleep(STOP);
-        // SAFETY: as above; the child is stopped, so it has not exited since.
-        unsafe { libc::kill(pid, libc::SIGCONT) };
-    };
+    let status = wait_stopping(&mut child, RUN, STOP);
     let text = std::fs::read_to_string(dir.join("console.txt")).unwrap();
     assert!(status.success(), "{status}: {text}");
     (csv_row(&csv), text, dir)

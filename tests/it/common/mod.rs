@@ -192,3 +192,25 @@ pub fn export_latencies(path: &std::path::Path) -> Vec<u64> {
     lat.sort_unstable();
     lat
 }
+
+/// Waits for `child` to exit while stopping it (SIGSTOP) for `stop` after every `run` it
+/// gets (SIGCONT): a client whose responses arrive while it cannot read them.
+pub fn wait_stopping(
+    child: &mut Child,
+    run: std::time::Duration,
+    stop: std::time::Duration,
+) -> std::process::ExitStatus {
+    let pid = child.id() as libc::pid_t;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(run);
+        // SAFETY: `pid` is our child, not yet reaped (try_wait above saw it running), so the
+        // id cannot have been reused.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        std::thread::sleep(stop);
+        // SAFETY: as above; the child is stopped, so it has not exited since.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+    }
+}

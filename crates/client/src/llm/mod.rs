@@ -853,10 +853,10 @@ mod tests {
         assert_eq!(counts.0.borrow().len(), CHUNK_COUNTS_KEPT);
     }
 
-    #[test]
-    fn chunks_sharing_a_read_are_counted_per_stream() {
+    /// A request whose one-token chunks arrived at `times`.
+    fn request(times: &[u64]) -> LlmRequest {
         use crate::measure::llm::Chunk;
-        let request = |times: &[u64]| LlmRequest {
+        LlmRequest {
             chunks: times
                 .iter()
                 .map(|&arrival_ns| Chunk {
@@ -865,7 +865,11 @@ mod tests {
                 })
                 .collect(),
             ..LlmRequest::default()
-        };
+        }
+    }
+
+    #[test]
+    fn chunks_sharing_a_read_are_counted_per_stream() {
         // Two requests read at the same instant do not share a read with each other.
         let requests = [request(&[10, 10, 10, 20]), request(&[20, 30])];
         assert_eq!(shared_reads(&requests), (2, 6));
@@ -878,18 +882,7 @@ mod tests {
 
     #[test]
     fn shared_chunks_are_bounded_by_their_streams_previous_read() {
-        use crate::measure::llm::Chunk;
         use crate::transport::packet_stamps::PacketStats;
-        let request = |times: &[u64]| LlmRequest {
-            chunks: times
-                .iter()
-                .map(|&arrival_ns| Chunk {
-                    arrival_ns,
-                    tokens: 1,
-                })
-                .collect(),
-            ..LlmRequest::default()
-        };
         // Reads at 1 ms, 41 ms (three chunks), 46 ms and 90 ms (two): the shared chunks of
         // the 41 ms read came after 1 ms, those of the 90 ms read after 46 ms.
         let ms = 1_000_000;
