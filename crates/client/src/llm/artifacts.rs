@@ -25,7 +25,7 @@ pub(super) fn point_dir(cfg: &ProfileConfig, point: LoadPoint) -> PathBuf {
         first.clone()
     });
     let endpoint = cfg.endpoint_type.endpoint();
-    let kind = if endpoint.codec.takes_backend() {
+    let kind = if cfg.endpoint_type.service().takes_backend() {
         format!("{}-{}", endpoint.family, backend_name(cfg.backend))
     } else {
         format!("{}-{}", endpoint.family, cfg.endpoint_type.name())

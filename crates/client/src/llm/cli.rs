@@ -9,13 +9,14 @@ use clap::{ArgAction, Parser, ValueEnum};
 
 use super::cli_compat::{self, Backend, CompatArgs, UiType};
 use crate::error::{Error, Result};
-use crate::run::kinds::codec::{Input, RequestCodec};
+use crate::run::kinds::codec::Input;
 use crate::run::kinds::registry::{self, Endpoint, Kind};
+use crate::run::kinds::Service;
 use crate::transport::TlsClient;
 
 /// Which API the requests go to: a service kind of the registry (`run::kinds::KINDS`) that
 /// has a `profile` endpoint, chosen once by `--endpoint-type`; the rest of `profile` asks it
-/// (its capabilities and its endpoint's codec, paths and reply shape).
+/// (its capabilities, its [`Service`], and its endpoint's paths and names).
 #[derive(Clone, Copy)]
 pub struct EndpointType {
     kind: &'static Kind,
@@ -42,14 +43,15 @@ impl EndpointType {
         self.endpoint
     }
 
-    /// How each request is encoded, and what the endpoint takes.
-    pub fn codec(self) -> &'static dyn RequestCodec {
-        self.endpoint.codec
+    /// The kind's [`Service`]: how each request is encoded and each reply decoded, and
+    /// what the endpoint takes.
+    pub fn service(self) -> &'static dyn Service {
+        self.kind.service
     }
 
     /// What the requests are made of.
     pub fn input(self) -> Input {
-        self.endpoint.codec.input()
+        self.kind.service.input()
     }
 
     /// The requests go over gRPC.

@@ -410,7 +410,7 @@ pub fn check(args: &CompatArgs, endpoint_type: EndpointType) -> Result<()> {
              --endpoint-type kserve keeps one gRPC connection per worker",
         ));
     }
-    if args.backend.is_some() && !endpoint_type.codec().takes_backend() {
+    if args.backend.is_some() && !endpoint_type.service().takes_backend() {
         return Err(Error::usage(
             "profile: --backend applies to --endpoint-type kserve (a Triton model's tensors)",
         ));
@@ -422,7 +422,7 @@ pub fn check(args: &CompatArgs, endpoint_type: EndpointType) -> Result<()> {
         Some(b) if b > MAX_BATCH => Err(Error::usage(format!(
             "profile: --batch-size-text must be at most {MAX_BATCH} (got {b})"
         ))),
-        Some(b) if b > 1 && !endpoint_type.codec().takes_batches() => Err(Error::usage(format!(
+        Some(b) if b > 1 && !endpoint_type.service().takes_batches() => Err(Error::usage(format!(
             "profile: --batch-size-text {b} applies to --endpoint-type embeddings and \
              rankings (as in GenAI-Perf); {} requests carry one prompt",
             endpoint_type.name()
@@ -448,7 +448,7 @@ pub fn settings_text(cfg: &super::cli::ProfileConfig) -> String {
         cfg.address,
         cfg.endpoint_type.name(),
         cfg.endpoint,
-        if cfg.endpoint_type.codec().takes_backend() {
+        if cfg.endpoint_type.service().takes_backend() {
             format!(" (backend {:?})", cfg.backend).to_lowercase()
         } else {
             String::new()

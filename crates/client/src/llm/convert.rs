@@ -6,8 +6,8 @@ use super::payload::Entry;
 use super::runner::PointRun;
 use crate::measure::llm::{Chunk, LlmRequest, RequestError};
 use crate::measure::{FailKind, RequestRecord};
-use crate::run::kinds::codec::RequestCodec;
 use crate::run::kinds::reply::{Parsed, Reply};
+use crate::run::kinds::Service;
 
 /// What converting needs besides the records.
 pub struct Context<'a> {
@@ -22,7 +22,7 @@ pub struct Context<'a> {
     pub server_counts: bool,
     /// The endpoint's kind: it decodes each reply and says whether a stream must end with
     /// `[DONE]`.
-    pub codec: &'a dyn RequestCodec,
+    pub service: &'a dyn Service,
 }
 
 /// One [`LlmRequest`] per record, in record order.
@@ -35,7 +35,7 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
         .bodies
         .get(r.body_off as usize..(r.body_off as usize + r.body_len as usize))
         .unwrap_or(&[]);
-    let mut parsed = cx.codec.decode(&Reply {
+    let mut parsed = cx.service.decode(&Reply {
         sse: r.sse,
         ok: r.ok,
         end_ns: r.end_ns,
@@ -43,7 +43,7 @@ fn one(run: &PointRun, r: &RequestRecord, cx: &Context<'_>) -> LlmRequest {
     });
     let step = r.step as usize;
     let entry = cx.entries.get(step);
-    let mut error = classify(r, body, &parsed, cx.codec.needs_done());
+    let mut error = classify(r, body, &parsed, cx.service.needs_done());
     if let Some(e) = error.as_mut().filter(|e| e.fail_kind() == FailKind::Status) {
         e.code = (r.status != 0).then_some(r.status);
     }
@@ -180,9 +180,9 @@ mod tests {
     use crate::measure::record::push_framed_response;
     use crate::run::kinds::registry::for_endpoint;
 
-    /// The codec of the registry's `--endpoint-type name`.
-    fn codec(name: &str) -> &'static dyn RequestCodec {
-        for_endpoint(name).unwrap().endpoint.unwrap().codec
+    /// The [`Service`] of the registry's `--endpoint-type name`.
+    fn service(name: &str) -> &'static dyn Service {
+        for_endpoint(name).unwrap().service
     }
 
     fn words(s: &str) -> u64 {
@@ -204,7 +204,7 @@ mod tests {
             count: &words,
             count_chunk: &words,
             server_counts: server,
-            codec: codec("chat"),
+            service: service("chat"),
         }
     }
 
@@ -297,7 +297,7 @@ mod tests {
         let out = convert(&run_with(vec![r], b.clone()), &cx(&es, false));
         assert_eq!(out[0].error.as_ref().unwrap().kind, "closed_early");
         let lenient = Context {
-            codec: codec("generate"),
+            service: service("generate"),
             ..cx(&es, false)
         };
         let out = convert(&run_with(vec![r], b.clone()), &lenient);
@@ -449,7 +449,7 @@ mod tests {
         use prost::Message;
         let es = entries();
         let kserve = Context {
-            codec: codec("kserve"),
+            service: service("kserve"),
             ..cx(&es, false)
         };
         let error = pb::ModelStreamInferResponse {

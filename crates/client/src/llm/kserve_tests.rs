@@ -1,4 +1,4 @@
-//! `--endpoint-type kserve` from `profile`'s flags: the registry's `kserve_llm` codec turns a
+//! `--endpoint-type kserve` from `profile`'s flags: the registry's `kserve_llm` kind turns a
 //! prompt into the `ModelInferRequest` tensors each `--backend` takes.
 
 use crate::llm::cli::ProfileConfig;
@@ -32,7 +32,7 @@ fn request(args: &[&str], osl: Option<u64>) -> pb::ModelInferRequest {
     };
     let bytes = cfg
         .endpoint_type
-        .codec()
+        .service()
         .encode(&prompt, b"", &post)
         .unwrap();
     pb::ModelInferRequest::decode(&bytes[5..]).unwrap()

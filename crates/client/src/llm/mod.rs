@@ -261,7 +261,7 @@ fn run_level(
         count: &count,
         count_chunk: &count_chunk,
         server_counts: cfg.args.use_server_token_count,
-        codec: cfg.endpoint_type.codec(),
+        service: cfg.endpoint_type.service(),
     };
     let mut requests = convert::convert(&run, &cx);
     crate::measure::llm::copy_receive_timing(&mut requests, &run.records);
@@ -411,7 +411,7 @@ fn failure_tally(run: &runner::PointRun, requests: &[LlmRequest]) -> FailTally {
 /// The engine's view of a profile run: every request kept (bodies hold the stream), failures
 /// counted without stopping the run.
 fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Result<EngineSpec> {
-    let wire = cfg.endpoint_type.codec().wire(&cfg.address, &cfg.headers);
+    let wire = cfg.endpoint_type.service().wire(&cfg.address, &cfg.headers);
     Ok(EngineSpec {
         addr: crate::run::setup::resolve(&cfg.address)?,
         requests: Arc::new(requests),
@@ -582,12 +582,12 @@ pub fn shared_reads(requests: &[LlmRequest]) -> (usize, usize) {
 /// Which rows the tables show.
 fn report_options(cfg: &ProfileConfig) -> crate::report::llm::ReportOptions {
     crate::report::llm::ReportOptions {
-        kind: cfg.endpoint_type.codec().report(),
+        kind: cfg.endpoint_type.service().report(),
         streaming: cfg.args.streaming,
     }
 }
 
-/// Every request's bytes, pre-encoded once by the endpoint's codec (HTTP/1.1 POSTs of the
+/// Every request's bytes, pre-encoded once by the endpoint's kind (HTTP/1.1 POSTs of the
 /// JSON bodies, or gRPC `ModelInferRequest` messages for kserve).
 fn encode_requests(
     cfg: &ProfileConfig,
@@ -595,7 +595,7 @@ fn encode_requests(
     models: &[u32],
     payloads: &[String],
 ) -> Result<Vec<Vec<u8>>> {
-    let codec = cfg.endpoint_type.codec();
+    let codec = cfg.endpoint_type.service();
     entries
         .iter()
         .zip(models)
@@ -808,9 +808,9 @@ pub fn fuzz_llm_responses(data: &[u8]) {
     // stored events and as a whole body.
     let mut errors = vec![whole.error, streamed.error];
     for kind in crate::run::kinds::KINDS {
-        let Some(endpoint) = kind.endpoint else {
+        if kind.endpoint.is_none() {
             continue;
-        };
+        }
         for sse in [true, false] {
             let reply = reply::Reply {
                 sse,
@@ -818,7 +818,7 @@ pub fn fuzz_llm_responses(data: &[u8]) {
                 end_ns: 1,
                 body: data,
             };
-            errors.push(endpoint.codec.decode(&reply).error);
+            errors.push(kind.service.decode(&reply).error);
         }
     }
     // A server's words in an error are one short line without control characters.

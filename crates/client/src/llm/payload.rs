@@ -1,4 +1,4 @@
-//! Request bodies, built once before a run from the prompts by the endpoint's codec.
+//! Request bodies, built once before a run from the prompts by the endpoint's kind.
 
 use serde_json::Value;
 
@@ -20,7 +20,7 @@ pub struct Entry {
     pub payload: Option<Value>,
 }
 
-/// What the endpoint's codec needs of `entry` sent to `model`.
+/// What the endpoint's kind needs of `entry` sent to `model`.
 pub fn prompt<'a>(cfg: &'a ProfileConfig, model: &'a str, entry: &'a Entry) -> Prompt<'a> {
     Prompt {
         model,
@@ -41,7 +41,7 @@ pub fn prompt<'a>(cfg: &'a ProfileConfig, model: &'a str, entry: &'a Entry) -> P
 pub fn body(cfg: &ProfileConfig, model: &str, entry: &Entry) -> Value {
     match &entry.payload {
         Some(p) => p.clone(),
-        None => cfg.endpoint_type.codec().body(&prompt(cfg, model, entry)),
+        None => cfg.endpoint_type.service().body(&prompt(cfg, model, entry)),
     }
 }
 
@@ -51,7 +51,7 @@ pub fn body(cfg: &ProfileConfig, model: &str, entry: &Entry) -> Value {
 /// embeddings' inputs, rankings' passages after entry `i`'s query).
 pub fn bodies(cfg: &ProfileConfig, entries: &[Entry], models: &[u32]) -> Vec<Value> {
     let batch = cfg.batch_size.max(1);
-    let codec = cfg.endpoint_type.codec();
+    let codec = cfg.endpoint_type.service();
     entries
         .iter()
         .zip(models)

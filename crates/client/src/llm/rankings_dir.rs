@@ -1,6 +1,6 @@
 //! `--input-file DIR` with `--endpoint-type rankings`: GenAI-Perf's rankings folder, a
 //! `queries.jsonl` and a `passages.jsonl` (one `{"text": ...}` or `{"text_input": ...}`
-//! object a line). Line i of each makes request i, its body built by the endpoint's codec
+//! object a line). Line i of each makes request i, its body built by the endpoint's kind
 //! from the query and its passages (`run/kinds/rankings.rs`: GenAI-Perf's body, or TEI's
 //! with `--extra-inputs rankings:tei`). With `--batch-size-text` B, a request carries the
 //! B passages from its own line on (wrapping). GenAI-Perf's synthetic rankings files
@@ -43,11 +43,11 @@ pub fn read(dir: &Path, cfg: &ProfileConfig) -> Result<Vec<Entry>> {
 }
 
 /// One request per query: query i with the passages of `passages[i]`, its body whole (the
-/// endpoint codec's query body).
+/// endpoint kind's query body).
 pub fn entries(cfg: &ProfileConfig, queries: &[String], passages: &[Vec<String>]) -> Vec<Entry> {
     let n = queries.len().min(passages.len());
     let models = super::payload::pick_models(cfg, n);
-    let codec = cfg.endpoint_type.codec();
+    let codec = cfg.endpoint_type.service();
     (0..n)
         .map(|i| {
             let own = &passages[i];

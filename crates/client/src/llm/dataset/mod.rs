@@ -616,7 +616,7 @@ fn with_extras(
     let Some(first) = records.iter().find(|r| !r.extra.is_empty()) else {
         return Ok(());
     };
-    if !cfg.endpoint_type.codec().sends_json() {
+    if !cfg.endpoint_type.service().sends_json() {
         let field = first.extra.keys().next().map_or("", String::as_str);
         return Err(Error::usage(format!(
             "{flag} {} line {}: field '{field}' would go into a JSON request body, which \

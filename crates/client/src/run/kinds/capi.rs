@@ -48,7 +48,7 @@ pub const KIND: Kind = Kind {
         shared_memory: None,
         before_run: BeforeRun::InProcess,
     },
-    service: Some(&Capi),
+    service: &Capi,
     endpoint: None,
 };
 

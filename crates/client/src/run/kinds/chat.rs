@@ -2,7 +2,8 @@
 
 use serde_json::{json, Value};
 
-use super::codec::{self, Input, Prompt, RequestCodec};
+use super::codec::{self, Input, Prompt};
+use super::Service;
 use super::registry::{BeforeRun, Caps, Endpoint, Kind};
 
 /// `--endpoint-type chat` in the registry.
@@ -16,12 +17,11 @@ pub const KIND: Kind = Kind {
         shared_memory: None,
         before_run: BeforeRun::Nothing,
     },
-    service: None,
+    service: &Chat,
     endpoint: Some(Endpoint {
         about: "OpenAI `v1/chat/completions`.",
         path: "v1/chat/completions",
         stream_path: None,
-        codec: &Chat,
         generates: true,
         family: "openai",
         default_url: "localhost:8000",
@@ -31,7 +31,7 @@ pub const KIND: Kind = Kind {
 /// `messages` with one user message.
 pub struct Chat;
 
-impl RequestCodec for Chat {
+impl Service for Chat {
     fn body(&self, p: &Prompt<'_>) -> Value {
         let mut obj = codec::with_model(p.model);
         obj.insert(

@@ -2,7 +2,8 @@
 
 use serde_json::{json, Value};
 
-use super::codec::{self, Prompt, RequestCodec};
+use super::codec::{self, Prompt};
+use super::Service;
 use super::registry::{BeforeRun, Caps, Endpoint, Kind};
 
 /// `--endpoint-type completions` in the registry.
@@ -16,12 +17,11 @@ pub const KIND: Kind = Kind {
         shared_memory: None,
         before_run: BeforeRun::Nothing,
     },
-    service: None,
+    service: &Completions,
     endpoint: Some(Endpoint {
         about: "OpenAI `v1/completions`.",
         path: "v1/completions",
         stream_path: None,
-        codec: &Completions,
         generates: true,
         family: "openai",
         default_url: "localhost:8000",
@@ -31,7 +31,7 @@ pub const KIND: Kind = Kind {
 /// `prompt`: the text.
 pub struct Completions;
 
-impl RequestCodec for Completions {
+impl Service for Completions {
     fn body(&self, p: &Prompt<'_>) -> Value {
         let mut obj = codec::with_model(p.model);
         obj.insert("prompt".into(), json!(p.text));

@@ -27,7 +27,7 @@ pub const KIND: Kind = Kind {
         shared_memory: None,
         before_run: BeforeRun::Connect,
     },
-    service: Some(&DynamicGrpc),
+    service: &DynamicGrpc,
     endpoint: None,
 };
 

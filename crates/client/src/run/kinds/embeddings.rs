@@ -2,8 +2,9 @@
 
 use serde_json::{json, Value};
 
-use super::codec::{self, Prompt, RequestCodec};
+use super::codec::{self, Prompt};
 use crate::report::llm::ReportKind;
+use super::Service;
 use super::registry::{BeforeRun, Caps, Endpoint, Kind};
 
 /// `--endpoint-type embeddings` in the registry.
@@ -17,12 +18,11 @@ pub const KIND: Kind = Kind {
         shared_memory: None,
         before_run: BeforeRun::Nothing,
     },
-    service: None,
+    service: &Embeddings,
     endpoint: Some(Endpoint {
         about: "OpenAI `v1/embeddings`.",
         path: "v1/embeddings",
         stream_path: None,
-        codec: &Embeddings,
         generates: false,
         family: "openai",
         default_url: "localhost:8000",
@@ -32,7 +32,7 @@ pub const KIND: Kind = Kind {
 /// `input`: a list of texts.
 pub struct Embeddings;
 
-impl RequestCodec for Embeddings {
+impl Service for Embeddings {
     fn body(&self, p: &Prompt<'_>) -> Value {
         let mut obj = codec::with_model(p.model);
         obj.insert("input".into(), json!([p.text]));

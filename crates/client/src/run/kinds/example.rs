@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 
-use super::codec::{self, Prompt, RequestCodec};
+use super::codec::{self, Prompt};
 use super::registry::{BeforeRun, Caps, Endpoint, Kind};
 use super::reply::{self, Parsed, Reply};
 use super::reply_error::ReplyError;
@@ -34,53 +34,16 @@ pub const KIND: Kind = Kind {
         shared_memory: None,
         before_run: BeforeRun::Connect,
     },
-    service: Some(&Example),
+    service: &Example,
     endpoint: Some(Endpoint {
         about: "The test-only example endpoint: `text` posted to `v1/example/<m>`.",
         path: "v1/example/{model}",
         stream_path: None,
-        codec: &Example,
         generates: true,
         family: "example",
         default_url: "localhost:8000",
     }),
 };
-
-impl RequestCodec for Example {
-    fn body(&self, p: &Prompt<'_>) -> Value {
-        let mut obj = codec::with_model(p.model);
-        obj.insert("text".into(), json!(p.text));
-        codec::add_generation(&mut obj, p, false);
-        codec::finish(obj, p)
-    }
-
-    /// A successful reply is `{"words": ["a", "b"]}`: its text is the words joined by
-    /// spaces, read when the reply completed (other members are not output). Streams and
-    /// failed replies are read the default way.
-    fn decode(&self, r: &Reply<'_>) -> Parsed {
-        if r.sse || !r.ok {
-            return reply::decode_openai(r);
-        }
-        let mut out = Parsed::default();
-        let Ok(v) = serde_json::from_slice::<Value>(r.body) else {
-            out.error = Some(ReplyError::not_json(r.body));
-            return out;
-        };
-        let words = v.get("words").and_then(Value::as_array);
-        let words: Vec<&str> = words.into_iter().flatten().filter_map(Value::as_str).collect();
-        if !words.is_empty() {
-            out.chunks.push((r.end_ns, words.join(" ")));
-            out.first_output_ns = Some(r.end_ns);
-        }
-        out.finished = true;
-        out
-    }
-
-    /// A reply is one body.
-    fn needs_done(&self) -> bool {
-        false
-    }
-}
 
 impl Service for Example {
     fn labels(&self) -> Labels {
@@ -125,6 +88,40 @@ impl Service for Example {
             let text = serde_json::Value::String(String::from_utf8_lossy(body).into_owned());
             format!("{{\"text\":{text}}}")
         })
+    }
+
+    fn body(&self, p: &Prompt<'_>) -> Value {
+        let mut obj = codec::with_model(p.model);
+        obj.insert("text".into(), json!(p.text));
+        codec::add_generation(&mut obj, p, false);
+        codec::finish(obj, p)
+    }
+
+    /// A successful reply is `{"words": ["a", "b"]}`: its text is the words joined by
+    /// spaces, read when the reply completed (other members are not output). Streams and
+    /// failed replies are read the default way.
+    fn decode(&self, r: &Reply<'_>) -> Parsed {
+        if r.sse || !r.ok {
+            return reply::decode_openai(r);
+        }
+        let mut out = Parsed::default();
+        let Ok(v) = serde_json::from_slice::<Value>(r.body) else {
+            out.error = Some(ReplyError::not_json(r.body));
+            return out;
+        };
+        let words = v.get("words").and_then(Value::as_array);
+        let words: Vec<&str> = words.into_iter().flatten().filter_map(Value::as_str).collect();
+        if !words.is_empty() {
+            out.chunks.push((r.end_ns, words.join(" ")));
+            out.first_output_ns = Some(r.end_ns);
+        }
+        out.finished = true;
+        out
+    }
+
+    /// A reply is one body.
+    fn needs_done(&self) -> bool {
+        false
     }
 }
 

@@ -3,7 +3,8 @@
 
 use serde_json::{json, Value};
 
-use super::codec::{self, Prompt, RequestCodec};
+use super::codec::{self, Prompt};
+use super::Service;
 use super::registry::{BeforeRun, Caps, Endpoint, Kind};
 
 /// `--endpoint-type generate` in the registry.
@@ -17,12 +18,11 @@ pub const KIND: Kind = Kind {
         shared_memory: None,
         before_run: BeforeRun::Nothing,
     },
-    service: None,
+    service: &TextInput,
     endpoint: Some(Endpoint {
         about: "Triton HTTP `v2/models/<m>/generate_stream` (SSE), or `generate` without `--streaming`.",
         path: "v2/models/{model}/generate",
         stream_path: Some("v2/models/{model}/generate_stream"),
-        codec: &TextInput,
         generates: true,
         family: "openai",
         default_url: "localhost:8000",
@@ -32,7 +32,7 @@ pub const KIND: Kind = Kind {
 /// `text_input` (the model is in the path).
 pub struct TextInput;
 
-impl RequestCodec for TextInput {
+impl Service for TextInput {
     fn body(&self, p: &Prompt<'_>) -> Value {
         let mut obj = serde_json::Map::new();
         obj.insert("text_input".into(), json!(p.text));

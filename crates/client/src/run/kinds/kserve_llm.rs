@@ -4,7 +4,8 @@
 
 use serde_json::Value;
 
-use super::codec::{Post, Prompt, RequestCodec};
+use super::codec::{Post, Prompt};
+use super::Service;
 use super::registry::{BeforeRun, Caps, Endpoint, Kind};
 use super::reply::{Parsed, Reply};
 use super::reply_error::{ReplyError, ReplyErrorKind as K};
@@ -26,12 +27,11 @@ pub const KIND: Kind = Kind {
         shared_memory: None,
         before_run: BeforeRun::Nothing,
     },
-    service: None,
+    service: &LlmTensors,
     endpoint: Some(Endpoint {
         about: "Triton gRPC `ModelStreamInfer` with `text_input` / `max_tokens` / `stream` tensors (TensorRT-LLM and vLLM backends).",
         path: "",
         stream_path: None,
-        codec: &LlmTensors,
         generates: true,
         family: "triton",
         default_url: "localhost:8001",
@@ -39,11 +39,11 @@ pub const KIND: Kind = Kind {
 };
 
 /// Triton LLM input tensors over gRPC `ModelStreamInfer`, the tensors GenAI-Perf's
-/// converters send for `--backend` (no JSON body: [`RequestCodec::body`] is the
+/// converters send for `--backend` (no JSON body: [`Service::body`] is the
 /// `inputs.json` view of the tensors).
 pub struct LlmTensors;
 
-impl RequestCodec for LlmTensors {
+impl Service for LlmTensors {
     /// The request's tensors as GenAI-Perf writes a Triton request in `inputs.json`: each
     /// input's name with a one-element list of its value.
     fn body(&self, p: &Prompt<'_>) -> Value {

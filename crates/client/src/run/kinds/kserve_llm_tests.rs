@@ -67,10 +67,10 @@ fn the_kind_decodes_its_stream_responses() {
         end_ns: 9,
         body: &body,
     };
-    let p = KIND.endpoint.unwrap().codec.decode(&reply);
+    let p = KIND.service.decode(&reply);
     assert_eq!(p.chunks, vec![(5, " a".into()), (9, " b".into())]);
     assert!(p.finished && p.streamed && p.error.is_none());
-    assert!(!KIND.endpoint.unwrap().codec.needs_done());
+    assert!(!KIND.service.needs_done());
     let default = crate::run::kinds::reply::decode_openai(&reply);
     assert!(default.chunks.is_empty() && default.error.is_some());
 }

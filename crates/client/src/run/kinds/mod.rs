@@ -1,18 +1,19 @@
 //! The service kinds of both products, registered once in [`KINDS`]: perf_analyzer mode's
 //! `--service-kind` / `-i` and `profile`'s `--endpoint-type` are looked up there
 //! ([`registry`]), and everything after asks the chosen [`registry::Kind`] (its names, its
-//! [`registry::Caps`], its [`Service`] or its `profile` endpoint) instead of the flags.
-//! A perf_analyzer-mode kind sets up the target (readiness, metadata, config), encodes the
-//! input data into the engine's plan and wire, reads responses back for validation and the
-//! export, and fetches server statistics where the kind has them.
+//! [`registry::Caps`] and its [`Service`]) instead of the flags.
 //!
-//! A `profile` kind's [`registry::Endpoint`] holds its [`codec::RequestCodec`]: how a prompt
-//! becomes a request, how a reply is decoded ([`reply`]), what input the endpoint takes and
-//! which report it gets.
+//! Every kind implements the one trait [`Service`]: what to ask the server before the run,
+//! how to encode the requests, how to check and decode a reply, and how the reports label
+//! it. perf_analyzer mode encodes the input data's tensors or payloads into a plan
+//! ([`Service::plan`]) and reads responses back for validation and the export; `profile`
+//! encodes one prompt at a time ([`Service::body`], [`Service::encode`]) and decodes each
+//! reply into its output text ([`Service::decode`]). A kind implements the methods of the
+//! products its registry entry names; the others keep their defaults, which neither product
+//! reaches (the registry only offers a kind to the product it is registered for).
 //!
-//! Adding a kind: one file in this folder holding `pub const KIND: Kind` (and its
-//! [`Service`], or its [`registry::Endpoint`] with a [`codec::RequestCodec`]), and its module
-//! name added to the `registry!` list below.
+//! Adding a kind: one file in this folder holding `pub const KIND: Kind` and its
+//! [`Service`], and its module name added to the `registry!` list below.
 
 pub mod codec;
 mod pseudo;
@@ -50,6 +51,8 @@ registry! {
 
 use std::sync::Arc;
 
+use serde_json::Value;
+
 pub use capi::CapiSetup;
 
 use super::plan::LoadPlan;
@@ -57,12 +60,16 @@ use super::setup::Target;
 use crate::config::{Config, Protocol};
 use crate::engine::slots::OutputSlots;
 use crate::engine::window::OutputCheck;
+use crate::engine::wire::Wire;
 use crate::error::{Error, Result};
 use crate::inputs::TensorValue;
 use crate::report::console::ClientLibrary;
+use crate::report::llm::ReportKind;
 use crate::run::coordinator::StatsSnapshot;
 use crate::service::reply_check::ReplyCheck;
 use crate::shm::client::ShmSession;
+use codec::{Input, Post, Prompt};
+use reply::{Parsed, Reply};
 
 /// How the reports name and describe a kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +84,17 @@ pub struct Labels {
     pub always_shows_batch: bool,
     /// With `--streaming`, every response of a request is kept as its own frame.
     pub framed_streams: bool,
+}
+
+impl Labels {
+    /// The labels of a kind without a perf_analyzer mode (never printed).
+    pub const NONE: Labels = Labels {
+        banner: "",
+        export: "",
+        library: ClientLibrary::Http,
+        always_shows_batch: false,
+        framed_streams: false,
+    };
 }
 
 /// The pre-encoded requests of a run and, with shared memory, the registered regions
@@ -103,18 +121,27 @@ pub type ExportDecoder = Box<dyn Fn(&[u8]) -> String>;
 /// Validation data of each planned request (`None`: nothing to check).
 pub type Expected = Vec<Option<Vec<TensorValue>>>;
 
-/// One perf_analyzer-mode service kind: what the run asks of the server and how it talks to
-/// it. A kind's capabilities are its [`registry::Kind`]'s; the run holds the kind and asks it.
+/// One service kind, for both products. The perf_analyzer-mode methods come first
+/// (`labels` to `server_stats`), then `profile`'s (`body` to `sends_json`). A kind
+/// registered only for `profile` keeps the perf_analyzer-mode defaults, which refuse to run;
+/// a `profile` endpoint's defaults are an HTTP/1.1 JSON endpoint of one text per request,
+/// replying in the OpenAI layouts, with the text-generation report.
 pub trait Service: Sync {
-    /// The reports' names and wording for this kind.
-    fn labels(&self) -> Labels;
+    /// The reports' names and wording for this kind in perf_analyzer mode.
+    fn labels(&self) -> Labels {
+        Labels::NONE
+    }
 
     /// Finds the server and reads what the run needs of the model (setup calls only, never
     /// load).
-    fn prepare(&self, cfg: &Config) -> Result<Target>;
+    fn prepare(&self, _cfg: &Config) -> Result<Target> {
+        Err(not_in_perf_analyzer_mode())
+    }
 
     /// The input data encoded as this kind's requests, with the engine's wire.
-    fn plan(&self, cfg: &Config, target: &Target) -> Result<Planned>;
+    fn plan(&self, _cfg: &Config, _target: &Target) -> Result<Planned> {
+        Err(not_in_perf_analyzer_mode())
+    }
 
     /// The check of responses against the input data's expected outputs (`None` when the
     /// data has none or the kind has no validation).
@@ -134,18 +161,106 @@ pub trait Service: Sync {
         ReplyCheck::None
     }
 
-    /// How the export reads the run's kept response bodies.
+    /// How the export reads the run's kept response bodies (by default as one JSON string).
     fn export_decoder(
         &self,
-        cfg: &Config,
-        target: &Target,
-        slots: Option<&OutputSlots>,
-    ) -> ExportDecoder;
+        _cfg: &Config,
+        _target: &Target,
+        _slots: Option<&OutputSlots>,
+    ) -> ExportDecoder {
+        Box::new(|body| Value::String(String::from_utf8_lossy(body).into_owned()).to_string())
+    }
 
     /// The model's cumulative server statistics (`None`: the kind or server has none).
     fn server_stats(&self, _cfg: &Config, _target: &mut Target) -> Result<Option<StatsSnapshot>> {
         Ok(None)
     }
+
+    /// `profile`: the request body for one prompt, as `inputs.json` records it (for an
+    /// endpoint that sends no JSON, the JSON view of what it sends). `Null` for a kind
+    /// without a `profile` endpoint.
+    fn body(&self, _prompt: &Prompt<'_>) -> Value {
+        Value::Null
+    }
+
+    /// `profile`: the bytes of one request; `payload` is [`body`](Self::body)'s JSON after
+    /// any additions (media, system messages, verbatim payloads). By default an HTTP/1.1
+    /// POST.
+    fn encode(&self, _prompt: &Prompt<'_>, payload: &[u8], post: &Post<'_>) -> Result<Vec<u8>> {
+        Ok(crate::service::openai::encode_request(
+            post.address,
+            post.path,
+            post.headers,
+            payload,
+        ))
+    }
+
+    /// `profile`: one reply's output text, usage and error. By default the OpenAI-style
+    /// reading ([`reply::decode_openai`]): SSE events, or the whole JSON body of a
+    /// successful reply, in the chat, completions and Triton generate layouts.
+    fn decode(&self, reply: &Reply<'_>) -> Parsed {
+        reply::decode_openai(reply)
+    }
+
+    /// `profile`: a streamed reply is complete only at `data: [DONE]` or a finish reason
+    /// (the OpenAI APIs); one that stops before was cut off. A kind whose stream just ends
+    /// says false.
+    fn needs_done(&self) -> bool {
+        true
+    }
+
+    /// `profile`: the engine's wire for these requests (by default HTTP/1.1).
+    fn wire(&self, _authority: &str, _headers: &[(String, String)]) -> Wire {
+        Wire::Http1
+    }
+
+    /// `profile`: what the requests are made of.
+    fn input(&self) -> Input {
+        Input::Text
+    }
+
+    /// `profile`: the tables and exports the run gets.
+    fn report(&self) -> ReportKind {
+        ReportKind::Llm
+    }
+
+    /// `profile`: a request can carry several texts (`--batch-size-text`).
+    fn takes_batches(&self) -> bool {
+        false
+    }
+
+    /// `profile`: puts the texts of a batch (the request's own first) into `body`; called
+    /// only when [`takes_batches`](Self::takes_batches) and the batch has more than one text.
+    fn put_batch(&self, _body: &mut Value, _texts: &[&str]) {}
+
+    /// `profile`: the body of one query with its own passages (a rankings dataset:
+    /// GenAI-Perf's rankings folder or synthetic `queries,passages`); `None`: the endpoint
+    /// has no such body, and the query and passages are sent as one text.
+    fn query_body(
+        &self,
+        _model: &str,
+        _query: &str,
+        _passages: &[String],
+        _extra: &[(String, Value)],
+    ) -> Option<Value> {
+        None
+    }
+
+    /// `profile`: the requests depend on `--backend` (the artifact folder names it).
+    fn takes_backend(&self) -> bool {
+        false
+    }
+
+    /// `profile`: the requests carry a JSON body, so input-file fields can go into it.
+    fn sends_json(&self) -> bool {
+        true
+    }
+}
+
+/// What a kind registered only for `profile` answers when perf_analyzer mode asks it to run
+/// (the registry never offers it there).
+fn not_in_perf_analyzer_mode() -> Error {
+    Error::usage("this service kind is a `profile` endpoint, not a perf_analyzer-mode kind")
 }
 
 /// The run's service kind, from `--service-kind` and `-i`, through the registry.
@@ -162,14 +277,15 @@ pub fn pick(cfg: &Config) -> Result<&'static registry::Kind> {
     })
 }
 
-/// The kind's perf_analyzer-mode [`Service`].
+/// The kind's [`Service`], for perf_analyzer mode (an error for a `profile`-only kind).
 pub fn service(kind: &'static registry::Kind) -> Result<&'static dyn Service> {
-    kind.service.ok_or_else(|| {
-        Error::usage(format!(
+    match kind.service_kind {
+        Some(_) => Ok(kind.service),
+        None => Err(Error::usage(format!(
             "service kind {}: not available in perf_analyzer mode",
             kind.name
-        ))
-    })
+        ))),
+    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 
 use serde_json::{json, Map, Value};
 
-use super::codec::{self, Input, Prompt, RequestCodec};
+use super::codec::{self, Input, Prompt};
 use crate::report::llm::ReportKind;
+use super::Service;
 use super::registry::{BeforeRun, Caps, Endpoint, Kind};
 
 /// `--endpoint-type rankings` in the registry.
@@ -17,12 +18,11 @@ pub const KIND: Kind = Kind {
         shared_memory: None,
         before_run: BeforeRun::Nothing,
     },
-    service: None,
+    service: &Rankings,
     endpoint: Some(Endpoint {
         about: "`v1/ranking` (NIM-style query + passages).",
         path: "v1/ranking",
         stream_path: None,
-        codec: &Rankings,
         generates: false,
         family: "openai",
         default_url: "localhost:8000",
@@ -32,7 +32,7 @@ pub const KIND: Kind = Kind {
 /// A `query` and its `passages`, split from each text at its first sentence end.
 pub struct Rankings;
 
-impl RequestCodec for Rankings {
+impl Service for Rankings {
     fn body(&self, p: &Prompt<'_>) -> Value {
         let mut obj = codec::with_model(p.model);
         let (query, passage) = split_query(p.text);

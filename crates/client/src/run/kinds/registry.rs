@@ -1,10 +1,10 @@
 //! The service-kind registry's entry: one [`Kind`] per kind, with the names both products
 //! choose it by (perf_analyzer mode's `--service-kind` / `-i`, `profile`'s
-//! `--endpoint-type`), what it can do ([`Caps`]) and how each product runs it. The table of
+//! `--endpoint-type`), what it can do ([`Caps`]), its one [`Service`] that both products run
+//! it through, and `profile`'s paths and names for it ([`Endpoint`]). The table of
 //! every kind is `super::KINDS`; the lookups here are the only way either product turns its
 //! flags into a kind.
 
-use super::codec::RequestCodec;
 use super::Service;
 use crate::config::{Protocol, ServiceKind};
 use crate::shm::ShmApi;
@@ -20,9 +20,11 @@ pub struct Kind {
     pub endpoint_type: Option<&'static str>,
     /// What the kind can do.
     pub caps: Caps,
-    /// How perf_analyzer mode runs it (`None`: the kind is a `profile` endpoint only).
-    pub service: Option<&'static dyn Service>,
-    /// How `profile` builds and reads its requests (`None`: perf_analyzer mode only).
+    /// How both products talk to it: what to ask the server first, how requests are
+    /// encoded, how replies are checked and decoded, how reports label it.
+    pub service: &'static dyn Service,
+    /// Where `profile` sends its requests and how its reports name them (`None`:
+    /// perf_analyzer mode only).
     pub endpoint: Option<Endpoint>,
 }
 
@@ -56,7 +58,8 @@ pub enum BeforeRun {
     Nothing,
 }
 
-/// How `profile` talks to a kind.
+/// `profile`'s paths and names for a kind (how requests are built and replies read is the
+/// kind's [`Service`]).
 #[derive(Clone, Copy)]
 pub struct Endpoint {
     /// One line for `--help`.
@@ -65,8 +68,6 @@ pub struct Endpoint {
     pub path: &'static str,
     /// The path with `--streaming`, when it differs.
     pub stream_path: Option<&'static str>,
-    /// How each request is encoded and each reply decoded, and what the endpoint takes.
-    pub codec: &'static dyn RequestCodec,
     /// The reply is generated text (so TTFT, ITL and output lengths apply).
     pub generates: bool,
     /// The API family the artifact directory names carry (`openai-chat`, `triton-...`).
@@ -132,7 +133,7 @@ pub fn for_service(kind: ServiceKind, protocol: Protocol) -> Option<&'static Kin
     super::KINDS
         .iter()
         .copied()
-        .find(|k| k.service.is_some() && k.answers(kind, protocol))
+        .find(|k| k.answers(kind, protocol))
 }
 
 /// The `profile` kind for `--endpoint-type name`.

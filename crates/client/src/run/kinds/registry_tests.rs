@@ -28,14 +28,18 @@ fn names_are_unique_and_every_kind_runs_in_a_product() {
     endpoints.sort_unstable();
     endpoints.dedup();
     assert_eq!(endpoints.len(), endpoint_names().len(), "{endpoints:?}");
+    let prompt = super::super::codec::Prompt {
+        model: "m",
+        text: "hello",
+        osl: Some(4),
+        deterministic: false,
+        streaming: false,
+        extra: &[],
+        backend: crate::service::kserve_llm::LlmBackend::TensorrtLlm,
+    };
     for kind in KINDS {
         assert!(
-            kind.service.is_some() || kind.endpoint.is_some(),
-            "{kind:?}"
-        );
-        assert_eq!(
-            kind.service.is_some(),
-            kind.service_kind.is_some(),
+            kind.service_kind.is_some() || kind.endpoint.is_some(),
             "{kind:?}"
         );
         assert_eq!(
@@ -43,7 +47,32 @@ fn names_are_unique_and_every_kind_runs_in_a_product() {
             kind.endpoint_type.is_some(),
             "{kind:?}"
         );
+        // The one `Service` answers for each product the entry names: perf_analyzer mode's
+        // labels, `profile`'s request body.
+        let labels = kind.service.labels();
+        assert_eq!(
+            kind.service_kind.is_some(),
+            !labels.banner.is_empty() && !labels.export.is_empty(),
+            "{kind:?}: {labels:?}"
+        );
+        assert_eq!(
+            kind.endpoint.is_some(),
+            kind.service.body(&prompt).is_object(),
+            "{kind:?}"
+        );
     }
+}
+
+/// A kind registered only for `profile` is not offered to perf_analyzer mode, and its
+/// `Service` refuses to run there if asked.
+#[test]
+fn a_profile_only_kind_refuses_perf_analyzer_mode() {
+    let chat = for_endpoint("chat").unwrap();
+    assert!(chat.service_kind.is_none());
+    let err = service(chat).err().expect("chat has no --service-kind");
+    assert!(err.msg.contains("service kind chat"), "{}", err.msg);
+    let err = chat.service.prepare(&Config::default()).err().unwrap();
+    assert_eq!(err.kind, crate::error::ErrorKind::Usage, "{}", err.msg);
 }
 
 /// Each perf_analyzer-mode kind is what its `--service-kind` (and `-i`) selects, found by
@@ -51,9 +80,9 @@ fn names_are_unique_and_every_kind_runs_in_a_product() {
 #[test]
 fn each_service_kind_is_reached_through_the_registry() {
     let mut reached = 0;
-    for kind in KINDS.iter().filter(|k| k.service.is_some()) {
+    for kind in KINDS {
         let Some((name, protocol)) = kind.service_kind else {
-            panic!("{kind:?} has a service but no --service-kind");
+            continue;
         };
         let protocol = protocol.unwrap_or(if kind.caps.grpc {
             Protocol::Grpc

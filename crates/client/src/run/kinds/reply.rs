@@ -1,6 +1,6 @@
 //! A `profile` reply decoded: from what the engine stored of one request (each SSE event or
 //! stream response with its read time, or a whole body) to its text chunks, usage and error.
-//! [`Reply`] is what a kind's [`RequestCodec::decode`](super::codec::RequestCodec::decode)
+//! [`Reply`] is what a kind's [`Service::decode`](super::Service::decode)
 //! reads and [`Parsed`] what it returns; the parsers here are the OpenAI-style default
 //! ([`decode_openai`]: SSE events or a whole JSON body, in the chat, completions and Triton
 //! generate layouts). Timestamps were taken at read time; nothing here changes them, parsing

@@ -30,7 +30,7 @@ pub const KIND: Kind = Kind {
         shared_memory: None,
         before_run: BeforeRun::Signature,
     },
-    service: Some(&TfServing),
+    service: &TfServing,
     endpoint: None,
 };
 

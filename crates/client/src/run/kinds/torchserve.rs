@@ -28,7 +28,7 @@ pub const KIND: Kind = Kind {
         shared_memory: None,
         before_run: BeforeRun::Connect,
     },
-    service: Some(&TorchServe),
+    service: &TorchServe,
     endpoint: None,
 };
 

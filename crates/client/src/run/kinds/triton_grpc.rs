@@ -38,7 +38,7 @@ pub const KIND: Kind = Kind {
         shared_memory: Some(ShmApi::Grpc),
         before_run: BeforeRun::TritonModel,
     },
-    service: Some(&TritonGrpc),
+    service: &TritonGrpc,
     endpoint: None,
 };
 

@@ -32,7 +32,7 @@ pub const KIND: Kind = Kind {
         shared_memory: Some(ShmApi::Http),
         before_run: BeforeRun::TritonModel,
     },
-    service: Some(&TritonHttp),
+    service: &TritonHttp,
     endpoint: None,
 };
 
