@@ -1,11 +1,11 @@
 //! Optional tier: the binary's latencies checked against a loopback packet capture. With
 //! `INFERPERF_CAPTURE_TIER=1`, tcpdump, taskset and python3 on PATH and the right to capture
-//! (root or CAP_NET_RAW), it runs `inferperf` (kernel receive stamps on) pinned to core 0
-//! against the in-process reference server at concurrency 1 and 16 while four busy threads
-//! share core 0, captures the traffic with tcpdump (nanosecond stamps) and compares every
-//! request of the export with the wire through `benches/capture_proof.py`, the analyser the
-//! bench uses: the capture dropped nothing, every exported request was matched to one on the
-//! wire, and the p99 of (export latency - wire latency) is under 20 µs.
+//! (root or CAP_NET_RAW), it runs `inferperf` (kernel send and receive stamps on, the
+//! defaults) pinned to core 0 against the in-process reference server at concurrency 1 and 16
+//! while four busy threads share core 0, captures the traffic with tcpdump (nanosecond stamps)
+//! and compares every request of the export with the wire through `benches/capture_proof.py`,
+//! the analyser the bench uses: the capture dropped nothing, every exported request was
+//! matched to one on the wire, and the p99 of (export latency - wire latency) is under 20 µs.
 //!
 //!     INFERPERF_CAPTURE_TIER=1 cargo test --profile ci --test it capture_tier -- --nocapture
 //!

@@ -352,6 +352,9 @@ pub struct Config {
     /// Responses are timed by the kernel's receive stamp (off: `--no-kernel-rx-stamps`, the
     /// worker's clock read after the read).
     pub rx_stamps: bool,
+    /// Requests start at the kernel's send stamp of their first byte's write (off:
+    /// `--no-kernel-tx-stamps`, the worker's clock read just before that write).
+    pub tx_stamps: bool,
     /// gRPC responses read together are timed by their own TCP segment's stamp from a packet
     /// socket, where one can be opened (off: `--no-packet-stamps`).
     pub packet_stamps: bool,
@@ -441,6 +444,7 @@ impl Default for Config {
             verbose_csv: false,
             csv_extra_columns: false,
             rx_stamps: true,
+            tx_stamps: true,
             packet_stamps: true,
             profile_export_file: None,
             metrics: None,

@@ -357,6 +357,13 @@ pub struct RunArgs {
     /// [default: kernel stamps on]
     #[arg(long, help_heading = REPORTS)]
     pub no_kernel_rx_stamps: bool,
+    /// inferperf only: start each request at the worker's clock read just before the write
+    /// of its first byte instead of the kernel's send stamp of that write (one system call
+    /// less per request); the latency then includes the time from that read until the data
+    /// left, e.g. the system call itself or the CPU taken from the client on the way
+    /// [default: kernel stamps on, plain TCP]
+    #[arg(long, help_heading = REPORTS)]
+    pub no_kernel_tx_stamps: bool,
     /// inferperf only: over gRPC without TLS, do not open the packet socket (root or
     /// CAP_NET_RAW) that times each response by the TCP segment that carried it when one read
     /// takes several; such responses then share that read's stamp [default: on where it can

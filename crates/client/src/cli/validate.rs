@@ -391,6 +391,7 @@ fn apply_reports(args: &RunArgs, config: &mut Config) -> Result<()> {
     config.verbose_csv = args.verbose_csv;
     config.csv_extra_columns = args.csv_extra_columns;
     config.rx_stamps = !args.no_kernel_rx_stamps;
+    config.tx_stamps = !args.no_kernel_tx_stamps;
     config.packet_stamps = !args.no_packet_stamps;
     if let Some(path) = args.profile_export_file.as_deref() {
         if path.is_empty() {

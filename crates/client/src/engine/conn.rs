@@ -24,6 +24,7 @@ use crate::protocol::http1::{Limits, Progress, ResponseHead, ResponseReader};
 use crate::service::reply_check::{LastGood, ReplyCheck};
 use crate::transport::packet_stamps::{Link, PacketStamps};
 use crate::transport::rx_stamp::{self, Arrival};
+use crate::transport::tx_stamp;
 use crate::transport::{TlsClient, Transport};
 use sse::{SseState, TokenWatch};
 
@@ -100,6 +101,11 @@ pub struct Conn {
     /// Stamps were asked for (`use_rx_stamps`), whether or not the socket gives them: a
     /// response timed by the clock then counts as a fallback.
     rx_wanted: bool,
+    /// Requests start at the kernel's send stamp of their first write (see
+    /// `transport::tx_stamp`) where the socket gives one.
+    tx_stamps: bool,
+    /// Send stamps were asked for (`use_tx_stamps`), kept across reconnects.
+    tx_wanted: bool,
     /// The last stamped read of the response in flight: when its data arrived and when it
     /// was read (`None` before one, or when the completing event was not a stamped read).
     last_read: Option<Arrival>,
@@ -173,6 +179,8 @@ impl Conn {
             sse: SseState::default(),
             rx_stamps: false,
             rx_wanted: false,
+            tx_stamps: false,
+            tx_wanted: false,
             last_read: None,
             read_delay_max_ns: 0,
             watch: Watch::default(),
@@ -235,6 +243,15 @@ impl Conn {
         self.rx_stamps
     }
 
+    /// Starts requests at the kernel's send stamp of their first write from now on (and
+    /// after reconnects); false when the socket refused the option (always over TLS), in
+    /// which case the clock read before the write stands.
+    pub fn use_tx_stamps(&mut self) -> bool {
+        self.tx_wanted = true;
+        self.tx_stamps = self.stream.enable_tx_stamps();
+        self.tx_stamps
+    }
+
     /// Times the events of event streams by the TCP segment that carried each one's last
     /// byte (see `transport::packet_stamps`), from now on and after reconnects; a read that
     /// brought several segments then no longer gives all its events one time. Plain TCP
@@ -272,6 +289,9 @@ impl Conn {
         }
         if self.rx_wanted {
             self.rx_stamps = self.stream.enable_rx_stamps();
+        }
+        if self.tx_wanted {
+            self.tx_stamps = self.stream.enable_tx_stamps();
         }
         self.state = State::Connecting;
         self.rlen = 0;
@@ -410,10 +430,15 @@ impl Conn {
     }
 
     /// The write of a request's first bytes: a write that takes some sets the request's
-    /// start to the clock read just before it; one that takes none (the socket is full, or
-    /// it failed) leaves the attempt's time, unless an earlier attempt left one.
+    /// start to the kernel's send stamp of its data (with send stamps on and given), else to
+    /// the clock read just before it; one that takes none (the socket is full, or it failed)
+    /// leaves the attempt's time, unless an earlier attempt left one.
     fn first_write(&mut self, req: &[u8], clock: &Clock) -> io::Result<usize> {
         let (wrote, at) = match self.stream.write_timed(req, clock) {
+            Ok((n, at)) if n > 0 && self.tx_stamps => {
+                let stamp = self.stream.take_tx_stamp();
+                (Ok(n), Some(tx_stamp::send_time(stamp, at, clock).0))
+            }
             Ok((n, at)) => (Ok(n), (n > 0).then_some(at)),
             Err(e) => (Err(e), None),
         };

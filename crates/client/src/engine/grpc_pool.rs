@@ -28,6 +28,7 @@ use crate::protocol::grpc::session::{Event, Session, SessionConfig};
 use crate::service::reply_check::ReplyCheck;
 use crate::transport::packet_stamps::{Link, PacketStamps};
 use crate::transport::rx_stamp::{self, Arrival};
+use crate::transport::tx_stamp;
 use crate::transport::{TlsClient, Transport};
 
 /// Slots (requests in flight) per HTTP/2 connection; more slots open more connections.
@@ -61,6 +62,9 @@ struct H2Conn {
     unsent: Vec<Unsent>,
     /// Reads are timed by the kernel's receive stamps (see `transport::rx_stamp`).
     stamped: bool,
+    /// Requests start at the kernel's send stamp of the write carrying their first byte
+    /// (see `transport::tx_stamp`).
+    tx_stamped: bool,
     /// Responses that arrive in different TCP segments but are read together are timed by
     /// their own segment (see `transport::packet_stamps`); plain TCP with stamps only.
     pkt: Option<Link>,
@@ -97,6 +101,8 @@ pub struct GrpcPool {
     free: Vec<usize>,
     /// Time responses by kernel receive stamps (plain TCP).
     rx_stamps: bool,
+    /// Start requests at the kernel's send stamps (plain TCP).
+    tx_stamps: bool,
     /// The run's packet socket, to time each response by its own TCP segment.
     packets: Option<Arc<PacketStamps>>,
     /// What a successful reply must be.
@@ -119,6 +125,7 @@ impl GrpcPool {
             slots,
             free,
             rx_stamps: false,
+            tx_stamps: false,
             packets: None,
             check: ReplyCheck::None,
             session: SessionConfig::default(),
@@ -135,6 +142,13 @@ impl GrpcPool {
     /// segment) instead of when the worker got to it; plain TCP only.
     pub fn with_rx_stamps(mut self, on: bool) -> GrpcPool {
         self.rx_stamps = on;
+        self
+    }
+
+    /// Start each request at the kernel's send stamp of the write carrying its first byte
+    /// (plain TCP).
+    pub fn with_tx_stamps(mut self, on: bool) -> GrpcPool {
+        self.tx_stamps = on;
         self
     }
 
@@ -155,6 +169,7 @@ impl GrpcPool {
     fn connect(&self, token: usize, registry: &Registry) -> io::Result<H2Conn> {
         let mut transport = Transport::connect(self.addr, self.tls.as_ref())?;
         let stamped = self.rx_stamps && transport.enable_rx_stamps();
+        let tx_stamped = self.tx_stamps && transport.enable_tx_stamps();
         let pkt = match &self.packets {
             Some(p) if stamped && !transport.is_tls() => Some(Link::new(p.clone(), &transport)),
             _ => None,
@@ -170,6 +185,7 @@ impl GrpcPool {
             pending_flush: false,
             unsent: Vec::new(),
             stamped,
+            tx_stamped,
             pkt,
             bytes_in: 0,
             watch: Watch::default(),
@@ -509,6 +525,13 @@ fn flush(
             Ok((n, at_ns)) => {
                 conn.session.written(n);
                 if !conn.unsent.is_empty() {
+                    let starts = |u: &Unsent| u.first < n && !u.started;
+                    let at_ns = if conn.tx_stamped && conn.unsent.iter().any(starts) {
+                        let stamp = conn.transport.take_tx_stamp();
+                        tx_stamp::send_time(stamp, at_ns, cx.clock).0
+                    } else {
+                        at_ns
+                    };
                     took(&mut conn.unsent, slots, n, at_ns, cx.clock);
                 }
             }

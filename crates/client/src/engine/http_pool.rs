@@ -28,6 +28,8 @@ pub struct HttpPool {
     connecting: usize,
     /// Time responses by kernel receive stamps (see `Conn::use_rx_stamps`).
     rx_stamps: bool,
+    /// Start requests at the kernel's send stamps (see `Conn::use_tx_stamps`).
+    tx_stamps: bool,
     /// Largest response body accepted (bytes).
     max_response: usize,
     /// The run's packet socket: event streams timed per TCP segment (see
@@ -89,6 +91,7 @@ impl HttpPool {
             idle: Vec::with_capacity(count),
             connecting: 0,
             rx_stamps: false,
+            tx_stamps: false,
             max_response: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
             packets: None,
             broken: vec![None; count],
@@ -147,6 +150,12 @@ impl HttpPool {
         self
     }
 
+    /// Start each request at the kernel's send stamp of its first write (plain TCP).
+    pub fn with_tx_stamps(mut self, on: bool) -> HttpPool {
+        self.tx_stamps = on;
+        self
+    }
+
     /// Times event streams per TCP segment with the run's packet socket (`None`: off).
     pub fn with_packet_stamps(
         mut self,
@@ -171,6 +180,9 @@ impl HttpPool {
         conn.set_max_response(self.max_response);
         if self.rx_stamps {
             conn.use_rx_stamps();
+        }
+        if self.tx_stamps {
+            conn.use_tx_stamps();
         }
         if let Some(p) = &self.packets {
             conn.use_packet_stamps(p.clone());

@@ -82,6 +82,10 @@ pub struct EngineSpec {
     /// off, by the worker's clock read after it (the C API has no socket and always uses the
     /// clock).
     pub rx_stamps: bool,
+    /// HTTP/1.1 and gRPC over plain TCP: start each request at the kernel's send stamp of
+    /// the write carrying its first byte (`SO_TIMESTAMPING`); off, or where the socket gives
+    /// none, at the clock read just before that write.
+    pub tx_stamps: bool,
     /// HTTP/1.1 event streams (`profile --streaming`): the packet socket that stamps every
     /// TCP segment from the server, so events that share a read keep their own segment's
     /// time (see `transport::packet_stamps`); `None`: off.
@@ -478,6 +482,7 @@ fn spawn_for_wire(
             });
             let pool = HttpPool::new(addr, tls, slots)
                 .with_rx_stamps(spec.rx_stamps)
+                .with_tx_stamps(spec.tx_stamps)
                 .with_packet_stamps(spec.packet_stamps.clone())
                 .with_reply_check(spec.reply_check.clone())
                 .with_max_response(spec.max_response_bytes)
@@ -489,6 +494,7 @@ fn spawn_for_wire(
         Wire::Grpc(wire) => {
             let pool = GrpcPool::new(addr, tls, wire.clone(), slots)
                 .with_rx_stamps(spec.rx_stamps)
+                .with_tx_stamps(spec.tx_stamps)
                 .with_packet_stamps(spec.packet_stamps.clone())
                 .with_reply_check(spec.reply_check.clone())
                 .with_max_response(spec.max_response_bytes);

@@ -240,6 +240,7 @@ mod tests {
             keep_going: false,
             http_trace: false,
             rx_stamps: true,
+            tx_stamps: true,
             packet_stamps: None,
             fresh_connections: false,
             pin: false,

@@ -58,6 +58,7 @@ fn run_engine(
         keep_going: false,
         http_trace: false,
         rx_stamps: true,
+        tx_stamps: true,
         packet_stamps: None,
         fresh_connections: false,
         pin: false,

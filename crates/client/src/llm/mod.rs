@@ -420,6 +420,7 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         // AIPerf's http_req_* metrics; gRPC (kserve) runs have none.
         http_trace: !grpc,
         rx_stamps: true,
+        tx_stamps: true,
         packet_stamps: None,
         fresh_connections: cfg.args.compat.connection_reuse_strategy
             == Some(cli_compat::ConnectionReuse::Never),

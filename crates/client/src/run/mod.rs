@@ -268,6 +268,7 @@ fn engine_spec(
         keep_going: false,
         http_trace: false,
         rx_stamps: cfg.rx_stamps,
+        tx_stamps: cfg.tx_stamps,
         packet_stamps: None,
         fresh_connections: false,
         pin: cfg.pin_threads,

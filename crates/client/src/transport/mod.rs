@@ -20,6 +20,7 @@ mod session;
 mod stream;
 pub mod tcp;
 pub mod tls;
+pub mod tx_stamp;
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -105,6 +106,25 @@ impl Transport {
         match self {
             Transport::Plain(s) => rx_stamp::enable(s).is_ok(),
             Transport::Tls(t) => t.enable_rx_stamps(),
+        }
+    }
+
+    /// Asks the kernel to stamp the data of each write as it leaves (see [`tx_stamp`]);
+    /// false when the socket refused the option, and always over TLS, whose writes are timed
+    /// by the clock read before the push of the encrypted records.
+    pub fn enable_tx_stamps(&mut self) -> bool {
+        match self {
+            Transport::Plain(s) => tx_stamp::enable(std::os::fd::AsRawFd::as_raw_fd(s)).is_ok(),
+            Transport::Tls(_) => false,
+        }
+    }
+
+    /// The kernel's send stamp of the last write (realtime ns), read from the error queue
+    /// (one system call); `None` without one.
+    pub fn take_tx_stamp(&self) -> Option<u64> {
+        match self {
+            Transport::Plain(s) => tx_stamp::take(std::os::fd::AsRawFd::as_raw_fd(s)),
+            Transport::Tls(_) => None,
         }
     }
 

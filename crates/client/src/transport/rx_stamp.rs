@@ -38,8 +38,10 @@ pub fn enable(sock: &TcpStream) -> io::Result<()> {
     }
 }
 
-/// Room for one `SCM_TIMESTAMPNS` control message (a timespec), u64-aligned.
-const CONTROL_WORDS: usize = 8;
+/// Room for an `SCM_TIMESTAMPNS` control message (a timespec) and, on a socket that also has
+/// send stamps on (`tx_stamp`), the `SCM_TIMESTAMPING` one the kernel then adds to every read
+/// (three timespecs), u64-aligned.
+const CONTROL_WORDS: usize = 16;
 
 /// One non-blocking read into `buf`: the bytes read (0 at EOF) and the realtime stamp (ns
 /// since the epoch) of the last segment consumed, when the kernel supplied one.

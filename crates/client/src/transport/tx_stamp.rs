@@ -1,0 +1,165 @@
+//! Kernel send timestamps on plain TCP sockets (`SO_TIMESTAMPING` with
+//! `SOF_TIMESTAMPING_TX_SOFTWARE`).
+//!
+//! The kernel stamps a `write`'s data when the device takes it (for loopback: in the
+//! loopback driver's transmit, right after a packet capture on `lo` sees the segment) and
+//! queues the stamp on the socket's error queue; [`take`] reads it back with
+//! `recvmsg(MSG_ERRQUEUE)`. Everything between the worker's clock read before the `write` and
+//! the segment leaving (the system call, TCP's own work, an interrupt or the hypervisor
+//! taking the CPU on the way) is then outside the request's latency, as the receive stamps
+//! keep the wait before a read outside it. The stamp is of the segment holding the last byte
+//! the `write` took: for a request that fits one segment (every request under the loopback
+//! MTU of 64 KiB, or a TSO segment of a real NIC), the time its first byte left.
+//!
+//! The cost is one more system call per request that reads the stamp; `--no-kernel-tx-stamps`
+//! turns it off, and the send time is then the clock read just before the `write`.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use crate::clock::Clock;
+
+/// `SO_TIMESTAMPING` (and its control message type `SCM_TIMESTAMPING`) on Linux.
+const SO_TIMESTAMPING: libc::c_int = 37;
+
+/// Asks the kernel to stamp each write's data as it leaves, reported on the error queue
+/// without the data (`OPT_TSONLY`).
+pub fn enable(fd: RawFd) -> io::Result<()> {
+    let flags: libc::c_uint = libc::SOF_TIMESTAMPING_TX_SOFTWARE
+        | libc::SOF_TIMESTAMPING_SOFTWARE
+        | libc::SOF_TIMESTAMPING_OPT_TSONLY;
+    // SAFETY: a valid socket fd and a c_uint option value of the size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_TIMESTAMPING,
+            (&flags as *const libc::c_uint).cast(),
+            std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Room for the control messages of one error-queue entry (`SCM_TIMESTAMPING`, three
+/// timespecs, and the `IP_RECVERR` extended error), u64-aligned.
+const CONTROL_WORDS: usize = 24;
+
+/// Empties the socket's error queue and returns the newest send stamp in it (realtime ns
+/// since the epoch): the stamp of the last write, when the kernel sent its data before the
+/// write returned. Stamps of earlier writes still queued are dropped with it.
+pub fn take(fd: RawFd) -> Option<u64> {
+    let mut newest = None;
+    // One entry per write since the last call (normally one); the queue is bounded by the
+    // socket's receive buffer, and a read of an empty queue fails with EAGAIN.
+    loop {
+        let mut control = [0u64; CONTROL_WORDS];
+        // SAFETY: msghdr is plain data; every pointer set below outlives the call.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        // SAFETY: fd is a socket; msg has no data buffer and a live, writable control one.
+        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
+        if n < 0 {
+            break;
+        }
+        if let Some(ns) = stamp_of(&msg) {
+            newest = Some(ns);
+        }
+    }
+    newest
+}
+
+/// The software stamp of an `SCM_TIMESTAMPING` control message.
+fn stamp_of(msg: &libc::msghdr) -> Option<u64> {
+    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+        return None;
+    }
+    // SAFETY: the CMSG_* walk stays inside msg_control/msg_controllen as the kernel filled it.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+        while !cmsg.is_null() {
+            let c = &*cmsg;
+            if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == SO_TIMESTAMPING {
+                // ts[0] is the software stamp; ts[1] and ts[2] are for hardware.
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                let ns = (ts.tv_sec as u64)
+                    .checked_mul(1_000_000_000)?
+                    .checked_add(ts.tv_nsec as u64)?;
+                return (ns != 0).then_some(ns);
+            }
+            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+        }
+    }
+    None
+}
+
+/// The send time of a write whose clock read before the call was `before_ns`: the kernel's
+/// stamp on the run's `clock` when it lies in `[before_ns, now]` (one outside means a stamp
+/// of another write or a clock step), else `before_ns`.
+pub fn send_time(stamp: Option<u64>, before_ns: u64, clock: &Clock) -> (u64, bool) {
+    match super::rx_stamp::arrival(stamp, before_ns, clock) {
+        a if a.stamped => (a.at_ns, true),
+        _ => (before_ns, false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
+
+    /// A write on a stamped loopback connection leaves a stamp between the clock read before
+    /// it and the moment it is taken; without `enable` there is none.
+    #[test]
+    fn a_write_is_stamped_when_it_leaves() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        let clock = Clock::new();
+        let fd = client.as_raw_fd();
+
+        let before = clock.now_ns();
+        client.write_all(b"no stamps asked").unwrap();
+        assert_eq!(take(fd), None);
+
+        enable(fd).unwrap();
+        for i in 0..3 {
+            let before_ns = clock.now_ns();
+            client.write_all(b"ping").unwrap();
+            let (at, stamped) = send_time(take(fd), before_ns, &clock);
+            assert!(stamped, "write {i}: no stamp");
+            assert!(at >= before_ns && at <= clock.now_ns(), "write {i}");
+            assert!(at >= before);
+        }
+        // Two writes, one take: the newest stamp, and the queue is empty after.
+        client.write_all(b"a").unwrap();
+        let between = clock.now_ns();
+        client.write_all(b"b").unwrap();
+        let (at, stamped) = send_time(take(fd), between, &clock);
+        assert!(stamped && at >= between);
+        assert_eq!(take(fd), None);
+
+        let mut got = [0u8; 64];
+        let mut n = 0;
+        while n < 29 {
+            n += server.read(&mut got[n..]).unwrap();
+        }
+        assert_eq!(&got[..n], b"no stamps askedpingpingpingab");
+    }
+
+    /// A stamp outside the window is not used: the clock read stands.
+    #[test]
+    fn a_stamp_outside_the_window_falls_back_to_the_clock() {
+        let clock = Clock::new();
+        let before = clock.now_ns() + 1_000_000_000;
+        assert_eq!(send_time(Some(1), before, &clock), (before, false));
+        assert_eq!(send_time(None, before, &clock), (before, false));
+    }
+}
