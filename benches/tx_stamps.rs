@@ -1,14 +1,15 @@
-//! Send-side kernel timestamps (`SO_TIMESTAMPING` with `SOF_TIMESTAMPING_TX_SOFTWARE`) against
-//! the clock read that inferperf takes just before the `write` of a request's first byte: what
-//! the stamp would change and what it costs, on one binary with a switch.
+//! Send-side kernel timestamps (`SO_TIMESTAMPING` with `SOF_TIMESTAMPING_TX_SOFTWARE`, the
+//! default start of a request over plain TCP) against the clock read just before the `write`
+//! of its first byte (`--no-kernel-tx-stamps`): what the stamp changes and what it costs.
 //!
 //! `cargo bench --bench tx_stamps [-- REQUESTS [ROUNDS]]` (defaults 20000 and 5)
 //!
 //! One HTTP/1.1 connection to the reference server's `simple` model at concurrency 1, the
 //! server pinned to the last core, the client (this thread) to core 0. Per request the client
 //! reads the run clock, writes the pre-encoded request, then (stamps on) reads the send stamp
-//! from the socket's error queue (`recvmsg(MSG_ERRQUEUE)`), waits in `epoll_wait` and reads
-//! the response until it is complete. The rounds alternate stamps off and on. Printed: client
+//! from the socket's error queue (`recvmsg(MSG_ERRQUEUE)`, `transport::tx_stamp` as the
+//! client does), waits in `epoll_wait` and reads the response until it is complete. The
+//! rounds alternate stamps off and on. Printed: client
 //! CPU per request (user + system, `RUSAGE_THREAD`) of each mode, mean and min-max over the
 //! rounds; for the stamped rounds the send stamp minus the clock read before the `write`, and
 //! the `write` call's own length (clock after it returns minus before), p50 / p99 / max; and how
@@ -23,9 +24,8 @@ use inferperf::protocol::http1::{Progress, ResponseReader};
 use inferperf::server::{self, ServeConfig};
 use inferperf::service::triton_http::{encode_infer_request, infer_path};
 use inferperf::tensor::{DataType, InputTensor};
+use inferperf::transport::tx_stamp;
 
-/// `SO_TIMESTAMPING` (and its control message type) on x86-64 and arm64 Linux.
-const SO_TIMESTAMPING: libc::c_int = 37;
 const WARMUP: usize = 2000;
 
 fn main() {
@@ -152,26 +152,7 @@ fn run(
     stream.set_nonblocking(true).unwrap();
     let fd = stream.as_raw_fd();
     if spans.is_some() {
-        let flags = libc::SOF_TIMESTAMPING_TX_SOFTWARE
-            | libc::SOF_TIMESTAMPING_SOFTWARE
-            | libc::SOF_TIMESTAMPING_OPT_TSONLY
-            | libc::SOF_TIMESTAMPING_OPT_ID;
-        // SAFETY: a valid socket fd and a c_uint option value of the size passed.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                SO_TIMESTAMPING,
-                (&flags as *const libc::c_uint).cast(),
-                std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(
-            rc,
-            0,
-            "SO_TIMESTAMPING: {}",
-            std::io::Error::last_os_error()
-        );
+        tx_stamp::enable(fd).expect("SO_TIMESTAMPING");
     }
     // SAFETY: plain system calls on descriptors this process owns.
     let ep = unsafe { libc::epoll_create1(0) };
@@ -195,7 +176,7 @@ fn run(
         send_all(fd, request);
         let returned = clock.now_ns();
         if let Some(s) = spans.as_deref_mut() {
-            match tx_stamp(fd) {
+            match tx_stamp::take(fd) {
                 Some(stamp) => {
                     s.stamp_after_read
                         .push(to_clock(stamp, clock) - before as i64);
@@ -210,7 +191,7 @@ fn run(
             // SAFETY: one writable event slot; `ep` is open.
             unsafe { libc::epoll_wait(ep, &mut ev, 1, -1) };
             if let Some(s) = spans.as_deref_mut() {
-                if ev.events & libc::EPOLLERR as u32 != 0 && tx_stamp(fd).is_none() {
+                if ev.events & libc::EPOLLERR as u32 != 0 && tx_stamp::take(fd).is_none() {
                     s.missing += 1;
                 }
             }
@@ -252,36 +233,6 @@ fn send_all(fd: i32, mut bytes: &[u8]) {
         assert!(n > 0, "send: {}", std::io::Error::last_os_error());
         bytes = &bytes[n as usize..];
     }
-}
-
-/// One `recvmsg(MSG_ERRQUEUE)`: the software send stamp (realtime ns) of the first queued
-/// report, `None` when the queue is empty.
-fn tx_stamp(fd: i32) -> Option<u64> {
-    let mut control = [0u64; 32];
-    // SAFETY: msghdr is plain data; every pointer set below outlives the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: fd is a socket; msg describes `control`, live and writable.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
-    if n < 0 {
-        return None;
-    }
-    let mut stamp = None;
-    // SAFETY: the CMSG_* walk stays inside the control buffer as the kernel filled it.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-        while !cmsg.is_null() {
-            let c = &*cmsg;
-            if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == SO_TIMESTAMPING {
-                // scm_timestamping: three timespecs, the software stamp first.
-                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
-                stamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
-            }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
-        }
-    }
-    stamp
 }
 
 /// A realtime stamp on the run clock (by the offset between the two read back to back).

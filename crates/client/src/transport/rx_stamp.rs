@@ -20,14 +20,22 @@ use crate::measure::RxTime;
 
 /// Asks the kernel to stamp segments arriving on `sock`.
 pub fn enable(sock: &TcpStream) -> io::Result<()> {
-    let on: libc::c_int = 1;
+    set_socket_option(sock.as_raw_fd(), libc::SO_TIMESTAMPNS, 1)
+}
+
+/// `setsockopt(fd, SOL_SOCKET, name, value)` for an int-sized option.
+pub(crate) fn set_socket_option(
+    fd: RawFd,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: a valid socket fd and a c_int option value of the size passed.
     let rc = unsafe {
         libc::setsockopt(
-            sock.as_raw_fd(),
+            fd,
             libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&on as *const libc::c_int).cast(),
+            name,
+            (&value as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
@@ -72,6 +80,13 @@ pub(crate) fn recv_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u6
 
 /// The `SCM_TIMESTAMPNS` stamp in a received message's control data.
 pub(crate) fn stamp_of(msg: &libc::msghdr) -> Option<u64> {
+    timespec_of(msg, libc::SCM_TIMESTAMPNS)
+}
+
+/// The first timespec (ns since the epoch, non-zero) of the `SOL_SOCKET` control message of
+/// type `kind` in a received message; `None` without one or when the kernel truncated the
+/// control data.
+pub(crate) fn timespec_of(msg: &libc::msghdr, kind: libc::c_int) -> Option<u64> {
     if msg.msg_flags & libc::MSG_CTRUNC != 0 {
         return None;
     }
@@ -80,7 +95,7 @@ pub(crate) fn stamp_of(msg: &libc::msghdr) -> Option<u64> {
         let mut cmsg = libc::CMSG_FIRSTHDR(msg);
         while !cmsg.is_null() {
             let c = &*cmsg;
-            if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == libc::SCM_TIMESTAMPNS {
+            if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == kind {
                 let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
                 let ns = (ts.tv_sec as u64)
                     .checked_mul(1_000_000_000)?

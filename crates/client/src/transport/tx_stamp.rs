@@ -17,6 +17,7 @@
 use std::io;
 use std::os::fd::RawFd;
 
+use super::rx_stamp;
 use crate::clock::Clock;
 
 /// `SO_TIMESTAMPING` (and its control message type `SCM_TIMESTAMPING`) on Linux.
@@ -25,24 +26,10 @@ const SO_TIMESTAMPING: libc::c_int = 37;
 /// Asks the kernel to stamp each write's data as it leaves, reported on the error queue
 /// without the data (`OPT_TSONLY`).
 pub fn enable(fd: RawFd) -> io::Result<()> {
-    let flags: libc::c_uint = libc::SOF_TIMESTAMPING_TX_SOFTWARE
+    let flags = libc::SOF_TIMESTAMPING_TX_SOFTWARE
         | libc::SOF_TIMESTAMPING_SOFTWARE
         | libc::SOF_TIMESTAMPING_OPT_TSONLY;
-    // SAFETY: a valid socket fd and a c_uint option value of the size passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            SO_TIMESTAMPING,
-            (&flags as *const libc::c_uint).cast(),
-            std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    rx_stamp::set_socket_option(fd, SO_TIMESTAMPING, flags as libc::c_int)
 }
 
 /// Room for the control messages of one error-queue entry (`SCM_TIMESTAMPING`, three
@@ -67,42 +54,19 @@ pub fn take(fd: RawFd) -> Option<u64> {
         if n < 0 {
             break;
         }
-        if let Some(ns) = stamp_of(&msg) {
+        // ts[0] of `SCM_TIMESTAMPING` is the software stamp (ts[1], ts[2]: hardware).
+        if let Some(ns) = rx_stamp::timespec_of(&msg, SO_TIMESTAMPING) {
             newest = Some(ns);
         }
     }
     newest
 }
 
-/// The software stamp of an `SCM_TIMESTAMPING` control message.
-fn stamp_of(msg: &libc::msghdr) -> Option<u64> {
-    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
-        return None;
-    }
-    // SAFETY: the CMSG_* walk stays inside msg_control/msg_controllen as the kernel filled it.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
-        while !cmsg.is_null() {
-            let c = &*cmsg;
-            if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == SO_TIMESTAMPING {
-                // ts[0] is the software stamp; ts[1] and ts[2] are for hardware.
-                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
-                let ns = (ts.tv_sec as u64)
-                    .checked_mul(1_000_000_000)?
-                    .checked_add(ts.tv_nsec as u64)?;
-                return (ns != 0).then_some(ns);
-            }
-            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
-        }
-    }
-    None
-}
-
 /// The send time of a write whose clock read before the call was `before_ns`: the kernel's
 /// stamp on the run's `clock` when it lies in `[before_ns, now]` (one outside means a stamp
 /// of another write or a clock step), else `before_ns`.
 pub fn send_time(stamp: Option<u64>, before_ns: u64, clock: &Clock) -> (u64, bool) {
-    match super::rx_stamp::arrival(stamp, before_ns, clock) {
+    match rx_stamp::arrival(stamp, before_ns, clock) {
         a if a.stamped => (a.at_ns, true),
         _ => (before_ns, false),
     }
