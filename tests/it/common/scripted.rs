@@ -186,7 +186,7 @@ pub fn engine_spec(addr: SocketAddr, wire: Wire, request: Vec<u8>) -> EngineSpec
         keep_going: false,
         http_trace: false,
         rx_stamps: true,
-        tx_stamps: true,
+        tx_stamps: Some(Default::default()),
         packet_stamps: None,
         fresh_connections: false,
         pin: false,

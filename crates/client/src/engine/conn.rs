@@ -104,8 +104,9 @@ pub struct Conn {
     /// Requests start at the kernel's send stamp of their first write (see
     /// `transport::tx_stamp`) where the socket gives one.
     tx_stamps: bool,
-    /// Send stamps were asked for (`use_tx_stamps`), kept across reconnects.
-    tx_wanted: bool,
+    /// Send stamps were asked for (`use_tx_stamps`), kept across reconnects: where each
+    /// request started by the clock instead is counted.
+    tx_wanted: Option<Arc<tx_stamp::Misses>>,
     /// The last stamped read of the response in flight: when its data arrived and when it
     /// was read (`None` before one, or when the completing event was not a stamped read).
     last_read: Option<Arrival>,
@@ -180,7 +181,7 @@ impl Conn {
             rx_stamps: false,
             rx_wanted: false,
             tx_stamps: false,
-            tx_wanted: false,
+            tx_wanted: None,
             last_read: None,
             read_delay_max_ns: 0,
             watch: Watch::default(),
@@ -244,10 +245,14 @@ impl Conn {
     }
 
     /// Starts requests at the kernel's send stamp of their first write from now on (and
-    /// after reconnects); false when the socket refused the option (always over TLS), in
-    /// which case the clock read before the write stands.
-    pub fn use_tx_stamps(&mut self) -> bool {
-        self.tx_wanted = true;
+    /// after reconnects), counting in `misses` those started by the clock read instead (the
+    /// socket refused the option, or a stamp was missing); false when the socket refused it.
+    /// A no-op over TLS, whose writes are timed by the clock read before the push.
+    pub fn use_tx_stamps(&mut self, misses: Arc<tx_stamp::Misses>) -> bool {
+        if self.stream.is_tls() {
+            return false;
+        }
+        self.tx_wanted = Some(misses);
         self.tx_stamps = self.stream.enable_tx_stamps();
         self.tx_stamps
     }
@@ -290,7 +295,7 @@ impl Conn {
         if self.rx_wanted {
             self.rx_stamps = self.stream.enable_rx_stamps();
         }
-        if self.tx_wanted {
+        if self.tx_wanted.is_some() {
             self.tx_stamps = self.stream.enable_tx_stamps();
         }
         self.state = State::Connecting;
@@ -437,9 +442,18 @@ impl Conn {
         let (wrote, at) = match self.stream.write_timed(req, clock) {
             Ok((n, at)) if n > 0 && self.tx_stamps => {
                 let stamp = self.stream.take_tx_stamp();
-                (Ok(n), Some(tx_stamp::send_time(stamp, at, clock).0))
+                let (at, stamped) = tx_stamp::send_time(stamp, at, clock);
+                if !stamped {
+                    self.count_clock_start();
+                }
+                (Ok(n), Some(at))
             }
-            Ok((n, at)) => (Ok(n), (n > 0).then_some(at)),
+            Ok((n, at)) => {
+                if n > 0 {
+                    self.count_clock_start();
+                }
+                (Ok(n), (n > 0).then_some(at))
+            }
             Err(e) => (Err(e), None),
         };
         match at {
@@ -448,6 +462,13 @@ impl Conn {
             None => {}
         }
         wrote
+    }
+
+    /// Counts a request started by the clock where send stamps were asked for.
+    fn count_clock_start(&self) {
+        if let Some(misses) = &self.tx_wanted {
+            misses.add(1);
+        }
     }
 
     /// The request could not be sent in full. A server refusing a request before reading all

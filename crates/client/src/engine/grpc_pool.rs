@@ -63,8 +63,9 @@ struct H2Conn {
     /// Reads are timed by the kernel's receive stamps (see `transport::rx_stamp`).
     stamped: bool,
     /// Requests start at the kernel's send stamp of the write carrying their first byte
-    /// (see `transport::tx_stamp`).
+    /// (see `transport::tx_stamp`); those started by the clock instead are counted here.
     tx_stamped: bool,
+    tx_misses: Option<Arc<tx_stamp::Misses>>,
     /// Responses that arrive in different TCP segments but are read together are timed by
     /// their own segment (see `transport::packet_stamps`); plain TCP with stamps only.
     pkt: Option<Link>,
@@ -101,8 +102,9 @@ pub struct GrpcPool {
     free: Vec<usize>,
     /// Time responses by kernel receive stamps (plain TCP).
     rx_stamps: bool,
-    /// Start requests at the kernel's send stamps (plain TCP).
-    tx_stamps: bool,
+    /// Start requests at the kernel's send stamps (plain TCP), counting those started by
+    /// the clock instead.
+    tx_stamps: Option<Arc<tx_stamp::Misses>>,
     /// The run's packet socket, to time each response by its own TCP segment.
     packets: Option<Arc<PacketStamps>>,
     /// What a successful reply must be.
@@ -125,7 +127,7 @@ impl GrpcPool {
             slots,
             free,
             rx_stamps: false,
-            tx_stamps: false,
+            tx_stamps: None,
             packets: None,
             check: ReplyCheck::None,
             session: SessionConfig::default(),
@@ -147,8 +149,8 @@ impl GrpcPool {
 
     /// Start each request at the kernel's send stamp of the write carrying its first byte
     /// (plain TCP).
-    pub fn with_tx_stamps(mut self, on: bool) -> GrpcPool {
-        self.tx_stamps = on;
+    pub fn with_tx_stamps(mut self, misses: Option<Arc<tx_stamp::Misses>>) -> GrpcPool {
+        self.tx_stamps = misses;
         self
     }
 
@@ -169,7 +171,8 @@ impl GrpcPool {
     fn connect(&self, token: usize, registry: &Registry) -> io::Result<H2Conn> {
         let mut transport = Transport::connect(self.addr, self.tls.as_ref())?;
         let stamped = self.rx_stamps && transport.enable_rx_stamps();
-        let tx_stamped = self.tx_stamps && transport.enable_tx_stamps();
+        let tx_misses = self.tx_stamps.clone().filter(|_| !transport.is_tls());
+        let tx_stamped = tx_misses.is_some() && transport.enable_tx_stamps();
         let pkt = match &self.packets {
             Some(p) if stamped && !transport.is_tls() => Some(Link::new(p.clone(), &transport)),
             _ => None,
@@ -186,6 +189,7 @@ impl GrpcPool {
             unsent: Vec::new(),
             stamped,
             tx_stamped,
+            tx_misses,
             pkt,
             bytes_in: 0,
             watch: Watch::default(),
@@ -526,11 +530,18 @@ fn flush(
                 conn.session.written(n);
                 if !conn.unsent.is_empty() {
                     let starts = |u: &Unsent| u.first < n && !u.started;
-                    let at_ns = if conn.tx_stamped && conn.unsent.iter().any(starts) {
-                        let stamp = conn.transport.take_tx_stamp();
-                        tx_stamp::send_time(stamp, at_ns, cx.clock).0
-                    } else {
-                        at_ns
+                    let starting = conn.unsent.iter().filter(|u| starts(u)).count() as u64;
+                    let at_ns = match &conn.tx_misses {
+                        Some(misses) if starting > 0 => {
+                            let stamp = conn.tx_stamped.then(|| conn.transport.take_tx_stamp());
+                            let (at, stamped) =
+                                tx_stamp::send_time(stamp.flatten(), at_ns, cx.clock);
+                            if !stamped {
+                                misses.add(starting);
+                            }
+                            at
+                        }
+                        _ => at_ns,
                     };
                     took(&mut conn.unsent, slots, n, at_ns, cx.clock);
                 }

@@ -2,6 +2,7 @@
 //! perf_analyzer's clients do), so concurrency N means N connections.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use mio::{Registry, Token};
 
@@ -14,7 +15,7 @@ use crate::clock::Clock;
 use crate::measure::{FailKind, RequestRecord};
 use crate::service::openai::{error_message, stream_error_message};
 use crate::service::reply_check::ReplyCheck;
-use crate::transport::TlsClient;
+use crate::transport::{tx_stamp, TlsClient};
 
 pub struct HttpPool {
     addr: SocketAddr,
@@ -28,8 +29,9 @@ pub struct HttpPool {
     connecting: usize,
     /// Time responses by kernel receive stamps (see `Conn::use_rx_stamps`).
     rx_stamps: bool,
-    /// Start requests at the kernel's send stamps (see `Conn::use_tx_stamps`).
-    tx_stamps: bool,
+    /// Start requests at the kernel's send stamps (see `Conn::use_tx_stamps`), counting
+    /// those started by the clock instead.
+    tx_stamps: Option<Arc<tx_stamp::Misses>>,
     /// Largest response body accepted (bytes).
     max_response: usize,
     /// The run's packet socket: event streams timed per TCP segment (see
@@ -91,7 +93,7 @@ impl HttpPool {
             idle: Vec::with_capacity(count),
             connecting: 0,
             rx_stamps: false,
-            tx_stamps: false,
+            tx_stamps: None,
             max_response: crate::protocol::http1::DEFAULT_MAX_RESPONSE_BYTES,
             packets: None,
             broken: vec![None; count],
@@ -151,8 +153,8 @@ impl HttpPool {
     }
 
     /// Start each request at the kernel's send stamp of its first write (plain TCP).
-    pub fn with_tx_stamps(mut self, on: bool) -> HttpPool {
-        self.tx_stamps = on;
+    pub fn with_tx_stamps(mut self, misses: Option<Arc<tx_stamp::Misses>>) -> HttpPool {
+        self.tx_stamps = misses;
         self
     }
 
@@ -181,8 +183,8 @@ impl HttpPool {
         if self.rx_stamps {
             conn.use_rx_stamps();
         }
-        if self.tx_stamps {
-            conn.use_tx_stamps();
+        if let Some(misses) = &self.tx_stamps {
+            conn.use_tx_stamps(misses.clone());
         }
         if let Some(p) = &self.packets {
             conn.use_packet_stamps(p.clone());

@@ -83,9 +83,10 @@ pub struct EngineSpec {
     /// clock).
     pub rx_stamps: bool,
     /// HTTP/1.1 and gRPC over plain TCP: start each request at the kernel's send stamp of
-    /// the write carrying its first byte (`SO_TIMESTAMPING`); off, or where the socket gives
-    /// none, at the clock read just before that write.
-    pub tx_stamps: bool,
+    /// the write carrying its first byte (`SO_TIMESTAMPING`), counting those started by the
+    /// clock read just before that write instead (no stamp); `None`: off, every request
+    /// starts at that clock read.
+    pub tx_stamps: Option<Arc<crate::transport::tx_stamp::Misses>>,
     /// HTTP/1.1 event streams (`profile --streaming`): the packet socket that stamps every
     /// TCP segment from the server, so events that share a read keep their own segment's
     /// time (see `transport::packet_stamps`); `None`: off.
@@ -482,7 +483,7 @@ fn spawn_for_wire(
             });
             let pool = HttpPool::new(addr, tls, slots)
                 .with_rx_stamps(spec.rx_stamps)
-                .with_tx_stamps(spec.tx_stamps)
+                .with_tx_stamps(spec.tx_stamps.clone())
                 .with_packet_stamps(spec.packet_stamps.clone())
                 .with_reply_check(spec.reply_check.clone())
                 .with_max_response(spec.max_response_bytes)
@@ -494,7 +495,7 @@ fn spawn_for_wire(
         Wire::Grpc(wire) => {
             let pool = GrpcPool::new(addr, tls, wire.clone(), slots)
                 .with_rx_stamps(spec.rx_stamps)
-                .with_tx_stamps(spec.tx_stamps)
+                .with_tx_stamps(spec.tx_stamps.clone())
                 .with_packet_stamps(spec.packet_stamps.clone())
                 .with_reply_check(spec.reply_check.clone())
                 .with_max_response(spec.max_response_bytes);

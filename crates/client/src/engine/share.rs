@@ -240,7 +240,7 @@ mod tests {
             keep_going: false,
             http_trace: false,
             rx_stamps: true,
-            tx_stamps: true,
+            tx_stamps: Some(Default::default()),
             packet_stamps: None,
             fresh_connections: false,
             pin: false,

@@ -298,6 +298,10 @@ fn run_level(
         let packets = l.spec.packet_stamps.as_ref().map(|p| p.take_stats());
         let _ = console.write_all(shared_reads_line(&requests, packets).as_bytes());
     }
+    let clock_starts = l.spec.tx_stamps.as_ref().map_or(0, |m| m.take());
+    if let Some(line) = crate::transport::tx_stamp::misses_line(clock_starts) {
+        let _ = writeln!(console, "{line}");
+    }
     if let Some(t) = &telemetry {
         let _ = console.write_all(t.console().as_bytes());
     }
@@ -420,7 +424,7 @@ fn engine_spec(cfg: &ProfileConfig, requests: Vec<Vec<u8>>, grpc: bool) -> Resul
         // AIPerf's http_req_* metrics; gRPC (kserve) runs have none.
         http_trace: !grpc,
         rx_stamps: true,
-        tx_stamps: true,
+        tx_stamps: Some(Default::default()),
         packet_stamps: None,
         fresh_connections: cfg.args.compat.connection_reuse_strategy
             == Some(cli_compat::ConnectionReuse::Never),

@@ -122,6 +122,10 @@ pub fn run_with(
     {
         let _ = writeln!(out, "{line}");
     }
+    let clock_starts = spec.tx_stamps.as_ref().map_or(0, |m| m.take());
+    if let Some(line) = crate::transport::tx_stamp::misses_line(clock_starts) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = out.flush();
     if reports {
         let slots = shm_slots.as_deref();
@@ -268,7 +272,7 @@ fn engine_spec(
         keep_going: false,
         http_trace: false,
         rx_stamps: cfg.rx_stamps,
-        tx_stamps: cfg.tx_stamps,
+        tx_stamps: cfg.tx_stamps.then(Default::default),
         packet_stamps: None,
         fresh_connections: false,
         pin: cfg.pin_threads,

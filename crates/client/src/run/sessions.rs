@@ -93,7 +93,7 @@ fn engine_spec(cfg: &Config, target: &super::setup::Target) -> EngineSpec {
         keep_going: true,
         http_trace: false,
         rx_stamps: cfg.rx_stamps,
-        tx_stamps: cfg.tx_stamps,
+        tx_stamps: cfg.tx_stamps.then(Default::default),
         packet_stamps: None,
         fresh_connections: false,
         pin: cfg.pin_threads,

@@ -128,7 +128,7 @@ fn run_book(addr: SocketAddr, book: Arc<Book>, stop: &AtomicBool) -> Vec<TurnDon
         keep_going: true,
         http_trace: false,
         rx_stamps: true,
-        tx_stamps: true,
+        tx_stamps: Some(Default::default()),
         packet_stamps: None,
         fresh_connections: false,
         pin: false,

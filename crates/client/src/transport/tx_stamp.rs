@@ -16,6 +16,7 @@
 
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::rx_stamp;
 use crate::clock::Clock;
@@ -60,6 +61,34 @@ pub fn take(fd: RawFd) -> Option<u64> {
         }
     }
     newest
+}
+
+/// Requests of a run that asked for send stamps but started at the clock read (the socket
+/// refused the option, or a write's stamp was missing or outside its span), shared by the
+/// run's pools; counted only then, so a stamped request touches no atomic.
+#[derive(Debug, Default)]
+pub struct Misses(AtomicU64);
+
+impl Misses {
+    /// `n` requests started by the clock.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The count so far, reset to 0.
+    pub fn take(&self) -> u64 {
+        self.0.swap(0, Ordering::Relaxed)
+    }
+}
+
+/// The report's line for `n` requests started by the clock (`None` for 0).
+pub fn misses_line(n: u64) -> Option<String> {
+    (n > 0).then(|| {
+        format!(
+            "Requests started by the clock (no kernel send stamp for the write of their first \
+             byte): {n}"
+        )
+    })
 }
 
 /// The send time of a write whose clock read before the call was `before_ns`: the kernel's
@@ -116,6 +145,19 @@ mod tests {
             n += server.read(&mut got[n..]).unwrap();
         }
         assert_eq!(&got[..n], b"no stamps askedpingpingpingab");
+    }
+
+    /// Requests started by the clock are counted per run and reported only when there are
+    /// some.
+    #[test]
+    fn clock_starts_are_counted_and_reported() {
+        let misses = Misses::default();
+        assert_eq!(misses_line(misses.take()), None);
+        misses.add(1);
+        misses.add(3);
+        let line = misses_line(misses.take()).unwrap();
+        assert!(line.ends_with("byte): 4"), "{line}");
+        assert_eq!(misses.take(), 0);
     }
 
     /// A stamp outside the window is not used: the clock read stands.
