@@ -24,7 +24,7 @@ use crate::protocol::http1::{Limits, Progress, ResponseHead, ResponseReader};
 use crate::service::reply_check::{LastGood, ReplyCheck};
 use crate::transport::packet_stamps::{Link, PacketStamps};
 use crate::transport::rx_stamp::{self, Arrival};
-use crate::transport::tx_stamp;
+use crate::transport::tx_stamp::{self, SendStamps};
 use crate::transport::{TlsClient, Transport};
 use sse::{SseState, TokenWatch};
 
@@ -101,12 +101,9 @@ pub struct Conn {
     /// Stamps were asked for (`use_rx_stamps`), whether or not the socket gives them: a
     /// response timed by the clock then counts as a fallback.
     rx_wanted: bool,
-    /// Requests start at the kernel's send stamp of their first write (see
-    /// `transport::tx_stamp`) where the socket gives one.
-    tx_stamps: bool,
-    /// Send stamps were asked for (`use_tx_stamps`), kept across reconnects: where each
-    /// request started by the clock instead is counted.
-    tx_wanted: Option<Arc<tx_stamp::Misses>>,
+    /// Requests start at the kernel's send stamp of their first write (`use_tx_stamps`,
+    /// kept across reconnects; see `transport::tx_stamp`).
+    tx: Option<SendStamps>,
     /// The last stamped read of the response in flight: when its data arrived and when it
     /// was read (`None` before one, or when the completing event was not a stamped read).
     last_read: Option<Arrival>,
@@ -180,8 +177,7 @@ impl Conn {
             sse: SseState::default(),
             rx_stamps: false,
             rx_wanted: false,
-            tx_stamps: false,
-            tx_wanted: None,
+            tx: None,
             last_read: None,
             read_delay_max_ns: 0,
             watch: Watch::default(),
@@ -246,15 +242,10 @@ impl Conn {
 
     /// Starts requests at the kernel's send stamp of their first write from now on (and
     /// after reconnects), counting in `misses` those started by the clock read instead (the
-    /// socket refused the option, or a stamp was missing); false when the socket refused it.
-    /// A no-op over TLS, whose writes are timed by the clock read before the push.
-    pub fn use_tx_stamps(&mut self, misses: Arc<tx_stamp::Misses>) -> bool {
-        if self.stream.is_tls() {
-            return false;
-        }
-        self.tx_wanted = Some(misses);
-        self.tx_stamps = self.stream.enable_tx_stamps();
-        self.tx_stamps
+    /// socket refused the option, or a stamp was missing). A no-op over TLS, whose writes
+    /// are timed by the clock read before the push.
+    pub fn use_tx_stamps(&mut self, misses: Arc<tx_stamp::Misses>) {
+        self.tx = SendStamps::new(misses, &mut self.stream);
     }
 
     /// Times the events of event streams by the TCP segment that carried each one's last
@@ -295,8 +286,8 @@ impl Conn {
         if self.rx_wanted {
             self.rx_stamps = self.stream.enable_rx_stamps();
         }
-        if self.tx_wanted.is_some() {
-            self.tx_stamps = self.stream.enable_tx_stamps();
+        if let Some(tx) = self.tx.as_mut() {
+            tx.attach(&mut self.stream);
         }
         self.state = State::Connecting;
         self.rlen = 0;
@@ -440,19 +431,13 @@ impl Conn {
     /// leaves the attempt's time, unless an earlier attempt left one.
     fn first_write(&mut self, req: &[u8], clock: &Clock) -> io::Result<usize> {
         let (wrote, at) = match self.stream.write_timed(req, clock) {
-            Ok((n, at)) if n > 0 && self.tx_stamps => {
-                let stamp = self.stream.take_tx_stamp();
-                let (at, stamped) = tx_stamp::send_time(stamp, at, clock);
-                if !stamped {
-                    self.count_clock_start();
-                }
-                (Ok(n), Some(at))
-            }
+            Ok((0, _)) => (Ok(0), None),
             Ok((n, at)) => {
-                if n > 0 {
-                    self.count_clock_start();
-                }
-                (Ok(n), (n > 0).then_some(at))
+                let at = match &self.tx {
+                    Some(tx) => tx.start(&self.stream, at, 1, clock),
+                    None => at,
+                };
+                (Ok(n), Some(at))
             }
             Err(e) => (Err(e), None),
         };
@@ -462,13 +447,6 @@ impl Conn {
             None => {}
         }
         wrote
-    }
-
-    /// Counts a request started by the clock where send stamps were asked for.
-    fn count_clock_start(&self) {
-        if let Some(misses) = &self.tx_wanted {
-            misses.add(1);
-        }
     }
 
     /// The request could not be sent in full. A server refusing a request before reading all

@@ -28,7 +28,7 @@ use crate::protocol::grpc::session::{Event, Session, SessionConfig};
 use crate::service::reply_check::ReplyCheck;
 use crate::transport::packet_stamps::{Link, PacketStamps};
 use crate::transport::rx_stamp::{self, Arrival};
-use crate::transport::tx_stamp;
+use crate::transport::tx_stamp::{self, SendStamps};
 use crate::transport::{TlsClient, Transport};
 
 /// Slots (requests in flight) per HTTP/2 connection; more slots open more connections.
@@ -63,9 +63,8 @@ struct H2Conn {
     /// Reads are timed by the kernel's receive stamps (see `transport::rx_stamp`).
     stamped: bool,
     /// Requests start at the kernel's send stamp of the write carrying their first byte
-    /// (see `transport::tx_stamp`); those started by the clock instead are counted here.
-    tx_stamped: bool,
-    tx_misses: Option<Arc<tx_stamp::Misses>>,
+    /// (see `transport::tx_stamp`).
+    tx: Option<SendStamps>,
     /// Responses that arrive in different TCP segments but are read together are timed by
     /// their own segment (see `transport::packet_stamps`); plain TCP with stamps only.
     pkt: Option<Link>,
@@ -171,8 +170,10 @@ impl GrpcPool {
     fn connect(&self, token: usize, registry: &Registry) -> io::Result<H2Conn> {
         let mut transport = Transport::connect(self.addr, self.tls.as_ref())?;
         let stamped = self.rx_stamps && transport.enable_rx_stamps();
-        let tx_misses = self.tx_stamps.clone().filter(|_| !transport.is_tls());
-        let tx_stamped = tx_misses.is_some() && transport.enable_tx_stamps();
+        let tx = self
+            .tx_stamps
+            .clone()
+            .and_then(|m| SendStamps::new(m, &mut transport));
         let pkt = match &self.packets {
             Some(p) if stamped && !transport.is_tls() => Some(Link::new(p.clone(), &transport)),
             _ => None,
@@ -188,8 +189,7 @@ impl GrpcPool {
             pending_flush: false,
             unsent: Vec::new(),
             stamped,
-            tx_stamped,
-            tx_misses,
+            tx,
             pkt,
             bytes_in: 0,
             watch: Watch::default(),
@@ -529,19 +529,13 @@ fn flush(
             Ok((n, at_ns)) => {
                 conn.session.written(n);
                 if !conn.unsent.is_empty() {
-                    let starts = |u: &Unsent| u.first < n && !u.started;
-                    let starting = conn.unsent.iter().filter(|u| starts(u)).count() as u64;
-                    let at_ns = match &conn.tx_misses {
-                        Some(misses) if starting > 0 => {
-                            let stamp = conn.tx_stamped.then(|| conn.transport.take_tx_stamp());
-                            let (at, stamped) =
-                                tx_stamp::send_time(stamp.flatten(), at_ns, cx.clock);
-                            if !stamped {
-                                misses.add(starting);
-                            }
-                            at
-                        }
-                        _ => at_ns,
+                    let starting = |u: &&Unsent| u.first < n && !u.started;
+                    let at_ns = match &conn.tx {
+                        Some(tx) => match conn.unsent.iter().filter(starting).count() as u64 {
+                            0 => at_ns,
+                            k => tx.start(&conn.transport, at_ns, k, cx.clock),
+                        },
+                        None => at_ns,
                     };
                     took(&mut conn.unsent, slots, n, at_ns, cx.clock);
                 }

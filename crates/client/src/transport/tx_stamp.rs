@@ -17,8 +17,9 @@
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-use super::rx_stamp;
+use super::{rx_stamp, Transport};
 use crate::clock::Clock;
 
 /// `SO_TIMESTAMPING` (and its control message type `SCM_TIMESTAMPING`) on Linux.
@@ -95,9 +96,58 @@ pub fn misses_line(n: u64) -> Option<String> {
 /// stamp on the run's `clock` when it lies in `[before_ns, now]` (one outside means a stamp
 /// of another write or a clock step), else `before_ns`.
 pub fn send_time(stamp: Option<u64>, before_ns: u64, clock: &Clock) -> (u64, bool) {
-    match rx_stamp::arrival(stamp, before_ns, clock) {
-        a if a.stamped => (a.at_ns, true),
+    // No stamp: no clock read either.
+    match stamp.map(|s| rx_stamp::arrival(Some(s), before_ns, clock)) {
+        Some(a) if a.stamped => (a.at_ns, true),
         _ => (before_ns, false),
+    }
+}
+
+/// A plain-TCP connection's send stamps: whether its socket gives them, and the run's count
+/// of requests started by the clock instead. One per connection of a run that asked for
+/// them; none over TLS.
+pub struct SendStamps {
+    on: bool,
+    misses: Arc<Misses>,
+}
+
+impl SendStamps {
+    /// Asks `transport`'s socket for send stamps; `None` over TLS, whose writes are timed by
+    /// the clock read before the push of the encrypted records.
+    pub fn new(misses: Arc<Misses>, transport: &mut Transport) -> Option<SendStamps> {
+        if transport.is_tls() {
+            return None;
+        }
+        let on = transport.enable_tx_stamps();
+        Some(SendStamps { on, misses })
+    }
+
+    /// Asks the socket of a reconnected `transport`.
+    pub fn attach(&mut self, transport: &mut Transport) {
+        self.on = transport.enable_tx_stamps();
+    }
+
+    /// The start of the `requests` requests whose first bytes the write that has just
+    /// returned on `transport` carried, its clock read before the call being `before_ns`:
+    /// the write's send stamp (see [`send_time`]), or `before_ns`, counted as `requests`
+    /// started by the clock.
+    pub fn start(
+        &self,
+        transport: &Transport,
+        before_ns: u64,
+        requests: u64,
+        clock: &Clock,
+    ) -> u64 {
+        let stamp = if self.on {
+            transport.take_tx_stamp()
+        } else {
+            None
+        };
+        let (at, stamped) = send_time(stamp, before_ns, clock);
+        if !stamped {
+            self.misses.add(requests);
+        }
+        at
     }
 }
 
