@@ -16,7 +16,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PEERS=${INFERPERF_PEERS:-${HOME:-/tmp}/.cache/inferperf-peers}
-INFERPERF=${INFERPERF:-$ROOT/target/ci/inferperf}
+INFERPERF=${INFERPERF:-$ROOT/target/perf/inferperf}
 AIPERF=${AIPERF:-$PEERS/aiperf-venv/bin/aiperf}
 TOKENIZER=${TOKENIZER:-$PEERS/genai-tokenizer/minilm-bert}
 PORT=${PORT:-18391}
@@ -25,7 +25,7 @@ mkdir -p "$OUT"
 last=$(( $(nproc) - 1 ))
 [ -x "$AIPERF" ] || { echo "AIPerf is not installed: bash benches/peers/llm.sh aiperf"; exit 1; }
 [ -f "$TOKENIZER/tokenizer.json" ] || { echo "no tokenizer: bash benches/peers/llm.sh genai-perf"; exit 1; }
-[ -x "$INFERPERF" ] || (cd "$ROOT" && cargo build --profile ci -q)
+[ -x "$INFERPERF" ] || (cd "$ROOT" && cargo build --profile perf -q)
 # serve: a fresh reference server for one client, so its token log holds that client's requests.
 serve() {
   taskset -c "$last" "$INFERPERF" serve --port "$PORT" --grpc-port 0 --duration 900 \

@@ -86,10 +86,8 @@ fn against_serve_process_with_reports() {
         &addr,
         "--concurrency-range",
         "1:8:2",
-        "--measurement-mode",
-        "count_windows",
-        "--measurement-request-count",
-        "100",
+        "-p",
+        "300",
         "-s",
         "1000",
         "--no-pin",
@@ -135,10 +133,8 @@ fn demo_runs_end_to_end() {
         "demo",
         "--concurrency-range",
         "1:2",
-        "--measurement-mode",
-        "count_windows",
-        "--measurement-request-count",
-        "200",
+        "-p",
+        "300",
         "-s",
         "1000",
     ]);
@@ -254,11 +250,18 @@ fn csv_header_is_perf_analyzers_unless_extra_columns_are_asked_for() {
     let (mut child, http, grpc) = common::spawn_serve_grpc();
     let dir = common::temp_dir("bin-csv-header");
     let cases = csv_header_cases(&http, &grpc);
-    let results: Vec<_> = cases
-        .iter()
-        .enumerate()
-        .map(|(i, (args, _))| run_with_csv(&dir.join(format!("{i}.csv")), args))
-        .collect();
+    // Each run writes its own CSV, so the runs go side by side.
+    let results: Vec<_> = std::thread::scope(|s| {
+        let runs: Vec<_> = cases
+            .iter()
+            .enumerate()
+            .map(|(i, (args, _))| {
+                let csv = dir.join(format!("{i}.csv"));
+                s.spawn(move || run_with_csv(&csv, args))
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
     let _ = child.kill();
     let _ = child.wait();
     for ((args, want), (o, csv)) in cases.iter().zip(&results) {

@@ -7,7 +7,7 @@
 //! the analyser the bench uses: the capture dropped nothing, every exported request was
 //! matched to one on the wire, and the p99 of (export latency - wire latency) is under 20 µs.
 //!
-//!     INFERPERF_CAPTURE_TIER=1 cargo test --profile ci --test it capture_tier -- --nocapture
+//!     INFERPERF_CAPTURE_TIER=1 cargo test --profile perf --test it capture_tier -- --nocapture
 //!
 //! Otherwise it prints one line saying why it skipped. The `capture_analyser_*` tests run by
 //! default (python3 on PATH, else one line): the analyser against pcap files written here with

@@ -490,7 +490,11 @@ fn ctrl_c_still_writes_what_was_measured() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Ctrl-C once the server has answered a dozen requests (start-up time varies with load).
+    let waited = std::time::Instant::now();
+    while server.counters().http_requests < 12 && waited.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // SAFETY: sending a signal to a child process this test spawned.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();

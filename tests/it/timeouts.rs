@@ -696,20 +696,31 @@ fn time_windows_with_no_answer_name_the_stall() {
         (FaultMode::Drip, false),
         (FaultMode::StallHead, true),
     ];
-    for (mode, grpc) in cases {
-        let server = fault_server(mode);
-        let url = if grpc {
-            server.grpc_addr.unwrap()
-        } else {
-            server.addr
-        }
-        .to_string();
-        let protocol = if grpc { "grpc" } else { "http" };
-        let args = [
-            "-m", "identity", "-u", &url, "-i", protocol, "-p", "500", "-r", "3",
-        ];
-        let (code, stderr, _) = run_bin(&args);
-        let case = format!("{mode:?} over {protocol}");
+    // The cases wait on their own servers, so they run side by side.
+    let runs: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = cases
+            .into_iter()
+            .map(|(mode, grpc)| {
+                s.spawn(move || {
+                    let server = fault_server(mode);
+                    let url = if grpc {
+                        server.grpc_addr.unwrap()
+                    } else {
+                        server.addr
+                    }
+                    .to_string();
+                    let protocol = if grpc { "grpc" } else { "http" };
+                    let args = [
+                        "-m", "identity", "-u", &url, "-i", protocol, "-p", "500", "-r", "3",
+                    ];
+                    let (code, stderr, _) = run_bin(&args);
+                    (format!("{mode:?} over {protocol}"), code, stderr)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (case, code, stderr) in runs {
         assert_eq!(code, Some(3), "{case}: {stderr}");
         // perf_analyzer's sentence first (tools read it), then the stall.
         let stall = format!("{NO_VALID}\n1 request sent, none answered; the oldest has waited ");
