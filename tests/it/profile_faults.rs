@@ -285,14 +285,14 @@ fn a_server_gone_mid_run_is_an_error_with_every_failure_counted_once() {
         .find(|l| l.starts_with("Warning: concurrency4: ") && l.contains("requests failed"))
         .unwrap_or_else(|| panic!("no failures line: {stderr}"));
     let failed = number_after(failures_line, "Warning: concurrency4: ");
-    let total = number_after(&stderr, &format!("{failed} of "));
+    let total = number_after(failures_line, &format!("concurrency4: {failed} of "));
     assert!(console > 0, "{stdout}");
     assert_eq!(console, failed, "{stdout}\n{stderr}");
     // The kinds by the same names with the same counts: the console's list, the stderr
     // line's list in the same order (one kind: the line names none), the JSON summary,
     // AIPerf's error_summary and the per-request export.
     let listed = kind_list(&stdout, "Errors: ");
-    let by_stderr = kind_list(&stderr, &format!("{failed} of {total} requests failed"));
+    let by_stderr = kind_list(failures_line, &format!("{failed} of {total} requests failed"));
     if listed.len() > 1 {
         assert_eq!(by_stderr, listed, "{stdout}\n{stderr}");
     } else {

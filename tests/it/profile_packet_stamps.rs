@@ -19,7 +19,7 @@ use serde_json::Value;
 type Gaps = Vec<(Vec<f64>, Vec<f64>)>;
 
 /// Runs the binary at concurrency 1 (6 requests of 24 one-token chunks, 4 ms apart) against
-/// the in-process server, stopping it (SIGSTOP) for 30 ms in every 32 while chunks arrive;
+/// the in-process server, stopping it (SIGSTOP) for 30 ms in every 32 from its first request;
 /// `extra`: more flags. Returns the gaps and the console text.
 fn run_stopped(tag: &str, extra: &[&str]) -> (Gaps, String) {
     const STOP: Duration = Duration::from_millis(30);
@@ -37,7 +37,10 @@ fn run_stopped(tag: &str, extra: &[&str]) -> (Gaps, String) {
         .stdout(Stdio::from(console))
         .spawn()
         .expect("inferperf starts");
-    let status = wait_stopping(&mut child, RUN, STOP);
+    // Stopped from the first request the server reads (loading the tokenizer is not slowed).
+    let status = wait_stopping(&mut child, RUN, STOP, || {
+        !server.generation_starts().is_empty()
+    });
     let text = std::fs::read_to_string(dir.join("console.txt")).unwrap();
     assert!(status.success(), "{status}: {text}");
     let written = server.token_write_times();

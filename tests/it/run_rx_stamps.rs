@@ -278,7 +278,7 @@ fn run_stopped_against(
         .stdout(Stdio::from(console))
         .spawn()
         .expect("inferperf starts");
-    let status = wait_stopping(&mut child, RUN, STOP);
+    let status = wait_stopping(&mut child, RUN, STOP, || true);
     let text = std::fs::read_to_string(dir.join("console.txt")).unwrap();
     assert!(status.success(), "{status}: {text}");
     (csv_row(&csv), text, dir)

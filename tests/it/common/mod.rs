@@ -194,13 +194,21 @@ pub fn export_latencies(path: &std::path::Path) -> Vec<u64> {
 }
 
 /// Waits for `child` to exit while stopping it (SIGSTOP) for `stop` after every `run` it
-/// gets (SIGCONT): a client whose responses arrive while it cannot read them.
+/// gets (SIGCONT): a client whose responses arrive while it cannot read them. The stops begin
+/// once `begun` says so (the child's start-up runs at full speed).
 pub fn wait_stopping(
     child: &mut Child,
     run: std::time::Duration,
     stop: std::time::Duration,
+    begun: impl Fn() -> bool,
 ) -> std::process::ExitStatus {
     let pid = child.id() as libc::pid_t;
+    while !begun() {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(500));
+    }
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             return status;
