@@ -122,20 +122,36 @@ fn against_fault(mode: FaultMode, grpc: bool, extra: &[&str]) -> (Option<i32>, S
 
 /// A server that resets every third request's connection: each reset is a counted failure
 /// and a new connection, the run ends with its report (exit 0) and says how many failed.
+/// Over HTTP/1.1 a connection carries one request at a time, so exactly a third fail. Over
+/// gRPC the requests sent behind the reset one on the same HTTP/2 connection (when the
+/// server was slow to read them) fail with it.
 #[test]
 fn open_loop_counts_resets_and_goes_on() {
+    let number_after = |text: &str, prefix: &str| -> u64 {
+        let at = text.find(prefix).map(|i| i + prefix.len());
+        let digits = at.map(|i| &text[i..]).unwrap_or("");
+        let digits: String = digits.chars().take_while(char::is_ascii_digit).collect();
+        digits
+            .parse()
+            .unwrap_or_else(|_| panic!("{prefix:?} in {text}"))
+    };
+    const FAILED: &str = " requests failed in the measured windows";
     for grpc in [false, true] {
         let (code, text) =
             against_fault(FaultMode::EveryNthResets, grpc, &["--request-count", "90"]);
         assert_eq!(code, Some(0), "grpc={grpc}\n{text}");
-        assert!(
-            text.contains("[WARNING] 30 requests failed in the measured windows"),
-            "grpc={grpc}\n{text}"
-        );
-        assert!(
-            text.contains("    Request count: 60\n"),
-            "grpc={grpc}\n{text}"
-        );
+        let line = text
+            .lines()
+            .find(|l| l.contains(FAILED))
+            .unwrap_or_else(|| panic!("grpc={grpc}: no failures line\n{text}"));
+        let failed = number_after(line, "[WARNING] ");
+        let counted = number_after(&text, "    Request count: ");
+        assert_eq!(failed + counted, 90, "grpc={grpc}\n{text}");
+        if grpc {
+            assert!((30..=45).contains(&failed), "{failed} failed\n{text}");
+        } else {
+            assert_eq!(failed, 30, "{text}");
+        }
     }
 }
 

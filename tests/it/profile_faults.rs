@@ -292,7 +292,10 @@ fn a_server_gone_mid_run_is_an_error_with_every_failure_counted_once() {
     // line's list in the same order (one kind: the line names none), the JSON summary,
     // AIPerf's error_summary and the per-request export.
     let listed = kind_list(&stdout, "Errors: ");
-    let by_stderr = kind_list(failures_line, &format!("{failed} of {total} requests failed"));
+    let by_stderr = kind_list(
+        failures_line,
+        &format!("{failed} of {total} requests failed"),
+    );
     if listed.len() > 1 {
         assert_eq!(by_stderr, listed, "{stdout}\n{stderr}");
     } else {
