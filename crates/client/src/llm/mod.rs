@@ -298,8 +298,7 @@ fn run_level(
         let packets = l.spec.packet_stamps.as_ref().map(|p| p.take_stats());
         let _ = console.write_all(shared_reads_line(&requests, packets).as_bytes());
     }
-    let clock_starts = l.spec.tx_stamps.as_ref().map_or(0, |m| m.take());
-    if let Some(line) = crate::transport::tx_stamp::misses_line(clock_starts) {
+    if let Some(line) = l.spec.tx_stamps.as_ref().and_then(|m| m.take_line()) {
         let _ = writeln!(console, "{line}");
     }
     if let Some(t) = &telemetry {

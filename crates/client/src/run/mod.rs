@@ -122,8 +122,7 @@ pub fn run_with(
     {
         let _ = writeln!(out, "{line}");
     }
-    let clock_starts = spec.tx_stamps.as_ref().map_or(0, |m| m.take());
-    if let Some(line) = crate::transport::tx_stamp::misses_line(clock_starts) {
+    if let Some(line) = spec.tx_stamps.as_ref().and_then(|m| m.take_line()) {
         let _ = writeln!(out, "{line}");
     }
     let _ = out.flush();

@@ -11,8 +11,9 @@
 //! the `write` took: for a request that fits one segment (every request under the loopback
 //! MTU of 64 KiB, or a TSO segment of a real NIC), the time its first byte left.
 //!
-//! The cost is one more system call per request that reads the stamp; `--no-kernel-tx-stamps`
-//! turns it off, and the send time is then the clock read just before the `write`.
+//! The cost is one more system call per request (a `recvmmsg` of the error queue);
+//! `--no-kernel-tx-stamps` turns it off, and the send time is then the clock read just
+//! before the `write`.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -22,46 +23,59 @@ use std::sync::Arc;
 use super::{rx_stamp, Transport};
 use crate::clock::Clock;
 
-/// `SO_TIMESTAMPING` (and its control message type `SCM_TIMESTAMPING`) on Linux.
-const SO_TIMESTAMPING: libc::c_int = 37;
-
 /// Asks the kernel to stamp each write's data as it leaves, reported on the error queue
 /// without the data (`OPT_TSONLY`).
 pub fn enable(fd: RawFd) -> io::Result<()> {
     let flags = libc::SOF_TIMESTAMPING_TX_SOFTWARE
         | libc::SOF_TIMESTAMPING_SOFTWARE
         | libc::SOF_TIMESTAMPING_OPT_TSONLY;
-    rx_stamp::set_socket_option(fd, SO_TIMESTAMPING, flags as libc::c_int)
+    rx_stamp::set_socket_option(fd, libc::SO_TIMESTAMPING, flags as libc::c_int)
 }
 
 /// Room for the control messages of one error-queue entry (`SCM_TIMESTAMPING`, three
 /// timespecs, and the `IP_RECVERR` extended error), u64-aligned.
 const CONTROL_WORDS: usize = 24;
 
+/// Error-queue entries read by one system call: one per write since the last call, normally
+/// one, so the read that finds the stamp also finds the queue empty.
+const BATCH: usize = 4;
+
 /// Empties the socket's error queue and returns the newest send stamp in it (realtime ns
 /// since the epoch): the stamp of the last write, when the kernel sent its data before the
-/// write returned. Stamps of earlier writes still queued are dropped with it.
+/// write returned. Stamps of earlier writes still queued are dropped with it. One
+/// `recvmmsg` call unless more than [`BATCH`] entries wait.
 pub fn take(fd: RawFd) -> Option<u64> {
     let mut newest = None;
-    // One entry per write since the last call (normally one); the queue is bounded by the
-    // socket's receive buffer, and a read of an empty queue fails with EAGAIN.
     loop {
-        let mut control = [0u64; CONTROL_WORDS];
-        // SAFETY: msghdr is plain data; every pointer set below outlives the call.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control) as _;
-        // SAFETY: fd is a socket; msg has no data buffer and a live, writable control one.
-        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
-        if n < 0 {
-            break;
+        let mut control = [[0u64; CONTROL_WORDS]; BATCH];
+        // SAFETY: mmsghdr is plain data; every pointer set below outlives the call.
+        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        for (m, c) in msgs.iter_mut().zip(control.iter_mut()) {
+            m.msg_hdr.msg_control = c.as_mut_ptr().cast();
+            m.msg_hdr.msg_controllen = std::mem::size_of_val(c) as _;
         }
+        // SAFETY: fd is a socket; each message has no data buffer and a live, writable
+        // control one; no timeout. An empty queue fails with EAGAIN.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                msgs.as_mut_ptr(),
+                BATCH as _,
+                libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        let n = if n > 0 { n as usize } else { 0 };
         // ts[0] of `SCM_TIMESTAMPING` is the software stamp (ts[1], ts[2]: hardware).
-        if let Some(ns) = rx_stamp::timespec_of(&msg, SO_TIMESTAMPING) {
-            newest = Some(ns);
+        for m in &msgs[..n] {
+            if let Some(ns) = rx_stamp::timespec_of(&m.msg_hdr, libc::SCM_TIMESTAMPING) {
+                newest = Some(ns);
+            }
+        }
+        if n < BATCH {
+            return newest;
         }
     }
-    newest
 }
 
 /// Requests of a run that asked for send stamps but started at the clock read (the socket
@@ -80,16 +94,18 @@ impl Misses {
     pub fn take(&self) -> u64 {
         self.0.swap(0, Ordering::Relaxed)
     }
-}
 
-/// The report's line for `n` requests started by the clock (`None` for 0).
-pub fn misses_line(n: u64) -> Option<String> {
-    (n > 0).then(|| {
-        format!(
-            "Requests started by the clock (no kernel send stamp for the write of their first \
-             byte): {n}"
-        )
-    })
+    /// The report's line for the requests started by the clock so far (`None` for none),
+    /// the count reset to 0.
+    pub fn take_line(&self) -> Option<String> {
+        let n = self.take();
+        (n > 0).then(|| {
+            format!(
+                "Requests started by the clock (no kernel send stamp for the write of their \
+                 first byte): {n}"
+            )
+        })
+    }
 }
 
 /// The send time of a write whose clock read before the call was `before_ns`: the kernel's
@@ -181,20 +197,26 @@ mod tests {
             assert!(at >= before_ns && at <= clock.now_ns(), "write {i}");
             assert!(at >= before);
         }
-        // Two writes, one take: the newest stamp, and the queue is empty after.
-        client.write_all(b"a").unwrap();
+        // More writes than one read of the queue takes, then one take: the newest stamp,
+        // and the queue is empty after.
+        for _ in 0..BATCH + 1 {
+            client.write_all(b"a").unwrap();
+        }
         let between = clock.now_ns();
         client.write_all(b"b").unwrap();
         let (at, stamped) = send_time(take(fd), between, &clock);
         assert!(stamped && at >= between);
         assert_eq!(take(fd), None);
 
-        let mut got = [0u8; 64];
-        let mut n = 0;
-        while n < 29 {
-            n += server.read(&mut got[n..]).unwrap();
-        }
-        assert_eq!(&got[..n], b"no stamps askedpingpingpingab");
+        let want = [
+            &b"no stamps askedpingpingping"[..],
+            &[b'a'; BATCH + 1],
+            b"b",
+        ]
+        .concat();
+        let mut got = vec![0u8; want.len()];
+        server.read_exact(&mut got).unwrap();
+        assert_eq!(got, want);
     }
 
     /// Requests started by the clock are counted per run and reported only when there are
@@ -202,10 +224,10 @@ mod tests {
     #[test]
     fn clock_starts_are_counted_and_reported() {
         let misses = Misses::default();
-        assert_eq!(misses_line(misses.take()), None);
+        assert_eq!(misses.take_line(), None);
         misses.add(1);
         misses.add(3);
-        let line = misses_line(misses.take()).unwrap();
+        let line = misses.take_line().unwrap();
         assert!(line.ends_with("byte): 4"), "{line}");
         assert_eq!(misses.take(), 0);
     }
