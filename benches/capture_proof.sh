@@ -45,7 +45,7 @@ LLM_OSL=${LLM_OSL:-8}
 BUF_KIB=${BUF_KIB:-262144}
 # nginx's worker user must read the gRPC answer files of its run folder, which a folder under
 # a private home (root's) does not allow.
-export NGINX_RUN_DIR=${NGINX_RUN_DIR:-/tmp/inferperf-capture-nginx}
+export NGINX_RUN_DIR=${NGINX_RUN_DIR:-${TMPDIR:-/tmp}/inferperf-capture-nginx}
 HOG_S=${HOG_S:-300}
 last=$(( $(nproc) - 1 ))
 tmp=$(mktemp -d)
