@@ -1,10 +1,13 @@
 //! Hot-path costs of HTTP/1.1: building an infer request (done once per input step, but it
 //! bounds setup time for large input sets) and parsing a response (done once per request).
 //! Model: Triton's `simple` (two INT32[1,16] inputs, two INT32[1,16] outputs).
+//!
+//! `cargo bench --bench http1 [-- FILTER]`: each case is warmed up for 0.3 s, then timed in 30
+//! samples of about 10 ms each; the line gives the median and the fastest sample per call.
 
 use std::hint::black_box;
+use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use inferperf::config::TensorFormat;
 use inferperf::protocol::http1::{Progress, ResponseReader};
 use inferperf::service::triton_http::{encode_infer_request, infer_path};
@@ -22,17 +25,52 @@ fn simple_inputs() -> Vec<InputTensor> {
     vec![tensor("INPUT0", 0), tensor("INPUT1", 100)]
 }
 
-fn bench_encode(c: &mut Criterion) {
+/// Times `f` (see the module doc) unless `filter` leaves `name` out, and prints one line.
+fn bench<R>(filter: Option<&str>, name: &str, bytes: Option<usize>, mut f: impl FnMut() -> R) {
+    if filter.is_some_and(|want| !name.contains(want)) {
+        return;
+    }
+    let warm_until = Instant::now() + Duration::from_millis(300);
+    let mut calls: u64 = 0;
+    while Instant::now() < warm_until {
+        black_box(f());
+        calls += 1;
+    }
+    // Calls per sample: about 10 ms at the warm-up's rate.
+    let per_sample = (calls / 30).max(1);
+    let mut samples: Vec<f64> = (0..30)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..per_sample {
+                black_box(f());
+            }
+            start.elapsed().as_nanos() as f64 / per_sample as f64
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    let median = samples[samples.len() / 2];
+    let rate = bytes
+        .map(|b| format!(", {:.0} MB/s", b as f64 * 1e3 / median))
+        .unwrap_or_default();
+    println!(
+        "{name:<40} median {median:>8.1} ns, fastest {:>8.1} ns{rate}",
+        samples[0]
+    );
+}
+
+fn bench_encode(filter: Option<&str>) {
     let inputs = simple_inputs();
     let outputs = vec!["OUTPUT0".to_string(), "OUTPUT1".to_string()];
     let path = infer_path("simple", "");
-    let mut group = c.benchmark_group("encode_infer_request");
     for (name, format) in [
         ("binary", TensorFormat::Binary),
         ("json", TensorFormat::Json),
     ] {
-        group.bench_function(name, |b| {
-            b.iter(|| {
+        bench(
+            filter,
+            &format!("encode_infer_request/{name}"),
+            None,
+            || {
                 encode_infer_request(
                     black_box("localhost:8000"),
                     &path,
@@ -42,10 +80,9 @@ fn bench_encode(c: &mut Criterion) {
                     format,
                     &[],
                 )
-            })
-        });
+            },
+        );
     }
-    group.finish();
 }
 
 /// A binary response of `simple`, framed by Content-Length or chunked in 64-byte chunks.
@@ -89,20 +126,22 @@ fn parse(reader: &mut ResponseReader, response: &[u8], read_size: usize) -> usiz
     }
 }
 
-fn bench_parse(c: &mut Criterion) {
-    let mut group = c.benchmark_group("parse_response");
+fn bench_parse(filter: Option<&str>) {
     for (framing, chunked) in [("content_length", false), ("chunked", true)] {
         let response = simple_response(chunked);
-        group.throughput(Throughput::Bytes(response.len() as u64));
         let mut reader = ResponseReader::new();
         for (feeding, read_size) in [("whole", response.len()), ("split_100", 100)] {
-            group.bench_function(format!("{framing}/{feeding}"), |b| {
-                b.iter(|| parse(&mut reader, black_box(&response), read_size))
+            let name = format!("parse_response/{framing}/{feeding}");
+            bench(filter, &name, Some(response.len()), || {
+                parse(&mut reader, black_box(&response), read_size)
             });
         }
     }
-    group.finish();
 }
 
-criterion_group!(benches, bench_encode, bench_parse);
-criterion_main!(benches);
+fn main() {
+    // `cargo bench` passes `--bench`; the first other argument filters the case names.
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    bench_encode(filter.as_deref());
+    bench_parse(filter.as_deref());
+}

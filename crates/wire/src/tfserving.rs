@@ -4,11 +4,8 @@
 
 use crate::tensor::DataType;
 
-/// The prost messages of `proto/tfserving.proto`.
-pub mod pb {
-    #![allow(clippy::all)]
-    include!(concat!(env!("OUT_DIR"), "/tensorflow.serving.rs"));
-}
+#[allow(clippy::all)]
+pub mod pb;
 
 /// Path prefix of the service's methods.
 pub const SERVICE_PATH: &str = "/tensorflow.serving.PredictionService/";
