@@ -10,6 +10,7 @@
  *   STUB_API_MAJOR / STUB_API_MINOR  reported API version (default 1.34)
  *   STUB_FAIL_INFER_AFTER=n          InferAsync fails from the (n+1)-th call on
  *   STUB_OMIT_PRIORITY               leave out InferenceRequestSetPriorityUInt64
+ *   STUB_SERVE_DELAY_US=n            the server thread waits n microseconds before each request
  *
  * Counters for the tests (exported): stub_infer_count (accepted requests),
  * stub_response_count (responses with outputs), stub_max_inflight (most requests accepted
@@ -296,6 +297,10 @@ static void *server_main(void *arg) {
     s->head = r->next;
     if (s->head == NULL) s->tail = NULL;
     pthread_mutex_unlock(&s->lock);
+#ifdef STUB_SERVE_DELAY_US
+    struct timespec pause = {0, (long)STUB_SERVE_DELAY_US * 1000L};
+    nanosleep(&pause, NULL);
+#endif
     serve(s, r);
     pthread_mutex_lock(&s->lock);
   }

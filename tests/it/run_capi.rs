@@ -344,7 +344,8 @@ fn decoupled_export_keeps_every_response_of_every_request() {
 
 #[test]
 fn time_windows_keep_the_concurrency_and_every_record_reaches_its_window() {
-    let Some(dir) = build_stub("windows", &[]) else {
+    // 300 us a request: a few thousand records, each window still ends with 3 in flight.
+    let Some(dir) = build_stub("windows", &["-DSTUB_SERVE_DELAY_US=300"]) else {
         return;
     };
     let export = dir.join("export.json");
@@ -368,6 +369,7 @@ fn time_windows_keep_the_concurrency_and_every_record_reaches_its_window() {
     let (res, _) = run(&cfg).expect("run succeeds");
     assert!(res.error.is_none(), "{:?}", res.error);
     let requests = export_requests(&export);
+    assert!(requests.len() >= 100, "{} records", requests.len());
     let p = &res.points[0];
     assert_eq!(
         p.client.request_count,

@@ -146,7 +146,11 @@ pub(super) fn write_point(
         .map_err(|e| Error::generic(format!("cannot write {}: {e}", dir.display())))?;
     let kind = cfg.endpoint_type.endpoint().family;
     let names = export::ExportNames::from_export_file(&cfg.args.profile_export_file);
-    let inputs = ("inputs.json".to_string(), export::inputs_json(bodies));
+    let write_inputs = |dir: &Path| {
+        crate::report::write::write_atomic_with("", &dir.join("inputs.json"), |w| {
+            export::write_inputs_json(w, bodies)
+        })
+    };
     let mut files: Vec<(String, String)> = vec![
         (
             names.genai_perf_json,
@@ -185,13 +189,15 @@ pub(super) fn write_point(
     )];
     aiperf.extend(aiperf_files(cfg, point, run, f));
     if aiperf_dir == dir {
-        files.insert(0, inputs);
+        write_inputs(dir)?;
         files.extend(aiperf);
         write_files(dir, files)?;
     } else {
-        files.insert(0, inputs.clone());
+        write_inputs(dir)?;
         write_files(dir, files)?;
-        aiperf.insert(0, inputs);
+        std::fs::create_dir_all(&aiperf_dir)
+            .map_err(|e| Error::generic(format!("cannot write {}: {e}", aiperf_dir.display())))?;
+        write_inputs(&aiperf_dir)?;
         write_files(&aiperf_dir, aiperf)?;
     }
     write_pages(cfg, point, dir, f)

@@ -5,7 +5,7 @@
 
 use std::io::{self, Write};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::cli::LoadPoint;
 use super::runner::PointRun;
@@ -42,20 +42,52 @@ impl ExportNames {
     }
 }
 
-/// `{"data": [{"payload": [<body>], "session_id": "session_<i>", "payloads": [<body>]}, ...]}`:
-/// each entry in both tools' shapes at once, GenAI-Perf's `payload` (what perf_analyzer's
-/// `--input-data` reads) and AIPerf's `session_id` and `payloads`.
-pub fn inputs_json(bodies: &[Value]) -> String {
-    let data: Vec<Value> = bodies
-        .iter()
-        .enumerate()
-        .map(
-            |(i, b)| json!({"payload": [b], "session_id": format!("session_{i}"), "payloads": [b]}),
-        )
-        .collect();
-    let mut s = serde_json::to_string_pretty(&json!({ "data": data })).unwrap_or_default();
-    s.push('\n');
-    s
+/// `{"data": [{"payload": [<body>], "payloads": [<body>], "session_id": "session_<i>"}, ...]}`,
+/// pretty-printed as `serde_json` prints that tree: each entry in both tools' shapes at once,
+/// GenAI-Perf's `payload` (what perf_analyzer's `--input-data` reads) and AIPerf's
+/// `session_id` and `payloads`.
+///
+/// Written straight into `w`, a piece of about [`WRITE_PIECE`] bytes at a time: a synthetic
+/// multi-turn dataset of 1,000 conversations of 20 turns with a 1,000-token system prompt is
+/// about 190 MB, never held whole. Each body is printed once, by `serde_json`'s own `{:#}`, and
+/// indented line by line (a JSON string holds no raw newline).
+pub fn write_inputs_json(w: &mut dyn Write, bodies: &[Value]) -> io::Result<()> {
+    if bodies.is_empty() {
+        return w.write_all(b"{\n  \"data\": []\n}\n");
+    }
+    const INDENT: &str = "\n        ";
+    let mut out = String::with_capacity(WRITE_PIECE + (64 << 10));
+    out.push_str("{\n  \"data\": [\n");
+    for (i, body) in bodies.iter().enumerate() {
+        let text = format!("{body:#}");
+        if i > 0 {
+            out.push_str(",\n");
+        }
+        for key in ["payload", "payloads"] {
+            let open = if key == "payload" { "    {\n" } else { "" };
+            out.push_str(open);
+            out.push_str("      \"");
+            out.push_str(key);
+            out.push_str("\": [");
+            out.push_str(INDENT);
+            for (n, line) in text.split('\n').enumerate() {
+                if n > 0 {
+                    out.push_str(INDENT);
+                }
+                out.push_str(line);
+            }
+            out.push_str("\n      ],\n");
+        }
+        out.push_str("      \"session_id\": \"session_");
+        out.push_str(&i.to_string());
+        out.push_str("\"\n    }");
+        if out.len() >= WRITE_PIECE {
+            w.write_all(out.as_bytes())?;
+            out.clear();
+        }
+    }
+    out.push_str("\n  ]\n}\n");
+    w.write_all(out.as_bytes())
 }
 
 /// perf_analyzer's raw export for one point. `bodies[step]` is the payload of each request
@@ -239,6 +271,7 @@ mod tests {
     use super::*;
     use crate::measure::record::push_framed_response;
     use crate::measure::RequestRecord;
+    use serde_json::json;
 
     /// The export as it was built before: a `Value` tree (the reference for byte equality). `bodies[step]` is the payload of each request
     /// step; streamed events are written as `data: <event>\n\n` and the end marker as
@@ -460,11 +493,37 @@ mod tests {
         assert_eq!(r[1]["response_timestamps"], json!([25]));
         assert_eq!(r[1]["response_outputs"][0]["response"], "{\"x\":1}");
         assert_eq!(v["service_kind"], "openai");
-        let inputs: Value = serde_json::from_str(&inputs_json(&[json!({"a": 1})])).unwrap();
-        assert_eq!(
-            inputs,
-            json!({"data": [{"payload": [{"a": 1}], "session_id": "session_0", "payloads": [{"a": 1}]}]})
-        );
+    }
+
+    /// The bytes `serde_json::to_string_pretty` gives for the whole tree, plus a newline:
+    /// nested objects and arrays, empty ones, escapes and newlines inside strings, numbers.
+    #[test]
+    fn inputs_json_is_the_pretty_printed_tree() {
+        let cases = [
+            vec![],
+            vec![json!({"a": 1})],
+            vec![
+                json!({"messages": [{"role": "system", "content": "line\none \"q\" \\ \t"}],
+                       "stream": true, "n": [], "o": {}, "x": null, "f": 1.5, "neg": -3}),
+                json!([1, [2, [3, {}]], "s"]),
+                json!("just a string"),
+                json!({"deep": {"er": {"est": [{"k": [true, false]}]}}}),
+            ],
+        ];
+        for bodies in cases {
+            let data: Vec<Value> = bodies
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    json!({"payload": [b], "session_id": format!("session_{i}"), "payloads": [b]})
+                })
+                .collect();
+            let mut want = serde_json::to_string_pretty(&json!({ "data": data })).unwrap();
+            want.push('\n');
+            let mut got = Vec::new();
+            write_inputs_json(&mut got, &bodies).unwrap();
+            assert_eq!(String::from_utf8(got).unwrap(), want);
+        }
     }
 
     #[test]

@@ -350,19 +350,27 @@ fn image(m: &MediaArgs, rng: &mut Rng) -> Result<(&'static str, u32, u32, Vec<u8
 fn pixels(width: u32, height: u32, rng: &mut Rng) -> Vec<u8> {
     let (w, h) = (width as usize, height as usize);
     let base = rng.next().to_le_bytes();
-    let mut out = Vec::with_capacity(w * h * 3);
+    let mut out = vec![0u8; w * h * 3];
+    if out.is_empty() {
+        return out;
+    }
+    // The ramp of channel c is (x * base[3 + c] / w + y * base[6 - c] / h) / 2: the column
+    // term is computed once per column, the row term once per row.
+    let across: Vec<[usize; 3]> = (0..w)
+        .map(|x| std::array::from_fn(|c| x * usize::from(base[3 + c]) / w))
+        .collect();
     let mut noise = 0u64;
-    for y in 0..h {
-        for x in 0..w {
+    for (y, row) in out.chunks_exact_mut(w * 3).enumerate() {
+        let down: [usize; 3] = std::array::from_fn(|c| y * usize::from(base[6 - c]) / h);
+        for (x, px) in row.chunks_exact_mut(3).enumerate() {
+            // One draw gives the noise of two pixels (the low 3 bits of 6 of its bytes).
+            if x % 2 == 0 {
+                noise = rng.next();
+            }
             for c in 0..3 {
-                if c == 0 && x % 2 == 0 {
-                    noise = rng.next();
-                }
                 let n = (noise & 0x07) as usize;
                 noise >>= 8;
-                let ramp =
-                    (x * usize::from(base[3 + c]) / w + y * usize::from(base[6 - c]) / h) / 2;
-                out.push((usize::from(base[c]) + ramp + n) as u8);
+                px[c] = (usize::from(base[c]) + (across[x][c] + down[c]) / 2 + n) as u8;
             }
         }
     }

@@ -33,7 +33,8 @@ const NON_SEQUENCE_STREAM: usize = 0;
 pub struct LoadPlan {
     pub requests: Vec<Vec<u8>>,
     pub wire: Wire,
-    /// The export's `request_inputs` object of each request (indexed like `requests`).
+    /// The export's `request_inputs` object of each request (indexed like `requests`); the
+    /// tensor kinds leave them empty when the run writes no export.
     pub step_inputs: Vec<String>,
     /// Validation data of each request's batch (`None`: nothing to check).
     pub expected: Vec<Option<Vec<TensorValue>>>,
@@ -108,7 +109,10 @@ pub(crate) fn build(
         let inputs = batch(set, NON_SEQUENCE_STREAM, first, b, batched)?;
         plan.requests
             .push(enc.encode(cfg, target, &inputs, &outputs)?);
-        plan.step_inputs.push(triton_http::inputs_json(&inputs));
+        plan.step_inputs.push(triton_http::export_inputs_json(
+            cfg.profile_export_file.is_some(),
+            &inputs,
+        ));
         let expected = batch_expected(set, NON_SEQUENCE_STREAM, first, b, batched)?;
         plan.expected.push(expected);
         plan.timestamps_ms.push(steps[first].timestamp_ms);
@@ -145,7 +149,10 @@ fn build_sequences(
             flat.push(plan.requests.len() as u32);
             plan.requests
                 .push(enc.encode(cfg, target, &inputs, &outputs)?);
-            plan.step_inputs.push(triton_http::inputs_json(&inputs));
+            plan.step_inputs.push(triton_http::export_inputs_json(
+                cfg.profile_export_file.is_some(),
+                &inputs,
+            ));
             plan.expected.push(batch_expected(set, s, k, 1, batched)?);
             plan.timestamps_ms.push(step.timestamp_ms);
         }

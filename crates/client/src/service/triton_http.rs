@@ -13,7 +13,7 @@ pub use super::triton_http_setup::{
     parse_model_config, parse_model_metadata, parse_server_metadata, ConfigTensor, EnsembleStep,
     ModelConfig, ModelMetadata, ServerMetadata, TensorMeta,
 };
-pub use super::triton_http_values::{decode_outputs_json, inputs_json};
+pub use super::triton_http_values::{decode_outputs_json, export_inputs_json, inputs_json};
 
 /// `GET` → server metadata (name, version, extensions).
 pub const SERVER_METADATA_PATH: &str = "/v2";

@@ -134,6 +134,17 @@ pub fn inputs_json(inputs: &[InputTensor]) -> String {
     out
 }
 
+/// [`inputs_json`] for a run that writes a profile export, its only reader; an empty string
+/// otherwise (a 16 MiB FP32 tensor is about 70 MB of JSON text, built before the load starts
+/// and kept for the whole run).
+pub fn export_inputs_json(export: bool, inputs: &[InputTensor]) -> String {
+    if export {
+        inputs_json(inputs)
+    } else {
+        String::new()
+    }
+}
+
 /// Checks that an input's data matches its shape and datatype; returns the element count.
 pub(crate) fn check_input(input: &InputTensor) -> Result<usize> {
     let name = &input.name;

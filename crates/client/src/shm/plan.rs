@@ -142,7 +142,10 @@ pub fn build(cfg: &Config, target: &ShmTarget<'_>, set: &InputSet) -> Result<Shm
         for out_refs in &slot_refs {
             requests.push(encode(cfg, target, &inputs, &in_refs, out_refs)?);
         }
-        step_inputs.push(triton_http::inputs_json(&inputs));
+        step_inputs.push(triton_http::export_inputs_json(
+            cfg.profile_export_file.is_some(),
+            &inputs,
+        ));
         expected_outputs.push(expected);
         timestamps_ms.push(steps[first].timestamp_ms);
     }

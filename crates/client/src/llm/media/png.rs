@@ -29,13 +29,10 @@ pub fn encode_rgb(width: u32, height: u32, rgb: &[u8]) -> Vec<u8> {
         // Filter type 1 (Sub) before each scanline. Writes to a Vec cannot fail.
         filtered.clear();
         filtered.push(1);
-        filtered.extend(line.iter().enumerate().map(|(i, &b)| {
-            if i < 3 {
-                b
-            } else {
-                b.wrapping_sub(line[i - 3])
-            }
-        }));
+        filtered.extend_from_slice(line);
+        for i in (3..line.len()).rev() {
+            filtered[1 + i] = line[i].wrapping_sub(line[i - 3]);
+        }
         let _ = z.write_all(&filtered);
     }
     let data = z.finish().unwrap_or_default();

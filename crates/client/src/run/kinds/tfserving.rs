@@ -117,7 +117,7 @@ fn tfserving_plan(cfg: &Config, target: &Target, set: &InputSet) -> Result<LoadP
         let inputs = batch(set, STREAM, first, b, batched)?;
         plan.requests
             .push(tfserving::encode_predict(&spec, &inputs, cfg.compression)?);
-        plan.step_inputs.push(triton_http::inputs_json(&inputs));
+        plan.step_inputs.push(triton_http::export_inputs_json(cfg.profile_export_file.is_some(), &inputs));
         plan.expected.push(None);
         plan.timestamps_ms
             .push(set.streams[STREAM][first].timestamp_ms);
