@@ -199,11 +199,12 @@ fn run_case(mode: FaultMode, grpc: bool) -> Outcome {
     }
 }
 
-/// The client's arguments for one case: 20 requests to `url` with a 1 s request timeout, the
-/// CSV report at `csv`.
+/// The client's arguments for one case: 20 requests to `url` with a 1 s request timeout, at
+/// most 2 s of waiting for the server to say it is ready (a server that never answers is
+/// given up on then, not after the default 10 s), the CSV report at `csv`.
 fn client_args(url: &str, grpc: bool, csv: &Path) -> Vec<String> {
     let mut args = vec!["-m", "identity", "-u", url, "--request-count", "20"];
-    args.extend(["--request-timeout", "1000"]);
+    args.extend(["--request-timeout", "1000", "--ready-timeout", "2"]);
     if grpc {
         args.extend(["-i", "grpc"]);
     }

@@ -46,6 +46,42 @@ pub(super) fn exchange(
     read_until(&mut s, max)
 }
 
+/// Sends `request` and reads one whole reply: the head, then the body its Content-Length
+/// announces (every reply the fault server sends outside its faults has one). Unlike
+/// [`exchange`] it does not wait for the connection to go quiet; it panics after 5 s without
+/// a whole reply.
+pub(super) fn whole_reply(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(request).unwrap();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+            let length = head
+                .split("\r\ncontent-length: ")
+                .nth(1)
+                .and_then(|rest| rest.split("\r\n").next())
+                .and_then(|n| n.trim().parse::<usize>().ok());
+            if let Some(length) = length {
+                if got.len() >= end + 4 + length {
+                    got.truncate(end + 4 + length);
+                    return got;
+                }
+            }
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e) => panic!(
+                "no whole reply within 5 s ({e}): {}",
+                String::from_utf8_lossy(&got)
+            ),
+        }
+    }
+}
+
 pub(super) fn read_until(s: &mut TcpStream, max: usize) -> (Vec<u8>, End) {
     let mut got = Vec::new();
     let mut chunk = [0u8; 64 * 1024];
@@ -96,6 +132,12 @@ pub(super) fn head_and_body(reply: &[u8]) -> (String, &[u8]) {
     )
 }
 
+/// The infer reply of a fresh server in `mode`, read by [`whole_reply`].
+fn whole_infer_reply(mode: FaultMode) -> Vec<u8> {
+    let srv = server(mode, TTL);
+    whole_reply(srv.addr, &infer_request())
+}
+
 /// The infer reply of a fresh server in `mode`, read as `exchange` reads it.
 fn infer_reply(mode: FaultMode) -> (Vec<u8>, End) {
     let srv = server(mode, TTL);
@@ -118,16 +160,16 @@ pub(super) fn json_of(reply: &[u8]) -> Value {
 #[test]
 fn healthy_server_answers_metadata_and_echoes_infers() {
     let srv = server(FaultMode::None, TTL);
-    let (reply, _) = exchange(srv.addr, &get("/v2/health/ready"), 1 << 20, QUICK);
+    let reply = whole_reply(srv.addr, &get("/v2/health/ready"));
     assert!(reply.starts_with(b"HTTP/1.1 200 OK\r\n"));
-    let server = json_of(&exchange(srv.addr, &get("/v2"), 1 << 20, QUICK).0);
+    let server = json_of(&whole_reply(srv.addr, &get("/v2")));
     assert!(
         server["extensions"].to_string().contains("statistics"),
         "{server}"
     );
-    let meta = json_of(&exchange(srv.addr, &get("/v2/models/identity"), 1 << 20, QUICK).0);
+    let meta = json_of(&whole_reply(srv.addr, &get("/v2/models/identity")));
     assert_eq!(meta["inputs"][0]["shape"], serde_json::json!([16]));
-    let config = json_of(&exchange(srv.addr, &get("/v2/models/identity/config"), 1 << 20, QUICK).0);
+    let config = json_of(&whole_reply(srv.addr, &get("/v2/models/identity/config")));
     assert_eq!(
         (
             config["max_batch_size"].as_i64(),
@@ -135,7 +177,7 @@ fn healthy_server_answers_metadata_and_echoes_infers() {
         ),
         (Some(0), None)
     );
-    let (reply, _) = exchange(srv.addr, &get("/v2/models/nope"), 1 << 20, QUICK);
+    let reply = whole_reply(srv.addr, &get("/v2/models/nope"));
     assert!(reply.starts_with(b"HTTP/1.1 404"));
     // Two infers on one keep-alive connection, each echoing the input bytes.
     let mut twice = infer_request();
@@ -147,14 +189,14 @@ fn healthy_server_answers_metadata_and_echoes_infers() {
     let data: Vec<u8> = (0..64).collect();
     let first = body.windows(64).position(|w| w == data.as_slice()).unwrap();
     assert!(body[first + 64..].starts_with(b"HTTP/1.1 200 OK\r\n"));
-    let stats = json_of(&exchange(srv.addr, &get("/v2/models/identity/stats"), 1 << 20, QUICK).0);
+    let stats = json_of(&whole_reply(srv.addr, &get("/v2/models/identity/stats")));
     assert_eq!(stats["model_stats"][0]["inference_count"], 2);
     assert_eq!(srv.infers(), 2);
 }
 
 #[test]
 fn failing_modes_answer_errors() {
-    let (reply, _) = infer_reply(FaultMode::Status500);
+    let reply = whole_infer_reply(FaultMode::Status500);
     assert!(reply.starts_with(b"HTTP/1.1 500 "));
     assert!(json_of(&reply)["error"]
         .as_str()
@@ -163,15 +205,11 @@ fn failing_modes_answer_errors() {
 
     let srv = server(FaultMode::EveryNthFails, TTL);
     let statuses: Vec<bool> = (0..6)
-        .map(|_| {
-            exchange(srv.addr, &infer_request(), 1 << 20, QUICK)
-                .0
-                .starts_with(b"HTTP/1.1 200")
-        })
+        .map(|_| whole_reply(srv.addr, &infer_request()).starts_with(b"HTTP/1.1 200"))
         .collect();
     assert_eq!(statuses, [true, true, false, true, true, false]);
 
-    let text = json_of(&infer_reply(FaultMode::EscapeText).0)["error"]
+    let text = json_of(&whole_infer_reply(FaultMode::EscapeText))["error"]
         .as_str()
         .unwrap()
         .to_string();
@@ -180,7 +218,7 @@ fn failing_modes_answer_errors() {
         "{text:?}"
     );
 
-    let (reply, _) = infer_reply(FaultMode::NotJson);
+    let reply = whole_infer_reply(FaultMode::NotJson);
     assert!(reply.starts_with(b"HTTP/1.1 200"));
     assert!(serde_json::from_slice::<Value>(head_and_body(&reply).1).is_err());
 }
@@ -250,10 +288,10 @@ fn stalls_send_nothing_until_the_server_stops() {
 
 #[test]
 fn drip_sends_the_healthy_reply_a_byte_at_a_time() {
-    let healthy = infer_reply(FaultMode::None).0;
+    let healthy = whole_infer_reply(FaultMode::None);
     let srv = server(FaultMode::Drip, TTL);
     // Health is answered at once: only infer replies drip.
-    let (reply, _) = exchange(srv.addr, &get("/v2/health/ready"), 1 << 20, QUICK);
+    let reply = whole_reply(srv.addr, &get("/v2/health/ready"));
     assert!(reply.starts_with(b"HTTP/1.1 200 OK\r\n"));
     let mut s = TcpStream::connect(srv.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -305,7 +343,7 @@ fn the_lifetime_ends_stalls_and_closes_the_ports() {
 #[test]
 fn refuse_closes_the_ports_after_the_first_infer() {
     let srv = server(FaultMode::Refuse, TTL);
-    let (reply, _) = exchange(srv.addr, &get("/v2/models/identity"), 1 << 20, QUICK);
+    let reply = whole_reply(srv.addr, &get("/v2/models/identity"));
     assert!(reply.starts_with(b"HTTP/1.1 200"));
     let (reply, end) = exchange(srv.addr, &infer_request(), 1 << 20, QUICK);
     assert_eq!((reply.len(), end), (0, End::Eof));
@@ -340,9 +378,8 @@ fn floods_do_not_end() {
 fn metadata_modes_change_the_model() {
     let shape_of = |mode: FaultMode| {
         let srv = server(mode, TTL);
-        let meta = json_of(&exchange(srv.addr, &get("/v2/models/identity"), 1 << 20, QUICK).0);
-        let config =
-            json_of(&exchange(srv.addr, &get("/v2/models/identity/config"), 1 << 20, QUICK).0);
+        let meta = json_of(&whole_reply(srv.addr, &get("/v2/models/identity")));
+        let config = json_of(&whole_reply(srv.addr, &get("/v2/models/identity/config")));
         assert_eq!(meta["inputs"][0]["shape"], config["input"][0]["dims"]);
         meta["inputs"][0]["shape"].to_string()
     };
@@ -356,16 +393,15 @@ fn metadata_modes_change_the_model() {
         (FaultMode::NameAbs, "/abs/x"),
     ] {
         let srv = server(mode, TTL);
-        let config =
-            json_of(&exchange(srv.addr, &get("/v2/models/identity/config"), 1 << 20, QUICK).0);
+        let config = json_of(&whole_reply(srv.addr, &get("/v2/models/identity/config")));
         assert_eq!(config["platform"], "ensemble");
         assert_eq!(config["ensemble_scheduling"]["step"][0]["model_name"], name);
         // However a client spells the composing model's path, it gets its config.
         for path in [format!("/v2/models/{name}/config"), "/x/config".to_string()] {
-            let composing = json_of(&exchange(srv.addr, &get(&path), 1 << 20, QUICK).0);
+            let composing = json_of(&whole_reply(srv.addr, &get(&path)));
             assert_eq!(composing["name"], name, "{path}");
         }
-        let stats = json_of(&exchange(srv.addr, &get("/v2/models/stats"), 1 << 20, QUICK).0);
+        let stats = json_of(&whole_reply(srv.addr, &get("/v2/models/stats")));
         assert_eq!(stats["model_stats"][1]["name"], name);
     }
 }

@@ -7,7 +7,9 @@ use std::net::TcpStream;
 use prost::Message;
 
 use super::grpc_tests::{data, field, fields, infer_message, raw_call};
-use super::tests::{exchange, get, head_and_body, infer_request, json_of, server, QUICK, TTL};
+use super::tests::{
+    exchange, get, head_and_body, infer_request, json_of, server, whole_reply, QUICK, TTL,
+};
 use super::FaultMode;
 use inferperf_wire::protocol::grpc::pb::inference as pb;
 
@@ -23,7 +25,7 @@ fn large_head(len: usize) -> Vec<u8> {
 #[test]
 fn payload_too_large_answers_before_reading_the_body() {
     let srv = server(FaultMode::PayloadTooLarge, TTL);
-    let meta = json_of(&exchange(srv.addr, &get("/v2/models/identity"), 1 << 20, QUICK).0);
+    let meta = json_of(&whole_reply(srv.addr, &get("/v2/models/identity")));
     assert_eq!(meta["inputs"][0]["shape"], serde_json::json!([4194304]));
     // A 16 MiB request: the server answers after the head and closes with the body unread,
     // so the client's write fails before it is done; the answer is still there to read.
