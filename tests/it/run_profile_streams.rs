@@ -73,28 +73,48 @@ const GATHERED: [&str; 10] = [
 /// is up to 10 ms later.
 #[test]
 fn gathered_reads_keep_the_arrival_times() {
-    let server = start_llm(20, 20, 1);
-    let dir = temp_dir("profile-gathered");
-    let args: Vec<&str> = ["--streaming"].iter().chain(&GATHERED).copied().collect();
-    let (outcomes, _) = profile(&server, &dir, &args).unwrap();
-    assert_arrivals_match_sends(server, &outcomes[0]);
+    in_one_of_three_runs(|| {
+        let server = start_llm(20, 20, 1);
+        let dir = temp_dir("profile-gathered");
+        let args: Vec<&str> = ["--streaming"].iter().chain(&GATHERED).copied().collect();
+        let (outcomes, _) = profile(&server, &dir, &args).unwrap();
+        arrivals_match_sends(server, &outcomes[0])
+    });
 }
 
 /// The same over gRPC (`ModelStreamInfer`): the HTTP/2 session's reads are stamped too.
 #[test]
 fn gathered_grpc_reads_keep_the_arrival_times() {
-    let server = start_llm(20, 20, 1);
-    let dir = temp_dir("profile-gathered-grpc");
-    let outcomes = profile_kserve(&server, &dir, &GATHERED);
-    assert_arrivals_match_sends(server, &outcomes[0]);
+    in_one_of_three_runs(|| {
+        let server = start_llm(20, 20, 1);
+        let dir = temp_dir("profile-gathered-grpc");
+        let outcomes = profile_kserve(&server, &dir, &GATHERED);
+        arrivals_match_sends(server, &outcomes[0])
+    });
+}
+
+/// Passes when one of three runs of `run` meets its bound; fails with all three misses. The
+/// in-process server logs a token's send time just before it writes it, so a server thread
+/// that the machine's other work holds up between the two makes one token look late; a
+/// client that timed chunks by their reads would miss in every run.
+fn in_one_of_three_runs(mut run: impl FnMut() -> Result<(), String>) {
+    let mut misses = Vec::new();
+    for _ in 0..3 {
+        match run() {
+            Ok(()) => return,
+            Err(e) => misses.push(e),
+        }
+    }
+    panic!("missed in three runs: {misses:#?}");
 }
 
 /// Three requests, one at a time: every chunk's arrival is within 4 ms of the server's send
-/// (the reads are 30 ms apart, so a read-time stamp would be up to 10 ms late), then stops it.
+/// (the reads are 30 ms apart, so a read-time stamp would be up to 10 ms late); stops the
+/// server.
 /// A chunk that shared its read with the next one (same time: the kernel gives one stamp per
 /// read) carries that one's time; on a loaded machine a late read can take two, so such chunks
 /// are left out, up to a third of them.
-fn assert_arrivals_match_sends(server: ServerHandle, point: &PointOutcome) {
+fn arrivals_match_sends(server: ServerHandle, point: &PointOutcome) -> Result<(), String> {
     let sent = server.token_times();
     server.stop();
     let reqs = &point.requests;
@@ -115,14 +135,15 @@ fn assert_arrivals_match_sends(server: ServerHandle, point: &PointOutcome) {
             worst = worst.max((c.arrival_ns as i64 - *at as i64).abs());
         }
     }
-    assert!(
-        compared >= 16,
-        "only {compared} of 24 chunks had a read of their own"
-    );
-    assert!(
-        worst < 4_000_000,
-        "a token was timed {worst} ns away from its send"
-    );
+    if compared < 16 {
+        return Err(format!(
+            "only {compared} of 24 chunks had a read of their own"
+        ));
+    }
+    if worst >= 4_000_000 {
+        return Err(format!("a token was timed {worst} ns away from its send"));
+    }
+    Ok(())
 }
 
 /// The share of chunks the report says were timed by a read shared with the next chunk.
