@@ -50,32 +50,25 @@ impl ExportNames {
 /// Written straight into `w`, a piece of about [`WRITE_PIECE`] bytes at a time: a synthetic
 /// multi-turn dataset of 1,000 conversations of 20 turns with a 1,000-token system prompt is
 /// about 190 MB, never held whole. Each body is printed once, by `serde_json`'s own `{:#}`, and
-/// indented line by line (a JSON string holds no raw newline).
+/// indented by its newlines (a JSON string holds no raw newline).
 pub fn write_inputs_json(w: &mut dyn Write, bodies: &[Value]) -> io::Result<()> {
     if bodies.is_empty() {
         return w.write_all(b"{\n  \"data\": []\n}\n");
     }
-    const INDENT: &str = "\n        ";
     let mut out = String::with_capacity(WRITE_PIECE + (64 << 10));
     out.push_str("{\n  \"data\": [\n");
     for (i, body) in bodies.iter().enumerate() {
-        let text = format!("{body:#}");
+        // Eight spaces deep: the body's own lines, each but the first, get them too.
+        let text = format!("{body:#}").replace('\n', "\n        ");
         if i > 0 {
             out.push_str(",\n");
         }
+        out.push_str("    {\n");
         for key in ["payload", "payloads"] {
-            let open = if key == "payload" { "    {\n" } else { "" };
-            out.push_str(open);
             out.push_str("      \"");
             out.push_str(key);
-            out.push_str("\": [");
-            out.push_str(INDENT);
-            for (n, line) in text.split('\n').enumerate() {
-                if n > 0 {
-                    out.push_str(INDENT);
-                }
-                out.push_str(line);
-            }
+            out.push_str("\": [\n        ");
+            out.push_str(&text);
             out.push_str("\n      ],\n");
         }
         out.push_str("      \"session_id\": \"session_");
